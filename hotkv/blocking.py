@@ -1,0 +1,223 @@
+"""Blocking commands, the way Redis does it (src/blocked.c).
+
+A blocking command first tries to serve itself.  Only when it cannot does it
+call ``block()``, which registers a ``Waiter`` at the tail of every key's
+queue (``Database.blocking``).  A write to a key someone waits on marks it
+ready (``Server.signal_ready``: once per key, and only if a waiter exists).
+After each command -- after the whole EXEC for a transaction -- the
+dispatcher calls ``serve_ready_keys``: for each ready key, in the order the
+keys became ready, the waiters are taken first come, first served and their
+command is executed again.  Serving may make more keys ready (BLMOVE pushes
+into a list others wait on), so the pass repeats until nothing is ready.
+
+Never wakes a client whose key did not change; never leaves a waiter
+behind: a client that disconnects, is killed or is CLIENT UNBLOCKed is
+removed from every queue at once.
+
+Invariants:
+* ``client.blocked is waiter`` exactly while the waiter is in its queues;
+* a waiter's deadline (absolute ms, 0 = forever) survives re-execution;
+* inside MULTI/EXEC (or while loading the AOF) nothing blocks: ``block``
+  returns the command's timeout reply at once, as in Redis.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import deque
+
+from . import errors
+from .errors import CommandError
+from .resp import NULL_ARRAY
+
+BLOCKED = object()   # a handler's return value: "no reply yet"
+_seq = itertools.count()
+
+
+class Waiter:
+    __slots__ = ("client", "db", "keys", "deadline", "cmd", "argv", "btype",
+                 "timeout_reply", "unblock_on_nokey", "seq", "data")
+
+    def __init__(self, client, db, keys, deadline, cmd, argv, btype, timeout_reply,
+                 unblock_on_nokey, data):
+        self.client = client
+        self.db = db
+        self.keys = keys
+        self.deadline = deadline
+        self.cmd = cmd
+        self.argv = argv
+        self.btype = btype
+        self.timeout_reply = timeout_reply
+        self.unblock_on_nokey = unblock_on_nokey
+        self.seq = next(_seq)
+        self.data = data
+
+
+def parse_timeout(server, arg: bytes, seconds: bool = True) -> int:
+    """A blocking timeout argument -> absolute deadline in ms (0 = forever).
+
+    ``seconds``: BLPOP-style float seconds; otherwise XREAD-style integer ms.
+    """
+    if seconds:
+        try:
+            text = arg.decode("ascii")
+            if text.strip() != text or not text or "_" in text:
+                raise ValueError
+            value = float(text)
+        except (ValueError, UnicodeDecodeError):
+            raise CommandError(errors.TIMEOUT_NOT_FLOAT) from None
+        if math.isnan(value):
+            raise CommandError(errors.TIMEOUT_NOT_FLOAT)
+        if value < 0:
+            raise CommandError(errors.TIMEOUT_NEGATIVE)
+        ms = value * 1000.0
+        if ms > 9223372036854775807 or math.isinf(ms):
+            raise CommandError(errors.TIMEOUT_OUT_OF_RANGE)
+        ms = math.ceil(ms)
+    else:
+        from .util import parse_int
+        ms = parse_int(arg, "ERR timeout is not an integer or out of range")
+        if ms < 0:
+            raise CommandError(errors.TIMEOUT_NEGATIVE)
+    if ms > 0:
+        ms += server.cmd_time_ms
+        if ms > 9223372036854775807:
+            raise CommandError(errors.TIMEOUT_OUT_OF_RANGE)
+    return ms
+
+
+def block(client, keys, deadline: int, btype, timeout_reply=NULL_ARRAY, *,
+          unblock_on_nokey: bool = False, data=None):
+    """Block ``client`` on ``keys`` and return BLOCKED, or -- inside a
+    transaction or while loading -- return ``timeout_reply`` at once."""
+    if client.in_exec or client.is_fake:
+        return timeout_reply
+    server = client.server
+    if client.reprocessing:
+        # Re-executed and still cannot be served: keep the original deadline.
+        deadline = client.reprocessing.deadline
+    db = client.db
+    waiter = Waiter(client, db, list(dict.fromkeys(keys)), deadline, server.current_cmd,
+                    server.current_argv, btype, timeout_reply, unblock_on_nokey, data)
+    for key in waiter.keys:
+        q = db.blocking.get(key)
+        if q is None:
+            q = db.blocking[key] = deque()
+            if unblock_on_nokey:
+                server.blocking_keys_nokey += 1
+        q.append(waiter)
+    client.blocked = waiter
+    server.blocked_clients += 1
+    if deadline:
+        heapq.heappush(server.block_timeouts, (deadline, waiter.seq, waiter))
+        server.arm_block_timer(deadline)
+    return BLOCKED
+
+
+def _detach(waiter):
+    """Remove waiter from all its key queues."""
+    db = waiter.db
+    server = waiter.client.server
+    for key in waiter.keys:
+        q = db.blocking.get(key)
+        if q is None:
+            continue
+        try:
+            q.remove(waiter)
+        except ValueError:
+            pass
+        if not q:
+            del db.blocking[key]
+            if waiter.unblock_on_nokey:
+                server.blocking_keys_nokey -= 1
+    waiter.client.blocked = None
+    server.blocked_clients -= 1
+
+
+def unblock(client, reply=None, error: str | None = None):
+    """Unblock client with a reply (timeout, CLIENT UNBLOCK) and let it run
+    its pending commands."""
+    waiter = client.blocked
+    if waiter is None:
+        return
+    _detach(waiter)
+    if error is not None:
+        client.add_error(error)
+        client.server.count_error(error)
+    else:
+        client.add_reply(waiter.timeout_reply if reply is None else reply)
+    client.schedule_flush()
+    client.server.resume_client(client)
+
+
+def drop(client):
+    """A client is going away: leave no waiter behind."""
+    if client.blocked is not None:
+        _detach(client.blocked)
+
+
+def expire_timeouts(server, now_ms: int):
+    """Unblock every waiter whose deadline passed; return the next deadline."""
+    heap = server.block_timeouts
+    while heap:
+        deadline, _, waiter = heap[0]
+        if waiter.client.blocked is not waiter:
+            heapq.heappop(heap)       # served or dropped already
+            continue
+        if deadline > now_ms:
+            return deadline
+        heapq.heappop(heap)
+        unblock(waiter.client)
+    return 0
+
+
+def serve_ready_keys(server):
+    """Serve waiters on every ready key, first come first served, until no
+    key is ready (serving one key can make another ready)."""
+    from .dispatch import call
+    while server.ready_keys:
+        ready = server.ready_keys
+        server.ready_keys = []
+        server.ready_set.clear()
+        for db, key in ready:
+            q = db.blocking.get(key)
+            if not q:
+                continue
+            # Only the waiters present now; a re-blocked one goes to the tail
+            # and must not be served twice in this pass.
+            for waiter in list(q):
+                client = waiter.client
+                if client.blocked is not waiter:
+                    continue
+                value = db.data.get(key)
+                if value is not None and db.is_expired(key):
+                    value = None
+                if value is None:
+                    if not waiter.unblock_on_nokey:
+                        break
+                elif type(value) is not waiter.btype and not waiter.unblock_on_nokey:
+                    continue
+                _detach(waiter)
+                saved_db = client.db
+                client.db = waiter.db
+                client.reprocessing = waiter
+                try:
+                    call(client, waiter.cmd, waiter.argv)
+                finally:
+                    client.reprocessing = None
+                if client.blocked is None:
+                    client.db = saved_db if saved_db is not waiter.db else client.db
+                    client.schedule_flush()
+                    server.resume_client(client)
+
+
+def unblock_on_deleted(server, db, key):
+    """A key some waiters need to exist (XREADGROUP's group) was deleted."""
+    if key in db.blocking:
+        server.signal_ready(db, key)
+
+
+__all__ = ["BLOCKED", "block", "unblock", "drop", "parse_timeout", "serve_ready_keys",
+           "expire_timeouts", "Waiter"]

@@ -1,0 +1,197 @@
+"""Connection commands: PING, ECHO, HELLO, AUTH, SELECT, SWAPDB, QUIT, RESET.
+
+Owns the per-connection protocol state (RESP version, selected database,
+authentication).  Authentication checks a password through
+``authenticate``; the ACL module replaces it when named users exist.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from .. import REDIS_COMPAT_VERSION, errors
+from ..errors import CommandError
+from ..registry import command
+from ..resp import OK, PONG, Simple
+from ..util import string2ll
+
+
+@command("ping", -1, "fast", group="connection")
+def ping(c, argv):
+    """Ping the server."""
+    if len(argv) > 2:
+        raise errors.wrong_args("ping")
+    if not c.resp3 and (c.channels or c.patterns or c.shard_channels):
+        return [b"pong", argv[1] if len(argv) == 2 else b""]
+    return PONG if len(argv) == 1 else argv[1]
+
+
+@command("echo", 2, "fast", group="connection")
+def echo(c, argv):
+    """Echo the given string."""
+    return argv[1]
+
+
+@command("quit", -1, "allow_busy no_auth noscript loading stale fast", group="connection")
+def quit_(c, argv):
+    """Close the connection."""
+    c.closing = True
+    return OK
+
+
+# -- authentication -----------------------------------------------------------
+
+def authenticate(c, username: bytes | None, password: bytes) -> None:
+    """Authenticate c or raise the error reply.  ``username`` None is the
+    one-argument AUTH form."""
+    hook = AUTHENTICATE_HOOK[0]
+    if hook is not None:
+        return hook(c, username, password)
+    requirepass = c.server.config.values["requirepass"].encode()
+    if username is None and not requirepass:
+        raise CommandError(
+            "ERR AUTH <password> called without any password configured for the default "
+            "user. Are you sure your configuration is correct?")
+    if username is not None and username != b"default":
+        raise CommandError(errors.WRONGPASS)
+    if requirepass and not hmac.compare_digest(password, requirepass):
+        raise CommandError(errors.WRONGPASS)
+    c.authenticated = True
+
+
+# The ACL module installs fn(client, username_or_None, password) here.
+AUTHENTICATE_HOOK = [None]
+
+
+@command("auth", -2, "noscript loading stale fast no_auth allow_busy", group="connection")
+def auth(c, argv):
+    """Authenticate to the server."""
+    if len(argv) > 3:
+        raise CommandError(errors.SYNTAX)
+    if len(argv) == 2:
+        authenticate(c, None, argv[1])
+    else:
+        authenticate(c, argv[1], argv[2])
+    return OK
+
+
+@command("hello", -1, "noscript loading stale fast no_auth allow_busy", group="connection",
+         since="6.0.0")
+def hello(c, argv):
+    """Handshake with the server."""
+    ver = 0
+    i = 1
+    if len(argv) >= 2:
+        ver = string2ll(argv[1])
+        if ver is None:
+            raise CommandError("ERR Protocol version is not an integer or out of range")
+        if ver < 2 or ver > 3:
+            raise CommandError("NOPROTO unsupported protocol version")
+        i = 2
+    username = password = name = None
+    while i < len(argv):
+        opt = argv[i].lower()
+        more = len(argv) - 1 - i
+        if opt == b"auth" and more >= 2:
+            username, password = argv[i + 1], argv[i + 2]
+            i += 3
+        elif opt == b"setname" and more >= 1:
+            name = argv[i + 1]
+            validate_client_name(name)
+            i += 2
+        else:
+            raise CommandError("ERR Syntax error in HELLO option '%s'"
+                               % argv[i].decode("utf-8", "surrogateescape"))
+    if username is not None:
+        authenticate(c, username, password)
+    if not c.authenticated:
+        raise CommandError(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise "
+            "the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the "
+            "client and select the RESP protocol version at the same time")
+    if name is not None:
+        c.name = name
+    if ver:
+        c.resp3 = ver == 3
+    return {
+        b"server": b"redis",
+        b"version": REDIS_COMPAT_VERSION.encode(),
+        b"proto": 3 if c.resp3 else 2,
+        b"id": c.id,
+        b"mode": b"standalone",
+        b"role": b"master",
+        b"modules": [],
+    }
+
+
+def validate_client_name(name: bytes):
+    for ch in name:
+        if ch < 33 or ch > 126:
+            raise CommandError("ERR Client names cannot contain spaces, newlines or special "
+                               "characters.")
+
+
+# -- databases ------------------------------------------------------------------
+
+def db_index(c, arg: bytes) -> int:
+    idx = string2ll(arg)
+    if idx is None or idx < -2**31 or idx > 2**31 - 1:
+        raise CommandError(errors.NOT_INTEGER)
+    if idx < 0 or idx >= len(c.server.dbs):
+        raise CommandError(errors.DB_INDEX)
+    return idx
+
+
+@command("select", 2, "loading stale fast", group="connection")
+def select(c, argv):
+    """Change the selected database for the current connection."""
+    c.db = c.server.dbs[db_index(c, argv[1])]
+    return OK
+
+
+@command("swapdb", 3, "write fast", group="server", since="4.0.0")
+def swapdb(c, argv):
+    """Swaps two databases."""
+    server = c.server
+    a = string2ll(argv[1])
+    if a is None:
+        raise CommandError("ERR invalid first DB index")
+    b = string2ll(argv[2])
+    if b is None:
+        raise CommandError("ERR invalid second DB index")
+    if not (0 <= a < len(server.dbs)) or not (0 <= b < len(server.dbs)):
+        raise CommandError(errors.DB_INDEX)
+    if a != b:
+        da, db_ = server.dbs[a], server.dbs[b]
+        da.touch_all(db_)
+        db_.touch_all(da)
+        da.data, db_.data = db_.data, da.data
+        da.expires, db_.expires = db_.expires, da.expires
+        for d in (da, db_):
+            for key in list(d.blocking):
+                server.signal_ready(d, key)
+    server.dirty += 1
+    return OK
+
+
+@command("reset", 1, "noscript loading stale fast no_auth allow_busy", group="connection",
+         since="6.2.0")
+def reset(c, argv):
+    """Reset the connection."""
+    for fn in RESET_HOOKS:
+        fn(c)
+    from .transactions import discard_transaction
+    discard_transaction(c)
+    c.db = c.server.dbs[0]
+    c.resp3 = False
+    c.name = b""
+    c.reply_mode = 0
+    c.no_evict = False
+    c.no_touch = False
+    c.authenticated = not c.server.auth_required()
+    c.user = c.server.default_user()
+    return Simple(b"RESET")
+
+
+# Modules with per-connection state (pub/sub, tracking) register a cleanup.
+RESET_HOOKS: list = []

@@ -1,0 +1,121 @@
+"""MULTI / EXEC / DISCARD / WATCH / UNWATCH.
+
+Queueing itself happens in the dispatcher (it is a rule about every
+command); this module owns what the transaction commands do.
+
+Invariants:
+* EXEC runs the queue with ``client.in_exec`` set, so blocking commands act
+  as their non-blocking forms; blocked clients whose keys became ready are
+  served after the whole EXEC (the dispatcher does it after the call), so a
+  transaction that pushes twice hands both elements over in order.
+* A WATCHed key touched by anyone (another client, expiry, FLUSHALL) fails
+  the EXEC with a null reply; WATCH state is cleared by EXEC, DISCARD,
+  UNWATCH and RESET.
+"""
+
+from __future__ import annotations
+
+from .. import errors
+from ..dispatch import call
+from ..errors import CommandError
+from ..registry import command
+from ..resp import OK, NULL_ARRAY
+
+
+@command("multi", 1, "noscript loading stale fast allow_busy", group="transactions", since="1.2.0")
+def multi(c, argv):
+    """Mark the start of a transaction block."""
+    if c.multi:
+        raise CommandError(errors.NESTED_MULTI)
+    c.multi = True
+    c.multi_queue = []
+    c.multi_error = False
+    c.multi_flags = 0
+    return OK
+
+
+def discard_transaction(c):
+    c.multi = False
+    c.multi_queue = []
+    c.multi_error = False
+    c.multi_flags = 0
+    unwatch_all(c)
+
+
+@command("discard", 1, "noscript loading stale fast allow_busy", group="transactions",
+         since="2.0.0")
+def discard(c, argv):
+    """Discard all commands issued after MULTI."""
+    if not c.multi:
+        raise CommandError(errors.DISCARD_WITHOUT_MULTI)
+    discard_transaction(c)
+    return OK
+
+
+@command("exec", 1, "noscript loading stale skip_slowlog", group="transactions", since="1.2.0")
+def exec_(c, argv):
+    """Execute all commands issued after MULTI."""
+    if not c.multi:
+        raise CommandError(errors.EXEC_WITHOUT_MULTI)
+    server = c.server
+    if c.multi_error:
+        discard_transaction(c)
+        raise CommandError(errors.EXECABORT)
+    queue = c.multi_queue
+    if c.dirty_cas:
+        discard_transaction(c)
+        return NULL_ARRAY
+    unwatch_all(c)
+    c.multi = False
+    c.multi_queue = []
+    c.multi_flags = 0
+    c.add_raw(b"*%d\r\n" % len(queue))
+    c.in_exec = True
+    try:
+        for cmd, args in queue:
+            call(c, cmd, args)
+    finally:
+        c.in_exec = False
+    # EXEC itself is not logged: each command it ran was.
+    server.prop_override = []
+    from ..blocking import BLOCKED
+    return BLOCKED  # the replies are already written
+
+
+@command("watch", -2, "noscript loading stale fast allow_busy", keys=(1, -1, 1),
+         group="transactions", since="2.2.0")
+def watch(c, argv):
+    """Monitor changes to keys to determine the execution of a transaction."""
+    if c.multi:
+        raise CommandError(errors.WATCH_IN_MULTI)
+    db = c.db
+    for key in argv[1:]:
+        token = (db.index, key)
+        if token in c.watched:
+            continue
+        watchers = db.watched.get(key)
+        if watchers is None:
+            watchers = db.watched[key] = {}
+        expired = key in db.data and db.is_expired(key)
+        watchers[c] = [expired]
+        c.watched[token] = db
+    return OK
+
+
+@command("unwatch", 1, "noscript loading stale fast allow_busy", group="transactions",
+         since="2.2.0")
+def unwatch(c, argv):
+    """Forget about all watched keys."""
+    unwatch_all(c)
+    return OK
+
+
+def unwatch_all(c):
+    for (index, key), db in c.watched.items():
+        watchers = db.watched.get(key)
+        if watchers is not None:
+            watchers.pop(c, None)
+            if not watchers:
+                del db.watched[key]
+    c.watched = {}
+    c.dirty_cas = False

@@ -1,0 +1,157 @@
+"""The dispatcher: from argv to reply, with every cross-cutting rule in one place.
+
+``process_command`` is Redis's processCommand: look the command up, check
+existence, arity, protected commands, authentication, MULTI restrictions,
+ACL permission, OOM, disk errors, RESP2 subscribed mode and AOF loading --
+in Redis's order and with Redis's texts -- then either queue it (inside
+MULTI) or ``call`` it and serve blocked clients whose keys became ready.
+
+``call`` is Redis's call(): runs the handler, times it, counts it, encodes
+its reply, and -- if the data changed (``server.dirty`` moved) -- hands the
+command, or the deterministic form the handler asked for, to propagation
+(the AOF).  Nested calls (EXEC running its queue, a blocked client being
+served) propagate as one unit: the outermost call flushes.
+"""
+
+from __future__ import annotations
+
+import time
+
+from . import errors
+from .blocking import BLOCKED, serve_ready_keys
+from .errors import CommandError
+from .registry import TABLE
+from .resp import QUEUED
+
+_perf = time.perf_counter
+_time = time.time
+
+
+def unknown_command_error(argv) -> str:
+    name = _cstr(argv[0], 128)
+    args = ""
+    for a in argv[1:]:
+        if len(args) >= 128:
+            break
+        args += "'%s' " % _cstr(a, 128 - len(args))
+    return errors.UNKNOWN_COMMAND % (name, args)
+
+
+def _cstr(data: bytes, limit: int) -> str:
+    """As C's %.Ns on a binary string: stops at NUL, at most limit bytes."""
+    nul = data.find(b"\0")
+    if nul >= 0:
+        data = data[:nul]
+    return data[:limit].decode("utf-8", "surrogateescape")
+
+
+def reject(client, message: str, cmd=None):
+    """Refuse a command before it runs (Redis's rejectCommand)."""
+    if client.multi:
+        client.multi_error = True
+    if cmd is not None:
+        cmd.rejected_calls += 1
+    client.server.count_error(message)
+    client.add_error(message)
+
+
+def process_command(client, argv) -> None:
+    server = client.server
+    cmd = TABLE.get(argv[0])
+    if cmd is None:
+        cmd = TABLE.get(argv[0].lower())
+        if cmd is None:
+            return reject(client, unknown_command_error(argv))
+    if cmd.subcommands is not None and len(argv) >= 2:
+        sub = cmd.subcommands.get(argv[1])
+        if sub is None:
+            sub = cmd.subcommands.get(argv[1].lower())
+            if sub is None:
+                return reject(client, errors.UNKNOWN_SUBCOMMAND % (
+                    _cstr(argv[1], 128), cmd.name.upper()))
+        cmd = sub
+    n = len(argv)
+    arity = cmd.arity
+    if (arity > 0 and n != arity) or n < -arity:
+        return reject(client, errors.WRONG_ARGS % cmd.name, cmd)
+    if cmd.admin and cmd.func is not None and server.protected_denied(client, cmd):
+        return reject(client, server.protected_denied(client, cmd), cmd)
+    if not client.authenticated and not cmd.noauth:
+        return reject(client, errors.NOAUTH, cmd)
+    if client.multi and cmd.no_multi:
+        return reject(client, errors.NOT_IN_MULTI, cmd)
+    if server.acl_check is not None:
+        message = server.acl_check(client, cmd, argv)
+        if message is not None:
+            return reject(client, message, cmd)
+    if server.maxmemory and (cmd.denyoom or (cmd.name == "exec" and client.multi_flags & 1)):
+        if server.over_maxmemory():
+            return reject(client, errors.OOM, cmd)
+    if server.disk_error is not None and (cmd.write or cmd.name == "ping" or (
+            cmd.name == "exec" and client.multi_flags & 2)):
+        return reject(client, server.disk_error, cmd)
+    if not client.resp3 and (client.channels or client.patterns or client.shard_channels) \
+            and not cmd.pubsub_ok:
+        return reject(client, errors.SUBSCRIBED % cmd.name, cmd)
+    if server.loading and "loading" not in cmd.flags:
+        return reject(client, errors.LOADING, cmd)
+    if client.multi and not cmd.multi_exempt:
+        client.multi_queue.append((cmd, argv))
+        if cmd.denyoom:
+            client.multi_flags |= 1
+        if cmd.write:
+            client.multi_flags |= 2
+        client.add_reply(QUEUED)
+        return
+    call(client, cmd, argv)
+    if server.ready_keys:
+        serve_ready_keys(server)
+
+
+def call(client, cmd, argv) -> None:
+    """Run one command: reply, stats, and propagation of what it changed."""
+    server = client.server
+    outer = server.call_depth == 0
+    server.call_depth += 1
+    prev_cmd, prev_argv = server.current_cmd, server.current_argv
+    server.current_cmd = cmd
+    server.current_argv = argv
+    if outer:
+        server.cmd_time_ms = int(_time() * 1000)
+    dirty = server.dirty
+    server.prop_override = None
+    start = _perf()
+    try:
+        reply = cmd.func(client, argv)
+    except CommandError as e:
+        cmd.failed_calls += 1
+        server.count_error(e.message)
+        client.add_error(e.message)
+    except Exception as e:  # a bug must cost one reply, never the server
+        cmd.failed_calls += 1
+        message = "ERR internal error in '%s': %s" % (cmd.name, type(e).__name__)
+        server.count_error(message)
+        client.add_error(message)
+        server.log_exception(cmd, argv, e)
+    else:
+        if reply is not BLOCKED:
+            client.add_reply(reply)
+    duration = _perf() - start
+    cmd.calls += 1
+    cmd.usec += int(duration * 1_000_000)
+    server.stat_numcommands += 1
+    client.last_cmd = cmd.name
+    if server.dirty != dirty:
+        override = server.prop_override
+        if override is not None:
+            for entry in override:
+                server.propagate(client.db.index if entry[0] is None else entry[0], entry[1])
+        elif "no_propagate" not in cmd.flags:
+            server.propagate(client.db.index, argv)
+    server.prop_override = None
+    server.current_cmd, server.current_argv = prev_cmd, prev_argv
+    server.call_depth -= 1
+    if outer:
+        server.flush_propagation()
+        if client.skip_this:
+            client.skip_this = False

@@ -1,0 +1,162 @@
+"""A real hotkv server inside the calling process.
+
+``EmbeddedServer`` runs the server on its own event loop in a background
+thread: a context manager, or ``start()`` / ``stop()``.  It binds an
+ephemeral port (or a unix socket) and reports ``host``, ``port`` and ``url``.
+``AsyncEmbeddedServer`` runs inside the caller's running event loop.
+
+Settings are redis.conf names, with ``_`` for ``-``:
+``EmbeddedServer(requirepass="s3cret", appendonly=True, dir=tmp)``.
+
+Invariants: ``start()`` returns only once the server accepts connections
+(it waits on an event, never sleeps); ``stop()`` leaves no thread, socket
+or unix-socket file behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from .net import Listener, new_event_loop
+from .server import Server
+
+
+def _settings(port, host, unixsocket, config) -> dict:
+    settings = {k.replace("_", "-"): v for k, v in config.items()}
+    settings.setdefault("port", port)
+    settings.setdefault("bind", host)
+    if unixsocket:
+        settings["unixsocket"] = str(unixsocket)
+        if "port" not in config and port == 0:
+            settings["port"] = 0
+    settings.setdefault("save", "")
+    return settings
+
+
+class _Common:
+    server: Server
+    _listener: Listener
+
+    @property
+    def host(self) -> str:
+        return self._listener.bound[0][0] if self._listener and self._listener.bound else ""
+
+    @property
+    def port(self) -> int:
+        return self.server.config.values["port"]
+
+    @property
+    def unixsocket(self) -> str | None:
+        return self.server.config.values["unixsocket"] or None
+
+    @property
+    def url(self) -> str:
+        password = self.server.config.values["requirepass"]
+        auth = f":{password}@" if password else ""
+        if self.server.config.values.get("tls-port"):
+            return f"rediss://{auth}{self.host}:{self.server.config.values['tls-port']}/0"
+        if not self.server.config.values["port"] and self.unixsocket:
+            return f"unix://{self.unixsocket}"
+        host = self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"redis://{auth}{host}:{self.port}/0"
+
+
+class EmbeddedServer(_Common):
+    """A hotkv server on a background thread."""
+
+    def __init__(self, port: int = 0, host: str = "127.0.0.1", unixsocket=None, **config):
+        self.settings = _settings(port, host, unixsocket, config)
+        self.server = None
+        self._listener = None
+        self._thread = None
+        self._loop = None
+        self._started = threading.Event()
+        self._error = None
+
+    def start(self) -> "EmbeddedServer":
+        if self._thread is not None:
+            return self
+        self._started.clear()
+        self._thread = threading.Thread(target=self._run, name="hotkv-embedded", daemon=True)
+        self._thread.start()
+        self._started.wait()
+        if self._error is not None:
+            self._thread.join()
+            self._thread = None
+            raise self._error
+        return self
+
+    def _run(self):
+        loop = self._loop = new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            self.server = Server(self.settings)
+            self._listener = Listener(self.server)
+            loop.run_until_complete(self._listener.start(loop))
+        except BaseException as e:  # report start-up failures to start()
+            self._error = e
+            self._started.set()
+            loop.close()
+            return
+        self._started.set()
+        try:
+            loop.run_until_complete(self._listener.closed)
+        finally:
+            loop.run_until_complete(self._listener.stop())
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for t in pending:
+                t.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    def stop(self):
+        if self._thread is None:
+            return
+        loop, listener = self._loop, self._listener
+        if not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(listener.request_shutdown)
+            except RuntimeError:  # loop already closed (SHUTDOWN command)
+                pass
+        self._thread.join()
+        self._thread = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def __repr__(self):
+        return f"<EmbeddedServer {self.url if self.server else 'stopped'}>"
+
+
+class AsyncEmbeddedServer(_Common):
+    """A hotkv server inside the caller's running event loop."""
+
+    def __init__(self, port: int = 0, host: str = "127.0.0.1", unixsocket=None, **config):
+        self.settings = _settings(port, host, unixsocket, config)
+        self.server = None
+        self._listener = None
+
+    async def start(self) -> "AsyncEmbeddedServer":
+        self.server = Server(self.settings)
+        self._listener = Listener(self.server)
+        await self._listener.start(asyncio.get_running_loop())
+        return self
+
+    async def stop(self):
+        if self._listener is not None:
+            await self._listener.stop()
+            self._listener.request_shutdown()
+
+    async def __aenter__(self):
+        return await self.start()
+
+    async def __aexit__(self, *exc):
+        await self.stop()

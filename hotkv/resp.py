@@ -1,0 +1,447 @@
+"""RESP: the request parser and the reply encoder.
+
+Owns the wire format and nothing else: no sockets, no commands, no state of
+the keyspace.  Two halves:
+
+* ``RequestParser`` turns the bytes a client sends into commands (lists of
+  ``bytes``).  Well-formed multibulk traffic is parsed by ``hiredis.Reader``
+  (C speed).  Whatever hiredis cannot settle on its own -- inline commands,
+  a command split across reads, a malformed or oversized header -- goes
+  through a Python state machine that follows Redis's processMultibulkBuffer
+  and processInlineBuffer rule for rule, so limits and error texts match.
+  Invariant: a command is returned only once all of its bytes arrived, and
+  no buffer is ever sized from a length the client merely *declared*.
+
+* ``encode`` appends the RESP2 or RESP3 encoding of a reply value to a list of
+  byte chunks (the connection joins them once per read batch).  Reply values
+  are plain Python objects: ``bytes`` is a bulk string, ``int`` an integer,
+  ``None`` a null, ``list``/``tuple`` an array, ``dict`` a map, ``set`` a
+  set, and the small marker classes below cover the rest.
+"""
+
+from __future__ import annotations
+
+import math
+
+import hiredis
+
+__all__ = [
+    "ProtocolError", "RequestParser", "encode", "Simple", "Verbatim", "Push",
+    "Double", "NULL_ARRAY", "NULL_BULK", "OK", "QUEUED", "PONG", "ErrorReply",
+    "split_inline_args", "format_double",
+]
+
+INLINE_MAX_SIZE = 64 * 1024
+INT_MAX = 2**31 - 1
+
+
+class ProtocolError(Exception):
+    """The client broke the protocol; reply with the message and close."""
+
+
+# --------------------------------------------------------------------------
+# Reply markers
+# --------------------------------------------------------------------------
+
+class Simple(bytes):
+    """A status reply (``+OK``)."""
+    __slots__ = ()
+
+
+class Verbatim(bytes):
+    """Text that RESP3 sends as a verbatim string (``=``) and RESP2 as bulk."""
+    __slots__ = ()
+
+
+class Double(float):
+    """A float that RESP3 sends as a double (``,``) and RESP2 as bulk."""
+    __slots__ = ()
+
+
+class Push(list):
+    """An out-of-band message: RESP3 push (``>``), RESP2 plain array."""
+    __slots__ = ()
+
+
+class ErrorReply:
+    """An error inside an aggregate reply (an EXEC result, say)."""
+    __slots__ = ("message",)
+
+    def __init__(self, message: str):
+        self.message = message
+
+
+class _NullArray:
+    """RESP2 ``*-1`` (a timed-out BLPOP, an aborted EXEC); RESP3 ``_``."""
+    __slots__ = ()
+
+
+NULL_ARRAY = _NullArray()
+NULL_BULK = None
+OK = Simple(b"OK")
+QUEUED = Simple(b"QUEUED")
+PONG = Simple(b"PONG")
+
+_OK_BYTES = b"+OK\r\n"
+_CRLF = b"\r\n"
+_INT_CACHE = [b":%d\r\n" % i for i in range(0, 1024)]
+_BULK_HDR_CACHE = [b"$%d\r\n" % i for i in range(0, 1024)]
+_ARR_HDR_CACHE = [b"*%d\r\n" % i for i in range(0, 256)]
+
+
+def format_double(value: float) -> bytes:
+    """Format a double as Redis's addReplyDouble does (%.17g, shortest form)."""
+    if math.isinf(value):
+        return b"inf" if value > 0 else b"-inf"
+    if math.isnan(value):
+        return b"nan"
+    if value == int(value) and abs(value) < 1e17:
+        # %.17g prints integral values without a decimal point.
+        return b"%d" % int(value)
+    text = repr(value)
+    # repr gives the shortest round-tripping form; Redis uses %.17g which
+    # also round-trips, and both drop trailing zeros.  Exponents differ in
+    # shape (1e-05 vs 1e-05 match; Python writes 1e+16 as 1e+16 too).
+    return text.encode()
+
+
+def encode(value, out: list, resp3: bool) -> None:
+    """Append the encoding of ``value`` to ``out``."""
+    t = type(value)
+    if t is bytes:
+        n = len(value)
+        out.append(_BULK_HDR_CACHE[n] if n < 1024 else b"$%d\r\n" % n)
+        out.append(value)
+        out.append(_CRLF)
+    elif t is Simple:
+        if value is OK:
+            out.append(_OK_BYTES)
+        else:
+            out.append(b"+" + value + _CRLF)
+    elif t is int:
+        out.append(_INT_CACHE[value] if 0 <= value < 1024 else b":%d\r\n" % value)
+    elif value is None:
+        out.append(b"_\r\n" if resp3 else b"$-1\r\n")
+    elif t is list or t is tuple:
+        n = len(value)
+        out.append(_ARR_HDR_CACHE[n] if n < 256 else b"*%d\r\n" % n)
+        for item in value:
+            encode(item, out, resp3)
+    elif t is ErrorReply:
+        out.append(b"-" + value.message.encode("utf-8", "surrogateescape") + _CRLF)
+    elif t is dict:
+        out.append((b"%%%d\r\n" if resp3 else b"*%d\r\n") % (len(value) * (1 if resp3 else 2)))
+        for k, v in value.items():
+            encode(k, out, resp3)
+            encode(v, out, resp3)
+    elif t is set or t is frozenset:
+        out.append((b"~%d\r\n" if resp3 else b"*%d\r\n") % len(value))
+        for item in value:
+            encode(item, out, resp3)
+    elif t is Push:
+        out.append((b">%d\r\n" if resp3 else b"*%d\r\n") % len(value))
+        for item in value:
+            encode(item, out, resp3)
+    elif t is Double or t is float:
+        text = format_double(value)
+        if resp3:
+            out.append(b"," + text + _CRLF)
+        else:
+            out.append(b"$%d\r\n%b\r\n" % (len(text), text))
+    elif t is Verbatim:
+        if resp3:
+            out.append(b"=%d\r\ntxt:%b\r\n" % (len(value) + 4, value))
+        else:
+            out.append(b"$%d\r\n%b\r\n" % (len(value), value))
+    elif t is bool:
+        if resp3:
+            out.append(b"#t\r\n" if value else b"#f\r\n")
+        else:
+            out.append(b":1\r\n" if value else b":0\r\n")
+    elif value is NULL_ARRAY:
+        out.append(b"_\r\n" if resp3 else b"*-1\r\n")
+    elif isinstance(value, bytes):  # bytes subclasses we did not name
+        out.append(b"$%d\r\n" % len(value))
+        out.append(bytes(value))
+        out.append(_CRLF)
+    elif isinstance(value, int):
+        out.append(b":%d\r\n" % value)
+    elif isinstance(value, str):
+        data = value.encode()
+        out.append(b"$%d\r\n%b\r\n" % (len(data), data))
+    else:
+        raise TypeError(f"cannot encode reply of type {t.__name__}")
+
+
+def encode_error(message: str) -> bytes:
+    """An error line; Redis turns newlines into spaces so the frame stays valid."""
+    if "\r" in message or "\n" in message:
+        message = message.replace("\r", " ").replace("\n", " ")
+    return b"-" + message.encode("utf-8", "surrogateescape") + _CRLF
+
+
+# --------------------------------------------------------------------------
+# Requests
+# --------------------------------------------------------------------------
+
+def _string2ll(data) -> int | None:
+    """Redis's string2ll: strict decimal, no sign but '-', no leading zeros."""
+    n = len(data)
+    if n == 0 or n > 20:
+        return None
+    if n == 1:
+        c = data[0]
+        return c - 48 if 48 <= c <= 57 else None
+    start = 1 if data[0] == 45 else 0
+    if start == n or not (49 <= data[start] <= 57):
+        return None
+    for i in range(start + 1, n):
+        if not 48 <= data[i] <= 57:
+            return None
+    v = int(data)
+    if v > 9223372036854775807 or v < -9223372036854775808:
+        return None
+    return v
+
+
+_HEX = b"0123456789abcdefABCDEF"
+
+
+def split_inline_args(line: bytes) -> list[bytes] | None:
+    """Split an inline command line as Redis's sdssplitargs; None = unbalanced."""
+    args: list[bytes] = []
+    i, n = 0, len(line)
+    while True:
+        while i < n and line[i] in b" \n\r\t\v\f":
+            i += 1
+        if i >= n:
+            return args
+        cur = bytearray()
+        inq = insq = False
+        while True:
+            if inq:
+                if i >= n:
+                    return None
+                c = line[i]
+                if (c == 92 and i + 3 < n and line[i + 1] == 120
+                        and line[i + 2] in _HEX and line[i + 3] in _HEX):
+                    cur.append(int(line[i + 2:i + 4], 16))
+                    i += 3
+                elif c == 92 and i + 1 < n:
+                    i += 1
+                    c = line[i]
+                    cur.append({110: 10, 114: 13, 116: 9, 98: 8, 97: 7}.get(c, c))
+                elif c == 34:
+                    if i + 1 < n and line[i + 1] not in b" \n\r\t\v\f":
+                        return None
+                    inq = False
+                    i += 1
+                    break
+                else:
+                    cur.append(c)
+            elif insq:
+                if i >= n:
+                    return None
+                c = line[i]
+                if c == 92 and i + 1 < n and line[i + 1] == 39:
+                    i += 1
+                    cur.append(39)
+                elif c == 39:
+                    if i + 1 < n and line[i + 1] not in b" \n\r\t\v\f":
+                        return None
+                    insq = False
+                    i += 1
+                    break
+                else:
+                    cur.append(c)
+            else:
+                if i >= n:
+                    break
+                c = line[i]
+                if c in b" \n\r\t\v\f":
+                    break
+                if c == 34:
+                    inq = True
+                elif c == 39:
+                    insq = True
+                else:
+                    cur.append(c)
+            i += 1
+        args.append(bytes(cur))
+
+
+_HANDOFF = "handoff"
+
+
+class RequestParser:
+    """Incremental request parser for one connection.
+
+    ``feed(data)`` returns ``(commands, error)``: every command completed by
+    the bytes seen so far, and a protocol error message (or None).  After an
+    error the connection must be closed; the commands before it still run,
+    as in Redis.
+    """
+
+    __slots__ = ("_reader", "_buf", "_args", "_want", "_bulklen", "max_bulk_len",
+                 "auth_required")
+
+    def __init__(self, max_bulk_len: int = 512 * 1024 * 1024):
+        self._reader = hiredis.Reader()
+        self._buf = bytearray()    # slow path: bytes not yet parsed
+        self._args = None          # slow path: arguments of a half-read multibulk
+        self._want = 0
+        self._bulklen = -1
+        self.max_bulk_len = max_bulk_len
+        # An unauthenticated client may only send small commands (Redis's
+        # defence against memory exhaustion before AUTH).
+        self.auth_required = False
+
+    @property
+    def pending(self) -> int:
+        """Bytes held for a command not yet complete (query buffer size)."""
+        return len(self._buf)
+
+    def feed(self, data: bytes):
+        commands: list = []
+        buf = self._buf
+        if buf or self._args is not None:
+            buf += data
+        elif data[:1] == b"*" and not self.auth_required:
+            rest = self._fast(data, commands)
+            if rest is None:
+                return commands, None
+            buf += rest
+        else:
+            buf += data
+        while True:
+            error = self._slow(commands)
+            if error is not _HANDOFF:
+                return commands, error
+            # The slow path finished the command it was holding and what is
+            # left starts a new multibulk: give it back to hiredis.
+            rest = self._fast(bytes(buf), commands)
+            buf.clear()
+            if rest is None:
+                return commands, None
+            buf += rest
+
+    def _fast(self, data: bytes, commands: list):
+        """Parse with hiredis; return None if all of data was consumed cleanly,
+        else the bytes (from the first command hiredis did not complete) that
+        the slow path must judge."""
+        reader = self._reader
+        reader.feed(data)
+        done = len(commands)
+        try:
+            while True:
+                cmd = reader.gets()
+                if cmd is False:
+                    break
+                if type(cmd) is not list or not cmd:
+                    raise hiredis.ProtocolError("not a command")
+                for arg in cmd:
+                    if type(arg) is not bytes:
+                        raise hiredis.ProtocolError("not a bulk string")
+                commands.append(cmd)
+            if not reader.has_data():
+                # hiredis may sit inside an array exactly at an element
+                # boundary, where has_data() is False too.  A null array is
+                # a whole reply only at the top level, so it tells the two
+                # apart for the price of one more gets().
+                reader.feed(b"*-1\r\n")
+                if reader.gets() is None:
+                    return None
+        except hiredis.ProtocolError:
+            pass
+        # The read ended inside a command, or hiredis met something it cannot
+        # settle the way Redis does: skip what it completed and let the slow
+        # path judge the rest (it checks declared lengths at once).
+        self._reader = hiredis.Reader()
+        return data[self._skip(data, len(commands) - done):]
+
+    @staticmethod
+    def _skip(data: bytes, done: int) -> int:
+        """Offset just past the first ``done`` (well-formed) commands."""
+        pos = 0
+        find = data.find
+        for _ in range(done):
+            nl = find(b"\r\n", pos)
+            count = int(data[pos + 1:nl])
+            pos = nl + 2
+            for _ in range(count):
+                nl = find(b"\r\n", pos)
+                pos = nl + 2 + int(data[pos + 1:nl]) + 2
+        return pos
+
+    def _slow(self, commands: list):
+        """Redis's own parsing rules, one command at a time."""
+        buf = self._buf
+        handoff = False
+        while True:
+            if self._args is None:
+                if not buf:
+                    return None
+                if handoff and buf[0] == 42 and not self.auth_required:
+                    return _HANDOFF
+                if buf[0] != 42:  # not '*': inline command
+                    nl = buf.find(b"\n")
+                    if nl < 0:
+                        if len(buf) > INLINE_MAX_SIZE:
+                            return "Protocol error: too big inline request"
+                        return None
+                    end = nl - 1 if nl > 0 and buf[nl - 1] == 13 else nl
+                    args = split_inline_args(bytes(buf[:end]))
+                    if args is None:
+                        return "Protocol error: unbalanced quotes in request"
+                    del buf[:nl + 1]
+                    if args:
+                        commands.append(args)
+                    continue
+                nl = buf.find(b"\r")
+                if nl < 0:
+                    if len(buf) > INLINE_MAX_SIZE:
+                        return "Protocol error: too big mbulk count string"
+                    return None
+                if nl + 1 >= len(buf):
+                    return None  # wait for the \n
+                count = _string2ll(buf[1:nl])
+                if count is None or count > INT_MAX:
+                    return "Protocol error: invalid multibulk length"
+                if count > 10 and self.auth_required:
+                    return "Protocol error: unauthenticated multibulk length"
+                del buf[:nl + 2]
+                if count <= 0:
+                    continue
+                self._args = []
+                self._want = count
+                self._bulklen = -1
+            # Reading the arguments of a multibulk.
+            args = self._args
+            while self._want:
+                if self._bulklen < 0:
+                    nl = buf.find(b"\r")
+                    if nl < 0:
+                        if len(buf) > INLINE_MAX_SIZE:
+                            return "Protocol error: too big bulk count string"
+                        return None
+                    if nl + 1 >= len(buf):
+                        return None
+                    if buf[0] != 36:  # '$'
+                        return "Protocol error: expected '$', got '%s'" % chr(buf[0])
+                    ln = _string2ll(buf[1:nl])
+                    if ln is None or ln < 0 or ln > self.max_bulk_len:
+                        return "Protocol error: invalid bulk length"
+                    if ln > 16384 and self.auth_required:
+                        return "Protocol error: unauthenticated bulk length"
+                    del buf[:nl + 2]
+                    self._bulklen = ln
+                ln = self._bulklen
+                if len(buf) < ln + 2:
+                    return None
+                args.append(bytes(buf[:ln]))
+                del buf[:ln + 2]
+                self._bulklen = -1
+                self._want -= 1
+            commands.append(args)
+            self._args = None
+            handoff = True

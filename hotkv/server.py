@@ -1,0 +1,305 @@
+"""The server's state and the hooks that tie modules together.
+
+``Server`` owns the databases, the configuration, the connected clients, the
+statistics INFO reports, the ready-keys list of the blocking machinery and
+the propagation buffer the AOF reads.  It knows no sockets: the network
+layer (``hotkv.net``) gives it an event loop through ``attach_loop`` and
+calls ``before_sleep`` once per loop turn through ``wake``.
+
+The hooks every command module uses:
+* ``written(db, key, event_class, event)`` after changing a key: bumps the
+  dirty counter (so the change is propagated), touches WATCHers and blocked
+  clients, and emits the keyspace notification;
+* ``propagate_as(argv, ...)`` to log a deterministic form instead of the
+  command as sent (a served BLMOVE as LMOVE, EX as PXAT);
+* ``key_expired(db, key)`` (from Database) propagates a DEL.
+
+Invariants: ``dirty`` only grows; ``prop_pending`` is flushed to the AOF at
+the end of each outermost ``call``; ``ready_set`` mirrors ``ready_keys``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import os
+import sys
+import time
+import traceback
+
+from . import __version__
+from .blocking import expire_timeouts
+from .config import Config
+from .db import Database
+
+log = logging.getLogger("hotkv")
+
+
+class Server:
+    def __init__(self, config: Config | dict | None = None):
+        if not isinstance(config, Config):
+            config = Config(config or {})
+        self.config = config
+        self.dbs = [Database(i, self) for i in range(config.values["databases"])]
+        self.clients: dict = {}
+        self._client_ids = itertools.count(1)
+        self.loop = None
+        self.start_time = time.time()
+        self.run_id = os.urandom(20).hex()
+        self.version = __version__
+        # dispatcher state
+        self.cmd_time_ms = int(time.time() * 1000)
+        self.call_depth = 0
+        self.current_cmd = None
+        self.current_argv = None
+        self.dirty = 0
+        self.dirty_at_save = 0
+        self.prop_override = None
+        self.prop_pending: list = []
+        self.loading = False
+        self.disk_error = None          # MISCONF text while the AOF cannot be written
+        self.maxmemory = 0
+        self.acl_check = None           # set by the ACL module when users exist
+        # blocking
+        self.ready_keys: list = []
+        self.ready_set: set = set()
+        self.blocked_clients = 0
+        self.blocking_keys_nokey = 0
+        self.block_timeouts: list = []
+        self._block_timer = None
+        self._block_timer_at = 0
+        # output
+        self.pending_flush: list = []
+        self._wake_scheduled = False
+        self.before_sleep_hooks: list = []   # fn() run before replies leave (AOF)
+        self.write_barrier = False           # True: replies wait for before_sleep
+        # stats
+        self.stat_numcommands = 0
+        self.stat_numconnections = 0
+        self.stat_rejected_conn = 0
+        self.stat_expiredkeys = 0
+        self.stat_keyspace_hits = 0
+        self.stat_keyspace_misses = 0
+        self.stat_net_input_bytes = 0
+        self.stat_net_output_bytes = 0
+        self.stat_total_error_replies = 0
+        self.stat_unexpected_error_replies = 0
+        self.stat_client_qbuf_limit_disconnections = 0
+        self.stat_client_outbuf_limit_disconnections = 0
+        self.errorstats: dict = {}
+        self.lastsave = int(time.time())
+        # extension points filled by feature modules
+        self.notify = None          # fn(db, key, cls, event) for keyspace events
+        self.aof = None
+        self.pubsub = None
+        self.shutdown_cb = None     # set by the network layer
+        self.listeners_info: list = []
+        self._apply_config()
+        for hook in SERVER_INIT_HOOKS:
+            hook(self)
+
+    # ------------------------------------------------------------------
+    def _apply_config(self):
+        self.maxmemory = self.config.values["maxmemory"]
+        self.config.listeners["maxmemory"] = self._set_maxmemory
+
+    def _set_maxmemory(self, v):
+        self.maxmemory = v
+
+    def next_client_id(self) -> int:
+        return next(self._client_ids)
+
+    def auth_required(self) -> bool:
+        return bool(self.config.values["requirepass"]) or AUTH_HOOK[0](self)
+
+    def default_user(self):
+        return USER_HOOK[0](self)
+
+    def protected_denied(self, client, cmd):
+        if cmd.name == "debug" or cmd.name.startswith("debug|"):
+            mode = self.config.values["enable-debug-command"]
+            if mode == "yes" or (mode == "local" and _is_local(client)):
+                return None
+            return ('ERR DEBUG command not allowed. If the enable-debug-command option is '
+                    'set to "local", you can run it from a local connection, otherwise you '
+                    'need to set this option in the configuration file, and then restart the '
+                    'server.')
+        return None
+
+    def over_maxmemory(self) -> bool:
+        return self.maxmemory > 0 and used_memory() > self.maxmemory
+
+    # ------------------------------------------------------------------
+    # Hooks for command modules
+    # ------------------------------------------------------------------
+    def written(self, db, key, cls: str = "", event: str = "", n: int = 1):
+        """key in db was changed by the running command."""
+        self.dirty += n
+        if key in db.watched:
+            db.touch_watched(key)
+        if key in db.blocking:
+            self.signal_ready(db, key)
+        if self.notify is not None and event:
+            self.notify(db, key, cls, event)
+
+    def event(self, db, key, cls: str, event: str):
+        """A keyspace notification without a data change of its own."""
+        if self.notify is not None:
+            self.notify(db, key, cls, event)
+
+    def signal_ready(self, db, key):
+        if key not in db.blocking:
+            return
+        token = (db.index, key)
+        if token not in self.ready_set:
+            self.ready_set.add(token)
+            self.ready_keys.append((db, key))
+
+    def key_expired(self, db, key):
+        self.stat_expiredkeys += 1
+        self.dirty += 1
+        if key in db.watched:
+            db.touch_watched(key)
+        if key in db.blocking:
+            self.signal_ready(db, key)
+        self.propagate(db.index, [b"DEL", key])
+        if self.notify is not None:
+            self.notify(db, key, "x", "expired")
+
+    def propagate_as(self, *argvs, db=None):
+        """Log these argvs instead of the command as sent (when it wrote)."""
+        entries = [(db, list(a)) for a in argvs]
+        if self.prop_override is None:
+            self.prop_override = entries
+        else:
+            self.prop_override.extend(entries)
+
+    def propagate(self, dbindex: int, argv):
+        if self.aof is not None:
+            self.prop_pending.append((dbindex, argv))
+
+    def flush_propagation(self):
+        pending = self.prop_pending
+        if pending:
+            self.prop_pending = []
+            self.aof.feed(pending)
+
+    def count_error(self, message: str):
+        self.stat_total_error_replies += 1
+        prefix = message.split(" ", 1)[0]
+        if not prefix or not prefix.isupper() or len(prefix) > 128:
+            prefix = "ERR"
+        if prefix not in self.errorstats and len(self.errorstats) >= 128:
+            # Redis stops tracking new error codes after 128 and counts them
+            # as errorstat_ERRORSTATS_DISABLED... keep it simple: count as ERR
+            prefix = "ERR"
+        self.errorstats[prefix] = self.errorstats.get(prefix, 0) + 1
+
+    def log_exception(self, cmd, argv, exc):
+        log.error("internal error running %s: %s\n%s", cmd.name, exc,
+                  "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+
+    # ------------------------------------------------------------------
+    # Event loop integration
+    # ------------------------------------------------------------------
+    def attach_loop(self, loop):
+        self.loop = loop
+
+    def wake(self):
+        """Make sure before_sleep runs at the end of this loop turn."""
+        if not self._wake_scheduled and self.loop is not None:
+            self._wake_scheduled = True
+            self.loop.call_soon(self.before_sleep)
+
+    def before_sleep(self):
+        """Redis's beforeSleep: persistence first, then replies."""
+        self._wake_scheduled = False
+        for hook in self.before_sleep_hooks:
+            hook()
+        pending = self.pending_flush
+        if pending:
+            self.pending_flush = []
+            for client in pending:
+                client.flush_scheduled = False
+                client.flush()
+
+    def resume_client(self, client):
+        """An unblocked client may run the commands it sent meanwhile."""
+        if self.loop is not None and hasattr(client, "resume"):
+            self.loop.call_soon(client.resume)
+
+    def arm_block_timer(self, deadline_ms: int):
+        if self.loop is None:
+            return
+        if self._block_timer is not None and self._block_timer_at <= deadline_ms:
+            return
+        if self._block_timer is not None:
+            self._block_timer.cancel()
+        self._block_timer_at = deadline_ms
+        delay = max(0.0, deadline_ms / 1000.0 - time.time())
+        self._block_timer = self.loop.call_later(delay, self._block_timeout)
+
+    def _block_timeout(self):
+        self._block_timer = None
+        self._block_timer_at = 0
+        now = int(time.time() * 1000)
+        self.cmd_time_ms = now
+        nxt = expire_timeouts(self, now)
+        if nxt:
+            self.arm_block_timer(nxt)
+        self.wake()
+
+    def cron(self):
+        """Periodic work (hz times a second): active expiry, idle clients."""
+        self.cmd_time_ms = int(time.time() * 1000)
+        budget = 20 * self.config.values["active-expire-effort"]
+        for db in self.dbs:
+            if db.expires:
+                # Keep going while a quarter of the samples were expired, within bounds.
+                for _ in range(16):
+                    if db.active_expire(budget) * 4 < budget:
+                        break
+        if self.prop_pending and self.call_depth == 0:
+            self.flush_propagation()
+        for hook in CRON_HOOKS:
+            hook(self)
+        self.wake()
+
+    # ------------------------------------------------------------------
+    def db_sizes(self):
+        return [(db.index, len(db.data), len(db.expires)) for db in self.dbs if db.data]
+
+    def uptime(self) -> int:
+        return int(time.time() - self.start_time)
+
+
+def used_memory() -> int:
+    """Resident memory of this process, in bytes."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:  # not Linux
+        import resource
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return rss if sys.platform == "darwin" else rss * 1024
+
+
+def _is_local(client) -> bool:
+    return client.addr.startswith(("127.", "[::1]", "::1", "/")) or client.addr == ""
+
+
+# Feature modules register callbacks here at import time.
+SERVER_INIT_HOOKS: list = []
+CRON_HOOKS: list = []
+AUTH_HOOK = [lambda server: False]     # ACL module: "do new clients need AUTH?"
+USER_HOOK = [lambda server: None]      # ACL module: the default user object
+
+
+def peak_rss() -> int:
+    import resource
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss if sys.platform == "darwin" else rss * 1024
+
+
+__all__ = ["Server", "used_memory", "SERVER_INIT_HOOKS", "CRON_HOOKS", "heapq"]
