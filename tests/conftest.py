@@ -1,0 +1,95 @@
+"""Shared fixtures.  Every test talks to a real server over a real socket.
+
+* ``server``: the session's hotkv (from the hotkv pytest plugin);
+* ``r`` / ``r3``: valkey-py (RESP2) and redis-py (RESP3) clients, with the
+  server flushed before the test;
+* ``raw``: a RawClient (exact reply bytes) on hotkv;
+* ``ref``: the reference valkey-server 8.1.8 (session), and ``diff``: a
+  helper that sends the same command to both and asserts identical bytes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from support import RawClient, ReferenceValkey
+
+
+@pytest.fixture(scope="session")
+def server(hotkv_server):
+    return hotkv_server
+
+
+@pytest.fixture
+def r(server):
+    import valkey
+    client = valkey.Valkey(host=server.host, port=server.port)
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def r3(server):
+    import redis
+    client = redis.Redis(host=server.host, port=server.port, protocol=3)
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def raw(server):
+    client = RawClient(server.host, server.port)
+    client.call("FLUSHALL")
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def raw_factory(server):
+    made = []
+
+    def make():
+        c = RawClient(server.host, server.port)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+@pytest.fixture(scope="session")
+def ref_server():
+    with ReferenceValkey() as ref:
+        yield ref
+
+
+class Differ:
+    """Sends each command to hotkv and to Valkey; asserts identical replies."""
+
+    def __init__(self, ours: RawClient, theirs: RawClient):
+        self.ours = ours
+        self.theirs = theirs
+
+    def __call__(self, *args) -> bytes:
+        a = self.ours.call(*args)
+        b = self.theirs.call(*args)
+        assert a == b, f"{args!r}:\n hotkv:  {a!r}\n valkey: {b!r}"
+        return a
+
+    def resp3(self):
+        self.ours.call("HELLO", "3")
+        self.theirs.call("HELLO", "3")
+
+
+@pytest.fixture
+def diff(server, ref_server):
+    ours = RawClient(server.host, server.port)
+    theirs = RawClient(ref_server.host, ref_server.port)
+    ours.call("FLUSHALL")
+    theirs.call("FLUSHALL")
+    yield Differ(ours, theirs)
+    ours.close()
+    theirs.close()
