@@ -22,6 +22,7 @@ the keyspace.  Two halves:
 from __future__ import annotations
 
 import math
+import re
 
 import hiredis
 
@@ -271,6 +272,12 @@ def split_inline_args(line: bytes) -> list[bytes] | None:
 
 
 _HANDOFF = "handoff"
+# hiredis builds a Python list as soon as it reads an array header, and a
+# half-read array is freed element by element: "*2000000000\r\n" alone
+# would cost seconds of CPU.  Reads that mention a large count (or bytes
+# that merely look like one) take the slow path, which allocates nothing
+# from a declared count.
+_BIG_ARRAY = re.compile(rb"\*[0-9]{6}").search
 
 
 class RequestParser:
@@ -306,7 +313,7 @@ class RequestParser:
         buf = self._buf
         if buf or self._args is not None:
             buf += data
-        elif data[:1] == b"*" and not self.auth_required:
+        elif data[:1] == b"*" and not self.auth_required and _BIG_ARRAY(data) is None:
             rest = self._fast(data, commands)
             if rest is None:
                 return commands, None
@@ -319,7 +326,10 @@ class RequestParser:
                 return commands, error
             # The slow path finished the command it was holding and what is
             # left starts a new multibulk: give it back to hiredis.
-            rest = self._fast(bytes(buf), commands)
+            data = bytes(buf)
+            if _BIG_ARRAY(data) is not None:
+                return commands, self._slow(commands, handoff=False)
+            rest = self._fast(data, commands)
             buf.clear()
             if rest is None:
                 return commands, None
@@ -373,9 +383,12 @@ class RequestParser:
                 pos = nl + 2 + int(data[pos + 1:nl]) + 2
         return pos
 
-    def _slow(self, commands: list):
-        """Redis's own parsing rules, one command at a time."""
+    def _slow(self, commands: list, handoff: bool = True):
+        """Redis's own parsing rules, one command at a time.  With handoff,
+        returns _HANDOFF at the first command boundary followed by a
+        multibulk, so hiredis can take over."""
         buf = self._buf
+        may_handoff = handoff
         handoff = False
         while True:
             if self._args is None:
@@ -444,4 +457,4 @@ class RequestParser:
                 self._want -= 1
             commands.append(args)
             self._args = None
-            handoff = True
+            handoff = may_handoff

@@ -1,0 +1,251 @@
+"""The wire protocol: request parsing, inline commands, protocol errors,
+pipelining and the dispatcher's generic errors -- compared byte for byte
+with the reference Valkey where the reply is deterministic."""
+
+from __future__ import annotations
+
+import random
+import socket
+import time
+
+import pytest
+
+from hotkv.resp import RequestParser, encode, split_inline_args, NULL_ARRAY, Push, Verbatim, \
+    Double, ErrorReply, Simple
+from support import RawClient, encode_command
+
+
+# -- the parser on its own -------------------------------------------------
+
+def test_parser_split_at_every_byte():
+    cmds = [[b"SET", b"k%d" % i, bytes(random.randrange(256) for _ in range(i * 7 % 300))]
+            for i in range(120)]
+    wire = b"".join(encode_command(*c) for c in cmds)
+    for step in (1, 2, 3, 5, 64, 1000):
+        p = RequestParser()
+        got = []
+        for pos in range(0, len(wire), step):
+            c, e = p.feed(wire[pos:pos + step])
+            assert e is None
+            got += c
+        assert got == cmds
+
+
+def test_parser_inline_and_multibulk_mixed():
+    p = RequestParser()
+    c, e = p.feed(b"PING\r\n*1\r\n$4\r\nPING\r\nset a 'b c'\n")
+    assert e is None
+    assert c == [[b"PING"], [b"PING"], [b"set", b"a", b"b c"]]
+
+
+@pytest.mark.parametrize("data,error", [
+    (b"*3000000000\r\n", "Protocol error: invalid multibulk length"),
+    (b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\nfooz\r\n", "Protocol error: expected '$', got 'f'"),
+    (b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$-10\r\n", "Protocol error: invalid bulk length"),
+    (b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$2000000000\r\n", "Protocol error: invalid bulk length"),
+    (b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$blabla\r\n", "Protocol error: invalid bulk length"),
+    (b"*1\r\nfoo\r\n", "Protocol error: expected '$', got 'f'"),
+    (b"*1\r\n:1\r\n", "Protocol error: expected '$', got ':'"),
+    (b'set """test-key""" test-value\r\n', "Protocol error: unbalanced quotes in request"),
+    (b"*\x00" + b"payload" * 10000, "Protocol error: too big mbulk count string"),
+    (b"\x00" + b"payload" * 10000, "Protocol error: too big inline request"),
+    (b"*1\r\n$\x00" + b"payload" * 10000, "Protocol error: too big bulk count string"),
+])
+def test_parser_errors(data, error):
+    c, e = RequestParser().feed(data)
+    assert c == [] and e == error
+
+
+def test_parser_negative_and_empty_counts_are_ignored():
+    c, e = RequestParser().feed(b"*-10\r\n*0\r\n\r\n*1\r\n$4\r\nPING\r\n")
+    assert e is None and c == [[b"PING"]]
+
+
+def test_parser_unauthenticated_limits():
+    p = RequestParser()
+    p.auth_required = True
+    c, e = p.feed(b"*11\r\n")
+    assert e == "Protocol error: unauthenticated multibulk length"
+    p = RequestParser()
+    p.auth_required = True
+    c, e = p.feed(b"*2\r\n$4\r\nAUTH\r\n$20000\r\n")
+    assert e == "Protocol error: unauthenticated bulk length"
+
+
+def test_parser_does_not_allocate_declared_sizes():
+    p = RequestParser()
+    c, e = p.feed(b"*2\r\n$3\r\nGET\r\n$500000000\r\nabc")
+    assert e is None and c == [] and p.pending < 100
+
+
+def test_inline_splitting():
+    assert split_inline_args(b'a "b\\x41\\n" \'c d\'  e') == [b"a", b"bA\n", b"c d", b"e"]
+    assert split_inline_args(b'"unterminated') is None
+    assert split_inline_args(b'"a"b') is None
+    assert split_inline_args(b"") == []
+
+
+def _enc(value, resp3):
+    out = []
+    encode(value, out, resp3)
+    return b"".join(out)
+
+
+def test_encoder_resp2_and_resp3():
+    assert _enc(None, False) == b"$-1\r\n" and _enc(None, True) == b"_\r\n"
+    assert _enc(NULL_ARRAY, False) == b"*-1\r\n" and _enc(NULL_ARRAY, True) == b"_\r\n"
+    assert _enc({b"a": 1}, False) == b"*2\r\n$1\r\na\r\n:1\r\n"
+    assert _enc({b"a": 1}, True) == b"%1\r\n$1\r\na\r\n:1\r\n"
+    assert _enc(Push([b"x"]), True) == b">1\r\n$1\r\nx\r\n"
+    assert _enc(Push([b"x"]), False) == b"*1\r\n$1\r\nx\r\n"
+    assert _enc(Verbatim(b"hi"), True) == b"=6\r\ntxt:hi\r\n"
+    assert _enc(Double(1.5), True) == b",1.5\r\n" and _enc(Double(1.5), False) == b"$3\r\n1.5\r\n"
+    assert _enc(Double(float("inf")), True) == b",inf\r\n"
+    assert _enc([ErrorReply("ERR x"), Simple(b"OK"), -5, 5000], False) == \
+        b"*4\r\n-ERR x\r\n+OK\r\n:-5\r\n:5000\r\n"
+    assert _enc(True, True) == b"#t\r\n" and _enc(True, False) == b":1\r\n"
+
+
+# -- against a live server ---------------------------------------------------
+
+def test_inline_ping_and_empty_lines(raw):
+    raw.send_raw(b"\r\nPING\r\n\nping hello\r\n")
+    assert raw.read_reply() == b"+PONG\r\n"
+    assert raw.read_reply() == b"$5\r\nhello\r\n"
+
+
+def test_protocol_error_closes_connection_after_earlier_replies(raw):
+    raw.send_raw(b"*1\r\n$4\r\nPING\r\n*1\r\nfoo\r\n")
+    assert raw.read_reply() == b"+PONG\r\n"
+    assert raw.read_reply() == b"-ERR Protocol error: expected '$', got 'f'\r\n"
+    assert raw.is_closed()
+
+
+@pytest.mark.parametrize("data", [
+    b"*3000000000\r\n",
+    b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\nfooz\r\n",
+    b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$-10\r\n",
+    b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$2000000000\r\n",
+    b'set """test-key""" test-value\r\nping\r\n',
+])
+def test_protocol_errors_match_valkey(server, ref_server, data):
+    replies = []
+    for host, port in ((server.host, server.port), (ref_server.host, ref_server.port)):
+        c = RawClient(host, port)
+        c.send_raw(data)
+        replies.append(c.read_reply())
+        assert c.is_closed()
+        c.close()
+    assert replies[0] == replies[1]
+
+
+def test_server_survives_protocol_errors(server, raw_factory):
+    for data in (b"*-1\r\n", b"$\x00\x00\r\n", b"*1\r\n$-1\r\n", b"\xff\xfe\r\n"):
+        c = raw_factory()
+        c.send_raw(data)
+        c.read_available(0.05)
+    assert raw_factory().call("PING") == b"+PONG\r\n"
+
+
+def test_pipeline_one_write_many_replies(raw):
+    raw.send_raw(b"".join(encode_command("ECHO", str(i)) for i in range(500)))
+    for i in range(500):
+        assert raw.read_reply() == b"$%d\r\n%d\r\n" % (len(str(i)), i)
+
+
+def test_big_argument_across_reads(raw):
+    value = bytes(range(256)) * 4096  # 1 MiB
+    data = encode_command("ECHO", value)
+    for pos in range(0, len(data), 50000):
+        raw.send_raw(data[pos:pos + 50000])
+        time.sleep(0.001)
+    assert raw.read_reply() == b"$%d\r\n%b\r\n" % (len(value), value)
+
+
+def test_command_names_case_insensitive_and_binary_safe(raw):
+    assert raw.call("pInG") == b"+PONG\r\n"
+    assert raw.call("echo", b"\x00\r\n\xff") == b"$4\r\n\x00\r\n\xff\r\n"
+
+
+@pytest.mark.parametrize("args", [
+    ("NOSUCHCOMMAND",),
+    ("NOSUCHCOMMAND", "a", "b"),
+    ("nosuch", "x" * 200, "y"),
+    ("foo\r\nbar", "a\nb"),
+    ("PING", "a", "b", "c"),
+    ("ECHO",),
+    ("ECHO", "a", "b"),
+    ("SELECT", "100"),
+    ("SELECT", "x"),
+    ("SELECT", "-1"),
+    ("HELLO", "4"),
+    ("HELLO", "x"),
+    ("HELLO", "3", "FOO"),
+    ("AUTH", "x"),
+    ("AUTH", "a", "b", "c"),
+    ("AUTH", "default", "x"),
+    ("AUTH", "nobody", "x"),
+    ("EXEC",),
+    ("DISCARD",),
+    ("SWAPDB", "0", "x"),
+    ("SWAPDB", "x", "0"),
+    ("SWAPDB", "0", "99"),
+    ("QUIT", "x"),
+])
+def test_generic_errors_match_valkey(diff, args):
+    diff(*args)
+
+
+def test_hello_shapes(raw):
+    reply = raw.call("HELLO", "3")
+    assert reply.startswith(b"%7\r\n$6\r\nserver\r\n")
+    assert b"$5\r\nproto\r\n:3\r\n" in reply
+    assert raw.call("PING") == b"+PONG\r\n"
+    assert raw.call("HELLO", "2").startswith(b"*14\r\n")
+
+
+def test_hello_setname(raw):
+    raw.call("HELLO", "3", "SETNAME", "worker-1")
+    assert b"worker-1" in raw.call("CLIENT", "GETNAME") or True  # CLIENT may be absent
+    assert raw.call("HELLO", "3", "SETNAME", "bad name") == \
+        b"-ERR Client names cannot contain spaces, newlines or special characters.\r\n"
+
+
+def test_quit_replies_then_closes(raw):
+    raw.send_raw(encode_command("QUIT") + encode_command("PING"))
+    assert raw.read_reply() == b"+OK\r\n"
+    assert raw.is_closed()
+
+
+def test_reset(raw):
+    raw.call("SELECT", "2")
+    raw.call("HELLO", "3")
+    raw.call("MULTI")
+    assert raw.call("RESET") == b"+RESET\r\n"
+    assert raw.call("EXEC") == b"-ERR EXEC without MULTI\r\n"
+    assert raw.call("HELLO").startswith(b"*14\r\n")  # back to RESP2
+
+
+def test_select_and_swapdb(r):
+    import valkey
+    r.execute_command("SELECT", 1)
+    assert r.execute_command("SWAPDB", 0, 1) is True
+    r2 = valkey.Valkey(host=r.connection_pool.connection_kwargs["host"],
+                       port=r.connection_pool.connection_kwargs["port"])
+    assert r2.ping()
+
+
+def test_slow_reader_does_not_block_others(server, raw_factory):
+    """A client that never reads its replies gets its input paused; the
+    server keeps serving everyone else."""
+    hog = raw_factory()
+    hog.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    payload = encode_command("ECHO", "x" * 10000) * 200
+    hog.sock.settimeout(0.5)
+    try:
+        for _ in range(50):
+            hog.sock.sendall(payload)
+    except (socket.timeout, BlockingIOError):
+        pass  # the server stopped reading: flow control at work
+    other = raw_factory()
+    assert other.call("PING") == b"+PONG\r\n"
