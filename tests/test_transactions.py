@@ -1,0 +1,153 @@
+"""MULTI / EXEC / DISCARD / WATCH: queueing, EXECABORT, WATCH invalidation
+by other clients, expiry and FLUSHALL -- byte for byte against Valkey."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from support import RawClient
+
+
+def test_multi_exec_replies_match(diff):
+    diff("MULTI")
+    diff("SET", "a", "1")
+    diff("INCR", "a")
+    diff("ECHO", "x")
+    diff("LPUSH", "a", "x")   # WRONGTYPE at exec time, the rest still runs
+    diff("GET", "a")
+    diff("EXEC")
+
+
+@pytest.mark.parametrize("bad", [("NOSUCH",), ("GET",), ("SET", "a")])
+def test_queue_time_errors_abort(diff, bad):
+    diff("MULTI")
+    diff("SET", "a", "1")
+    diff(*bad)
+    diff("SET", "b", "2")
+    diff("EXEC")
+    diff("EXISTS", "a", "b")
+
+
+def test_nested_and_misplaced(diff):
+    diff("EXEC")
+    diff("DISCARD")
+    diff("MULTI")
+    diff("MULTI")
+    diff("WATCH", "x")
+    diff("PING")
+    diff("EXEC")
+    diff("MULTI")
+    diff("SET", "k", "v")
+    diff("DISCARD")
+    diff("EXISTS", "k")
+
+
+def test_empty_transaction(diff):
+    diff("MULTI")
+    diff("EXEC")
+
+
+def test_resp3_exec(diff):
+    diff.resp3()
+    diff("MULTI")
+    diff("SET", "a", "1")
+    diff("GET", "a")
+    diff("GET", "nope")
+    diff("EXEC")
+
+
+def _pair(server, ref_server):
+    return [(RawClient(server.host, server.port), RawClient(server.host, server.port)),
+            (RawClient(ref_server.host, ref_server.port), RawClient(ref_server.host, ref_server.port))]
+
+
+def test_watch_fails_on_other_client_write(server, ref_server):
+    results = []
+    for a, b in _pair(server, ref_server):
+        a.call("FLUSHALL")
+        a.call("SET", "w", "1")
+        a.call("WATCH", "w")
+        b.call("SET", "w", "2")
+        a.call("MULTI")
+        a.call("SET", "w", "3")
+        results.append((a.call("EXEC"), a.call("GET", "w")))
+        a.close()
+        b.close()
+    assert results[0] == results[1] == (b"*-1\r\n", b"$1\r\n2\r\n")
+
+
+def test_watch_succeeds_when_untouched_and_unwatch(server, ref_server):
+    results = []
+    for a, b in _pair(server, ref_server):
+        a.call("FLUSHALL")
+        a.call("WATCH", "w")
+        b.call("SET", "other", "1")
+        a.call("MULTI")
+        a.call("SET", "w", "3")
+        first = a.call("EXEC")
+        a.call("WATCH", "w")
+        b.call("SET", "w", "x")
+        a.call("UNWATCH")
+        a.call("MULTI")
+        a.call("SET", "w", "4")
+        results.append((first, a.call("EXEC")))
+    assert results[0] == results[1] == (b"*1\r\n+OK\r\n", b"*1\r\n+OK\r\n")
+
+
+def test_watch_fails_on_flushall_and_expiry(r):
+    r.set("k", "v")
+    pipe = r.pipeline()
+    pipe.watch("k")
+    r.flushall()
+    pipe.multi()
+    pipe.set("k", "x")
+    import valkey
+    with pytest.raises(valkey.WatchError):
+        pipe.execute()
+
+    r.set("e", "v", px=50)
+    pipe = r.pipeline()
+    pipe.watch("e")
+    time.sleep(0.12)
+    assert r.get("e") is None      # expired (lazily) after WATCH
+    pipe.multi()
+    pipe.set("e", "x")
+    with pytest.raises(valkey.WatchError):
+        pipe.execute()
+
+
+def test_watch_on_missing_key_created_by_other(r, raw_factory):
+    import valkey
+    pipe = r.pipeline()
+    pipe.watch("new")
+    other = raw_factory()
+    other.call("SET", "new", "1")
+    pipe.multi()
+    pipe.get("new")
+    with pytest.raises(valkey.WatchError):
+        pipe.execute()
+
+
+def test_watch_inside_transaction_state_cleared_by_discard(r, raw_factory):
+    pipe = r.pipeline()
+    pipe.watch("k")
+    pipe.multi()
+    pipe.reset()           # DISCARD/UNWATCH
+    raw_factory().call("SET", "k", "1")
+    pipe = r.pipeline()
+    pipe.set("k", "2")
+    assert pipe.execute() == [True]
+
+
+def test_pipelined_transaction_valkey_py(r):
+    pipe = r.pipeline(transaction=True)
+    pipe.set("a", 1).incr("a").incrby("a", 10).get("a")
+    assert pipe.execute() == [True, 2, 12, b"12"]
+
+
+def test_redis_py_resp3_transaction(r3):
+    pipe = r3.pipeline(transaction=True)
+    pipe.rpush("q", "a", "b").lrange("q", 0, -1)
+    assert pipe.execute() == [2, [b"a", b"b"]]
