@@ -1,0 +1,173 @@
+"""Random command sequences sent to hotkv and to Valkey: the replies must match.
+
+A hypothesis state machine draws commands from every supported family --
+strings, counters, lists, keyspace and expiry, hashes, sets, sorted sets,
+streams with explicit IDs, transactions -- over a tiny alphabet of keys and
+values so that commands collide, hit wrong types, and exercise error paths.
+The first diverging command is what hypothesis shrinks a failure to.
+
+Only deterministic commands are drawn: nothing that depends on the clock
+(TTL is read with a large expiry so rounding cannot differ), on randomness
+(SPOP, RANDOMKEY) or on server identity (INFO, CLIENT).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
+
+from differential import Pair
+
+KEYS = st.sampled_from([b"k1", b"k2", b"k3", b"{q}list"])
+VALUES = st.sampled_from([b"a", b"b", b"", b"1", b"-7", b"10.5", b"9223372036854775807",
+                          b"x" * 40, b"\x00\xff"])
+INTS = st.sampled_from([b"0", b"1", b"2", b"-1", b"-3", b"5", b"100", b"notanint", b"1.5"])
+FLOATS = st.sampled_from([b"0", b"1.5", b"-2", b"1e3", b"inf", b"-inf", b"nan", b"abc", b"0.1"])
+
+
+def _c(*parts):
+    """A strategy for an argv whose parts are constants or strategies."""
+    return st.tuples(*[p if isinstance(p, st.SearchStrategy) else st.just(p) for p in parts]
+                     ).map(list)
+
+
+STRINGS = st.one_of(
+    _c(b"SET", KEYS, VALUES), _c(b"GET", KEYS), _c(b"SETNX", KEYS, VALUES),
+    _c(b"SET", KEYS, VALUES, st.sampled_from([b"NX", b"XX", b"GET", b"KEEPTTL", b"BAD"])),
+    _c(b"SET", KEYS, VALUES, b"EX", INTS), _c(b"GETSET", KEYS, VALUES), _c(b"GETDEL", KEYS),
+    _c(b"MSET", KEYS, VALUES, KEYS, VALUES), _c(b"MGET", KEYS, KEYS, KEYS),
+    _c(b"MSETNX", KEYS, VALUES, KEYS, VALUES),
+    _c(b"INCR", KEYS), _c(b"DECR", KEYS), _c(b"INCRBY", KEYS, INTS), _c(b"DECRBY", KEYS, INTS),
+    _c(b"INCRBYFLOAT", KEYS, FLOATS), _c(b"APPEND", KEYS, VALUES), _c(b"STRLEN", KEYS),
+    _c(b"GETRANGE", KEYS, INTS, INTS), _c(b"SETRANGE", KEYS, INTS, VALUES),
+)
+LISTS = st.one_of(
+    _c(st.sampled_from([b"LPUSH", b"RPUSH", b"LPUSHX", b"RPUSHX"]), KEYS, VALUES, VALUES),
+    _c(st.sampled_from([b"LPOP", b"RPOP"]), KEYS), _c(st.sampled_from([b"LPOP", b"RPOP"]), KEYS, INTS),
+    _c(b"LLEN", KEYS), _c(b"LRANGE", KEYS, INTS, INTS), _c(b"LINDEX", KEYS, INTS),
+    _c(b"LSET", KEYS, INTS, VALUES), _c(b"LREM", KEYS, INTS, VALUES), _c(b"LTRIM", KEYS, INTS, INTS),
+    _c(b"LINSERT", KEYS, st.sampled_from([b"BEFORE", b"AFTER", b"MIDDLE"]), VALUES, VALUES),
+    _c(b"LPOS", KEYS, VALUES), _c(b"LPOS", KEYS, VALUES, b"RANK", INTS),
+    _c(b"LPOS", KEYS, VALUES, b"COUNT", INTS), _c(b"RPOPLPUSH", KEYS, KEYS),
+    _c(b"LMOVE", KEYS, KEYS, st.sampled_from([b"LEFT", b"RIGHT", b"UP"]),
+       st.sampled_from([b"LEFT", b"RIGHT"])),
+    _c(b"LMPOP", b"2", KEYS, KEYS, st.sampled_from([b"LEFT", b"RIGHT"])),
+    _c(b"BLPOP", KEYS, KEYS, b"0.01"), _c(b"BRPOPLPUSH", KEYS, KEYS, b"0.01"),
+)
+KEYSPACE = st.one_of(
+    _c(b"DEL", KEYS, KEYS), _c(b"EXISTS", KEYS, KEYS), _c(b"TYPE", KEYS), _c(b"UNLINK", KEYS),
+    _c(b"RENAME", KEYS, KEYS), _c(b"RENAMENX", KEYS, KEYS), _c(b"COPY", KEYS, KEYS),
+    _c(b"COPY", KEYS, KEYS, b"REPLACE"), _c(b"EXPIRE", KEYS, st.sampled_from([b"1000", b"-1", b"x"])),
+    _c(b"EXPIRE", KEYS, b"1000", st.sampled_from([b"NX", b"XX", b"GT", b"LT", b"ZZ"])),
+    _c(b"PERSIST", KEYS), _c(b"TTL", KEYS), _c(b"EXPIRETIME", KEYS), _c(b"KEYS", b"k*"),
+    _c(b"DBSIZE"), _c(b"TOUCH", KEYS, KEYS), _c(b"MOVE", KEYS, b"1"),
+)
+HASHES = st.one_of(
+    _c(b"HSET", KEYS, VALUES, VALUES), _c(b"HGET", KEYS, VALUES), _c(b"HDEL", KEYS, VALUES),
+    _c(b"HLEN", KEYS), _c(b"HGETALL", KEYS), _c(b"HINCRBY", KEYS, VALUES, INTS),
+    _c(b"HEXISTS", KEYS, VALUES), _c(b"HMGET", KEYS, VALUES, VALUES), _c(b"HSETNX", KEYS, VALUES, VALUES),
+)
+SETS = st.one_of(
+    _c(b"SADD", KEYS, VALUES, VALUES), _c(b"SREM", KEYS, VALUES), _c(b"SCARD", KEYS),
+    _c(b"SISMEMBER", KEYS, VALUES), _c(b"SMEMBERS", KEYS), _c(b"SINTER", KEYS, KEYS),
+    _c(b"SMOVE", KEYS, KEYS, VALUES),
+)
+ZSETS = st.one_of(
+    _c(b"ZADD", KEYS, FLOATS, VALUES), _c(b"ZSCORE", KEYS, VALUES), _c(b"ZRANGE", KEYS, INTS, INTS),
+    _c(b"ZRANGE", KEYS, INTS, INTS, b"WITHSCORES"), _c(b"ZINCRBY", KEYS, FLOATS, VALUES),
+    _c(b"ZREM", KEYS, VALUES), _c(b"ZCARD", KEYS), _c(b"ZRANK", KEYS, VALUES),
+    _c(b"ZPOPMIN", KEYS), _c(b"ZRANGEBYSCORE", KEYS, b"-inf", b"+inf"),
+)
+STREAM_IDS = st.sampled_from([b"1-1", b"1-2", b"2-0", b"5-5", b"0-0", b"0-1", b"bad", b"3"])
+STREAMS = st.one_of(
+    _c(b"XADD", KEYS, STREAM_IDS, b"f", VALUES), _c(b"XLEN", KEYS), _c(b"XRANGE", KEYS, b"-", b"+"),
+    _c(b"XREVRANGE", KEYS, b"+", b"-", b"COUNT", INTS), _c(b"XDEL", KEYS, STREAM_IDS),
+    _c(b"XTRIM", KEYS, b"MAXLEN", INTS), _c(b"XRANGE", KEYS, STREAM_IDS, b"+"),
+)
+OTHER = st.one_of(
+    _c(b"PING"), _c(b"ECHO", VALUES), _c(b"NOSUCHCMD", VALUES), _c(b"GET"), _c(b"SET", KEYS),
+    _c(b"SELECT", st.sampled_from([b"0", b"1", b"16", b"x"])),
+)
+COMMANDS = st.one_of(STRINGS, LISTS, KEYSPACE, HASHES, SETS, ZSETS, STREAMS, OTHER)
+
+EXAMPLES = int(os.environ.get("HOTKV_DIFF_EXAMPLES", "60"))
+
+
+def _machine(server, ref_server, resp3: bool):
+    class Differential(RuleBasedStateMachine):
+        def __init__(self):
+            super().__init__()
+            self.pair = Pair((server.host, server.port), (ref_server.host, ref_server.port),
+                             resp3=resp3)
+            self.pair.run([b"FLUSHALL"])
+
+        @rule(argv=COMMANDS)
+        def command(self, argv):
+            ours, theirs = self.pair.run(argv)
+            assert ours == theirs, f"{argv!r}\n hotkv:  {ours!r}\n valkey: {theirs!r}"
+
+        @rule(body=st.lists(COMMANDS, min_size=1, max_size=4))
+        def transaction(self, body):
+            for argv in [[b"MULTI"], *body, [b"EXEC"]]:
+                ours, theirs = self.pair.run(argv)
+                assert ours == theirs, f"{argv!r} in MULTI\n hotkv:  {ours!r}\n valkey: {theirs!r}"
+
+        def teardown(self):
+            self.pair.close()
+
+    Differential.TestCase.settings = settings(
+        max_examples=EXAMPLES, stateful_step_count=30, deadline=None,
+        suppress_health_check=list(HealthCheck))
+    return Differential
+
+
+@pytest.mark.parametrize("resp3", [False, True], ids=["resp2", "resp3"])
+def test_random_command_sequences(server, ref_server, resp3):
+    _machine(server, ref_server, resp3).TestCase().runTest()
+
+
+SCRIPTS = {
+    "reliable-list-queue": [
+        [b"LPUSH", b"queue:emails", b'{"to":"ada@example.com","tpl":"welcome"}'],
+        [b"LPUSH", b"queue:emails", b"job2"],
+        [b"BLMOVE", b"queue:emails", b"queue:emails:processing", b"RIGHT", b"LEFT", b"0"],
+        [b"LRANGE", b"queue:emails:processing", b"0", b"-1"],
+        [b"LREM", b"queue:emails:processing", b"1", b'{"to":"ada@example.com","tpl":"welcome"}'],
+        [b"BLMOVE", b"queue:emails", b"queue:emails:processing", b"RIGHT", b"LEFT", b"0"],
+        [b"LMOVE", b"queue:emails:processing", b"queue:emails", b"LEFT", b"RIGHT"],
+        [b"LRANGE", b"queue:emails", b"0", b"-1"],
+        [b"BRPOP", b"queue:emails", b"1"],
+        [b"BRPOP", b"queue:emails", b"0.05"],
+    ],
+    "counters-and-locks": [
+        [b"SET", b"lock", b"owner1", b"NX", b"PX", b"30000"],
+        [b"SET", b"lock", b"owner2", b"NX", b"PX", b"30000"],
+        [b"GET", b"lock"], [b"INCR", b"jobs:done"], [b"INCRBY", b"jobs:done", b"41"],
+        [b"INCRBYFLOAT", b"f", b"0.1"], [b"INCRBYFLOAT", b"f", b"0.2"],
+        [b"INCRBYFLOAT", b"f", b"1e300"], [b"GETDEL", b"lock"], [b"EXISTS", b"lock"],
+    ],
+    "streams-with-groups": [
+        [b"XADD", b"s", b"1-1", b"job", b"a"], [b"XADD", b"s", b"1-2", b"job", b"b"],
+        [b"XGROUP", b"CREATE", b"s", b"g", b"0"],
+        [b"XREADGROUP", b"GROUP", b"g", b"c1", b"COUNT", b"1", b"STREAMS", b"s", b">"],
+        [b"XPENDING", b"s", b"g"], [b"XACK", b"s", b"g", b"1-1"], [b"XACK", b"s", b"g", b"1-1"],
+        [b"XREADGROUP", b"GROUP", b"g", b"c2", b"STREAMS", b"s", b">"],
+        [b"XREADGROUP", b"GROUP", b"g", b"c2", b"STREAMS", b"s", b"0"],
+        [b"XLEN", b"s"], [b"XDEL", b"s", b"1-2"], [b"XTRIM", b"s", b"MAXLEN", b"0"],
+        [b"XGROUP", b"CREATE", b"s2", b"g", b"$"], [b"XGROUP", b"CREATE", b"s2", b"g", b"$", b"MKSTREAM"],
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+@pytest.mark.parametrize("resp3", [False, True], ids=["resp2", "resp3"])
+def test_scripts(server, ref_server, name, resp3):
+    pair = Pair((server.host, server.port), (ref_server.host, ref_server.port), resp3=resp3)
+    try:
+        pair.run([b"FLUSHALL"])
+        assert pair.first_divergence(SCRIPTS[name]) is None
+    finally:
+        pair.close()
