@@ -11,6 +11,7 @@ import sys
 
 _TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests")
 sys.path.insert(0, _TESTS)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 _spec = importlib.util.spec_from_file_location("hotkv_tests_conftest",
                                                os.path.join(_TESTS, "conftest.py"))

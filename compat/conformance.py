@@ -1,0 +1,179 @@
+"""Run Valkey's own Tcl test units against hotkv and guard the pass counts.
+
+Each unit gets a fresh hotkv server (units change CONFIG values and leave
+them changed), started in a subprocess on a free port, and is run by the
+bundle's ``run.sh`` (../shared/conformance beside the repository, or
+$HOTKV_CONFORMANCE_DIR).  Tests hotkv is known to fail are listed, each with
+its reason, in ``compat/conformance-skip.txt`` (run.sh's skip-file format);
+``compat/conformance-baseline.json`` records the pass count per unit that
+hotkv has reached.  ``--check`` exits 1 if any unit passes fewer tests than
+recorded or fails any test not in the skip file.
+
+    python compat/conformance.py                # all 13 units, report
+    python compat/conformance.py --check        # what CI runs
+    python compat/conformance.py type/list multi --check
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BASELINE = os.path.join(HERE, "conformance-baseline.json")
+SKIPFILE = os.path.join(HERE, "conformance-skip.txt")
+UNITS = ["type/list", "type/list-2", "type/list-3", "type/stream", "type/stream-cgroups",
+         "pubsub", "keyspace", "multi", "expire", "type/string", "type/incr",
+         "info-command", "protocol"]
+# What the reference valkey-server 8.1.8 passes with the same profile.
+REFERENCE = {"type/list": 252, "type/list-2": 2, "type/list-3": 11, "type/stream": 72,
+             "type/stream-cgroups": 55, "pubsub": 30, "keyspace": 58, "multi": 35,
+             "expire": 58, "type/string": 79, "type/incr": 32, "info-command": 3,
+             "protocol": 19}
+
+_LINE = re.compile(r"^(\S+): (\d+) passed, (\d+) failed, (\d+) skipped$")
+
+SERVER_CODE = """
+import signal, sys, threading
+import hotkv
+srv = hotkv.EmbeddedServer(port=int(sys.argv[1]))
+srv.start()
+print("ready", flush=True)
+done = threading.Event()
+signal.signal(signal.SIGTERM, lambda *a: done.set())
+signal.signal(signal.SIGINT, lambda *a: done.set())
+done.wait()
+srv.stop()
+"""
+
+
+def bundle_dir() -> str | None:
+    for path in (os.environ.get("HOTKV_CONFORMANCE_DIR"),
+                 os.path.join(ROOT, "..", "shared", "conformance")):
+        if path and os.path.isfile(os.path.join(path, "run.sh")):
+            return os.path.abspath(path)
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", SERVER_CODE, str(port)],
+                            stdout=subprocess.PIPE, cwd=ROOT)
+    line = proc.stdout.readline()
+    if b"ready" not in line:
+        proc.kill()
+        raise RuntimeError("hotkv did not start for the conformance run")
+    return proc
+
+
+def stop_server(proc: subprocess.Popen):
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def run_unit(bundle: str, unit: str, timeout: int) -> dict:
+    port = free_port()
+    proc = start_server(port)
+    env = dict(os.environ, TCL_TIMEOUT=str(timeout), EXTRA_SKIPFILE=SKIPFILE, SHOW_FAILS="1")
+    started = time.time()
+    try:
+        out = subprocess.run(["bash", os.path.join(bundle, "run.sh"), str(port), unit],
+                             env=env, capture_output=True, text=True, timeout=timeout + 60)
+    finally:
+        alive = proc.poll() is None
+        stop_server(proc)
+    result = {"unit": unit, "passed": 0, "failed": 0, "skipped": 0, "failures": [],
+              "seconds": round(time.time() - started, 1), "server_alive": alive,
+              "aborted": None}
+    for line in out.stdout.splitlines():
+        m = _LINE.match(line)
+        if m and m.group(1) == unit:
+            result["passed"], result["failed"], result["skipped"] = map(int, m.groups()[1:])
+        elif line.startswith("  [err] "):
+            result["failures"].append(line[8:])
+        elif line.startswith("  ABORTED: "):
+            result["aborted"] = line[11:]
+    if out.returncode != 0:
+        result["aborted"] = (result["aborted"] or "") + f" run.sh exit {out.returncode}: " + \
+            out.stderr.strip()[-300:]
+    return result
+
+
+def load_baseline() -> dict:
+    if os.path.exists(BASELINE):
+        with open(BASELINE) as f:
+            return json.load(f)
+    return {}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("units", nargs="*", default=UNITS)
+    ap.add_argument("--check", action="store_true", help="fail below the recorded baseline")
+    ap.add_argument("--record", action="store_true", help="write the counts as the new baseline")
+    ap.add_argument("--timeout", type=int, default=int(os.environ.get("TCL_TIMEOUT", "300")))
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args(argv)
+    bundle = bundle_dir()
+    if bundle is None:
+        print("conformance: no ../shared/conformance bundle (set HOTKV_CONFORMANCE_DIR)",
+              file=sys.stderr)
+        return 2
+    baseline = load_baseline()
+    results = []
+    problems = []
+    for unit in args.units:
+        res = run_unit(bundle, unit, args.timeout)
+        results.append(res)
+        want = baseline.get(unit, 0)
+        print(f"{unit}: {res['passed']} passed, {res['failed']} failed, {res['skipped']} skipped "
+              f"(reference {REFERENCE.get(unit, '?')}, recorded {want}) in {res['seconds']}s",
+              flush=True)
+        for name in res["failures"]:
+            print(f"  [err] {name}", flush=True)
+        if res["aborted"]:
+            print(f"  ABORTED: {res['aborted']}", flush=True)
+        if not res["server_alive"]:
+            problems.append(f"{unit}: the server died during the run")
+        if res["passed"] < want:
+            problems.append(f"{unit}: {res['passed']} passed, below the recorded {want}")
+        if res["failed"]:
+            problems.append(f"{unit}: {res['failed']} failed (not in compat/conformance-skip.txt)")
+    total = sum(r["passed"] for r in results)
+    ref = sum(REFERENCE.get(r["unit"], 0) for r in results)
+    print(f"total: {total} passed of the reference's {ref}; "
+          f"{sum(r['failed'] for r in results)} failed")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    if args.record:
+        baseline.update({r["unit"]: r["passed"] for r in results})
+        with open(BASELINE, "w") as f:
+            json.dump(dict(sorted(baseline.items())), f, indent=1)
+            f.write("\n")
+    if args.check and problems:
+        for p in problems:
+            print("conformance: " + p, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
