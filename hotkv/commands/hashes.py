@@ -1,0 +1,537 @@
+"""Hash commands (Redis's t_hash.c): HSET ... HSCAN.
+
+Owns the commands on ``hotkv.db.HashValue`` (a dict field -> value, both
+``bytes``).  Also owns two helpers other container modules share:
+
+* long-double arithmetic and ``%.17Lf`` formatting (``parse_ld``,
+  ``add_ld``, ``format_ld``) for HINCRBYFLOAT: x87 80-bit long doubles
+  (64-bit mantissa) emulated exactly with ``fractions.Fraction``, so results
+  match Redis digit for digit;
+* the *SCAN machinery (``scan_args``, ``scan_container``).
+
+Invariants:
+* a hash is never empty in the keyspace: the command that removes its last
+  field deletes the key (and emits ``del``);
+* the dict's insertion order is the reply order, as Redis's listpack
+  encoding keeps it (updating a field keeps its place);
+* *SCAN returns every member present for the whole scan at least once: the
+  cursor is a position in a fixed order (member hash), not an index that
+  shifts when members are removed.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from bisect import bisect_left
+from fractions import Fraction
+
+from .. import errors
+from ..db import HashValue
+from ..errors import CommandError
+from ..registry import command
+from ..resp import OK
+from ..util import LLONG_MAX, compile_glob, string2ll
+
+# --------------------------------------------------------------------------
+# Long double (x87 extended precision) emulation
+# --------------------------------------------------------------------------
+
+_LD_MANT = 64
+_LD_EMAX = 16384          # values must stay below 2**16384
+_LD_EMIN_SUB = -16445     # smallest subnormal is 2**-16445
+_INF = float("inf")
+
+_LD_DEC = re.compile(rb"([+-]?)(?:([0-9]*)(?:\.([0-9]*))?)(?:[eE]([+-]?[0-9]+))?\Z")
+_LD_HEX = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?\Z")
+
+
+def ld_round(v: Fraction):
+    """Round an exact value to the nearest long double (ties to even);
+    +-inf (a float) on overflow."""
+    if v == 0:
+        return Fraction(0)
+    neg = v < 0
+    if neg:
+        v = -v
+    n, d = v.numerator, v.denominator
+    e = n.bit_length() - d.bit_length()
+    # make 2**e <= v < 2**(e+1)
+    if (n << max(0, -e)) < (d << max(0, e)):
+        e -= 1
+    shift = e - (_LD_MANT - 1)
+    if shift < _LD_EMIN_SUB:
+        shift = _LD_EMIN_SUB
+    # m = v / 2**shift rounded half to even
+    if shift >= 0:
+        q, r = divmod(n, d << shift)
+        den = d << shift
+    else:
+        q, r = divmod(n << -shift, d)
+        den = d
+    if 2 * r > den or (2 * r == den and q & 1):
+        q += 1
+    if q.bit_length() + shift > _LD_EMAX:
+        return -_INF if neg else _INF
+    out = Fraction(q) * (Fraction(2) ** shift)
+    return -out if neg else out
+
+
+def parse_ld(data: bytes):
+    """strtold as Redis's string2ld uses it: an exact long double (Fraction),
+    or +-inf (float); None when not a number Redis accepts."""
+    if not data or len(data) >= 5 * 1024 or data[:1].isspace():
+        return None
+    m = _LD_DEC.match(data)
+    if m is not None and (m.group(2) or m.group(3)):
+        sign, ip, fp, ex = m.groups()
+        digits = (ip or b"") + (fp or b"")
+        exp = (int(ex) if ex else 0) - len(fp or b"")
+        mant = int(digits) if digits else 0
+        if mant == 0:
+            return Fraction(0)
+        if exp > 6000:
+            return None                 # overflow: ERANGE
+        if exp < -6000 - len(digits):
+            return None                 # underflow to zero: ERANGE
+        v = Fraction(mant) * (Fraction(10) ** exp)
+        r = ld_round(v)
+        if isinstance(r, float) or r == 0:
+            return None
+        return -r if sign == b"-" else r
+    low = data.lower().lstrip(b"+-")
+    if low in (b"inf", b"infinity"):
+        return -_INF if data[:1] == b"-" else _INF
+    if _LD_HEX.match(data):
+        try:
+            f = float.fromhex(data.decode())
+        except (ValueError, OverflowError):
+            return None
+        return Fraction(f)
+    return None
+
+
+def add_ld(a, b):
+    if isinstance(a, float) or isinstance(b, float):
+        return float(a) + float(b)
+    return ld_round(a + b)
+
+
+def format_ld(v) -> bytes:
+    """``%.17Lf`` with trailing zeros (and a bare '.') removed, as Redis's
+    ld2string(LD_STR_HUMAN)."""
+    if isinstance(v, float):
+        return b"inf" if v > 0 else b"-inf"
+    neg = v < 0
+    if neg:
+        v = -v
+    scaled = v * (10 ** 17)
+    q, r = divmod(scaled.numerator, scaled.denominator)
+    den = scaled.denominator
+    if 2 * r > den or (2 * r == den and q & 1):
+        q += 1
+    text = b"%018d" % q
+    ip, fp = text[:-17], text[-17:].rstrip(b"0")
+    out = ip + b"." + fp if fp else ip
+    if neg and out != b"0":
+        out = b"-" + out
+    return out
+
+
+# --------------------------------------------------------------------------
+# *SCAN
+# --------------------------------------------------------------------------
+
+_SCAN_MASK = (1 << 63) - 1
+# Containers up to this size are returned whole with cursor 0, as Redis does
+# for its compact encodings.
+SCAN_SMALL = 128
+_snapshots: dict = {}   # id(container) -> (container, sorted [(h, member)])
+_SNAPSHOT_SLOTS = 16
+
+
+def _h(member) -> int:
+    return (hash(member) & _SCAN_MASK) or 1
+
+
+_ULL_RE = re.compile(rb"[ \t\n\v\f\r]*([+-]?)([0-9]+)\Z")
+
+
+def parse_cursor(arg: bytes) -> int:
+    """string2ull: a canonical non-negative integer, else what strtoull takes."""
+    ll = string2ll(arg)
+    if ll is not None:
+        if ll < 0:
+            raise CommandError("ERR invalid cursor")
+        return ll
+    m = _ULL_RE.match(arg)
+    if m is None or int(m.group(2)) > 0xFFFFFFFFFFFFFFFF:
+        raise CommandError("ERR invalid cursor")
+    v = int(m.group(2))
+    return (-v) & 0xFFFFFFFFFFFFFFFF if m.group(1) == b"-" else v
+
+
+def scan_args(argv, start: int, kind: str):
+    """Parse COUNT / MATCH / NOVALUES / NOSCORES; returns (count, match, only_keys)."""
+    count = 10
+    match = None
+    only_keys = False
+    i = start
+    n = len(argv)
+    while i < n:
+        opt = argv[i].lower()
+        more = n - i
+        if opt == b"count" and more >= 2:
+            v = string2ll(argv[i + 1])
+            if v is None:
+                raise CommandError(errors.NOT_INTEGER)
+            if v < 1:
+                raise CommandError(errors.SYNTAX)
+            count = v
+            i += 2
+        elif opt == b"match" and more >= 2:
+            pat = argv[i + 1]
+            match = None if pat == b"*" else compile_glob(pat)
+            i += 2
+        elif opt == b"novalues":
+            if kind != "hash":
+                raise CommandError("ERR NOVALUES option can only be used in HSCAN")
+            only_keys = True
+            i += 1
+        elif opt == b"noscores":
+            if kind != "zset":
+                raise CommandError("ERR NOSCORES option can only be used in ZSCAN")
+            only_keys = True
+            i += 1
+        else:
+            raise CommandError(errors.SYNTAX)
+    return count, match, only_keys
+
+
+def scan_container(members, cursor: int, count: int, match, small: bool):
+    """One SCAN step over ``members`` (a dict or set, iterated for keys).
+    Returns (next_cursor, [member...]).  A small container is returned
+    whole; a big one is walked in order of member hash, the cursor being the
+    next hash to visit.  The sorted order is computed once per scan (cached
+    by container identity) and re-checked against membership, so removed
+    members are skipped and a member present for the whole scan is seen."""
+    if small:
+        if match is None:
+            return 0, list(members)
+        return 0, [m for m in members if match(m)]
+    key = id(members)
+    snap = _snapshots.get(key)
+    if cursor == 0 or snap is None or snap[0] is not members:
+        order = sorted((_h(m), m) for m in members)
+        if len(_snapshots) >= _SNAPSHOT_SLOTS:
+            _snapshots.pop(next(iter(_snapshots)))
+        _snapshots.pop(key, None)
+        _snapshots[key] = snap = (members, order, [h for h, _ in order])
+    order, hashes = snap[1], snap[2]
+    i = bisect_left(hashes, cursor) if cursor else 0
+    out = []
+    n = len(order)
+    end = i + count
+    while i < n:
+        if i >= end and hashes[i] != hashes[i - 1]:
+            break
+        m = order[i][1]
+        i += 1
+        if m in members and (match is None or match(m)):
+            out.append(m)
+    if i >= n:
+        _snapshots.pop(key, None)
+        return 0, out
+    return hashes[i], out
+
+
+def _emptyscan():
+    return [b"0", []]
+
+
+# --------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------
+
+def _get(c, key):
+    return c.db.lookup_typed(key, HashValue)
+
+
+def _deleted_if_empty(c, db, key, h):
+    if not h:
+        db.delete(key)
+        c.server.event(db, key, "g", "del")
+
+
+def hash_small(h) -> bool:
+    """Whether Redis would keep this hash in a listpack (default limits)."""
+    if len(h) > SCAN_SMALL:
+        return False
+    for k, v in h.items():
+        if len(k) > 64 or len(v) > 64:
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------
+# Commands
+# --------------------------------------------------------------------------
+
+def _hset_common(c, argv, name):
+    if len(argv) % 2 != 0:
+        raise errors.wrong_args(name)
+    db = c.db
+    key = argv[1]
+    h = _get(c, key)
+    if h is None:
+        h = HashValue()
+        db.add(key, h)
+    added = 0
+    for i in range(2, len(argv), 2):
+        f = argv[i]
+        if f not in h:
+            added += 1
+        h[f] = argv[i + 1]
+    c.server.written(db, key, "h", "hset")
+    return added
+
+
+@command("hset", -4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0")
+def hset(c, argv):
+    """Creates or modifies the value of a field in a hash."""
+    return _hset_common(c, argv, "hset")
+
+
+@command("hmset", -4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0")
+def hmset(c, argv):
+    """Sets the values of multiple fields."""
+    _hset_common(c, argv, "hmset")
+    return OK
+
+
+@command("hsetnx", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0")
+def hsetnx(c, argv):
+    """Sets the value of a field in a hash only when the field doesn't exist."""
+    db = c.db
+    key = argv[1]
+    h = _get(c, key)
+    if h is None:
+        h = HashValue()
+        db.add(key, h)
+    elif argv[2] in h:
+        return 0
+    h[argv[2]] = argv[3]
+    c.server.written(db, key, "h", "hset")
+    return 1
+
+
+@command("hget", 3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0")
+def hget(c, argv):
+    """Returns the value of a field in a hash."""
+    h = _get(c, argv[1])
+    if h is None:
+        return None
+    return h.get(argv[2])
+
+
+@command("hmget", -3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0")
+def hmget(c, argv):
+    """Returns the values of all fields in a hash."""
+    h = _get(c, argv[1])
+    if h is None:
+        return [None] * (len(argv) - 2)
+    get = h.get
+    return [get(f) for f in argv[2:]]
+
+
+@command("hdel", -3, "write fast", (1, 1, 1), group="hash", since="2.0.0")
+def hdel(c, argv):
+    """Deletes one or more fields and their values from a hash."""
+    db = c.db
+    key = argv[1]
+    h = _get(c, key)
+    if h is None:
+        return 0
+    deleted = 0
+    for f in argv[2:]:
+        if h.pop(f, None) is not None:
+            deleted += 1
+            if not h:
+                break
+    if deleted:
+        c.server.written(db, key, "h", "hdel", deleted)
+        _deleted_if_empty(c, db, key, h)
+    return deleted
+
+
+@command("hlen", 2, "readonly fast", (1, 1, 1), group="hash", since="2.0.0")
+def hlen(c, argv):
+    """Returns the number of fields in a hash."""
+    h = _get(c, argv[1])
+    return 0 if h is None else len(h)
+
+
+@command("hstrlen", 3, "readonly fast", (1, 1, 1), group="hash", since="3.2.0")
+def hstrlen(c, argv):
+    """Returns the length of the value of a field."""
+    h = _get(c, argv[1])
+    if h is None:
+        return 0
+    v = h.get(argv[2])
+    return 0 if v is None else len(v)
+
+
+@command("hexists", 3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0")
+def hexists(c, argv):
+    """Determines whether a field exists in a hash."""
+    h = _get(c, argv[1])
+    return 1 if h is not None and argv[2] in h else 0
+
+
+@command("hkeys", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0")
+def hkeys(c, argv):
+    """Returns all fields in a hash."""
+    h = _get(c, argv[1])
+    return [] if h is None else list(h)
+
+
+@command("hvals", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0")
+def hvals(c, argv):
+    """Returns all values in a hash."""
+    h = _get(c, argv[1])
+    return [] if h is None else list(h.values())
+
+
+@command("hgetall", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0")
+def hgetall(c, argv):
+    """Returns all fields and values in a hash."""
+    h = _get(c, argv[1])
+    if h is None:
+        return {}
+    # a dict reply is a RESP3 map and a flat RESP2 array
+    return dict(h)
+
+
+@command("hincrby", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0")
+def hincrby(c, argv):
+    """Increments the integer value of a field in a hash by a number."""
+    incr = string2ll(argv[3])
+    if incr is None:
+        raise CommandError(errors.NOT_INTEGER)
+    db = c.db
+    key = argv[1]
+    h = _get(c, key)
+    field = argv[2]
+    if h is None:
+        h = HashValue()
+        current = 0
+        created = True
+    else:
+        created = False
+        old = h.get(field)
+        if old is None:
+            current = 0
+        else:
+            current = string2ll(old)
+            if current is None:
+                raise CommandError("ERR hash value is not an integer")
+    new = current + incr
+    if new > LLONG_MAX or new < -LLONG_MAX - 1:
+        raise CommandError(errors.OVERFLOW)
+    if created:
+        db.add(key, h)
+    h[field] = b"%d" % new
+    c.server.written(db, key, "h", "hincrby")
+    return new
+
+
+@command("hincrbyfloat", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.6.0")
+def hincrbyfloat(c, argv):
+    """Increments the floating point value of a field by a number."""
+    incr = parse_ld(argv[3])
+    if incr is None:
+        raise CommandError(errors.NOT_FLOAT)
+    if isinstance(incr, float):
+        raise CommandError("ERR value is NaN or Infinity")
+    db = c.db
+    key = argv[1]
+    field = argv[2]
+    h = _get(c, key)
+    current = Fraction(0)
+    if h is not None:
+        old = h.get(field)
+        if old is not None:
+            current = parse_ld(old)
+            if current is None:
+                raise CommandError("ERR hash value is not a float")
+    value = add_ld(current, incr)
+    if isinstance(value, float):
+        raise CommandError("ERR increment would produce NaN or Infinity")
+    text = format_ld(value)
+    if h is None:
+        h = HashValue()
+        db.add(key, h)
+    h[field] = text
+    c.server.written(db, key, "h", "hincrbyfloat")
+    # logged as HSET with the final value, so a replay cannot drift
+    c.server.propagate_as([b"HSET", key, field, text])
+    return text
+
+
+@command("hrandfield", -2, "readonly", (1, 1, 1), group="hash", since="6.2.0")
+def hrandfield(c, argv):
+    """Returns one or more random fields from a hash."""
+    if len(argv) >= 3:
+        count = string2ll(argv[2])
+        if count is None:
+            raise CommandError(errors.NOT_INTEGER)
+        if count < -LLONG_MAX:
+            raise CommandError("ERR value is out of range, value must between "
+                               "-9223372036854775807 and 9223372036854775807")
+        withvalues = False
+        if len(argv) > 4 or (len(argv) == 4 and argv[3].lower() != b"withvalues"):
+            raise CommandError(errors.SYNTAX)
+        if len(argv) == 4:
+            withvalues = True
+            if count < -LLONG_MAX // 2 or count > LLONG_MAX // 2:
+                raise CommandError("ERR value is out of range")
+        h = _get(c, argv[1])
+        if h is None or count == 0:
+            return []
+        if count < 0:
+            fields = random.choices(list(h), k=-count)
+        elif count >= len(h):
+            fields = list(h)
+        else:
+            fields = random.sample(list(h), count)
+        if not withvalues:
+            return fields
+        if c.resp3:
+            return [[f, h[f]] for f in fields]
+        out = []
+        for f in fields:
+            out.append(f)
+            out.append(h[f])
+        return out
+    h = _get(c, argv[1])
+    if h is None:
+        return None
+    return random.choice(list(h))
+
+
+@command("hscan", -3, "readonly", (1, 1, 1), group="hash", since="2.8.0")
+def hscan(c, argv):
+    """Iterates over fields and values of a hash."""
+    cursor = parse_cursor(argv[2])
+    h = _get(c, argv[1])
+    if h is None:
+        return _emptyscan()
+    count, match, only_keys = scan_args(argv, 3, "hash")
+    nxt, fields = scan_container(h, cursor, count, match, hash_small(h))
+    if only_keys:
+        return [b"%d" % nxt, fields]
+    out = []
+    for f in fields:
+        out.append(f)
+        out.append(h[f])
+    return [b"%d" % nxt, out]

@@ -1,0 +1,1106 @@
+"""Sorted-set commands (Redis's t_zset.c) and the sorted-set type.
+
+Owns ``ZSetValue``, registered as Redis type ``zset``: a dict member ->
+score for O(1) ZSCORE, plus a ``SortedList`` of ``(score, member)`` tuples
+kept in Redis's order (score, then member bytewise), so rank, range and pop
+are O(log n + k).  Also owns every Z* command, the blocking pops
+(BZPOPMIN/BZPOPMAX/BZMPOP through ``hotkv.blocking``) and ZSCAN.
+
+Invariants:
+* ``d`` and ``sl`` hold exactly the same pairs; no score is NaN;
+* a sorted set is never empty in the keyspace: the command that removes its
+  last member deletes the key (and emits ``del``), a *STORE whose result is
+  empty deletes the destination;
+* scores are parsed as Redis's string2d (strict) for values and strtod
+  (lenient) for range bounds, and replied as doubles (RESP3 ``,``; RESP2 a
+  bulk string in Redis's shortest form);
+* popping commands that choose what they pop (BZPOP*, ZMPOP, BZMPOP) are
+  logged as ZPOPMIN/ZPOPMAX of the served key, as Redis does.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+
+from sortedcontainers import SortedList
+
+from .. import blocking, errors
+from ..db import SetValue, register_type
+from ..errors import CommandError, WrongType
+from ..registry import command
+from ..resp import NULL_ARRAY
+from ..util import LLONG_MAX, string2ll
+from .hashes import SCAN_SMALL, parse_cursor, scan_args, scan_container
+
+_INF = math.inf
+_nextafter = math.nextafter
+
+
+class ZSetValue:
+    """A Redis sorted set."""
+    __slots__ = ("d", "sl")
+    type_name = b"zset"
+
+    def __init__(self):
+        self.d = {}
+        self.sl = SortedList()
+
+    def __len__(self):
+        return len(self.d)
+
+    def __bool__(self):
+        return bool(self.d)
+
+    def __contains__(self, member):
+        return member in self.d
+
+    def __iter__(self):
+        return iter(self.d)
+
+    def copy(self):
+        new = ZSetValue()
+        new.d = dict(self.d)
+        new.sl = SortedList(self.sl)
+        return new
+
+    def score(self, member):
+        return self.d.get(member)
+
+    def set(self, member, score):
+        """Insert or update; returns the old score or None."""
+        if score == 0:
+            score = 0.0      # Redis's listpack stores -0 as the integer 0
+        d = self.d
+        old = d.get(member)
+        if old is not None:
+            if old == score:
+                return old
+            self.sl.remove((old, member))
+        d[member] = score
+        self.sl.add((score, member))
+        return old
+
+    def remove(self, member) -> bool:
+        old = self.d.pop(member, None)
+        if old is None:
+            return False
+        self.sl.remove((old, member))
+        return True
+
+    def rank(self, member):
+        s = self.d.get(member)
+        if s is None:
+            return None
+        return self.sl.bisect_left((s, member))
+
+    def del_range(self, start: int, stop: int) -> int:
+        """Remove positions [start, stop)."""
+        if stop <= start:
+            return 0
+        sl = self.sl
+        d = self.d
+        items = list(sl.islice(start, stop))
+        if len(items) == len(sl):
+            sl.clear()
+            d.clear()
+        else:
+            del sl[start:stop]
+            for _, m in items:
+                del d[m]
+        return len(items)
+
+
+register_type(ZSetValue, b"zset")
+
+# ----------------------------------------------------------------------
+# Parsing
+# ----------------------------------------------------------------------
+
+_STRTOD_DEC = re.compile(
+    rb"[ \t\n\v\f\r]*([+-]?)(?:([0-9]*\.?[0-9]*)(?:[eE][+-]?[0-9]+)?|(inf(?:inity)?|nan)|"
+    rb"(0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?))\Z",
+    re.IGNORECASE)
+
+
+def _strtod(data: bytes, strict: bool):
+    """C strtod over the whole of data.  Returns the float or None.  strict
+    (string2d): no leading space, no overflow/underflow to zero."""
+    if strict and (not data or data[:1].isspace()):
+        return None
+    m = _STRTOD_DEC.match(data)
+    if m is None:
+        return None
+    sign, dec, word, hexa = m.groups()
+    if word is not None:
+        if word.lower() == b"nan":
+            return None
+        return -_INF if sign == b"-" else _INF
+    if hexa is not None:
+        try:
+            v = float.fromhex(data.strip().decode())
+        except (ValueError, OverflowError):
+            return None if strict else (-_INF if sign == b"-" else _INF)
+        return v
+    if not dec or dec == b".":
+        if strict:
+            return None
+        # strtod converts nothing: value 0 and the end pointer at the start
+        return 0.0 if not data else None
+    v = float(data)
+    if strict:
+        if math.isinf(v):
+            return None
+        if v == 0.0 and dec.strip(b"0.") != b"":
+            return None
+    return v
+
+
+def parse_score(data: bytes, message: str = errors.NOT_FLOAT) -> float:
+    v = _strtod(data, True)
+    if v is None:
+        raise CommandError(message)
+    return v
+
+
+def _range_bound(data: bytes):
+    ex = data[:1] == b"("
+    v = _strtod(data[1:] if ex else data, False)
+    if v is None or v != v:
+        raise CommandError("ERR min or max is not a float")
+    return v, ex
+
+
+def _lex_bound(data: bytes):
+    """(kind, value, exclusive): kind -1 is '-', 1 is '+', 0 a string."""
+    c = data[:1]
+    if c == b"+" and len(data) == 1:
+        return (1, b"", True)
+    if c == b"-" and len(data) == 1:
+        return (-1, b"", True)
+    if c == b"(":
+        return (0, data[1:], True)
+    if c == b"[":
+        return (0, data[1:], False)
+    raise CommandError("ERR min or max not valid string range item")
+
+
+def _long(data: bytes) -> int:
+    v = string2ll(data)
+    if v is None:
+        raise CommandError(errors.NOT_INTEGER)
+    return v
+
+
+# ----------------------------------------------------------------------
+# Range search
+# ----------------------------------------------------------------------
+
+def _score_lo(sl, score, ex) -> int:
+    """First position whose score is >= score (> if ex)."""
+    if ex:
+        if score == _INF:
+            return len(sl)
+        score = _nextafter(score, _INF)
+    return sl.bisect_left((score,))
+
+
+def _score_span(z, mn, mnex, mx, mxex):
+    sl = z.sl
+    lo = _score_lo(sl, mn, mnex)
+    hi = _score_lo(sl, mx, not mxex)
+    return lo, max(lo, hi)
+
+
+def _lex_first(sl, pred) -> int:
+    """First position whose member satisfies pred (pred monotonic)."""
+    lo, hi = 0, len(sl)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if pred(sl[mid][1]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _lex_span(z, mn, mx):
+    sl = z.sl
+    kind, v, ex = mn
+    if kind == -1:
+        lo = 0
+    elif kind == 1:
+        lo = len(sl)
+    elif ex:
+        lo = _lex_first(sl, lambda m: m > v)
+    else:
+        lo = _lex_first(sl, lambda m: m >= v)
+    kind, v, ex = mx
+    if kind == 1:
+        hi = len(sl)
+    elif kind == -1:
+        hi = 0
+    elif ex:
+        hi = _lex_first(sl, lambda m: m >= v)
+    else:
+        hi = _lex_first(sl, lambda m: m > v)
+    return lo, max(lo, hi)
+
+
+# ----------------------------------------------------------------------
+# Helpers
+# ----------------------------------------------------------------------
+
+def _get(c, key):
+    return c.db.lookup_typed(key, ZSetValue)
+
+
+def _emptied(c, db, key, z):
+    if not z.d:
+        db.delete(key)
+        c.server.event(db, key, "g", "del")
+
+
+def _pairs(c, items, withscores):
+    """(score, member) items -> reply list."""
+    if not withscores:
+        return [m for _, m in items]
+    if c.resp3:
+        return [[m, s] for s, m in items]
+    out = []
+    for s, m in items:
+        out.append(m)
+        out.append(s)
+    return out
+
+
+def zset_small(z) -> bool:
+    if len(z.d) > SCAN_SMALL:
+        return False
+    return all(len(m) <= 64 for m in z.d)
+
+
+# ----------------------------------------------------------------------
+# ZADD / ZINCRBY / ZREM
+# ----------------------------------------------------------------------
+
+def _zadd(c, argv, key, pairs_start, incr, nx, xx, gt, lt, ch):
+    elements = len(argv) - pairs_start
+    if elements % 2 or not elements:
+        raise CommandError(errors.SYNTAX)
+    elements //= 2
+    if nx and xx:
+        raise CommandError("ERR XX and NX options at the same time are not compatible")
+    if (gt and nx) or (lt and nx) or (gt and lt):
+        raise CommandError("ERR GT, LT, and/or NX options at the same time are not compatible")
+    if incr and elements > 1:
+        raise CommandError("ERR INCR option supports a single increment-element pair")
+    scores = [parse_score(argv[pairs_start + 2 * j]) for j in range(elements)]
+    db = c.db
+    z = _get(c, key)
+    added = updated = processed = 0
+    score = None
+    error = None
+    if z is None:
+        if xx:
+            return None if incr else 0
+        z = ZSetValue()
+        db.add(key, z)
+    d = z.d
+    for j in range(elements):
+        member = argv[pairs_start + 1 + 2 * j]
+        score = scores[j]
+        cur = d.get(member)
+        if cur is not None:
+            if nx:
+                continue
+            if incr:
+                score = cur + score
+                if score != score:
+                    error = "ERR resulting score is not a number (NaN)"
+                    break
+            if (lt and score >= cur) or (gt and score <= cur):
+                continue
+            processed += 1
+            if score != cur:
+                z.set(member, score)
+                updated += 1
+        else:
+            if xx:
+                continue
+            processed += 1
+            z.set(member, score)
+            added += 1
+    if added or updated:
+        c.server.written(db, key, "z", "zincr" if incr else "zadd", added + updated)
+    elif not z.d:
+        db.delete(key)       # created for nothing (cannot normally happen)
+    if error:
+        raise CommandError(error)
+    if incr:
+        return score if processed else None
+    return added + updated if ch else added
+
+
+@command("zadd", -4, "write denyoom fast", (1, 1, 1), group="sorted_set", since="1.2.0")
+def zadd(c, argv):
+    """Adds one or more members to a sorted set, or updates their scores."""
+    i = 2
+    nx = xx = gt = lt = ch = incr = False
+    n = len(argv)
+    while i < n:
+        opt = argv[i].lower()
+        if opt == b"nx":
+            nx = True
+        elif opt == b"xx":
+            xx = True
+        elif opt == b"ch":
+            ch = True
+        elif opt == b"incr":
+            incr = True
+        elif opt == b"gt":
+            gt = True
+        elif opt == b"lt":
+            lt = True
+        else:
+            break
+        i += 1
+    return _zadd(c, argv, argv[1], i, incr, nx, xx, gt, lt, ch)
+
+
+@command("zincrby", 4, "write denyoom fast", (1, 1, 1), group="sorted_set", since="1.2.0")
+def zincrby(c, argv):
+    """Increments the score of a member in a sorted set."""
+    return _zadd(c, argv, argv[1], 2, True, False, False, False, False, False)
+
+
+@command("zrem", -3, "write fast", (1, 1, 1), group="sorted_set", since="1.2.0")
+def zrem(c, argv):
+    """Removes one or more members from a sorted set."""
+    db = c.db
+    key = argv[1]
+    z = _get(c, key)
+    if z is None:
+        return 0
+    deleted = 0
+    for m in argv[2:]:
+        if z.remove(m):
+            deleted += 1
+            if not z.d:
+                break
+    if deleted:
+        c.server.written(db, key, "z", "zrem", deleted)
+        _emptied(c, db, key, z)
+    return deleted
+
+
+# ----------------------------------------------------------------------
+# Reads
+# ----------------------------------------------------------------------
+
+@command("zcard", 2, "readonly fast", (1, 1, 1), group="sorted_set", since="1.2.0")
+def zcard(c, argv):
+    """Returns the number of members in a sorted set."""
+    z = _get(c, argv[1])
+    return 0 if z is None else len(z.d)
+
+
+@command("zscore", 3, "readonly fast", (1, 1, 1), group="sorted_set", since="1.2.0")
+def zscore(c, argv):
+    """Returns the score of a member in a sorted set."""
+    z = _get(c, argv[1])
+    if z is None:
+        return None
+    return z.d.get(argv[2])
+
+
+@command("zmscore", -3, "readonly fast", (1, 1, 1), group="sorted_set", since="6.2.0")
+def zmscore(c, argv):
+    """Returns the score of one or more members in a sorted set."""
+    z = _get(c, argv[1])
+    if z is None:
+        return [None] * (len(argv) - 2)
+    get = z.d.get
+    return [get(m) for m in argv[2:]]
+
+
+def _zrank(c, argv, reverse):
+    if len(argv) > 4:
+        raise errors.wrong_args(c.server.current_cmd.name)
+    withscore = False
+    if len(argv) == 4:
+        if argv[3].lower() != b"withscore":
+            raise CommandError(errors.SYNTAX)
+        withscore = True
+    missing = NULL_ARRAY if withscore else None
+    z = _get(c, argv[1])
+    if z is None:
+        return missing
+    r = z.rank(argv[2])
+    if r is None:
+        return missing
+    if reverse:
+        r = len(z.d) - 1 - r
+    if withscore:
+        return [r, z.d[argv[2]]]
+    return r
+
+
+@command("zrank", -3, "readonly fast", (1, 1, 1), group="sorted_set", since="2.0.0")
+def zrank(c, argv):
+    """Returns the index of a member in a sorted set ordered by ascending scores."""
+    return _zrank(c, argv, False)
+
+
+@command("zrevrank", -3, "readonly fast", (1, 1, 1), group="sorted_set", since="2.0.0")
+def zrevrank(c, argv):
+    """Returns the index of a member in a sorted set ordered by descending scores."""
+    return _zrank(c, argv, True)
+
+
+@command("zcount", 4, "readonly fast", (1, 1, 1), group="sorted_set", since="2.0.0")
+def zcount(c, argv):
+    """Returns the count of members in a sorted set that have scores within a range."""
+    mn, mnex = _range_bound(argv[2])
+    mx, mxex = _range_bound(argv[3])
+    z = _get(c, argv[1])
+    if z is None:
+        return 0
+    lo, hi = _score_span(z, mn, mnex, mx, mxex)
+    return hi - lo
+
+
+@command("zlexcount", 4, "readonly fast", (1, 1, 1), group="sorted_set", since="2.8.9")
+def zlexcount(c, argv):
+    """Returns the number of members in a sorted set within a lexicographical range."""
+    mn = _lex_bound(argv[2])
+    mx = _lex_bound(argv[3])
+    z = _get(c, argv[1])
+    if z is None:
+        return 0
+    lo, hi = _lex_span(z, mn, mx)
+    return hi - lo
+
+
+RANK, SCORE, LEX = 0, 1, 2
+
+
+def _range_items(z, rangetype, reverse, a, b, offset, limit):
+    """(score, member) items in reply order."""
+    sl = z.sl
+    n = len(sl)
+    if rangetype == RANK:
+        start, end = a, b
+        if start < 0:
+            start += n
+        if end < 0:
+            end += n
+        if start < 0:
+            start = 0
+        if start > end or start >= n:
+            return []
+        if end >= n:
+            end = n - 1
+        if reverse:
+            return list(sl.islice(n - 1 - end, n - start, reverse=True))
+        return list(sl.islice(start, end + 1))
+    if offset < 0 or (offset > 0 and offset >= n) or limit == 0:
+        return []
+    if rangetype == SCORE:
+        lo, hi = _score_span(z, a[0], a[1], b[0], b[1])
+    else:
+        lo, hi = _lex_span(z, a, b)
+    if reverse:
+        hi -= offset
+        if hi <= lo:
+            return []
+        start = lo if limit < 0 else max(lo, hi - limit)
+        return list(sl.islice(start, hi, reverse=True))
+    lo += offset
+    if lo >= hi:
+        return []
+    stop = hi if limit < 0 else min(hi, lo + limit)
+    return list(sl.islice(lo, stop))
+
+
+def _zrange_generic(c, argv, first, store, rangetype, reverse):
+    """ZRANGE-family parsing as Redis's zrangeGenericCommand.  rangetype and
+    reverse None mean "from the options" (ZRANGE, ZRANGESTORE)."""
+    key = argv[first]
+    minidx, maxidx = first + 1, first + 2
+    withscores = False
+    offset, limit = 0, -1
+    limit_given = False
+    direction = reverse
+    j = first + 3
+    n = len(argv)
+    while j < n:
+        opt = argv[j].lower()
+        left = n - j - 1
+        if not store and opt == b"withscores":
+            withscores = True
+        elif opt == b"limit" and left >= 2:
+            offset = _long(argv[j + 1])
+            limit = _long(argv[j + 2])
+            limit_given = True
+            j += 2
+        elif reverse is None and direction is None and opt == b"rev":
+            direction = True
+        elif rangetype is None and opt == b"bylex":
+            rangetype = LEX
+        elif rangetype is None and opt == b"byscore":
+            rangetype = SCORE
+        else:
+            raise CommandError(errors.SYNTAX)
+        j += 1
+    if direction is None:
+        direction = False
+    if rangetype is None:
+        rangetype = RANK
+    if limit_given and rangetype == RANK:
+        raise CommandError("ERR syntax error, LIMIT is only supported in combination with "
+                           "either BYSCORE or BYLEX")
+    if withscores and rangetype == LEX:
+        raise CommandError("ERR syntax error, WITHSCORES not supported in combination with BYLEX")
+    if direction and rangetype != RANK:
+        minidx, maxidx = maxidx, minidx
+    if rangetype == RANK:
+        a, b = _long(argv[minidx]), _long(argv[maxidx])
+    elif rangetype == SCORE:
+        a, b = _range_bound(argv[minidx]), _range_bound(argv[maxidx])
+    else:
+        a, b = _lex_bound(argv[minidx]), _lex_bound(argv[maxidx])
+    z = c.db.lookup(key)
+    if z is not None and type(z) is not ZSetValue:
+        raise WrongType()
+    items = [] if z is None else _range_items(z, rangetype, direction, a, b, offset, limit)
+    if store is not None:
+        return _store(c, store, items, "zrangestore")
+    return _pairs(c, items, withscores)
+
+
+@command("zrange", -4, "readonly", (1, 1, 1), group="sorted_set", since="1.2.0")
+def zrange(c, argv):
+    """Returns members in a sorted set within a range of indexes."""
+    return _zrange_generic(c, argv, 1, None, None, None)
+
+
+@command("zrangestore", -5, "write denyoom", (1, 2, 1), group="sorted_set", since="6.2.0")
+def zrangestore(c, argv):
+    """Stores a range of members from sorted set in a key."""
+    return _zrange_generic(c, argv, 2, argv[1], None, None)
+
+
+@command("zrevrange", -4, "readonly", (1, 1, 1), group="sorted_set", since="1.2.0")
+def zrevrange(c, argv):
+    """Returns members in a sorted set within a range of indexes in reverse order."""
+    return _zrange_generic(c, argv, 1, None, RANK, True)
+
+
+@command("zrangebyscore", -4, "readonly", (1, 1, 1), group="sorted_set", since="1.0.5")
+def zrangebyscore(c, argv):
+    """Returns members in a sorted set within a range of scores."""
+    return _zrange_generic(c, argv, 1, None, SCORE, False)
+
+
+@command("zrevrangebyscore", -4, "readonly", (1, 1, 1), group="sorted_set", since="2.2.0")
+def zrevrangebyscore(c, argv):
+    """Returns members in a sorted set within a range of scores in reverse order."""
+    return _zrange_generic(c, argv, 1, None, SCORE, True)
+
+
+@command("zrangebylex", -4, "readonly", (1, 1, 1), group="sorted_set", since="2.8.9")
+def zrangebylex(c, argv):
+    """Returns members in a sorted set within a lexicographical range."""
+    return _zrange_generic(c, argv, 1, None, LEX, False)
+
+
+@command("zrevrangebylex", -4, "readonly", (1, 1, 1), group="sorted_set", since="2.8.9")
+def zrevrangebylex(c, argv):
+    """Returns members in a sorted set within a lexicographical range in reverse order."""
+    return _zrange_generic(c, argv, 1, None, LEX, True)
+
+
+# ----------------------------------------------------------------------
+# ZREMRANGEBY*
+# ----------------------------------------------------------------------
+
+def _zremrange(c, argv, rangetype, event):
+    if rangetype == RANK:
+        a, b = _long(argv[2]), _long(argv[3])
+    elif rangetype == SCORE:
+        a, b = _range_bound(argv[2]), _range_bound(argv[3])
+    else:
+        a, b = _lex_bound(argv[2]), _lex_bound(argv[3])
+    db = c.db
+    key = argv[1]
+    z = _get(c, key)
+    if z is None:
+        return 0
+    n = len(z.d)
+    if rangetype == RANK:
+        start, end = a, b
+        if start < 0:
+            start += n
+        if end < 0:
+            end += n
+        if start < 0:
+            start = 0
+        if start > end or start >= n:
+            return 0
+        if end >= n:
+            end = n - 1
+        lo, hi = start, end + 1
+    elif rangetype == SCORE:
+        lo, hi = _score_span(z, a[0], a[1], b[0], b[1])
+    else:
+        lo, hi = _lex_span(z, a, b)
+    deleted = z.del_range(lo, hi)
+    if deleted:
+        c.server.written(db, key, "z", event, deleted)
+        _emptied(c, db, key, z)
+    return deleted
+
+
+@command("zremrangebyrank", 4, "write", (1, 1, 1), group="sorted_set", since="2.0.0")
+def zremrangebyrank(c, argv):
+    """Removes members in a sorted set within a range of indexes."""
+    return _zremrange(c, argv, RANK, "zremrangebyrank")
+
+
+@command("zremrangebyscore", 4, "write", (1, 1, 1), group="sorted_set", since="1.2.0")
+def zremrangebyscore(c, argv):
+    """Removes members in a sorted set within a range of scores."""
+    return _zremrange(c, argv, SCORE, "zremrangebyscore")
+
+
+@command("zremrangebylex", 4, "write", (1, 1, 1), group="sorted_set", since="2.8.9")
+def zremrangebylex(c, argv):
+    """Removes members in a sorted set within a lexicographical range."""
+    return _zremrange(c, argv, LEX, "zremrangebylex")
+
+
+# ----------------------------------------------------------------------
+# Pops
+# ----------------------------------------------------------------------
+
+def _pop(c, key, z, where_max, count):
+    """Pop up to count items from z at key; events, deletion.  Returns the
+    (score, member) items in pop order."""
+    db = c.db
+    sl = z.sl
+    n = len(sl)
+    k = min(count, n)
+    if where_max:
+        items = list(sl.islice(n - k, n, reverse=True))
+        start, stop = n - k, n
+    else:
+        items = list(sl.islice(0, k))
+        start, stop = 0, k
+    z.del_range(start, stop)
+    c.server.written(db, key, "z", "zpopmax" if where_max else "zpopmin", k)
+    _emptied(c, db, key, z)
+    return items
+
+
+def _zpop_cmd(c, argv, where_max):
+    if len(argv) > 3:
+        raise CommandError(errors.SYNTAX)
+    count = -1
+    if len(argv) == 3:
+        count = string2ll(argv[2])
+        if count is None or count < 0:
+            raise CommandError(errors.NOT_POSITIVE)
+    z = _get(c, argv[1])
+    if z is None or count == 0:
+        return []
+    items = _pop(c, argv[1], z, where_max, 1 if count == -1 else count)
+    if c.resp3 and count != -1:
+        return [[m, s] for s, m in items]
+    out = []
+    for s, m in items:
+        out.append(m)
+        out.append(s)
+    return out
+
+
+@command("zpopmin", -2, "write fast", (1, 1, 1), group="sorted_set", since="5.0.0")
+def zpopmin(c, argv):
+    """Returns the lowest-scoring members from a sorted set after removing them."""
+    return _zpop_cmd(c, argv, False)
+
+
+@command("zpopmax", -2, "write fast", (1, 1, 1), group="sorted_set", since="5.0.0")
+def zpopmax(c, argv):
+    """Returns the highest-scoring members from a sorted set after removing them."""
+    return _zpop_cmd(c, argv, True)
+
+
+def _first_nonempty(c, keys):
+    db = c.db
+    for key in keys:
+        z = db.lookup(key)
+        if z is None:
+            continue
+        if type(z) is not ZSetValue:
+            raise WrongType()
+        return key, z
+    return None, None
+
+
+def _bzpop(c, argv, where_max):
+    deadline = blocking.parse_timeout(c.server, argv[-1])
+    keys = argv[1:-1]
+    key, z = _first_nonempty(c, keys)
+    if z is None:
+        return blocking.block(c, keys, deadline, ZSetValue, NULL_ARRAY)
+    s, m = _pop(c, key, z, where_max, 1)[0]
+    c.server.propagate_as([b"ZPOPMAX" if where_max else b"ZPOPMIN", key])
+    return [key, m, s]
+
+
+@command("bzpopmin", -3, "write blocking fast", (1, -2, 1), group="sorted_set", since="5.0.0")
+def bzpopmin(c, argv):
+    """Removes and returns the member with the lowest score from one or more
+    sorted sets, or blocks until one is available."""
+    return _bzpop(c, argv, False)
+
+
+@command("bzpopmax", -3, "write blocking fast", (1, -2, 1), group="sorted_set", since="5.0.0")
+def bzpopmax(c, argv):
+    """Removes and returns the member with the highest score from one or more
+    sorted sets, or blocks until one is available."""
+    return _bzpop(c, argv, True)
+
+
+def _zmpop(c, argv, numkeys_idx, is_block):
+    numkeys = string2ll(argv[numkeys_idx])
+    if numkeys is None or numkeys < 1:
+        raise CommandError("ERR numkeys should be greater than 0")
+    where_idx = numkeys_idx + numkeys + 1
+    if where_idx >= len(argv):
+        raise CommandError(errors.SYNTAX)
+    where = argv[where_idx].lower()
+    if where == b"min":
+        where_max = False
+    elif where == b"max":
+        where_max = True
+    else:
+        raise CommandError(errors.SYNTAX)
+    count = -1
+    j = where_idx + 1
+    while j < len(argv):
+        if count == -1 and argv[j].lower() == b"count" and j + 1 < len(argv):
+            count = string2ll(argv[j + 1])
+            if count is None or count < 1:
+                raise CommandError("ERR count should be greater than 0")
+            j += 2
+        else:
+            raise CommandError(errors.SYNTAX)
+    if count == -1:
+        count = 1
+    keys = argv[numkeys_idx + 1:numkeys_idx + 1 + numkeys]
+    deadline = blocking.parse_timeout(c.server, argv[1]) if is_block else 0
+    key, z = _first_nonempty(c, keys)
+    if z is None:
+        if is_block:
+            return blocking.block(c, keys, deadline, ZSetValue, NULL_ARRAY)
+        return NULL_ARRAY
+    n = min(count, len(z.d))
+    items = _pop(c, key, z, where_max, count)
+    c.server.propagate_as([b"ZPOPMAX" if where_max else b"ZPOPMIN", key, b"%d" % n])
+    return [key, [[m, s] for s, m in items]]
+
+
+def _zmpop_keys(argv):
+    n = string2ll(argv[1]) if len(argv) > 1 else None
+    if n is None or n < 1:
+        return []
+    return list(range(2, min(2 + n, len(argv))))
+
+
+def _bzmpop_keys(argv):
+    n = string2ll(argv[2]) if len(argv) > 2 else None
+    if n is None or n < 1:
+        return []
+    return list(range(3, min(3 + n, len(argv))))
+
+
+@command("zmpop", -4, "write", (0, 0, 0), group="sorted_set", since="7.0.0",
+         keys_fn=_zmpop_keys)
+def zmpop(c, argv):
+    """Returns the highest- or lowest-scoring members from one or more sorted
+    sets after removing them."""
+    return _zmpop(c, argv, 1, False)
+
+
+@command("bzmpop", -5, "write blocking", (0, 0, 0), group="sorted_set", since="7.0.0",
+         keys_fn=_bzmpop_keys)
+def bzmpop(c, argv):
+    """Removes and returns a member by score from one or more sorted sets, or
+    blocks until one is available."""
+    return _zmpop(c, argv, 2, True)
+
+
+# ----------------------------------------------------------------------
+# Set operations
+# ----------------------------------------------------------------------
+
+def _store(c, dst, items, event):
+    """Store (score, member) items (already unique) at dst."""
+    db = c.db
+    if items:
+        z = ZSetValue()
+        d = z.d
+        for s, m in items:
+            d[m] = s
+        z.sl = SortedList((s, m) for m, s in d.items())
+        db.set(dst, z)
+        c.server.written(db, dst, "z", event)
+        return len(d)
+    if db.lookup(dst) is not None:
+        db.delete(dst)
+        c.server.written(db, dst, "g", "del")
+    return 0
+
+
+def _src_items(v):
+    """member -> score of a zset or set (score 1) or None."""
+    if v is None:
+        return {}
+    if type(v) is SetValue:
+        return dict.fromkeys(v, 1.0)
+    return v.d
+
+
+def _aggregate(a, b, how):
+    if how == 0:
+        r = a + b
+        return 0.0 if r != r else r
+    if how == 1:
+        return b if b < a else a
+    return b if b > a else a
+
+
+def _zsetop(c, argv, numkeys_idx, op, dst, cardinality_only, name):
+    """op: 'union', 'inter', 'diff'.  Returns the reply."""
+    setnum = _long(argv[numkeys_idx])
+    if setnum < 1:
+        raise CommandError("ERR at least 1 input key is needed for '%s' command" % name)
+    if setnum > len(argv) - (numkeys_idx + 1):
+        raise CommandError(errors.SYNTAX)
+    db = c.db
+    srcs = []
+    j = numkeys_idx + 1
+    for i in range(setnum):
+        v = db.lookup(argv[j])
+        if v is not None and type(v) is not ZSetValue and type(v) is not SetValue:
+            raise WrongType()
+        srcs.append(v)
+        j += 1
+    weights = [1.0] * setnum
+    how = 0
+    withscores = False
+    limit = 0
+    n = len(argv)
+    while j < n:
+        remaining = n - j
+        opt = argv[j].lower()
+        if op != "diff" and not cardinality_only and remaining >= setnum + 1 and opt == b"weights":
+            j += 1
+            for i in range(setnum):
+                weights[i] = parse_score(argv[j], "ERR weight value is not a float")
+                j += 1
+        elif op != "diff" and not cardinality_only and remaining >= 2 and opt == b"aggregate":
+            agg = argv[j + 1].lower()
+            if agg == b"sum":
+                how = 0
+            elif agg == b"min":
+                how = 1
+            elif agg == b"max":
+                how = 2
+            else:
+                raise CommandError(errors.SYNTAX)
+            j += 2
+        elif remaining >= 1 and dst is None and not cardinality_only and opt == b"withscores":
+            withscores = True
+            j += 1
+        elif cardinality_only and remaining >= 2 and opt == b"limit":
+            limit = string2ll(argv[j + 1])
+            if limit is None or limit < 0:
+                raise CommandError("ERR LIMIT can't be negative")
+            j += 2
+        else:
+            raise CommandError(errors.SYNTAX)
+    result: dict = {}
+    if op == "inter":
+        order = sorted(range(setnum), key=lambda i: 0 if srcs[i] is None else len(srcs[i].d if type(srcs[i]) is ZSetValue else srcs[i]))
+        maps = [_src_items(srcs[i]) for i in order]
+        ws = [weights[i] for i in order]
+        first = maps[0]
+        count = 0
+        for m, s0 in first.items():
+            score = ws[0] * s0
+            if score != score:
+                score = 0.0
+            for k in range(1, setnum):
+                if maps[k] is first:
+                    v = s0 * ws[k]
+                else:
+                    v = maps[k].get(m)
+                    if v is None:
+                        break
+                    v *= ws[k]
+                score = _aggregate(score, v, how)
+            else:
+                if cardinality_only:
+                    count += 1
+                    if limit and count >= limit:
+                        break
+                else:
+                    result[m] = score
+        if cardinality_only:
+            return count
+    elif op == "union":
+        for i in range(setnum):
+            w = weights[i]
+            for m, s0 in _src_items(srcs[i]).items():
+                score = w * s0
+                if score != score:
+                    score = 0.0
+                old = result.get(m)
+                result[m] = score if old is None else _aggregate(old, score, how)
+    else:
+        first = _src_items(srcs[0])
+        others = [_src_items(s) for s in srcs[1:]]
+        for m, s0 in first.items():
+            for o in others:
+                if m in o:
+                    break
+            else:
+                result[m] = s0
+    items = sorted((s, m) for m, s in result.items())
+    if dst is not None:
+        return _store(c, dst, items, {"union": "zunionstore", "inter": "zinterstore",
+                                      "diff": "zdiffstore"}[op])
+    return _pairs(c, items, withscores)
+
+
+def _zop_keys(idx):
+    def keys(argv):
+        n = string2ll(argv[idx]) if len(argv) > idx else None
+        if n is None or n < 1:
+            return []
+        first = [1] if idx == 2 else []
+        return first + list(range(idx + 1, min(idx + 1 + n, len(argv))))
+    return keys
+
+
+@command("zunionstore", -4, "write denyoom", (0, 0, 0), group="sorted_set", since="2.0.0",
+         keys_fn=_zop_keys(2))
+def zunionstore(c, argv):
+    """Stores the union of multiple sorted sets in a key."""
+    return _zsetop(c, argv, 2, "union", argv[1], False, "zunionstore")
+
+
+@command("zinterstore", -4, "write denyoom", (0, 0, 0), group="sorted_set", since="2.0.0",
+         keys_fn=_zop_keys(2))
+def zinterstore(c, argv):
+    """Stores the intersect of multiple sorted sets in a key."""
+    return _zsetop(c, argv, 2, "inter", argv[1], False, "zinterstore")
+
+
+@command("zdiffstore", -4, "write denyoom", (0, 0, 0), group="sorted_set", since="6.2.0",
+         keys_fn=_zop_keys(2))
+def zdiffstore(c, argv):
+    """Stores the difference of multiple sorted sets in a key."""
+    return _zsetop(c, argv, 2, "diff", argv[1], False, "zdiffstore")
+
+
+@command("zunion", -3, "readonly", (0, 0, 0), group="sorted_set", since="6.2.0",
+         keys_fn=_zop_keys(1))
+def zunion(c, argv):
+    """Returns the union of multiple sorted sets."""
+    return _zsetop(c, argv, 1, "union", None, False, "zunion")
+
+
+@command("zinter", -3, "readonly", (0, 0, 0), group="sorted_set", since="6.2.0",
+         keys_fn=_zop_keys(1))
+def zinter(c, argv):
+    """Returns the intersect of multiple sorted sets."""
+    return _zsetop(c, argv, 1, "inter", None, False, "zinter")
+
+
+@command("zintercard", -3, "readonly", (0, 0, 0), group="sorted_set", since="7.0.0",
+         keys_fn=_zop_keys(1))
+def zintercard(c, argv):
+    """Returns the number of members of the intersect of multiple sorted sets."""
+    return _zsetop(c, argv, 1, "inter", None, True, "zintercard")
+
+
+@command("zdiff", -3, "readonly", (0, 0, 0), group="sorted_set", since="6.2.0",
+         keys_fn=_zop_keys(1))
+def zdiff(c, argv):
+    """Returns the difference between multiple sorted sets."""
+    return _zsetop(c, argv, 1, "diff", None, False, "zdiff")
+
+
+# ----------------------------------------------------------------------
+# ZRANDMEMBER / ZSCAN
+# ----------------------------------------------------------------------
+
+@command("zrandmember", -2, "readonly", (1, 1, 1), group="sorted_set", since="6.2.0")
+def zrandmember(c, argv):
+    """Returns one or more random members from a sorted set."""
+    if len(argv) >= 3:
+        count = _long(argv[2])
+        if count < -LLONG_MAX:
+            raise CommandError("ERR value is out of range, value must between "
+                               "-9223372036854775807 and 9223372036854775807")
+        if len(argv) > 4 or (len(argv) == 4 and argv[3].lower() != b"withscores"):
+            raise CommandError(errors.SYNTAX)
+        withscores = len(argv) == 4
+        if withscores and (count < -LLONG_MAX // 2 or count > LLONG_MAX // 2):
+            raise CommandError("ERR value is out of range")
+        z = _get(c, argv[1])
+        if z is None or count == 0:
+            return []
+        members = list(z.d)
+        if count < 0:
+            picked = random.choices(members, k=-count)
+        elif count >= len(members):
+            picked = members
+        else:
+            picked = random.sample(members, count)
+        d = z.d
+        return _pairs(c, [(d[m], m) for m in picked], withscores)
+    z = _get(c, argv[1])
+    if z is None:
+        return None
+    return random.choice(list(z.d))
+
+
+@command("zscan", -3, "readonly", (1, 1, 1), group="sorted_set", since="2.8.0")
+def zscan(c, argv):
+    """Iterates over members and scores of a sorted set."""
+    from ..resp import format_double
+    cursor = parse_cursor(argv[2])
+    z = _get(c, argv[1])
+    if z is None:
+        return [b"0", []]
+    count, match, only_keys = scan_args(argv, 3, "zset")
+    small = zset_small(z)
+    if small:
+        members = [m for _, m in z.sl]
+        nxt, members = scan_container(members, cursor, count, match, True)
+    else:
+        nxt, members = scan_container(z.d, cursor, count, match, False)
+    if only_keys:
+        return [b"%d" % nxt, members]
+    out = []
+    d = z.d
+    for m in members:
+        out.append(m)
+        out.append(format_double(d[m]))
+    return [b"%d" % nxt, out]
