@@ -36,10 +36,18 @@ class HashValue(dict):
     __slots__ = ()
     type_name = b"hash"
 
+    def copy(self):
+        # dict.copy would return a plain dict; values are immutable bytes
+        return HashValue(self)
+
 
 class SetValue(set):
     __slots__ = ()
     type_name = b"set"
+
+    def copy(self):
+        # set.copy would return a plain set; members are immutable bytes
+        return SetValue(self)
 
 
 # type(value) -> TYPE reply.  Modules that add a type register it here.

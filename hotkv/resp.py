@@ -91,19 +91,45 @@ _ARR_HDR_CACHE = [b"*%d\r\n" % i for i in range(0, 256)]
 
 
 def format_double(value: float) -> bytes:
-    """Format a double as Redis's addReplyDouble does (%.17g, shortest form)."""
-    if math.isinf(value):
-        return b"inf" if value > 0 else b"-inf"
-    if math.isnan(value):
+    """Format a double as Redis's d2string does: integers up to 2**62 in
+    full, otherwise the shortest round-trip digits laid out as fpconv_dtoa
+    (plain up to 21 integer digits / 6 leading zeros, else ``1.5e+20``)."""
+    if value != value:
         return b"nan"
-    if value == int(value) and abs(value) < 1e17:
-        # %.17g prints integral values without a decimal point.
+    if value == _INF_F or value == -_INF_F:
+        return b"inf" if value > 0 else b"-inf"
+    if value == 0:
+        return b"-0" if math.copysign(1.0, value) < 0 else b"0"
+    if -4611686018427387904.0 <= value <= 4611686018427387904.0 and value == int(value):
         return b"%d" % int(value)
     text = repr(value)
-    # repr gives the shortest round-tripping form; Redis uses %.17g which
-    # also round-trips, and both drop trailing zeros.  Exponents differ in
-    # shape (1e-05 vs 1e-05 match; Python writes 1e+16 as 1e+16 too).
-    return text.encode()
+    neg = text[0] == "-"
+    if neg:
+        text = text[1:]
+    mant, _, exp = text.partition("e")
+    ip, _, fp = mant.partition(".")
+    digits = (ip + fp).lstrip("0")
+    k = (int(exp) if exp else 0) - len(fp)
+    stripped = digits.rstrip("0")
+    k += len(digits) - len(stripped)
+    digits = stripped
+    nd = len(digits)
+    e = abs(k + nd - 1)
+    if k >= 0 and e < nd + 7:
+        out = digits + "0" * k
+    elif k < 0 and (k > -7 or e < 4):
+        offset = nd + k
+        if offset <= 0:
+            out = "0." + "0" * (-offset) + digits
+        else:
+            out = digits[:offset] + "." + digits[offset:]
+    else:
+        out = digits[0] + ("." + digits[1:] if nd > 1 else "") + "e" + \
+            ("-" if k + nd - 1 < 0 else "+") + str(e)
+    return (("-" + out) if neg else out).encode()
+
+
+_INF_F = float("inf")
 
 
 def encode(value, out: list, resp3: bool) -> None:
