@@ -17,6 +17,10 @@ removed from every queue at once.
 Invariants:
 * ``client.blocked is waiter`` exactly while the waiter is in its queues;
 * a waiter's deadline (absolute ms, 0 = forever) survives re-execution;
+* a command that blocks is counted in commandstats once: by ``call`` when
+  it is finally served, or by ``unblock`` on timeout / CLIENT UNBLOCK;
+* a queue's ``nokey`` is the number of its waiters with unblock_on_nokey,
+  and ``server.blocking_keys_nokey`` the number of queues where it is > 0;
 * inside MULTI/EXEC (or while loading the AOF) nothing blocks: ``block``
   returns the command's timeout reply at once, as in Redis.
 """
@@ -34,6 +38,16 @@ from .resp import NULL_ARRAY
 
 BLOCKED = object()   # a handler's return value: "no reply yet"
 _seq = itertools.count()
+
+
+class _Queue(deque):
+    """The waiters of one key, first come first served; ``nokey`` counts
+    those that must also wake when the key disappears (XREADGROUP)."""
+    __slots__ = ("nokey",)
+
+    def __init__(self):
+        super().__init__()
+        self.nokey = 0
 
 
 class Waiter:
@@ -65,17 +79,24 @@ def parse_timeout(server, arg: bytes, seconds: bool = True) -> int:
             text = arg.decode("ascii")
             if text.strip() != text or not text or "_" in text:
                 raise ValueError
-            value = float(text)
-        except (ValueError, UnicodeDecodeError):
+            try:
+                value = float(text)
+            except ValueError:
+                # strtold also reads C99 hex floats ("0x10", "0x1p-2").
+                if "x" not in text and "X" not in text:
+                    raise
+                value = float.fromhex(text)
+        except (ValueError, UnicodeDecodeError, OverflowError):
             raise CommandError(errors.TIMEOUT_NOT_FLOAT) from None
         if math.isnan(value):
             raise CommandError(errors.TIMEOUT_NOT_FLOAT)
-        if value < 0:
-            raise CommandError(errors.TIMEOUT_NEGATIVE)
         ms = value * 1000.0
-        if ms > 9223372036854775807 or math.isinf(ms):
+        if ms > 9223372036854775807:
             raise CommandError(errors.TIMEOUT_OUT_OF_RANGE)
-        ms = math.ceil(ms)
+        # Redis rounds up before the sign test: -0.0001 is 0 (forever).
+        ms = math.ceil(ms) if ms > -9223372036854775807 else -1
+        if ms < 0:
+            raise CommandError(errors.TIMEOUT_NEGATIVE)
     else:
         from .util import parse_int
         ms = parse_int(arg, "ERR timeout is not an integer or out of range")
@@ -104,9 +125,11 @@ def block(client, keys, deadline: int, btype, timeout_reply=NULL_ARRAY, *,
     for key in waiter.keys:
         q = db.blocking.get(key)
         if q is None:
-            q = db.blocking[key] = deque()
-            if unblock_on_nokey:
+            q = db.blocking[key] = _Queue()
+        if unblock_on_nokey:
+            if not q.nokey:
                 server.blocking_keys_nokey += 1
+            q.nokey += 1
         q.append(waiter)
     client.blocked = waiter
     server.blocked_clients += 1
@@ -127,11 +150,13 @@ def _detach(waiter):
         try:
             q.remove(waiter)
         except ValueError:
-            pass
+            continue
+        if waiter.unblock_on_nokey:
+            q.nokey -= 1
+            if not q.nokey:
+                server.blocking_keys_nokey -= 1
         if not q:
             del db.blocking[key]
-            if waiter.unblock_on_nokey:
-                server.blocking_keys_nokey -= 1
     waiter.client.blocked = None
     server.blocked_clients -= 1
 
@@ -143,6 +168,14 @@ def unblock(client, reply=None, error: str | None = None):
     if waiter is None:
         return
     _detach(waiter)
+    # The command ends here without being executed again: count it now
+    # (a blocked command is counted once, when it completes).
+    cmd = waiter.cmd
+    if cmd is not None:
+        cmd.calls += 1
+        client.server.stat_numcommands += 1
+        if error is not None:
+            cmd.failed_calls += 1
     if error is not None:
         client.add_error(error)
         client.server.count_error(error)
@@ -196,7 +229,9 @@ def serve_ready_keys(server):
                     value = None
                 if value is None:
                     if not waiter.unblock_on_nokey:
-                        break
+                        if not q.nokey:
+                            break     # nobody left here wants a missing key
+                        continue
                 elif type(value) is not waiter.btype and not waiter.unblock_on_nokey:
                     continue
                 _detach(waiter)

@@ -137,9 +137,12 @@ def call(client, cmd, argv) -> None:
         if reply is not BLOCKED:
             client.add_reply(reply)
     duration = _perf() - start
-    cmd.calls += 1
     cmd.usec += int(duration * 1_000_000)
-    server.stat_numcommands += 1
+    if client.blocked is None:
+        # A command that blocked is counted once, when it is served or
+        # times out (blocking.unblock), as Redis does.
+        cmd.calls += 1
+        server.stat_numcommands += 1
     client.last_cmd = cmd.name
     if server.dirty != dirty:
         override = server.prop_override

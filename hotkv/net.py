@@ -95,6 +95,8 @@ class Connection(Client, asyncio.Protocol):
             self.pending.extend(commands)
             if error:
                 self.pending_error = error
+            if len(self.pending) > PENDING_PAUSE:
+                self._pause(1)
             self._check_query_buffer()
             return
         self._run(commands, error)
@@ -111,7 +113,11 @@ class Connection(Client, asyncio.Protocol):
                 if error:
                     self.pending_error = error
                     error = None
-                self._pause(1)
+                # Keep reading while blocked (as Redis does) so a client
+                # that disconnects is noticed and leaves no waiter behind;
+                # data_received pauses only if input piles up.
+                if len(self.pending) > PENDING_PAUSE:
+                    self._pause(1)
                 break
             if self.closing:
                 error = None
@@ -233,6 +239,8 @@ class Connection(Client, asyncio.Protocol):
 
 
 _now = time.time
+# Commands held for a blocked client before we stop reading its socket.
+PENDING_PAUSE = 1024
 
 
 def _fmt_addr(addr, unix_default):

@@ -1,0 +1,632 @@
+"""The list type: LPUSH ... LMPOP and the blocking pops (Redis's t_list.c).
+
+A list is a ``hotkv.db.ListValue`` (a deque): pushes and pops at either end
+are O(1); LRANGE/LINDEX/LSET walk from the nearer end.  This module is the
+core of the job-queue use case: LPUSH + BRPOP, and the reliable queue
+(BLMOVE into a processing list, LREM to acknowledge, LMOVE to requeue).
+
+Invariants:
+* a list is never empty in the keyspace: the command that removes the last
+  element deletes the key (and emits the generic ``del`` event after its
+  own list event, as Redis does);
+* every change goes through ``server.written`` with Redis's event name and
+  Redis's dirty increment (one per element pushed/popped/removed; LMOVE
+  counts one; LTRIM counts the elements trimmed, possibly zero -- it still
+  touches WATCHers and waiters);
+* argument errors come before the key lookup exactly where Redis parses
+  first (LRANGE, LTRIM, LREM, LPOS, the pops' counts), and after it where
+  Redis looks up first (LINDEX, LSET);
+* a blocking command that is served is logged as its non-blocking form
+  (BLPOP -> LPOP key, BLMPOP -> LPOP key count-actually-popped, BLMOVE ->
+  LMOVE, BRPOPLPUSH -> RPOPLPUSH); LMPOP is logged as LPOP/RPOP with the
+  count popped, so replaying the AOF gives the same data;
+* a blocking command that cannot be served calls ``blocking.block``; inside
+  MULTI/EXEC (or an AOF replay) it acts as its non-blocking form and answers
+  the null reply Redis gives there (BLMOVE: a null bulk, the others a null
+  array), while a *timed out* BLMOVE answers a null array, as Redis does.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+
+from .. import blocking
+from ..db import ListValue
+from ..errors import CommandError, WrongType, wrong_args
+from ..registry import command
+from ..resp import NULL_ARRAY, OK
+from ..util import string2ll
+
+LEFT, RIGHT = 0, 1
+_LONG_MAX = 9223372036854775807
+
+NOT_INTEGER = "ERR value is not an integer or out of range"
+MUST_BE_POSITIVE = "ERR value is out of range, must be positive"
+RANGE_LONG = ("ERR value is out of range, value must between -9223372036854775807 "
+              "and 9223372036854775807")
+INDEX_OUT_OF_RANGE = "ERR index out of range"
+NO_SUCH_KEY = "ERR no such key"
+SYNTAX = "ERR syntax error"
+NUMKEYS = "ERR numkeys should be greater than 0"
+COUNT_POSITIVE = "ERR count should be greater than 0"
+RANK_ZERO = ("ERR RANK can't be zero: use 1 to start from the first match, 2 from the "
+             "second ... or use negative to start from the end of the list")
+
+_POP = (b"LPOP", b"RPOP")
+_POP_EVENT = ("lpop", "rpop")
+_PUSH_EVENT = ("lpush", "rpush")
+
+
+# ----------------------------------------------------------------------
+# Argument helpers
+# ----------------------------------------------------------------------
+
+def _long(arg: bytes, message: str = NOT_INTEGER) -> int:
+    v = string2ll(arg)
+    if v is None:
+        raise CommandError(message)
+    return v
+
+
+def _positive(arg: bytes, message: str = MUST_BE_POSITIVE) -> int:
+    v = string2ll(arg)
+    if v is None or v < 0:
+        raise CommandError(message)
+    return v
+
+
+def _where(arg: bytes) -> int:
+    low = arg.lower()
+    if low == b"left":
+        return LEFT
+    if low == b"right":
+        return RIGHT
+    raise CommandError(SYNTAX)
+
+
+def _lookup(db, key):
+    """The list at key, None when missing, WRONGTYPE otherwise."""
+    value = db.lookup(key)
+    if value is not None and type(value) is not ListValue:
+        raise WrongType()
+    return value
+
+
+# ----------------------------------------------------------------------
+# Shared list operations
+# ----------------------------------------------------------------------
+
+def _range(lst, start: int, end: int, reverse: bool = False) -> list:
+    """Elements start..end (inclusive, negative from the end), walking from
+    the nearer end of the deque.  ``reverse``: last to first."""
+    llen = len(lst)
+    if start < 0:
+        start += llen
+    if end < 0:
+        end += llen
+    if start < 0:
+        start = 0
+    if start > end or start >= llen:
+        return []
+    if end >= llen:
+        end = llen - 1
+    if start == 0 and end == llen - 1:
+        out = list(lst)
+        if reverse:
+            out.reverse()
+        return out
+    if start <= llen - 1 - end:
+        out = list(islice(lst, start, end + 1))
+        if reverse:
+            out.reverse()
+    else:
+        out = list(islice(reversed(lst), llen - 1 - end, llen - start))
+        if not reverse:
+            out.reverse()
+    return out
+
+
+def _removed(c, db, key, lst, where: int, n: int):
+    """After popping n elements from key: event, dirty, delete when empty."""
+    server = c.server
+    if lst:
+        server.written(db, key, "l", _POP_EVENT[where], n)
+    else:
+        db.delete(key)
+        server.written(db, key, "l", _POP_EVENT[where], n)
+        server.event(db, key, "g", "del")
+
+
+def _pop_n(lst, where: int, n: int) -> list:
+    if n == 1:
+        return [lst.popleft() if where == LEFT else lst.pop()]
+    pop = lst.popleft if where == LEFT else lst.pop
+    return [pop() for _ in range(n)]
+
+
+def _pop_range_reply(c, db, key, lst, where: int, count: int):
+    """LMPOP/BLMPOP: pop up to count, reply [key, [elements]], log as [LR]POP key n."""
+    n = min(count, len(lst))
+    items = _pop_n(lst, where, n)
+    _removed(c, db, key, lst, where, n)
+    c.server.propagate_as([_POP[where], key, b"%d" % n])
+    return [key, items]
+
+
+def _push(c, argv, where: int, only_existing: bool):
+    db = c.db
+    key = argv[1]
+    lst = _lookup(db, key)
+    if lst is None:
+        if only_existing:
+            return 0
+        lst = ListValue()
+        db.add(key, lst)
+    if where == LEFT:
+        lst.extendleft(argv[2:])
+    else:
+        lst.extend(argv[2:])
+    c.server.written(db, key, "l", _PUSH_EVENT[where], len(argv) - 2)
+    return len(lst)
+
+
+# ----------------------------------------------------------------------
+# Pushes
+# ----------------------------------------------------------------------
+
+@command("lpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list")
+def lpush(c, argv):
+    """Prepends one or more elements to a list. Creates the key if it doesn't exist."""
+    return _push(c, argv, LEFT, False)
+
+
+@command("rpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list")
+def rpush(c, argv):
+    """Appends one or more elements to a list. Creates the key if it doesn't exist."""
+    return _push(c, argv, RIGHT, False)
+
+
+@command("lpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list", since="2.2.0")
+def lpushx(c, argv):
+    """Prepends one or more elements to a list only when the list exists."""
+    return _push(c, argv, LEFT, True)
+
+
+@command("rpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list", since="2.2.0")
+def rpushx(c, argv):
+    """Appends an element to a list only when the list exists."""
+    return _push(c, argv, RIGHT, True)
+
+
+@command("linsert", 5, "write denyoom", keys=(1, 1, 1), group="list", since="2.2.0")
+def linsert(c, argv):
+    """Inserts an element before or after another element in a list."""
+    pos = argv[2].lower()
+    if pos == b"after":
+        after = True
+    elif pos == b"before":
+        after = False
+    else:
+        raise CommandError(SYNTAX)
+    db = c.db
+    key = argv[1]
+    lst = _lookup(db, key)
+    if lst is None:
+        return 0
+    try:
+        i = lst.index(argv[3])
+    except ValueError:
+        return -1
+    lst.insert(i + 1 if after else i, argv[4])
+    c.server.written(db, key, "l", "linsert")
+    return len(lst)
+
+
+# ----------------------------------------------------------------------
+# Reads
+# ----------------------------------------------------------------------
+
+@command("llen", 2, "readonly fast", keys=(1, 1, 1), group="list")
+def llen(c, argv):
+    """Returns the length of a list."""
+    lst = _lookup(c.db, argv[1])
+    return 0 if lst is None else len(lst)
+
+
+@command("lrange", 4, "readonly", keys=(1, 1, 1), group="list")
+def lrange(c, argv):
+    """Returns a range of elements from a list."""
+    start = _long(argv[2])
+    end = _long(argv[3])
+    lst = _lookup(c.db, argv[1])
+    if lst is None:
+        return []
+    return _range(lst, start, end)
+
+
+@command("lindex", 3, "readonly", keys=(1, 1, 1), group="list")
+def lindex(c, argv):
+    """Returns an element from a list by its index."""
+    lst = _lookup(c.db, argv[1])
+    if lst is None:
+        return None
+    index = _long(argv[2])
+    n = len(lst)
+    if index < 0:
+        index += n
+    if index < 0 or index >= n:
+        return None
+    return lst[index]   # a deque walks from the nearer end
+
+
+@command("lpos", -3, "readonly", keys=(1, 1, 1), group="list", since="6.0.6")
+def lpos(c, argv):
+    """Returns the index of matching elements in a list."""
+    rank, count, maxlen = 1, -1, 0
+    i = 3
+    n = len(argv)
+    while i < n:
+        opt = argv[i].lower()
+        more = i + 1 < n
+        if opt == b"rank" and more:
+            i += 1
+            rank = _long(argv[i])
+            if rank < -_LONG_MAX:
+                raise CommandError(RANGE_LONG)
+            if rank == 0:
+                raise CommandError(RANK_ZERO)
+        elif opt == b"count" and more:
+            i += 1
+            count = _positive(argv[i], "ERR COUNT can't be negative")
+        elif opt == b"maxlen" and more:
+            i += 1
+            maxlen = _positive(argv[i], "ERR MAXLEN can't be negative")
+        else:
+            raise CommandError(SYNTAX)
+        i += 1
+    lst = _lookup(c.db, argv[1])
+    if lst is None:
+        return [] if count != -1 else None
+    ele = argv[2]
+    llen = len(lst)
+    if rank < 0:
+        rank = -rank
+        it = reversed(lst)
+        to_index = lambda k: llen - 1 - k  # noqa: E731
+    else:
+        it = iter(lst)
+        to_index = None
+    if maxlen:
+        it = islice(it, maxlen)
+    matches = 0
+    found = []
+    for k, item in enumerate(it):
+        if item == ele:
+            matches += 1
+            if matches >= rank:
+                found.append(k if to_index is None else to_index(k))
+                if count == -1 or (count and matches - rank + 1 >= count):
+                    break
+    if count != -1:
+        return found
+    return found[0] if found else None
+
+
+# ----------------------------------------------------------------------
+# Updates
+# ----------------------------------------------------------------------
+
+@command("lset", 4, "write denyoom", keys=(1, 1, 1), group="list")
+def lset(c, argv):
+    """Sets the value of an element in a list by its index."""
+    db = c.db
+    key = argv[1]
+    lst = _lookup(db, key)
+    if lst is None:
+        raise CommandError(NO_SUCH_KEY)
+    index = _long(argv[2])
+    # Redis passes the index on as a C int: wrap it the same way.
+    index = ((index + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+    n = len(lst)
+    if index < 0:
+        index += n
+    if index < 0 or index >= n:
+        raise CommandError(INDEX_OUT_OF_RANGE)
+    lst[index] = argv[3]
+    c.server.written(db, key, "l", "lset")
+    return OK
+
+
+@command("lrem", 4, "write", keys=(1, 1, 1), group="list")
+def lrem(c, argv):
+    """Removes elements from a list. Deletes the list if the last element was removed."""
+    toremove = _long(argv[2])
+    if toremove < -_LONG_MAX:
+        raise CommandError(RANGE_LONG)
+    db = c.db
+    key = argv[1]
+    lst = _lookup(db, key)
+    if lst is None:
+        return 0
+    ele = argv[3]
+    removed = 0
+    if toremove == 1 or (toremove == -1 and len(lst) == 1):
+        # The acknowledge of a reliable queue: the first match, in C.
+        try:
+            lst.remove(ele)
+            removed = 1
+        except ValueError:
+            pass
+    elif toremove == -1 and lst and lst[-1] == ele:
+        lst.pop()
+        removed = 1
+    else:
+        limit = abs(toremove)
+        if ele in lst:
+            source = reversed(lst) if toremove < 0 else lst
+            kept = []
+            append = kept.append
+            for item in source:
+                if item == ele and (not limit or removed < limit):
+                    removed += 1
+                else:
+                    append(item)
+            if toremove < 0:
+                kept.reverse()
+            lst.clear()
+            lst.extend(kept)
+    if removed:
+        if lst:
+            c.server.written(db, key, "l", "lrem", removed)
+        else:
+            db.delete(key)
+            c.server.written(db, key, "l", "lrem", removed)
+            c.server.event(db, key, "g", "del")
+    return removed
+
+
+@command("ltrim", 4, "write", keys=(1, 1, 1), group="list")
+def ltrim(c, argv):
+    """Removes elements from both ends a list. Deletes the list if all elements were trimmed."""
+    start = _long(argv[2])
+    end = _long(argv[3])
+    db = c.db
+    key = argv[1]
+    lst = _lookup(db, key)
+    if lst is None:
+        return OK
+    llen = len(lst)
+    if start < 0:
+        start += llen
+    if end < 0:
+        end += llen
+    if start < 0:
+        start = 0
+    if start > end or start >= llen:
+        ltrim_n, rtrim_n = llen, 0
+    else:
+        if end >= llen:
+            end = llen - 1
+        ltrim_n, rtrim_n = start, llen - end - 1
+    keep = llen - ltrim_n - rtrim_n
+    if keep < ltrim_n + rtrim_n:
+        kept = list(islice(lst, ltrim_n, ltrim_n + keep))
+        lst.clear()
+        lst.extend(kept)
+    else:
+        for _ in range(ltrim_n):
+            lst.popleft()
+        for _ in range(rtrim_n):
+            lst.pop()
+    server = c.server
+    if lst:
+        server.written(db, key, "l", "ltrim", ltrim_n + rtrim_n)
+    else:
+        db.delete(key)
+        server.written(db, key, "l", "ltrim", ltrim_n + rtrim_n)
+        server.event(db, key, "g", "del")
+    return OK
+
+
+# ----------------------------------------------------------------------
+# Pops
+# ----------------------------------------------------------------------
+
+def _pop(c, argv, where: int):
+    n = len(argv)
+    if n > 3:
+        raise wrong_args("lpop" if where == LEFT else "rpop")
+    count = _positive(argv[2]) if n == 3 else -1
+    db = c.db
+    key = argv[1]
+    lst = _lookup(db, key)
+    if lst is None:
+        return NULL_ARRAY if count != -1 else None
+    if count == -1:
+        value = lst.popleft() if where == LEFT else lst.pop()
+        _removed(c, db, key, lst, where, 1)
+        return value
+    if count == 0:
+        return []
+    count = min(count, len(lst))
+    items = _pop_n(lst, where, count)
+    _removed(c, db, key, lst, where, count)
+    return items
+
+
+@command("lpop", -2, "write fast", keys=(1, 1, 1), group="list")
+def lpop(c, argv):
+    """Returns the first elements in a list after removing it. Deletes the list if the last element was popped."""
+    return _pop(c, argv, LEFT)
+
+
+@command("rpop", -2, "write fast", keys=(1, 1, 1), group="list")
+def rpop(c, argv):
+    """Returns and removes the last elements of a list. Deletes the list if the last element was popped."""
+    return _pop(c, argv, RIGHT)
+
+
+def _parse_mpop(argv, numkeys_idx: int):
+    """numkeys, keys, where, count of [B]LMPOP."""
+    numkeys = string2ll(argv[numkeys_idx])
+    if numkeys is None or numkeys < 1:
+        raise CommandError(NUMKEYS)
+    where_idx = numkeys_idx + numkeys + 1
+    n = len(argv)
+    if where_idx >= n:
+        raise CommandError(SYNTAX)
+    where = _where(argv[where_idx])
+    count = -1
+    j = where_idx + 1
+    while j < n:
+        if count == -1 and argv[j].lower() == b"count" and j + 1 < n:
+            j += 1
+            count = string2ll(argv[j])
+            if count is None or count < 1:
+                raise CommandError(COUNT_POSITIVE)
+        else:
+            raise CommandError(SYNTAX)
+        j += 1
+    if count == -1:
+        count = 1
+    return argv[numkeys_idx + 1:where_idx], where, count
+
+
+def _mpop_keys(numkeys_idx: int):
+    def keys_fn(argv):
+        if len(argv) <= numkeys_idx:
+            return []
+        numkeys = string2ll(argv[numkeys_idx])
+        if numkeys is None or numkeys < 1:
+            return []
+        return list(range(numkeys_idx + 1, min(numkeys_idx + 1 + numkeys, len(argv))))
+    return keys_fn
+
+
+@command("lmpop", -4, "write", keys=(2, -2, 1), keys_fn=_mpop_keys(1), group="list",
+         since="7.0.0")
+def lmpop(c, argv):
+    """Returns multiple elements from a list after removing them. Deletes the list if the last element was popped."""
+    keys, where, count = _parse_mpop(argv, 1)
+    db = c.db
+    for key in keys:
+        lst = _lookup(db, key)
+        if lst:
+            return _pop_range_reply(c, db, key, lst, where, count)
+    return NULL_ARRAY
+
+
+# ----------------------------------------------------------------------
+# LMOVE
+# ----------------------------------------------------------------------
+
+def _lmove(c, src, dst, wherefrom: int, whereto: int):
+    """Pop from src, push to dst; None when src is missing.  The
+    destination's type is checked only when there is something to move."""
+    db = c.db
+    slst = _lookup(db, src)
+    if slst is None:
+        return None
+    dlst = db.lookup(dst)
+    if dlst is not None and type(dlst) is not ListValue:
+        raise WrongType()
+    value = slst.popleft() if wherefrom == LEFT else slst.pop()
+    server = c.server
+    if dlst is None:
+        dlst = ListValue()
+        db.add(dst, dlst)
+    if whereto == LEFT:
+        dlst.appendleft(value)
+    else:
+        dlst.append(value)
+    # Redis's order: the push event, then the pop (and del); one dirty.
+    server.written(db, dst, "l", _PUSH_EVENT[whereto], 0)
+    _removed(c, db, src, slst, wherefrom, 1)
+    return value
+
+
+@command("lmove", 5, "write denyoom", keys=(1, 2, 1), group="list", since="6.2.0")
+def lmove(c, argv):
+    """Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved."""
+    wherefrom = _where(argv[3])
+    whereto = _where(argv[4])
+    return _lmove(c, argv[1], argv[2], wherefrom, whereto)
+
+
+@command("rpoplpush", 3, "write denyoom", keys=(1, 2, 1), group="list", since="1.2.0")
+def rpoplpush(c, argv):
+    """Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped."""
+    return _lmove(c, argv[1], argv[2], RIGHT, LEFT)
+
+
+# ----------------------------------------------------------------------
+# Blocking commands
+# ----------------------------------------------------------------------
+
+def _blocking_pop(c, keys, where: int, deadline: int, count: int):
+    """BLPOP/BRPOP (count -1: reply [key, element]) and BLMPOP (count >= 1:
+    reply [key, [elements]]): serve from the first non-empty key or block."""
+    db = c.db
+    for key in keys:
+        lst = _lookup(db, key)
+        if not lst:
+            continue
+        if count != -1:
+            return _pop_range_reply(c, db, key, lst, where, count)
+        value = lst.popleft() if where == LEFT else lst.pop()
+        _removed(c, db, key, lst, where, 1)
+        c.server.propagate_as([_POP[where], key])
+        return [key, value]
+    return blocking.block(c, keys, deadline, ListValue, NULL_ARRAY)
+
+
+@command("blpop", -3, "write blocking", keys=(1, -2, 1), group="list", since="2.0.0")
+def blpop(c, argv):
+    """Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."""
+    deadline = blocking.parse_timeout(c.server, argv[-1])
+    return _blocking_pop(c, argv[1:-1], LEFT, deadline, -1)
+
+
+@command("brpop", -3, "write blocking", keys=(1, -2, 1), group="list", since="2.0.0")
+def brpop(c, argv):
+    """Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."""
+    deadline = blocking.parse_timeout(c.server, argv[-1])
+    return _blocking_pop(c, argv[1:-1], RIGHT, deadline, -1)
+
+
+@command("blmpop", -5, "write blocking", keys=(3, -2, 1), keys_fn=_mpop_keys(2),
+         group="list", since="7.0.0")
+def blmpop(c, argv):
+    """Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped."""
+    keys, where, count = _parse_mpop(argv, 2)
+    deadline = blocking.parse_timeout(c.server, argv[1])
+    return _blocking_pop(c, keys, where, deadline, count)
+
+
+def _blmove(c, argv, wherefrom: int, whereto: int, deadline: int, logged: list):
+    src = argv[1]
+    if _lookup(c.db, src) is None:
+        if c.in_exec or c.is_fake:
+            return None   # MULTI: the non-blocking form's null bulk
+        return blocking.block(c, [src], deadline, ListValue, NULL_ARRAY)
+    value = _lmove(c, src, argv[2], wherefrom, whereto)
+    c.server.propagate_as(logged)
+    return value
+
+
+@command("blmove", 6, "write denyoom blocking", keys=(1, 2, 1), group="list", since="6.2.0")
+def blmove(c, argv):
+    """Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved."""
+    wherefrom = _where(argv[3])
+    whereto = _where(argv[4])
+    deadline = blocking.parse_timeout(c.server, argv[5])
+    return _blmove(c, argv, wherefrom, whereto, deadline,
+                   [b"LMOVE", argv[1], argv[2], argv[3], argv[4]])
+
+
+@command("brpoplpush", 4, "write denyoom blocking", keys=(1, 2, 1), group="list",
+         since="2.2.0")
+def brpoplpush(c, argv):
+    """Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped."""
+    deadline = blocking.parse_timeout(c.server, argv[3])
+    return _blmove(c, argv, RIGHT, LEFT, deadline, [b"RPOPLPUSH", argv[1], argv[2]])
