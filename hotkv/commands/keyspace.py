@@ -1,0 +1,631 @@
+"""Keyspace commands (Redis's db.c, expire.c and OBJECT from object.c).
+
+Owns DEL/UNLINK/EXISTS/TYPE/KEYS/SCAN/RANDOMKEY/TOUCH, RENAME/RENAMENX,
+COPY, MOVE, the expiry commands (EXPIRE family with NX/XX/GT/LT, TTL family,
+PERSIST) and OBJECT ENCODING/REFCOUNT/IDLETIME/FREQ/HELP.
+
+SCAN is stateless, as Redis's: the cursor is a position in hash order over
+``db.keyindex`` (see hotkv/keyindex.py for the proof that a key present for
+the whole iteration is returned at least once however the keyspace changes
+between calls).  A call visits at most 10*COUNT buckets, never the whole
+keyspace; MATCH/TYPE filter after sampling, and expired keys met are
+deleted, as Redis does.
+
+Rules kept everywhere: every change goes through ``server.written`` with
+Redis's event name (del, expire, persist, rename_from/rename_to,
+move_from/move_to, copy_to); a relative expiry is logged as PEXPIREAT with
+the absolute time; an expiry already in the past deletes the key, logged
+as DEL with a "del" event (hotkv.commands.strings.delete_expired_overwrite).
+A command's dirty count matches Redis's (one per RENAME/MOVE/COPY).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+
+from .. import errors
+from ..db import TYPE_NAMES, HashValue, ListValue, SetValue
+from ..errors import CommandError
+from ..registry import command, container
+from ..resp import OK, Simple
+from ..util import LLONG_MAX, LLONG_MIN, compile_glob, string2ll, stringmatch
+from .strings import already_expired, delete_expired_overwrite
+
+INT_MIN, INT_MAX = -2**31, 2**31 - 1
+_LLONG_MIN_DIV_1000 = -(-LLONG_MIN // 1000)     # C's truncating LLONG_MIN/1000
+
+
+# ----------------------------------------------------------------------
+# DEL / UNLINK / EXISTS / TYPE / TOUCH
+# ----------------------------------------------------------------------
+
+def _del(c, argv):
+    db = c.db
+    lookup = db.lookup
+    written = c.server.written
+    n = 0
+    for key in argv[1:]:
+        # an expired key is gone by expiry (and logged so), not by this DEL
+        if lookup(key) is not None and db.delete(key):
+            written(db, key, "g", "del")
+            n += 1
+    return n
+
+
+@command("del", -2, "write", (1, -1, 1))
+def del_(c, argv):
+    """Delete a key."""
+    return _del(c, argv)
+
+
+@command("unlink", -2, "write fast", (1, -1, 1), since="4.0.0")
+def unlink(c, argv):
+    """Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking."""
+    return _del(c, argv)
+
+
+@command("exists", -2, "readonly fast", (1, -1, 1))
+def exists(c, argv):
+    """Determine if a key exists."""
+    lookup = c.db.lookup
+    n = 0
+    for key in argv[1:]:
+        if lookup(key) is not None:
+            n += 1
+    return n
+
+
+@command("touch", -2, "readonly fast", (1, -1, 1), since="3.2.1")
+def touch(c, argv):
+    """Alters the last access time of a key(s). Returns the number of existing keys specified."""
+    return exists(c, argv)
+
+
+_TYPE_REPLIES: dict = {}
+
+
+@command("type", 2, "readonly fast", (1, 1, 1))
+def type_(c, argv):
+    """Determine the type stored at key."""
+    v = c.db.lookup(argv[1])
+    if v is None:
+        return Simple(b"none")
+    name = TYPE_NAMES[type(v)]
+    reply = _TYPE_REPLIES.get(name)
+    if reply is None:
+        reply = _TYPE_REPLIES[name] = Simple(name)
+    return reply
+
+
+# ----------------------------------------------------------------------
+# KEYS / SCAN / RANDOMKEY
+# ----------------------------------------------------------------------
+
+@command("keys", 2, "readonly", acl=("dangerous",))
+def keys(c, argv):
+    """Find all keys matching the given pattern."""
+    db = c.db
+    match = compile_glob(argv[1])
+    expires = db.expires
+    now = c.server.cmd_time_ms
+    out = []
+    for key in db.data:
+        if match(key):
+            when = expires.get(key) if expires else None
+            if when is None or when > now:
+                out.append(key)
+    return out
+
+
+_CURSOR_RE = re.compile(rb"[ \t\n\v\f\r]*([+-]?)([0-9]+)\Z")
+ULLONG_MAX = 2**64 - 1
+# Types SCAN TYPE accepts even when their module is not loaded.
+_SCAN_TYPES = {b"string", b"list", b"set", b"zset", b"hash", b"stream"}
+
+
+def parse_cursor(arg: bytes) -> int:
+    """Redis's string2ull (string2ll, else strtoull with its quirks)."""
+    v = string2ll(arg)
+    if v is not None:
+        if v < 0:
+            raise CommandError("ERR invalid cursor")
+        return v
+    nul = arg.find(b"\0")
+    if nul >= 0:
+        arg = arg[:nul]
+    m = _CURSOR_RE.match(arg)
+    if m is None:
+        raise CommandError("ERR invalid cursor")
+    v = int(m.group(2))
+    if v > ULLONG_MAX:
+        raise CommandError("ERR invalid cursor")
+    if m.group(1) == b"-":
+        v = (-v) & ULLONG_MAX
+    return v
+
+
+@command("scan", -2, "readonly", since="2.8.0")
+def scan(c, argv):
+    """Incrementally iterate the keys space."""
+    cursor = parse_cursor(argv[1])
+    count = 10
+    pattern = None
+    want_type = None
+    n = len(argv)
+    i = 2
+    while i < n:
+        opt = argv[i].lower()
+        more = n - i >= 2
+        if opt == b"count" and more:
+            count = string2ll(argv[i + 1])
+            if count is None:
+                raise CommandError(errors.NOT_INTEGER)
+            if count < 1:
+                raise CommandError(errors.SYNTAX)
+            i += 2
+        elif opt == b"match" and more:
+            pattern = argv[i + 1]
+            if pattern == b"*":
+                pattern = None
+            i += 2
+        elif opt == b"type" and more:
+            want_type = argv[i + 1].lower()
+            if want_type not in _SCAN_TYPES and want_type not in TYPE_NAMES.values():
+                raise CommandError("ERR unknown type name '%s'" % _cstr(argv[i + 1]))
+            i += 2
+        elif opt == b"novalues":
+            raise CommandError("ERR NOVALUES option can only be used in HSCAN")
+        elif opt == b"noscores":
+            raise CommandError("ERR NOSCORES option can only be used in ZSCAN")
+        else:
+            raise CommandError(errors.SYNTAX)
+    db = c.db
+    sampled: list = []
+    cursor = db.checked_keyindex().scan(cursor, count, sampled)
+    data = db.data
+    out = []
+    for key in sampled:
+        if want_type is not None:
+            v = data.get(key)
+            if v is None or TYPE_NAMES.get(type(v)) != want_type:
+                continue
+        if pattern is not None and not stringmatch(pattern, key):
+            continue
+        out.append(key)
+    if out:
+        lookup = db.lookup
+        out = [key for key in out if lookup(key) is not None]
+    return [b"%d" % cursor, out]
+
+
+def _cstr(arg: bytes) -> str:
+    nul = arg.find(b"\0")
+    if nul >= 0:
+        arg = arg[:nul]
+    return arg.decode("utf-8", "surrogateescape")
+
+
+@command("randomkey", 1, "readonly")
+def randomkey(c, argv):
+    """Return a random key from the keyspace."""
+    return c.db.random_key()
+
+
+# ----------------------------------------------------------------------
+# RENAME / MOVE / COPY
+# ----------------------------------------------------------------------
+
+def _rename(c, argv, nx: bool):
+    db = c.db
+    src, dst = argv[1], argv[2]
+    value = db.lookup(src)
+    if value is None:
+        raise CommandError(errors.NO_SUCH_KEY)
+    if src == dst:
+        return 0 if nx else OK
+    when = db.expires.get(src)
+    if db.lookup(dst) is not None:
+        if nx:
+            return 0
+        db.delete(dst)
+    db.add(dst, value)
+    if when is not None:
+        db.set_expire(dst, when)
+    db.delete(src)
+    written = c.server.written
+    written(db, src, "g", "rename_from")
+    written(db, dst, "g", "rename_to", 0)
+    return 1 if nx else OK
+
+
+@command("rename", 3, "write", (1, 2, 1))
+def rename(c, argv):
+    """Rename a key."""
+    return _rename(c, argv, False)
+
+
+@command("renamenx", 3, "write fast", (1, 2, 1))
+def renamenx(c, argv):
+    """Rename a key, only if the new key does not exist."""
+    return _rename(c, argv, True)
+
+
+def _db_index(c, arg: bytes):
+    """getIntFromObjectOrReply + selectDb's range check."""
+    v = string2ll(arg)
+    if v is None or not INT_MIN <= v <= INT_MAX:
+        raise CommandError(errors.NOT_INTEGER)
+    if not 0 <= v < len(c.server.dbs):
+        raise CommandError(errors.DB_INDEX)
+    return c.server.dbs[v]
+
+
+@command("move", 3, "write fast", (1, 1, 1))
+def move(c, argv):
+    """Move a key to another database."""
+    src = c.db
+    dst = _db_index(c, argv[2])
+    if src is dst:
+        raise CommandError(errors.SAME_OBJECT)
+    key = argv[1]
+    value = src.lookup(key)
+    if value is None:
+        return 0
+    when = src.expires.get(key)
+    if dst.lookup(key) is not None:
+        return 0
+    dst.add(key, value)
+    if when is not None:
+        dst.set_expire(key, when)
+    src.delete(key)
+    written = c.server.written
+    written(src, key, "g", "move_from")
+    written(dst, key, "g", "move_to", 0)
+    return 1
+
+
+_BUILTIN_MODULES = ("builtins", "collections")
+
+
+def copy_value(value):
+    """A deep copy of a stored value for COPY.  Strings are immutable and
+    shared; the built-in containers hold only immutable bytes, so a new
+    container of the same class is a deep copy; a type registered by
+    another module supplies its own ``copy()`` (which must copy deeply)."""
+    t = type(value)
+    if t is bytes:
+        return value
+    if t is ListValue or t is HashValue or t is SetValue:
+        return t(value)
+    for klass in t.__mro__:
+        if klass.__module__ in _BUILTIN_MODULES:
+            break
+        if "copy" in vars(klass):
+            return value.copy()
+    if isinstance(value, (dict, set, list, deque)):
+        return t(value)
+    raise CommandError("ERR unknown type object")
+
+
+@command("copy", -3, "write denyoom", (1, 2, 1), since="6.2.0")
+def copy(c, argv):
+    """Copy a key."""
+    src = dst = c.db
+    replace = False
+    n = len(argv)
+    j = 3
+    while j < n:
+        opt = argv[j].lower()
+        if opt == b"replace":
+            replace = True
+        elif opt == b"db" and j + 1 < n:
+            dst = _db_index(c, argv[j + 1])
+            j += 1
+        else:
+            raise CommandError(errors.SYNTAX)
+        j += 1
+    key, newkey = argv[1], argv[2]
+    if src is dst and key == newkey:
+        raise CommandError(errors.SAME_OBJECT)
+    value = src.lookup(key)
+    if value is None:
+        return 0
+    when = src.expires.get(key)
+    delete = False
+    if dst.lookup(newkey) is not None:
+        if not replace:
+            return 0
+        delete = True
+    new = copy_value(value)
+    if delete:
+        dst.delete(newkey)
+    dst.add(newkey, new)
+    if when is not None:
+        dst.set_expire(newkey, when)
+    c.server.written(dst, newkey, "g", "copy_to")
+    return 1
+
+
+# ----------------------------------------------------------------------
+# Expiry
+# ----------------------------------------------------------------------
+
+_NX, _XX, _GT, _LT = 1, 2, 4, 8
+
+
+def _expire_generic(c, argv, relative: bool, seconds: bool, name: str):
+    key = argv[1]
+    flags = 0
+    for opt in argv[3:]:
+        o = opt.upper()
+        if o == b"NX":
+            flags |= _NX
+        elif o == b"XX":
+            flags |= _XX
+        elif o == b"GT":
+            flags |= _GT
+        elif o == b"LT":
+            flags |= _LT
+        else:
+            raise CommandError("ERR Unsupported option %s" % _cstr(opt))
+    if flags & _NX and flags & (_XX | _GT | _LT):
+        raise CommandError("ERR NX and XX, GT or LT options at the same time are not compatible")
+    if flags & _GT and flags & _LT:
+        raise CommandError("ERR GT and LT options at the same time are not compatible")
+    when = string2ll(argv[2])
+    if when is None:
+        raise CommandError(errors.NOT_INTEGER)
+    if seconds:
+        if when > LLONG_MAX // 1000 or when < _LLONG_MIN_DIV_1000:
+            raise CommandError(errors.INVALID_EXPIRE % name)
+        when *= 1000
+    if relative:
+        base = c.server.cmd_time_ms
+        if when > LLONG_MAX - base:
+            raise CommandError(errors.INVALID_EXPIRE % name)
+        when += base
+    db = c.db
+    if db.lookup(key) is None:
+        return 0
+    if flags:
+        current = db.expires.get(key, -1)
+        if flags & _NX and current != -1:
+            return 0
+        if flags & _XX and current == -1:
+            return 0
+        if flags & _GT and (when <= current or current == -1):
+            return 0
+        if flags & _LT and current != -1 and when >= current:
+            return 0
+    if already_expired(c, when):
+        delete_expired_overwrite(c, key)
+        return 1
+    db.set_expire(key, when)
+    c.server.propagate_as([b"PEXPIREAT", key, b"%d" % when, *argv[3:]])
+    c.server.written(db, key, "g", "expire")
+    return 1
+
+
+@command("expire", -3, "write fast", (1, 1, 1))
+def expire(c, argv):
+    """Set a key's time to live in seconds."""
+    return _expire_generic(c, argv, True, True, "expire")
+
+
+@command("pexpire", -3, "write fast", (1, 1, 1), since="2.6.0")
+def pexpire(c, argv):
+    """Set a key's time to live in milliseconds."""
+    return _expire_generic(c, argv, True, False, "pexpire")
+
+
+@command("expireat", -3, "write fast", (1, 1, 1), since="1.2.0")
+def expireat(c, argv):
+    """Set the expiration for a key as a UNIX timestamp."""
+    return _expire_generic(c, argv, False, True, "expireat")
+
+
+@command("pexpireat", -3, "write fast", (1, 1, 1), since="2.6.0")
+def pexpireat(c, argv):
+    """Set the expiration for a key as a UNIX timestamp specified in milliseconds."""
+    return _expire_generic(c, argv, False, False, "pexpireat")
+
+
+def _ttl(c, argv, ms: bool, absolute: bool):
+    db = c.db
+    key = argv[1]
+    if db.lookup(key) is None:
+        return -2
+    when = db.expires.get(key)
+    if when is None:
+        return -1
+    ttl = when if absolute else when - c.server.cmd_time_ms
+    if ttl < 0:
+        ttl = 0
+    return ttl if ms else (ttl + 500) // 1000
+
+
+@command("ttl", 2, "readonly fast", (1, 1, 1))
+def ttl(c, argv):
+    """Get the time to live for a key in seconds."""
+    return _ttl(c, argv, False, False)
+
+
+@command("pttl", 2, "readonly fast", (1, 1, 1), since="2.6.0")
+def pttl(c, argv):
+    """Get the time to live for a key in milliseconds."""
+    return _ttl(c, argv, True, False)
+
+
+@command("expiretime", 2, "readonly fast", (1, 1, 1), since="7.0.0")
+def expiretime(c, argv):
+    """Get the expiration Unix timestamp for a key."""
+    return _ttl(c, argv, False, True)
+
+
+@command("pexpiretime", 2, "readonly fast", (1, 1, 1), since="7.0.0")
+def pexpiretime(c, argv):
+    """Get the expiration Unix timestamp for a key in milliseconds."""
+    return _ttl(c, argv, True, True)
+
+
+@command("persist", 2, "write fast", (1, 1, 1), since="2.2.0")
+def persist(c, argv):
+    """Remove the expiration from a key."""
+    db = c.db
+    key = argv[1]
+    if db.lookup(key) is None or not db.persist(key):
+        return 0
+    c.server.written(db, key, "g", "persist")
+    return 1
+
+
+# ----------------------------------------------------------------------
+# OBJECT
+# ----------------------------------------------------------------------
+
+container("object", group="generic", summary="A container for object introspection commands.",
+          since="2.2.3")
+
+_OBJECT_HELP = [
+    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ENCODING <key>",
+    "    Return the kind of internal representation used in order to store the value",
+    "    associated with a <key>.",
+    "FREQ <key>",
+    "    Return the access frequency index of the <key>. The returned integer is",
+    "    proportional to the logarithm of the recent access frequency of the key.",
+    "IDLETIME <key>",
+    "    Return the idle time of the <key>, that is the approximated number of",
+    "    seconds elapsed since the last access to the key.",
+    "REFCOUNT <key>",
+    "    Return the number of references of the value associated with the specified",
+    "    <key>.",
+    "HELP",
+    "    Print this help.",
+]
+
+_LFU_SELECTED = ("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note "
+                 "that when switching between policies at runtime LRU and LFU data will take "
+                 "some time to adjust.")
+_LFU_NOT_SELECTED = ("ERR An LFU maxmemory policy is not selected, access frequency not tracked. "
+                     "Please note that when switching between policies at runtime LRU and LFU "
+                     "data will take some time to adjust.")
+# Valkey 8.1 embeds the key (and the expiry, when set) in the string's
+# allocation: a value is "embstr" while key + value (+ 8 with a TTL) fit.
+_EMBSTR_BUDGET = 41
+
+
+def _cfg(c, name, default):
+    v = c.server.config.values.get(name)
+    return default if v is None else v
+
+
+def object_encoding(c, key, value) -> bytes:
+    """The encoding Redis/Valkey would report for value (OBJECT ENCODING).
+    A type may report its own through an ``encoding`` attribute or method."""
+    t = type(value)
+    if t is bytes:
+        if len(value) <= 20 and string2ll(value) is not None:
+            return b"int"
+        budget = _EMBSTR_BUDGET - (8 if key in c.db.expires else 0)
+        return b"embstr" if len(key) + len(value) <= budget else b"raw"
+    enc = getattr(value, "encoding", None)
+    if enc is not None:
+        enc = enc() if callable(enc) else enc
+        return enc.encode() if isinstance(enc, str) else enc
+    if t is ListValue:
+        limit = _cfg(c, "list-max-listpack-size", -2)
+        if limit >= 0:
+            return b"listpack" if len(value) <= limit else b"quicklist"
+        max_bytes = 4096 << min(-limit - 1, 4)
+        if len(value) * 2 > max_bytes:
+            return b"quicklist"
+        size = 6
+        for e in value:
+            size += len(e) + 2
+            if size > max_bytes:
+                return b"quicklist"
+        return b"listpack"
+    if t is HashValue:
+        if len(value) > _cfg(c, "hash-max-listpack-entries", 128):
+            return b"hashtable"
+        vmax = _cfg(c, "hash-max-listpack-value", 64)
+        for f, v in value.items():
+            if len(f) > vmax or (type(v) is bytes and len(v) > vmax):
+                return b"hashtable"
+        return b"listpack"
+    if t is SetValue:
+        n = len(value)
+        if n <= _cfg(c, "set-max-intset-entries", 512) and all(
+                string2ll(e) is not None for e in value):
+            return b"intset"
+        if n <= _cfg(c, "set-max-listpack-entries", 128):
+            vmax = _cfg(c, "set-max-listpack-value", 64)
+            if all(len(e) <= vmax for e in value):
+                return b"listpack"
+        return b"hashtable"
+    name = TYPE_NAMES.get(t)
+    if name == b"zset":
+        try:
+            n = len(value)
+            if n <= _cfg(c, "zset-max-listpack-entries", 128):
+                members = value.keys() if hasattr(value, "keys") else value
+                vmax = _cfg(c, "zset-max-listpack-value", 64)
+                if all(len(m) <= vmax for m in members):
+                    return b"listpack"
+        except TypeError:
+            pass
+        return b"skiplist"
+    if name == b"stream":
+        return b"stream"
+    return b"raw"
+
+
+def _lfu(c) -> bool:
+    return "lfu" in str(_cfg(c, "maxmemory-policy", "noeviction"))
+
+
+@command("object|encoding", 3, "readonly", (2, 2, 1), since="2.2.3")
+def object_encoding_cmd(c, argv):
+    """Inspect the internal encoding of a Redis object."""
+    value = c.db.lookup(argv[2])
+    if value is None:
+        return None
+    return object_encoding(c, argv[2], value)
+
+
+@command("object|refcount", 3, "readonly", (2, 2, 1), since="2.2.3")
+def object_refcount(c, argv):
+    """Get the number of references to the value of the key."""
+    # Valkey 8.1 never shares a value stored in the keyspace.
+    return None if c.db.lookup(argv[2]) is None else 1
+
+
+@command("object|idletime", 3, "readonly", (2, 2, 1), since="2.2.3")
+def object_idletime(c, argv):
+    """Get the time since a Redis object was last accessed."""
+    if c.db.lookup(argv[2]) is None:
+        return None
+    if _lfu(c):
+        raise CommandError(_LFU_SELECTED)
+    # Access times are not tracked (it would cost a write on every read):
+    # every key reports itself as just used.
+    return 0
+
+
+@command("object|freq", 3, "readonly", (2, 2, 1), since="4.0.0")
+def object_freq(c, argv):
+    """Get the logarithmic access frequency counter of a Redis object."""
+    if c.db.lookup(argv[2]) is None:
+        return None
+    if not _lfu(c):
+        raise CommandError(_LFU_NOT_SELECTED)
+    # Not tracked: the counter a new key starts with (LFU_INIT_VAL).
+    return 5
+
+
+@command("object|help", 2, "loading stale", since="6.2.0")
+def object_help(c, argv):
+    """Show helpful text about the different subcommands."""
+    return [Simple(line.encode()) for line in _OBJECT_HELP]

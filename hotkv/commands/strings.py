@@ -1,0 +1,808 @@
+"""String commands (Redis's t_string.c, plus SETBIT/GETBIT/BITCOUNT).
+
+Owns GET/SET and their variants, the counters (INCR... INCRBYFLOAT),
+APPEND/SETRANGE/GETRANGE, LCS and the three bit commands.  A string value
+is a ``bytes`` object; it is immutable, so every change stores a new one
+(``db.set(..., keep_ttl=True)`` keeps the key's TTL as Redis's
+dbReplaceValue does).
+
+Invariants and rules, all Redis's:
+* every change calls ``server.written`` with Redis's event name ("set",
+  "incrby", "incrbyfloat", "append", "setrange", "setbit", "del",
+  "expire", "persist"), exactly once per changed key;
+* a relative expiry is propagated in absolute form (SET ... PXAT ms,
+  PEXPIREAT key ms), INCRBYFLOAT as ``SET key <result> KEEPTTL``, GETDEL as
+  DEL, GETSET as SET, SET ... GET without the GET; an expiry already in the
+  past deletes the key and is propagated as DEL (UNLINK with
+  lazyfree-lazy-expire), event "del";
+* INCRBYFLOAT computes in x87 80-bit long double, as Redis does: operands
+  are parsed exactly and rounded to a 64-bit significand (``_ld_round``),
+  the sum is rounded the same way, and the result printed as C's "%.17Lf"
+  with trailing zeros removed -- so 0.1 + 0.2 gives "0.3", not Python's
+  0.30000000000000004.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from .. import errors
+from ..errors import CommandError, WrongType
+from ..registry import command
+from ..resp import OK
+from ..util import LLONG_MAX, LLONG_MIN, string2ll
+
+# SET/GETEX option flags (as Redis's OBJ_* bits).
+NX, XX, EX, PX, KEEPTTL, GET, EXAT, PXAT, PERSIST = (1 << i for i in range(9))
+_ANY_EXPIRE = EX | PX | EXAT | PXAT
+
+STRING_TOO_LONG = "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+
+
+def check_string_length(c, size: int, append: int):
+    """Refuse a string that would exceed proto-max-bulk-len (the AOF
+    loader, which must obey, is exempt)."""
+    if size + append > c.server.config.values["proto-max-bulk-len"] and not c.is_fake:
+        raise CommandError(STRING_TOO_LONG)
+
+
+def parse_string_options(argv, start: int, for_set: bool):
+    """Redis's parseExtendedStringArgumentsOrReply: (flags, expire arg).
+    Conflicting or repeated-conflicting options are a syntax error."""
+    flags = 0
+    expire = None
+    n = len(argv)
+    j = start
+    while j < n:
+        opt = argv[j].upper()
+        has_next = j + 1 < n
+        if opt == b"NX" and for_set and not flags & XX:
+            flags |= NX
+        elif opt == b"XX" and for_set and not flags & NX:
+            flags |= XX
+        elif opt == b"GET" and for_set:
+            flags |= GET
+        elif opt == b"KEEPTTL" and for_set and not flags & (PERSIST | _ANY_EXPIRE):
+            flags |= KEEPTTL
+        elif opt == b"PERSIST" and not for_set and not flags & (_ANY_EXPIRE | KEEPTTL):
+            flags |= PERSIST
+        elif opt == b"EX" and has_next and not flags & (KEEPTTL | PERSIST | EXAT | PX | PXAT):
+            flags |= EX
+            expire = argv[j + 1]
+            j += 1
+        elif opt == b"PX" and has_next and not flags & (KEEPTTL | PERSIST | EX | EXAT | PXAT):
+            flags |= PX
+            expire = argv[j + 1]
+            j += 1
+        elif opt == b"EXAT" and has_next and not flags & (KEEPTTL | PERSIST | EX | PX | PXAT):
+            flags |= EXAT
+            expire = argv[j + 1]
+            j += 1
+        elif opt == b"PXAT" and has_next and not flags & (KEEPTTL | PERSIST | EX | EXAT | PX):
+            flags |= PXAT
+            expire = argv[j + 1]
+            j += 1
+        else:
+            raise CommandError(errors.SYNTAX)
+        j += 1
+    return flags, expire
+
+
+def expire_ms(c, arg: bytes, flags: int, name: str) -> int:
+    """The absolute unix-ms time an EX/PX/EXAT/PXAT argument means."""
+    v = string2ll(arg)
+    if v is None:
+        raise CommandError(errors.NOT_INTEGER)
+    seconds = flags & (EX | EXAT)
+    if v <= 0 or (seconds and v > LLONG_MAX // 1000):
+        raise CommandError(errors.INVALID_EXPIRE % name)
+    if seconds:
+        v *= 1000
+    if flags & (EX | PX):
+        v += c.server.cmd_time_ms
+    if v > LLONG_MAX:
+        raise CommandError(errors.INVALID_EXPIRE % name)
+    return v
+
+
+def already_expired(c, when: int) -> bool:
+    """An expiry in the past deletes at once -- except while loading the
+    AOF, which must rebuild the key and leave its deletion to the log."""
+    return when <= c.server.cmd_time_ms and not c.server.loading
+
+
+def delete_expired_overwrite(c, key):
+    """Redis's deleteExpiredKeyFromOverwriteAndPropagate: an expiry set in
+    the past removes the key, logged as DEL (UNLINK when lazy)."""
+    db = c.db
+    db.delete(key)
+    lazy = c.server.config.values.get("lazyfree-lazy-expire")
+    c.server.propagate_as([b"UNLINK" if lazy else b"DEL", key])
+    c.server.written(db, key, "g", "del")
+
+
+def _get_string(c, key):
+    return c.db.get_string(key)
+
+
+# ----------------------------------------------------------------------
+# GET / SET and friends
+# ----------------------------------------------------------------------
+
+@command("get", 2, "readonly fast", (1, 1, 1), group="string")
+def get(c, argv):
+    """Get the value of a key."""
+    return c.db.get_string(argv[1])
+
+
+def set_generic(c, argv, flags, key, value, expire, name, ok_reply=OK, abort_reply=None):
+    db = c.db
+    server = c.server
+    when = expire_ms(c, expire, flags, name) if expire is not None else 0
+    old = None
+    if flags & GET:
+        old = db.get_string(key)
+        found = old is not None
+    else:
+        found = db.lookup(key) is not None
+    if (flags & NX and found) or (flags & XX and not found):
+        return old if flags & GET else abort_reply
+    if expire is not None and already_expired(c, when):
+        if found:
+            delete_expired_overwrite(c, key)
+        return old if flags & GET else OK
+    db.set(key, value, keep_ttl=bool(flags & KEEPTTL) or expire is not None)
+    server.written(db, key, "$", "set")
+    if expire is not None:
+        db.set_expire(key, when)
+        if not flags & PXAT:
+            server.propagate_as([b"SET", key, value, b"PXAT", b"%d" % when])
+        server.event(db, key, "g", "expire")
+    elif flags & GET:
+        server.propagate_as([a for j, a in enumerate(argv) if j < 3 or a.upper() != b"GET"])
+    return old if flags & GET else ok_reply
+
+
+@command("set", -3, "write denyoom", (1, 1, 1), group="string")
+def set_(c, argv):
+    """Set the string value of a key, optionally with an expiry, conditionally."""
+    flags, expire = parse_string_options(argv, 3, True)
+    return set_generic(c, argv, flags, argv[1], argv[2], expire, "set")
+
+
+@command("setnx", 3, "write denyoom fast", (1, 1, 1), group="string")
+def setnx(c, argv):
+    """Set the value of a key only if it does not exist."""
+    return set_generic(c, argv, NX, argv[1], argv[2], None, "setnx", 1, 0)
+
+
+@command("setex", 4, "write denyoom", (1, 1, 1), group="string", since="2.0.0")
+def setex(c, argv):
+    """Set the value and expiration (seconds) of a key."""
+    return set_generic(c, argv, EX, argv[1], argv[3], argv[2], "setex")
+
+
+@command("psetex", 4, "write denyoom", (1, 1, 1), group="string", since="2.6.0")
+def psetex(c, argv):
+    """Set the value and expiration (milliseconds) of a key."""
+    return set_generic(c, argv, PX, argv[1], argv[3], argv[2], "psetex")
+
+
+@command("getset", 3, "write denyoom fast", (1, 1, 1), group="string")
+def getset(c, argv):
+    """Set the string value of a key and return its old value."""
+    db = c.db
+    key = argv[1]
+    old = db.get_string(key)
+    db.set(key, argv[2])
+    c.server.written(db, key, "$", "set")
+    c.server.propagate_as([b"SET", key, argv[2]])
+    return old
+
+
+@command("getdel", 2, "write fast", (1, 1, 1), group="string", since="6.2.0")
+def getdel(c, argv):
+    """Get the value of a key and delete the key."""
+    db = c.db
+    key = argv[1]
+    old = db.get_string(key)
+    if old is not None:
+        db.delete(key)
+        c.server.propagate_as([b"DEL", key])
+        c.server.written(db, key, "g", "del")
+    return old
+
+
+@command("getex", -2, "write fast", (1, 1, 1), group="string", since="6.2.0")
+def getex(c, argv):
+    """Get the value of a key and optionally set or remove its expiration."""
+    flags, expire = parse_string_options(argv, 2, False)
+    db = c.db
+    key = argv[1]
+    value = db.get_string(key)
+    if value is None:
+        return None
+    server = c.server
+    if expire is not None:
+        when = expire_ms(c, expire, flags, "getex")
+        if flags & (EXAT | PXAT) and already_expired(c, when):
+            delete_expired_overwrite(c, key)
+        else:
+            db.set_expire(key, when)
+            server.propagate_as([b"PEXPIREAT", key, b"%d" % when])
+            server.written(db, key, "g", "expire")
+    elif flags & PERSIST:
+        if db.persist(key):
+            server.propagate_as([b"PERSIST", key])
+            server.written(db, key, "g", "persist")
+    return value
+
+
+@command("mget", -2, "readonly fast", (1, -1, 1), group="string")
+def mget(c, argv):
+    """Get the values of all the given keys."""
+    lookup = c.db.lookup
+    out = []
+    for key in argv[1:]:
+        v = lookup(key)
+        out.append(v if type(v) is bytes else None)
+    return out
+
+
+def _mset(c, argv, nx: bool):
+    if len(argv) % 2 == 0:
+        raise errors.wrong_args(argv[0].decode("latin-1").lower())
+    db = c.db
+    if nx:
+        lookup = db.lookup
+        for j in range(1, len(argv), 2):
+            if lookup(argv[j]) is not None:
+                return 0
+    written = c.server.written
+    for j in range(1, len(argv), 2):
+        key = argv[j]
+        db.set(key, argv[j + 1])
+        written(db, key, "$", "set")
+    return 1 if nx else OK
+
+
+@command("mset", -3, "write denyoom", (1, -1, 2), group="string", since="1.0.1")
+def mset(c, argv):
+    """Set multiple keys to multiple values."""
+    return _mset(c, argv, False)
+
+
+@command("msetnx", -3, "write denyoom", (1, -1, 2), group="string", since="1.0.1")
+def msetnx(c, argv):
+    """Set multiple keys to multiple values, only if none of the keys exist."""
+    return _mset(c, argv, True)
+
+
+# ----------------------------------------------------------------------
+# Counters
+# ----------------------------------------------------------------------
+
+def incr_by(c, key, incr: int) -> int:
+    db = c.db
+    old = db.get_string(key)
+    if old is None:
+        value = 0
+    else:
+        value = string2ll(old)
+        if value is None:
+            raise CommandError(errors.NOT_INTEGER)
+    value += incr
+    if value > LLONG_MAX or value < LLONG_MIN:
+        raise CommandError(errors.OVERFLOW)
+    db.set(key, b"%d" % value, keep_ttl=True)
+    c.server.written(db, key, "$", "incrby")
+    return value
+
+
+@command("incr", 2, "write denyoom fast", (1, 1, 1), group="string")
+def incr(c, argv):
+    """Increment the integer value of a key by one."""
+    return incr_by(c, argv[1], 1)
+
+
+@command("decr", 2, "write denyoom fast", (1, 1, 1), group="string")
+def decr(c, argv):
+    """Decrement the integer value of a key by one."""
+    return incr_by(c, argv[1], -1)
+
+
+@command("incrby", 3, "write denyoom fast", (1, 1, 1), group="string")
+def incrby(c, argv):
+    """Increment the integer value of a key by the given amount."""
+    n = string2ll(argv[2])
+    if n is None:
+        raise CommandError(errors.NOT_INTEGER)
+    return incr_by(c, argv[1], n)
+
+
+@command("decrby", 3, "write denyoom fast", (1, 1, 1), group="string")
+def decrby(c, argv):
+    """Decrement the integer value of a key by the given number."""
+    n = string2ll(argv[2])
+    if n is None:
+        raise CommandError(errors.NOT_INTEGER)
+    if n == LLONG_MIN:
+        raise CommandError("ERR decrement would overflow")
+    return incr_by(c, argv[1], -n)
+
+
+# -- x87 long double emulation ------------------------------------------------
+# A long double is kept as an exact Fraction that is always representable:
+# a 64-bit significand, exponents down to the subnormal 2**-16445.
+LD_MANT_BITS = 64
+LD_MIN_QUANTUM = -16445        # 2**-16445: the smallest subnormal
+LD_MAX_EXP = 16384             # values >= 2**16384 overflow to infinity
+MAX_LONG_DOUBLE_CHARS = 5 * 1024
+INF = "inf"
+
+_LD_RE = re.compile(
+    rb"([+-]?)(?:([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?"
+    rb"|0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP]([+-]?[0-9]+))?"
+    rb"|([iI][nN][fF](?:[iI][nN][iI][tT][yY])?)"
+    rb"|[nN][aA][nN](?:\([0-9A-Za-z_]*\))?)\Z")
+
+
+def _ld_round(x: Fraction):
+    """x rounded to the nearest long double (ties to even); INF (signed by
+    the caller) on overflow."""
+    if x == 0:
+        return x
+    neg = x < 0
+    n, d = (-x.numerator if neg else x.numerator), x.denominator
+    e = n.bit_length() - d.bit_length()
+    # normalise e so that 2**e <= n/d < 2**(e+1)
+    if (n << -e if e < 0 else n) < (d << e if e > 0 else d):
+        e -= 1
+    sh = max(e - (LD_MANT_BITS - 1), LD_MIN_QUANTUM)
+    if sh >= 0:
+        q, r = divmod(n, d << sh)
+        twice, den = 2 * r, d << sh
+    else:
+        q, r = divmod(n << -sh, d)
+        twice, den = 2 * r, d
+    if twice > den or (twice == den and q & 1):
+        q += 1
+    if q == 0:
+        return Fraction(0)
+    if q.bit_length() + sh > LD_MAX_EXP:
+        return INF
+    v = Fraction(q << sh) if sh >= 0 else Fraction(q, 1 << -sh)
+    return -v if neg else v
+
+
+def parse_long_double(data: bytes):
+    """strtold as Redis's string2ld uses it: a Fraction, ("inf", sign) for
+    an infinity literal, or None when it is not a valid float (empty, too
+    long, leading space, trailing garbage, NaN, overflow, underflow to 0)."""
+    if not data or len(data) >= MAX_LONG_DOUBLE_CHARS:
+        return None
+    nul = data.find(b"\0")
+    if nul >= 0:
+        # C stops at the NUL and accepts what came before.
+        data = data[:nul]
+        if not data:
+            return Fraction(0)
+    m = _LD_RE.match(data)
+    if m is None:
+        return None
+    sign, dec, dexp, hexm, hexp, inf = m.groups()
+    neg = sign == b"-"
+    if inf:
+        return (INF, neg)
+    if dec is None and hexm is None:
+        return None  # NaN
+    if dec is not None:
+        intpart, _, frac = dec.partition(b".")
+        digits = (intpart + frac).lstrip(b"0")
+        if not digits:
+            return Fraction(0)
+        k = (int(dexp) if dexp else 0) - len(frac)
+        # Bound the magnitude before computing 10**k exactly.
+        if k + len(digits) - 1 > 4933:
+            return None                  # overflow: HUGE_VAL, ERANGE
+        if k + len(digits) < -4952:
+            return None                  # underflow to zero, ERANGE
+        exact = Fraction(int(digits) * 10 ** k) if k >= 0 else Fraction(int(digits), 10 ** -k)
+    else:
+        intpart, _, frac = hexm.partition(b".")
+        digits = (intpart + frac).lstrip(b"0")
+        if not digits:
+            return Fraction(0)
+        k = (int(hexp) if hexp else 0) - 4 * len(frac)
+        bits = int(digits, 16).bit_length() + k
+        if bits > LD_MAX_EXP + 1:
+            return None
+        if bits < LD_MIN_QUANTUM - 2:
+            return None
+        mant = int(digits, 16)
+        exact = Fraction(mant << k) if k >= 0 else Fraction(mant, 1 << -k)
+    v = _ld_round(exact)
+    if v is INF or v == 0:
+        return None
+    return -v if neg else v
+
+
+def format_long_double(v: Fraction) -> bytes:
+    """C's printf("%.17Lf") of v, trailing zeros (and a bare '.') removed,
+    "-0" printed as "0" (Redis's ld2string in human mode)."""
+    scaled = round(v * 10 ** 17)     # Fraction rounding: ties to even, as glibc
+    neg = scaled < 0 or (scaled == 0 and v < 0)
+    digits = b"%d" % abs(scaled)
+    if len(digits) <= 17:
+        digits = b"0" * (18 - len(digits)) + digits
+    s = digits[:-17] + b"." + digits[-17:]
+    s = s.rstrip(b"0")
+    if s.endswith(b"."):
+        s = s[:-1]
+    if neg and s != b"0":
+        s = b"-" + s
+    return s
+
+
+@command("incrbyfloat", 3, "write denyoom fast", (1, 1, 1), group="string", since="2.6.0")
+def incrbyfloat(c, argv):
+    """Increment the float value of a key by the given amount."""
+    db = c.db
+    key = argv[1]
+    old = db.get_string(key)
+    value = Fraction(0) if old is None else parse_long_double(old)
+    if value is None:
+        raise CommandError(errors.NOT_FLOAT)
+    incr = parse_long_double(argv[2])
+    if incr is None:
+        raise CommandError(errors.NOT_FLOAT)
+    if type(value) is tuple or type(incr) is tuple:
+        raise CommandError("ERR increment would produce NaN or Infinity")
+    total = _ld_round(value + incr)
+    if total is INF:
+        raise CommandError("ERR increment would produce NaN or Infinity")
+    new = format_long_double(total)
+    db.set(key, new, keep_ttl=True)
+    c.server.written(db, key, "$", "incrbyfloat")
+    c.server.propagate_as([b"SET", key, new, b"KEEPTTL"])
+    return new
+
+
+# ----------------------------------------------------------------------
+# Ranges
+# ----------------------------------------------------------------------
+
+@command("append", 3, "write denyoom fast", (1, 1, 1), group="string", since="2.0.0")
+def append(c, argv):
+    """Append a value to a key."""
+    db = c.db
+    key = argv[1]
+    old = db.get_string(key)
+    if old is None:
+        db.add(key, argv[2])
+        total = len(argv[2])
+    else:
+        check_string_length(c, len(old), len(argv[2]))
+        new = old + argv[2]
+        db.set(key, new, keep_ttl=True)
+        total = len(new)
+    c.server.written(db, key, "$", "append")
+    return total
+
+
+@command("strlen", 2, "readonly fast", (1, 1, 1), group="string", since="2.2.0")
+def strlen(c, argv):
+    """Get the length of the value stored in a key."""
+    v = c.db.get_string(argv[1])
+    return 0 if v is None else len(v)
+
+
+def _getrange(c, argv):
+    start = string2ll(argv[2])
+    end = string2ll(argv[3])
+    if start is None or end is None:
+        raise CommandError(errors.NOT_INTEGER)
+    v = c.db.get_string(argv[1])
+    if v is None:
+        return b""
+    n = len(v)
+    if start < 0 and end < 0 and start > end:
+        return b""
+    if start < 0:
+        start += n
+    if end < 0:
+        end += n
+    if start < 0:
+        start = 0
+    if end < 0:
+        end = 0
+    if end >= n:
+        end = n - 1
+    if start > end or n == 0:
+        return b""
+    return v[start:end + 1]
+
+
+@command("getrange", 4, "readonly", (1, 1, 1), group="string", since="2.4.0")
+def getrange(c, argv):
+    """Get a substring of the string stored at a key."""
+    return _getrange(c, argv)
+
+
+@command("substr", 4, "readonly", (1, 1, 1), group="string")
+def substr(c, argv):
+    """Get a substring of the string stored at a key."""
+    return _getrange(c, argv)
+
+
+@command("setrange", 4, "write denyoom", (1, 1, 1), group="string", since="2.2.0")
+def setrange(c, argv):
+    """Overwrite part of a string at key starting at the specified offset."""
+    offset = string2ll(argv[2])
+    if offset is None:
+        raise CommandError(errors.NOT_INTEGER)
+    if offset < 0:
+        raise CommandError("ERR offset is out of range")
+    db = c.db
+    key = argv[1]
+    value = argv[3]
+    old = db.get_string(key)
+    if old is None:
+        if not value:
+            return 0
+        check_string_length(c, offset, len(value))
+        new = bytes(offset) + value
+        db.add(key, new)
+    else:
+        if not value:
+            return len(old)
+        check_string_length(c, offset, len(value))
+        n = len(old)
+        if offset > n:
+            new = old + bytes(offset - n) + value
+        else:
+            new = old[:offset] + value + old[offset + len(value):]
+        db.set(key, new, keep_ttl=True)
+    c.server.written(db, key, "$", "setrange")
+    return len(new)
+
+
+# ----------------------------------------------------------------------
+# LCS
+# ----------------------------------------------------------------------
+
+def _lcs_rows(a: bytes, b: bytes):
+    """Bit-parallel LCS (Allison-Dix/Hyyro): rows[i] is a bit vector over b
+    whose zero bits below j count LCS(a[:i], b[:j]); O(len(a)*len(b)/64)."""
+    m = len(b)
+    full = (1 << m) - 1
+    match = {}
+    for j, ch in enumerate(b):
+        match[ch] = match.get(ch, 0) | (1 << j)
+    v = full
+    rows = [v]
+    for ch in a:
+        u = v & match.get(ch, 0)
+        v = ((v + u) | (v - u)) & full
+        rows.append(v)
+    return rows
+
+
+@command("lcs", -3, "readonly", (1, 2, 1), group="string", since="7.0.0")
+def lcs(c, argv):
+    """Find the longest common substring."""
+    db = c.db
+    a = db.lookup(argv[1])
+    b = db.lookup(argv[2])
+    if (a is not None and type(a) is not bytes) or (b is not None and type(b) is not bytes):
+        raise CommandError("ERR The specified keys must contain string values")
+    a = a or b""
+    b = b or b""
+    getlen = getidx = withmatchlen = False
+    minmatchlen = 0
+    j = 3
+    n = len(argv)
+    while j < n:
+        opt = argv[j].upper()
+        if opt == b"IDX":
+            getidx = True
+        elif opt == b"LEN":
+            getlen = True
+        elif opt == b"WITHMATCHLEN":
+            withmatchlen = True
+        elif opt == b"MINMATCHLEN" and j + 1 < n:
+            minmatchlen = string2ll(argv[j + 1])
+            if minmatchlen is None:
+                raise CommandError(errors.NOT_INTEGER)
+            if minmatchlen < 0:
+                minmatchlen = 0
+            j += 1
+        else:
+            raise CommandError(errors.SYNTAX)
+        j += 1
+    if getlen and getidx:
+        raise CommandError("ERR If you want both the length and indexes, please just use IDX.")
+    alen, blen = len(a), len(b)
+    if (alen + 1) * (blen + 1) * 4 > c.server.config.values["proto-max-bulk-len"]:
+        raise CommandError(
+            "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len")
+    rows = _lcs_rows(a, b)
+    total = blen - rows[alen].bit_count()
+    if getlen:
+        return total
+
+    def L(i, j):
+        return j - (rows[i] & ((1 << j) - 1)).bit_count()
+
+    # Walk back from the end exactly as Redis does, so that ties resolve to
+    # the same LCS string and the same ranges.
+    result = bytearray(total)
+    idx = total
+    matches = []
+    a_start = alen
+    a_end = b_start = b_end = 0
+    i, j = alen, blen
+    while i > 0 and j > 0:
+        emit = False
+        if a[i - 1] == b[j - 1]:
+            result[idx - 1] = a[i - 1]
+            if a_start == alen:
+                a_start = a_end = i - 1
+                b_start = b_end = j - 1
+            elif a_start == i and b_start == j:
+                a_start -= 1
+                b_start -= 1
+            else:
+                emit = True
+            if a_start == 0 or b_start == 0:
+                emit = True
+            idx -= 1
+            i -= 1
+            j -= 1
+        else:
+            if L(i - 1, j) > L(i, j - 1):
+                i -= 1
+            else:
+                j -= 1
+            if a_start != alen:
+                emit = True
+        if emit:
+            match_len = a_end - a_start + 1
+            if getidx and (minmatchlen == 0 or match_len >= minmatchlen):
+                item = [[a_start, a_end], [b_start, b_end]]
+                if withmatchlen:
+                    item.append(match_len)
+                matches.append(item)
+            a_start = alen
+    if getidx:
+        return {b"matches": matches, b"len": total}
+    return bytes(result)
+
+
+# ----------------------------------------------------------------------
+# Bits
+# ----------------------------------------------------------------------
+
+BIT_OFFSET_ERR = "ERR bit offset is not an integer or out of range"
+
+
+def _bit_offset(c, arg: bytes) -> int:
+    v = string2ll(arg)
+    if v is None or v < 0 or (
+            (v >> 3) >= c.server.config.values["proto-max-bulk-len"] and not c.is_fake):
+        raise CommandError(BIT_OFFSET_ERR)
+    return v
+
+
+@command("setbit", 4, "write denyoom", (1, 1, 1), group="bitmap", since="2.2.0")
+def setbit(c, argv):
+    """Set or clear the bit at offset in the string value stored at key."""
+    offset = _bit_offset(c, argv[2])
+    on = string2ll(argv[3])
+    if on is None or on & ~1:
+        raise CommandError("ERR bit is not an integer or out of range")
+    db = c.db
+    key = argv[1]
+    old = db.get_string(key)
+    byte = offset >> 3
+    shift = 7 - (offset & 7)
+    if old is None:
+        buf = bytearray(byte + 1)
+        bitval = 0
+        grown = True
+    else:
+        grown = len(old) <= byte
+        bitval = (old[byte] >> shift) & 1 if not grown else 0
+        if not grown and bitval == on:
+            return bitval
+        buf = bytearray(old)
+        if grown:
+            buf.extend(bytes(byte + 1 - len(old)))
+    if on:
+        buf[byte] |= 1 << shift
+    else:
+        buf[byte] &= ~(1 << shift) & 0xFF
+    if old is None:
+        db.add(key, bytes(buf))
+    else:
+        db.set(key, bytes(buf), keep_ttl=True)
+    c.server.written(db, key, "$", "setbit")
+    return bitval
+
+
+@command("getbit", 3, "readonly fast", (1, 1, 1), group="bitmap", since="2.2.0")
+def getbit(c, argv):
+    """Returns the bit value at offset in the string value stored at key."""
+    offset = _bit_offset(c, argv[2])
+    v = c.db.get_string(argv[1])
+    if v is None:
+        return 0
+    byte = offset >> 3
+    if byte >= len(v):
+        return 0
+    return (v[byte] >> (7 - (offset & 7))) & 1
+
+
+@command("bitcount", -2, "readonly", (1, 1, 1), group="bitmap", since="2.6.0")
+def bitcount(c, argv):
+    """Count set bits in a string."""
+    n = len(argv)
+    isbit = False
+    first_mask = last_mask = 0
+    if 3 <= n <= 5:
+        start = string2ll(argv[2])
+        if start is None:
+            raise CommandError(errors.NOT_INTEGER)
+        if n == 5:
+            unit = argv[4].upper()
+            if unit == b"BIT":
+                isbit = True
+            elif unit != b"BYTE":
+                raise CommandError(errors.SYNTAX)
+        if n >= 4:
+            end = string2ll(argv[3])
+            if end is None:
+                raise CommandError(errors.NOT_INTEGER)
+        v = c.db.get_string(argv[1])
+        total = len(v) if v is not None else 0
+        if n < 4:
+            end = total - 1
+        if start < 0 and end < 0 and start > end:
+            return 0
+        if isbit:
+            total <<= 3
+        if start < 0:
+            start += total
+        if end < 0:
+            end += total
+        if start < 0:
+            start = 0
+        if end < 0:
+            end = 0
+        if end >= total:
+            end = total - 1
+        if isbit and start <= end:
+            first_mask = ~((1 << (8 - (start & 7))) - 1) & 0xFF
+            last_mask = (1 << (7 - (end & 7))) - 1
+            start >>= 3
+            end >>= 3
+    elif n == 2:
+        v = c.db.get_string(argv[1])
+        start = 0
+        end = (len(v) if v is not None else 0) - 1
+    else:
+        raise CommandError(errors.SYNTAX)
+    if v is None or start > end:
+        return 0
+    count = int.from_bytes(v[start:end + 1], "big").bit_count()
+    if first_mask:
+        count -= (v[start] & first_mask).bit_count()
+    if last_mask:
+        count -= (v[end] & last_mask).bit_count()
+    return count
+
+
+__all__ = ["set_generic", "incr_by", "parse_long_double", "format_long_double",
+           "expire_ms", "already_expired", "delete_expired_overwrite",
+           "check_string_length", "WrongType"]
