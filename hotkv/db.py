@@ -13,6 +13,10 @@ Invariants:
 * A key past its expiry time is never visible: every read goes through
   ``lookup`` which deletes it first (lazy expiry); ``active_expire`` removes
   the rest in bounded batches.
+* ``keyindex`` / ``volatile`` (hotkv.keyindex) hold exactly the keys of
+  ``data`` / ``expires``: keys enter and leave only through this class's
+  methods (a bypassing writer is detected by a count mismatch and the index
+  rebuilt).
 * Every change to a key is announced through ``Server.written`` (or
   ``Database.touch`` for changes that are not writes of data), which is what
   WATCH, blocked clients, keyspace notifications and the AOF hang on.
@@ -20,10 +24,10 @@ Invariants:
 
 from __future__ import annotations
 
-import random
 from collections import deque
 
 from .errors import WrongType
+from .keyindex import KeyIndex
 
 
 class ListValue(deque):
@@ -69,7 +73,7 @@ def type_name(value) -> bytes:
 
 class Database:
     __slots__ = ("index", "server", "data", "expires", "watched", "blocking",
-                 "avg_ttl")
+                 "avg_ttl", "keyindex", "volatile", "expire_cursor")
 
     def __init__(self, index: int, server):
         self.index = index
@@ -81,6 +85,11 @@ class Database:
         # key -> deque of Waiters blocked on it (first come, first served)
         self.blocking: dict = {}
         self.avg_ttl = 0
+        # Hash-ordered mirrors of data's and expires' keys (hotkv.keyindex):
+        # SCAN cursors, RANDOMKEY, and active expiry's resumable sweep.
+        self.keyindex = KeyIndex()
+        self.volatile = KeyIndex()
+        self.expire_cursor = 0
 
     # ------------------------------------------------------------------
     # Reads
@@ -127,41 +136,83 @@ class Database:
     # ------------------------------------------------------------------
     # Writes.  Callers announce the change with Server.written afterwards.
     # ------------------------------------------------------------------
+    # New keys enter ``data`` only through set/add, keys leave it only
+    # through delete/expire_now/clear, and TTLs change only through
+    # set/set_expire/persist: that is what keeps keyindex/volatile exact.
     def set(self, key, value, keep_ttl: bool = False):
         """Store value at key; an existing TTL is dropped unless keep_ttl."""
-        self.data[key] = value
+        data = self.data
+        if key not in data:
+            self.keyindex.add(key)
+        data[key] = value
         if not keep_ttl and self.expires:
-            self.expires.pop(key, None)
+            if self.expires.pop(key, None) is not None:
+                self.volatile.discard(key)
 
     def add(self, key, value):
         """Create a key that does not exist."""
-        self.data[key] = value
+        data = self.data
+        if key not in data:
+            self.keyindex.add(key)
+        data[key] = value
 
     def delete(self, key) -> bool:
         """Remove key (already known to be live or not); True if it existed."""
         if self.data.pop(key, None) is None:
             return False
+        self.keyindex.discard(key)
         if self.expires:
-            self.expires.pop(key, None)
+            if self.expires.pop(key, None) is not None:
+                self.volatile.discard(key)
         return True
 
     def set_expire(self, key, when_ms: int):
-        self.expires[key] = when_ms
+        expires = self.expires
+        if key not in expires:
+            self.volatile.add(key)
+        expires[key] = when_ms
 
     def persist(self, key) -> bool:
-        return self.expires.pop(key, None) is not None
+        if self.expires.pop(key, None) is None:
+            return False
+        self.volatile.discard(key)
+        return True
 
     def expire_now(self, key):
         """Delete an expired key as Redis does: propagated as DEL, 'expired' event."""
-        self.data.pop(key, None)
-        self.expires.pop(key, None)
+        if self.data.pop(key, None) is not None:
+            self.keyindex.discard(key)
+        if self.expires.pop(key, None) is not None:
+            self.volatile.discard(key)
         self.server.key_expired(self, key)
 
     def clear(self) -> int:
         n = len(self.data)
         self.data = {}
         self.expires = {}
+        self.keyindex = KeyIndex()
+        self.volatile = KeyIndex()
+        self.expire_cursor = 0
         return n
+
+    def swap_contents(self, other):
+        """SWAPDB: exchange keys, TTLs and their indexes with other."""
+        self.data, other.data = other.data, self.data
+        self.expires, other.expires = other.expires, self.expires
+        self.keyindex, other.keyindex = other.keyindex, self.keyindex
+        self.volatile, other.volatile = other.volatile, self.volatile
+        self.expire_cursor = other.expire_cursor = 0
+
+    def checked_keyindex(self) -> KeyIndex:
+        """keyindex, rebuilt first if a writer bypassed set/add/delete."""
+        if self.keyindex.count != len(self.data):
+            self.keyindex = KeyIndex(self.data)
+        return self.keyindex
+
+    def checked_volatile(self) -> KeyIndex:
+        if self.volatile.count != len(self.expires):
+            self.volatile = KeyIndex(self.expires)
+        return self.volatile
 
     # ------------------------------------------------------------------
     # Change tracking
@@ -202,49 +253,46 @@ class Database:
     # Active expiry
     # ------------------------------------------------------------------
     def active_expire(self, budget: int) -> int:
-        """Sample keys with a TTL and delete the expired; at most ``budget``
-        samples.  Returns how many were deleted."""
+        """Check about ``budget`` keys with a TTL and delete the expired ones.
+        Like Redis, the keys are taken by resuming a scan of the volatile
+        keys where the last call stopped (``expire_cursor``), so successive
+        calls sweep them all and each call costs O(budget).  Returns how
+        many were deleted."""
         expires = self.expires
         if not expires:
+            self.expire_cursor = 0
             return 0
         now = self.server.cmd_time_ms
-        deleted = 0
-        n = len(expires)
-        if n <= budget:
+        if len(expires) <= budget:
             candidates = [k for k, t in expires.items() if t <= now]
         else:
-            # Random sampling, as Redis: a random window of the dict.
-            keys = list(expires)
-            start = random.randrange(n)
-            window = keys[start:start + budget] + keys[:max(0, start + budget - n)]
-            candidates = [k for k in window if expires.get(k, now + 1) <= now]
+            sampled: list = []
+            self.expire_cursor = self.checked_volatile().scan(
+                self.expire_cursor, budget, sampled)
+            candidates = [k for k in sampled if expires.get(k, now + 1) <= now]
+        deleted = 0
         for key in candidates:
-            if key in expires and expires[key] <= now:
+            when = expires.get(key)
+            if when is not None and when <= now:
                 self.expire_now(key)
                 deleted += 1
         return deleted
 
     def random_key(self):
-        """A random live key, or None."""
-        for _ in range(100):
+        """A random live key, or None.  Expired keys met on the way are
+        deleted (as Redis's dbRandomKey on a primary)."""
+        for _ in range(1000):
             if not self.data:
                 return None
-            key = random.choice(list(self.data)) if len(self.data) < 64 else _sample(self.data)
+            key = self.checked_keyindex().random_key()
             if not self.is_expired(key):
                 return key
             self.expire_now(key)
-        return next(iter(self.data), None)
-
-
-def _sample(d: dict):
-    # Picking a random element of a big dict without copying its keys: walk
-    # a random distance along an iterator (bounded).
-    n = len(d)
-    idx = random.randrange(min(n, 4096))
-    for i, k in enumerate(d):
-        if i == idx:
-            return k
-    return next(iter(d))
+        # Everything sampled was expired: fall back to a bounded walk.
+        for key in self.data:
+            if not self.is_expired(key):
+                return key
+        return None
 
 
 def check_list(value):

@@ -165,8 +165,7 @@ def swapdb(c, argv):
         da, db_ = server.dbs[a], server.dbs[b]
         da.touch_all(db_)
         db_.touch_all(da)
-        da.data, db_.data = db_.data, da.data
-        da.expires, db_.expires = db_.expires, da.expires
+        da.swap_contents(db_)
         for d in (da, db_):
             for key in list(d.blocking):
                 server.signal_ready(d, key)
