@@ -1,0 +1,1227 @@
+"""The append-only file: nothing acknowledged is lost.
+
+Owns ``server.aof`` (an ``AOF``): the file ``<dir>/<appendfilename>``, the
+buffer of records not yet written, the everysec fsync thread, the
+background rewrite, loading at start-up, and the disk-error state.
+
+Format: a plain sequence of RESP multibulk commands, ``SELECT`` whenever the
+database changes, a multi-command unit (a MULTI/EXEC that wrote more than
+one command, a command plus the lazy-expiry DELs it caused) wrapped in
+``MULTI`` ... ``EXEC`` -- exactly what ``valkey-check-aof`` and
+``valkey-cli --pipe`` read, so the file can be replayed into Valkey/Redis.
+
+How a write reaches the disk (the dispatcher hands us each outermost call's
+deterministic ``(db, argv)`` entries through ``feed``):
+* ``feed`` encodes them into ``buf`` and raises ``server.write_barrier``:
+  replies now wait for the server's before-sleep pass;
+* the before-sleep hook writes ``buf`` with one write(2) -- and, with
+  ``appendfsync always``, one fdatasync for every client of the loop turn
+  (group commit) -- and only then does the server hand replies to sockets;
+* ``everysec``: a thread fsyncs once a second, off the event loop;
+  ``no``: the kernel decides.
+So after a process crash every acknowledged write is in the file, and with
+``always`` it also survives a machine crash.
+
+Disk faults: a failed write(2)/fsync sets ``server.disk_error`` to Redis's
+``MISCONF`` text (the dispatcher then refuses writes and serves reads) and
+``aof_last_write_status:err``.  The replies of that loop turn are *held*
+(their clients leave the flush list, and the barrier stays up so they are
+never flushed by the read path either): a write is never acknowledged before
+its record reached the file.  Cron retries; when a write succeeds again the
+error clears and the held replies go out.  A partial write is cut back with
+ftruncate so the file never ends inside a record we still hold.
+
+Rewrite (BGREWRITEAOF, the auto trigger, CONFIG SET appendonly yes): as
+Redis does it, with fork(): the child sees a copy-on-write snapshot, writes
+the smallest command set rebuilding it (SET/RPUSH/HSET/SADD/ZADD batches,
+streams via ``hotkv.streams.rewrite_commands``, PEXPIREAT) to
+``temp-rewriteaof-bg-<pid>.aof`` and fsyncs it.  Meanwhile the parent keeps
+serving and keeps everything it feeds in a rewrite buffer as well.  When the
+child exits, the parent appends that buffer, fsyncs, renames over the AOF
+and fsyncs the directory.  At every instant the name points at a complete
+file: the old one until the rename, the new one after.  The fork costs the
+event loop a few milliseconds for a million keys; no slice of the rewrite
+runs on the loop.  Without fork (not POSIX) the rewrite runs synchronously.
+
+Loading (a START_HOOK, before cron starts): the file is parsed with hiredis
+and replayed through ``dispatch.call`` by a fake client (``server.loading``
+makes the dispatcher answer other clients LOADING, blocking commands act
+non-blocking).  A record cut by a crash is dropped (the file truncated to
+the last complete command, or to before an unfinished MULTI) when
+``aof-load-truncated yes``; otherwise, and for corruption anywhere else,
+start-up fails with the offset and a hint.
+
+Invariants:
+* ``buf`` holds only complete records, appended in feed order; the file
+  holds a prefix of the records fed (plus, briefly, a written part of one
+  record that is cut back or completed);
+* ``server.write_barrier`` is True whenever ``buf`` or ``held`` is
+  non-empty, so no reply leaves before the record it acknowledges;
+* while a rewrite child runs, every record fed also goes to ``rw_buf``, and
+  both streams start with a SELECT (``cur_db`` is reset at fork).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import errno as _errno
+import gc
+import glob
+import logging
+import mmap
+import os
+import signal
+import threading
+import time
+
+import hiredis
+
+from . import net
+from .client import Client, REPLY_OFF
+from .config import param
+from .db import ListValue, HashValue, SetValue, TYPE_NAMES
+from .server import SERVER_INIT_HOOKS, CRON_HOOKS
+
+log = logging.getLogger("hotkv")
+
+# Settings this module owns beyond those declared in hotkv/config.py.
+param("aof-rewrite-incremental-fsync", "bool", True, inert=True)
+param("aof-timestamp-enabled", "bool", False, inert=True)
+
+ITEMS_PER_CMD = 64            # Redis's AOF_REWRITE_ITEMS_PER_CMD
+WRITE_CHUNK = 1 << 20         # child: write to the file every MiB
+LOAD_CHUNK = 4 << 20          # loader: bytes fed to hiredis at a time
+LOAD_SLICE = 0.05             # loader: seconds between event-loop yields
+MISCONF = "MISCONF Errors writing to the AOF file: %s"
+
+OFF, ON, WAIT_REWRITE = 0, 1, 2
+
+# type -> fn(key, value) -> iterable of argv lists, for value types defined
+# outside hotkv.db (zsets, streams...).  A type with no rewriter fails the
+# rewrite loudly rather than silently dropping keys.
+REWRITERS: dict = {}
+
+
+def register_rewriter(cls, fn):
+    REWRITERS[cls] = fn
+
+
+class AOFLoadError(Exception):
+    """The AOF cannot be loaded: the server must not start."""
+
+
+# ----------------------------------------------------------------------
+# Encoding
+# ----------------------------------------------------------------------
+
+def _b(a) -> bytes:
+    if type(a) is bytes:
+        return a
+    if isinstance(a, (bytes, bytearray, memoryview)):
+        return bytes(a)
+    if isinstance(a, int):
+        return b"%d" % a
+    if isinstance(a, float):
+        return repr(a).encode()
+    return str(a).encode()
+
+
+def encode_into(out: bytearray, argv) -> None:
+    out += b"*%d\r\n" % len(argv)
+    for a in argv:
+        if type(a) is not bytes:
+            a = _b(a)
+        out += b"$%d\r\n" % len(a)
+        out += a
+        out += b"\r\n"
+
+
+def encode_command(argv) -> bytes:
+    out = bytearray()
+    encode_into(out, argv)
+    return bytes(out)
+
+
+_SELECT = [b"*2\r\n$6\r\nSELECT\r\n$%d\r\n%d\r\n" % (len(str(i)), i) for i in range(16)]
+_MULTI = b"*1\r\n$5\r\nMULTI\r\n"
+_EXEC = b"*1\r\n$4\r\nEXEC\r\n"
+
+
+def _select(i: int) -> bytes:
+    if i < 16:
+        return _SELECT[i]
+    s = b"%d" % i
+    return b"*2\r\n$6\r\nSELECT\r\n$%d\r\n%b\r\n" % (len(s), s)
+
+
+def _enc_len(argv) -> int:
+    """Bytes of argv's canonical RESP encoding (the loader's offsets)."""
+    n = 3 + len(str(len(argv)))
+    for a in argv:
+        m = len(a)
+        n += m + 5 + (1 if m < 10 else 2 if m < 100 else len(str(m)))
+    return n
+
+
+# ----------------------------------------------------------------------
+# The rewrite: the commands that rebuild a database
+# ----------------------------------------------------------------------
+
+def _batches(cmd, key, items, per):
+    it = iter(items)
+    while True:
+        chunk = []
+        for x in it:
+            chunk.append(x)
+            if len(chunk) == per:
+                break
+        if not chunk:
+            return
+        yield [cmd, key, *chunk]
+
+
+def _pairs(d):
+    for k, v in d.items():
+        yield k
+        yield v
+
+
+def rewrite_value(key: bytes, value):
+    """The argv lists that recreate ``value`` at ``key`` (no expiry)."""
+    t = type(value)
+    if t is bytes:
+        return ([b"SET", key, value],)
+    if t is ListValue:
+        return _batches(b"RPUSH", key, value, ITEMS_PER_CMD)
+    if t is HashValue:
+        return _batches(b"HSET", key, _pairs(value), 2 * ITEMS_PER_CMD)
+    if t is SetValue:
+        return _batches(b"SADD", key, value, ITEMS_PER_CMD)
+    fn = REWRITERS.get(t)
+    if fn is None:
+        fn = _find_rewriter(t)
+    return fn(key, value)
+
+
+def _find_rewriter(t):
+    name = TYPE_NAMES.get(t)
+    if name == b"stream":
+        from . import streams
+        fn = getattr(streams, "rewrite_commands", None)
+        if fn is not None:
+            REWRITERS[t] = fn
+            return fn
+    if name == b"zset":
+        REWRITERS[t] = _rewrite_zset
+        return _rewrite_zset
+    raise TypeError("no AOF rewrite for values of type %r" % (name or t,))
+
+
+def _zset_pairs(z):
+    """(member, score) pairs of a zset, whatever its layout."""
+    for attr in ("dict", "scores", "members", "map", "d"):
+        d = getattr(z, attr, None)
+        if isinstance(d, dict):
+            return d.items()
+    if isinstance(z, dict):
+        return z.items()
+    items = getattr(z, "items", None)
+    if callable(items):
+        return items()
+    raise TypeError("unknown zset layout")
+
+
+def _score(s: float) -> bytes:
+    if s != s:
+        raise ValueError("NaN score")
+    if s == float("inf"):
+        return b"+inf"
+    if s == float("-inf"):
+        return b"-inf"
+    return repr(float(s)).encode()
+
+
+def _rewrite_zset(key, z):
+    def flat():
+        for member, score in _zset_pairs(z):
+            yield _score(score)
+            yield member
+    return _batches(b"ZADD", key, flat(), 2 * ITEMS_PER_CMD)
+
+
+def write_snapshot(server, fd: int, now_ms: int) -> int:
+    """Write the commands rebuilding every database to fd; returns bytes."""
+    out = bytearray()
+    total = 0
+    for db in server.dbs:
+        if not db.data:
+            continue
+        out += _select(db.index)
+        expires = db.expires
+        for key, value in db.data.items():
+            when = expires.get(key) if expires else None
+            if when is not None and when <= now_ms:
+                continue
+            for argv in rewrite_value(key, value):
+                encode_into(out, argv)
+            if when is not None:
+                encode_into(out, [b"PEXPIREAT", key, b"%d" % when])
+            if len(out) >= WRITE_CHUNK:
+                total += _write_all(fd, out)
+                out = bytearray()
+    if out:
+        total += _write_all(fd, out)
+    return total
+
+
+def _write_all(fd: int, data) -> int:
+    view = memoryview(data)
+    done = 0
+    while done < len(view):
+        done += os.write(fd, view[done:])
+    return done
+
+
+def _fsync(fd: int):
+    (os.fdatasync if hasattr(os, "fdatasync") else os.fsync)(fd)
+
+
+def _fsync_dir(path: str):
+    try:
+        dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+_prctl = None
+
+
+def _load_prctl():
+    global _prctl
+    if _prctl is None:
+        try:
+            import ctypes
+            _prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except Exception:
+            _prctl = False
+
+
+def _die_with_parent():
+    """Linux: the rewrite child is killed when the server (thread) dies."""
+    if _prctl:
+        try:
+            _prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+        except Exception:
+            pass
+
+
+# ----------------------------------------------------------------------
+# The fsync thread (everysec), Redis's bio
+# ----------------------------------------------------------------------
+
+class _Bio(threading.Thread):
+    def __init__(self):
+        super().__init__(name="hotkv-aof-fsync", daemon=True)
+        self.jobs = collections.deque()
+        self.cond = threading.Condition()
+        self.pending_fsync = 0
+        self.error = 0           # errno of the last failed fsync, 0 when fine
+
+    def submit(self, kind: str, fd: int):
+        with self.cond:
+            if kind == "fsync":
+                self.pending_fsync += 1
+            self.jobs.append((kind, fd))
+            self.cond.notify()
+
+    def stop(self):
+        with self.cond:
+            self.jobs.append(None)
+            self.cond.notify()
+
+    def run(self):
+        while True:
+            with self.cond:
+                while not self.jobs:
+                    self.cond.wait()
+                job = self.jobs.popleft()
+            if job is None:
+                return
+            kind, fd = job
+            if kind == "fsync":
+                try:
+                    _fsync(fd)
+                    self.error = 0
+                except OSError as e:
+                    if e.errno != _errno.EBADF:
+                        self.error = e.errno or _errno.EIO
+                with self.cond:
+                    self.pending_fsync -= 1
+            else:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+# ----------------------------------------------------------------------
+# The AOF
+# ----------------------------------------------------------------------
+
+class AOF:
+    def __init__(self, server):
+        self.server = server
+        values = server.config.values
+        self.state = OFF
+        self.fsync_mode = values["appendfsync"]
+        self.fd = None
+        self.path = None
+        self.buf = bytearray()
+        self.cur_db = -1
+        self.loading = False
+        self.current_size = 0
+        self.base_size = 0
+        self.unsynced = False        # written since the last fsync
+        self.last_fsync = time.monotonic()
+        self.bio = None
+        # disk errors
+        self.write_errno = 0
+        self.fsync_errno = 0
+        self.held: list = []
+        self.last_error_log = 0.0
+        # rewrite
+        self.rw_pid = 0
+        self.rw_tmp = None
+        self.rw_buf = None
+        self.rw_start = 0.0
+        self.rw_scheduled = False
+        self.rw_retry_at = 0.0
+        self.rw_last_time = -1
+        self.rw_last_ok = True
+        self.rw_count = 0
+        self.rw_failures = 0
+        self.rw_sync = False         # set while a synchronous rewrite runs
+        # loading statistics
+        self.loaded_commands = 0
+        self.loaded_keys = 0
+        self.load_seconds = 0.0
+        self.load_truncated_at = None
+        server.before_sleep_hooks.append(self.before_sleep)
+        listeners = server.config.listeners
+        listeners["appendonly"] = self._set_appendonly
+        listeners["appendfsync"] = self._set_appendfsync
+
+    # -- paths --------------------------------------------------------------
+    def file_path(self) -> str:
+        values = self.server.config.values
+        return os.path.abspath(os.path.join(values["dir"] or ".", values["appendfilename"]))
+
+    # -- feeding ------------------------------------------------------------
+    def feed(self, entries):
+        """One outermost call's (dbindex, argv) entries: one atomic record."""
+        state = self.state
+        if state == OFF and self.rw_buf is None or self.loading:
+            return
+        out = bytearray()
+        cur = self.cur_db
+        multi = len(entries) > 1
+        if multi:
+            first = entries[0][0]
+            if first != cur:
+                out += _select(first)
+                cur = first
+            out += _MULTI
+        for dbindex, argv in entries:
+            if dbindex != cur:
+                out += _select(dbindex)
+                cur = dbindex
+            encode_into(out, argv)
+        if multi:
+            out += _EXEC
+        self.cur_db = cur
+        if self.rw_buf is not None:
+            self.rw_buf += out
+        if state == ON:
+            if not self.buf:
+                server = self.server
+                server.write_barrier = True
+                server.wake()
+            self.buf += out
+
+    # -- writing ------------------------------------------------------------
+    def before_sleep(self):
+        """Before replies leave: write (and with 'always', fsync) the buffer."""
+        if not self.buf:
+            if not self.held:
+                self.server.write_barrier = False
+            return
+        if self.write_errno or self.fsync_errno:
+            return       # cron retries; replies of this turn are held
+        ok = self._write_buf()
+        if ok and self.fsync_mode == "always":
+            ok = self._fsync_now()
+        if ok:
+            if not self.held:
+                self.server.write_barrier = False
+        else:
+            self._hold_pending()
+
+    def _hold_pending(self):
+        server = self.server
+        if server.pending_flush:
+            # flush_scheduled stays True: schedule_flush will not requeue them
+            self.held.extend(server.pending_flush)
+            server.pending_flush = []
+        server.write_barrier = True
+
+    def _release_held(self):
+        held, self.held = self.held, []
+        for client in held:
+            client.flush_scheduled = False
+            client.schedule_flush()
+        if not self.buf:
+            self.server.write_barrier = False
+        self.server.wake()
+
+    def _write_buf(self) -> bool:
+        buf = self.buf
+        fd = self.fd
+        if fd is None:
+            return True
+        total = len(buf)
+        done = 0
+        err = 0
+        view = memoryview(buf)
+        try:
+            while done < total:
+                done += os.write(fd, view[done:])
+        except OSError as e:
+            err = e.errno or _errno.EIO
+        finally:
+            view.release()
+        if not err:
+            self.buf = bytearray()
+            self.current_size += total
+            self.unsynced = True
+            if self.write_errno:
+                self._write_ok()
+            return True
+        if done:
+            # Cut the partial record back so the file ends on a record we
+            # still hold; if that fails, keep what was written and drop it
+            # from the buffer: the rest completes it on the next try.
+            try:
+                os.ftruncate(fd, self.current_size)
+            except OSError:
+                del buf[:done]
+                self.current_size += done
+        self._write_failed(err)
+        return False
+
+    def _fsync_now(self) -> bool:
+        try:
+            _fsync(self.fd)
+        except OSError as e:
+            self._fsync_failed(e.errno or _errno.EIO)
+            return False
+        self.unsynced = False
+        self.last_fsync = time.monotonic()
+        if self.fsync_errno:
+            self.fsync_errno = 0
+            self._maybe_clear_error()
+        return True
+
+    def _write_failed(self, err: int):
+        first = not self.write_errno
+        self.write_errno = err
+        self._set_disk_error(err, "Error writing to the AOF file", first)
+
+    def _fsync_failed(self, err: int):
+        first = not self.fsync_errno
+        self.fsync_errno = err
+        self._set_disk_error(err, "Error fsyncing the AOF file", first)
+
+    def _set_disk_error(self, err, what, first):
+        text = os.strerror(err)
+        self.server.disk_error = MISCONF % text
+        now = time.monotonic()
+        if first or now - self.last_error_log > 30:
+            self.last_error_log = now
+            log.warning("%s: %s (writes are refused until it works again)", what, text)
+
+    def _write_ok(self):
+        self.write_errno = 0
+        self._maybe_clear_error()
+
+    def _maybe_clear_error(self):
+        if not self.write_errno and not self.fsync_errno and not (
+                self.bio is not None and self.bio.error):
+            if self.server.disk_error is not None and self.server.disk_error.startswith(
+                    "MISCONF Errors writing to the AOF"):
+                self.server.disk_error = None
+                log.warning("AOF write error looks solved. The server can write again.")
+
+    def _clear_errors(self):
+        self.write_errno = self.fsync_errno = 0
+        if self.bio is not None:
+            self.bio.error = 0
+        self._maybe_clear_error()
+        if self.held:
+            self._release_held()
+
+    def _retry(self):
+        """Cron: try again after a disk error."""
+        if self.fd is None:
+            return
+        ok = True
+        if self.buf:
+            saved, self.write_errno = self.write_errno, 0
+            ok = self._write_buf()
+            if not ok and not self.write_errno:
+                self.write_errno = saved
+        if ok and (self.fsync_errno or self.fsync_mode == "always"
+                   or (self.bio is not None and self.bio.error)):
+            ok = self._fsync_now()
+            if ok and self.bio is not None:
+                self.bio.error = 0
+        if ok:
+            self._clear_errors()
+
+    # -- opening and closing ------------------------------------------------
+    def _open(self, path: str, create_ok: bool = True):
+        flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT if create_ok else 0)
+        existed = os.path.exists(path)
+        fd = os.open(path, flags, 0o644)
+        if not existed:
+            _fsync_dir(path)
+        self.fd = fd
+        self.path = path
+        self.current_size = os.fstat(fd).st_size
+        self.cur_db = -1
+
+    def _ensure_bio(self):
+        if self.bio is None or not self.bio.is_alive():
+            self.bio = _Bio()
+            self.bio.start()
+
+    def _close_fd(self, fd):
+        if self.bio is not None and self.bio.is_alive():
+            self.bio.submit("close", fd)
+        else:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def start(self):
+        """Open the AOF for appending (after loading it)."""
+        path = self.file_path()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self._open(path)
+        self.base_size = self.current_size
+        self.state = ON
+        self._ensure_bio()
+
+    def stop(self, final: bool = False):
+        """Flush, fsync and close; the AOF is off afterwards."""
+        self.kill_rewrite()
+        if self.fd is not None:
+            if self.buf and not self.write_errno:
+                self._write_buf()
+            try:
+                _fsync(self.fd)
+            except OSError:
+                pass
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = None
+        self.state = OFF
+        self.buf = bytearray()
+        self.write_errno = self.fsync_errno = 0
+        if self.bio is not None:
+            self.bio.error = 0
+        self._maybe_clear_error()
+        if self.held:
+            self._release_held()
+        self.server.write_barrier = False
+        if final and self.bio is not None:
+            self.bio.stop()
+            self.bio.join(5)
+            self.bio = None
+
+    # -- config ---------------------------------------------------------------
+    def _set_appendonly(self, value):
+        if value and self.state == OFF:
+            self.state = WAIT_REWRITE
+            if self.rw_pid:
+                self.kill_rewrite()
+            self.rw_scheduled = True
+            self.cron_rewrite()
+        elif not value and self.state != OFF:
+            self.stop()
+
+    def _set_appendfsync(self, value):
+        self.fsync_mode = value
+        if value == "always" and self.fd is not None and self.unsynced:
+            if self._fsync_now():
+                pass
+
+    # -- cron -----------------------------------------------------------------
+    def cron(self):
+        if self.rw_pid:
+            self._poll_rewrite()
+        if self.write_errno or self.fsync_errno or (self.bio is not None and self.bio.error):
+            if self.bio is not None and self.bio.error and not self.fsync_errno:
+                self._fsync_failed(self.bio.error)
+            self._retry()
+        if self.state == ON and self.fd is not None and self.fsync_mode == "everysec" \
+                and self.unsynced and not self.fsync_errno:
+            now = time.monotonic()
+            if now - self.last_fsync >= 1.0 and self.bio is not None and \
+                    self.bio.pending_fsync == 0:
+                self.unsynced = False
+                self.last_fsync = now
+                self.bio.submit("fsync", self.fd)
+        if not self.rw_pid:
+            self.cron_rewrite()
+
+    def cron_rewrite(self):
+        if self.rw_pid or self.loading:
+            return
+        if self.rw_scheduled:
+            if time.monotonic() >= self.rw_retry_at:
+                self.start_rewrite()
+            return
+        if self.state != ON:
+            return
+        values = self.server.config.values
+        perc = values["auto-aof-rewrite-percentage"]
+        if perc and self.current_size > values["auto-aof-rewrite-min-size"]:
+            base = self.base_size or 1
+            growth = self.current_size * 100 // base - 100
+            if growth >= perc and time.monotonic() >= self.rw_retry_at:
+                log.info("Starting automatic rewriting of AOF on %d%% growth", growth)
+                self.start_rewrite()
+
+    # -- rewrite --------------------------------------------------------------
+    def start_rewrite(self) -> bool:
+        """Fork the rewrite child; False if it could not start."""
+        if self.rw_pid:
+            return False
+        server = self.server
+        self.rw_scheduled = False
+        if server.prop_pending:
+            # Entries of the running call are in memory but not fed yet:
+            # they would land in both the snapshot and the rewrite buffer.
+            self.rw_scheduled = True
+            return True
+        path = self.file_path()
+        directory = os.path.dirname(path)
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as e:
+            log.warning("Can't create the AOF directory %s: %s", directory, e.strerror)
+            self._rewrite_failed()
+            return False
+        now_ms = int(time.time() * 1000)
+        if not hasattr(os, "fork"):
+            return self._rewrite_sync(path, now_ms)
+        _load_prctl()   # before fork: the child must not import anything
+        self.cur_db = -1
+        self.rw_buf = bytearray()
+        self.rw_start = time.monotonic()
+        try:
+            pid = os.fork()
+        except OSError as e:
+            log.warning("Can't rewrite append only file in background: fork: %s", e.strerror)
+            self.rw_buf = None
+            self._rewrite_failed()
+            return False
+        if pid == 0:  # pragma: no cover - the child
+            code = 1
+            try:
+                gc.disable()
+                _die_with_parent()
+                tmp = os.path.join(directory, "temp-rewriteaof-bg-%d.aof" % os.getpid())
+                # Listening and client sockets stay the parent's only: a
+                # parent killed mid-rewrite must free its port at once.
+                for fd in _inherited_fds():
+                    if fd > 2:
+                        try:
+                            os.close(fd)
+                        except OSError:
+                            pass
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                write_snapshot(server, fd, now_ms)
+                os.fsync(fd)
+                os.close(fd)
+                code = 0
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        self.rw_pid = pid
+        self.rw_tmp = os.path.join(directory, "temp-rewriteaof-bg-%d.aof" % pid)
+        log.info("Background append only file rewriting started by pid %d", pid)
+        return True
+
+    def _rewrite_sync(self, path, now_ms) -> bool:
+        tmp = os.path.join(os.path.dirname(path), "temp-rewriteaof-%d.aof" % os.getpid())
+        self.cur_db = -1
+        self.rw_buf = bytearray()
+        self.rw_start = time.monotonic()
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                write_snapshot(self.server, fd, now_ms)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except Exception as e:
+            log.warning("AOF rewrite failed: %s", e)
+            self.rw_buf = None
+            _unlink(tmp)
+            self._rewrite_failed()
+            return False
+        self.rw_tmp = tmp
+        return self._finish_rewrite()
+
+    def _poll_rewrite(self):
+        try:
+            pid, status = os.waitpid(self.rw_pid, os.WNOHANG)
+        except ChildProcessError:
+            pid, status = self.rw_pid, 1 << 8
+        if pid == 0:
+            return
+        self.rw_pid = 0
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            self._finish_rewrite()
+        else:
+            if os.WIFSIGNALED(status):
+                log.warning("Background AOF rewrite terminated by signal %d", os.WTERMSIG(status))
+            else:
+                log.warning("Background AOF rewrite terminated with error")
+            self.rw_buf = None
+            _unlink(self.rw_tmp)
+            self.rw_tmp = None
+            self._rewrite_failed()
+
+    def _finish_rewrite(self) -> bool:
+        """Append what was fed meanwhile, fsync, rename over the AOF."""
+        tmp, diff = self.rw_tmp, self.rw_buf
+        self.rw_tmp = None
+        self.rw_buf = None
+        path = self.file_path()
+        fd = None
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_APPEND)
+            if diff:
+                _write_all(fd, diff)
+            _fsync(fd)
+            os.rename(tmp, path)
+        except OSError as e:
+            log.warning("Error finishing the AOF rewrite: %s", e.strerror)
+            if fd is not None:
+                os.close(fd)
+            _unlink(tmp)
+            self._rewrite_failed()
+            return False
+        _fsync_dir(path)
+        size = os.fstat(fd).st_size
+        old = self.fd
+        if self.state == OFF:
+            os.close(fd)
+        else:
+            # Everything fed so far is in the new file: the buffer meant for
+            # the old one is obsolete, and the held replies are on disk.
+            self.fd = fd
+            self.path = path
+            self.buf = bytearray()
+            self.current_size = size
+            self.unsynced = False
+            self.last_fsync = time.monotonic()
+            if self.state == WAIT_REWRITE:
+                self.state = ON
+                self._ensure_bio()
+                log.info("AOF rewrite done: append only file enabled")
+            if old is not None:
+                self._close_fd(old)
+            self._clear_errors()
+            if not self.held:
+                self.server.write_barrier = False
+        self.base_size = size
+        self.rw_last_time = int(time.monotonic() - self.rw_start)
+        self.rw_last_ok = True
+        self.rw_count += 1
+        self.rw_failures = 0
+        self.rw_retry_at = 0.0
+        log.info("Background AOF rewrite finished successfully (%d bytes)", size)
+        return True
+
+    def _rewrite_failed(self):
+        self.rw_last_ok = False
+        self.rw_failures += 1
+        self.rw_last_time = int(time.monotonic() - self.rw_start) if self.rw_start else -1
+        # Back off: retry an enable (WAIT_REWRITE) or auto rewrite later.
+        self.rw_retry_at = time.monotonic() + min(60.0, float(self.rw_failures))
+        if self.state == WAIT_REWRITE:
+            self.rw_scheduled = True
+
+    def kill_rewrite(self):
+        if self.rw_pid:
+            try:
+                os.kill(self.rw_pid, signal.SIGKILL)
+                os.waitpid(self.rw_pid, 0)
+            except OSError:
+                pass
+            self.rw_pid = 0
+        if self.rw_tmp:
+            _unlink(self.rw_tmp)
+            self.rw_tmp = None
+        self.rw_buf = None
+        self.rw_scheduled = False
+
+    # -- loading ----------------------------------------------------------------
+    async def load(self, yield_to_loop: bool = True):
+        """Replay the AOF into the databases (server start)."""
+        path = self.file_path()
+        directory = os.path.dirname(path)
+        for tmp in glob.glob(os.path.join(glob.escape(directory), "temp-rewriteaof-*.aof")):
+            _unlink(tmp)
+        try:
+            size = os.path.getsize(path)
+        except FileNotFoundError:
+            log.info("No append only file at %s: starting empty", path)
+            return
+        if size == 0:
+            return
+        server = self.server
+        start = time.monotonic()
+        self.loading = True
+        server.loading = True
+        saved_stats = _save_stats(server)
+        try:
+            with open(path, "rb") as f:
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                try:
+                    loader = _Loader(server, mm, size, path)
+                    await loader.run(yield_to_loop)
+                finally:
+                    mm.close()
+        finally:
+            self.loading = False
+            server.loading = False
+            errors = server.stat_total_error_replies - saved_stats[1]
+            _restore_stats(server, saved_stats)
+        if loader.truncate_at is not None:
+            os.truncate(path, loader.truncate_at)
+            self.load_truncated_at = loader.truncate_at
+        self.loaded_commands = loader.commands
+        self.loaded_keys = sum(len(db.data) for db in server.dbs)
+        self.load_seconds = time.monotonic() - start
+        if errors:
+            log.warning("%d commands of the AOF replied with an error while loading", errors)
+        log.warning("DB loaded from append only file %s: %d keys, %d commands, %.3f seconds",
+                    path, self.loaded_keys, self.loaded_commands, self.load_seconds)
+
+    # -- INFO ---------------------------------------------------------------------
+    def info_fields(self) -> dict:
+        ok = not (self.write_errno or self.fsync_errno or (self.bio is not None and self.bio.error))
+        running = bool(self.rw_pid)
+        fields = {
+            "aof_enabled": int(self.state != OFF),
+            "aof_rewrite_in_progress": int(running),
+            "aof_rewrite_scheduled": int(self.rw_scheduled),
+            "aof_last_rewrite_time_sec": self.rw_last_time,
+            "aof_current_rewrite_time_sec": int(time.monotonic() - self.rw_start) if running else -1,
+            "aof_last_bgrewrite_status": "ok" if self.rw_last_ok else "err",
+            "aof_rewrites": self.rw_count,
+            "aof_rewrites_consecutive_failures": self.rw_failures,
+            "aof_last_write_status": "ok" if ok else "err",
+            "aof_last_cow_size": 0,
+            "module_fork_in_progress": 0,
+            "module_fork_last_cow_size": 0,
+        }
+        if self.state != OFF:
+            fields.update({
+                "aof_current_size": self.current_size,
+                "aof_base_size": self.base_size,
+                "aof_pending_rewrite": int(self.rw_scheduled),
+                "aof_buffer_length": len(self.buf),
+                "aof_pending_bio_fsync": self.bio.pending_fsync if self.bio is not None else 0,
+                "aof_delayed_fsync": 0,
+            })
+        return fields
+
+
+def _unlink(path):
+    if path:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _inherited_fds():
+    try:
+        return [int(x) for x in os.listdir("/proc/self/fd")]
+    except OSError:
+        try:
+            top = min(os.sysconf("SC_OPEN_MAX"), 65536)
+        except (ValueError, OSError):
+            top = 4096
+        return range(3, top)
+
+
+def _all_commands():
+    from .registry import TABLE
+    for cmd in TABLE.values():
+        yield cmd
+        if cmd.subcommands:
+            yield from cmd.subcommands.values()
+
+
+def _save_stats(server):
+    per = {cmd: (cmd.calls, cmd.usec, cmd.failed_calls, cmd.rejected_calls)
+           for cmd in _all_commands()}
+    return (server.stat_numcommands, server.stat_total_error_replies,
+            dict(server.errorstats), per)
+
+
+def _restore_stats(server, saved):
+    server.stat_numcommands, server.stat_total_error_replies, errorstats, per = saved
+    server.errorstats = errorstats
+    for cmd, (calls, usec, failed, rejected) in per.items():
+        cmd.calls, cmd.usec, cmd.failed_calls, cmd.rejected_calls = calls, usec, failed, rejected
+
+
+# ----------------------------------------------------------------------
+# Loading
+# ----------------------------------------------------------------------
+
+_HINT = ("make a backup of the file, then repair it with valkey-check-aof --fix "
+         "(or redis-check-aof --fix)")
+
+
+class _Truncated(Exception):
+    pass
+
+
+class _Corrupt(Exception):
+    def __init__(self, offset, why):
+        super().__init__(why)
+        self.offset = offset
+        self.why = why
+
+
+def _parse_one(mm, pos: int, size: int):
+    """Parse one record at pos the careful way: (argv or None for an
+    annotation line, end offset).  Raises _Truncated or _Corrupt."""
+    if pos >= size:
+        raise _Truncated()
+    first = mm[pos:pos + 1]
+    if first == b"#":
+        nl = mm.find(b"\n", pos)
+        if nl < 0:
+            raise _Truncated()
+        return None, nl + 1
+
+    def line(p):
+        nl = mm.find(b"\r\n", p, min(size, p + 64))
+        if nl < 0:
+            if size - p < 64 and b"\n" not in mm[p:size]:
+                raise _Truncated()
+            raise _Corrupt(p, "a header line is too long or not CRLF-terminated")
+        return mm[p:nl], nl + 2
+
+    if first != b"*":
+        raise _Corrupt(pos, "expected '*' (a command), found %r" % first)
+    head, p = line(pos + 1)
+    if not head.isdigit() or int(head) < 1:
+        raise _Corrupt(pos, "bad argument count %r" % head)
+    argc = int(head)
+    argv = []
+    for _ in range(argc):
+        if p >= size:
+            raise _Truncated()
+        if mm[p:p + 1] != b"$":
+            raise _Corrupt(p, "expected '$' (an argument), found %r" % mm[p:p + 1])
+        head, q = line(p + 1)
+        if not head.isdigit():
+            raise _Corrupt(p, "bad argument length %r" % head)
+        n = int(head)
+        if q + n + 2 > size:
+            raise _Truncated()
+        if mm[q + n:q + n + 2] != b"\r\n":
+            raise _Corrupt(q + n, "argument not followed by CRLF")
+        argv.append(mm[q:q + n])
+        p = q + n + 2
+    return argv, p
+
+
+class _Loader:
+    def __init__(self, server, mm, size, path):
+        from .registry import TABLE
+        self.table = TABLE
+        self.server = server
+        self.mm = mm
+        self.size = size
+        self.path = path
+        self.client = Client(server, fake=True)
+        self.client.reply_mode = REPLY_OFF
+        self.commands = 0
+        self.truncate_at = None
+        self.before_multi = 0
+
+    def fail(self, offset, why):
+        raise AOFLoadError(
+            "Bad file format reading the append only file %s at offset %d: %s. "
+            "The server will not start: %s; a truncated tail only is cut "
+            "automatically with aof-load-truncated yes." % (self.path, offset, why, _HINT))
+
+    async def run(self, yield_to_loop):
+        from .dispatch import call
+        mm, size = self.mm, self.size
+        client = self.client
+        server = self.server
+        table = self.table
+        pos = 0
+        deadline = time.monotonic() + LOAD_SLICE
+        view = memoryview(mm)
+        try:
+            while pos < size:
+                reader = hiredis.Reader()
+                fed = pos
+                bad = False
+                while True:
+                    try:
+                        item = reader.gets()
+                    except hiredis.ProtocolError:
+                        bad = True
+                        break
+                    if item is False:
+                        if fed >= size:
+                            break
+                        end = min(size, fed + LOAD_CHUNK)
+                        reader.feed(view[fed:end])
+                        fed = end
+                        if yield_to_loop and time.monotonic() > deadline:
+                            await asyncio.sleep(0)
+                            deadline = time.monotonic() + LOAD_SLICE
+                        continue
+                    if type(item) is not list or not item or not all(
+                            type(a) is bytes for a in item):
+                        bad = True
+                        break
+                    self.execute(item, pos, call, client, server, table)
+                    pos += _enc_len(item)
+                if pos >= size:
+                    break
+                # hiredis stopped short: settle what is at pos the careful way.
+                try:
+                    argv, end = _parse_one(mm, pos, size)
+                except _Truncated:
+                    self.truncated(pos)
+                    return
+                except _Corrupt as e:
+                    self.fail(e.offset, e.why)
+                if argv is not None:
+                    self.execute([bytes(a) for a in argv], pos, call, client, server, table)
+                elif not bad:
+                    pass
+                pos = end
+        finally:
+            view.release()
+        if client.multi:
+            log.warning("Revert incomplete MULTI/EXEC transaction in AOF file %s", self.path)
+            self.truncated(self.before_multi, multi=True)
+
+    def truncated(self, pos, multi=False):
+        if self.client.multi and not multi:
+            pos = self.before_multi
+        if not self.server.config.values["aof-load-truncated"]:
+            raise AOFLoadError(
+                "Unexpected end of file reading the append only file %s: the last command, "
+                "at offset %d of %d, is incomplete (a crash during a write). The server will "
+                "not start: %s, or set aof-load-truncated yes to drop the incomplete "
+                "command at start-up." % (self.path, pos, self.size, _HINT))
+        log.warning("!!! Warning: short read while loading the AOF file %s !!!", self.path)
+        log.warning("!!! Truncating the AOF %s at offset %d (%d bytes dropped) !!!",
+                    self.path, pos, self.size - pos)
+        self.truncate_at = pos
+
+    def execute(self, argv, offset, call, client, server, table):
+        name = argv[0]
+        cmd = table.get(name)
+        if cmd is None:
+            cmd = table.get(name.lower())
+            if cmd is None:
+                raise AOFLoadError(
+                    "Unknown command '%s' reading the append only file %s at offset %d"
+                    % (name.decode("utf-8", "replace")[:128], self.path, offset))
+        if cmd.subcommands is not None and len(argv) >= 2:
+            sub = cmd.subcommands.get(argv[1]) or cmd.subcommands.get(argv[1].lower())
+            if sub is None:
+                self.fail(offset, "unknown subcommand %r of %s" % (argv[1][:64], cmd.name))
+            cmd = sub
+        n = len(argv)
+        if (cmd.arity > 0 and n != cmd.arity) or n < -cmd.arity:
+            self.fail(offset, "wrong number of arguments for '%s'" % cmd.name)
+        self.commands += 1
+        cname = cmd.name
+        if cname == "multi":
+            self.before_multi = offset
+        if client.multi and cname not in ("exec", "discard", "multi"):
+            client.multi_queue.append((cmd, argv))
+            return
+        call(client, cmd, argv)
+        if server.ready_keys:
+            server.ready_keys = []
+            server.ready_set.clear()
+
+
+# ----------------------------------------------------------------------
+# Hooks
+# ----------------------------------------------------------------------
+
+def _init(server):
+    server.aof = AOF(server)
+
+
+async def _start(listener, loop):
+    server = listener.server
+    aof = server.aof
+    if aof is None or not server.config.values["appendonly"]:
+        return
+    await aof.load()
+    aof.start()
+
+
+async def _stop(listener):
+    aof = listener.server.aof
+    if aof is not None:
+        aof.stop(final=True)
+
+
+def _cron(server):
+    aof = server.aof
+    if aof is not None:
+        aof.cron()
+
+
+SERVER_INIT_HOOKS.append(_init)
+CRON_HOOKS.append(_cron)
+net.START_HOOKS.append(_start)
+net.STOP_HOOKS.append(_stop)
+
+__all__ = ["AOF", "AOFLoadError", "encode_command", "write_snapshot", "rewrite_value",
+           "register_rewriter", "REWRITERS"]

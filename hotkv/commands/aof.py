@@ -1,0 +1,36 @@
+"""AOF commands: BGREWRITEAOF.
+
+Importing this module installs the append-only file (``hotkv.aof``: the
+server hooks that create ``server.aof``, load the file at start and write it
+before replies leave).  The command only asks ``server.aof`` for a rewrite;
+all the state lives there.
+"""
+
+from __future__ import annotations
+
+from .. import aof as _aof  # noqa: F401  (installs the AOF hooks)
+from ..errors import CommandError
+from ..registry import command
+from ..resp import Simple
+
+
+@command("bgrewriteaof", 1, "no_async_loading admin noscript", group="server")
+def bgrewriteaof(c, argv):
+    """Asynchronously rewrites the append-only file to disk."""
+    server = c.server
+    aof = server.aof
+    if aof.rw_pid:
+        raise CommandError("ERR Background append only file rewriting already in progress")
+    if c.in_exec or server.prop_pending:
+        # No fork in the middle of a transaction (Redis's rule): cron starts it.
+        aof.rw_scheduled = True
+        aof.rw_failures = 0
+        aof.rw_retry_at = 0.0
+        return Simple(b"Background append only file rewriting scheduled")
+    aof.rw_retry_at = 0.0
+    if aof.start_rewrite():
+        if aof.rw_scheduled:
+            return Simple(b"Background append only file rewriting scheduled")
+        return Simple(b"Background append only file rewriting started")
+    raise CommandError("ERR Can't execute an AOF background rewriting. "
+                       "Please check the server logs for more information.")
