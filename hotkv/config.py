@@ -229,6 +229,8 @@ class Config:
         if not startup and not p.mutable:
             raise ConfigError("immutable")
         value = p.parse(text)
+        if p.multi and startup and self.values.get(canon):
+            value = self.values[canon] + value   # a repeated line adds to the earlier ones
         self.values[canon] = value
         cb = self.listeners.get(canon)
         if cb is not None:

@@ -51,15 +51,21 @@ def reject(client, message: str, cmd=None):
         client.multi_error = True
     if cmd is not None:
         cmd.rejected_calls += 1
+        if cmd.name == "exec":
+            # A refused EXEC aborts the transaction (Redis's execCommandAbort).
+            from .commands.transactions import discard_transaction
+            discard_transaction(client)
+            message = "EXECABORT Transaction discarded because of: " + message
     client.server.count_error(message)
     client.add_error(message)
 
 
 def process_command(client, argv) -> None:
     server = client.server
-    cmd = TABLE.get(argv[0])
+    table = server.command_table   # TABLE, or a copy with rename-command applied
+    cmd = table.get(argv[0])
     if cmd is None:
-        cmd = TABLE.get(argv[0].lower())
+        cmd = table.get(argv[0].lower())
         if cmd is None:
             return reject(client, unknown_command_error(argv))
     if cmd.subcommands is not None and len(argv) >= 2:

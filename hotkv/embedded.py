@@ -31,6 +31,8 @@ def _settings(port, host, unixsocket, config) -> dict:
         if "port" not in config and port == 0:
             settings["port"] = 0
     settings.setdefault("save", "")
+    if config.get("tls_port") == 0 and "tls-port" in settings:
+        settings["tls-port"] = -1   # hotkv.tls: bind an ephemeral TLS port
     return settings
 
 
@@ -45,6 +47,12 @@ class _Common:
     @property
     def port(self) -> int:
         return self.server.config.values["port"]
+
+    @property
+    def tls_port(self) -> int:
+        """The TLS port (0 when TLS is off)."""
+        port = self.server.config.values.get("tls-port") or 0
+        return port if port > 0 else 0
 
     @property
     def unixsocket(self) -> str | None:

@@ -316,7 +316,7 @@ class RequestParser:
     """
 
     __slots__ = ("_reader", "_buf", "_args", "_want", "_bulklen", "max_bulk_len",
-                 "auth_required")
+                 "auth_required", "_argbytes")
 
     def __init__(self, max_bulk_len: int = 512 * 1024 * 1024):
         self._reader = hiredis.Reader()
@@ -324,6 +324,7 @@ class RequestParser:
         self._args = None          # slow path: arguments of a half-read multibulk
         self._want = 0
         self._bulklen = -1
+        self._argbytes = 0         # memory held by _args (counts in ``pending``)
         self.max_bulk_len = max_bulk_len
         # An unauthenticated client may only send small commands (Redis's
         # defence against memory exhaustion before AUTH).
@@ -331,8 +332,10 @@ class RequestParser:
 
     @property
     def pending(self) -> int:
-        """Bytes held for a command not yet complete (query buffer size)."""
-        return len(self._buf)
+        """Bytes held for a command not yet complete (query buffer size),
+        including the arguments already split off it: a client sending an
+        endless multibulk of tiny arguments is bounded too."""
+        return len(self._buf) + self._argbytes
 
     def feed(self, data: bytes):
         commands: list = []
@@ -479,8 +482,10 @@ class RequestParser:
                     return None
                 args.append(bytes(buf[:ln]))
                 del buf[:ln + 2]
+                self._argbytes += ln + 48   # the bytes object and its list slot
                 self._bulklen = -1
                 self._want -= 1
             commands.append(args)
             self._args = None
+            self._argbytes = 0
             handoff = may_handoff

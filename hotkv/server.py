@@ -32,6 +32,7 @@ from . import __version__
 from .blocking import expire_timeouts
 from .config import Config
 from .db import Database
+from .registry import TABLE as _COMMAND_TABLE
 
 log = logging.getLogger("hotkv")
 
@@ -61,6 +62,8 @@ class Server:
         self.disk_error = None          # MISCONF text while the AOF cannot be written
         self.maxmemory = 0
         self.acl_check = None           # set by the ACL module when users exist
+        self.command_table = _COMMAND_TABLE   # a copy when rename-command is used
+        self.used_memory_cached = 0     # refreshed each cron tick (over_maxmemory)
         # blocking
         self.ready_keys: list = []
         self.ready_set: set = set()
@@ -102,10 +105,14 @@ class Server:
     # ------------------------------------------------------------------
     def _apply_config(self):
         self.maxmemory = self.config.values["maxmemory"]
+        if self.maxmemory:
+            self.used_memory_cached = used_memory()
         self.config.listeners["maxmemory"] = self._set_maxmemory
 
     def _set_maxmemory(self, v):
         self.maxmemory = v
+        if v:
+            self.used_memory_cached = used_memory()
 
     def next_client_id(self) -> int:
         return next(self._client_ids)
@@ -128,7 +135,8 @@ class Server:
         return None
 
     def over_maxmemory(self) -> bool:
-        return self.maxmemory > 0 and used_memory() > self.maxmemory
+        # Reading /proc per command is too dear: the cron refreshes the figure.
+        return self.maxmemory > 0 and self.used_memory_cached > self.maxmemory
 
     # ------------------------------------------------------------------
     # Hooks for command modules
@@ -253,6 +261,8 @@ class Server:
     def cron(self):
         """Periodic work (hz times a second): active expiry, idle clients."""
         self.cmd_time_ms = int(time.time() * 1000)
+        if self.maxmemory:
+            self.used_memory_cached = used_memory()
         budget = 20 * self.config.values["active-expire-effort"]
         for db in self.dbs:
             if db.expires:

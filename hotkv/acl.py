@@ -1,0 +1,871 @@
+"""Users and permissions: Redis's ACL model (src/acl.c), one instance per server.
+
+Owns ``server.acl`` (an ``AclState``): the users by name, the ACL log, the
+denial counters INFO reports, and the ``aclfile``.  Installs itself through
+the core hooks:
+
+* ``connection.AUTHENTICATE_HOOK`` -- AUTH / HELLO AUTH check a username and
+  password against the users (passwords are kept only as SHA-256 hex, as
+  Redis does, and compared with ``hmac.compare_digest``); a failure is
+  logged in the ACL LOG;
+* ``server.AUTH_HOOK`` / ``server.USER_HOOK`` -- whether new connections
+  must authenticate, and the ``default`` user they start as;
+* ``server.acl_check`` -- the dispatcher's permission check.  It is left
+  ``None`` while every user may run every command on every key and channel
+  (the default ``+@all ~* &*``), so an unrestricted server pays nothing.
+  When it is installed, a user's allowed commands are a precomputed set of
+  command bits (``registry.Command.bit``); keys come from
+  ``cmd.key_indexes(argv)`` and channels from the pub/sub argument
+  positions, as Redis's processCommand does.
+
+Invariants:
+* ``User`` objects are mutated in place (ACL SETUSER stages the change on a
+  copy first, so a failing rule changes nothing); connected clients keep a
+  reference and see a change at their next command;
+* a deleted user's connections are closed at once;
+* ``requirepass`` is the ``default`` user's password (``CONFIG SET
+  requirepass`` rewrites it).
+
+Selectors (``(...)`` rules) are not supported: SETUSER answers them with a
+syntax error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import time
+
+from . import errors, server as server_mod
+from .errors import CommandError
+from .registry import TABLE, all_commands
+from .util import compile_glob
+
+# Category names, in Redis's order (ACL CAT, COMMAND INFO).
+CATEGORIES = (
+    "keyspace", "read", "write", "set", "sortedset", "list", "hash", "string", "bitmap",
+    "hyperloglog", "geo", "stream", "pubsub", "admin", "fast", "slow", "blocking",
+    "dangerous", "connection", "transaction", "scripting",
+)
+
+KEY_READ, KEY_WRITE = 1, 2
+KEY_ALL = KEY_READ | KEY_WRITE
+
+# The key access a command needs (Redis derives it from its key specs:
+# ACCESS -> read, INSERT/DELETE/UPDATE -> write).  Read-only commands need
+# read and write commands need write, except these.
+_KEY_FLAG_EXCEPTIONS = {
+    KEY_ALL: """bitfield bitop blmove blmpop blpop brpop brpoplpush bzmpop bzpopmax bzpopmin
+        copy decr decrby eval evalsha fcall georadius georadiusbymember geosearchstore getdel
+        getex getset hincrby hincrbyfloat incr incrby incrbyfloat lmove lmpop lpop migrate move
+        pfmerge rename renamenx rpop rpoplpush sdiffstore setbit sinterstore smove sort spop
+        sunionstore zdiffstore zincrby zinterstore zmpop zpopmax zpopmin zrangestore
+        zunionstore""",
+    0: """exists hexists hlen hstrlen llen memory|usage object|encoding object|freq
+        object|idletime object|refcount scard sismember strlen touch type xlen zcard""",
+    KEY_READ: "pfdebug xreadgroup",
+}
+KEY_FLAGS = {name: flags for flags, names in _KEY_FLAG_EXCEPTIONS.items()
+             for name in names.split()}
+
+# Commands naming channels Redis checks: name -> (first arg, is_pattern).
+CHANNEL_ARGS = {
+    "publish": (1, False, True), "spublish": (1, False, True),
+    "subscribe": (1, False, False), "ssubscribe": (1, False, False),
+    "psubscribe": (1, True, False),
+}
+
+DENIED_CMD, DENIED_KEY, DENIED_AUTH, DENIED_CHANNEL = 1, 2, 3, 4
+_REASONS = {DENIED_CMD: "command", DENIED_KEY: "key", DENIED_AUTH: "auth",
+            DENIED_CHANNEL: "channel"}
+LOG_GROUPING_MS = 60000
+
+_SETUSER_ERRORS = {
+    "ENOENT": "Unknown command or category name in ACL",
+    "EINVAL": "Syntax error",
+    "EEXIST": ("Adding a pattern after the * pattern (or the 'allkeys' flag) is not valid and "
+               "does not have any effect. Try 'resetkeys' to start with an empty list of "
+               "patterns"),
+    "EISDIR": ("Adding a pattern after the * pattern (or the 'allchannels' flag) is not valid "
+               "and does not have any effect. Try 'resetchannels' to start with an empty list "
+               "of channels"),
+    "ENODEV": "The password you are trying to remove from the user does not exist",
+    "EBADMSG": ("The password hash must be exactly 64 characters and contain only lowercase "
+                "hexadecimal characters"),
+    "ECHILD": "Allowing first-arg of a subcommand is not supported",
+}
+
+NO_ACLFILE = ("ERR This instance is not configured to use an ACL file. You may want to specify "
+              "users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you "
+              "have a configuration file set) in order to store users in the configuration.")
+
+
+class RuleError(Exception):
+    """An ACL rule was refused; ``code`` is the errno Redis would set."""
+
+    def __init__(self, code: str):
+        super().__init__(code)
+        self.code = code
+
+    @property
+    def text(self) -> str:
+        return _SETUSER_ERRORS.get(self.code, "Wrong format")
+
+
+def hash_password(password: bytes) -> bytes:
+    return hashlib.sha256(password).hexdigest().encode()
+
+
+def _has_spaces(s: bytes) -> bool:
+    return any(c in b" \t\n\r\v\f\0" for c in s)
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "surrogateescape")
+
+
+# ----------------------------------------------------------------------
+# Command lookup and categories
+# ----------------------------------------------------------------------
+
+_CATEGORY_CACHE: dict = {}
+
+
+def category_commands(category: str):
+    """Every command (subcommands included) a +@category rule touches, in
+    table order.  Containers themselves carry no category in Redis."""
+    size = len(TABLE)
+    cached = _CATEGORY_CACHE.get(category)
+    if cached is not None and cached[0] == size:
+        return cached[1]
+    cmds = [c for c in all_commands()
+            if category in c.acl_categories and not (c.subcommands and c.parent is None
+                                                    and c.func is not None
+                                                    and c.func.__name__ == "_no_subcommand")]
+    _CATEGORY_CACHE[category] = (size, cmds)
+    return cmds
+
+
+def lookup_command(name: bytes):
+    """Redis's ACLLookupCommand: ``get`` or ``config|get``, any case."""
+    parts = name.lower().split(b"|")
+    if len(parts) > 2 or not parts[0]:
+        return None
+    cmd = TABLE.get(parts[0])
+    if cmd is None or len(parts) == 1:
+        return cmd
+    if not cmd.subcommands:
+        return None
+    return cmd.subcommands.get(parts[1])
+
+
+def key_flags(cmd, argv) -> int:
+    name = cmd.name
+    if name == "set":
+        # SET needs read access only with GET (its key spec flags vary).
+        for a in argv[3:]:
+            if a.upper() == b"GET":
+                return KEY_ALL
+        return KEY_WRITE
+    flags = KEY_FLAGS.get(name)
+    if flags is not None:
+        return flags
+    if cmd.readonly:
+        return KEY_READ
+    if cmd.write:
+        return KEY_WRITE
+    return 0
+
+
+# ----------------------------------------------------------------------
+# Users
+# ----------------------------------------------------------------------
+
+class User:
+    __slots__ = ("name", "enabled", "nopass", "sanitize", "passwords", "allowed",
+                 "allcommands", "future", "firstargs", "rules", "patterns", "allkeys", "channels",
+                 "allchannels", "unrestricted", "_matchers", "_chan_matchers")
+
+    def __init__(self, name: bytes):
+        self.name = name
+        self.enabled = False
+        self.nopass = False
+        self.sanitize = "sanitize-payload"
+        self.passwords: list[bytes] = []     # SHA-256 hex, as bytes
+        self.allowed: set = set()            # Command.bit values
+        self.allcommands = False             # every command bit is set (fast path)
+        self.future = False                  # +@all was the base: describes as "+@all"
+        self.firstargs: dict = {}            # bit -> {lowercase first arg}
+        self.rules: list[str] = []           # command rules after the +@all/-@all base
+        self.patterns: list = []             # [pattern bytes, KEY_* flags]
+        self.allkeys = False
+        self.channels: list[bytes] = []
+        self.allchannels = False
+        self.unrestricted = False
+        self._matchers = ()
+        self._chan_matchers = ()
+
+    def copy_from(self, other: "User"):
+        self.enabled = other.enabled
+        self.nopass = other.nopass
+        self.sanitize = other.sanitize
+        self.passwords = list(other.passwords)
+        self.allowed = set(other.allowed)
+        self.allcommands = other.allcommands
+        self.future = other.future
+        self.firstargs = {k: set(v) for k, v in other.firstargs.items()}
+        self.rules = list(other.rules)
+        self.patterns = [list(p) for p in other.patterns]
+        self.allkeys = other.allkeys
+        self.channels = list(other.channels)
+        self.allchannels = other.allchannels
+        self.refresh()
+
+    def clone(self) -> "User":
+        u = User(self.name)
+        u.copy_from(self)
+        return u
+
+    def refresh(self):
+        """Recompute what the hot path reads."""
+        self.unrestricted = self.allcommands and self.allkeys and self.allchannels
+        self._matchers = tuple((compile_glob(p), f) for p, f in self.patterns)
+        self._chan_matchers = tuple(compile_glob(p) for p in self.channels)
+
+    # -- passwords ------------------------------------------------------
+    def password_ok(self, password: bytes) -> bool:
+        if self.nopass:
+            return True
+        candidate = hash_password(password)
+        ok = False
+        for stored in self.passwords:
+            # Compare against every stored hash: time does not tell which matched.
+            ok |= hmac.compare_digest(candidate, stored)
+        return ok
+
+    # -- rules ----------------------------------------------------------
+    def _set_bit(self, cmd, allow: bool):
+        if allow:
+            self.allowed.add(cmd.bit)
+        else:
+            self.allowed.discard(cmd.bit)
+            self.allcommands = False
+
+    def _change_perm(self, cmd, allow: bool):
+        self._set_bit(cmd, allow)
+        self.firstargs.pop(cmd.bit, None)
+        if cmd.subcommands:
+            for sub in set(cmd.subcommands.values()):
+                self._set_bit(sub, allow)
+
+    def _update_rules(self, rule: str, allow: bool):
+        rule = rule.lower()
+        prefix = rule + "|"
+        self.rules = [r for r in self.rules if r[1:] != rule and not r[1:].startswith(prefix)]
+        self.rules.append(("+" if allow else "-") + rule)
+
+    def apply(self, op: bytes):
+        """One ACL SETUSER rule; raises RuleError."""
+        if not op:
+            return
+        low = op.lower()
+        if low == b"on":
+            self.enabled = True
+        elif low == b"off":
+            self.enabled = False
+        elif low == b"skip-sanitize-payload":
+            self.sanitize = "skip-sanitize-payload"
+        elif low == b"sanitize-payload":
+            self.sanitize = "sanitize-payload"
+        elif low == b"nopass":
+            self.nopass = True
+            self.passwords = []
+        elif low == b"resetpass":
+            self.nopass = False
+            self.passwords = []
+        elif op[:1] in (b">", b"#"):
+            if op[:1] == b">":
+                h = hash_password(op[1:])
+            else:
+                h = op[1:]
+                if len(h) != 64 or any(c not in b"0123456789abcdef" for c in h):
+                    raise RuleError("EBADMSG")
+            if h not in self.passwords:
+                self.passwords.append(h)
+            self.nopass = False
+        elif op[:1] in (b"<", b"!"):
+            if op[:1] == b"<":
+                h = hash_password(op[1:])
+            else:
+                h = op[1:]
+                if len(h) != 64 or any(c not in b"0123456789abcdef" for c in h):
+                    raise RuleError("EBADMSG")
+            if h not in self.passwords:
+                raise RuleError("ENODEV")
+            self.passwords.remove(h)
+        elif low == b"clearselectors":
+            pass
+        elif low == b"reset":
+            for r in (b"resetpass", b"resetkeys", b"resetchannels", b"off",
+                      b"sanitize-payload", b"-@all"):
+                self.apply(r)
+        else:
+            self._apply_selector(op, low)
+        self.refresh()
+
+    def _apply_selector(self, op: bytes, low: bytes):
+        if low in (b"allkeys", b"~*"):
+            self.allkeys = True
+            self.patterns = []
+        elif low == b"resetkeys":
+            self.allkeys = False
+            self.patterns = []
+        elif low in (b"allchannels", b"&*"):
+            self.allchannels = True
+            self.channels = []
+        elif low == b"resetchannels":
+            self.allchannels = False
+            self.channels = []
+        elif low in (b"allcommands", b"+@all"):
+            self.allowed = {c.bit for c in all_commands()}
+            self.allcommands = True
+            self.future = True
+            self.rules = []
+            self.firstargs = {}
+        elif low in (b"nocommands", b"-@all"):
+            self.allowed = set()
+            self.allcommands = False
+            self.future = False
+            self.rules = []
+            self.firstargs = {}
+        elif op[:1] in (b"~", b"%"):
+            if self.allkeys:
+                raise RuleError("EEXIST")
+            flags = 0
+            offset = 1
+            if op[:1] == b"%":
+                n = len(op)
+                while True:
+                    if offset >= n:
+                        break
+                    ch = op[offset:offset + 1]
+                    if ch.upper() == b"R" and not flags & KEY_READ:
+                        flags |= KEY_READ
+                    elif ch.upper() == b"W" and not flags & KEY_WRITE:
+                        flags |= KEY_WRITE
+                    elif ch == b"~" and flags:
+                        offset += 1
+                        break
+                    else:
+                        raise RuleError("EINVAL")
+                    offset += 1
+            else:
+                flags = KEY_ALL
+            pattern = op[offset:]
+            if _has_spaces(pattern):
+                raise RuleError("EINVAL")
+            for p in self.patterns:
+                if p[0] == pattern:
+                    p[1] |= flags
+                    break
+            else:
+                self.patterns.append([pattern, flags])
+            self.allkeys = False
+        elif op[:1] == b"&":
+            if self.allchannels:
+                raise RuleError("EISDIR")
+            pattern = op[1:]
+            if _has_spaces(pattern):
+                raise RuleError("EINVAL")
+            if pattern not in self.channels:
+                self.channels.append(pattern)
+            self.allchannels = False
+        elif op[:1] == b"+" and op[1:2] != b"@":
+            name = op[1:]
+            if b"|" not in name:
+                cmd = lookup_command(name)
+                if cmd is None:
+                    raise RuleError("ENOENT")
+                self._change_perm(cmd, True)
+                self._update_rules(cmd.name, True)
+                return
+            base, _, sub = name.rpartition(b"|")
+            cmd = lookup_command(base)
+            if cmd is None:
+                raise RuleError("ENOENT")
+            if cmd.parent is not None:
+                raise RuleError("ECHILD")
+            if not sub:
+                raise RuleError("EINVAL")
+            if cmd.subcommands:
+                cmd = lookup_command(name)
+                if cmd is None:
+                    raise RuleError("ENOENT")
+                self._change_perm(cmd, True)
+            else:
+                # Redis's deprecated "first argument" rule (+select|0).
+                self.firstargs.setdefault(cmd.bit, set()).add(sub.lower())
+            self._update_rules(_text(name), True)
+        elif op[:1] == b"-" and op[1:2] != b"@":
+            cmd = lookup_command(op[1:])
+            if cmd is None:
+                raise RuleError("ENOENT")
+            self._change_perm(cmd, False)
+            self._update_rules(cmd.name, False)
+        elif op[:1] in (b"+", b"-") and op[1:2] == b"@":
+            category = _text(op[2:]).lower()
+            if category not in CATEGORIES:
+                raise RuleError("ENOENT")
+            allow = op[:1] == b"+"
+            self._update_rules("@" + category, allow)
+            for cmd in category_commands(category):
+                self._change_perm(cmd, allow)
+        else:
+            raise RuleError("EINVAL")
+
+    # -- description ------------------------------------------------------
+    def flag_names(self) -> list[bytes]:
+        out = [b"on" if self.enabled else b"off"]
+        if self.nopass:
+            out.append(b"nopass")
+        out.append(self.sanitize.encode())
+        return out
+
+    def command_rules(self) -> bytes:
+        base = "+@all" if self.future else "-@all"
+        return " ".join([base] + self.rules).encode()
+
+    def key_description(self) -> list[bytes]:
+        if self.allkeys:
+            return [b"~*"]
+        out = []
+        for pattern, flags in self.patterns:
+            if flags == KEY_ALL:
+                out.append(b"~" + pattern)
+            elif flags == KEY_READ:
+                out.append(b"%R~" + pattern)
+            else:
+                out.append(b"%W~" + pattern)
+        return out
+
+    def describe(self) -> bytes:
+        """The rules that rebuild this user (ACL LIST, the ACL file)."""
+        parts = self.flag_names()
+        parts += [b"#" + p for p in self.passwords]
+        parts += self.key_description()
+        if self.allchannels:
+            parts.append(b"&*")
+        else:
+            parts.append(b"resetchannels")
+            parts += [b"&" + c for c in self.channels]
+        parts.append(self.command_rules())
+        return b" ".join(parts)
+
+    # -- permission checks --------------------------------------------------
+    def check(self, cmd, argv):
+        """None if this user may run argv, else (reason, argv index)."""
+        if not self.allcommands and not cmd.noauth and cmd.bit not in self.allowed:
+            allowed_args = self.firstargs.get(cmd.bit)
+            idx = 2 if cmd.parent is not None else 1
+            if not allowed_args or len(argv) <= idx or argv[idx].lower() not in allowed_args:
+                return DENIED_CMD, 0
+        if not self.allkeys and (cmd.first_key > 0 or cmd.keys_fn is not None):
+            try:
+                positions = cmd.key_indexes(argv)
+            except Exception:  # malformed arguments: the handler will say so
+                positions = ()
+            if positions:
+                need = key_flags(cmd, argv)
+                for i in positions:
+                    if not self.key_ok(argv[i], need):
+                        return DENIED_KEY, i
+        if not self.allchannels:
+            spec = CHANNEL_ARGS.get(cmd.name)
+            if spec is not None:
+                first, is_pattern, single = spec
+                last = first + 1 if single else len(argv)
+                for i in range(first, min(last, len(argv))):
+                    if not self.channel_ok(argv[i], is_pattern):
+                        return DENIED_CHANNEL, i
+        return None
+
+    def key_ok(self, key: bytes, need: int) -> bool:
+        if self.allkeys:
+            return True
+        for match, flags in self._matchers:
+            if flags & need == need and match(key):
+                return True
+        return False
+
+    def channel_ok(self, channel: bytes, is_pattern: bool) -> bool:
+        if self.allchannels:
+            return True
+        if is_pattern:
+            # A subscription pattern must be granted literally.
+            return channel in self.channels
+        for match in self._chan_matchers:
+            if match(channel):
+                return True
+        return False
+
+
+def new_user(name: bytes) -> User:
+    """A user as ACL SETUSER creates it: off, no passwords, no permissions."""
+    u = User(name)
+    u.apply(b"resetchannels")
+    u.apply(b"-@all")
+    return u
+
+
+def new_default_user() -> User:
+    u = User(b"default")
+    for op in (b"+@all", b"~*", b"&*", b"on", b"nopass"):
+        u.apply(op)
+    return u
+
+
+def error_message(reason: int, user: User, cmd, value: bytes, verbose: bool) -> str:
+    if reason == DENIED_CMD:
+        return "User %s has no permissions to run the '%s' command" % (_text(user.name), cmd.name)
+    if reason == DENIED_KEY:
+        if verbose:
+            return "User %s has no permissions to access the '%s' key" % (
+                _text(user.name), _text(value))
+        return "No permissions to access a key"
+    if verbose:
+        return "User %s has no permissions to access the '%s' channel" % (
+            _text(user.name), _text(value))
+    return "No permissions to access a channel"
+
+
+# ----------------------------------------------------------------------
+# Per-server state
+# ----------------------------------------------------------------------
+
+class AclState:
+    def __init__(self, server):
+        self.server = server
+        self.default = new_default_user()
+        self.users: dict[bytes, User] = {b"default": self.default}
+        self.log: list[dict] = []          # newest first
+        self.log_next_id = 0
+        self.denied = {"auth": 0, "cmd": 0, "key": 0, "channel": 0}
+
+    # -- users ------------------------------------------------------------
+    def setuser(self, name: bytes, ops, current=None) -> str | None:
+        """ACL SETUSER: apply every rule or none; returns an error text."""
+        existing = self.users.get(name)
+        staged = existing.clone() if existing is not None else new_user(name)
+        for op in ops:
+            try:
+                staged.apply(op)
+            except RuleError as e:
+                return "ERR Error in ACL SETUSER modifier '%s': %s" % (_text(op), e.text)
+        if existing is None:
+            self.users[name] = staged
+        else:
+            existing.copy_from(staged)
+            self._drop_unsubscribable(existing, current)
+        self.changed()
+        return None
+
+    def deluser(self, names, current=None) -> int:
+        deleted = 0
+        for name in names:
+            u = self.users.pop(name, None)
+            if u is None:
+                continue
+            deleted += 1
+            self._disconnect(lambda c, u=u: c.user is u, current)
+        self.changed()
+        return deleted
+
+    def _disconnect(self, which, current):
+        server = self.server
+        for c in list(server.clients.values()):
+            if which(c):
+                if c is current:
+                    c.closing = True    # after this command's reply
+                else:
+                    c.kill()
+
+    def _drop_unsubscribable(self, user: User, current):
+        """Clients of ``user`` subscribed to channels it may no longer use are
+        disconnected, as Redis does when channel permissions shrink."""
+        if user.allchannels:
+            return
+
+        def lost(c):
+            if c.user is not user:
+                return False
+            if any(not user.channel_ok(ch, False) for ch in c.channels):
+                return True
+            if any(not user.channel_ok(ch, False) for ch in c.shard_channels):
+                return True
+            return any(not user.channel_ok(p, True) for p in c.patterns)
+        self._disconnect(lost, current)
+
+    def changed(self):
+        """Install the dispatcher check only when some user is restricted."""
+        restricted = any(not u.unrestricted for u in self.users.values())
+        self.server.acl_check = acl_check if restricted else None
+
+    # -- log ----------------------------------------------------------------
+    def add_log(self, client, reason: int, obj: bytes, username: bytes | None = None):
+        key = {DENIED_AUTH: "auth", DENIED_CMD: "cmd", DENIED_KEY: "key",
+               DENIED_CHANNEL: "channel"}[reason]
+        self.denied[key] += 1
+        maxlen = self.server.config.values["acllog-max-len"]
+        if maxlen <= 0:
+            del self.log[:]
+            return
+        if username is None:
+            username = client.user.name if client.user is not None else b"default"
+        now = self.server.cmd_time_ms or int(time.time() * 1000)
+        context = "multi" if client.multi else "toplevel"
+        for i, entry in enumerate(self.log[:10]):
+            if (entry["reason"] == reason and entry["context"] == context
+                    and abs(now - entry["ctime"]) <= LOG_GROUPING_MS
+                    and entry["object"] == obj and entry["username"] == username):
+                entry["count"] += 1
+                entry["ctime"] = now
+                entry["cinfo"] = client_info(client)
+                del self.log[i]
+                self.log.insert(0, entry)
+                return
+        self.log.insert(0, {
+            "count": 1, "reason": reason, "context": context, "object": obj,
+            "username": username, "ctime": now, "created": now, "cinfo": client_info(client),
+            "id": self.log_next_id,
+        })
+        self.log_next_id += 1
+        del self.log[maxlen:]
+
+    def log_reply(self, count: int):
+        from .resp import Double
+        now = self.server.cmd_time_ms or int(time.time() * 1000)
+        out = []
+        for e in self.log[:count]:
+            out.append({
+                b"count": e["count"],
+                b"reason": _REASONS[e["reason"]].encode(),
+                b"context": e["context"].encode(),
+                b"object": e["object"],
+                b"username": e["username"],
+                b"age-seconds": Double((now - e["ctime"]) / 1000),
+                b"client-info": e["cinfo"],
+                b"entry-id": e["id"],
+                b"timestamp-created": e["created"],
+                b"timestamp-last-updated": e["ctime"],
+            })
+        return out
+
+    # -- ACL file -------------------------------------------------------------
+    def aclfile_path(self) -> str:
+        path = self.server.config.values["aclfile"]
+        if path and not os.path.isabs(path):
+            path = os.path.join(self.server.config.values["dir"] or ".", path)
+        return path
+
+    def load_file(self, current=None) -> str | None:
+        """ACL LOAD: all users from the file, or -- on any error -- nothing."""
+        name = self.server.config.values["aclfile"]
+        path = self.aclfile_path()
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            return "Error loading ACLs, opening file '%s': %s" % (name, e.strerror)
+        problems = []
+        users: dict[bytes, User] = {}
+        for lineno, raw in enumerate(data.split(b"\n"), 1):
+            line = raw.strip(b" \t\r\n")
+            if not line:
+                continue
+            argv = line.split(b" ")
+            if argv[0] != b"user" or len(argv) < 2:
+                problems.append("%s:%d should start with user keyword followed by the "
+                                "username. " % (name, lineno))
+                continue
+            uname = argv[1]
+            if _has_spaces(uname):
+                problems.append("'%s:%d: username '%s' contains invalid characters. "
+                                % (name, lineno, _text(uname)))
+                continue
+            if uname in users:
+                problems.append("WARNING: Duplicate user '%s' found on line %d. "
+                                % (_text(uname), lineno))
+                continue
+            u = users[uname] = new_user(uname)
+            reported = False
+            for op in argv[2:]:
+                op = op.strip(b"\t\r\n")
+                try:
+                    u.apply(op)
+                except RuleError as e:
+                    if e.code == "ENOENT":
+                        problems.append("%s:%d: Error in applying operation '%s': %s. "
+                                        % (name, lineno, _text(op), e.text))
+                    elif not reported:
+                        problems.append("%s:%d: %s. " % (name, lineno, e.text))
+                        reported = True
+        if problems:
+            return "".join(problems) + ("WARNING: ACL errors detected, no change to the "
+                                        "previously active ACL rules was performed")
+        new_default = users.get(b"default") or new_default_user()
+        self.default.copy_from(new_default)
+        users[b"default"] = self.default
+        self.users = users
+        gone = set()
+        for c in list(self.server.clients.values()):
+            u = users.get(c.user.name) if c.user is not None else self.default
+            if u is None:
+                gone.add(c.id)
+            else:
+                c.user = u
+        self._disconnect(lambda c: c.id in gone, current)
+        for u in users.values():
+            self._drop_unsubscribable(u, current)
+        self.changed()
+        return None
+
+    def save_file(self) -> bool:
+        path = self.aclfile_path()
+        text = b"".join(b"user " + u.name + b" " + u.describe() + b"\n"
+                        for _, u in sorted(self.users.items()))
+        tmp = "%s.tmp-%d-%d" % (path, os.getpid(), int(time.time() * 1000))
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                view = memoryview(text)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+            return True
+        except OSError as e:
+            import logging
+            logging.getLogger("hotkv").warning("ACL SAVE failed: %s", e)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return False
+
+
+def client_info(client) -> bytes:
+    """The CLIENT LIST line of a client, for the ACL log."""
+    line = ""
+    try:
+        line = client.info_line()
+    except Exception:
+        line = ""
+    if not line:
+        user = _text(client.user.name) if client.user is not None else "default"
+        line = ("id=%d addr=%s laddr=%s fd=%d name=%s db=%d user=%s resp=%d" % (
+            client.id, client.addr, client.laddr, client.fd, _text(client.name),
+            client.db.index, user, 3 if client.resp3 else 2))
+    return line.encode("utf-8", "surrogateescape") if isinstance(line, str) else line
+
+
+# ----------------------------------------------------------------------
+# Hot path and hooks
+# ----------------------------------------------------------------------
+
+def acl_check(client, cmd, argv):
+    """server.acl_check: None, or the NOPERM error after logging the denial."""
+    user = client.user
+    if user is None or user.unrestricted:
+        return None
+    denied = user.check(cmd, argv)
+    if denied is None:
+        return None
+    reason, idx = denied
+    acl = client.server.acl
+    acl.add_log(client, reason, cmd.name.encode() if reason == DENIED_CMD else argv[idx])
+    return "NOPERM " + error_message(reason, user, cmd, argv[idx], False)
+
+
+def check_channels(client, channels, is_pattern: bool):
+    """For pub/sub handlers: None if the client's user may use every channel
+    (or pattern, for PSUBSCRIBE) in ``channels``, else the NOPERM error (the
+    denial is logged).  The dispatcher already checks PUBLISH, SPUBLISH,
+    SUBSCRIBE, SSUBSCRIBE and PSUBSCRIBE arguments; this is for other paths."""
+    user = client.user
+    if user is None or user.allchannels:
+        return None
+    for ch in channels:
+        if not user.channel_ok(ch, is_pattern):
+            client.server.acl.add_log(client, DENIED_CHANNEL, ch)
+            return "NOPERM No permissions to access a channel"
+    return None
+
+
+def authenticate(c, username: bytes | None, password: bytes) -> None:
+    """AUTHENTICATE_HOOK: AUTH [username] password and HELLO ... AUTH."""
+    acl = c.server.acl
+    if username is None:
+        if acl.default.nopass:
+            raise CommandError(
+                "ERR AUTH <password> called without any password configured for the default "
+                "user. Are you sure your configuration is correct?")
+        username = b"default"
+    user = acl.users.get(username)
+    if user is None or not user.enabled or not user.password_ok(password):
+        argv = c.server.current_argv
+        acl.add_log(c, DENIED_AUTH, argv[0] if argv else b"AUTH", username)
+        raise CommandError(errors.WRONGPASS)
+    c.authenticated = True
+    c.user = user
+
+
+def set_default_password(server, password: str):
+    u = server.acl.default
+    u.apply(b"resetpass")
+    if password:
+        u.apply(b">" + password.encode("utf-8", "surrogateescape"))
+    else:
+        u.apply(b"nopass")
+    server.acl.changed()
+
+
+def _init_server(server):
+    server.acl = AclState(server)
+    values = server.config.values
+    if values["requirepass"]:
+        set_default_password(server, values["requirepass"])
+    server.config.listeners["requirepass"] = lambda v: set_default_password(server, v)
+    if values["aclfile"]:
+        problems = server.acl.load_file()
+        if problems:
+            raise RuntimeError("Aborting hotkv startup because of ACL errors: " + problems)
+    server.acl.changed()
+
+
+def _auth_required(server) -> bool:
+    acl = getattr(server, "acl", None)
+    if acl is None:
+        return False
+    return not (acl.default.nopass and acl.default.enabled)
+
+
+def _default_user(server):
+    acl = getattr(server, "acl", None)
+    return acl.default if acl is not None else None
+
+
+def install():
+    from .commands import connection
+    connection.AUTHENTICATE_HOOK[0] = authenticate
+    server_mod.AUTH_HOOK[0] = _auth_required
+    server_mod.USER_HOOK[0] = _default_user
+    if _init_server not in server_mod.SERVER_INIT_HOOKS:
+        server_mod.SERVER_INIT_HOOKS.append(_init_server)
+
+
+__all__ = ["AclState", "User", "acl_check", "check_channels", "authenticate", "CATEGORIES",
+           "install", "lookup_command", "error_message"]

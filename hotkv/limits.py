@@ -1,0 +1,206 @@
+"""Connection guards and resource limits that are not part of one command.
+
+Owns:
+* protected mode (a ``CONNECT_HOOK``): while ``protected-mode`` is yes and
+  the ``default`` user needs no password, connections from anywhere but the
+  loopback interface or a unix socket are refused with Redis's DENIED text;
+* ``rename-command OLD NEW`` (config file / startup option, repeatable):
+  the server gets its own command table in which OLD is unknown and NEW
+  (when not empty) runs the command.  ACL rules keep using original names,
+  as in Redis;
+* a ``CRON_HOOK`` for ``timeout`` (idle clients closed; blocked and
+  subscribed clients are exempt, as in Redis) and for the ``normal`` class
+  of ``client-output-buffer-limit`` (hard limit: closed at once; soft limit:
+  closed once over it for the given seconds).  The pub/sub class is the
+  pub/sub module's.
+
+Invariants: a check costs nothing when its setting is off (0 / empty); the
+cron scans clients only when a limit is set; every limit closes the client
+without touching any other client.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import shlex
+import time
+
+from . import net, server as server_mod
+from .config import ConfigError, param, parse_memory
+from .registry import TABLE
+
+log = logging.getLogger("hotkv")
+
+PROTECTED_MODE_DENIED = (
+    "DENIED Running in protected mode because protected mode is enabled and no password is "
+    "set for the default user. In this mode connections are only accepted from the loopback "
+    "interface. If you want to connect from external computers, you may adopt one of the "
+    "following solutions: 1) Just disable protected mode sending the command 'CONFIG SET "
+    "protected-mode no' from the loopback interface by connecting from the same host the "
+    "server is running, however MAKE SURE it's not publicly accessible from internet if you "
+    "do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just "
+    "disable the protected mode by editing the configuration file, and setting the protected "
+    "mode option to 'no', and then restarting the server. 3) If you started the server "
+    "manually just for testing, restart it with the '--protected-mode no' option. 4) Set up "
+    "an authentication password for the default user. NOTE: You only need to do one of the "
+    "above things in order for the server to start accepting connections from the outside.")
+
+
+# ----------------------------------------------------------------------
+# rename-command
+# ----------------------------------------------------------------------
+
+def _parse_renames(text: str):
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        raise ConfigError("Invalid rename-command arguments") from None
+    if len(words) % 2:
+        raise ConfigError("wrong number of arguments")
+    return tuple((words[i].lower(), words[i + 1]) for i in range(0, len(words), 2))
+
+
+def _fmt_renames(pairs) -> str:
+    return " ".join("%s %s" % (old, shlex.quote(new)) for old, new in pairs)
+
+
+param("rename-command", "special", (), mutable=False, multi=True, parse_fn=_parse_renames,
+      fmt=_fmt_renames)
+
+
+def apply_renames(server):
+    pairs = server.config.values.get("rename-command") or ()
+    if not pairs:
+        return
+    table = dict(TABLE)
+    for old, new in pairs:
+        cmd = table.get(old.encode())
+        if cmd is None or cmd.parent is not None:
+            raise ConfigError("No such command in rename-command: %s" % old)
+        for k in [k for k, v in table.items() if v is cmd]:
+            del table[k]
+        if new:
+            nb = new.encode()
+            table[nb.lower()] = cmd
+            table[nb.upper()] = cmd
+    server.command_table = table
+
+
+# ----------------------------------------------------------------------
+# protected mode
+# ----------------------------------------------------------------------
+
+def is_loopback(conn) -> bool:
+    transport = getattr(conn, "transport", None)
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    if not isinstance(peer, tuple):
+        return True            # unix socket
+    try:
+        ip = ipaddress.ip_address(peer[0].split("%")[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def protected_mode_hook(conn):
+    server = conn.server
+    if not server.config.values["protected-mode"]:
+        return None
+    acl = getattr(server, "acl", None)
+    if acl is not None and not acl.default.nopass:
+        return None
+    if acl is None and server.config.values["requirepass"]:
+        return None
+    if is_loopback(conn):
+        return None
+    server.stat_rejected_conn += 1
+    return PROTECTED_MODE_DENIED
+
+
+# ----------------------------------------------------------------------
+# timeout and the normal output-buffer class
+# ----------------------------------------------------------------------
+
+def parse_output_limits(text: str) -> dict:
+    """'normal 0 0 0 replica ... pubsub ...' -> {class: (hard, soft, seconds)}."""
+    words = text.split()
+    out = {}
+    for i in range(0, len(words) - 3, 4):
+        cls = words[i].lower()
+        if cls == "slave":
+            cls = "replica"
+        hard, soft = parse_memory(words[i + 1]), parse_memory(words[i + 2])
+        try:
+            secs = int(words[i + 3])
+        except ValueError:
+            continue
+        if hard is None or soft is None:
+            continue
+        out[cls] = (hard, soft, secs)
+    return out
+
+
+class _CronState:
+    __slots__ = ("limits_text", "normal", "last_timeout_scan")
+
+    def __init__(self):
+        self.limits_text = None
+        self.normal = (0, 0, 0)
+        self.last_timeout_scan = 0.0
+
+
+def limits_cron(server):
+    state = getattr(server, "_limits_state", None)
+    if state is None:
+        state = server._limits_state = _CronState()
+    values = server.config.values
+    text = values["client-output-buffer-limit"]
+    if text is not state.limits_text:
+        state.limits_text = text
+        state.normal = parse_output_limits(text).get("normal", (0, 0, 0))
+    hard, soft, secs = state.normal
+    now = time.time()
+    if hard or soft:
+        for c in list(server.clients.values()):
+            if c.closed or c.kind != "normal" or c.subscribed:
+                continue
+            size = c.output_size()
+            if hard and size >= hard:
+                _close_for_output(server, c, size)
+            elif soft and size >= soft:
+                if not c.output_soft_since:
+                    c.output_soft_since = now
+                elif now - c.output_soft_since >= secs:
+                    _close_for_output(server, c, size)
+            else:
+                c.output_soft_since = 0.0
+    idle = values["timeout"]
+    if idle and now - state.last_timeout_scan >= 1.0:
+        state.last_timeout_scan = now
+        for c in list(server.clients.values()):
+            if c.closed or c.blocked is not None or c.subscribed:
+                continue
+            if now - c.last_interaction > idle:
+                log.info("closing idle client id=%d addr=%s", c.id, c.addr)
+                c.kill()
+
+
+def _close_for_output(server, c, size):
+    server.stat_client_outbuf_limit_disconnections += 1
+    log.warning("closing client id=%d addr=%s for overcoming output buffer limits (%d bytes)",
+                c.id, c.addr, size)
+    c.kill()
+
+
+def _init_server(server):
+    apply_renames(server)
+
+
+if protected_mode_hook not in net.CONNECT_HOOKS:
+    net.CONNECT_HOOKS.append(protected_mode_hook)
+if limits_cron not in server_mod.CRON_HOOKS:
+    server_mod.CRON_HOOKS.append(limits_cron)
+if _init_server not in server_mod.SERVER_INIT_HOOKS:
+    server_mod.SERVER_INIT_HOOKS.append(_init_server)
