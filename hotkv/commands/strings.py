@@ -379,16 +379,11 @@ def _ld_round(x: Fraction):
 def parse_long_double(data: bytes):
     """strtold as Redis's string2ld uses it: a Fraction, ("inf", sign) for
     an infinity literal, or None when it is not a valid float (empty, too
-    long, leading space, trailing garbage, NaN, overflow, underflow to 0)."""
+    long, leading space, trailing garbage or NUL, NaN, overflow, underflow
+    to 0)."""
     if not data or len(data) >= MAX_LONG_DOUBLE_CHARS:
         return None
-    nul = data.find(b"\0")
-    if nul >= 0:
-        # C stops at the NUL and accepts what came before.
-        data = data[:nul]
-        if not data:
-            return Fraction(0)
-    m = _LD_RE.match(data)
+    m = _LD_RE.match(data)     # the whole string: an embedded NUL is garbage
     if m is None:
         return None
     sign, dec, dexp, hexm, hexp, inf = m.groups()
