@@ -28,7 +28,7 @@ import hiredis
 
 __all__ = [
     "ProtocolError", "RequestParser", "encode", "Simple", "Verbatim", "Push",
-    "Double", "NULL_ARRAY", "NULL_BULK", "OK", "QUEUED", "PONG", "ErrorReply",
+    "Double", "SetReply", "NULL_ARRAY", "NULL_BULK", "OK", "QUEUED", "PONG", "ErrorReply",
     "split_inline_args", "format_double",
 ]
 
@@ -61,6 +61,12 @@ class Double(float):
 
 class Push(list):
     """An out-of-band message: RESP3 push (``>``), RESP2 plain array."""
+    __slots__ = ()
+
+
+class SetReply(list):
+    """A set whose order matters to the reply (COMMAND INFO flags): RESP3 ``~``,
+    RESP2 array, elements in list order."""
     __slots__ = ()
 
 
@@ -162,6 +168,10 @@ def encode(value, out: list, resp3: bool) -> None:
             encode(k, out, resp3)
             encode(v, out, resp3)
     elif t is set or t is frozenset:
+        out.append((b"~%d\r\n" if resp3 else b"*%d\r\n") % len(value))
+        for item in value:
+            encode(item, out, resp3)
+    elif t is SetReply:
         out.append((b"~%d\r\n" if resp3 else b"*%d\r\n") % len(value))
         for item in value:
             encode(item, out, resp3)

@@ -1,0 +1,246 @@
+"""The ``hotkv`` command line: ``hotkv serve`` and ``hotkv --version``.
+
+``hotkv serve [path/to/hotkv.conf] [--name value ...]`` runs a server in the
+foreground.  Settings are redis.conf's: a config file is read with
+``hotkv.config.parse_config_file`` and any parameter of ``hotkv.config`` can
+be given as ``--name value`` (or ``--name=value``); a value runs up to the
+next ``--option``, so ``--save 900 1 300 10`` works as with redis-server.
+Options given on the command line win over the file.
+
+Once the server accepts connections it prints exactly one line on stdout
+saying where it listens; logs go to stderr (or ``--logfile``).  SIGINT and
+SIGTERM shut it down cleanly (exit code 0, the AOF flushed by the network
+layer's stop hooks).  It runs on uvloop when installed.
+
+Exit codes: 0 after a clean shutdown, 1 when the server cannot start (port
+in use, unreadable config file), 2 for bad command-line usage or an invalid
+setting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from . import __version__
+
+USAGE = """usage: hotkv serve [CONFIG_FILE] [--name value ...]
+       hotkv --version
+
+Any redis.conf parameter hotkv knows can be given as --name value, e.g.
+  hotkv serve --port 6379 --bind 127.0.0.1 --requirepass secret --appendonly yes
+  hotkv serve /etc/hotkv.conf --loglevel warning
+"""
+
+_LOGLEVELS = {"debug": logging.DEBUG, "verbose": logging.INFO, "notice": logging.INFO,
+              "warning": logging.WARNING, "nothing": logging.CRITICAL + 10}
+
+# Parameters a config file may repeat, each line adding to the value.
+_ACCUMULATE = {"save", "client-output-buffer-limit", "bind"}
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse_serve_args(args: list[str]) -> tuple[str | None, list]:
+    """``[config-file] [--name value ...]`` -> (path or None, [(name, value)]);
+    value is None for a bare ``--flag``."""
+    path = None
+    settings: list[tuple[str, str]] = []
+    i = 0
+    if args and not args[0].startswith("--"):
+        path = args[0]
+        i = 1
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--") or arg == "--":
+            raise UsageError("unexpected argument '%s' (options are --name value)" % arg)
+        name = arg[2:]
+        if "=" in name:
+            name, value = name.split("=", 1)
+            settings.append((name.lower(), value))
+            i += 1
+            continue
+        j = i + 1
+        values = []
+        while j < len(args) and not (args[j].startswith("--") and len(args[j]) > 2):
+            values.append(args[j])
+            j += 1
+        # A bare flag (--appendonly) is "yes" for a boolean, else an error.
+        settings.append((name.lower(), " ".join(values) if values else None))
+        i = j
+    return path, settings
+
+
+def build_settings(path: str | None, cli: list[tuple[str, str]]) -> dict:
+    """Merge a config file and command-line settings into one dict of texts,
+    validating every name and value."""
+    from .config import Config, ConfigError, parse_config_file, PARAMS, ALIASES
+    pairs: list[tuple[str, str, str]] = []   # (name, value, where)
+    if path is not None:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError as e:
+            raise UsageError("cannot read config file '%s': %s" % (path, e.strerror or e))
+        try:
+            file_pairs = parse_config_file(text)
+        except ConfigError as e:
+            raise UsageError("config file '%s': %s" % (path, e))
+        for name, value in file_pairs:
+            pairs.append((name, value, "config file '%s'" % path))
+    pairs.extend((name, value, "option --%s" % name) for name, value in cli)
+    merged: dict[str, str] = {}
+    from_file: set[str] = set()
+    for name, value, where in pairs:
+        canon = name if name in PARAMS else ALIASES.get(name)
+        if canon is None:
+            raise UsageError("unknown setting '%s' (%s)" % (name, where))
+        if value is None:
+            if PARAMS[canon].kind != "bool":
+                raise UsageError("option --%s needs a value" % name)
+            value = "yes"
+        try:
+            PARAMS[canon].parse(value)
+        except ConfigError as e:
+            raise UsageError("invalid value '%s' for '%s' (%s): %s" % (value, name, where, e))
+        if canon in _ACCUMULATE and canon in merged and canon in from_file \
+                and where.startswith("config file") and value:
+            merged[canon] = merged[canon] + " " + value
+        else:
+            merged[canon] = value
+        if where.startswith("config file"):
+            from_file.add(canon)
+        else:
+            from_file.discard(canon)
+    try:
+        Config(merged)   # whole-set validation (listeners, cross-checks)
+    except ConfigError as e:
+        raise UsageError(str(e))
+    return merged
+
+
+def _setup_logging(values):
+    level = _LOGLEVELS.get(values["loglevel"], logging.INFO)
+    logger = logging.getLogger("hotkv")
+    logger.setLevel(level)
+    if values["logfile"]:
+        handler = logging.FileHandler(values["logfile"])
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(
+        "%(process)d:M %(asctime)s.%(msecs)03d %(levelname)s %(message)s",
+        "%d %b %Y %H:%M:%S"))
+    logger.addHandler(handler)
+    logger.propagate = False
+
+
+def _where(listener, values) -> str:
+    parts = []
+    for host, port in listener.bound:
+        parts.append("[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port))
+    if values["unixsocket"]:
+        parts.append("unix:%s" % values["unixsocket"])
+    return ", ".join(dict.fromkeys(parts))
+
+
+async def _serve(server, ready_line: bool = True) -> int:
+    from .net import Listener
+    loop = asyncio.get_running_loop()
+    listener = Listener(server)
+    await listener.start(loop)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, listener.request_shutdown)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - not on a main thread
+            pass
+    values = server.config.values
+    if ready_line:
+        sys.stdout.write("hotkv %s listening on %s\n" % (__version__, _where(listener, values)))
+        sys.stdout.flush()
+    try:
+        await listener.closed
+    finally:
+        await listener.stop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover
+                pass
+    return 0
+
+
+def serve(args: list[str]) -> int:
+    try:
+        path, cli = parse_serve_args(args)
+        if path is not None:
+            path = os.path.abspath(path)
+        settings = build_settings(path, cli)
+    except UsageError as e:
+        sys.stderr.write("hotkv serve: %s\n" % e)
+        return 2
+    from .net import new_event_loop
+    from .server import Server
+    server = Server(settings)
+    server.config_file = path
+    values = server.config.values
+    _setup_logging(values)
+    log = logging.getLogger("hotkv")
+    if values["dir"] and values["dir"] != ".":
+        try:
+            os.chdir(values["dir"])
+        except OSError as e:
+            sys.stderr.write("hotkv serve: can't chdir to '%s': %s\n" % (values["dir"], e.strerror))
+            return 1
+    if values["pidfile"]:
+        try:
+            with open(values["pidfile"], "w") as f:
+                f.write("%d\n" % os.getpid())
+        except OSError as e:
+            log.warning("failed to write the pidfile '%s': %s", values["pidfile"], e)
+    loop = new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(_serve(server))
+    except OSError as e:
+        sys.stderr.write("hotkv serve: cannot listen: %s\n" % (e.strerror or e))
+        return 1
+    except KeyboardInterrupt:  # pragma: no cover - a second Ctrl-C during shutdown
+        return 0
+    finally:
+        try:
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for t in pending:
+                t.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+            if values["pidfile"]:
+                try:
+                    os.unlink(values["pidfile"])
+                except OSError:
+                    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        sys.stdout.write(USAGE)
+        return 0 if argv else 2
+    if argv[0] in ("--version", "-v", "version"):
+        sys.stdout.write("hotkv %s\n" % __version__)
+        return 0
+    if argv[0] == "serve":
+        return serve(argv[1:])
+    sys.stderr.write("hotkv: unknown command '%s'\n%s" % (argv[0], USAGE))
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
