@@ -62,6 +62,12 @@ def reject(client, message: str, cmd=None):
 
 def process_command(client, argv) -> None:
     server = client.server
+    if client.reply_mode:
+        if client.reply_mode == 2:  # CLIENT REPLY SKIP: drop this command's reply
+            client.reply_mode = 0
+            client.skip_this = True
+    elif client.skip_this:  # left over by a rejected command
+        client.skip_this = False
     table = server.command_table   # TABLE, or a copy with rename-command applied
     cmd = table.get(argv[0])
     if cmd is None:
