@@ -759,10 +759,10 @@ class AclState:
 
 def client_info(client) -> bytes:
     """The CLIENT LIST line of a client, for the ACL log."""
-    line = ""
     try:
-        line = client.info_line()
-    except Exception:
+        from .commands.client_cmds import client_info_line
+        line = client_info_line(client)
+    except Exception:   # CLIENT LIST not available: the essentials
         line = ""
     if not line:
         user = _text(client.user.name) if client.user is not None else "default"

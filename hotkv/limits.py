@@ -159,7 +159,10 @@ def limits_cron(server):
     text = values["client-output-buffer-limit"]
     if text is not state.limits_text:
         state.limits_text = text
-        state.normal = parse_output_limits(text).get("normal", (0, 0, 0))
+        if isinstance(text, str):
+            state.normal = parse_output_limits(text).get("normal", (0, 0, 0))
+        else:   # hotkv.pubsub keeps ((class, hard, soft, seconds), ...)
+            state.normal = next((tuple(e[1:4]) for e in text if e[0] == "normal"), (0, 0, 0))
     hard, soft, secs = state.normal
     now = time.time()
     if hard or soft:

@@ -16,7 +16,7 @@ from .. import acl as aclmod
 from .. import limits, tls  # noqa: F401  (register their hooks)
 from ..errors import CommandError
 from ..registry import TABLE, container, command
-from ..resp import OK, Simple
+from ..resp import OK, SetReply, Simple
 from ..util import string2ll
 
 aclmod.install()
@@ -69,7 +69,7 @@ def acl_getuser(c, argv):
         return None
     channels = b"&*" if u.allchannels else b" ".join(b"&" + ch for ch in u.channels)
     return {
-        b"flags": set(u.flag_names()) if c.resp3 else u.flag_names(),
+        b"flags": SetReply(u.flag_names()),
         b"passwords": list(u.passwords),
         b"commands": u.command_rules(),
         b"keys": b" ".join(u.key_description()),
