@@ -144,6 +144,8 @@ class Database:
         data = self.data
         if key not in data:
             self.keyindex.add(key)
+            if self.server.notify_new:
+                self.server.notify(self, key, "n", "new")
         data[key] = value
         if not keep_ttl and self.expires:
             if self.expires.pop(key, None) is not None:
@@ -154,6 +156,8 @@ class Database:
         data = self.data
         if key not in data:
             self.keyindex.add(key)
+            if self.server.notify_new:
+                self.server.notify(self, key, "n", "new")
         data[key] = value
 
     def delete(self, key) -> bool:

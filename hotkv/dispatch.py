@@ -130,6 +130,7 @@ def call(client, cmd, argv) -> None:
     server.current_argv = argv
     if outer:
         server.cmd_time_ms = int(_time() * 1000)
+        server.current_client = client
     dirty = server.dirty
     server.prop_override = None
     start = _perf()
@@ -167,6 +168,12 @@ def call(client, cmd, argv) -> None:
     server.current_cmd, server.current_argv = prev_cmd, prev_argv
     server.call_depth -= 1
     if outer:
+        server.current_client = None
+        if server.pending_push:
+            # Pub/sub messages to the client itself follow its reply (EXEC's whole array).
+            client.out.extend(server.pending_push)
+            server.pending_push = []
+            client.schedule_flush()
         server.flush_propagation()
         if client.skip_this:
             client.skip_this = False

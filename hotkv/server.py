@@ -96,6 +96,9 @@ class Server:
         self.notify = None          # fn(db, key, cls, event) for keyspace events
         self.aof = None
         self.pubsub = None
+        self.notify_new = False     # the notify module: emit "new" when a key is created
+        self.current_client = None  # the client whose command runs (outermost call)
+        self.pending_push: list = []  # pushes to current_client, sent after its reply
         self.shutdown_cb = None     # set by the network layer
         self.listeners_info: list = []
         self._apply_config()

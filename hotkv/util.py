@@ -86,102 +86,237 @@ def upper(arg: bytes) -> bytes:
 # ----------------------------------------------------------------------
 # Glob matching (stringmatchlen)
 # ----------------------------------------------------------------------
+#
+# Redis matches globs with a recursive byte walker.  Its observable rules,
+# which this implementation reproduces without the recursion:
+# * every token but ``*`` consumes exactly one byte; ``*`` any run of bytes;
+# * a non-empty pattern never matches the empty string ("*" included: KEYS
+#   and SCAN special-case a lone "*" themselves, and so must their callers);
+# * ``[...]``: ``^`` negates, ``a-z`` ranges (ends swapped if reversed, bytes
+#   compared as *signed* chars), ``\x`` a literal; an unterminated class
+#   runs to the end of the pattern; ``\`` escapes one byte, a trailing
+#   ``\`` is literal;
+# * nocase folds ASCII letters only; an escaped byte inside a class is
+#   compared exactly even then;
+# * a pattern with more than 1000 ``*`` groups that are followed by more
+#   pattern matches nothing (Redis's recursion limit).
+#
+# A compiled glob splits the pattern at its stars into fixed-length
+# segments; segments are found left to right, leftmost first, which is
+# exact for globs and linear-ish where the recursive walker can be
+# exponential.
 
-def stringmatch(pattern: bytes, string: bytes, nocase: bool = False) -> bool:
-    return _match(pattern, 0, string, 0, nocase, [0]) == 1
-
-
-def _match(p: bytes, pi: int, s: bytes, si: int, nocase: bool, budget) -> int:
-    """1 match, 0 no match, -1 give up (Redis skips on too much nesting)."""
-    plen, slen = len(p), len(s)
-    budget[0] += 1
-    if budget[0] > 1000:
-        return 0
-    while pi < plen and si <= slen:
-        c = p[pi]
-        if c == 42:  # '*'
-            while pi + 1 < plen and p[pi + 1] == 42:
-                pi += 1
-            if pi + 1 == plen:
-                return 1
-            while si < slen:
-                r = _match(p, pi + 1, s, si, nocase, budget)
-                if r == 1:
-                    return 1
-                si += 1
-            return 0
-        if si >= slen:
-            break
-        if c == 63:  # '?'
-            si += 1
-        elif c == 91:  # '['
-            pi += 1
-            neg = pi < plen and p[pi] == 94
-            if neg:
-                pi += 1
-            matched = False
-            while True:
-                if pi >= plen:
-                    pi -= 1
-                    break
-                pc = p[pi]
-                if pc == 92 and pi + 2 <= plen - 1 + 1 and pi + 1 < plen:
-                    pi += 1
-                    if p[pi] == s[si]:
-                        matched = True
-                elif pc == 93:
-                    break
-                elif pi + 2 < plen and p[pi + 1] == 45:  # range a-z
-                    start, end = pc, p[pi + 2]
-                    ch = s[si]
-                    if start > end:
-                        start, end = end, start
-                    if nocase:
-                        start, end, ch = _lower(start), _lower(end), _lower(ch)
-                    pi += 2
-                    if start <= ch <= end:
-                        matched = True
-                else:
-                    if nocase:
-                        if _lower(pc) == _lower(s[si]):
-                            matched = True
-                    elif pc == s[si]:
-                        matched = True
-                pi += 1
-            if neg:
-                matched = not matched
-            if not matched:
-                return 0
-            si += 1
-        elif c == 92 and pi + 1 < plen:  # '\\' escape
-            pi += 1
-            if not _eq(p[pi], s[si], nocase):
-                return 0
-            si += 1
-        else:
-            if not _eq(c, s[si], nocase):
-                return 0
-            si += 1
-        pi += 1
-        if si == slen:
-            while pi < plen and p[pi] == 42:
-                pi += 1
-            break
-    return 1 if pi == plen and si == slen else 0
+_STAR = None
+_ALL = frozenset(range(256))
+_GLOB_CACHE: dict = {}
+_GLOB_CACHE_MAX = 4096
+_MAX_NESTING = 1000
 
 
 def _lower(c: int) -> int:
     return c + 32 if 65 <= c <= 90 else c
 
 
-def _eq(a: int, b: int, nocase: bool) -> bool:
-    return a == b or (nocase and _lower(a) == _lower(b))
+def _signed(c: int) -> int:
+    return c - 256 if c >= 128 else c
 
 
-def compile_glob(pattern: bytes):
-    """A callable matching bytes against pattern; fast for plain patterns."""
-    if pattern == b"*":
-        return lambda s: True
-    if not any(c in pattern for c in b"*?[\\"):
-        return lambda s: s == pattern
-    return lambda s: stringmatch(pattern, s)
+def _lit_set(c: int, nocase: bool) -> frozenset:
+    if nocase and (65 <= c <= 90 or 97 <= c <= 122):
+        return frozenset((c | 32, c & ~32))
+    return frozenset((c,))
+
+
+def _class_set(items, negate: bool, nocase: bool) -> frozenset:
+    matched = set()
+    for b in range(256):
+        hit = False
+        for kind, x, y in items:
+            if kind == 0:      # escaped byte: exact
+                hit = b == x
+            elif kind == 1:    # plain byte
+                hit = b == x or (nocase and _lower(b) == _lower(x))
+            else:              # range, signed chars, folded after ordering
+                v = _signed(b)
+                if nocase:
+                    v = _lower(v)
+                hit = x <= v <= y
+            if hit:
+                break
+        if hit != negate:
+            matched.add(b)
+    return frozenset(matched)
+
+
+def glob_tokens(pattern: bytes, nocase: bool = False) -> list:
+    """The pattern as a list of tokens: ``None`` for a star run, else the
+    frozenset of bytes that one position accepts."""
+    p = pattern
+    n = len(p)
+    tokens = []
+    i = 0
+    while i < n:
+        c = p[i]
+        if c == 42:  # '*'
+            while i + 1 < n and p[i + 1] == 42:
+                i += 1
+            tokens.append(_STAR)
+        elif c == 63:  # '?'
+            tokens.append(_ALL)
+        elif c == 91:  # '['
+            i += 1
+            negate = i < n and p[i] == 94
+            if negate:
+                i += 1
+            items = []
+            while True:
+                if i < n and p[i] == 92 and n - i >= 2:
+                    i += 1
+                    items.append((0, p[i], 0))
+                elif i < n and p[i] == 93:
+                    break
+                elif i >= n:
+                    i -= 1   # the class ran off the end: it ends the pattern
+                    break
+                elif n - i >= 3 and p[i + 1] == 45:
+                    lo, hi = _signed(p[i]), _signed(p[i + 2])
+                    if lo > hi:
+                        lo, hi = hi, lo
+                    if nocase:
+                        lo, hi = _lower(lo), _lower(hi)
+                    items.append((2, lo, hi))
+                    i += 2
+                else:
+                    items.append((1, p[i], 0))
+                i += 1
+            tokens.append(_class_set(items, negate, nocase))
+        else:
+            if c == 92 and n - i >= 2:  # '\\' escapes the next byte
+                i += 1
+                c = p[i]
+            tokens.append(_lit_set(c, nocase))
+        i += 1
+    return tokens
+
+
+def _segment_regex(seg) -> bytes:
+    parts = []
+    for s in seg:
+        if len(s) == 256:
+            parts.append(b".")
+            continue
+        if len(s) == 1:
+            parts.append(b"\\x%02x" % next(iter(s)))
+            continue
+        if not s:
+            parts.append(b"[^\\x00-\\xff]")
+            continue
+        ranges = []
+        run_start = prev = None
+        for b in sorted(s):
+            if prev is not None and b == prev + 1:
+                prev = b
+                continue
+            if run_start is not None:
+                ranges.append((run_start, prev))
+            run_start = prev = b
+        ranges.append((run_start, prev))
+        parts.append(b"[" + b"".join(
+            b"\\x%02x" % a if a == b else b"\\x%02x-\\x%02x" % (a, b) for a, b in ranges) + b"]")
+    return b"".join(parts)
+
+
+class _Segment:
+    __slots__ = ("size", "literal", "regex")
+
+    def __init__(self, seg):
+        self.size = len(seg)
+        if all(len(s) == 1 for s in seg):
+            self.literal = bytes(next(iter(s)) for s in seg)
+            self.regex = None
+        else:
+            self.literal = None
+            self.regex = re.compile(_segment_regex(seg), re.DOTALL)
+
+
+def compile_glob(pattern: bytes, nocase: bool = False):
+    """A callable ``f(string) -> bool`` with Redis's stringmatchlen result."""
+    key = (pattern, nocase)
+    fn = _GLOB_CACHE.get(key)
+    if fn is None:
+        fn = _compile(pattern, nocase)
+        if len(_GLOB_CACHE) >= _GLOB_CACHE_MAX:
+            _GLOB_CACHE.clear()
+        _GLOB_CACHE[key] = fn
+    return fn
+
+
+def _compile(pattern: bytes, nocase: bool):
+    if not pattern:
+        return lambda s: not s
+    tokens = glob_tokens(pattern, nocase)
+    segments = [[]]
+    for t in tokens:
+        if t is _STAR:
+            segments.append([])
+        else:
+            segments[-1].append(t)
+    stars = len(segments) - 1
+    if stars - (1 if not segments[-1] else 0) > _MAX_NESTING:
+        return lambda s: False
+    if any(not t for seg in segments for t in seg):
+        return lambda s: False    # an empty class: nothing can match it
+    segs = [_Segment(s) for s in segments]
+    if stars == 0:
+        only = segs[0]
+        if only.literal is not None:
+            lit = only.literal
+            return lambda s: s == lit
+        rx = only.regex.fullmatch
+        return lambda s: rx(s) is not None
+    head, tail, mids = segs[0], segs[-1], segs[1:-1]
+    minlen = sum(s.size for s in segs)
+    if not mids and not head.size and not tail.size:
+        return lambda s: len(s) > 0
+    if not mids and head.literal is not None and tail.literal is not None:
+        hl, tl = head.literal, tail.literal
+        return lambda s: len(s) >= minlen and len(s) > 0 and s.startswith(hl) and s.endswith(tl)
+    hsize, tsize = head.size, tail.size
+
+    def match(s) -> bool:
+        n = len(s)
+        if n < minlen or n == 0:
+            return False
+        if hsize:
+            if head.literal is not None:
+                if not s.startswith(head.literal):
+                    return False
+            elif head.regex.match(s) is None:
+                return False
+        end = n - tsize
+        if tsize:
+            if tail.literal is not None:
+                if not s.endswith(tail.literal):
+                    return False
+            elif tail.regex.match(s, end) is None:
+                return False
+        pos = hsize
+        for seg in mids:
+            if seg.literal is not None:
+                k = s.find(seg.literal, pos, end)
+                if k < 0:
+                    return False
+                pos = k + seg.size
+            else:
+                m = seg.regex.search(s, pos, end)
+                if m is None:
+                    return False
+                pos = m.end()
+        return True
+
+    return match
+
+
+def stringmatch(pattern: bytes, string: bytes, nocase: bool = False) -> bool:
+    """Redis's stringmatchlen(pattern, string, nocase) == 1."""
+    return compile_glob(pattern, nocase)(string)

@@ -1,0 +1,388 @@
+"""Pub/Sub: the channel and pattern registry, message fan-out, and the
+output-buffer limit that protects the server from slow subscribers.
+
+Owns ``PubSub`` (one per server, ``server.pubsub``), the
+``client-output-buffer-limit`` parameter, and the cleanup of a client's
+subscriptions on RESET and disconnect.  No sockets: messages are appended
+to ``client.out`` and the client is scheduled for the once-per-loop-turn
+flush (``Client.schedule_flush``).
+
+Invariants:
+* ``channels[ch]`` / ``shard_channels[ch]`` / ``patterns[p].clients`` hold
+  exactly the clients whose ``channels`` / ``shard_channels`` / ``patterns``
+  set holds that name; an entry with no clients left is deleted (so
+  PUBSUB CHANNELS and NUMPAT count only live subscriptions).
+* A message is encoded at most once per protocol version per publish, and
+  the same bytes object is appended to every subscriber's output.
+* A message to the client whose command is running (it published to a
+  channel it listens to, or its write raised a keyspace event it listens
+  to) goes to ``server.pending_push`` and is appended after the command's
+  reply -- after the whole EXEC for a transaction -- as Redis does.
+* Subscription confirmations and messages are pushes: CLIENT REPLY OFF/SKIP
+  do not silence them.
+* A subscriber whose pending output (queued + transport buffer) reaches the
+  pubsub class's hard limit, or stays over the soft limit for longer than
+  soft-seconds, is disconnected at publish time and counted in
+  ``stat_client_outbuf_limit_disconnections``; it is unsubscribed at once,
+  so it stops counting as a receiver.  The check costs O(1) per delivery:
+  the output size is measured once per client per loop turn and then kept
+  up to date by adding what this module appends.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from . import config as _config
+from .config import ConfigError
+from .util import compile_glob
+
+log = logging.getLogger("hotkv")
+
+_MESSAGE = b"$7\r\nmessage\r\n"
+_SMESSAGE = b"$8\r\nsmessage\r\n"
+_PMESSAGE = b"$8\r\npmessage\r\n"
+_INF = float("inf")
+
+
+def _bulk(data: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(data), data)
+
+
+# ----------------------------------------------------------------------
+# client-output-buffer-limit
+# ----------------------------------------------------------------------
+# The value is a tuple of (class, hard, soft, soft_seconds), one per class in
+# Redis's order.  CONFIG SET and config lines may name only some classes;
+# parse() returns just those and the server's listener merges them over the
+# current limits (hence ``multi``: config-file lines accumulate).
+
+OBUF_CLASSES = ("normal", "slave", "pubsub")
+_CLASS_ALIASES = {"normal": "normal", "slave": "slave", "replica": "slave",
+                  "pubsub": "pubsub"}
+_MEM_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000 ** 2, "mb": 1024 ** 2,
+              "g": 1000 ** 3, "gb": 1024 ** 3}
+_ULLONG_MAX = 2 ** 64 - 1
+OBUF_DEFAULT = (("normal", 0, 0, 0), ("slave", 268435456, 67108864, 60),
+                ("pubsub", 33554432, 8388608, 60))
+
+
+def _memtoull(text: str):
+    """Redis's memtoull: digits then an optional unit; None on error."""
+    if text.startswith("-") or not text.isascii():
+        return None
+    i = 0
+    while i < len(text) and "0" <= text[i] <= "9":
+        i += 1
+    unit = text[i:].lower()
+    if unit not in _MEM_UNITS:
+        return None
+    digits = text[:i]
+    if len(digits) >= 128:
+        return None
+    value = min(int(digits), _ULLONG_MAX) if digits else 0
+    return (value * _MEM_UNITS[unit]) & _ULLONG_MAX
+
+
+def _soft_seconds(text: str):
+    """strtoll() then a C int, as Redis stores it; None on error."""
+    t = text.lstrip(" \t\n\v\f\r")
+    sign = 1
+    if t[:1] in ("+", "-"):
+        sign = -1 if t[0] == "-" else 1
+        t = t[1:]
+    if not t.isdigit() or not t.isascii():
+        if t == "" and text.strip() == "":   # strtoll("") is 0, end at start
+            return 0
+        return None
+    v = sign * int(t)
+    v = max(min(v, 2 ** 63 - 1), -2 ** 63)
+    v = (v + 2 ** 31) % 2 ** 32 - 2 ** 31
+    return v if v >= 0 else None
+
+
+def parse_obuf_limits(text: str) -> tuple:
+    """``class hard soft seconds`` groups -> tuple of the classes named."""
+    args = text.split(" ") if text else []
+    if len(args) % 4:
+        raise ConfigError("Wrong number of arguments in buffer limit configuration.")
+    out = {}
+    for j in range(0, len(args), 4):
+        name = args[j]
+        cls = _CLASS_ALIASES.get(name.lower()) if name.isascii() else None
+        if cls is None:
+            raise ConfigError("Invalid client class specified in buffer limit configuration.")
+        hard = _memtoull(args[j + 1])
+        soft = _memtoull(args[j + 2])
+        secs = _soft_seconds(args[j + 3])
+        if hard is None or soft is None or secs is None:
+            raise ConfigError("Error in hard, soft or soft_seconds setting in buffer limit "
+                              "configuration.")
+        out[cls] = (cls, hard, soft, secs)
+    return tuple(out.values())
+
+
+def merge_obuf_limits(current: tuple, update: tuple) -> tuple:
+    table = {entry[0]: entry for entry in current}
+    for entry in update:
+        table[entry[0]] = entry
+    return tuple(table.get(cls, default) for cls, default in
+                 zip(OBUF_CLASSES, OBUF_DEFAULT))
+
+
+def format_obuf_limits(value: tuple) -> str:
+    full = merge_obuf_limits(OBUF_DEFAULT, value)
+    return " ".join("%s %d %d %d" % entry for entry in full)
+
+
+_config.param("client-output-buffer-limit", "special", OBUF_DEFAULT, multi=True,
+              parse_fn=parse_obuf_limits, fmt=format_obuf_limits)
+
+
+# ----------------------------------------------------------------------
+# The registry
+# ----------------------------------------------------------------------
+
+class _Pattern:
+    __slots__ = ("match", "clients")
+
+    def __init__(self, pattern: bytes):
+        self.match = compile_glob(pattern)
+        self.clients: dict = {}
+
+
+class PubSub:
+    """Channels, shard channels and patterns of one server."""
+
+    def __init__(self, server):
+        self.server = server
+        self.channels: dict = {}         # channel -> {client: None}
+        self.shard_channels: dict = {}   # shard channel -> {client: None}
+        self.patterns: dict = {}         # pattern -> _Pattern
+        # client -> output bytes pending, measured this loop turn
+        self._queued: dict = {}
+        self.limit = (0, 0, 0)           # pubsub class: hard, soft, seconds
+        self._threshold = _INF
+        self.obuf_limits = OBUF_DEFAULT
+
+    # -- configuration ------------------------------------------------------
+    def set_obuf_limits(self, value: tuple):
+        merged = merge_obuf_limits(self.obuf_limits, value)
+        self.obuf_limits = merged
+        self.server.config.values["client-output-buffer-limit"] = merged
+        _, hard, soft, secs = merged[2]
+        self.limit = (hard, soft, secs)
+        self._threshold = min(hard or _INF, soft or _INF)
+
+    # -- subscriptions ------------------------------------------------------
+    def subscribe(self, c, channel: bytes, shard: bool = False) -> bool:
+        mine = c.shard_channels if shard else c.channels
+        if channel in mine:
+            return False
+        mine.add(channel)
+        table = self.shard_channels if shard else self.channels
+        subs = table.get(channel)
+        if subs is None:
+            subs = table[channel] = {}
+        subs[c] = None
+        return True
+
+    def unsubscribe(self, c, channel: bytes, shard: bool = False) -> bool:
+        mine = c.shard_channels if shard else c.channels
+        if channel not in mine:
+            return False
+        mine.discard(channel)
+        table = self.shard_channels if shard else self.channels
+        subs = table[channel]
+        del subs[c]
+        if not subs:
+            del table[channel]
+        return True
+
+    def psubscribe(self, c, pattern: bytes) -> bool:
+        if pattern in c.patterns:
+            return False
+        c.patterns.add(pattern)
+        entry = self.patterns.get(pattern)
+        if entry is None:
+            entry = self.patterns[pattern] = _Pattern(pattern)
+        entry.clients[c] = None
+        return True
+
+    def punsubscribe(self, c, pattern: bytes) -> bool:
+        if pattern not in c.patterns:
+            return False
+        c.patterns.discard(pattern)
+        entry = self.patterns[pattern]
+        del entry.clients[c]
+        if not entry.clients:
+            del self.patterns[pattern]
+        return True
+
+    def unsubscribe_all(self, c):
+        """Drop every subscription of c without telling it (RESET, disconnect)."""
+        for ch in list(c.channels):
+            self.unsubscribe(c, ch)
+        for ch in list(c.shard_channels):
+            self.unsubscribe(c, ch, shard=True)
+        for p in list(c.patterns):
+            self.punsubscribe(c, p)
+        self._queued.pop(c, None)
+        c.output_soft_since = 0
+
+    # -- publishing ---------------------------------------------------------
+    def publish(self, channel: bytes, message: bytes, shard: bool = False) -> int:
+        """Deliver message; returns the number of receivers, as PUBLISH."""
+        receivers = 0
+        victims = None
+        subs = (self.shard_channels if shard else self.channels).get(channel)
+        if subs:
+            body = (_SMESSAGE if shard else _MESSAGE) + _bulk(channel) + _bulk(message)
+            victims = self._send(subs, b"*3\r\n", b">3\r\n", body, victims)
+            receivers = len(subs)
+        if not shard and self.patterns:
+            for pattern, entry in self.patterns.items():
+                if entry.match(channel):
+                    body = _PMESSAGE + _bulk(pattern) + _bulk(channel) + _bulk(message)
+                    victims = self._send(entry.clients, b"*4\r\n", b">4\r\n", body, victims)
+                    receivers += len(entry.clients)
+        if victims:
+            self._drop(victims)
+        return receivers
+
+    def _send(self, clients, head2: bytes, head3: bytes, body: bytes, victims):
+        server = self.server
+        current = server.current_client
+        queued = self._queued
+        threshold = self._threshold
+        frame2 = frame3 = None
+        for c in clients:
+            if c.resp3:
+                if frame3 is None:
+                    frame3 = head3 + body
+                frame = frame3
+            else:
+                if frame2 is None:
+                    frame2 = head2 + body
+                frame = frame2
+            if c is current:
+                server.pending_push.append(frame)
+                continue
+            out = c.out
+            size = queued.get(c)
+            if size is None or not out:
+                size = c.output_size()
+            size += len(frame)
+            queued[c] = size
+            out.append(frame)
+            if not c.flush_scheduled:
+                c.schedule_flush()
+            if size >= threshold:
+                if self._over_limit(c, size):
+                    if victims is None:
+                        victims = []
+                    victims.append(c)
+            elif c.output_soft_since:
+                c.output_soft_since = 0
+        return victims
+
+    def _over_limit(self, c, used: int) -> bool:
+        hard, soft, seconds = self.limit
+        if hard and used >= hard:
+            return True
+        if soft and used >= soft:
+            now = int(time.time())
+            if not c.output_soft_since:
+                c.output_soft_since = now
+                return False
+            return now - c.output_soft_since > seconds
+        c.output_soft_since = 0
+        return False
+
+    def _drop(self, victims):
+        server = self.server
+        for c in victims:
+            if c.closed or getattr(c, "is_fake", False):
+                continue
+            server.stat_client_outbuf_limit_disconnections += 1
+            log.warning("Client id=%d addr=%s closed for overcoming of output buffer limits.",
+                        c.id, c.addr)
+            self.unsubscribe_all(c)
+            kill = getattr(c, "kill", None)
+            if kill is not None:
+                kill()
+            else:
+                c.close()
+
+    def _new_turn(self):
+        """Before replies leave: the flush empties every queue we measured."""
+        if self._queued:
+            self._queued.clear()
+
+    # -- introspection ------------------------------------------------------
+    def channel_list(self, pattern: bytes | None, shard: bool = False) -> list:
+        table = self.shard_channels if shard else self.channels
+        if pattern is None:
+            return list(table)
+        match = compile_glob(pattern)
+        return [ch for ch in table if match(ch)]
+
+    def numsub(self, channel: bytes, shard: bool = False) -> int:
+        subs = (self.shard_channels if shard else self.channels).get(channel)
+        return len(subs) if subs else 0
+
+    def numpat(self) -> int:
+        return len(self.patterns)
+
+    def clients(self) -> int:
+        """Clients with at least one subscription (INFO pubsub_clients)."""
+        seen = set()
+        for table in (self.channels, self.shard_channels):
+            for subs in table.values():
+                seen.update(subs)
+        for entry in self.patterns.values():
+            seen.update(entry.clients)
+        return len(seen)
+
+    def info_fields(self) -> dict:
+        """INFO stats fields this module owns."""
+        return {"pubsub_channels": len(self.channels), "pubsub_patterns": len(self.patterns),
+                "pubsubshard_channels": len(self.shard_channels),
+                "pubsub_clients": self.clients()}
+
+
+# ----------------------------------------------------------------------
+# Wiring
+# ----------------------------------------------------------------------
+
+def _init_server(server):
+    ps = PubSub(server)
+    server.pubsub = ps
+    # The configured value may name only some classes (a config line, an
+    # override): complete it over the defaults.
+    ps.set_obuf_limits(server.config.values["client-output-buffer-limit"])
+    server.config.listeners["client-output-buffer-limit"] = ps.set_obuf_limits
+    server.before_sleep_hooks.append(ps._new_turn)
+
+
+def _client_gone(c):
+    ps = c.server.pubsub
+    if ps is not None and (c.channels or c.patterns or c.shard_channels):
+        ps.unsubscribe_all(c)
+    elif ps is not None:
+        ps._queued.pop(c, None)
+
+
+def install():
+    from . import server as _server, net as _net
+    from .commands import connection as _connection
+    if _init_server not in _server.SERVER_INIT_HOOKS:
+        _server.SERVER_INIT_HOOKS.append(_init_server)
+    if _client_gone not in _net.DISCONNECT_HOOKS:
+        _net.DISCONNECT_HOOKS.append(_client_gone)
+    if _client_gone not in _connection.RESET_HOOKS:
+        _connection.RESET_HOOKS.append(_client_gone)
+
+
+__all__ = ["PubSub", "install", "parse_obuf_limits", "format_obuf_limits", "OBUF_DEFAULT"]
