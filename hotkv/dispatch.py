@@ -157,12 +157,12 @@ def call(client, cmd, argv) -> None:
         cmd.calls += 1
         server.stat_numcommands += 1
     client.last_cmd = cmd.name
-    if server.dirty != dirty:
+    if server.dirty != dirty and server.aof is not None:
         override = server.prop_override
         if override is not None:
             for entry in override:
                 server.propagate(client.db.index if entry[0] is None else entry[0], entry[1])
-        elif "no_propagate" not in cmd.flags:
+        else:
             server.propagate(client.db.index, argv)
     server.prop_override = None
     server.current_cmd, server.current_argv = prev_cmd, prev_argv
@@ -174,6 +174,7 @@ def call(client, cmd, argv) -> None:
             client.out.extend(server.pending_push)
             server.pending_push = []
             client.schedule_flush()
-        server.flush_propagation()
+        if server.prop_pending:
+            server.flush_propagation()
         if client.skip_this:
             client.skip_this = False
