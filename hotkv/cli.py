@@ -38,10 +38,6 @@ Any redis.conf parameter hotkv knows can be given as --name value, e.g.
 _LOGLEVELS = {"debug": logging.DEBUG, "verbose": logging.INFO, "notice": logging.INFO,
               "warning": logging.WARNING, "nothing": logging.CRITICAL + 10}
 
-# Parameters a config file may repeat, each line adding to the value.
-_ACCUMULATE = {"save", "client-output-buffer-limit", "bind"}
-
-
 class UsageError(Exception):
     pass
 
@@ -76,11 +72,12 @@ def parse_serve_args(args: list[str]) -> tuple[str | None, list]:
     return path, settings
 
 
-def build_settings(path: str | None, cli: list[tuple[str, str]]) -> dict:
-    """Merge a config file and command-line settings into one dict of texts,
-    validating every name and value."""
-    from .config import Config, ConfigError, parse_config_file, PARAMS, ALIASES
-    pairs: list[tuple[str, str, str]] = []   # (name, value, where)
+def build_config(path: str | None, cli: list):
+    """A ``Config`` from a config file and command-line settings, applied in
+    order (the command line last, so it wins); every name and value is
+    checked and an error names where it came from."""
+    from .config import ALIASES, PARAMS, Config, ConfigError, parse_config_file
+    pairs: list = []   # (name, value, where)
     if path is not None:
         try:
             with open(path) as f:
@@ -91,11 +88,10 @@ def build_settings(path: str | None, cli: list[tuple[str, str]]) -> dict:
             file_pairs = parse_config_file(text)
         except ConfigError as e:
             raise UsageError("config file '%s': %s" % (path, e))
-        for name, value in file_pairs:
-            pairs.append((name, value, "config file '%s'" % path))
+        pairs.extend((name, value, "config file '%s'" % path) for name, value in file_pairs)
     pairs.extend((name, value, "option --%s" % name) for name, value in cli)
-    merged: dict[str, str] = {}
-    from_file: set[str] = set()
+    config = Config()
+    seen_save = False
     for name, value, where in pairs:
         canon = name if name in PARAMS else ALIASES.get(name)
         if canon is None:
@@ -104,24 +100,15 @@ def build_settings(path: str | None, cli: list[tuple[str, str]]) -> dict:
             if PARAMS[canon].kind != "bool":
                 raise UsageError("option --%s needs a value" % name)
             value = "yes"
+        if canon == "save" and seen_save and value and where.startswith("config"):
+            # redis.conf lists one "save <seconds> <changes>" rule a line.
+            value = config.values["save"] + " " + value
+        seen_save = seen_save or canon == "save"
         try:
-            PARAMS[canon].parse(value)
+            config.set_from_text(canon, value, startup=True)
         except ConfigError as e:
             raise UsageError("invalid value '%s' for '%s' (%s): %s" % (value, name, where, e))
-        if canon in _ACCUMULATE and canon in merged and canon in from_file \
-                and where.startswith("config file") and value:
-            merged[canon] = merged[canon] + " " + value
-        else:
-            merged[canon] = value
-        if where.startswith("config file"):
-            from_file.add(canon)
-        else:
-            from_file.discard(canon)
-    try:
-        Config(merged)   # whole-set validation (listeners, cross-checks)
-    except ConfigError as e:
-        raise UsageError(str(e))
-    return merged
+    return config
 
 
 def _setup_logging(values):
@@ -179,13 +166,13 @@ def serve(args: list[str]) -> int:
         path, cli = parse_serve_args(args)
         if path is not None:
             path = os.path.abspath(path)
-        settings = build_settings(path, cli)
+        config = build_config(path, cli)
     except UsageError as e:
         sys.stderr.write("hotkv serve: %s\n" % e)
         return 2
     from .net import new_event_loop
     from .server import Server
-    server = Server(settings)
+    server = Server(config)
     server.config_file = path
     values = server.config.values
     _setup_logging(values)

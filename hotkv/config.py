@@ -76,7 +76,9 @@ class Param:
 
     def _range(self, v):
         if (self.lo is not None and v < self.lo) or (self.hi is not None and v > self.hi):
-            raise ConfigError("argument must be between %d and %d inclusive" % (self.lo, self.hi))
+            lo = -LLONG_MAX - 1 if self.lo is None else self.lo
+            hi = LLONG_MAX if self.hi is None else self.hi
+            raise ConfigError("argument must be between %d and %d inclusive" % (lo, hi))
         return v
 
     def format(self, value) -> str:
@@ -91,7 +93,7 @@ def parse_memory(text: str):
     t = text.strip().lower()
     num = t.rstrip("kmgb")
     unit = t[len(num):]
-    if unit not in _MEM_UNITS or not num or not num.lstrip("-").isdigit():
+    if unit not in _MEM_UNITS or not num or not num.isdigit():
         return None
     return int(num) * _MEM_UNITS[unit]
 
@@ -112,6 +114,32 @@ def _save_fmt(v):
     return v
 
 
+INT_MAX = 2**31 - 1
+LLONG_MAX = 2**63 - 1
+
+
+def _parse_hz(text: str) -> int:
+    """Redis accepts 0..INT_MAX and clamps to 1..500."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise ConfigError("argument couldn't be parsed into an integer") from None
+    if v < 0 or v > INT_MAX:
+        raise ConfigError("argument must be between 0 and %d inclusive" % INT_MAX)
+    return min(max(v, 1), 500)
+
+
+def _parse_save(text: str) -> str:
+    """'' or pairs of <seconds> <changes>."""
+    parts = text.split()
+    if len(parts) % 2:
+        raise ConfigError("Invalid save parameters")
+    for p in parts:
+        if not p.isdigit():
+            raise ConfigError("Invalid save parameters")
+    return " ".join(parts)
+
+
 # -- server ---------------------------------------------------------------
 param("port", "int", 6379, mutable=False, lo=0, hi=65535)
 param("bind", "string", "127.0.0.1", mutable=False)
@@ -124,22 +152,22 @@ param("logfile", "string", "", mutable=False)
 param("dir", "string", ".")
 param("requirepass", "string", "")
 param("protected-mode", "bool", True)
-param("maxclients", "int", 10000, lo=1)
-param("timeout", "int", 0, lo=0)
-param("tcp-keepalive", "int", 300, lo=0)
-param("hz", "int", 10, lo=1, hi=500)
+param("maxclients", "int", 10000, lo=1, hi=2**32 - 1)
+param("timeout", "int", 0, lo=0, hi=INT_MAX)
+param("tcp-keepalive", "int", 300, lo=0, hi=INT_MAX)
+param("hz", "int", 10, parse_fn=_parse_hz)
 param("maxmemory", "memory", 0, lo=0)
 param("maxmemory-policy", "enum", "noeviction", choices=(
     "volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru",
     "allkeys-lfu", "allkeys-random", "noeviction"))
 param("maxmemory-samples", "int", 5, inert=True)
-param("proto-max-bulk-len", "memory", 512 * 1024 * 1024, lo=1024 * 1024)
-param("client-query-buffer-limit", "memory", 1024 * 1024 * 1024, lo=1024 * 1024)
+param("proto-max-bulk-len", "memory", 512 * 1024 * 1024, lo=1024 * 1024, hi=LLONG_MAX)
+param("client-query-buffer-limit", "memory", 1024 * 1024 * 1024, lo=1024 * 1024, hi=LLONG_MAX)
 param("enable-debug-command", "enum", "no", mutable=False, choices=("no", "yes", "local"))
 param("enable-protected-configs", "enum", "no", mutable=False, choices=("no", "yes", "local"))
 param("daemonize", "bool", False, mutable=False)
 param("pidfile", "string", "", mutable=False)
-param("save", "string", "")
+param("save", "string", "", parse_fn=_parse_save)
 param("dbfilename", "string", "dump.rdb")
 param("notify-keyspace-events", "string", "")
 param("lua-time-limit", "int", 5000, inert=True, aliases=("busy-reply-threshold",))
@@ -156,8 +184,8 @@ param("io-threads", "int", 1, mutable=False, inert=True)
 param("appendonly", "bool", False)
 param("appendfilename", "string", "appendonly.aof", mutable=False)
 param("appenddirname", "string", "appendonlydir", mutable=False)
-param("appendfsync", "enum", "everysec", choices=("always", "everysec", "no"))
-param("auto-aof-rewrite-percentage", "int", 100, lo=0)
+param("appendfsync", "enum", "everysec", choices=("everysec", "always", "no"))
+param("auto-aof-rewrite-percentage", "int", 100, lo=0, hi=INT_MAX)
 param("auto-aof-rewrite-min-size", "memory", 64 * 1024 * 1024, lo=0)
 param("aof-load-truncated", "bool", True)
 param("aof-use-rdb-preamble", "bool", False, inert=True)
@@ -200,6 +228,15 @@ for _name, _kind, _default, _aliases in (
         param(_name, "enum", "no", choices=("no", "yes", "clients"), inert=True)
     else:
         param(_name, _kind, _default, aliases=_aliases, inert=True)
+# Redis's ranges for the knobs clients and test suites set.
+for _name, _lo, _hi in (("list-max-listpack-size", -INT_MAX - 1, INT_MAX), ("list-compress-depth", 0, INT_MAX),
+                        ("hash-max-listpack-entries", 0, LLONG_MAX),
+                        ("hash-max-listpack-value", 0, LLONG_MAX),
+                        ("zset-max-listpack-entries", 0, LLONG_MAX),
+                        ("zset-max-listpack-value", 0, LLONG_MAX),
+                        ("stream-node-max-entries", 0, LLONG_MAX),
+                        ("stream-node-max-bytes", 0, LLONG_MAX)):
+    PARAMS[_name].lo, PARAMS[_name].hi = _lo, _hi
 
 
 class Config:

@@ -1097,7 +1097,7 @@ if "function" not in COMMANDS:
                 raise CommandError("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
         elif len(argv) > 3:
             raise CommandError("ERR unknown subcommand or wrong number of arguments for "
-                               "'flush'. Try FUNCTION HELP.")
+                               "'%s'. Try FUNCTION HELP." % _cstr(argv[1]))
         c.server.dirty += 1
         return OK
 
@@ -1128,6 +1128,50 @@ _CAT_ORDER = ("keyspace", "read", "write", "set", "sortedset", "list", "hash", "
               "bitmap", "hyperloglog", "geo", "stream", "pubsub", "admin", "fast", "slow",
               "blocking", "dangerous", "connection", "transaction", "scripting")
 _CAT_RANK = {name: i for i, name in enumerate(_CAT_ORDER)}
+
+
+# Command tips as Redis publishes them (COMMAND INFO element 8): they tell
+# cluster-aware clients how to route a command.  Data, keyed by full name.
+_NDO, _NDOO = "nondeterministic_output", "nondeterministic_output_order"
+_ALL_NODES = ("request_policy:all_nodes", "response_policy:all_succeeded")
+_ALL_SHARDS = ("request_policy:all_shards", "response_policy:all_succeeded")
+_SPECIAL = (_NDO, "request_policy:all_shards", "response_policy:special")
+_MULTI_SUM = ("request_policy:multi_shard", "response_policy:agg_sum")
+COMMAND_TIPS = {
+    "acl|deluser": _ALL_NODES, "acl|save": _ALL_NODES, "acl|setuser": _ALL_NODES,
+    "client|info": (_NDO,), "client|list": (_NDO,), "client|setinfo": _ALL_NODES,
+    "client|setname": _ALL_NODES, "command": (_NDOO,), "command|docs": (_NDOO,),
+    "command|info": (_NDOO,), "command|list": (_NDOO,), "config|resetstat": _ALL_NODES,
+    "config|rewrite": _ALL_NODES, "config|set": _ALL_NODES,
+    "dbsize": ("request_policy:all_shards", "response_policy:agg_sum"),
+    "del": _MULTI_SUM, "dump": (_NDO,), "exists": _MULTI_SUM, "flushall": _ALL_SHARDS,
+    "flushdb": _ALL_SHARDS, "function|delete": _ALL_SHARDS, "function|flush": _ALL_SHARDS,
+    "function|kill": ("request_policy:all_shards", "response_policy:one_succeeded"),
+    "function|list": (_NDOO,), "function|load": _ALL_SHARDS, "function|restore": _ALL_SHARDS,
+    "function|stats": _SPECIAL, "hgetall": (_NDOO,), "hkeys": (_NDOO,),
+    "hrandfield": (_NDO,), "hscan": (_NDO,), "hvals": (_NDOO,), "info": _SPECIAL,
+    "keys": ("request_policy:all_shards", _NDOO), "lastsave": (_NDO,),
+    "memory|doctor": _SPECIAL, "memory|malloc-stats": _SPECIAL,
+    "memory|purge": _ALL_SHARDS, "memory|stats": _SPECIAL,
+    "mget": ("request_policy:multi_shard",),
+    "mset": ("request_policy:multi_shard", "response_policy:all_succeeded"),
+    "object|encoding": (_NDO,), "object|freq": (_NDO,), "object|idletime": (_NDO,),
+    "object|refcount": (_NDO,), "ping": _ALL_SHARDS, "pttl": (_NDO,),
+    "randomkey": ("request_policy:all_shards", "response_policy:special", _NDO),
+    "scan": (_NDO, "request_policy:special", "response_policy:special"),
+    "script|exists": ("request_policy:all_shards", "response_policy:agg_logical_and"),
+    "script|flush": _ALL_NODES,
+    "script|kill": ("request_policy:all_shards", "response_policy:one_succeeded"),
+    "script|load": _ALL_NODES, "sdiff": (_NDOO,), "sinter": (_NDOO,),
+    "slowlog|get": ("request_policy:all_nodes", _NDO),
+    "slowlog|len": ("request_policy:all_nodes", "response_policy:agg_sum", _NDO),
+    "slowlog|reset": _ALL_NODES, "smembers": (_NDOO,), "spop": (_NDO,),
+    "srandmember": (_NDO,), "sscan": (_NDO,), "sunion": (_NDOO,), "time": (_NDO,),
+    "touch": _MULTI_SUM, "ttl": (_NDO,), "unlink": _MULTI_SUM,
+    "wait": ("request_policy:all_shards", "response_policy:agg_min"),
+    "xadd": (_NDO,), "xautoclaim": (_NDO,), "xclaim": (_NDO,), "xinfo|consumers": (_NDO,),
+    "xpending": (_NDO,), "xtrim": (_NDO,), "zrandmember": (_NDO,), "zscan": (_NDO,),
+}
 
 
 def _movable(cmd) -> bool:
@@ -1187,7 +1231,7 @@ def command_info(cmd):
         _command_flags(cmd),
         first, last, step,
         _command_categories(cmd),
-        SetReply(),
+        SetReply(t.encode() for t in COMMAND_TIPS.get(cmd.name, ())),
         _key_specs(cmd),
         [command_info(s) for s in subs] if subs else SetReply(),
     ]

@@ -1,0 +1,547 @@
+"""Server commands (hotkv/commands/server_cmds.py): INFO, CONFIG, COMMAND,
+DBSIZE, FLUSH*, TIME, LASTSAVE, SAVE/BGSAVE, SHUTDOWN, DEBUG, MEMORY,
+FUNCTION FLUSH -- against Valkey byte for byte where the output is
+deterministic, by shape and fields where it is not."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import hiredis
+import pytest
+import redis
+import valkey
+
+from support import RawClient
+
+DEBUG_DENIED = (b'-ERR DEBUG command not allowed. If the enable-debug-command option is set '
+                b'to "local", you can run it from a local connection, otherwise you need to '
+                b'set this option in the configuration file, and then restart the server.\r\n')
+
+
+def parse(raw: bytes):
+    reader = hiredis.Reader()
+    reader.feed(raw)
+    return reader.gets()
+
+
+def headers(text: bytes) -> list:
+    return [line for line in text.split(b"\r\n") if line.startswith(b"#")]
+
+
+def info_fields(text) -> dict:
+    if isinstance(text, bytes):
+        text = text.decode()
+    out = {}
+    for line in text.split("\r\n"):
+        if line and not line.startswith("#"):
+            k, _, v = line.partition(":")
+            out[k] = v
+    return out
+
+
+def info_of(raw: RawClient, *sections) -> dict:
+    return info_fields(parse(raw.call("INFO", *sections)))
+
+
+# ---------------------------------------------------------------------------
+# INFO
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [(), ("default",), ("all",), ("everything",), ("cpu",),
+                                  ("cpu", "sentinel"), ("commandSTATS",), ("cpu", "all"),
+                                  ("cpu", "default"), ("server", "keyspace", "SERVER"),
+                                  ("modules",), ("latencystats",)])
+def test_info_sections_match_valkey(diff, args):
+    ours = parse(diff.ours.call("INFO", *args))
+    theirs = parse(diff.theirs.call("INFO", *args))
+    assert headers(ours) == headers(theirs)
+
+
+def test_info_exact_sections(diff):
+    diff("INFO", "keyspace")
+    diff("INFO", "nosuchsection")
+    diff("INFO", "cluster")
+    diff("SET", "a", "1")
+    diff("SET", "b", "2")
+    diff("SELECT", "3")
+    diff("SET", "c", "3")
+    diff("INFO", "keyspace")
+    diff("INFO", "cluster", "KEYSPACE")
+    diff.resp3()
+    diff("INFO", "keyspace")
+    diff("INFO", "nosuchsection")
+
+
+def test_info_required_fields(raw):
+    text = parse(raw.call("INFO"))
+    fields = info_fields(text)
+    import hotkv
+    assert fields["redis_version"] == "7.2.4"
+    assert fields["server_name"] == "hotkv"
+    assert fields["hotkv_version"] == hotkv.__version__
+    for name in ("run_id", "tcp_port", "uptime_in_seconds", "process_id", "connected_clients",
+                 "blocked_clients", "total_blocking_keys", "total_blocking_keys_on_nokey",
+                 "used_memory", "used_memory_human", "rdb_changes_since_last_save",
+                 "aof_enabled", "total_commands_processed", "total_connections_received",
+                 "expired_keys", "keyspace_hits", "keyspace_misses", "total_error_replies",
+                 "rejected_connections", "client_query_buffer_limit_disconnections",
+                 "client_output_buffer_limit_disconnections", "used_cpu_user",
+                 "master_repl_offset", "cluster_enabled"):
+        assert name in fields, name
+    assert len(fields["run_id"]) == 40
+    assert int(fields["process_id"]) > 0
+    assert "rejected_calls" not in text.decode()
+    assert b"rejected_calls" in parse(raw.call("INFO", "everything"))
+
+
+def test_info_resp3_is_verbatim(raw):
+    raw.call("HELLO", "3")
+    reply = raw.call("INFO", "server")
+    assert reply.startswith(b"=")
+    assert b"\r\ntxt:# Server\r\n" in reply
+    raw.call("HELLO", "2")
+    assert raw.call("INFO", "server").startswith(b"$")
+
+
+def test_info_valkey_py_parses(r, r3):
+    info = r.info()
+    assert info["redis_version"] == "7.2.4"
+    assert isinstance(info["connected_clients"], int)
+    assert r3.info("server")["server_name"] == "hotkv"
+    r.set("k", "v")
+    assert r.info("keyspace")["db0"]["keys"] == 1
+
+
+def test_commandstats_and_errorstats_match_valkey(diff):
+    def norm(raw):
+        return re.sub(rb"usec=\d+,usec_per_call=[\d.]+", b"usec=X", raw)
+    diff("CONFIG", "RESETSTAT")
+    diff("SET", "k", "v")
+    diff("GET", "k")
+    diff("GET", "k")
+    diff("NOSUCHCOMMAND")
+    diff("CONFIG", "GET", "hz")
+    diff("GET", "a", "b")           # arity: a rejected call
+    diff("INFO", "errorstats")
+    ours = norm(diff.ours.call("INFO", "commandstats"))
+    theirs = norm(diff.theirs.call("INFO", "commandstats"))
+    # Valkey lists them in hash order: compare the lines as sets.
+    assert sorted(ours.split(b"\r\n")[1:]) == sorted(theirs.split(b"\r\n")[1:])
+    assert b"cmdstat_get:calls=2,usec=X,rejected_calls=1,failed_calls=0" in ours
+    assert b"cmdstat_config|get:calls=1" in ours
+
+
+def test_info_counters(raw, raw_factory):
+    before = info_of(raw, "stats")
+    raw.call("SET", "k", "v")
+    raw.call("NOSUCH")
+    after = info_of(raw, "stats")
+    assert int(after["total_commands_processed"]) >= int(before["total_commands_processed"]) + 2
+    assert int(after["total_error_replies"]) == int(before["total_error_replies"]) + 1
+    conns = int(after["total_connections_received"])
+    raw_factory().call("PING")
+    assert int(info_of(raw, "stats")["total_connections_received"]) == conns + 1
+    raw.call("SET", "e", "v", "PX", "1")
+    time.sleep(0.01)
+    expired = int(info_of(raw, "stats")["expired_keys"])
+    assert raw.call("GET", "e") == b"$-1\r\n"
+    assert int(info_of(raw, "stats")["expired_keys"]) == expired + 1
+
+
+def test_info_blocked_clients(raw, raw_factory):
+    waiter = raw_factory()
+    wid = int(waiter.call("CLIENT", "ID")[1:-2])
+    waiter.send("BLPOP", "q1", "q2", "0")
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        clients = info_of(raw, "clients")
+        if clients["blocked_clients"] == "1":
+            break
+        time.sleep(0.01)
+    assert clients["blocked_clients"] == "1"
+    assert clients["total_blocking_keys"] == "2"
+    assert clients["total_blocking_keys_on_nokey"] == "0"
+    assert info_of(raw)["blocked_clients"] == "1"
+    assert raw.call("CLIENT", "UNBLOCK", wid) == b":1\r\n"
+    assert waiter.read_reply() == b"*-1\r\n"
+    assert info_of(raw, "clients")["blocked_clients"] == "0"
+
+
+def test_rdb_changes_save_and_lastsave(raw, diff):
+    raw.call("SAVE")
+    assert info_of(raw, "persistence")["rdb_changes_since_last_save"] == "0"
+    raw.call("SET", "a", "1")
+    raw.call("SET", "b", "2")
+    raw.call("DEL", "a")
+    assert info_of(raw, "persistence")["rdb_changes_since_last_save"] == "3"
+    lastsave = int(raw.call("LASTSAVE")[1:-2])
+    assert abs(lastsave - time.time()) < 5
+    assert raw.call("BGSAVE") == b"+Background saving started\r\n"
+    assert info_of(raw, "persistence")["rdb_changes_since_last_save"] == "0"
+    assert info_of(raw, "persistence")["aof_enabled"] == "0"
+    diff("SAVE")
+    diff("SAVE", "x")
+    diff("BGSAVE", "foo")
+    diff("BGSAVE", "SCHEDULE", "x")
+    diff("LASTSAVE", "x")
+
+
+def test_info_extension_hook(raw):
+    from hotkv.commands import server_cmds
+    server_cmds.add_info_fields("stats", lambda server: [("hotkv_test_field", 42)])
+    try:
+        assert info_of(raw, "stats")["hotkv_test_field"] == "42"
+        assert "hotkv_test_field" not in info_of(raw, "server")
+    finally:
+        server_cmds.INFO_SECTIONS["stats"].extra.pop()
+    assert "hotkv_test_field" not in info_of(raw, "stats")
+
+
+# ---------------------------------------------------------------------------
+# DBSIZE / FLUSH / TIME
+# ---------------------------------------------------------------------------
+
+def test_dbsize_flush(diff):
+    diff("DBSIZE")
+    diff("MSET", "a", "1", "b", "2", "c", "3")
+    diff("DBSIZE")
+    diff("DBSIZE", "x")
+    diff("SELECT", "1")
+    diff("SET", "x", "1")
+    diff("FLUSHDB")
+    diff("DBSIZE")
+    diff("SELECT", "0")
+    diff("DBSIZE")
+    diff("FLUSHALL", "ASYNC")
+    diff("DBSIZE")
+    diff("FLUSHALL", "sync")
+    diff("FLUSHDB", "async")
+    for bad in (("FLUSHALL", "foo"), ("FLUSHALL", "SYNC", "ASYNC"), ("FLUSHDB", "x"),
+                ("FLUSHDB", "ASYNC", "ASYNC")):
+        diff(*bad)
+    diff.resp3()
+    diff("DBSIZE")
+    diff("FLUSHALL")
+
+
+def test_flushall_fails_watch(r):
+    r.set("w", "1")
+    with r.pipeline() as p:
+        p.watch("w")
+        r.flushall()
+        p.multi()
+        p.set("w", "2")
+        with pytest.raises(valkey.WatchError):
+            p.execute()
+
+
+def test_time(raw, diff):
+    reply = parse(raw.call("TIME"))
+    sec, usec = int(reply[0]), int(reply[1])
+    assert abs(sec - time.time()) < 5
+    assert 0 <= usec < 1_000_000
+    diff("TIME", "extra")
+
+
+def test_save_and_shutdown_refused_in_multi(diff):
+    for cmd in ("SAVE", "SHUTDOWN"):
+        diff("MULTI")
+        diff("SET", "foo", "bar")
+        diff(cmd)
+        diff("EXEC")
+        diff("GET", "foo")
+
+
+# ---------------------------------------------------------------------------
+# SHUTDOWN
+# ---------------------------------------------------------------------------
+
+def test_shutdown_errors(diff):
+    diff("SHUTDOWN", "ABORT")
+    diff("SHUTDOWN", "foo")
+    diff("SHUTDOWN", "NOSAVE", "SAVE")
+    diff("SHUTDOWN", "ABORT", "NOW")
+
+
+def test_shutdown_stops_server(hotkv_server_factory):
+    srv = hotkv_server_factory()
+    c = RawClient(srv.host, srv.port)
+    c.send("SHUTDOWN", "NOSAVE")
+    assert c.is_closed(wait=5)
+    c.close()
+    srv._thread.join(5)
+    assert not srv._thread.is_alive()
+    with pytest.raises(OSError):
+        RawClient(srv.host, srv.port, timeout=1).call("PING")
+
+
+def test_shutdown_redis_py(hotkv_server_factory):
+    srv = hotkv_server_factory()
+    client = redis.Redis(host=srv.host, port=srv.port)
+    client.shutdown(nosave=True)   # redis-py treats the closed connection as success
+    srv._thread.join(5)
+    assert not srv._thread.is_alive()
+
+
+# ---------------------------------------------------------------------------
+# CONFIG
+# ---------------------------------------------------------------------------
+
+def test_config_get(diff, r):
+    for name in ("maxmemory", "hz", "list-max-ziplist-size", "list-max-listpack-size",
+                 "maxmemory-p*", "notify-keyspace-events", "appendonly", "databases",
+                 "nosuchparam", "HZ", "Maxmemory-Policy", "proto-max-bulk-len",
+                 "client-query-buffer-limit", "lua-time-limit", "busy-reply-threshold",
+                 "list-compress-depth", "stream-node-max-entries"):
+        diff("CONFIG", "GET", name)
+    diff("CONFIG", "GET", "hz", "hz")
+    diff("CONFIG", "GET")
+    diff.resp3()
+    diff("CONFIG", "GET", "maxmemory")
+    both = r.config_get("maxmemory", "hz")
+    assert both == {"maxmemory": "0", "hz": "10"}
+    got = r.config_get("list-max-*")
+    assert got["list-max-ziplist-size"] == got["list-max-listpack-size"] == "-2"
+
+
+def test_config_set_errors(diff):
+    cases = [
+        ("CONFIG", "SET", "foo", "bar"),
+        ("CONFIG", "SET", "maxmemory", "bla"),
+        ("CONFIG", "SET", "maxmemory", "10", "maxmemory", "20"),
+        ("CONFIG", "SET", "hz", "10", "foo"),
+        ("CONFIG", "SET", "databases", "5", "foo", "1"),
+        ("CONFIG", "SET", "foo", "1", "databases", "5"),
+        ("CONFIG", "SET", "daemonize", "yes"),
+        ("CONFIG", "SET", "HZ", "abc"),
+        ("CONFIG", "SET", "list-max-ziplist-size", "abc"),
+        ("CONFIG", "SET", "appendfsync", "xx"),
+        ("CONFIG", "SET", "activerehashing", "maybe"),
+        ("CONFIG", "SET", "maxmemory-policy", "FOO"),
+        ("CONFIG", "SET", "loglevel", "x"),
+        ("CONFIG", "SET", "proto-max-bulk-len", "100"),
+        ("CONFIG", "SET", "client-query-buffer-limit", "100"),
+        ("CONFIG", "SET", "maxclients", "0"),
+        ("CONFIG", "SET", "timeout", "-1"),
+        ("CONFIG", "SET", "hz", "-5"),
+        ("CONFIG", "SET", "list-compress-depth", "-1"),
+        ("CONFIG", "SET", "sanitize-dump-payload", "xx"),
+        ("CONFIG", "SET", "dir", "/tmp"),
+        ("CONFIG", "SET", "save", "abc"),
+        ("CONFIG", "SET", "save", "100"),
+        ("CONFIG", "SET", "hz"),
+    ]
+    for case in cases:
+        diff(*case)
+
+
+def test_config_set_applies_and_is_atomic(diff, r):
+    try:
+        diff("CONFIG", "SET", "maxmemory", "1k", "hz", "5")
+        diff("CONFIG", "GET", "maxmemory")
+        diff("CONFIG", "GET", "hz")
+        diff("CONFIG", "SET", "maxmemory", "2mb", "hz", "abc")
+        diff("CONFIG", "GET", "maxmemory")      # unchanged: the set failed as a whole
+        diff("CONFIG", "GET", "hz")
+        diff("CONFIG", "SET", "hz", "1000")      # clamped, as Redis does
+        diff("CONFIG", "GET", "hz")
+        diff("CONFIG", "SET", "hz", "0")
+        diff("CONFIG", "GET", "hz")
+        diff("CONFIG", "SET", "save", "3600 1 300 100")
+        diff("CONFIG", "GET", "save")
+        diff("CONFIG", "SET", "list-max-ziplist-size", "5")
+        diff("CONFIG", "GET", "list-max-listpack-size")
+        diff("CONFIG", "SET", "lua-time-limit", "100")
+        diff("CONFIG", "GET", "busy-reply-threshold")
+    finally:
+        for client in (diff.ours, diff.theirs):
+            client.call("CONFIG", "SET", "maxmemory", "0", "hz", "10", "save", "",
+                        "list-max-listpack-size", "-2", "busy-reply-threshold", "5000")
+
+
+def test_config_set_maxmemory_takes_effect(r):
+    try:
+        assert r.config_set("maxmemory", "1") is True
+        with pytest.raises(valkey.exceptions.OutOfMemoryError):
+            r.set("k", "v")
+    finally:
+        r.config_set("maxmemory", "0")
+    assert r.set("k", "v") is True
+
+
+def test_config_resetstat(raw, diff):
+    raw.call("NOSUCH")
+    raw.call("SET", "k", "v")
+    assert raw.call("CONFIG", "RESETSTAT") == b"+OK\r\n"
+    stats = info_of(raw, "stats")
+    assert stats["total_error_replies"] == "0"
+    assert int(stats["total_commands_processed"]) <= 2
+    assert "errorstat_ERR" not in info_of(raw, "errorstats")
+    cmdstats = info_of(raw, "commandstats")
+    assert "cmdstat_set" not in cmdstats
+    assert cmdstats["cmdstat_config|resetstat"].startswith("calls=1,")
+    diff("CONFIG", "RESETSTAT", "x")
+
+
+def test_config_rewrite_without_file_and_help(diff):
+    diff("CONFIG", "REWRITE")
+    diff("CONFIG", "HELP")
+    diff("CONFIG", "NOSUCH")
+    diff("CONFIG")
+    diff.resp3()
+    diff("CONFIG", "HELP")
+
+
+def test_config_rewrite_with_file(tmp_path, hotkv_server_factory):
+    conf = tmp_path / "hotkv.conf"
+    conf.write_text("# my settings\nhz 15\nunknown-to-hotkv 1\nmaxmemory 1mb\n")
+    srv = hotkv_server_factory(hz=15, maxmemory="1mb")
+    srv.server.config_file = str(conf)
+    c = valkey.Valkey(host=srv.host, port=srv.port)
+    c.config_set("hz", 20)
+    c.config_set("maxmemory-policy", "allkeys-lru")
+    assert c.config_rewrite() == b"OK"
+    text = conf.read_text()
+    lines = text.splitlines()
+    assert lines[0] == "# my settings"
+    assert "hz 20" in lines and "hz 15" not in lines
+    assert lines.index("hz 20") == 1           # updated in place
+    assert "unknown-to-hotkv 1" in lines        # kept verbatim
+    assert "maxmemory-policy allkeys-lru" in lines
+    c.close()
+
+
+# ---------------------------------------------------------------------------
+# DEBUG / FUNCTION / MEMORY
+# ---------------------------------------------------------------------------
+
+def test_debug_gated(raw):
+    assert raw.call("DEBUG", "LOG", "### Starting test") == DEBUG_DENIED
+    assert raw.call("DEBUG", "SLEEP", "0") == DEBUG_DENIED
+
+
+def test_debug_enabled(hotkv_server_factory, ref_server):
+    srv = hotkv_server_factory(enable_debug_command="yes")
+    ours = RawClient(srv.host, srv.port)
+    theirs = RawClient(ref_server.host, ref_server.port)
+    for cmd in (("DEBUG", "LOG", "hello"), ("DEBUG", "SLEEP", "0"), ("DEBUG", "SLEEP", "x"),
+                ("DEBUG", "SLEEP", "0.01"), ("DEBUG", "FOO"), ("DEBUG", "LOG"),
+                ("DEBUG", "LOG", "a", "b"), ("DEBUG", "SLEEP"), ("DEBUG",)):
+        assert ours.call(*cmd) == theirs.call(*cmd), cmd
+    help_lines = parse(ours.call("DEBUG", "HELP"))
+    assert help_lines[0].startswith(b"DEBUG <subcommand>")
+    assert b"LOG <message>" in help_lines
+    t = time.monotonic()
+    assert ours.call("DEBUG", "SLEEP", "0.2") == b"+OK\r\n"
+    assert time.monotonic() - t >= 0.19
+    ours.close()
+    theirs.close()
+
+
+def test_function_flush(diff):
+    diff("FUNCTION", "FLUSH")
+    diff("FUNCTION", "FLUSH", "ASYNC")
+    diff("FUNCTION", "FLUSH", "sync")
+    diff("FUNCTION", "FLUSH", "foo")
+    diff("FUNCTION", "FLUSH", "a", "b")
+    diff("FUNCTION", "LIST")
+
+
+def test_memory(diff, raw):
+    diff("SET", "k", "v")
+    diff("MEMORY", "USAGE", "nokey")
+    diff("MEMORY", "USAGE", "k", "SAMPLES", "x")
+    diff("MEMORY", "USAGE", "k", "foo")
+    diff("MEMORY", "USAGE", "k", "SAMPLES")
+    diff("MEMORY", "USAGE")
+    diff("MEMORY", "HELP")
+    diff("MEMORY", "FOO")
+    diff("MEMORY", "PURGE")
+    raw.call("SET", "small", "x")
+    raw.call("SET", "big", "x" * 10000)
+    small = int(raw.call("MEMORY", "USAGE", "small")[1:-2])
+    big = int(raw.call("MEMORY", "USAGE", "big")[1:-2])
+    assert 0 < small < big and big >= 10000
+    raw.call("RPUSH", "list", *[b"y" * 100] * 200)
+    assert int(raw.call("MEMORY", "USAGE", "list", "SAMPLES", "0")[1:-2]) >= 20000
+    assert int(raw.call("MEMORY", "USAGE", "list")[1:-2]) >= 20000
+    stats = parse(raw.call("MEMORY", "STATS"))
+    assert b"total.allocated" in stats and b"keys.count" in stats
+
+
+# ---------------------------------------------------------------------------
+# COMMAND
+# ---------------------------------------------------------------------------
+
+def test_command_info_exact(diff):
+    diff("COMMAND", "INFO", "config|get")
+    diff("COMMAND", "INFO", "config|set", "nosuch", "save")
+    diff("COMMAND", "INFO", "nosuch")
+    diff("COMMAND", "INFO", "get")
+    diff.resp3()
+    diff("COMMAND", "INFO", "config|get", "nosuch")
+    diff("COMMAND", "INFO", "get")
+
+
+def test_command_info_shape(raw):
+    entries = parse(raw.call("COMMAND"))
+    count = int(raw.call("COMMAND", "COUNT")[1:-2])
+    assert len(entries) == count > 50
+    names = {e[0] for e in entries}
+    assert {b"get", b"set", b"info", b"config", b"client", b"command"} <= names
+    for e in entries:
+        assert len(e) == 10
+        assert isinstance(e[1], int) and isinstance(e[2], list)
+    config = next(e for e in entries if e[0] == b"config")
+    subs = {s[0] for s in config[9]}
+    assert {b"config|get", b"config|set", b"config|resetstat", b"config|rewrite"} <= subs
+
+
+def test_command_parsed_by_clients(r, r3):
+    cmds = r.command()
+    assert cmds["get"]["arity"] == 2
+    assert cmds["get"]["first_key_pos"] == 1
+    assert "readonly" in cmds["get"]["flags"]
+    cmds3 = r3.command()
+    assert cmds3["set"]["first_key_pos"] == 1
+    assert "write" in cmds3["set"]["flags"]
+    assert r.command_count() == len(cmds)
+
+
+def test_command_getkeys(diff):
+    diff("COMMAND", "GETKEYS", "get", "a")
+    diff("COMMAND", "GETKEYS", "mset", "a", "1", "b", "2")
+    diff("COMMAND", "GETKEYS", "ping")
+    diff("COMMAND", "GETKEYS", "nosuch", "a")
+    diff("COMMAND", "GETKEYS", "get")
+    diff("COMMAND", "GETKEYS", "memory", "usage", "k")
+    diff("COMMAND", "GETKEYS", "blmpop", "0", "2", "a", "b", "LEFT")
+    diff("COMMAND", "GETKEYS", "lmove", "a", "b", "LEFT", "RIGHT")
+    diff("COMMAND", "GETKEYS")
+
+
+def test_command_list_and_docs(diff, raw):
+    def names(raw_reply):
+        return set(parse(raw_reply))
+    assert names(diff.ours.call("COMMAND", "LIST", "FILTERBY", "PATTERN", "config|*")) == \
+        names(diff.theirs.call("COMMAND", "LIST", "FILTERBY", "PATTERN", "config|*"))
+    diff("COMMAND", "LIST", "FILTERBY", "MODULE", "x")
+    diff("COMMAND", "LIST", "FILTERBY", "foo", "x")
+    diff("COMMAND", "LIST", "foo")
+    diff("COMMAND", "LIST", "FILTERBY", "aclcat")
+    diff("COMMAND", "LIST", "FILTERBY", "aclcat", "nosuchcat")
+    listed = names(raw.call("COMMAND", "LIST"))
+    assert {b"get", b"config", b"config|get", b"client|list"} <= listed
+    fast = names(raw.call("COMMAND", "LIST", "FILTERBY", "ACLCAT", "fast"))
+    assert b"get" in fast and b"info" not in fast
+    docs = parse(raw.call("COMMAND", "DOCS", "get", "nosuch", "config"))
+    doc = dict(zip(docs[::2], docs[1::2]))
+    assert set(doc) == {b"get", b"config"}
+    get_doc = dict(zip(doc[b"get"][::2], doc[b"get"][1::2]))
+    assert get_doc[b"group"] == b"string"
+    config_doc = dict(zip(doc[b"config"][::2], doc[b"config"][1::2]))
+    assert b"subcommands" in config_doc
+    diff("COMMAND", "HELP")
+    diff("COMMAND", "NOSUCH")
