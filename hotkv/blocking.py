@@ -224,6 +224,11 @@ def serve_ready_keys(server):
                 client = waiter.client
                 if client.blocked is not waiter:
                     continue
+                if client.closed or client.closing:
+                    # Going away (killed, aborted) before connection_lost ran:
+                    # serving it would pop a job nobody receives.
+                    _detach(waiter)
+                    continue
                 value = db.data.get(key)
                 if value is not None and db.is_expired(key):
                     value = None

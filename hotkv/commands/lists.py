@@ -503,7 +503,7 @@ def _mpop_keys(numkeys_idx: int):
     return keys_fn
 
 
-@command("lmpop", -4, "write", keys=(2, -2, 1), keys_fn=_mpop_keys(1), group="list",
+@command("lmpop", -4, "write", keys=(0, 0, 0), keys_fn=_mpop_keys(1), group="list",
          since="7.0.0")
 def lmpop(c, argv):
     """Returns multiple elements from a list after removing them. Deletes the list if the last element was popped."""
@@ -594,7 +594,7 @@ def brpop(c, argv):
     return _blocking_pop(c, argv[1:-1], RIGHT, deadline, -1)
 
 
-@command("blmpop", -5, "write blocking", keys=(3, -2, 1), keys_fn=_mpop_keys(2),
+@command("blmpop", -5, "write blocking", keys=(0, 0, 0), keys_fn=_mpop_keys(2),
          group="list", since="7.0.0")
 def blmpop(c, argv):
     """Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped."""
