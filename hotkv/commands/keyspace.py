@@ -254,8 +254,11 @@ def renamenx(c, argv):
 def _db_index(c, arg: bytes):
     """getIntFromObjectOrReply + selectDb's range check."""
     v = string2ll(arg)
-    if v is None or not INT_MIN <= v <= INT_MAX:
+    if v is None:
         raise CommandError(errors.NOT_INTEGER)
+    if not INT_MIN <= v <= INT_MAX:
+        raise CommandError("ERR value is out of range, value must between %d and %d"
+                           % (INT_MIN, INT_MAX))
     if not 0 <= v < len(c.server.dbs):
         raise CommandError(errors.DB_INDEX)
     return c.server.dbs[v]
