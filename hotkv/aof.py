@@ -1082,11 +1082,16 @@ class _Loader:
         self.truncate_at = None
         self.before_multi = 0
 
-    def fail(self, offset, why):
+    def fail(self, offset, why, start=None):
+        where = "offset %d" % offset
+        if start is not None and start != offset:
+            where += " (in the command starting at offset %d)" % start
+        elif start is not None:
+            where += " (the command starting at offset %d)" % start
         raise AOFLoadError(
-            "Bad file format reading the append only file %s at offset %d: %s. "
+            "Bad file format reading the append only file %s at %s: %s. "
             "The server will not start: %s; a truncated tail only is cut "
-            "automatically with aof-load-truncated yes." % (self.path, offset, why, _HINT))
+            "automatically with aof-load-truncated yes." % (self.path, where, why, _HINT))
 
     async def run(self, yield_to_loop):
         from .dispatch import call
@@ -1133,7 +1138,7 @@ class _Loader:
                     self.truncated(pos)
                     return
                 except _Corrupt as e:
-                    self.fail(e.offset, e.why)
+                    self.fail(e.offset, e.why, pos)
                 if argv is not None:
                     self.execute([bytes(a) for a in argv], pos, call, client, server, table)
                 elif not bad:
@@ -1171,11 +1176,12 @@ class _Loader:
         if cmd.subcommands is not None and len(argv) >= 2:
             sub = cmd.subcommands.get(argv[1]) or cmd.subcommands.get(argv[1].lower())
             if sub is None:
-                self.fail(offset, "unknown subcommand %r of %s" % (argv[1][:64], cmd.name))
+                self.fail(offset, "unknown subcommand %r of %s" % (argv[1][:64], cmd.name),
+                          offset)
             cmd = sub
         n = len(argv)
         if (cmd.arity > 0 and n != cmd.arity) or n < -cmd.arity:
-            self.fail(offset, "wrong number of arguments for '%s'" % cmd.name)
+            self.fail(offset, "wrong number of arguments for '%s'" % cmd.name, offset)
         self.commands += 1
         cname = cmd.name
         if cname == "multi":
