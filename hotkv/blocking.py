@@ -74,6 +74,8 @@ def parse_timeout(server, arg: bytes, seconds: bool = True) -> int:
 
     ``seconds``: BLPOP-style float seconds; otherwise XREAD-style integer ms.
     """
+    if arg == b"0":
+        return 0          # the job-queue worker's usual "wait forever"
     if seconds:
         try:
             text = arg.decode("ascii")
