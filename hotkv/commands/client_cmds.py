@@ -84,6 +84,10 @@ def client_info_line(cl, now: float | None = None) -> str:
     """One CLIENT LIST line (without the trailing newline)."""
     if now is None:
         now = time.time()
+    cmd = cl.last_cmd
+    current = cl.server.current_cmd
+    if current is not None and cl.server.current_client is cl:
+        cmd = current.name
     parser = getattr(cl, "parser", None)
     qbuf = parser.pending if parser is not None else 0
     try:
@@ -105,7 +109,7 @@ def client_info_line(cl, now: float | None = None) -> str:
             int(now - cl.last_interaction), client_flags(cl), cl.db.index,
             len(cl.channels), len(cl.patterns), len(cl.shard_channels),
             len(cl.multi_queue) if cl.multi else -1, len(cl.watched), qbuf,
-            0, multi_mem, omem, 16384 + qbuf + omem + multi_mem, events, cl.last_cmd,
+            0, multi_mem, omem, 16384 + qbuf + omem + multi_mem, events, cmd,
             user_name(cl), 3 if cl.resp3 else 2, _s(cl.lib_name), _s(cl.lib_ver)))
 
 
@@ -264,10 +268,8 @@ def client_kill(c, argv):
 @command("client|unblock", -3, "admin noscript loading stale", group="connection")
 def client_unblock(c, argv):
     """Unblocks a client blocked by a blocking command from a different connection."""
-    if len(argv) > 4:
-        raise CommandError(errors.WRONG_ARGS % "client|unblock")
     error = False
-    if len(argv) == 4:
+    if len(argv) >= 4:   # Valkey ignores anything after the reason
         mode = argv[3].lower()
         if mode == b"error":
             error = True

@@ -1,0 +1,277 @@
+"""CLIENT subcommands (hotkv/commands/client_cmds.py), against Valkey byte for
+byte where the reply is deterministic, by fields for CLIENT LIST/INFO."""
+
+from __future__ import annotations
+
+import time
+
+import hiredis
+import pytest
+
+from support import RawClient
+
+
+def parse(raw: bytes):
+    reader = hiredis.Reader()
+    reader.feed(raw)
+    return reader.gets()
+
+
+def client_id(c: RawClient) -> int:
+    return int(c.call("CLIENT", "ID")[1:-2])
+
+
+def fields(line: bytes) -> dict:
+    out = {}
+    for part in line.decode().strip().split(" "):
+        k, _, v = part.partition("=")
+        out[k] = v
+    return out
+
+
+def list_lines(c: RawClient, *args) -> list:
+    text = parse(c.call("CLIENT", "LIST", *args))
+    return [fields(line) for line in text.split(b"\n") if line]
+
+
+def wait_for(cond, timeout=5.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_client_id_and_info(raw):
+    cid = client_id(raw)
+    assert cid > 0
+    info = parse(raw.call("CLIENT", "INFO"))
+    assert info.endswith(b"\n") and info.count(b"\n") == 1
+    f = fields(info)
+    assert int(f["id"]) == cid
+    assert f["cmd"] == "client|info"
+    assert f["resp"] == "2" and f["db"] == "0" and f["flags"] == "N"
+    assert f["multi"] == "-1" and f["name"] == ""
+
+
+def test_client_line_has_valkeys_fields_in_order(diff):
+    ours = parse(diff.ours.call("CLIENT", "INFO"))
+    theirs = parse(diff.theirs.call("CLIENT", "INFO"))
+    assert list(fields(ours)) == list(fields(theirs))
+    ours = parse(diff.ours.call("CLIENT", "LIST", "ID", client_id(diff.ours)))
+    theirs = parse(diff.theirs.call("CLIENT", "LIST", "ID", client_id(diff.theirs)))
+    assert list(fields(ours)) == list(fields(theirs))
+
+
+def test_client_info_reflects_state(raw):
+    raw.call("SELECT", "2")
+    raw.call("CLIENT", "SETNAME", "worker-1")
+    raw.call("CLIENT", "SETINFO", "LIB-NAME", "mylib")
+    raw.call("CLIENT", "SETINFO", "lib-ver", "1.2.3")
+    raw.call("CLIENT", "NO-EVICT", "on")
+    raw.call("CLIENT", "NO-TOUCH", "on")
+    raw.call("HELLO", "3")
+    f = fields(parse(raw.call("CLIENT", "INFO")))
+    assert f["db"] == "2" and f["name"] == "worker-1"
+    assert f["lib-name"] == "mylib" and f["lib-ver"] == "1.2.3"
+    assert f["resp"] == "3"
+    assert f["flags"] == "eT"
+    raw.call("HELLO", "2")
+    raw.call("CLIENT", "NO-EVICT", "off")
+    raw.call("CLIENT", "NO-TOUCH", "off")
+    f = fields(parse(raw.call("CLIENT", "INFO")))
+    assert f["flags"] == "N" and f["watch"] == "0" and f["multi"] == "-1"
+
+
+def test_client_list_multi_and_watch_counts(raw, raw_factory):
+    other = raw_factory()
+    oid = client_id(other)
+    other.call("WATCH", "a", "b")
+    other.call("MULTI")
+    other.call("SET", "a", "1")
+    other.call("SET", "b", "1")
+    [f] = list_lines(raw, "ID", oid)
+    assert f["multi"] == "2" and f["watch"] == "2" and "x" in f["flags"]
+    raw.call("SET", "a", "changed")
+    [f] = list_lines(raw, "ID", oid)
+    assert "d" in f["flags"]          # dirty CAS
+    other.call("DISCARD")
+
+
+def test_client_resp3_verbatim(raw):
+    raw.call("HELLO", "3")
+    assert raw.call("CLIENT", "INFO").startswith(b"=")
+    assert raw.call("CLIENT", "LIST").startswith(b"=")
+
+
+def test_client_list_filters(raw, raw_factory):
+    other = raw_factory()
+    oid = client_id(other)
+    me = client_id(raw)
+    ids = {int(f["id"]) for f in list_lines(raw)}
+    assert {me, oid} <= ids
+    assert [int(f["id"]) for f in list_lines(raw, "ID", oid)] == [oid]
+    assert {int(f["id"]) for f in list_lines(raw, "ID", oid, me)} == {oid, me}
+    assert list_lines(raw, "ID", 999999) == []
+    assert {int(f["id"]) for f in list_lines(raw, "TYPE", "normal")} >= {me, oid}
+    assert all(int(f["id"]) != me for f in list_lines(raw, "SKIPME", "yes"))
+    assert [int(f["id"]) for f in list_lines(raw, "ID", oid, "TYPE", "NORMAL")] == [oid]
+    other.send("SUBSCRIBE", "ch")
+    other.read_reply()
+    assert [int(f["id"]) for f in list_lines(raw, "TYPE", "pubsub")] == [oid]
+    assert list_lines(raw, "TYPE", "pubsub")[0]["sub"] == "1"
+    assert "P" in list_lines(raw, "ID", oid)[0]["flags"]
+    addr = list_lines(raw, "ID", oid)[0]["addr"]
+    assert [int(f["id"]) for f in list_lines(raw, "ADDR", addr)] == [oid]
+    assert list_lines(raw, "USER", "default")
+
+
+def test_client_list_errors(diff):
+    for args in (("TYPE", "x"), ("ID", "x"), ("ID", "0"), ("ID", "-1"), ("ID",), ("TYPE",),
+                 ("foo",), ("SKIPME", "maybe"), ("MAXAGE", "0"), ("USER", "nouser"),
+                 ("ID", "9999999999999999999999"), ("ID", "3", "4", "x"),
+                 ("TYPE", "master"), ("TYPE", "replica"), ("TYPE", "slave"),
+                 ("ID", "99999", "TYPE", "normal"), ("SKIPME", "yes")):
+        diff("CLIENT", "LIST", *args)
+
+
+def test_client_kill(raw, raw_factory, diff):
+    victim = raw_factory()
+    vid = client_id(victim)
+    addr = list_lines(raw, "ID", vid)[0]["addr"]
+    assert raw.call("CLIENT", "KILL", addr) == b"+OK\r\n"
+    assert victim.is_closed()
+    assert list_lines(raw, "ID", vid) == []
+
+    victim = raw_factory()
+    vid = client_id(victim)
+    assert raw.call("CLIENT", "KILL", "ID", vid) == b":1\r\n"
+    assert victim.is_closed()
+    assert raw.call("CLIENT", "KILL", "ID", vid) == b":0\r\n"
+
+    # SKIPME defaults to yes in the new form: killing by our own id kills no one.
+    me = client_id(raw)
+    assert raw.call("CLIENT", "KILL", "ID", me) == b":0\r\n"
+    assert raw.call("PING") == b"+PONG\r\n"
+
+    victim = raw_factory()
+    laddr = list_lines(raw, "ID", client_id(victim))[0]["laddr"]
+    victim.call("PING")
+    killed = int(raw.call("CLIENT", "KILL", "LADDR", laddr, "TYPE", "normal", "USER", "default",
+                          "ID", client_id(victim))[1:-2])
+    assert killed == 1 and victim.is_closed()
+
+    for args in (("1.2.3.4:5",), ("ID", "0"), ("ID", "x"), ("ID", "999999"),
+                 ("USER", "nouser"), ("SKIPME", "maybe"), ("MAXAGE", "0"), ("MAXAGE", "x"),
+                 ("TYPE", "x"), ("foo", "bar"), ("ID", "5", "foo"), ()):
+        diff("CLIENT", "KILL", *args)
+
+
+def test_client_kill_self(raw_factory):
+    c = raw_factory()
+    addr = fields(parse(c.call("CLIENT", "INFO")))["addr"]
+    assert c.call("CLIENT", "KILL", addr) == b"+OK\r\n"   # the old form may kill itself
+    assert c.is_closed()
+    c = raw_factory()
+    assert c.call("CLIENT", "KILL", "ID", client_id(c), "SKIPME", "no") == b":1\r\n"
+    assert c.is_closed()
+
+
+def test_client_kill_blocked_client_leaves_no_waiter(raw, raw_factory):
+    waiter = raw_factory()
+    wid = client_id(waiter)
+    waiter.send("BLPOP", "kq", "0")
+    assert wait_for(lambda: "b" in (list_lines(raw, "ID", wid) or [{"flags": ""}])[0]["flags"])
+    assert raw.call("CLIENT", "KILL", "ID", wid) == b":1\r\n"
+    info = parse(raw.call("INFO", "clients")).decode()
+    assert "blocked_clients:0" in info and "total_blocking_keys:0" in info
+    assert raw.call("RPUSH", "kq", "x") == b":1\r\n"
+    assert raw.call("LLEN", "kq") == b":1\r\n"
+
+
+@pytest.mark.parametrize("mode,expected", [(None, b"*-1\r\n"), ("TIMEOUT", b"*-1\r\n"),
+                                           ("ERROR", b"-UNBLOCKED client unblocked via "
+                                                     b"CLIENT UNBLOCK\r\n")])
+def test_client_unblock(raw, raw_factory, mode, expected):
+    waiter = raw_factory()
+    wid = client_id(waiter)
+    waiter.send("BLPOP", "uq", "0")
+    assert wait_for(lambda: b"blocked_clients:1" in parse(raw.call("INFO", "clients")))
+    args = ("CLIENT", "UNBLOCK", wid) + ((mode,) if mode else ())
+    assert raw.call(*args) == b":1\r\n"
+    assert waiter.read_reply() == expected
+    assert waiter.call("PING") == b"+PONG\r\n"
+    assert raw.call(*args) == b":0\r\n"     # no longer blocked
+
+
+def test_client_unblock_errors(diff):
+    for args in (("1", "foo"), ("x",), ("999999",), ("-1", "error"), ("1", "timeout", "x")):
+        diff("CLIENT", "UNBLOCK", *args)
+
+
+def test_client_reply_modes(diff):
+    for c in (diff.ours, diff.theirs):
+        c.send("CLIENT", "REPLY", "OFF")
+        c.send("PING")
+        c.send("SET", "k", "v")
+        c.send("NOSUCHCOMMAND")
+        c.send("CLIENT", "REPLY", "ON")
+        c.send("ECHO", "after-on")
+        c.send("CLIENT", "REPLY", "SKIP")
+        c.send("ECHO", "skipped")
+        c.send("ECHO", "shown")
+        c.send("CLIENT", "REPLY", "SKIP")
+        c.send("NOSUCHCOMMAND")
+        c.send("ECHO", "shown-2")
+        c.send("CLIENT", "REPLY", "OFF")
+        c.send("CLIENT", "REPLY", "SKIP")
+        c.send("PING")
+        c.send("CLIENT", "REPLY", "ON")
+    ours = diff.ours.read_available(0.3)
+    theirs = diff.theirs.read_available(0.3)
+    assert ours == theirs
+    assert ours == b"+OK\r\n$8\r\nafter-on\r\n$5\r\nshown\r\n$7\r\nshown-2\r\n+OK\r\n"
+    diff("CLIENT", "REPLY", "foo")
+    diff("CLIENT", "REPLY")
+
+
+def test_client_names_and_setinfo(diff, r):
+    diff("CLIENT", "GETNAME")
+    diff("CLIENT", "SETNAME", "my-conn")
+    diff("CLIENT", "GETNAME")
+    diff("CLIENT", "SETNAME", "a b")
+    diff("CLIENT", "SETNAME", "a\nb")
+    diff("CLIENT", "GETNAME")
+    diff("CLIENT", "SETNAME", "")
+    diff("CLIENT", "GETNAME")
+    diff("CLIENT", "SETINFO", "lib-name", "x")
+    diff("CLIENT", "SETINFO", "LIB-VER", "1.0")
+    diff("CLIENT", "SETINFO", "foo", "bar")
+    diff("CLIENT", "SETINFO", "lib-name", "a b")
+    diff("CLIENT", "SETINFO", "LIB-VER", "a b")
+    diff("CLIENT", "SETINFO", "lib-name")
+    diff.resp3()
+    diff("CLIENT", "GETNAME")
+    diff("CLIENT", "SETNAME", "n")
+    diff("CLIENT", "GETNAME")
+    assert r.client_setname("py") is True
+    assert r.client_getname() in ("py", b"py")
+
+
+def test_client_misc(diff):
+    for args in (("NO-EVICT", "on"), ("NO-EVICT", "off"), ("NO-EVICT", "foo"),
+                 ("NO-TOUCH", "ON"), ("NO-TOUCH", "off"), ("NO-TOUCH", "maybe"),
+                 ("ID", "x"), ("INFO", "x"), ("FOO",), ()):
+        diff("CLIENT", *args)
+    help_lines = parse(diff.ours.call("CLIENT", "HELP"))
+    assert help_lines[0] == b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
+    assert b"UNBLOCK <clientid> [TIMEOUT|ERROR]" in help_lines
+    assert help_lines[-2:] == [b"HELP", b"    Print this help."]
+
+
+def test_valkey_py_client_helpers(r):
+    info = r.client_info()
+    assert info["id"] == r.client_id()
+    assert any(str(c["id"]) == str(info["id"]) for c in r.client_list())
+    assert r.client_list(_type="pubsub") == []
