@@ -38,6 +38,8 @@ from bisect import bisect_left, bisect_right
 
 from sortedcontainers import SortedDict
 
+from .util import string2ll
+
 MASK64 = (1 << 64) - 1
 MAX_ID = (1 << 128) - 1
 INVALID_ENTRIES_READ = -1
@@ -90,18 +92,15 @@ def _str_elsize(s: bytes) -> int:
     """Bytes of a string listpack element (strings that are canonical
     int64s are stored as integers, as listpack does)."""
     n = len(s)
-    if 0 < n <= 20 and s[0] in _INTISH:
-        from .util import string2ll
+    if n <= 20 and n and s[0] in _INTISH:
         v = string2ll(s)
         if v is not None:
             return _int_elsize(v)
     if n < 64:
-        enc = 1 + n
-    elif n < 4096:
-        enc = 2 + n
-    else:
-        enc = 5 + n
-    return enc + _backlen(enc)
+        return n + 2                      # 1-byte header, 1-byte back-length
+    if n < 4096:
+        return n + 2 + _backlen(n + 2)
+    return n + 5 + _backlen(n + 5)
 
 
 def _delta(a: int, b: int) -> int:
@@ -249,53 +248,56 @@ class Stream:
     def append(self, eid: int, args, start: int, node_max_bytes: int, node_max_entries: int):
         """Append entry eid (already validated: > last_id) whose field/value
         pairs are args[start:].  Splits nodes where Valkey would."""
-        nargs = len(args) - start
-        numfields = nargs // 2
-        total = 0
-        for k in range(start, len(args)):
-            total += len(args[k])
-        node = self.nodes[-1] if self.nodes else None
+        fv = args[start:]
+        names = fv[0::2]
+        values = fv[1::2]
+        numfields = len(names)
+        nodes = self.nodes
+        node = nodes[-1] if nodes else None
         if node is not None:
             if node_max_bytes == 0 or node_max_bytes > LISTPACK_MAX_SIZE:
                 node_max_bytes = LISTPACK_MAX_SIZE
-            if node.lp_bytes() + total >= node_max_bytes:
+            if node.lp_bytes() + sum(map(len, fv)) >= node_max_bytes:
                 node = None
             elif node_max_entries and node.live + node.deleted >= node_max_entries:
                 node = None
         if node is None:
-            fields = tuple(args[start::2])
-            node = Node(eid, fields)
-            self.nodes.append(node)
+            node = Node(eid, tuple(names))
+            nodes.append(node)
             self.node_keys.append(eid)
             same = True
-            items = tuple(args[start:])
+            items = tuple(fv)
         else:
             fields = node.fields
-            same = len(fields) == numfields
+            same = len(fields) == numfields and fields == tuple(names)
             if same:
-                k = start
-                for f in fields:
-                    if args[k] != f:
-                        same = False
-                        break
-                    k += 2
-            if same:
-                flat = list(args[start:])
-                flat[0::2] = fields     # share the master's field objects
-                items = tuple(flat)
+                if numfields == 1:
+                    items = (fields[0], values[0])
+                else:
+                    fv[0::2] = fields     # share the master's field objects
+                    items = tuple(fv)
             else:
-                items = tuple(args[start:])
+                items = tuple(fv)
         master = node.master
-        nb = 2 + _int_elsize(_delta(eid >> 64, master >> 64)) + \
-            _int_elsize(_delta(eid & MASK64, master & MASK64))
-        for k in range(start + 1, len(args), 2):
-            nb += _str_elsize(args[k])
+        dm = (eid >> 64) - (master >> 64)
+        if dm >= 1 << 63:
+            dm -= 1 << 64
+        ds = (eid & MASK64) - (master & MASK64)
+        if ds >= 1 << 63:
+            ds -= 1 << 64
+        elif ds < -(1 << 63):
+            ds += 1 << 64
+        # flags, ms delta, seq delta, values, lp-count [, num-fields, names]
+        nb = 2 + (2 if 0 <= dm <= 127 else _int_elsize(dm)) + \
+            (2 if 0 <= ds <= 127 else _int_elsize(ds))
+        for v in values:
+            nb += _str_elsize(v)
         if same:
             nb += _int_elsize(numfields + 3)
         else:
             nb += _int_elsize(numfields) + _int_elsize(2 * numfields + 4)
-            for k in range(start, len(args), 2):
-                nb += _str_elsize(args[k])
+            for f in names:
+                nb += _str_elsize(f)
         node.nbytes += nb
         node.ids.append(eid)
         node.items.append(items)
