@@ -858,9 +858,19 @@ def _default_user(server):
     return acl.default if acl is not None else None
 
 
+def _user_exists(server, name: bytes) -> bool:
+    acl = getattr(server, "acl", None)
+    return name in acl.users if acl is not None else name == b"default"
+
+
 def install():
     from .commands import connection
     connection.AUTHENTICATE_HOOK[0] = authenticate
+    try:
+        from .commands import client_cmds
+        client_cmds.USER_EXISTS[0] = _user_exists
+    except ImportError:   # CLIENT KILL not built: nothing to hook
+        pass
     server_mod.AUTH_HOOK[0] = _auth_required
     server_mod.USER_HOOK[0] = _default_user
     if _init_server not in server_mod.SERVER_INIT_HOOKS:
