@@ -564,3 +564,76 @@ def test_blocked_command_counted_once_in_commandstats(target):
     line = [ln for ln in stats.split(b"\r\n") if ln.startswith(b"cmdstat_blpop:")]
     assert line and b"calls=2," in line[0], stats
     assert b"failed_calls=0" in line[0]
+
+
+def _info_field(a: RawClient, field: bytes) -> int:
+    reply = a.call("INFO", "clients")
+    for line in reply.split(b"\r\n"):
+        if line.startswith(field + b":"):
+            return int(line.split(b":")[1])
+    pytest.skip(f"INFO clients has no {field.decode()}")
+
+
+def test_blocking_key_counts(target):
+    a = target.admin
+    w1, w2 = target.client(), target.client()
+    w1.send("BLPOP", "a", "b", "0")
+    target.wait_blocked(a, 1)
+    w2.send("BLPOP", "b", "c", "0")
+    target.wait_blocked(a, 2)
+    assert _info_field(a, b"total_blocking_keys") == 3
+    assert _info_field(a, b"total_blocking_keys_on_nokey") == 0
+    a.call("RPUSH", "b", "x")
+    assert w1.read_reply() == arr(bulk(b"b"), bulk(b"x"))
+    target.wait_blocked(a, 1)
+    assert _info_field(a, b"total_blocking_keys") == 2
+    w2.close()
+    target.wait_blocked(a, 0)
+    assert _info_field(a, b"total_blocking_keys") == 0
+
+
+def test_list_and_stream_group_waiters_on_one_key(target):
+    """A list waiter and an XREADGROUP waiter (which also wakes when the key
+    goes away) share a key's queue; the on-nokey count follows the latter."""
+    a = target.admin
+    w1, w2 = target.client(), target.client()
+    w1.send("BLPOP", "k", "0")
+    target.wait_blocked(a, 1)
+    if a.call("XGROUP", "CREATE", "k", "g", "$", "MKSTREAM").startswith(b"-"):
+        pytest.skip("streams are not implemented")
+    w2.send("XREADGROUP", "GROUP", "g", "c1", "BLOCK", "0", "STREAMS", "k", ">")
+    target.wait_blocked(a, 2)
+    assert _info_field(a, b"total_blocking_keys") == 1
+    assert _info_field(a, b"total_blocking_keys_on_nokey") == 1
+    w1.close()
+    target.wait_blocked(a, 1)
+    assert _info_field(a, b"total_blocking_keys_on_nokey") == 1
+    # Deleting the stream wakes the group reader (its group is gone).
+    a.call("DEL", "k")
+    assert w2.read_reply().startswith(b"-")
+    target.wait_blocked(a, 0)
+    assert _info_field(a, b"total_blocking_keys") == 0
+    assert _info_field(a, b"total_blocking_keys_on_nokey") == 0
+
+
+def test_client_unblock_list_waiters(target):
+    a = target.admin
+    w = target.client()
+    wid = w.call("CLIENT", "ID")
+    if not wid.startswith(b":"):
+        pytest.skip("CLIENT ID is not implemented")
+    wid = wid[1:-2].decode()
+    w.send("BLMOVE", "src", "dst", "LEFT", "RIGHT", "0")
+    target.wait_blocked(a, 1)
+    assert a.call("CLIENT", "UNBLOCK", wid, "TIMEOUT") == b":1\r\n"
+    assert w.read_reply() == NULL_ARRAY
+    target.wait_blocked(a, 0)
+    w.send_raw(b"BRPOP q 0\r\nPING\r\n")
+    target.wait_blocked(a, 1)
+    assert a.call("CLIENT", "UNBLOCK", wid, "ERROR") == b":1\r\n"
+    assert w.read_reply() == b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
+    assert w.read_reply() == b"+PONG\r\n"
+    assert a.call("CLIENT", "UNBLOCK", wid) == b":0\r\n"
+    # Nothing is left waiting: a push stays in the list.
+    a.call("RPUSH", "q", "job")
+    assert a.call("LLEN", "q") == b":1\r\n"
