@@ -380,6 +380,7 @@ class AOF:
         self.server = server
         values = server.config.values
         self.state = OFF
+        self.start_cwd = os.getcwd()
         self.fsync_mode = values["appendfsync"]
         self.fd = None
         self.path = None
@@ -420,8 +421,11 @@ class AOF:
 
     # -- paths --------------------------------------------------------------
     def file_path(self) -> str:
+        # A relative dir means relative to where the server started: ``hotkv
+        # serve`` chdirs into dir after the server (and this object) exist.
         values = self.server.config.values
-        return os.path.abspath(os.path.join(values["dir"] or ".", values["appendfilename"]))
+        return os.path.abspath(os.path.join(self.start_cwd, values["dir"] or ".",
+                                            values["appendfilename"]))
 
     # -- feeding ------------------------------------------------------------
     def feed(self, entries):
