@@ -545,3 +545,37 @@ def test_command_list_and_docs(diff, raw):
     assert b"subcommands" in config_doc
     diff("COMMAND", "HELP")
     diff("COMMAND", "NOSUCH")
+
+
+def test_info_aof_fields(tmp_path, hotkv_server_factory):
+    srv = hotkv_server_factory(appendonly="yes", dir=str(tmp_path))
+    c = RawClient(srv.host, srv.port)
+    c.call("SET", "k", "v")
+    text = parse(c.call("INFO", "persistence")).decode()
+    assert "\r\naof_enabled:1\r\n" in text
+    assert text.count("module_fork_in_progress:") == 1
+    assert "\r\nrdb_changes_since_last_save:1\r\n" in text
+    c.close()
+
+
+def test_info_pubsub_and_acl_fields(raw, raw_factory):
+    sub = raw_factory()
+    sub.call("SUBSCRIBE", "ch1", "ch2")
+    sub.read_reply()
+    sub.call("PSUBSCRIBE", "p*")
+    assert wait_info(raw, "stats", "pubsub_channels", "2")
+    stats = info_of(raw, "stats")
+    assert stats["pubsub_patterns"] == "1"
+    assert info_of(raw, "clients")["pubsub_clients"] == "1"
+    denied = int(stats["acl_access_denied_auth"])
+    raw_factory().call("AUTH", "nosuchuser", "pw")
+    assert int(info_of(raw, "stats")["acl_access_denied_auth"]) == denied + 1
+
+
+def wait_info(raw, section, field, value, timeout=5.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if info_of(raw, section).get(field) == value:
+            return True
+        time.sleep(0.01)
+    return False

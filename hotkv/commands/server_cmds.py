@@ -281,6 +281,11 @@ def _info_server(server):
     return out
 
 
+def _pubsub_fields(server) -> dict:
+    fn = getattr(server.pubsub, "info_fields", None)
+    return fn() if fn is not None else {}
+
+
 def _info_clients(server):
     clients = server.clients.values()
     pubsub = watching = tracking = 0
@@ -309,7 +314,7 @@ def _info_clients(server):
         ("client_recent_max_output_buffer", max_out),
         ("blocked_clients", server.blocked_clients),
         ("tracking_clients", tracking),
-        ("pubsub_clients", pubsub),
+        ("pubsub_clients", _pubsub_fields(server).get("pubsub_clients", pubsub)),
         ("watching_clients", watching),
         ("clients_in_timeout_table", timeouts),
         ("total_watched_keys", watched_keys),
@@ -399,18 +404,19 @@ def _info_persistence(server):
         out.extend(fields)
     else:
         out.extend(_AOF_DEFAULTS)
-    out.append(("module_fork_in_progress", 0))
-    out.append(("module_fork_last_cow_size", 0))
+        names = ()
+    for name in ("module_fork_in_progress", "module_fork_last_cow_size"):
+        if name not in names:
+            out.append((name, 0))
     return out
 
 
 def _info_stats(server):
-    pubsub = server.pubsub
-    channels = patterns = shard = 0
-    if pubsub is not None:
-        channels = len(getattr(pubsub, "channels", ()) or ())
-        patterns = len(getattr(pubsub, "patterns", ()) or ())
-        shard = len(getattr(pubsub, "shard_channels", ()) or ())
+    ps = _pubsub_fields(server)
+    channels = ps.get("pubsub_channels", 0)
+    patterns = ps.get("pubsub_patterns", 0)
+    shard = ps.get("pubsubshard_channels", 0)
+    denied = getattr(getattr(server, "acl", None), "denied", None) or {}
     ops, kin, kout = _instantaneous(server)
     return [
         ("total_connections_received", server.stat_numconnections),
@@ -468,10 +474,10 @@ def _info_stats(server):
          server.stat_client_outbuf_limit_disconnections),
         ("reply_buffer_shrinks", 0),
         ("reply_buffer_expands", 0),
-        ("acl_access_denied_auth", getattr(server, "stat_acl_denied_auth", 0)),
-        ("acl_access_denied_cmd", getattr(server, "stat_acl_denied_cmd", 0)),
-        ("acl_access_denied_key", getattr(server, "stat_acl_denied_key", 0)),
-        ("acl_access_denied_channel", getattr(server, "stat_acl_denied_channel", 0)),
+        ("acl_access_denied_auth", denied.get("auth", 0)),
+        ("acl_access_denied_cmd", denied.get("cmd", 0)),
+        ("acl_access_denied_key", denied.get("key", 0)),
+        ("acl_access_denied_channel", denied.get("channel", 0)),
     ]
 
 
@@ -769,10 +775,12 @@ def reset_stats(server):
     server.stat_unexpected_error_replies = 0
     server.stat_client_qbuf_limit_disconnections = 0
     server.stat_client_outbuf_limit_disconnections = 0
-    for attr in ("stat_evictedkeys", "stat_acl_denied_auth", "stat_acl_denied_cmd",
-                 "stat_acl_denied_key", "stat_acl_denied_channel"):
-        if hasattr(server, attr):
-            setattr(server, attr, 0)
+    if hasattr(server, "stat_evictedkeys"):
+        server.stat_evictedkeys = 0
+    denied = getattr(getattr(server, "acl", None), "denied", None)
+    if denied:
+        for k in denied:
+            denied[k] = 0
     server.errorstats.clear()
     for cmd in all_commands():
         cmd.reset_stats()
