@@ -136,7 +136,13 @@ def block(client, keys, deadline: int, btype, timeout_reply=NULL_ARRAY, *,
     client.blocked = waiter
     server.blocked_clients += 1
     if deadline:
-        heapq.heappush(server.block_timeouts, (deadline, waiter.seq, waiter))
+        heap = server.block_timeouts
+        if len(heap) > 64 and len(heap) > 4 * server.blocked_clients:
+            # Served waiters leave their entries behind (removed lazily);
+            # busy workers with long timeouts would pile them up.
+            heap[:] = [e for e in heap if e[2].client.blocked is e[2]]
+            heapq.heapify(heap)
+        heapq.heappush(heap, (deadline, waiter.seq, waiter))
         server.arm_block_timer(deadline)
     return BLOCKED
 

@@ -637,3 +637,22 @@ def test_client_unblock_list_waiters(target):
     # Nothing is left waiting: a push stays in the list.
     a.call("RPUSH", "q", "job")
     assert a.call("LLEN", "q") == b":1\r\n"
+
+
+def test_many_served_waiters_with_timeouts_then_a_timeout(target):
+    """Served waiters' timeout entries are dropped lazily (and compacted);
+    the timeouts that remain still fire, and only them."""
+    a, w, slow = target.admin, target.client(), target.client()
+    slow.send("BLPOP", "other", "30")
+    target.wait_blocked(a, 1)
+    for i in range(150):
+        w.send("BLPOP", "q", "30")
+        target.wait_blocked(a, 2)
+        a.call("RPUSH", "q", str(i))
+        assert w.read_reply() == arr(bulk(b"q"), bulk(str(i).encode()))
+    w.send("BLPOP", "q", "0.05")
+    assert w.read_reply() == NULL_ARRAY
+    assert silent(slow)
+    a.call("RPUSH", "other", "x")
+    assert slow.read_reply() == arr(bulk(b"other"), bulk(b"x"))
+    target.wait_blocked(a, 0)
