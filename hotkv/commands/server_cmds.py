@@ -43,7 +43,7 @@ from ..config import PARAMS, ConfigError
 from ..errors import CommandError
 from ..registry import COMMANDS, all_commands, command, container, lookup
 from ..resp import OK, Simple, Verbatim, SetReply
-from ..server import CRON_HOOKS, used_memory, peak_rss
+from ..server import CRON_HOOKS, SERVER_INIT_HOOKS, used_memory, peak_rss
 from ..util import stringmatch, string2ll
 
 log = logging.getLogger("hotkv")
@@ -73,19 +73,29 @@ def _flush_mode(argv):
         raise CommandError(errors.SYNTAX)
 
 
-def flush_db(server, db):
+def flush_db(server, db) -> int:
+    """Empty db; returns how many keys it held (added to the dirty counter)."""
     db.touch_all()
     removed = db.clear()
-    # Redis propagates a flush even of an empty database.
-    server.dirty += max(removed, 1)
+    server.dirty += removed
+    return removed
+
+
+def _force_propagation(c, argv, removed: int):
+    # Redis logs a flush even when there was nothing to remove (the dirty
+    # counter, hence rdb_changes_since_last_save, stays as it was).
+    if not removed:
+        c.server.propagate(c.db.index, list(argv))
 
 
 @command("flushall", -1, "write", group="server", acl=("keyspace", "dangerous"))
 def flushall(c, argv):
     """Remove all keys from all databases."""
     _flush_mode(argv)
+    removed = 0
     for db in c.server.dbs:
-        flush_db(c.server, db)
+        removed += flush_db(c.server, db)
+    _force_propagation(c, argv, removed)
     return OK
 
 
@@ -93,7 +103,7 @@ def flushall(c, argv):
 def flushdb(c, argv):
     """Remove all keys from the current database."""
     _flush_mode(argv)
-    flush_db(c.server, c.db)
+    _force_propagation(c, argv, flush_db(c.server, c.db))
     return OK
 
 
@@ -238,11 +248,7 @@ def _info_server(server):
     values = server.config.values
     now = time.time()
     uptime = int(now - server.start_time)
-    try:
-        import uvloop  # noqa: F401
-        loop_name = type(server.loop).__module__.split(".")[0] if server.loop else "asyncio"
-    except ImportError:  # pragma: no cover
-        loop_name = "asyncio"
+    loop_name = type(server.loop).__module__.split(".")[0] if server.loop else "asyncio"
     out = [
         ("redis_version", REDIS_COMPAT_VERSION),
         ("server_name", "hotkv"),
@@ -635,6 +641,13 @@ def _instantaneous(server):
 
 
 CRON_HOOKS.append(_track)
+
+
+def _note_startup_memory(server):
+    server.startup_memory = used_memory()
+
+
+SERVER_INIT_HOOKS.append(_note_startup_memory)
 
 
 # ==========================================================================
