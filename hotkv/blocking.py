@@ -30,6 +30,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import time
 from collections import deque
 
 from . import errors
@@ -37,6 +38,7 @@ from .errors import CommandError
 from .resp import NULL_ARRAY
 
 BLOCKED = object()   # a handler's return value: "no reply yet"
+_now = time.time
 _seq = itertools.count()
 
 
@@ -189,6 +191,7 @@ def unblock(client, reply=None, error: str | None = None):
         client.server.count_error(error)
     else:
         client.add_reply(waiter.timeout_reply if reply is None else reply)
+    client.last_interaction = _now()
     client.schedule_flush()
     client.server.resume_client(client)
 
@@ -257,6 +260,10 @@ def serve_ready_keys(server):
                     client.reprocessing = None
                 if client.blocked is None:
                     client.db = saved_db if saved_db is not waiter.db else client.db
+                    # Redis counts the reply it writes as interaction: a worker
+                    # blocked longer than `timeout` must not be dropped as idle
+                    # right after getting its job.
+                    client.last_interaction = _now()
                     client.schedule_flush()
                     server.resume_client(client)
 

@@ -656,3 +656,23 @@ def test_many_served_waiters_with_timeouts_then_a_timeout(target):
     a.call("RPUSH", "other", "x")
     assert slow.read_reply() == arr(bulk(b"other"), bulk(b"x"))
     target.wait_blocked(a, 0)
+
+
+def test_served_worker_is_not_dropped_as_idle(hotkv_server_factory):
+    """With `timeout` set, a worker blocked longer than it is not idle: once
+    served it has a fresh interaction time (Redis counts the reply it writes)."""
+    srv = hotkv_server_factory(timeout=2)
+    w = RawClient(srv.host, srv.port)
+    a = None
+    try:
+        w.send("BLPOP", "q", "0")
+        time.sleep(3.0)              # blocked clients are never idle
+        a = RawClient(srv.host, srv.port)
+        a.call("RPUSH", "q", "job")
+        assert w.read_reply() == arr(bulk(b"q"), bulk(b"job"))
+        time.sleep(1.2)              # an idle scan runs meanwhile
+        assert w.call("PING") == b"+PONG\r\n"
+    finally:
+        if a is not None:
+            a.close()
+        w.close()
