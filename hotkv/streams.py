@@ -507,9 +507,8 @@ class Stream:
         return [self.groups[k] for k in sorted(self.groups)]
 
     def range_has_tombstones(self, start: int, end: int = MAX_ID) -> bool:
+        # Valkey 8.1 does not exempt a max deleted ID below the first entry.
         if not self.length or not self.max_deleted_id:
-            return False
-        if self.first_id > self.max_deleted_id:
             return False
         return start <= self.max_deleted_id <= end
 
@@ -520,6 +519,8 @@ class Stream:
             return 0
         if not self.length and eid <= self.last_id:
             return self.entries_added
+        if eid and eid < self.max_deleted_id:
+            return INVALID_ENTRIES_READ      # before the last tombstone
         if eid == self.last_id:
             return self.entries_added
         if eid > self.last_id:
@@ -544,7 +545,8 @@ class Stream:
 
     def advance_group(self, g, eid: int):
         """Group g delivers eid (> its last ID): move its read counter."""
-        if g.entries_read != INVALID_ENTRIES_READ and not self.range_has_tombstones(eid):
+        if g.entries_read != INVALID_ENTRIES_READ and g.last_id >= self.first_id and \
+                not self.range_has_tombstones(g.last_id):
             g.entries_read += 1
         elif self.entries_added:
             g.entries_read = self.estimate_distance(eid)

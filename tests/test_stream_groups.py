@@ -168,6 +168,86 @@ def test_matches_valkey_resp3(diff, name):
     _run(diff, SCENARIOS[name])
 
 
+def test_lag_and_entries_read_edge_cases(diff):
+    """Valkey 8.1's read-counter rules: a counter is kept only while the
+    group is past the first entry and no tombstone follows it; an ID before
+    the last tombstone has no estimate."""
+    for cmd in [
+        *[("XADD", "x", f"{i}-0", "f", "v") for i in range(1, 6)], ("XDEL", "x", "1-0"),
+        ("XGROUP", "CREATE", "x", "g", "0", "ENTRIESREAD", "0"), ("XINFO", "GROUPS", "x"),
+        *[("XADD", "y", f"{i}-0", "f", "v") for i in range(1, 6)], ("XTRIM", "y", "MAXLEN", "3"),
+        ("XGROUP", "CREATE", "y", "g", "1-0", "ENTRIESREAD", "1"),
+        ("XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "y", ">"), ("XINFO", "GROUPS", "y"),
+        *[("XADD", "z", f"{i}-0", "f", "v") for i in range(1, 8)], ("XDEL", "z", "3-0"),
+        ("XGROUP", "CREATE", "z", "g", "1-0", "ENTRIESREAD", "1"),
+        ("XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "z", ">"), ("XINFO", "GROUPS", "z"),
+        ("XREADGROUP", "GROUP", "g", "c", "COUNT", "2", "STREAMS", "z", ">"), ("XINFO", "GROUPS", "z"),
+        ("XGROUP", "SETID", "z", "g", "$"), ("XINFO", "GROUPS", "z"), ("XADD", "z", "8-0", "f", "v"),
+        ("XINFO", "GROUPS", "z"),
+    ]:
+        diff(*cmd)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_group_operations_match_valkey(diff, seed):
+    """Random XADD/XREADGROUP/XACK/XCLAIM/XAUTOCLAIM/XDEL/XTRIM/SETID/...
+    sequences: every reply, the groups' counters, lag and PELs stay equal."""
+    import random
+    rnd = random.Random(seed)
+    try:
+        diff("CONFIG", "SET", "stream-node-max-entries", str(rnd.choice([2, 5])))
+        nid = 1
+        diff("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+        diff("XGROUP", "CREATE", "s", "h", "0")
+
+        def rid():
+            return f"{rnd.randint(1, nid + 2)}-{rnd.choice([0, 0, 1])}"
+
+        for step in range(400):
+            op = rnd.random()
+            g = rnd.choice(["g", "h"])
+            c = rnd.choice(["c1", "c2", "c3"])
+            if op < 0.25:
+                diff("XADD", "s", f"{nid}-0", "f", str(nid))
+                nid += 1
+            elif op < 0.4:
+                noack = ["NOACK"] if rnd.random() < 0.1 else []
+                diff("XREADGROUP", "GROUP", g, c, "COUNT", str(rnd.randint(1, 4)), *noack, "STREAMS", "s", ">")
+            elif op < 0.45:
+                diff("XREADGROUP", "GROUP", g, c, "COUNT", str(rnd.randint(0, 4)), "STREAMS", "s", rid())
+            elif op < 0.55:
+                diff("XACK", "s", g, *[rid() for _ in range(rnd.randint(1, 3))])
+            elif op < 0.62:
+                opts = rnd.choice([[], ["JUSTID"], ["FORCE", "JUSTID"], ["RETRYCOUNT", "5"], ["LASTID", rid()]])
+                diff("XCLAIM", "s", g, c, "0", *[rid() for _ in range(rnd.randint(1, 3))], *opts)
+            elif op < 0.68:
+                diff("XAUTOCLAIM", "s", g, c, "0", rid(), "COUNT", str(rnd.randint(1, 5)),
+                     *rnd.choice([[], ["JUSTID"]]))
+            elif op < 0.73:
+                diff("XDEL", "s", rid(), rid())
+            elif op < 0.76:
+                arg = str(rnd.randint(0, nid)) if rnd.random() < 0.5 else rid()
+                diff("XTRIM", "s", rnd.choice(["MAXLEN", "MINID"]), rnd.choice(["=", "~"]), arg)
+            elif op < 0.78:
+                diff("XGROUP", "SETID", "s", g, rnd.choice(["0", "$", rid()]),
+                     *rnd.choice([[], ["ENTRIESREAD", str(rnd.randint(-1, nid))]]))
+            elif op < 0.80:
+                diff("XGROUP", "DELCONSUMER", "s", g, c)
+            elif op < 0.82:
+                diff("XGROUP", "CREATECONSUMER", "s", g, c)
+            elif op < 0.84:
+                diff("XSETID", "s", f"{nid + 5}-0")
+                nid += 6
+            else:
+                diff("XPENDING", "s", g)
+            diff("XINFO", "GROUPS", "s")
+            if step % 40 == 0:
+                diff("XPENDING", "s", g, "IDLE", "100000000", "-", "+", "100")
+                diff("XRANGE", "s", "-", "+")
+    finally:
+        diff("CONFIG", "SET", "stream-node-max-entries", "100")
+
+
 def test_arity_errors(diff):
     for cmd in [("XGROUP",), ("XGROUP", "CREATE", "s", "g"), ("XGROUP", "DESTROY", "s"),
                 ("XGROUP", "CREATECONSUMER", "s", "g"), ("XGROUP", "DELCONSUMER", "s", "g", "c", "d"),

@@ -91,7 +91,7 @@ SCENARIOS = {
         ("XSETID", "nokey", "1-0"), ("XSETID", "s", "21-0", "ENTRIESADDED"),
         ("XSETID", "s", "21-0", "ENTRIESADDED", "-1"), ("XSETID", "s", "21-0", "MAXDELETEDID", "22-0"),
         ("XSETID", "s", "21-0", "ENTRIESADDED", "50", "MAXDELETEDID", "15-0"), ("XINFO", "STREAM", "s"),
-        ("XSETID", "s", "14-0"), ("XADD", "s", "21-0", "f", "v"), ("XADD", "s", "*", "f", "v"),
+        ("XSETID", "s", "14-0"), ("XADD", "s", "21-0", "f", "v"), ("XADD", "s", "21-*", "f", "v"),
         ("XSETID", "s", "21-1", "ENTRIESADDED", "0"), ("XSETID", "s", "0", "FOO", "1"),
         ("SET", "str", "v"), ("XDEL", "str", "1"), ("XTRIM", "str", "MAXLEN", "1"), ("XSETID", "str", "1"),
         ("XLEN", "str"), ("TYPE", "s"),
