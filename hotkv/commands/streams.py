@@ -1248,11 +1248,33 @@ def xinfo_groups(c, argv):
 
 
 def _rax_nodes(s: Stream) -> int:
-    """An estimate of Valkey's radix-tree node count for the node keys."""
-    n = len(s.nodes)
-    if n == 0:
+    """Valkey's radix-tree-nodes: the nodes of a radix tree over the node
+    keys (16-byte big-endian IDs) in rax's compressed form -- a compressed
+    node per shared run of bytes, a branching node where keys diverge, one
+    node for a lone key's tail and one leaf per key."""
+    keys = [k.to_bytes(16, "big") for k in s.node_keys]
+    if not keys:
         return 1
-    return n + 1
+
+    def count(lo, hi, d):
+        if hi - lo == 1:
+            return 1 if d == 16 else 2
+        first, last = keys[lo], keys[hi - 1]
+        c = d
+        while first[c] == last[c]:
+            c += 1
+        n = 2 if c > d else 1
+        i = lo
+        while i < hi:
+            ch = keys[i][c]
+            j = i + 1
+            while j < hi and keys[j][c] == ch:
+                j += 1
+            n += count(i, j, c + 1)
+            i = j
+        return n
+
+    return count(0, len(keys), 0)
 
 
 @command("xinfo|stream", -3, "readonly", (2, 2, 1), group="stream", since="5.0.0")
