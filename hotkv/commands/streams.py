@@ -228,6 +228,7 @@ class _TrimArgs:
 
 def _parse_add_trim(c, argv, xadd: bool) -> _TrimArgs:
     a = _TrimArgs()
+    a.idpos = 2
     a.maxlen = a.minid = None
     a.approx = False
     a.limit = 0
@@ -236,6 +237,9 @@ def _parse_add_trim(c, argv, xadd: bool) -> _TrimArgs:
     a.id_given = False
     a.seq_given = True
     a.nomkstream = False
+    if xadd and argv[2] == b"*":       # the common case: no options
+        a.limit = 0
+        return a
     limit_given = False
     n = len(argv)
     i = 2
