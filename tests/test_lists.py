@@ -357,3 +357,52 @@ def test_pushes_count_every_element_as_a_change(r):
     r.ltrim("d", 0, -1)          # trims nothing: no change counted
     r.lpop("d", 2)
     assert dirty() - before == 3 + 1 + 0 + 2
+
+
+def test_random_list_operations_match_valkey(diff):
+    """A seeded random walk over every non-blocking list command on three
+    keys (one sometimes a string): each reply must match Valkey's bytes."""
+    import random
+    rnd = random.Random(20240601)
+    keys = ["a", "b", "c"]
+    vals = ["x", "y", "z", "1", "01", "", "x" * 70]
+    idx = ["0", "1", "-1", "2", "-2", "3", "-5", "7", "100", "-100"]
+
+    def k():
+        return rnd.choice(keys)
+
+    def v():
+        return rnd.choice(vals)
+
+    def i():
+        return rnd.choice(idx)
+
+    def side():
+        return rnd.choice(["LEFT", "RIGHT", "left", "Right"])
+
+    makers = [
+        lambda: ("LPUSH", k(), *[v() for _ in range(rnd.randint(1, 4))]),
+        lambda: ("RPUSH", k(), *[v() for _ in range(rnd.randint(1, 4))]),
+        lambda: ("LPUSHX", k(), v()), lambda: ("RPUSHX", k(), v(), v()),
+        lambda: ("LPOP", k()), lambda: ("RPOP", k(), rnd.choice(["0", "1", "2", "5"])),
+        lambda: ("LLEN", k()), lambda: ("LRANGE", k(), i(), i()), lambda: ("LINDEX", k(), i()),
+        lambda: ("LSET", k(), i(), v()),
+        lambda: ("LINSERT", k(), rnd.choice(["BEFORE", "AFTER"]), v(), v()),
+        lambda: ("LREM", k(), rnd.choice(["0", "1", "-1", "2", "-2"]), v()),
+        lambda: ("LTRIM", k(), i(), i()),
+        lambda: ("LPOS", k(), v(), "RANK", rnd.choice(["1", "-1", "2", "-2"]),
+                 "COUNT", rnd.choice(["0", "1", "2"]), "MAXLEN", rnd.choice(["0", "2", "5"])),
+        lambda: ("LPOS", k(), v()),
+        lambda: ("LMOVE", k(), k(), side(), side()), lambda: ("RPOPLPUSH", k(), k()),
+        lambda: ("LMPOP", "2", k(), k(), side(), "COUNT", rnd.choice(["1", "3"])),
+        lambda: ("BLMOVE", k(), k(), side(), side(), "0.01"),
+        lambda: ("BLMPOP", "0.01", "3", "a", "b", "c", side()),
+        lambda: ("SET", k(), "str"), lambda: ("DEL", k()),
+    ]
+    weights = [6, 6, 2, 2, 3, 3, 1, 4, 3, 2, 2, 3, 2, 2, 1, 3, 1, 2, 1, 1, 1, 1]
+    for _ in range(600):
+        cmd = rnd.choices(makers, weights)[0]()
+        diff(*cmd)
+    for key in keys:
+        if diff("TYPE", key) == b"+list\r\n":
+            diff("LRANGE", key, "0", "-1")
