@@ -227,7 +227,7 @@ class Group:
 
 class Stream:
     __slots__ = ("nodes", "node_keys", "length", "last_id", "first_id",
-                 "max_deleted_id", "entries_added", "groups")
+                 "max_deleted_id", "entries_added", "groups", "_rax_cache")
 
     def __init__(self):
         self.nodes: list = []
@@ -238,6 +238,7 @@ class Stream:
         self.max_deleted_id = 0
         self.entries_added = 0
         self.groups = None          # name -> Group, created on demand
+        self._rax_cache = None
 
     def __len__(self):
         return self.length
@@ -551,6 +552,44 @@ class Stream:
         elif self.entries_added:
             g.entries_read = self.estimate_distance(eid)
         g.last_id = eid
+
+    def rax_node_count(self) -> int:
+        """Valkey's XINFO radix-tree-nodes: the nodes of a radix tree over
+        the node keys (16-byte big-endian IDs) in rax's compressed layout --
+        a compressed node per shared run of bytes, a branching node where
+        keys diverge, one node for a lone key's tail, one leaf per key.
+        Cached: node keys are only appended at the end or removed, so
+        (count, first, last) identifies the set."""
+        keys = self.node_keys
+        if not keys:
+            return 1
+        tag = (len(keys), keys[0], keys[-1])
+        cache = self._rax_cache
+        if cache is not None and cache[0] == tag:
+            return cache[1]
+        raw = [k.to_bytes(16, "big") for k in keys]
+
+        def count(lo, hi, d):
+            if hi - lo == 1:
+                return 1 if d == 16 else 2
+            first, last = raw[lo], raw[hi - 1]
+            c = d
+            while first[c] == last[c]:
+                c += 1
+            n = 2 if c > d else 1
+            i = lo
+            while i < hi:
+                ch = raw[i][c]
+                j = i + 1
+                while j < hi and raw[j][c] == ch:
+                    j += 1
+                n += count(i, j, c + 1)
+                i = j
+            return n
+
+        n = count(0, len(raw), 0)
+        self._rax_cache = (tag, n)
+        return n
 
     # ------------------------------------------------------------------
     def copy(self) -> "Stream":

@@ -1251,36 +1251,6 @@ def xinfo_groups(c, argv):
     return out
 
 
-def _rax_nodes(s: Stream) -> int:
-    """Valkey's radix-tree-nodes: the nodes of a radix tree over the node
-    keys (16-byte big-endian IDs) in rax's compressed form -- a compressed
-    node per shared run of bytes, a branching node where keys diverge, one
-    node for a lone key's tail and one leaf per key."""
-    keys = [k.to_bytes(16, "big") for k in s.node_keys]
-    if not keys:
-        return 1
-
-    def count(lo, hi, d):
-        if hi - lo == 1:
-            return 1 if d == 16 else 2
-        first, last = keys[lo], keys[hi - 1]
-        c = d
-        while first[c] == last[c]:
-            c += 1
-        n = 2 if c > d else 1
-        i = lo
-        while i < hi:
-            ch = keys[i][c]
-            j = i + 1
-            while j < hi and keys[j][c] == ch:
-                j += 1
-            n += count(i, j, c + 1)
-            i = j
-        return n
-
-    return count(0, len(keys), 0)
-
-
 @command("xinfo|stream", -3, "readonly", (2, 2, 1), group="stream", since="5.0.0")
 def xinfo_stream(c, argv):
     """Returns information about a stream."""
@@ -1302,7 +1272,7 @@ def xinfo_stream(c, argv):
     out = {
         b"length": s.length,
         b"radix-tree-keys": len(s.nodes),
-        b"radix-tree-nodes": _rax_nodes(s),
+        b"radix-tree-nodes": s.rax_node_count(),
         b"last-generated-id": id_bytes(s.last_id),
         b"max-deleted-entry-id": id_bytes(s.max_deleted_id),
         b"entries-added": s.entries_added,
