@@ -96,9 +96,9 @@ def _lookup(db, key):
 # Shared list operations
 # ----------------------------------------------------------------------
 
-def _range(lst, start: int, end: int, reverse: bool = False) -> list:
+def _range(lst, start: int, end: int) -> list:
     """Elements start..end (inclusive, negative from the end), walking from
-    the nearer end of the deque.  ``reverse``: last to first."""
+    the nearer end of the deque."""
     llen = len(lst)
     if start < 0:
         start += llen
@@ -111,18 +111,11 @@ def _range(lst, start: int, end: int, reverse: bool = False) -> list:
     if end >= llen:
         end = llen - 1
     if start == 0 and end == llen - 1:
-        out = list(lst)
-        if reverse:
-            out.reverse()
-        return out
+        return list(lst)
     if start <= llen - 1 - end:
-        out = list(islice(lst, start, end + 1))
-        if reverse:
-            out.reverse()
-    else:
-        out = list(islice(reversed(lst), llen - 1 - end, llen - start))
-        if not reverse:
-            out.reverse()
+        return list(islice(lst, start, end + 1))
+    out = list(islice(reversed(lst), llen - 1 - end, llen - start))
+    out.reverse()
     return out
 
 
