@@ -1,5 +1,6 @@
-"""examples/streams_queue.py, run as a user would: a separate Python
-process pointed at a real hotkv server by a redis:// URL."""
+"""The streams queue as users run it: examples/streams_queue.py in a
+separate Python process pointed at a real hotkv by a redis:// URL, and the
+reference document's Node.js (iovalkey) code, unchanged, over TLS."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import valkey
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -51,3 +53,107 @@ def test_commands_produce_work_recover(hotkv_server_factory):
     r = valkey.Valkey(host=srv.host, port=srv.port, password="s3cret")
     assert r.xlen("jobs:emails") == 5 and r.xpending("jobs:emails", "email-workers")["pending"] == 0
     r.close()
+
+
+# ----------------------------------------------------------------------
+# The reference document's Node.js code, unchanged, over TLS
+# ----------------------------------------------------------------------
+
+REFERENCE_GLOBS = ["/work/shared/reference/001_*.txt",
+                   os.path.join(os.path.dirname(os.path.dirname(EXAMPLE)), "..", "shared",
+                                "reference", "001_*.txt")]
+
+
+def _reference_node_example() -> str:
+    import glob
+    for pattern in REFERENCE_GLOBS:
+        paths = sorted(glob.glob(pattern))
+        if paths:
+            text = open(paths[0]).read()
+            start = text.index("import Redis from 'iovalkey'")
+            end = text.index("await client.quit()", start) + len("await client.quit()")
+            return text[start:end]
+    pytest.skip("the reference document 001_*.txt is not present")
+
+
+def _iovalkey_dir() -> str:
+    """A directory whose node_modules holds iovalkey (installed once with npm)."""
+    import shutil
+    import tempfile
+    if not shutil.which("node") or not shutil.which("npm"):
+        pytest.skip("node and npm are not installed")
+    d = os.path.join(tempfile.gettempdir(), "hotkv-test-iovalkey")
+    if not os.path.isdir(os.path.join(d, "node_modules", "iovalkey")):
+        os.makedirs(d, exist_ok=True)
+        proc = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "iovalkey"], cwd=d,
+                              capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            pytest.skip("the iovalkey npm package could not be installed: " + proc.stderr[-300:])
+    return d
+
+
+def _test_pki(d):
+    import datetime
+    import ipaddress
+    x509 = pytest.importorskip("cryptography.x509", reason="needs the cryptography package")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def cert(cn, issuer, issuer_key, pub, ca=False, sans=()):
+        b = (x509.CertificateBuilder()
+             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+             .issuer_name(issuer).public_key(pub).serial_number(x509.random_serial_number())
+             .not_valid_before(now - datetime.timedelta(minutes=5))
+             .not_valid_after(now + datetime.timedelta(days=1))
+             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if sans:
+            b = b.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
+        return b.sign(issuer_key, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "hotkv streams test CA")])
+    ca = cert("hotkv streams test CA", ca_name, ca_key, ca_key.public_key(), ca=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    srv = cert("localhost", ca_name, ca_key, key.public_key(),
+               sans=(x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))))
+    paths = {n: str(d / n) for n in ("ca.crt", "server.crt", "server.key")}
+    (d / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (d / "server.crt").write_bytes(srv.public_bytes(serialization.Encoding.PEM))
+    (d / "server.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                     serialization.PrivateFormat.PKCS8,
+                                                     serialization.NoEncryption()))
+    return paths
+
+
+def test_reference_document_node_code_runs_unchanged_over_tls(hotkv_server_factory, tmp_path):
+    """The iovalkey flow of the reference document, byte for byte as
+    printed, against hotkv over TLS with a username and password; the test
+    only supplies VALKEY_URL and NODE_EXTRA_CA_CERTS (the test CA)."""
+    code = _reference_node_example()
+    assert "tls: { servername: url.hostname }" in code
+    node_dir = _iovalkey_dir()
+    pki = _test_pki(tmp_path)
+    srv = hotkv_server_factory(tls_port=0, tls_cert_file=pki["server.crt"],
+                               tls_key_file=pki["server.key"], tls_ca_cert_file=pki["ca.crt"],
+                               tls_auth_clients="no", requirepass="admin-pw")
+    admin = valkey.Valkey(host=srv.host, port=srv.port, password="admin-pw", decode_responses=True)
+    admin.acl_setuser("app", enabled=True, passwords=["+app-s3cret"], keys=["jobs:*"],
+                      commands=["+@all", "-@dangerous"])
+    script = os.path.join(node_dir, "reference_%d.mjs" % os.getpid())
+    with open(script, "w") as f:
+        f.write(code)
+    env = dict(os.environ, VALKEY_URL="rediss://app:app-s3cret@localhost:%d" % srv.tls_port,
+               NODE_EXTRA_CA_CERTS=pki["ca.crt"])
+    try:
+        proc = subprocess.run(["node", script], cwd=node_dir, env=env, capture_output=True,
+                              text=True, timeout=60)
+    finally:
+        os.unlink(script)
+    assert proc.returncode == 0, proc.stderr
+    assert "process message [ 'type', 'welcome', 'user_id', '42' ]" in proc.stdout
+    assert admin.xpending("jobs:emails", "email-workers")["pending"] == 0
+    assert admin.xlen("jobs:emails") == 1
+    assert admin.xinfo_groups("jobs:emails")[0]["entries-read"] == 1
+    admin.close()
