@@ -38,6 +38,7 @@ import os
 import time
 
 from . import errors, server as server_mod
+from .config import ConfigError, param
 from .errors import CommandError
 from .registry import TABLE, all_commands
 from .util import compile_glob
@@ -95,6 +96,21 @@ _SETUSER_ERRORS = {
                 "hexadecimal characters"),
     "ECHILD": "Allowing first-arg of a subcommand is not supported",
 }
+
+# New users (and ``reset``) start with no channels unless this says allchannels.
+param("acl-pubsub-default", "enum", "resetchannels", choices=("allchannels", "resetchannels"))
+
+
+def _parse_user_directive(text: str):
+    words = text.split()
+    if not words:
+        raise ConfigError("wrong number of arguments")
+    return (tuple(words),)
+
+
+# redis.conf "user <name> <rules...>" lines (repeatable); exclusive with aclfile.
+param("user", "special", (), mutable=False, multi=True, parse_fn=_parse_user_directive,
+      fmt=lambda v: " ".join(" ".join(u) for u in v))
 
 NO_ACLFILE = ("ERR This instance is not configured to use an ACL file. You may want to specify "
               "users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you "
@@ -310,6 +326,8 @@ class User:
             for r in (b"resetpass", b"resetkeys", b"resetchannels", b"off",
                       b"sanitize-payload", b"-@all"):
                 self.apply(r)
+            if PUBSUB_DEFAULT_ALL[0]:
+                self.apply(b"allchannels")
         else:
             self._apply_selector(op, low)
         self.refresh()
@@ -510,10 +528,14 @@ class User:
         return False
 
 
+# The acl-pubsub-default of the server being configured (set around each use).
+PUBSUB_DEFAULT_ALL = [False]
+
+
 def new_user(name: bytes) -> User:
     """A user as ACL SETUSER creates it: off, no passwords, no permissions."""
     u = User(name)
-    u.apply(b"resetchannels")
+    u.apply(b"allchannels" if PUBSUB_DEFAULT_ALL[0] else b"resetchannels")
     u.apply(b"-@all")
     return u
 
@@ -556,6 +578,7 @@ class AclState:
     def setuser(self, name: bytes, ops, current=None) -> str | None:
         """ACL SETUSER: apply every rule or none; returns an error text."""
         existing = self.users.get(name)
+        self._pubsub_default()
         staged = existing.clone() if existing is not None else new_user(name)
         for op in ops:
             try:
@@ -605,6 +628,31 @@ class AclState:
                 return True
             return any(not user.channel_ok(p, True) for p in c.patterns)
         self._disconnect(lost, current)
+
+    def _pubsub_default(self):
+        PUBSUB_DEFAULT_ALL[0] = (
+            self.server.config.values["acl-pubsub-default"] == "allchannels")
+
+    def load_directives(self, directives) -> None:
+        """redis.conf ``user`` lines, applied at start; raises on an error."""
+        self._pubsub_default()
+        for words in directives:
+            name, ops = words[0].encode(), [w.encode("utf-8", "surrogateescape")
+                                             for w in words[1:]]
+            if _has_spaces(name):
+                raise RuntimeError("Spaces not allowed in ACL usernames")
+            u = self.users.get(name)
+            if u is None:
+                u = self.users[name] = new_user(name)
+            else:
+                u.apply(b"reset")
+            for op in ops:
+                try:
+                    u.apply(op)
+                except RuleError as e:
+                    raise RuntimeError("Error loading ACL rule '%s' for the user named '%s': %s"
+                                       % (_text(op), _text(name), e.text)) from None
+        self.changed()
 
     def changed(self):
         """Install the dispatcher check only when some user is restricted."""
@@ -679,6 +727,7 @@ class AclState:
             return "Error loading ACLs, opening file '%s': %s" % (name, e.strerror)
         problems = []
         users: dict[bytes, User] = {}
+        self._pubsub_default()
         for lineno, raw in enumerate(data.split(b"\n"), 1):
             line = raw.strip(b" \t\r\n")
             if not line:
@@ -839,6 +888,14 @@ def _init_server(server):
     if values["requirepass"]:
         set_default_password(server, values["requirepass"])
     server.config.listeners["requirepass"] = lambda v: set_default_password(server, v)
+    if values["user"]:
+        if values["aclfile"]:
+            raise RuntimeError(
+                "Configuring hotkv with users defined in the configuration and at the same "
+                "setting an ACL file path is invalid. This setup is very likely to lead to "
+                "configuration errors and security holes, please define either an ACL file or "
+                "declare users directly in your configuration, but not both.")
+        server.acl.load_directives(values["user"])
     if values["aclfile"]:
         problems = server.acl.load_file()
         if problems:

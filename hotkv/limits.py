@@ -56,6 +56,8 @@ def _parse_renames(text: str):
         words = shlex.split(text)
     except ValueError:
         raise ConfigError("Invalid rename-command arguments") from None
+    if len(words) == 1:
+        words.append("")    # "rename-command FLUSHALL """ as a config line
     if len(words) % 2:
         raise ConfigError("wrong number of arguments")
     return tuple((words[i].lower(), words[i + 1]) for i in range(0, len(words), 2))

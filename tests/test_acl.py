@@ -400,3 +400,77 @@ def test_acl_file_matches_valkey_format(tmp_path, hotkv_server_factory):
             c.close()
     assert ours_path.read_text() == ref_path.read_text()
     assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
+
+
+# ----------------------------------------------------------------------
+# Channels
+# ----------------------------------------------------------------------
+
+CHANNEL_CASES = [
+    ["PUBLISH", "zz", "x"], ["PUBLISH", "chx", "x"], ["SPUBLISH", "zz", "x"],
+    ["SUBSCRIBE", "cha", "zz"], ["PSUBSCRIBE", "ch*"], ["PSUBSCRIBE", "ch"],
+    ["PSUBSCRIBE", "chx"], ["SSUBSCRIBE", "zz"], ["UNSUBSCRIBE", "zz"],
+    ["PUNSUBSCRIBE", "zz*"], ["PUBSUB", "NUMSUB", "zz"],
+]
+
+
+@pytest.mark.parametrize("cmd", CHANNEL_CASES, ids=lambda a: " ".join(a))
+def test_channel_permissions_match_valkey(acl_diff, fresh_pair, cmd):
+    acl_diff("ACL", "SETUSER", "chan", "on", ">pw", "&ch*", "+@all", "~*")
+    pair = fresh_pair()
+    both(pair, "AUTH", "chan", "pw")
+    for c in pair:
+        c.call("HELLO", "3")    # server name and version differ; not compared
+    both(pair, *cmd)
+    both(pair, "ACL", "DRYRUN", "chan", *cmd)
+
+
+def test_check_channels_helper(hotkv_server_factory):
+    from hotkv import acl
+    s = hotkv_server_factory()
+    s.server.acl.setuser(b"c", [b"on", b"nopass", b"&news.*", b"+@all"])
+    c = RawClient(s.host, s.port)
+    c.call("AUTH", "c", "x")
+    conn = next(cl for cl in s.server.clients.values() if cl.user.name == b"c")
+    assert acl.check_channels(conn, [b"news.1"], False) is None
+    assert acl.check_channels(conn, [b"news.*"], True) is None
+    assert acl.check_channels(conn, [b"news.1", b"sports"], False) == (
+        "NOPERM No permissions to access a channel")
+    assert acl.check_channels(conn, [b"news.1*"], True) is not None
+
+
+def test_revoking_channels_disconnects_subscribers(hotkv_server_factory):
+    s = hotkv_server_factory()
+    r = valkey.Valkey(host=s.host, port=s.port)
+    r.execute_command("ACL", "SETUSER", "sub", "on", "nopass", "&news.*", "+@all")
+    c = RawClient(s.host, s.port)
+    c.call("AUTH", "sub", "x")
+    assert c.call("SUBSCRIBE", "news.1").startswith(b"*3")
+    other = RawClient(s.host, s.port)
+    other.call("AUTH", "sub", "x")
+    r.execute_command("ACL", "SETUSER", "sub", "resetchannels", "&other")
+    assert c.is_closed()
+    assert other.call("PING") == b"+PONG\r\n"     # not subscribed: kept
+
+
+def test_acl_pubsub_default_allchannels(hotkv_server_factory):
+    s = hotkv_server_factory(acl_pubsub_default="allchannels")
+    r = valkey.Valkey(host=s.host, port=s.port)
+    r.execute_command("ACL", "SETUSER", "n", "on")
+    assert "user n on sanitize-payload &* -@all" in r.acl_list()
+    r.execute_command("ACL", "SETUSER", "n", "reset")
+    assert "user n off sanitize-payload &* -@all" in r.acl_list()
+
+
+def test_user_directives_from_config(hotkv_server_factory, tmp_path):
+    s = hotkv_server_factory(user="app on >pw ~app:* +@all")
+    app = valkey.Valkey(host=s.host, port=s.port, username="app", password="pw")
+    assert app.set("app:x", 1)
+    with pytest.raises(valkey.exceptions.NoPermissionError):
+        app.set("other", 1)
+    path = tmp_path / "u.acl"
+    path.write_text("")
+    with pytest.raises(Exception, match="not both"):
+        hotkv_server_factory(user="app on", aclfile=str(path))
+    with pytest.raises(Exception, match="Error loading ACL rule"):
+        hotkv_server_factory(user="app on +nosuch")

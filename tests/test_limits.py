@@ -183,6 +183,17 @@ def test_rename_command(hotkv_server_factory):
         hotkv_server_factory(rename_command="nosuchcommand x")
 
 
+def test_rename_command_config_file_lines(tmp_path):
+    """redis.conf spelling, one rename a line, "" to disable."""
+    from hotkv.cli import build_config
+    conf = tmp_path / "hotkv.conf"
+    conf.write_text('rename-command FLUSHALL ""\nrename-command DEBUG ""\n'
+                    'rename-command KEYS list-keys\n')
+    config = build_config(str(conf), [])
+    assert config.values["rename-command"] == (("flushall", ""), ("debug", ""),
+                                               ("keys", "list-keys"))
+
+
 def test_dangerous_commands_are_acl_controllable(hotkv_server_factory):
     s = hotkv_server_factory()
     r = valkey.Valkey(host=s.host, port=s.port)
