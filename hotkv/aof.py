@@ -1,8 +1,11 @@
 """The append-only file: nothing acknowledged is lost.
 
-Owns ``server.aof`` (an ``AOF``): the file ``<dir>/<appendfilename>``, the
-buffer of records not yet written, the everysec fsync thread, the
-background rewrite, loading at start-up, and the disk-error state.
+Owns the ``AOF`` object (``server.aof_manager``, always there): the file
+``<dir>/<appendfilename>``, the buffer of records not yet written, the
+everysec fsync thread, the background rewrite, loading at start-up, and the
+disk-error state.  ``server.aof`` -- what the dispatcher propagates to -- is
+the same object while the AOF is on or a rewrite runs, and None otherwise,
+so a server without AOF pays nothing for propagation.
 
 Format: a plain sequence of RESP multibulk commands, ``SELECT`` whenever the
 database changes, a multi-command unit (a MULTI/EXEC that wrote more than
@@ -58,7 +61,9 @@ Invariants:
 * ``server.write_barrier`` is True whenever ``buf`` or ``held`` is
   non-empty, so no reply leaves before the record it acknowledges;
 * while a rewrite child runs, every record fed also goes to ``rw_buf``, and
-  both streams start with a SELECT (``cur_db`` is reset at fork).
+  both streams start with a SELECT (``cur_db`` is reset at fork);
+* ``server.aof is self`` exactly when ``state != OFF or rw_buf is not None``
+  (``_attach``).
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ from . import net
 from .client import Client, REPLY_OFF
 from .config import param
 from .db import ListValue, HashValue, SetValue, TYPE_NAMES
+from .errors import CommandError
 from .server import SERVER_INIT_HOOKS, CRON_HOOKS
 
 log = logging.getLogger("hotkv")
@@ -91,7 +97,8 @@ param("aof-timestamp-enabled", "bool", False, inert=True)
 
 ITEMS_PER_CMD = 64            # Redis's AOF_REWRITE_ITEMS_PER_CMD
 WRITE_CHUNK = 1 << 20         # child: write to the file every MiB
-LOAD_CHUNK = 4 << 20          # loader: bytes fed to hiredis at a time
+LOAD_CHUNK = 16 << 10         # loader: bytes fed to hiredis at a time (hiredis
+                              # memmoves its buffer as it consumes: keep it small)
 LOAD_SLICE = 0.05             # loader: seconds between event-loop yields
 MISCONF = "MISCONF Errors writing to the AOF file: %s"
 
@@ -156,9 +163,12 @@ def _select(i: int) -> bytes:
 
 
 def _enc_len(argv) -> int:
-    """Bytes of argv's canonical RESP encoding (the loader's offsets)."""
+    """Bytes of argv's canonical RESP encoding (the loader's offsets), or -1
+    when an element is not a bulk string."""
     n = 3 + len(str(len(argv)))
     for a in argv:
+        if type(a) is not bytes:
+            return -1
         m = len(a)
         n += m + 5 + (1 if m < 10 else 2 if m < 100 else len(str(m)))
     return n
@@ -427,6 +437,11 @@ class AOF:
         return os.path.abspath(os.path.join(self.start_cwd, values["dir"] or ".",
                                             values["appendfilename"]))
 
+    def _attach(self):
+        """Propagation reaches us only while someone needs the records."""
+        needed = (self.state != OFF or self.rw_buf is not None) and not self.loading
+        self.server.aof = self if needed else None
+
     # -- feeding ------------------------------------------------------------
     def feed(self, entries):
         """One outermost call's (dbindex, argv) entries: one atomic record."""
@@ -632,6 +647,7 @@ class AOF:
         self.base_size = self.current_size
         self.state = ON
         self._ensure_bio()
+        self._attach()
 
     def stop(self, final: bool = False):
         """Flush, fsync and close; the AOF is off afterwards."""
@@ -657,6 +673,7 @@ class AOF:
         if self.held:
             self._release_held()
         self.server.write_barrier = False
+        self._attach()
         if final and self.bio is not None:
             self.bio.stop()
             self.bio.join(5)
@@ -669,6 +686,7 @@ class AOF:
             if self.rw_pid:
                 self.kill_rewrite()
             self.rw_scheduled = True
+            self._attach()
             self.cron_rewrite()
         elif not value and self.state != OFF:
             self.stop()
@@ -750,6 +768,8 @@ class AOF:
             self.rw_buf = None
             self._rewrite_failed()
             return False
+        if pid:
+            self._attach()
         if pid == 0:  # pragma: no cover - the child
             code = 1
             try:
@@ -817,6 +837,7 @@ class AOF:
             self.rw_buf = None
             _unlink(self.rw_tmp)
             self.rw_tmp = None
+            self._attach()
             self._rewrite_failed()
 
     def _finish_rewrite(self) -> bool:
@@ -824,6 +845,7 @@ class AOF:
         tmp, diff = self.rw_tmp, self.rw_buf
         self.rw_tmp = None
         self.rw_buf = None
+        self._attach()
         path = self.file_path()
         fd = None
         try:
@@ -893,6 +915,7 @@ class AOF:
             self.rw_tmp = None
         self.rw_buf = None
         self.rw_scheduled = False
+        self._attach()
 
     # -- loading ----------------------------------------------------------------
     async def load(self, yield_to_loop: bool = True):
@@ -912,19 +935,21 @@ class AOF:
         start = time.monotonic()
         self.loading = True
         server.loading = True
+        self._attach()
         saved_stats = _save_stats(server)
         try:
             with open(path, "rb") as f:
                 mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                loader = _Loader(server, mm, size, path)
                 try:
-                    loader = _Loader(server, mm, size, path)
                     await loader.run(yield_to_loop)
                 finally:
                     mm.close()
         finally:
             self.loading = False
             server.loading = False
-            errors = server.stat_total_error_replies - saved_stats[1]
+            self._attach()
+            errors = loader.errors + server.stat_total_error_replies - saved_stats[1]
             _restore_stats(server, saved_stats)
         if loader.truncate_at is not None:
             os.truncate(path, loader.truncate_at)
@@ -1083,6 +1108,10 @@ class _Loader:
         self.client = Client(server, fake=True)
         self.client.reply_mode = REPLY_OFF
         self.commands = 0
+        self.errors = 0
+        # argv[0] as spelled in the file -> (command, arity check), for plain
+        # commands (no subcommands, not MULTI/EXEC/DISCARD)
+        self.cache: dict = {}
         self.truncate_at = None
         self.before_multi = 0
 
@@ -1098,11 +1127,27 @@ class _Loader:
             "automatically with aof-load-truncated yes." % (self.path, where, why, _HINT))
 
     async def run(self, yield_to_loop):
-        from .dispatch import call
+        server = self.server
+        # As Redis's loader, handlers run directly (no reply, no stats, no
+        # propagation); call_depth 1 makes EXEC's own calls inner ones.
+        saved = server.call_depth, getattr(server, "current_client", None)
+        server.call_depth = 1
+        server.current_client = self.client
+        server.cmd_time_ms = int(time.time() * 1000)
+        try:
+            await self._run(yield_to_loop)
+        finally:
+            server.call_depth, server.current_client = saved
+            server.current_cmd = server.current_argv = server.prop_override = None
+            server.prop_pending = []
+            server.ready_keys = []
+            server.ready_set.clear()
+
+    async def _run(self, yield_to_loop):
         mm, size = self.mm, self.size
         client = self.client
         server = self.server
-        table = self.table
+        cache = self.cache
         pos = 0
         deadline = time.monotonic() + LOAD_SLICE
         view = memoryview(mm)
@@ -1123,16 +1168,44 @@ class _Loader:
                         end = min(size, fed + LOAD_CHUNK)
                         reader.feed(view[fed:end])
                         fed = end
+                        server.cmd_time_ms = int(time.time() * 1000)
                         if yield_to_loop and time.monotonic() > deadline:
                             await asyncio.sleep(0)
                             deadline = time.monotonic() + LOAD_SLICE
                         continue
-                    if type(item) is not list or not item or not all(
-                            type(a) is bytes for a in item):
+                    if type(item) is not list or not item:
                         bad = True
                         break
-                    self.execute(item, pos, call, client, server, table)
-                    pos += _enc_len(item)
+                    # Inlined _enc_len and the common case of execute: this
+                    # loop runs once per command of the file.
+                    k = len(item)
+                    n = 3 + (1 if k < 10 else len(str(k)))
+                    for a in item:
+                        if type(a) is not bytes:
+                            n = -1
+                            break
+                        m = len(a)
+                        n += m + (6 if m < 10 else 7 if m < 100 else 5 + len(str(m)))
+                    if n < 0:
+                        bad = True
+                        break
+                    entry = cache.get(item[0])
+                    if entry is None or client.multi or not entry[1](k):
+                        self.execute(item, pos)
+                    else:
+                        cmd = entry[0]
+                        server.current_cmd = cmd
+                        server.current_argv = item
+                        server.prop_override = None
+                        self.commands += 1
+                        try:
+                            cmd.func(client, item)
+                        except CommandError:
+                            self.errors += 1
+                        except Exception as e:
+                            self.errors += 1
+                            server.log_exception(cmd, item, e)
+                    pos += n
                 if pos >= size:
                     break
                 # hiredis stopped short: settle what is at pos the careful way.
@@ -1144,9 +1217,7 @@ class _Loader:
                 except _Corrupt as e:
                     self.fail(e.offset, e.why, pos)
                 if argv is not None:
-                    self.execute([bytes(a) for a in argv], pos, call, client, server, table)
-                elif not bad:
-                    pass
+                    self.execute([bytes(a) for a in argv], pos)
                 pos = end
         finally:
             view.release()
@@ -1168,8 +1239,9 @@ class _Loader:
                     self.path, pos, self.size - pos)
         self.truncate_at = pos
 
-    def execute(self, argv, offset, call, client, server, table):
+    def execute(self, argv, offset):
         name = argv[0]
+        table = self.table
         cmd = table.get(name)
         if cmd is None:
             cmd = table.get(name.lower())
@@ -1177,7 +1249,8 @@ class _Loader:
                 raise AOFLoadError(
                     "Unknown command '%s' reading the append only file %s at offset %d"
                     % (name.decode("utf-8", "replace")[:128], self.path, offset))
-        if cmd.subcommands is not None and len(argv) >= 2:
+        plain = cmd.subcommands is None
+        if not plain and len(argv) >= 2:
             sub = cmd.subcommands.get(argv[1]) or cmd.subcommands.get(argv[1].lower())
             if sub is None:
                 self.fail(offset, "unknown subcommand %r of %s" % (argv[1][:64], cmd.name),
@@ -1188,15 +1261,27 @@ class _Loader:
             self.fail(offset, "wrong number of arguments for '%s'" % cmd.name, offset)
         self.commands += 1
         cname = cmd.name
+        if plain and cname not in ("multi", "exec", "discard"):
+            arity = cmd.arity
+            self.cache[name] = (cmd, (lambda k, a=arity: k == a) if arity > 0
+                                else (lambda k, a=-arity: k >= a))
         if cname == "multi":
             self.before_multi = offset
+        client = self.client
         if client.multi and cname not in ("exec", "discard", "multi"):
             client.multi_queue.append((cmd, argv))
             return
-        call(client, cmd, argv)
-        if server.ready_keys:
-            server.ready_keys = []
-            server.ready_set.clear()
+        server = self.server
+        server.current_cmd = cmd
+        server.current_argv = argv
+        server.prop_override = None
+        try:
+            cmd.func(client, argv)
+        except CommandError:
+            self.errors += 1
+        except Exception as e:
+            self.errors += 1
+            server.log_exception(cmd, argv, e)
 
 
 # ----------------------------------------------------------------------
@@ -1204,12 +1289,13 @@ class _Loader:
 # ----------------------------------------------------------------------
 
 def _init(server):
-    server.aof = AOF(server)
+    server.aof_manager = AOF(server)
+    server.aof = None
 
 
 async def _start(listener, loop):
     server = listener.server
-    aof = server.aof
+    aof = getattr(server, "aof_manager", None)
     if aof is None or not server.config.values["appendonly"]:
         return
     await aof.load()
@@ -1217,13 +1303,13 @@ async def _start(listener, loop):
 
 
 async def _stop(listener):
-    aof = listener.server.aof
+    aof = getattr(listener.server, "aof_manager", None)
     if aof is not None:
         aof.stop(final=True)
 
 
 def _cron(server):
-    aof = server.aof
+    aof = getattr(server, "aof_manager", None)
     if aof is not None:
         aof.cron()
 

@@ -547,7 +547,7 @@ def test_disk_error_refuses_writes_holds_replies_and_recovers(hotkv_server_facto
     s = start(hotkv_server_factory, aof_dir, appendfsync=mode)
     c = conn(s)
     c.set("old", "1")
-    aof = s.server.aof
+    aof = s.server.aof_manager
     full = os.open("/dev/full", os.O_WRONLY)
     real = _on_loop(s, lambda: aof.fd)
     _on_loop(s, lambda: setattr(aof, "fd", full))

@@ -3,7 +3,7 @@
 Importing this module installs the append-only file (``hotkv.aof``: the
 server hooks that create ``server.aof``, load the file at start and write it
 before replies leave).  The command only asks ``server.aof`` for a rewrite;
-all the state lives there.
+all the state lives there (``server.aof_manager``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..resp import Simple
 def bgrewriteaof(c, argv):
     """Asynchronously rewrites the append-only file to disk."""
     server = c.server
-    aof = server.aof
+    aof = server.aof_manager
     if aof.rw_pid:
         raise CommandError("ERR Background append only file rewriting already in progress")
     if c.in_exec or server.prop_pending:
