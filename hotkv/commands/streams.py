@@ -329,7 +329,10 @@ def _exact_trim_arg(s: Stream, a: _TrimArgs) -> bytes:
 
 @command("xadd", -5, "write denyoom fast", (1, 1, 1), group="stream", since="5.0.0")
 def xadd(c, argv):
-    """Appends a new message to a stream. Creates the key if it doesn't exist."""
+    """Appends a new message to a stream. Creates the key if it doesn't exist.
+
+    XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [field value ...]
+    """
     a = _parse_add_trim(c, argv, True)
     field_pos = a.idpos + 1
     nfv = len(argv) - field_pos
@@ -391,7 +394,10 @@ def xadd(c, argv):
 
 @command("xtrim", -4, "write", (1, 1, 1), group="stream", since="5.0.0")
 def xtrim(c, argv):
-    """Deletes messages from the beginning of a stream."""
+    """Deletes messages from the beginning of a stream.
+
+    XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]
+    """
     a = _parse_add_trim(c, argv, False)
     key = argv[1]
     s = _lookup(c, key)
@@ -414,7 +420,10 @@ def xtrim(c, argv):
 
 @command("xlen", 2, "readonly fast", (1, 1, 1), group="stream", since="5.0.0")
 def xlen(c, argv):
-    """Return the number of messages in a stream."""
+    """Return the number of messages in a stream.
+
+    XLEN key
+    """
     s = _lookup(c, argv[1])
     return 0 if s is None else s.length
 
@@ -449,19 +458,28 @@ def _xrange(c, argv, rev: bool):
 
 @command("xrange", -4, "readonly", (1, 1, 1), group="stream", since="5.0.0")
 def xrange(c, argv):
-    """Returns the messages from a stream within a range of IDs."""
+    """Returns the messages from a stream within a range of IDs.
+
+    XRANGE key start end [COUNT count]
+    """
     return _xrange(c, argv, False)
 
 
 @command("xrevrange", -4, "readonly", (1, 1, 1), group="stream", since="5.0.0")
 def xrevrange(c, argv):
-    """Returns the messages from a stream within a range of IDs in reverse order."""
+    """Returns the messages from a stream within a range of IDs in reverse order.
+
+    XREVRANGE key end start [COUNT count]
+    """
     return _xrange(c, argv, True)
 
 
 @command("xdel", -3, "write fast", (1, 1, 1), group="stream", since="5.0.0")
 def xdel(c, argv):
-    """Returns the number of messages after removing them from a stream."""
+    """Returns the number of messages after removing them from a stream.
+
+    XDEL key id [id ...]
+    """
     key = argv[1]
     s = _lookup(c, key)
     if s is None:
@@ -487,7 +505,10 @@ def xdel(c, argv):
 
 @command("xsetid", -3, "write denyoom fast", (1, 1, 1), group="stream", since="5.0.0")
 def xsetid(c, argv):
-    """An internal command for replicating stream values."""
+    """An internal command for replicating stream values.
+
+    XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]
+    """
     new = parse_id(argv[2], 0, strict=True)[0]
     max_xdel = 0
     entries_added = -1
@@ -777,14 +798,21 @@ def _xread(c, argv, group_mode: bool):
 @command("xread", -4, "readonly blocking movablekeys", (0, 0, 0), keys_fn=_xread_keys(1),
          group="stream", since="5.0.0")
 def xread(c, argv):
-    """Returns messages from multiple streams with IDs greater than the ones requested."""
+    """Returns messages from multiple streams with IDs greater than the ones requested.
+
+    XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id|$|+ [id ...]
+    """
     return _xread(c, argv, False)
 
 
 @command("xreadgroup", -7, "write blocking movablekeys", (0, 0, 0), keys_fn=_xread_keys(4),
          group="stream", since="5.0.0")
 def xreadgroup(c, argv):
-    """Returns new or historical messages from a stream for a consumer in a group."""
+    """Returns new or historical messages from a stream for a consumer in a group.
+
+    XREADGROUP GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK]
+        STREAMS key [key ...] id|> [id ...]
+    """
     return _xread(c, argv, True)
 
 
@@ -834,7 +862,10 @@ def _require_group(argv, g):
 
 @command("xgroup|create", -5, "write denyoom", (2, 2, 1), group="stream", since="5.0.0")
 def xgroup_create(c, argv):
-    """Creates a consumer group."""
+    """Creates a consumer group.
+
+    XGROUP CREATE key group id|$ [MKSTREAM] [ENTRIESREAD entries-read]
+    """
     s, g, mkstream, entries_read = _xgroup_common(c, argv, True, False)
     if len(argv) > 8:
         raise _subcommand_syntax(argv)
@@ -855,7 +886,10 @@ def xgroup_create(c, argv):
 
 @command("xgroup|setid", -5, "write", (2, 2, 1), group="stream", since="5.0.0")
 def xgroup_setid(c, argv):
-    """Sets the last-delivered ID of a consumer group."""
+    """Sets the last-delivered ID of a consumer group.
+
+    XGROUP SETID key group id|$ [ENTRIESREAD entries-read]
+    """
     s, g, _, entries_read = _xgroup_common(c, argv, False, True)
     _require_group(argv, g)
     if len(argv) not in (5, 7):
@@ -872,7 +906,10 @@ def xgroup_setid(c, argv):
 
 @command("xgroup|destroy", 4, "write", (2, 2, 1), group="stream", since="5.0.0")
 def xgroup_destroy(c, argv):
-    """Destroys a consumer group."""
+    """Destroys a consumer group.
+
+    XGROUP DESTROY key group
+    """
     s, g, _, _ = _xgroup_common(c, argv, False, False)
     if g is None:
         return 0
@@ -886,7 +923,10 @@ def xgroup_destroy(c, argv):
 
 @command("xgroup|createconsumer", 5, "write denyoom", (2, 2, 1), group="stream", since="6.2.0")
 def xgroup_createconsumer(c, argv):
-    """Creates a consumer in a consumer group."""
+    """Creates a consumer in a consumer group.
+
+    XGROUP CREATECONSUMER key group consumer
+    """
     s, g, _, _ = _xgroup_common(c, argv, False, False)
     _require_group(argv, g)
     if g.create_consumer(argv[4], c.server.cmd_time_ms) is None:
@@ -897,7 +937,10 @@ def xgroup_createconsumer(c, argv):
 
 @command("xgroup|delconsumer", 5, "write", (2, 2, 1), group="stream", since="5.0.0")
 def xgroup_delconsumer(c, argv):
-    """Deletes a consumer from a consumer group."""
+    """Deletes a consumer from a consumer group.
+
+    XGROUP DELCONSUMER key group consumer
+    """
     s, g, _, _ = _xgroup_common(c, argv, False, False)
     _require_group(argv, g)
     consumer = g.consumers.get(argv[4])
@@ -935,7 +978,10 @@ def xgroup_help(c, argv):
 
 @command("xack", -4, "write fast", (1, 1, 1), group="stream", since="5.0.0")
 def xack(c, argv):
-    """Returns the number of messages that were successfully acknowledged."""
+    """Returns the number of messages that were successfully acknowledged.
+
+    XACK key group id [id ...]
+    """
     s = _lookup(c, argv[1])
     g = s.group(argv[2]) if s is not None else None
     if g is None:
@@ -952,7 +998,10 @@ def xack(c, argv):
 
 @command("xpending", -3, "readonly", (1, 1, 1), group="stream", since="5.0.0")
 def xpending(c, argv):
-    """Returns the information and entries from a stream consumer group's PEL."""
+    """Returns the information and entries from a stream consumer group's PEL.
+
+    XPENDING key group [[IDLE min-idle-time] start end count [consumer]]
+    """
     n = len(argv)
     justinfo = n == 3
     if n != 3 and (n < 6 or n > 9):
@@ -1008,7 +1057,11 @@ def xpending(c, argv):
 
 @command("xclaim", -6, "write fast", (1, 1, 1), group="stream", since="5.0.0")
 def xclaim(c, argv):
-    """Changes, or acquires, ownership of a message in a consumer group."""
+    """Changes, or acquires, ownership of a message in a consumer group.
+
+    XCLAIM key group consumer min-idle-time id [id ...] [IDLE ms] [TIME unix-time-ms]
+        [RETRYCOUNT count] [FORCE] [JUSTID] [LASTID id]
+    """
     key = argv[1]
     gname = argv[2]
     s = _lookup(c, key)
@@ -1115,7 +1168,10 @@ def xclaim(c, argv):
 
 @command("xautoclaim", -6, "write fast", (1, 1, 1), group="stream", since="6.2.0")
 def xautoclaim(c, argv):
-    """Changes, or acquires, ownership of messages in a consumer group."""
+    """Changes, or acquires, ownership of messages in a consumer group.
+
+    XAUTOCLAIM key group consumer min-idle-time start [COUNT count] [JUSTID]
+    """
     key = argv[1]
     gname = argv[2]
     minidle = _ll(argv[4], "ERR Invalid min-idle-time argument for XAUTOCLAIM")
@@ -1216,7 +1272,10 @@ def _xinfo_stream_or_error(c, key):
 
 @command("xinfo|consumers", 4, "readonly", (2, 2, 1), group="stream", since="5.0.0")
 def xinfo_consumers(c, argv):
-    """Returns a list of the consumers in a consumer group."""
+    """Returns a list of the consumers in a consumer group.
+
+    XINFO CONSUMERS key group
+    """
     s = _xinfo_stream_or_error(c, argv[2])
     g = s.group(argv[3])
     if g is None:
@@ -1236,7 +1295,10 @@ def xinfo_consumers(c, argv):
 
 @command("xinfo|groups", 3, "readonly", (2, 2, 1), group="stream", since="5.0.0")
 def xinfo_groups(c, argv):
-    """Returns a list of the consumer groups of a stream."""
+    """Returns a list of the consumer groups of a stream.
+
+    XINFO GROUPS key
+    """
     s = _xinfo_stream_or_error(c, argv[2])
     out = []
     for g in s.sorted_groups():
@@ -1253,7 +1315,10 @@ def xinfo_groups(c, argv):
 
 @command("xinfo|stream", -3, "readonly", (2, 2, 1), group="stream", since="5.0.0")
 def xinfo_stream(c, argv):
-    """Returns information about a stream."""
+    """Returns information about a stream.
+
+    XINFO STREAM key [FULL [COUNT count]]
+    """
     s = _xinfo_stream_or_error(c, argv[2])
     opts = argv[3:]
     full = True
