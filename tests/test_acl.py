@@ -474,3 +474,21 @@ def test_user_directives_from_config(hotkv_server_factory, tmp_path):
         hotkv_server_factory(user="app on", aclfile=str(path))
     with pytest.raises(Exception, match="Error loading ACL rule"):
         hotkv_server_factory(user="app on +nosuch")
+
+
+# ----------------------------------------------------------------------
+# The fast key/channel matcher agrees with Redis's glob matcher
+# ----------------------------------------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(pattern=st.lists(st.sampled_from([b"a", b"b", b"*", b"?", b".", b"\n", b"(", b"["]),
+                        max_size=6).map(b"".join),
+       subject=st.lists(st.sampled_from([b"a", b"b", b".", b"\n", b"(", b"x"]),
+                        max_size=6).map(b"".join))
+def test_glob_matcher_agrees_with_stringmatch(pattern, subject):
+    from hotkv.acl import glob_matcher
+    from hotkv.util import stringmatch
+    assert bool(glob_matcher(pattern)(subject)) == stringmatch(pattern, subject)
