@@ -169,7 +169,8 @@ class Server:
 
     def key_expired(self, db, key):
         self.stat_expiredkeys += 1
-        self.dirty += 1
+        # No dirty++ (as Redis): the DEL is propagated on its own, and a
+        # read that met an expired key must not be logged itself.
         if key in db.watched:
             db.touch_watched(key)
         if key in db.blocking:

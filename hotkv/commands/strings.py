@@ -117,6 +117,7 @@ def delete_expired_overwrite(c, key):
     the past removes the key, logged as DEL (UNLINK when lazy)."""
     db = c.db
     db.delete(key)
+    c.server.stat_expiredkeys += 1      # Valkey counts it in expired_keys
     lazy = c.server.config.values.get("lazyfree-lazy-expire")
     c.server.propagate_as([b"UNLINK" if lazy else b"DEL", key])
     c.server.written(db, key, "g", "del")
