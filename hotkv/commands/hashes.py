@@ -249,6 +249,11 @@ def _emptyscan():
     return [b"0", []]
 
 
+# A negative count asks for that many replies: Redis would try to build a
+# reply of 2**63 elements; past this bound we answer an error instead of
+# exhausting memory.
+RANDOM_REPLY_LIMIT = 1 << 24
+
 # --------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------
@@ -499,6 +504,8 @@ def hrandfield(c, argv):
         if h is None or count == 0:
             return []
         if count < 0:
+            if -count > RANDOM_REPLY_LIMIT:
+                raise CommandError("ERR value is out of range")
             fields = random.choices(list(h), k=-count)
         elif count >= len(h):
             fields = list(h)

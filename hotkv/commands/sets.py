@@ -22,7 +22,7 @@ from ..db import SetValue
 from ..errors import CommandError, WrongType
 from ..registry import command
 from ..util import LLONG_MAX, string2ll
-from .hashes import parse_cursor, scan_args, scan_container
+from .hashes import RANDOM_REPLY_LIMIT, parse_cursor, scan_args, scan_container
 
 _SRAND_LIMIT = "ERR value is out of range, value must between -9223372036854775807 and " \
                "9223372036854775807"
@@ -224,6 +224,8 @@ def srandmember(c, argv):
         if s is None or count == 0:
             return []
         if count < 0:
+            if -count > RANDOM_REPLY_LIMIT:
+                raise CommandError("ERR value is out of range")
             return random.choices(list(s), k=-count)
         if count >= len(s):
             return list(s)

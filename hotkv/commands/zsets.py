@@ -32,7 +32,7 @@ from ..errors import CommandError, WrongType
 from ..registry import command
 from ..resp import NULL_ARRAY
 from ..util import LLONG_MAX, string2ll
-from .hashes import SCAN_SMALL, parse_cursor, scan_args, scan_container
+from .hashes import RANDOM_REPLY_LIMIT, SCAN_SMALL, parse_cursor, scan_args, scan_container
 
 _INF = math.inf
 _nextafter = math.nextafter
@@ -1068,6 +1068,8 @@ def zrandmember(c, argv):
             return []
         members = list(z.d)
         if count < 0:
+            if -count > RANDOM_REPLY_LIMIT:
+                raise CommandError("ERR value is out of range")
             picked = random.choices(members, k=-count)
         elif count >= len(members):
             picked = members

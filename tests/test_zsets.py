@@ -1,0 +1,472 @@
+"""The sorted-set commands (hotkv/commands/zsets.py): every command, option
+and error through valkey-py (``r``), redis-py RESP3 (``r3``) and byte for
+byte against the reference Valkey (``diff``); the blocking pops across
+connections; the ZSCAN cursor guarantee."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import valkey
+
+from test_sets import run, unordered
+
+SCENARIOS = {
+    "zadd_basic": [
+        ("ZADD", "z", "1", "a", "2", "b", "3", "c"), ("ZADD", "z", "1", "a", "5", "d"),
+        ("ZRANGE", "z", "0", "-1", "WITHSCORES"), ("ZCARD", "z"), ("ZCARD", "noz"),
+        ("ZSCORE", "z", "d"), ("ZSCORE", "z", "x"), ("ZSCORE", "noz", "x"),
+        ("ZADD", "z", "1"), ("ZADD", "z", "1", "a", "2"), ("ZADD", "z", "x", "a"),
+        ("ZADD", "z", "nan", "a"), ("ZADD", "z", "1", "a", "x", "b"), ("ZRANGE", "z", "0", "-1"),
+        ("ZADD", "z", " 1", "a"), ("ZADD", "z", "1 ", "a"), ("ZADD", "z", "", "a"),
+        ("ZADD", "z", "1e400", "a"), ("ZADD", "z", "1e-400", "a"), ("ZADD", "z", "0x10", "hx"),
+        ("ZADD", "z", "-inf", "lo", "+inf", "hi", "infinity", "hi2"), ("ZADD", "z", "1e-310", "den"),
+        ("ZADD", "z", "-0", "negz"), ("ZSCORE", "z", "negz"), ("ZADD", "z", ".5", "p"),
+        ("ZADD", "z", "5.", "q"), ("ZADD", "z", "1_0", "u"), ("ZADD", "z", "+3", "plus"),
+        ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
+        ("ZADD", "bin", "0", b"\x00\xff", "0", b"", "0", b"\r\n"), ("ZRANGE", "bin", "0", "-1"),
+    ],
+    "zadd_flags": [
+        ("ZADD", "z", "1", "a", "2", "b"), ("ZADD", "z", "NX", "5", "a", "3", "c"),
+        ("ZADD", "z", "XX", "5", "a", "4", "d"), ("ZADD", "z", "XX", "CH", "6", "a", "2", "b"),
+        ("ZADD", "z", "CH", "7", "a", "1", "e", "2", "b"), ("ZADD", "z", "GT", "1", "a"),
+        ("ZADD", "z", "GT", "CH", "8", "a", "0", "b"), ("ZADD", "z", "LT", "CH", "9", "a", "0", "b"),
+        ("ZADD", "z", "GT", "10", "new"), ("ZADD", "z", "XX", "GT", "11", "new", "1", "nope"),
+        ("ZADD", "z", "NX", "XX", "1", "a"), ("ZADD", "z", "NX", "GT", "1", "a"),
+        ("ZADD", "z", "LT", "NX", "1", "a"), ("ZADD", "z", "GT", "LT", "1", "a"),
+        ("ZADD", "z", "INCR", "1", "a", "2", "b"), ("ZADD", "z", "INCR", "2.5", "a"),
+        ("ZADD", "z", "INCR", "NX", "1", "a"), ("ZADD", "z", "INCR", "XX", "1", "zz"),
+        ("ZADD", "z", "INCR", "GT", "-1", "a"), ("ZADD", "z", "INCR", "LT", "-1", "a"),
+        ("ZADD", "z", "INCR", "LT", "1", "a"), ("ZADD", "z", "INCR", "NX", "3", "fresh"),
+        ("ZADD", "z", "nx", "xx"), ("ZADD", "z", "ch"), ("ZADD", "z", "XX", "INCR", "x", "a"),
+        ("ZADD", "noz", "XX", "1", "a"), ("ZADD", "noz", "XX", "INCR", "1", "a"), ("ZCARD", "noz"),
+        ("ZADD", "z", "INCR", "+inf", "i"), ("ZADD", "z", "INCR", "-inf", "i"),
+        ("ZSCORE", "z", "i"), ("ZADD", "z", "0", "i"), ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
+    ],
+    "zincrby": [
+        ("ZINCRBY", "z", "1.5", "a"), ("ZINCRBY", "z", "-0.25", "a"), ("ZINCRBY", "z", "x", "a"),
+        ("ZINCRBY", "z", "inf", "a"), ("ZINCRBY", "z", "-inf", "a"), ("ZSCORE", "z", "a"),
+        ("ZINCRBY", "z", "0.1", "b"), ("ZINCRBY", "z", "0.2", "b"), ("ZINCRBY", "z", "1e20", "c"),
+        ("ZINCRBY", "z", "1e-7", "d"), ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
+        ("ZINCRBY", "z", "1", "a", "b"), ("ZINCRBY", "z", "1"),
+    ],
+    "zrem_zcard": [
+        ("ZADD", "z", "1", "a", "2", "b", "3", "c"), ("ZREM", "z", "x"), ("ZREM", "z", "a", "a", "x"),
+        ("ZREM", "noz", "a"), ("ZCARD", "z"), ("ZREM", "z", "b", "c"), ("ZCARD", "z"),
+        ("ZRANGE", "z", "0", "-1"), ("ZREM", "z"),
+    ],
+    "zmscore_zrank": [
+        ("ZADD", "z", "1", "a", "2", "b", "3", "c", "2", "bb"), ("ZMSCORE", "z", "a", "x", "c"),
+        ("ZMSCORE", "noz", "a", "b"), ("ZRANK", "z", "a"), ("ZRANK", "z", "bb"), ("ZRANK", "z", "x"),
+        ("ZRANK", "noz", "a"), ("ZREVRANK", "z", "a"), ("ZREVRANK", "z", "c"),
+        ("ZRANK", "z", "b", "WITHSCORE"), ("ZREVRANK", "z", "b", "withscore"),
+        ("ZRANK", "z", "x", "WITHSCORE"), ("ZRANK", "noz", "x", "WITHSCORE"),
+        ("ZRANK", "z", "a", "WITHSCORES"), ("ZRANK", "z", "a", "WITHSCORE", "x"),
+        ("ZREVRANK", "z", "a", "b", "c"), ("ZMSCORE", "z"),
+    ],
+    "zcount_zlexcount": [
+        ("ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d"), ("ZCOUNT", "z", "-inf", "+inf"),
+        ("ZCOUNT", "z", "(1", "3"), ("ZCOUNT", "z", "(1", "(3"), ("ZCOUNT", "z", "3", "1"),
+        ("ZCOUNT", "z", "2", "2"), ("ZCOUNT", "z", "(2", "2"), ("ZCOUNT", "z", "x", "1"),
+        ("ZCOUNT", "z", "1", "(x"), ("ZCOUNT", "noz", "0", "1"), ("ZCOUNT", "noz", "x", "1"),
+        ("ZCOUNT", "z", " 2", "3"), ("ZCOUNT", "z", "", "5"), ("ZCOUNT", "z", "(", "5"),
+        ("ZCOUNT", "z", "1e400", "inf"), ("ZCOUNT", "z", "nan", "1"), ("ZCOUNT", "z", "(inf", "inf"),
+        ("ZCOUNT", "z", "-inf", "(-inf"), ("ZCOUNT", "z", "0x1", "0x3"),
+        ("ZADD", "l", "0", "a", "0", "b", "0", "c", "0", "d"), ("ZLEXCOUNT", "l", "-", "+"),
+        ("ZLEXCOUNT", "l", "[b", "[c"), ("ZLEXCOUNT", "l", "(b", "(c"), ("ZLEXCOUNT", "l", "+", "-"),
+        ("ZLEXCOUNT", "l", "b", "c"), ("ZLEXCOUNT", "l", "[b", "+x"), ("ZLEXCOUNT", "noz", "-", "+"),
+        ("ZLEXCOUNT", "noz", "x", "+"), ("ZLEXCOUNT", "l", "[", "(e"),
+    ],
+    "zrange_rank": [
+        ("ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e"),
+        ("ZRANGE", "z", "0", "-1"), ("ZRANGE", "z", "1", "3", "WITHSCORES"),
+        ("ZRANGE", "z", "-2", "-1"), ("ZRANGE", "z", "3", "1"), ("ZRANGE", "z", "-100", "100"),
+        ("ZRANGE", "z", "5", "10"), ("ZRANGE", "z", "0", "-6"), ("ZRANGE", "z", "0", "0", "REV"),
+        ("ZRANGE", "z", "1", "-2", "REV", "WITHSCORES"), ("ZREVRANGE", "z", "0", "1"),
+        ("ZREVRANGE", "z", "0", "-1", "WITHSCORES"), ("ZREVRANGE", "z", "0", "1", "REV"),
+        ("ZRANGE", "z", "x", "1"), ("ZRANGE", "z", "0", "1.5"), ("ZRANGE", "noz", "0", "-1"),
+        ("ZRANGE", "noz", "x", "1"), ("ZRANGE", "z", "0", "-1", "LIMIT", "0", "1"),
+        ("ZRANGE", "z", "0", "-1", "FOO"), ("ZRANGE", "z", "0", "-1", "LIMIT", "0"),
+        ("ZRANGE", "z", "-9223372036854775808", "9223372036854775807"),
+        ("ZREVRANGE", "z", "0", "-1", "BYSCORE"),
+    ],
+    "zrange_byscore": [
+        ("ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e", "3", "cc"),
+        ("ZRANGEBYSCORE", "z", "-inf", "+inf"), ("ZRANGEBYSCORE", "z", "(1", "(4", "WITHSCORES"),
+        ("ZRANGEBYSCORE", "z", "2", "4", "LIMIT", "1", "2"),
+        ("ZRANGEBYSCORE", "z", "2", "4", "LIMIT", "1", "-1"),
+        ("ZRANGEBYSCORE", "z", "2", "4", "LIMIT", "-1", "2"),
+        ("ZRANGEBYSCORE", "z", "2", "4", "LIMIT", "0", "0"),
+        ("ZRANGEBYSCORE", "z", "2", "4", "LIMIT", "10", "2"),
+        ("ZRANGEBYSCORE", "z", "-inf", "+inf", "LIMIT", "5", "10", "WITHSCORES"),
+        ("ZRANGEBYSCORE", "z", "-inf", "+inf", "LIMIT", "6", "10"),
+        ("ZRANGEBYSCORE", "z", "4", "2"), ("ZRANGEBYSCORE", "z", "x", "2"),
+        ("ZRANGEBYSCORE", "z", "1", "2", "LIMIT", "x", "1"), ("ZRANGEBYSCORE", "z", "1", "2", "REV"),
+        ("ZRANGEBYSCORE", "z", "1", "2", "BYLEX"), ("ZRANGEBYSCORE", "z", "1", "2", "LIMIT", "0"),
+        ("ZREVRANGEBYSCORE", "z", "+inf", "-inf"), ("ZREVRANGEBYSCORE", "z", "4", "(2", "WITHSCORES"),
+        ("ZREVRANGEBYSCORE", "z", "4", "2", "LIMIT", "1", "2"),
+        ("ZREVRANGEBYSCORE", "z", "(4", "(2", "LIMIT", "0", "-5"),
+        ("ZREVRANGEBYSCORE", "z", "2", "4"),
+        ("ZRANGE", "z", "2", "4", "BYSCORE", "WITHSCORES"),
+        ("ZRANGE", "z", "4", "2", "BYSCORE", "REV", "LIMIT", "1", "3", "WITHSCORES"),
+        ("ZRANGE", "z", "(2", "+inf", "BYSCORE", "LIMIT", "0", "2"),
+        ("ZRANGE", "z", "x", "1", "BYSCORE"), ("ZRANGE", "z", "1", "2", "BYSCORE", "BYLEX"),
+        ("ZRANGE", "z", "1", "2", "BYSCORE", "BYSCORE"), ("ZRANGE", "noz", "x", "1", "BYSCORE"),
+        ("ZRANGE", "noz", "0", "1", "BYSCORE"),
+    ],
+    "zrange_bylex": [
+        ("ZADD", "l", "0", "alpha", "0", "bar", "0", "cool", "0", "down", "0", "elephant",
+         "0", "foo", "0", "great", "0", "hill", "0", "omega"),
+        ("ZRANGEBYLEX", "l", "-", "+"), ("ZRANGEBYLEX", "l", "[bar", "(foo"),
+        ("ZRANGEBYLEX", "l", "(bar", "[foo"), ("ZRANGEBYLEX", "l", "[c", "[e"),
+        ("ZRANGEBYLEX", "l", "-", "[cool", "LIMIT", "1", "1"),
+        ("ZRANGEBYLEX", "l", "-", "+", "LIMIT", "2", "-1"),
+        ("ZRANGEBYLEX", "l", "-", "+", "LIMIT", "-1", "2"), ("ZRANGEBYLEX", "l", "+", "-"),
+        ("ZRANGEBYLEX", "l", "[z", "[a"), ("ZRANGEBYLEX", "l", "a", "[b"),
+        ("ZRANGEBYLEX", "l", "[a", "b"), ("ZRANGEBYLEX", "l", "-", "+", "WITHSCORES"),
+        ("ZREVRANGEBYLEX", "l", "+", "-"), ("ZREVRANGEBYLEX", "l", "[foo", "(bar"),
+        ("ZREVRANGEBYLEX", "l", "+", "-", "LIMIT", "1", "3"), ("ZREVRANGEBYLEX", "l", "-", "+"),
+        ("ZRANGE", "l", "[b", "[d", "BYLEX"), ("ZRANGE", "l", "[d", "[b", "BYLEX", "REV"),
+        ("ZRANGE", "l", "-", "+", "BYLEX", "LIMIT", "3", "2"),
+        ("ZRANGE", "l", "-", "+", "BYLEX", "WITHSCORES"), ("ZRANGE", "l", "x", "+", "BYLEX"),
+        ("ZRANGEBYLEX", "noz", "-", "+"), ("ZRANGEBYLEX", "noz", "x", "+"),
+        ("ZRANGEBYLEX", "l", "[", "+"), ("ZRANGEBYLEX", "l", "(", "+"),
+        ("ZADD", "mixed", "1", "b", "2", "a", "3", "c"), ("ZRANGEBYLEX", "mixed", "-", "+"),
+    ],
+    "zrangestore": [
+        ("ZADD", "z", "1", "a", "2", "b", "3", "c"), ("ZRANGESTORE", "d", "z", "0", "1"),
+        ("ZRANGE", "d", "0", "-1", "WITHSCORES"), ("ZRANGESTORE", "d", "z", "(1", "+inf", "BYSCORE"),
+        ("ZRANGE", "d", "0", "-1", "WITHSCORES"), ("ZRANGESTORE", "d", "z", "5", "6"),
+        ("ZCARD", "d"), ("ZRANGESTORE", "d", "noz", "0", "-1"),
+        ("ZRANGESTORE", "d", "z", "0", "-1", "WITHSCORES"),
+        ("ZRANGESTORE", "d", "z", "[a", "[b", "BYLEX", "REV"),
+        ("ZRANGESTORE", "d", "z", "[b", "[a", "BYLEX", "REV"), ("ZRANGE", "d", "0", "-1"),
+    ],
+    "zremrange": [
+        ("ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e"),
+        ("ZREMRANGEBYRANK", "z", "0", "0"), ("ZREMRANGEBYRANK", "z", "-1", "-1"),
+        ("ZREMRANGEBYRANK", "z", "5", "10"), ("ZREMRANGEBYRANK", "z", "2", "1"),
+        ("ZREMRANGEBYRANK", "z", "x", "1"), ("ZRANGE", "z", "0", "-1"),
+        ("ZREMRANGEBYSCORE", "z", "(2", "3"), ("ZREMRANGEBYSCORE", "z", "x", "1"),
+        ("ZREMRANGEBYSCORE", "z", "10", "20"), ("ZRANGE", "z", "0", "-1"),
+        ("ZREMRANGEBYRANK", "z", "0", "-1"), ("ZCARD", "z"),
+        ("ZADD", "l", "0", "a", "0", "b", "0", "c", "0", "d"),
+        ("ZREMRANGEBYLEX", "l", "[b", "(d"), ("ZREMRANGEBYLEX", "l", "x", "+"),
+        ("ZRANGE", "l", "0", "-1"), ("ZREMRANGEBYLEX", "l", "-", "+"), ("ZCARD", "l"),
+        ("ZREMRANGEBYRANK", "noz", "0", "1"), ("ZREMRANGEBYSCORE", "noz", "x", "1"),
+        ("ZREMRANGEBYLEX", "noz", "-", "+"), ("ZREMRANGEBYRANK", "noz", "x", "1"),
+        ("ZADD", "e", "1", "a"), ("ZREMRANGEBYSCORE", "e", "-inf", "+inf"), ("ZCARD", "e"),
+    ],
+    "zpop": [
+        ("ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e"), ("ZPOPMIN", "z"),
+        ("ZPOPMAX", "z"), ("ZPOPMIN", "z", "2"), ("ZPOPMAX", "z", "0"), ("ZPOPMIN", "z", "1"),
+        ("ZPOPMAX", "z", "10"), ("ZCARD", "z"), ("ZPOPMIN", "z"), ("ZPOPMIN", "z", "3"),
+        ("ZPOPMIN", "z", "-1"), ("ZPOPMIN", "z", "x"), ("ZPOPMIN", "z", "1", "2"),
+        ("ZADD", "z", "1", "a"), ("ZPOPMAX", "z", "-1"), ("ZPOPMAX", "z", "0"),
+    ],
+    "zmpop": [
+        ("ZADD", "z", "1", "a", "2", "b", "3", "c"), ("ZADD", "y", "9", "y"),
+        ("ZMPOP", "2", "noz", "z", "MIN"), ("ZMPOP", "2", "z", "y", "MAX", "COUNT", "10"),
+        ("ZMPOP", "1", "z", "MIN"), ("ZMPOP", "1", "y", "max", "count", "1"),
+        ("ZMPOP", "1", "noz", "MIN"), ("ZMPOP", "0", "z", "MIN"), ("ZMPOP", "-1", "z", "MIN"),
+        ("ZMPOP", "x", "z", "MIN"), ("ZMPOP", "3", "z", "MIN"), ("ZMPOP", "1", "z", "MID"),
+        ("ZMPOP", "1", "z", "MIN", "COUNT", "0"), ("ZMPOP", "1", "z", "MIN", "COUNT", "x"),
+        ("ZMPOP", "1", "z", "MIN", "COUNT", "1", "COUNT", "1"), ("ZMPOP", "1", "z", "MIN", "COUNT"),
+        ("ZMPOP", "1", "z", "MIN", "FOO"), ("ZMPOP", "2", "z"),
+        ("ZADD", "z", "4", "d"), ("BZMPOP", "0", "1", "z", "MIN"), ("BZMPOP", "x", "1", "z", "MIN"),
+        ("BZMPOP", "-1", "1", "z", "MIN"), ("BZMPOP", "0", "0", "z", "MIN"),
+        ("BZMPOP", "0.01", "1", "z", "MIN", "COUNT", "0"),
+        ("ZADD", "z", "5", "q"), ("BZMPOP", "0", "2", "noz", "z", "MAX", "COUNT", "3"),
+    ],
+    "bzpop_served_and_errors": [
+        ("ZADD", "z", "1", "a", "2", "b"), ("BZPOPMIN", "noz", "z", "0"), ("BZPOPMAX", "z", "0"),
+        ("BZPOPMIN", "z", "x"), ("BZPOPMIN", "z", "-1"), ("BZPOPMIN", "z", "nan"),
+        ("BZPOPMIN", "z", "inf"), ("BZPOPMAX", "z", "1e30"), ("BZPOPMIN", "noz", "0.01"),
+        ("BZPOPMAX", "noz", "noz2", "0.01"), ("ZCARD", "z"),
+    ],
+    "zunion_zinter_store": [
+        ("ZADD", "a", "1", "x", "2", "y", "3", "z"), ("ZADD", "b", "10", "y", "20", "z", "30", "w"),
+        ("SADD", "s", "x", "w", "q"),
+        ("ZUNIONSTORE", "d", "2", "a", "b"), ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
+        ("ZUNIONSTORE", "d", "3", "a", "b", "s", "WEIGHTS", "2", "0.5", "10"),
+        ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
+        ("ZUNIONSTORE", "d", "2", "a", "b", "AGGREGATE", "MIN"), ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
+        ("ZUNIONSTORE", "d", "2", "a", "b", "AGGREGATE", "max", "WEIGHTS", "1", "-1"),
+        ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
+        ("ZINTERSTORE", "d", "2", "a", "b"), ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
+        ("ZINTERSTORE", "d", "3", "a", "b", "s"), ("ZCARD", "d"),
+        ("ZINTERSTORE", "d", "2", "a", "s", "WEIGHTS", "3", "4", "AGGREGATE", "SUM"),
+        ("ZRANGE", "d", "0", "-1", "WITHSCORES"), ("ZINTERSTORE", "d", "2", "a", "a"),
+        ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
+        ("ZINTERSTORE", "d", "2", "a", "noz"), ("ZCARD", "d"), ("ZUNIONSTORE", "d", "1", "noz"),
+        ("ZUNIONSTORE", "d", "0", "a"), ("ZUNIONSTORE", "d", "-1", "a"), ("ZUNIONSTORE", "d", "x", "a"),
+        ("ZUNIONSTORE", "d", "3", "a", "b"), ("ZUNIONSTORE", "d", "2", "a", "b", "WEIGHTS", "1"),
+        ("ZUNIONSTORE", "d", "2", "a", "b", "WEIGHTS", "1", "x"),
+        ("ZUNIONSTORE", "d", "2", "a", "b", "AGGREGATE", "AVG"),
+        ("ZUNIONSTORE", "d", "2", "a", "b", "AGGREGATE"), ("ZUNIONSTORE", "d", "2", "a", "b", "FOO"),
+        ("ZUNIONSTORE", "d", "1", "a", "WITHSCORES"),
+        ("ZADD", "i", "inf", "x", "-inf", "y"), ("ZADD", "j", "-inf", "x", "inf", "y"),
+        ("ZUNIONSTORE", "d", "2", "i", "j"), ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
+        ("ZINTERSTORE", "d", "2", "i", "j", "WEIGHTS", "0", "1"),
+        ("ZRANGE", "d", "0", "-1", "WITHSCORES"), ("ZUNIONSTORE", "d", "1", "i", "WEIGHTS", "0"),
+        ("ZRANGE", "d", "0", "-1", "WITHSCORES"), ("HSET", "h", "f", "v"),
+        ("ZUNIONSTORE", "d", "2", "a", "h"), ("ZINTERSTORE", "d", "2", "noz", "h"),
+        ("ZUNIONSTORE", "h", "1", "a"), ("ZRANGE", "h", "0", "-1"),
+    ],
+    "zunion_zinter_zdiff_read": [
+        ("ZADD", "a", "1", "x", "2", "y", "3", "z"), ("ZADD", "b", "10", "y", "20", "z", "30", "w"),
+        ("ZUNION", "2", "a", "b"), ("ZUNION", "2", "a", "b", "WITHSCORES"),
+        ("ZUNION", "2", "a", "b", "WEIGHTS", "1", "2", "AGGREGATE", "MAX", "WITHSCORES"),
+        ("ZINTER", "2", "a", "b", "WITHSCORES"), ("ZINTER", "2", "a", "noz"),
+        ("ZDIFF", "2", "a", "b", "WITHSCORES"), ("ZDIFF", "1", "a"), ("ZDIFF", "2", "noz", "a"),
+        ("ZDIFF", "2", "a", "b", "WEIGHTS", "1", "1"), ("ZDIFF", "2", "a", "b", "AGGREGATE", "MIN"),
+        ("ZDIFFSTORE", "d", "2", "a", "b"), ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
+        ("ZDIFFSTORE", "d", "2", "a", "a"), ("ZCARD", "d"), ("ZDIFFSTORE", "d", "1", "a", "WITHSCORES"),
+        ("ZINTERCARD", "2", "a", "b"), ("ZINTERCARD", "2", "a", "b", "LIMIT", "1"),
+        ("ZINTERCARD", "2", "a", "b", "LIMIT", "0"), ("ZINTERCARD", "2", "a", "b", "LIMIT", "-1"),
+        ("ZINTERCARD", "0", "a"), ("ZINTERCARD", "3", "a", "b"), ("ZINTERCARD", "x", "a"),
+        ("ZINTERCARD", "2", "a", "b", "WITHSCORES"), ("ZINTERCARD", "2", "a", "b", "WEIGHTS", "1", "2"),
+        ("ZUNION", "0", "a"), ("ZUNION", "1", "a", "WITHSCORES", "WITHSCORES"),
+    ],
+    "zrandmember_errors": [
+        ("ZRANDMEMBER", "noz"), ("ZRANDMEMBER", "noz", "3"), ("ZRANDMEMBER", "noz", "x"),
+        ("ZADD", "z", "1.5", "a"), ("ZRANDMEMBER", "z"), ("ZRANDMEMBER", "z", "1"),
+        ("ZRANDMEMBER", "z", "-2", "WITHSCORES"), ("ZRANDMEMBER", "z", "0"),
+        ("ZRANDMEMBER", "z", "x"), ("ZRANDMEMBER", "z", "1", "WITHVALUES"),
+        ("ZRANDMEMBER", "z", "1", "WITHSCORES", "x"), ("ZRANDMEMBER", "z", "-9223372036854775808"),
+        ("ZRANDMEMBER", "z", "-9223372036854770000", "WITHSCORES"),
+        ("ZRANDMEMBER", "z", "4611686018427387904", "WITHSCORES"),
+    ],
+    "zscan": [
+        ("ZSCAN", "noz", "0"), ("ZSCAN", "noz", "x"), ("ZADD", "z", "1", "a1", "2.5", "a2", "3", "b1"),
+        ("ZSCAN", "z", "0"), ("ZSCAN", "z", "0", "MATCH", "a*"), ("ZSCAN", "z", "0", "NOSCORES"),
+        ("ZSCAN", "z", "0", "NOVALUES"), ("ZSCAN", "z", "0", "COUNT", "0"), ("ZSCAN", "z", "-1"),
+        ("ZADD", "z", "1e-7", "tiny", "-0", "zero", "1e300", "huge"), ("ZSCAN", "z", "0"),
+    ],
+    "wrongtype": [
+        ("SADD", "s", "x"), ("ZADD", "s", "1", "a"), ("ZINCRBY", "s", "1", "a"), ("ZREM", "s", "a"),
+        ("ZCARD", "s"), ("ZSCORE", "s", "a"), ("ZMSCORE", "s", "a"), ("ZRANK", "s", "a"),
+        ("ZREVRANK", "s", "a", "WITHSCORE"), ("ZCOUNT", "s", "0", "1"), ("ZLEXCOUNT", "s", "-", "+"),
+        ("ZRANGE", "s", "0", "-1"), ("ZRANGEBYSCORE", "s", "0", "1"), ("ZRANGEBYLEX", "s", "-", "+"),
+        ("ZREVRANGE", "s", "0", "1"), ("ZREMRANGEBYRANK", "s", "0", "1"),
+        ("ZREMRANGEBYSCORE", "s", "0", "1"), ("ZREMRANGEBYLEX", "s", "-", "+"), ("ZPOPMIN", "s"),
+        ("ZPOPMAX", "s", "2"), ("BZPOPMIN", "s", "0"), ("ZMPOP", "1", "s", "MIN"),
+        ("BZMPOP", "0", "1", "s", "MIN"), ("ZRANDMEMBER", "s"), ("ZSCAN", "s", "0"),
+        ("ZRANGESTORE", "d", "s", "0", "-1"), ("ZADD", "s", "x", "a"), ("ZRANGE", "s", "x", "1"),
+        ("ZADD", "z", "1", "a"), ("SADD", "z", "x"), ("BZPOPMIN", "noz", "s", "z", "0"),
+        ("ZMPOP", "3", "noz", "s", "z", "MIN"), ("ZRANGESTORE", "s", "z", "0", "-1"),
+        ("ZRANGE", "s", "0", "-1", "WITHSCORES"),
+    ],
+    "arity": [
+        ("ZADD", "z", "1"), ("ZINCRBY", "z", "1"), ("ZREM", "z"), ("ZCARD",), ("ZSCORE", "z"),
+        ("ZRANGE", "z", "0"), ("ZRANK", "z"), ("ZPOPMIN",), ("BZPOPMIN", "z"), ("ZMPOP", "1", "z"),
+        ("BZMPOP", "0", "1", "z"), ("ZUNIONSTORE", "d", "1"), ("ZSCAN", "z"), ("ZCOUNT", "z", "0"),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_scenario(diff, name):
+    run(diff, SCENARIOS[name])
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_scenario_resp3(diff, name):
+    diff.resp3()
+    run(diff, SCENARIOS[name])
+
+
+SCORES = ["0", "1", "-1", "1.5", "0.1", "0.30000000000000004", "1e-7", "1e-6", "123456.789",
+          "1e15", "1e16", "1e17", "4611686018427387904", "4611686018427387905", "1e21", "1e22",
+          "1.7976931348623157e308", "5e-324", "2.2250738585072014e-308", "-1e-300", "3.14159",
+          "100", "1e100", "12345678901234567890", "0.000001234", "-0.5", "2.5e-5", "99999999999999999"]
+
+
+@pytest.mark.parametrize("resp3", [False, True])
+def test_score_formatting(diff, resp3):
+    if resp3:
+        diff.resp3()
+    for i, s in enumerate(SCORES):
+        diff("ZADD", "z", s, "m%d" % i)
+        diff("ZSCORE", "z", "m%d" % i)
+        diff("ZINCRBY", "w", s, "m")
+    diff("ZRANGE", "z", "0", "-1", "WITHSCORES")
+    diff("ZSCORE", "w", "m")
+
+
+def test_big_zset_vs_reference(diff):
+    """Past the listpack size (skiplist in Valkey) ranges still agree."""
+    args = []
+    for i in range(400):
+        args += [str((i * 37) % 101), "m%03d" % i]
+    diff("ZADD", "z", *args)
+    for cmd in [("ZRANGE", "z", "0", "-1", "WITHSCORES"), ("ZRANGE", "z", "100", "120", "REV"),
+                ("ZRANGEBYSCORE", "z", "(10", "20", "LIMIT", "3", "7"),
+                ("ZREVRANGEBYSCORE", "z", "50", "-inf", "LIMIT", "10", "5", "WITHSCORES"),
+                ("ZCOUNT", "z", "5", "(50"), ("ZRANK", "z", "m200"), ("ZREVRANK", "z", "m200"),
+                ("ZREMRANGEBYSCORE", "z", "40", "45"), ("ZREMRANGEBYRANK", "z", "10", "20"),
+                ("ZPOPMIN", "z", "3"), ("ZPOPMAX", "z", "3"), ("ZCARD", "z"),
+                ("ZUNIONSTORE", "u", "2", "z", "z", "WEIGHTS", "1", "0.5"),
+                ("ZRANGE", "u", "0", "-1", "WITHSCORES")]:
+        diff(*cmd)
+    unordered(diff, "ZRANDMEMBER", "z", "1000")
+
+
+def test_valkey_py(r):
+    assert r.zadd("z", {"a": 1, "b": 2, "c": 3}) == 3
+    assert r.zadd("z", {"a": 5}, xx=True, ch=True) == 1
+    assert r.zadd("z", {"a": 1}, incr=True) == 6.0
+    assert r.zrange("z", 0, -1, withscores=True) == [(b"b", 2.0), (b"c", 3.0), (b"a", 6.0)]
+    assert r.zscore("z", "a") == 6.0
+    assert r.zrank("z", "a") == 2 and r.zrevrank("z", "a") == 0
+    assert r.zcount("z", 2, 3) == 2
+    assert r.zrangebyscore("z", "(2", "+inf") == [b"c", b"a"]
+    assert r.zincrby("z", 0.5, "b") == 2.5
+    assert r.zpopmin("z") == [(b"b", 2.5)]
+    assert r.zpopmax("z", 5) == [(b"a", 6.0), (b"c", 3.0)]
+    assert r.zcard("z") == 0
+    r.zadd("x", {"m": 1})
+    assert r.bzpopmin("x", timeout=1) == (b"x", b"m", 1.0)
+    assert r.bzpopmin("x", timeout=0.05) is None
+    r.sadd("s", "v")
+    with pytest.raises(valkey.ResponseError, match="WRONGTYPE"):
+        r.zadd("s", {"a": 1})
+    with pytest.raises(valkey.ResponseError, match="not a valid float"):
+        r.zadd("z", {"a": "abc"})
+
+
+def test_resp3_shapes(r3, raw):
+    r3.zadd("z", {"a": 1, "b": 2.5})
+    assert r3.zscore("z", "b") == 2.5
+    raw.call("HELLO", "3")
+    assert raw.call("ZSCORE", "z", "b") == b",2.5\r\n"
+    assert raw.call("ZRANGE", "z", "0", "-1", "WITHSCORES") == \
+        b"*2\r\n*2\r\n$1\r\na\r\n,1\r\n*2\r\n$1\r\nb\r\n,2.5\r\n"
+    assert raw.call("ZRANK", "z", "b", "WITHSCORE") == b"*2\r\n:1\r\n,2.5\r\n"
+    assert raw.call("ZRANK", "z", "q", "WITHSCORE") == b"_\r\n"
+    assert raw.call("ZPOPMIN", "z") == b"*2\r\n$1\r\na\r\n,1\r\n"
+    assert raw.call("ZPOPMIN", "z", "1") == b"*1\r\n*2\r\n$1\r\nb\r\n,2.5\r\n"
+    raw.call("ZADD", "z", "inf", "i")
+    assert raw.call("ZMPOP", "1", "z", "MAX") == b"*2\r\n$1\r\nz\r\n*1\r\n*2\r\n$1\r\ni\r\n,inf\r\n"
+    assert raw.call("ZMPOP", "1", "z", "MAX") == b"_\r\n"
+
+
+def test_emptied_zset_is_deleted(r):
+    r.zadd("z", {"a": 1})
+    r.zrem("z", "a")
+    r.sadd("z", "now a set")          # would be WRONGTYPE if the key remained
+    r.delete("z") if _has(r, "DEL") else r.srem("z", "now a set")
+    r.zadd("z", {"a": 1, "b": 2})
+    r.zpopmin("z", 2)
+    assert r.hset("z", "f", "v") == 1
+
+
+def _has(r, name):
+    try:
+        return bool(r.execute_command("COMMAND", "INFO", name)[0])
+    except Exception:
+        return False
+
+
+def test_zscan_guarantee_under_churn(r):
+    stable = {b"s%d" % i: i for i in range(700)}
+    r.zadd("z", stable)
+    r.zadd("z", {b"t%d" % i: -i for i in range(300)})
+    cursor, seen, step = 0, {}, 0
+    while True:
+        cursor, batch = r.zscan("z", cursor, count=20)
+        seen.update(batch)
+        step += 1
+        r.zrem("z", *[b"t%d" % i for i in range(step * 8, step * 8 + 8)])
+        r.zadd("z", {b"n%d_%d" % (step, i): 0.5 for i in range(8)})
+        if cursor == 0:
+            break
+        assert step < 1000
+    assert set(stable) <= set(seen)
+    for m, s in stable.items():
+        assert seen[m] == float(s)
+    cursor, batch = r.zscan("z", 0, count=5)
+    assert cursor != 0 and len(batch) < 50
+
+
+# ----------------------------------------------------------------------
+# Blocking across connections
+# ----------------------------------------------------------------------
+
+def test_bzpopmin_blocks_until_zadd(raw_factory):
+    waiter, writer = raw_factory(), raw_factory()
+    waiter.call("FLUSHALL")
+    waiter.send("BZPOPMIN", "z1", "z2", "0")
+    assert waiter.read_available(0.1) == b""
+    assert writer.call("ZADD", "z2", "3", "c", "1", "a") == b":2\r\n"
+    assert waiter.read_reply() == b"*3\r\n$2\r\nz2\r\n$1\r\na\r\n$1\r\n1\r\n"
+    assert writer.call("ZRANGE", "z2", "0", "-1") == b"*1\r\n$1\r\nc\r\n"
+
+
+def test_bzpopmax_resp3_and_fifo(raw_factory):
+    a, b, w = raw_factory(), raw_factory(), raw_factory()
+    w.call("FLUSHALL")
+    a.call("HELLO", "3")
+    a.send("BZPOPMAX", "z", "0")
+    b.send("BZPOPMAX", "z", "0")
+    time.sleep(0.05)
+    w.call("ZADD", "z", "1", "x", "2", "y")
+    assert a.read_reply() == b"*3\r\n$1\r\nz\r\n$1\r\ny\r\n,2\r\n"
+    assert b.read_reply() == b"*3\r\n$1\r\nz\r\n$1\r\nx\r\n$1\r\n1\r\n"
+    assert w.call("ZCARD", "z") == b":0\r\n"
+
+
+def test_bzmpop_blocks_and_timeout(raw_factory):
+    a, w = raw_factory(), raw_factory()
+    w.call("FLUSHALL")
+    a.send("BZMPOP", "0", "2", "z1", "z2", "MAX", "COUNT", "2")
+    time.sleep(0.05)
+    w.call("ZADD", "z1", "1", "a", "2", "b", "3", "c")
+    assert a.read_reply() == (b"*2\r\n$2\r\nz1\r\n*2\r\n*2\r\n$1\r\nc\r\n$1\r\n3\r\n"
+                              b"*2\r\n$1\r\nb\r\n$1\r\n2\r\n")
+    assert a.call("BZMPOP", "0.05", "1", "nothing", "MIN") == b"*-1\r\n"
+    assert a.call("BZPOPMIN", "nothing", "0.05") == b"*-1\r\n"
+    a.call("HELLO", "3")
+    assert a.call("BZPOPMIN", "nothing", "0.05") == b"_\r\n"
+
+
+def test_bzpopmin_wrong_type_written_then_zset(raw_factory):
+    """A waiter is not served by a key of another type; it stays blocked."""
+    a, w = raw_factory(), raw_factory()
+    w.call("FLUSHALL")
+    a.send("BZPOPMIN", "k", "0")
+    time.sleep(0.05)
+    w.call("SADD", "k", "x")
+    assert a.read_available(0.1) == b""
+    w.call("SREM", "k", "x")
+    w.call("ZADD", "k", "7", "m")
+    assert a.read_reply() == b"*3\r\n$1\r\nk\r\n$1\r\nm\r\n$1\r\n7\r\n"
+
+
+def test_bzpop_inside_multi_returns_at_once(raw):
+    raw.call("MULTI")
+    raw.call("BZPOPMIN", "nothing", "0")
+    raw.call("BZMPOP", "0", "1", "nothing", "MIN")
+    assert raw.call("EXEC") == b"*2\r\n*-1\r\n*-1\r\n"
+
+
+def test_bzpopmin_client_threads(server):
+    """Through valkey-py: a blocked BZPOPMIN in a thread is served by ZADD."""
+    result = {}
+    c1 = valkey.Valkey(host=server.host, port=server.port)
+    c2 = valkey.Valkey(host=server.host, port=server.port)
+    c1.delete("jobs") if _has(c1, "DEL") else None
+
+    def worker():
+        result["v"] = c1.bzpopmin("jobs", timeout=5)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    time.sleep(0.1)
+    c2.zadd("jobs", {"job1": 10})
+    t.join(5)
+    assert result["v"] == (b"jobs", b"job1", 10.0)
+    c1.close()
+    c2.close()
