@@ -24,6 +24,10 @@ Consumer groups.  ``Group.pel`` and ``Consumer.pel`` are SortedDicts from
 ID to the *same* ``NACK`` object (delivery time, delivery count, owner), so
 ownership changes move one reference between consumers.
 
+Persistence helpers: ``rewrite_commands`` (the AOF rewrite's commands for a
+stream) and ``rdb_save`` / ``rdb_load`` (the RDB payload DUMP/RESTORE and
+snapshots carry: Valkey's listpack layout, types 15/19/21 on load).
+
 Invariants:
 * ``node_keys[i] == nodes[i].master``; IDs strictly increase across nodes;
 * ``length`` == number of non-tombstone entries == sum of ``Node.live``;
@@ -670,3 +674,443 @@ _register()
 
 __all__ = ["Stream", "Group", "Consumer", "NACK", "Node", "MAX_ID", "MASK64",
            "INVALID_ENTRIES_READ", "make_id", "id_bytes", "rewrite_commands"]
+
+
+# ----------------------------------------------------------------------
+# RDB serialization (the DUMP / RESTORE payload of a stream value)
+# ----------------------------------------------------------------------
+#
+# Valkey writes a stream as RDB_TYPE_STREAM_LISTPACKS_3: the listpacks of
+# its radix tree (node key + listpack bytes), the stream's counters, then
+# every group with its PEL and consumers.  ``rdb_save`` produces that
+# layout from our nodes (byte-compatible listpacks, no LZF compression:
+# valid for any loader); ``rdb_load`` reads types 15, 19 and 21, including
+# LZF-compressed strings, so payloads DUMPed by Redis 5+ / Valkey restore.
+# The DUMP/RESTORE commands (framing: RDB version + CRC64) live elsewhere.
+
+RDB_TYPE_STREAM_LISTPACKS = 15
+RDB_TYPE_STREAM_LISTPACKS_2 = 19
+RDB_TYPE_STREAM_LISTPACKS_3 = 21
+
+
+class RDBError(ValueError):
+    """A malformed or unsupported stream payload."""
+
+
+def _lp_encode_int(v: int, out: bytearray):
+    if 0 <= v <= 127:
+        enc = bytes((v,))
+    elif -4096 <= v <= 4095:
+        u = v & 0x1FFF
+        enc = bytes((0xC0 | (u >> 8), u & 0xFF))
+    elif -32768 <= v <= 32767:
+        enc = b"\xf1" + (v & 0xFFFF).to_bytes(2, "little")
+    elif -8388608 <= v <= 8388607:
+        enc = b"\xf2" + (v & 0xFFFFFF).to_bytes(3, "little")
+    elif -2147483648 <= v <= 2147483647:
+        enc = b"\xf3" + (v & 0xFFFFFFFF).to_bytes(4, "little")
+    else:
+        enc = b"\xf4" + (v & MASK64).to_bytes(8, "little")
+    out += enc
+    _lp_backlen(len(enc), out)
+
+
+def _lp_backlen(n: int, out: bytearray):
+    if n <= 127:
+        out.append(n)
+    elif n < 16383:
+        out += bytes((n >> 7, (n & 127) | 128))
+    elif n < 2097151:
+        out += bytes((n >> 14, ((n >> 7) & 127) | 128, (n & 127) | 128))
+    elif n < 268435455:
+        out += bytes((n >> 21, ((n >> 14) & 127) | 128, ((n >> 7) & 127) | 128, (n & 127) | 128))
+    else:
+        out += bytes((n >> 28, ((n >> 21) & 127) | 128, ((n >> 14) & 127) | 128,
+                      ((n >> 7) & 127) | 128, (n & 127) | 128))
+
+
+def _lp_encode_str(s: bytes, out: bytearray):
+    if 0 < len(s) <= 20 and s[0] in _INTISH:
+        v = string2ll(s)
+        if v is not None:
+            return _lp_encode_int(v, out)
+    n = len(s)
+    if n < 64:
+        head = bytes((0x80 | n,))
+    elif n < 4096:
+        head = bytes((0xE0 | (n >> 8), n & 0xFF))
+    else:
+        head = b"\xf0" + n.to_bytes(4, "little")
+    out += head
+    out += s
+    _lp_backlen(len(head) + n, out)
+
+
+def _lp_build(elements) -> bytes:
+    body = bytearray()
+    for e in elements:
+        if type(e) is int:
+            _lp_encode_int(e, body)
+        else:
+            _lp_encode_str(e, body)
+    total = 6 + len(body) + 1
+    count = len(elements) if len(elements) < 65535 else 65535
+    return total.to_bytes(4, "little") + count.to_bytes(2, "little") + bytes(body) + b"\xff"
+
+
+def _lp_parse(lp: bytes) -> list:
+    """A listpack's elements: ints stay ints, strings are bytes."""
+    if len(lp) < 7 or int.from_bytes(lp[:4], "little") != len(lp) or lp[-1] != 0xFF:
+        raise RDBError("bad listpack header")
+    out = []
+    p = 6
+    end = len(lp) - 1
+    while p < end:
+        b = lp[p]
+        if b < 0x80:
+            v, n = b, 1
+        elif b < 0xC0:
+            ln = b & 0x3F
+            v, n = lp[p + 1:p + 1 + ln], 1 + ln
+        elif b < 0xE0:
+            u = ((b & 0x1F) << 8) | lp[p + 1]
+            v, n = (u - 0x2000 if u >= 0x1000 else u), 2
+        elif b < 0xF0:
+            ln = ((b & 0x0F) << 8) | lp[p + 1]
+            v, n = lp[p + 2:p + 2 + ln], 2 + ln
+        elif b == 0xF0:
+            ln = int.from_bytes(lp[p + 1:p + 5], "little")
+            v, n = lp[p + 5:p + 5 + ln], 5 + ln
+        elif 0xF1 <= b <= 0xF4:
+            size = {0xF1: 2, 0xF2: 3, 0xF3: 4, 0xF4: 8}[b]
+            v = int.from_bytes(lp[p + 1:p + 1 + size], "little", signed=True)
+            n = 1 + size
+        else:
+            raise RDBError("bad listpack encoding")
+        if p + n > end:
+            raise RDBError("listpack element out of bounds")
+        out.append(v)
+        p += n + _backlen(n)
+    if p != end:
+        raise RDBError("listpack length mismatch")
+    return out
+
+
+def _as_int(e) -> int:
+    if type(e) is int:
+        return e
+    v = string2ll(e)
+    if v is None:
+        raise RDBError("expected an integer in a stream listpack")
+    return v
+
+
+def _node_listpack(node: Node) -> bytes:
+    """The listpack Valkey holds for node (flags, deltas, master fields)."""
+    fields = node.fields
+    els = [node.live, node.deleted, len(fields), *fields, 0]
+    mms, mseq = node.master >> 64, node.master & MASK64
+    for eid, items in zip(node.ids, node.items):
+        # hotkv keeps no fields for a tombstone: it is written with none
+        # (and the deleted flag), which every loader skips.
+        deleted = items is None
+        flat = () if deleted else items
+        same = len(flat) == 2 * len(fields) and all(
+            flat[2 * k] == fields[k] for k in range(len(fields)))
+        flags = (1 if deleted else 0) | (2 if same else 0)
+        els.append(flags)
+        els.append(_delta(eid >> 64, mms))
+        els.append(_delta(eid & MASK64, mseq))
+        nf = len(flat) // 2
+        if same:
+            els.extend(flat[1::2])
+            els.append(nf + 3)
+        else:
+            els.append(nf)
+            els.extend(flat)
+            els.append(2 * nf + 4)
+    return _lp_build(els)
+
+
+
+
+def _rdb_len(v: int, out: bytearray):
+    if v < 0:
+        v &= MASK64
+    if v < 64:
+        out.append(v)
+    elif v < 16384:
+        out += bytes((0x40 | (v >> 8), v & 0xFF))
+    elif v <= 0xFFFFFFFF:
+        out.append(0x80)
+        out += v.to_bytes(4, "big")
+    else:
+        out.append(0x81)
+        out += v.to_bytes(8, "big")
+
+
+def _rdb_str(s: bytes, out: bytearray):
+    if len(s) <= 11:
+        v = string2ll(s)
+        if v is not None and b"%d" % v == s:
+            if -128 <= v <= 127:
+                out += b"\xc0" + (v & 0xFF).to_bytes(1, "little")
+                return
+            if -32768 <= v <= 32767:
+                out += b"\xc1" + (v & 0xFFFF).to_bytes(2, "little")
+                return
+            if -2147483648 <= v <= 2147483647:
+                out += b"\xc2" + (v & 0xFFFFFFFF).to_bytes(4, "little")
+                return
+    _rdb_len(len(s), out)
+    out += s
+
+
+def rdb_save(stream: Stream):
+    """(RDB type, payload) of a stream value, as Valkey 8 writes it."""
+    out = bytearray()
+    _rdb_len(len(stream.nodes), out)
+    for node in stream.nodes:
+        _rdb_str(node.master.to_bytes(16, "big"), out)
+        _rdb_str(_node_listpack(node), out)
+    _rdb_len(stream.length, out)
+    for i in (stream.last_id, stream.first_id, stream.max_deleted_id):
+        _rdb_len(i >> 64, out)
+        _rdb_len(i & MASK64, out)
+    _rdb_len(stream.entries_added, out)
+    groups = stream.sorted_groups()
+    _rdb_len(len(groups), out)
+    for g in groups:
+        _rdb_str(g.name, out)
+        _rdb_len(g.last_id >> 64, out)
+        _rdb_len(g.last_id & MASK64, out)
+        _rdb_len(g.entries_read, out)
+        _rdb_len(len(g.pel), out)
+        for i, nack in g.pel.items():
+            out += i.to_bytes(16, "big")
+            out += (nack.delivery_time & MASK64).to_bytes(8, "little")
+            _rdb_len(nack.delivery_count, out)
+        consumers = g.sorted_consumers()
+        _rdb_len(len(consumers), out)
+        for c in consumers:
+            _rdb_str(c.name, out)
+            out += (c.seen_time & MASK64).to_bytes(8, "little")
+            out += (c.active_time & MASK64).to_bytes(8, "little")
+            _rdb_len(len(c.pel), out)
+            for i in c.pel:
+                out += i.to_bytes(16, "big")
+    return RDB_TYPE_STREAM_LISTPACKS_3, bytes(out)
+
+
+def _lzf_decompress(data: bytes, expected: int) -> bytes:
+    out = bytearray()
+    i = 0
+    n = len(data)
+    while i < n:
+        ctrl = data[i]
+        i += 1
+        if ctrl < 32:
+            ln = ctrl + 1
+            if i + ln > n:
+                raise RDBError("LZF literal out of bounds")
+            out += data[i:i + ln]
+            i += ln
+        else:
+            ln = ctrl >> 5
+            if ln == 7:
+                ln += data[i]
+                i += 1
+            ref = len(out) - ((ctrl & 0x1F) << 8) - data[i] - 1
+            i += 1
+            if ref < 0:
+                raise RDBError("LZF back-reference out of bounds")
+            for _ in range(ln + 2):     # may overlap what it copies
+                out.append(out[ref])
+                ref += 1
+    if len(out) != expected:
+        raise RDBError("LZF length mismatch")
+    return bytes(out)
+
+
+class _Reader:
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes, pos: int = 0):
+        self.buf = buf
+        self.pos = pos
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise RDBError("payload too short")
+        b = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+    def length(self, encoded_ok: bool = False):
+        b = self.take(1)[0]
+        kind = b >> 6
+        if kind == 0:
+            return (b & 0x3F, False)
+        if kind == 1:
+            return (((b & 0x3F) << 8) | self.take(1)[0], False)
+        if b == 0x80:
+            return (int.from_bytes(self.take(4), "big"), False)
+        if b == 0x81:
+            return (int.from_bytes(self.take(8), "big"), False)
+        if kind == 3 and encoded_ok:
+            return (b & 0x3F, True)
+        raise RDBError("bad length encoding")
+
+    def num(self) -> int:
+        return self.length()[0]
+
+    def string(self) -> bytes:
+        v, enc = self.length(True)
+        if not enc:
+            return self.take(v)
+        if v == 0:
+            return b"%d" % int.from_bytes(self.take(1), "little", signed=True)
+        if v == 1:
+            return b"%d" % int.from_bytes(self.take(2), "little", signed=True)
+        if v == 2:
+            return b"%d" % int.from_bytes(self.take(4), "little", signed=True)
+        if v == 3:
+            clen = self.num()
+            ulen = self.num()
+            return _lzf_decompress(self.take(clen), ulen)
+        raise RDBError("unknown string encoding")
+
+    def mstime(self) -> int:
+        v = int.from_bytes(self.take(8), "little")
+        return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _node_from_listpack(master: int, lp: bytes) -> Node:
+    els = _lp_parse(lp)
+    try:
+        live, deleted, nmaster = _as_int(els[0]), _as_int(els[1]), _as_int(els[2])
+        fields = tuple(bytes(f) if type(f) is not int else b"%d" % f
+                       for f in els[3:3 + nmaster])
+        p = 3 + nmaster
+        if _as_int(els[p]) != 0:
+            raise RDBError("bad master entry terminator")
+        p += 1
+        node = Node(master, fields)
+        mms, mseq = master >> 64, master & MASK64
+        seen_live = seen_deleted = 0
+        while p < len(els):
+            flags = _as_int(els[p])
+            eid = make_id((mms + _as_int(els[p + 1])) & MASK64,
+                          (mseq + _as_int(els[p + 2])) & MASK64)
+            p += 3
+            if flags & 2:
+                nf = nmaster
+                vals = els[p:p + nf]
+                p += nf
+                flat = []
+                for k in range(nf):
+                    flat.append(fields[k])
+                    flat.append(_el_bytes(vals[k]))
+            else:
+                nf = _as_int(els[p])
+                p += 1
+                flat = [_el_bytes(e) for e in els[p:p + 2 * nf]]
+                for k in range(nf):
+                    if k < nmaster and flat[2 * k] == fields[k]:
+                        flat[2 * k] = fields[k]
+                p += 2 * nf
+            p += 1                                  # lp-count
+            node.ids.append(eid)
+            if flags & 1:
+                node.items.append(None)
+                seen_deleted += 1
+            else:
+                node.items.append(tuple(flat))
+                seen_live += 1
+        if p != len(els) or seen_live != live or seen_deleted != deleted:
+            raise RDBError("stream listpack counts do not match its entries")
+    except (IndexError, TypeError):
+        raise RDBError("truncated stream listpack") from None
+    node.live = live
+    node.deleted = deleted
+    node.nbytes = len(lp) - _int_elsize(live) - _int_elsize(deleted)
+    if node.ids and node.ids != sorted(set(node.ids)):
+        raise RDBError("stream listpack IDs out of order")
+    return node
+
+
+def _el_bytes(e) -> bytes:
+    return b"%d" % e if type(e) is int else bytes(e)
+
+
+def rdb_load(rdb_type: int, buf: bytes, pos: int = 0):
+    """Read a stream value of RDB type 15, 19 or 21 from buf at pos.
+    Returns (stream, position after it); raises RDBError when malformed."""
+    if rdb_type not in (RDB_TYPE_STREAM_LISTPACKS, RDB_TYPE_STREAM_LISTPACKS_2,
+                        RDB_TYPE_STREAM_LISTPACKS_3):
+        raise RDBError("not a stream RDB type")
+    r = _Reader(buf, pos)
+    s = Stream()
+    for _ in range(r.num()):
+        key = r.string()
+        if len(key) != 16:
+            raise RDBError("stream node key is not the size of a stream ID")
+        master = int.from_bytes(key, "big")
+        lp = r.string()
+        node = _node_from_listpack(master, lp)
+        if not node.ids:
+            raise RDBError("empty listpack inside stream")
+        if s.node_keys and (master <= s.node_keys[-1] or node.ids[0] <= s.nodes[-1].ids[-1]):
+            raise RDBError("stream nodes out of order")
+        s.nodes.append(node)
+        s.node_keys.append(master)
+    s.length = r.num()
+    if s.length != sum(n.live for n in s.nodes):
+        raise RDBError("stream length inconsistent with its entries")
+    s.last_id = make_id(r.num(), r.num())
+    if rdb_type >= RDB_TYPE_STREAM_LISTPACKS_2:
+        s.first_id = make_id(r.num(), r.num())
+        s.max_deleted_id = make_id(r.num(), r.num())
+        s.entries_added = r.num()
+    else:
+        s.entries_added = s.length
+        # Valkey's first-edge lookup yields the maximal ID when there is none.
+        s.first_id = s.first_valid_id() if s.length else MAX_ID
+    for _ in range(r.num()):
+        name = r.string()
+        last = make_id(r.num(), r.num())
+        if rdb_type >= RDB_TYPE_STREAM_LISTPACKS_2:
+            er = r.num()
+            entries_read = er - (1 << 64) if er >= 1 << 63 else er
+        else:
+            entries_read = s.estimate_distance(last)
+        g = s.create_group(name, last, entries_read)
+        if g is None:
+            raise RDBError("duplicated consumer group name")
+        for _ in range(r.num()):
+            i = int.from_bytes(r.take(16), "big")
+            t = r.mstime()
+            if i in g.pel:
+                raise RDBError("duplicated PEL entry")
+            g.pel[i] = NACK(t, None, r.num())
+        for _ in range(r.num()):
+            cname = r.string()
+            seen = r.mstime()
+            c = g.create_consumer(cname, seen)
+            if c is None:
+                raise RDBError("duplicated consumer")
+            c.active_time = r.mstime() if rdb_type >= RDB_TYPE_STREAM_LISTPACKS_3 else seen
+            for _ in range(r.num()):
+                i = int.from_bytes(r.take(16), "big")
+                nack = g.pel.get(i)
+                if nack is None or nack.consumer is not None:
+                    raise RDBError("consumer PEL entry not in the group PEL")
+                nack.consumer = c
+                c.pel[i] = nack
+        if any(n.consumer is None for n in g.pel.values()):
+            raise RDBError("group PEL entry without a consumer")
+    return s, r.pos
+
+
+__all__ += ["rdb_save", "rdb_load", "RDBError", "RDB_TYPE_STREAM_LISTPACKS",
+            "RDB_TYPE_STREAM_LISTPACKS_2", "RDB_TYPE_STREAM_LISTPACKS_3"]
