@@ -252,3 +252,13 @@ def test_hash_in_multi(r):
     p.hincrbyfloat("h", "a", "0.5")
     p.hgetall("h")
     assert p.execute() == [1, 3, 3.5, {b"a": b"3.5"}]
+
+
+def test_hash_events_match_valkey(server, ref_server):
+    from test_sets import events_match
+    events_match(server, ref_server, [
+        ("HSET", "h", "a", "1", "b", "2"), ("HSET", "h", "a", "1"), ("HSETNX", "h", "a", "1"),
+        ("HSETNX", "h", "c", "1"), ("HMSET", "h", "d", "1"), ("HINCRBY", "h", "n", "1"),
+        ("HINCRBYFLOAT", "h", "f", "1.5"), ("HDEL", "h", "zz"), ("HDEL", "h", "a", "b"),
+        ("HDEL", "h", "c", "d", "n", "f"), ("HINCRBY", "h", "x", "abc"),
+    ])

@@ -346,3 +346,52 @@ def test_spop_inside_multi_and_watch(r):
     p.scard("w")
     with pytest.raises(valkey.WatchError):
         p.execute()
+
+
+# ----------------------------------------------------------------------
+# Keyspace notifications, compared with Valkey event for event
+# ----------------------------------------------------------------------
+
+def events_match(server, ref_server, script):
+    """Run script on both servers with every notification enabled; the
+    keyevent/keyspace messages must be identical and in the same order."""
+    from support import RawClient
+    pairs = []
+    for srv in (server, ref_server):
+        cmd = RawClient(srv.host, srv.port)
+        sub = RawClient(srv.host, srv.port)
+        cmd.call("FLUSHALL")
+        old = cmd.call("CONFIG", "GET", "notify-keyspace-events")
+        set_reply = cmd.call("CONFIG", "SET", "notify-keyspace-events", "KEA")
+        if not set_reply.startswith(b"+OK"):
+            pytest.skip("notify-keyspace-events not settable yet: %r" % set_reply)
+        assert sub.call("PSUBSCRIBE", "__key*__:*").startswith(b"*3")
+        pairs.append((cmd, sub, old))
+    try:
+        for args in script:
+            a = pairs[0][0].call(*args)
+            b = pairs[1][0].call(*args)
+            assert a[:1] == b[:1], f"{args!r}: {a!r} vs {b!r}"
+        ours = pairs[0][1].read_available(0.3)
+        theirs = pairs[1][1].read_available(0.3)
+        assert ours == theirs, f"\n hotkv:  {ours!r}\n valkey: {theirs!r}"
+        assert theirs, "the script produced no events at all"
+    finally:
+        for cmd, sub, old in pairs:
+            cmd.call("CONFIG", "SET", "notify-keyspace-events", "")
+            cmd.close()
+            sub.close()
+
+
+EVENT_SCRIPT_SETS = [
+    ("SADD", "s", "a", "b", "c"), ("SADD", "s", "a"), ("SREM", "s", "x"), ("SREM", "s", "a"),
+    ("SMOVE", "s", "t", "b"), ("SMOVE", "s", "t", "c"), ("SPOP", "t", "1"), ("SADD", "u", "x", "y"),
+    ("SPOP", "u", "5"), ("SADD", "u", "z"), ("SPOP", "u"), ("SADD", "a", "1", "2"),
+    ("SADD", "b", "2", "3"), ("SINTERSTORE", "d", "a", "b"), ("SUNIONSTORE", "d", "a", "b"),
+    ("SDIFFSTORE", "d", "a", "b"), ("SINTERSTORE", "d", "a", "nos"), ("SINTERSTORE", "d", "a", "nos"),
+    ("SREM", "a", "1", "2"),
+]
+
+
+def test_set_events_match_valkey(server, ref_server):
+    events_match(server, ref_server, EVENT_SCRIPT_SETS)
