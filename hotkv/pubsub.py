@@ -337,13 +337,8 @@ class PubSub:
 
     def clients(self) -> int:
         """Clients with at least one subscription (INFO pubsub_clients)."""
-        seen = set()
-        for table in (self.channels, self.shard_channels):
-            for subs in table.values():
-                seen.update(subs)
-        for entry in self.patterns.values():
-            seen.update(entry.clients)
-        return len(seen)
+        return sum(1 for c in self.server.clients.values()
+                   if c.channels or c.patterns or c.shard_channels)
 
     def info_fields(self) -> dict:
         """INFO stats fields this module owns."""

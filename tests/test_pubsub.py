@@ -770,3 +770,20 @@ def test_stringmatch_pathological_patterns_are_fast():
     assert not stringmatch(b"*?" * 500 + b"b", s)
     assert stringmatch(b"*a" * 50, s)
     assert not stringmatch(b"[a]*[a]*[a]*c", s)
+
+
+def test_output_buffer_limit_lines_accumulate_in_config_file(tmp_path):
+    """redis.conf sets one class a line; every line counts, later ones win."""
+    from hotkv.cli import build_config
+    from hotkv.server import Server
+    conf = tmp_path / "hotkv.conf"
+    conf.write_text("client-output-buffer-limit normal 0 0 0\n"
+                    "client-output-buffer-limit replica 256mb 64mb 60\n"
+                    "client-output-buffer-limit pubsub 64mb 16mb 90\n"
+                    "client-output-buffer-limit normal 1mb 2mb 3\n")
+    server = Server(build_config(str(conf), []))
+    p = server.config
+    from hotkv.config import PARAMS
+    assert PARAMS["client-output-buffer-limit"].format(p.values["client-output-buffer-limit"]) == (
+        "normal 1048576 2097152 3 slave 268435456 67108864 60 pubsub 67108864 16777216 90")
+    assert server.pubsub.limit == (64 * 1024 * 1024, 16 * 1024 * 1024, 90)
