@@ -239,7 +239,7 @@ def test_expiry_is_logged_in_absolute_form(hotkv_server_factory, tmp_path):
         c.call("SET", "k", "v")
         t0 = time.time() * 1000
         c.call("EXPIRE", "k", "100")
-        c.call("PEXPIRE", "k", "100000", "GT")
+        c.call("PEXPIRE", "k", "200000", "GT")
         c.call("EXPIREAT", "k", FAR)
         c.call("PEXPIREAT", "k", "4102444800123")
         c.call("EXPIRE", "k", "10", "NX")          # condition fails: not logged
@@ -255,9 +255,9 @@ def test_expiry_is_logged_in_absolute_form(hotkv_server_factory, tmp_path):
         c.close()
     cmds = _aof_commands(tmp_path)
     assert cmds[0] == [b"SET", b"k", b"v"]
-    for i, extra in [(1, []), (2, [b"GT"])]:
+    for i, extra, ttl in [(1, [], 100000), (2, [b"GT"], 200000)]:
         assert cmds[i][0] == b"PEXPIREAT" and cmds[i][1] == b"k" and cmds[i][3:] == extra
-        assert t0 - 1000 < int(cmds[i][2]) - 100000 < t0 + 5000
+        assert t0 - 1000 < int(cmds[i][2]) - ttl < t0 + 5000
     assert cmds[3:7] == [[b"PEXPIREAT", b"k", FAR_MS.encode()],
                          [b"PEXPIREAT", b"k", b"4102444800123"], [b"PERSIST", b"k"], [b"DEL", b"k"]]
     assert cmds[7][:4] == [b"SET", b"lazy", b"v", b"PXAT"]

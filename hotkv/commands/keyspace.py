@@ -487,8 +487,10 @@ def persist(c, argv):
 # OBJECT
 # ----------------------------------------------------------------------
 
+# Valkey lists the OBJECT container itself under @slow only (its
+# subcommands carry @keyspace).
 container("object", group="generic", summary="A container for object introspection commands.",
-          since="2.2.3")
+          since="2.2.3").acl_categories = frozenset({"slow"})
 
 _OBJECT_HELP = [
     "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

@@ -168,6 +168,13 @@ def set_generic(c, argv, flags, key, value, expire, name, ok_reply=OK, abort_rep
 @command("set", -3, "write denyoom", (1, 1, 1), group="string")
 def set_(c, argv):
     """Set the string value of a key, optionally with an expiry, conditionally."""
+    if len(argv) == 3:      # the common case, without the option machinery
+        db = c.db
+        key = argv[1]
+        db.lookup(key)      # an expired key is expired (and logged) first
+        db.set(key, argv[2])
+        c.server.written(db, key, "$", "set")
+        return OK
     flags, expire = parse_string_options(argv, 3, True)
     return set_generic(c, argv, flags, argv[1], argv[2], expire, "set")
 
