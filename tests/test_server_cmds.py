@@ -520,6 +520,11 @@ def test_command_getkeys(diff):
     diff("COMMAND", "GETKEYS", "blmpop", "0", "2", "a", "b", "LEFT")
     diff("COMMAND", "GETKEYS", "lmove", "a", "b", "LEFT", "RIGHT")
     diff("COMMAND", "GETKEYS")
+    diff("COMMAND", "GETKEYS", "config")
+    diff("COMMAND", "GETKEYS", "config", "nosuch")
+    diff("COMMAND", "GETKEYS", "blmpop", "0", "x", "a")
+    diff("COMMAND", "GETKEYSANDFLAGS", "get", "a")
+    diff("COMMAND", "GETKEYSANDFLAGS", "ping")
 
 
 def test_command_list_and_docs(diff, raw):

@@ -1214,10 +1214,7 @@ def _command_categories(cmd):
 def _key_specs(cmd):
     if cmd.first_key <= 0 and not _movable(cmd):
         return SetReply()
-    if "write" in cmd.flags:
-        flags = [Simple(b"RW"), Simple(b"access"), Simple(b"update")]
-    else:
-        flags = [Simple(b"RO"), Simple(b"access")]
+    flags = _key_flags(cmd)
     if cmd.first_key <= 0:
         begin = {b"type": b"unknown", b"spec": {}}
         find = {b"type": b"unknown", b"spec": {}}
@@ -1350,11 +1347,26 @@ def command_keys(cmd, args) -> list:
 @command("command|getkeys", -3, "loading stale", group="server", acl=("connection",))
 def command_getkeys(c, argv):
     """Extract keys given a full command."""
-    args = argv[2:]
+    return [key for key, _ in _getkeys(argv[2:])]
+
+
+@command("command|getkeysandflags", -3, "loading stale", group="server", acl=("connection",))
+def command_getkeysandflags(c, argv):
+    """Extract keys and access flags given a full command."""
+    return [[key, SetReply(_key_flags(cmd))] for key, cmd in _getkeys(argv[2:])]
+
+
+def _key_flags(cmd) -> list:
+    if "write" in cmd.flags:
+        return [Simple(b"RW"), Simple(b"access"), Simple(b"update")]
+    return [Simple(b"RO"), Simple(b"access")]
+
+
+def _getkeys(args):
+    """(key, command) pairs of a full command, or the GETKEYS error."""
     cmd = lookup(args[0])
-    if cmd is not None and cmd.subcommands is not None:
-        cmd = (cmd.subcommands.get(args[1]) or cmd.subcommands.get(args[1].lower())) \
-            if len(args) > 1 else None
+    if cmd is not None and cmd.subcommands and len(args) > 1:
+        cmd = cmd.subcommands.get(args[1]) or cmd.subcommands.get(args[1].lower())
     if cmd is None:
         raise CommandError("ERR Invalid command specified")
     if cmd.first_key <= 0 and not _movable(cmd):
@@ -1364,15 +1376,13 @@ def command_getkeys(c, argv):
         raise CommandError("ERR Invalid number of arguments specified for command")
     try:
         positions = command_keys(cmd, args)
-    except CommandError:
-        positions = []
-    except (IndexError, ValueError):
+    except Exception:  # a keys_fn refusing malformed arguments (bad numkeys...)
         positions = []
     if not positions:
         if "no_mandatory_keys" in cmd.flags:
             return []
         raise CommandError("ERR Invalid arguments specified for command")
-    return [args[p] for p in positions if 0 <= p < n]
+    return [(args[p], cmd) for p in positions if 0 <= p < n]
 
 
 @command("command|help", 2, "loading stale", group="server", acl=("connection",))
