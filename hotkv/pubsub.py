@@ -148,7 +148,7 @@ class _Pattern:
     __slots__ = ("match", "clients")
 
     def __init__(self, pattern: bytes):
-        self.match = compile_glob(pattern)
+        self.match = compile_glob(pattern, exact=True)
         self.clients: dict = {}
 
 
@@ -325,7 +325,7 @@ class PubSub:
         table = self.shard_channels if shard else self.channels
         if pattern is None:
             return list(table)
-        match = compile_glob(pattern)
+        match = compile_glob(pattern, exact=True)
         return [ch for ch in table if match(ch)]
 
     def numsub(self, channel: bytes, shard: bool = False) -> int:

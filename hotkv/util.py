@@ -91,7 +91,7 @@ def upper(arg: bytes) -> bytes:
 # which this implementation reproduces without the recursion:
 # * every token but ``*`` consumes exactly one byte; ``*`` any run of bytes;
 # * a non-empty pattern never matches the empty string ("*" included: KEYS
-#   and SCAN special-case a lone "*" themselves, and so must their callers);
+#   and SCAN special-case a lone "*", and so does compile_glob unless exact);
 # * ``[...]``: ``^`` negates, ``a-z`` ranges (ends swapped if reversed, bytes
 #   compared as *signed* chars), ``\x`` a literal; an unterminated class
 #   runs to the end of the pattern; ``\`` escapes one byte, a trailing
@@ -239,8 +239,16 @@ class _Segment:
             self.regex = re.compile(_segment_regex(seg), re.DOTALL)
 
 
-def compile_glob(pattern: bytes, nocase: bool = False):
-    """A callable ``f(string) -> bool`` with Redis's stringmatchlen result."""
+def compile_glob(pattern: bytes, nocase: bool = False, exact: bool = False):
+    """A callable ``f(string) -> bool`` with Redis's stringmatchlen result.
+
+    A lone ``*`` matches everything, the empty string included, unless
+    ``exact``: that is how every keyspace caller treats it in Redis (KEYS,
+    SCAN MATCH, ACL ``~*``), while stringmatchlen itself -- and so
+    PSUBSCRIBE and PUBSUB CHANNELS, which pass ``exact=True`` -- never
+    matches "" with a non-empty pattern."""
+    if pattern == b"*" and not exact:
+        return _match_all
     key = (pattern, nocase)
     fn = _GLOB_CACHE.get(key)
     if fn is None:
@@ -249,6 +257,10 @@ def compile_glob(pattern: bytes, nocase: bool = False):
             _GLOB_CACHE.clear()
         _GLOB_CACHE[key] = fn
     return fn
+
+
+def _match_all(string) -> bool:
+    return True
 
 
 def _compile(pattern: bytes, nocase: bool):
@@ -319,4 +331,4 @@ def _compile(pattern: bytes, nocase: bool):
 
 def stringmatch(pattern: bytes, string: bytes, nocase: bool = False) -> bool:
     """Redis's stringmatchlen(pattern, string, nocase) == 1."""
-    return compile_glob(pattern, nocase)(string)
+    return compile_glob(pattern, nocase, exact=True)(string)

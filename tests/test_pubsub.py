@@ -662,7 +662,15 @@ KNOWN = [
 @pytest.mark.parametrize("pattern,string,expected", KNOWN)
 def test_stringmatch_known_cases(pattern, string, expected):
     assert stringmatch(pattern, string) is expected
-    assert compile_glob(pattern)(string) is expected
+    assert compile_glob(pattern, exact=True)(string) is expected
+
+
+def test_compile_glob_lone_star_matches_all_for_keyspace_callers():
+    # KEYS * / SCAN MATCH * include the empty key in Redis; "**" does not.
+    assert compile_glob(b"*")(b"") is True
+    assert compile_glob(b"*", exact=True)(b"") is False
+    assert compile_glob(b"**")(b"") is False
+    assert compile_glob(b"*")(b"abc") is True
 
 
 def test_stringmatch_nocase():
