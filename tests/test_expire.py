@@ -72,7 +72,7 @@ SCENARIOS = {
     "ttl_rounding": [
         ("SET", "k", "v", "EX", "100"), ("TTL", "k"), ("SET", "k", "v", "PX", "100400"), ("TTL", "k"),
         ("SET", "k", "v", "PX", "1200"), ("TTL", "k"), ("SET", "k", "v", "PX", "10000"), ("TTL", "k"),
-        ("SETEX", "k", "1", "v"), ("TTL", "k"), ("PSETEX", "k", "1800", "v"), ("TTL", "k"),
+        ("SETEX", "k", "1", "v"), ("TTL", "k"), ("PSETEX", "k", "1900", "v"), ("TTL", "k"),
     ],
 }
 

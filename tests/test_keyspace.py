@@ -133,8 +133,7 @@ def test_keys_lists_every_live_key(r):
     time.sleep(0.01)
     assert sorted(r.keys("user:*")) == sorted(f"user:{i}".encode() for i in range(50))
     assert len(r.keys("*")) == 80
-    assert r.keys("item:1?") == [] or sorted(r.keys("item:1?")) == [
-        f"item:1{i}".encode() for i in range(10)]
+    assert sorted(r.keys("item:1?")) == [f"item:1{i}".encode() for i in range(10)]
     assert sorted(r.keys("item:[12]")) == [b"item:1", b"item:2"]
 
 
