@@ -323,13 +323,16 @@ def _load_prctl():
             _prctl = False
 
 
-def _die_with_parent():
-    """Linux: the rewrite child is killed when the server (thread) dies."""
+def _die_with_parent(parent: int):
+    """Linux: the rewrite child is killed when the server (thread) dies --
+    also when it died before the child got here (then getppid changed)."""
     if _prctl:
         try:
             _prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
         except Exception:
             pass
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 # ----------------------------------------------------------------------
@@ -761,6 +764,7 @@ class AOF:
         self.cur_db = -1
         self.rw_buf = bytearray()
         self.rw_start = time.monotonic()
+        parent = os.getpid()
         try:
             pid = os.fork()
         except OSError as e:
@@ -774,7 +778,7 @@ class AOF:
             code = 1
             try:
                 gc.disable()
-                _die_with_parent()
+                _die_with_parent(parent)
                 tmp = os.path.join(directory, "temp-rewriteaof-bg-%d.aof" % os.getpid())
                 # Listening and client sockets stay the parent's only: a
                 # parent killed mid-rewrite must free its port at once.
