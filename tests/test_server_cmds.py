@@ -610,3 +610,28 @@ def test_empty_flushall_is_logged_in_aof(tmp_path, hotkv_server_factory):
     srv.stop()
     data = b"".join(p.read_bytes() for p in tmp_path.rglob("*.aof*") if p.is_file())
     assert b"FLUSHALL" in data.upper() and b"$1\r\nk\r\n" in data
+
+
+def test_config_set_listener_refusal_rolls_back(r, server):
+    from hotkv.config import ConfigError
+    config = server.server.config
+
+    def refuse(value):
+        if value == 7:
+            raise ConfigError("seven is not allowed")
+    previous = config.listeners.get("hz")
+    config.listeners["hz"] = refuse
+    try:
+        with pytest.raises(valkey.ResponseError) as e:
+            r.config_set("maxmemory", "5mb")   # fine alone
+            r.execute_command("CONFIG", "SET", "maxmemory", "6mb", "hz", "7")
+        assert str(e.value) == ("CONFIG SET failed (possibly related to argument 'hz') - "
+                                "seven is not allowed")
+        assert r.config_get("maxmemory") == {"maxmemory": "5242880"}
+        assert r.config_get("hz") == {"hz": "10"}
+    finally:
+        if previous is None:
+            del config.listeners["hz"]
+        else:
+            config.listeners["hz"] = previous
+        r.config_set("maxmemory", "0")

@@ -753,8 +753,10 @@ def config_set(c, argv):
                 if cb is not None:
                     err_name = name
                     cb(value)
-        except ConfigError as e:
-            errstr, failed = str(e), True
+        except Exception as e:  # a listener refused the value: undo everything
+            if not isinstance(e, ConfigError):
+                log.warning("CONFIG SET %s: %s", err_name, e)
+            errstr, failed = str(e) or type(e).__name__, True
             for canon, value in old:
                 values[canon] = value
             for canon in applied:
@@ -762,7 +764,7 @@ def config_set(c, argv):
                 if cb is not None:
                     try:
                         cb(values[canon])
-                    except ConfigError:  # pragma: no cover - restoring a known-good value
+                    except Exception:  # pragma: no cover - restoring a known-good value
                         log.warning("could not restore %s after a failed CONFIG SET", canon)
         else:
             return OK
