@@ -8,7 +8,8 @@ arguments, replies, announces changes and chooses what the AOF logs:
   or first ID, so replaying the AOF trims the same entries;
 * XREADGROUP, XCLAIM and XAUTOCLAIM log one ``XCLAIM ... TIME RETRYCOUNT
   FORCE JUSTID LASTID`` per PEL change plus ``XGROUP SETID ... ENTRIESREAD``
-  when the group's last-delivered ID moved, never themselves.
+  when the group's last-delivered ID moved, never themselves (those forms
+  are only built while an AOF is on: ``server.aof``).
 
 Blocking XREAD / XREADGROUP use hotkv/blocking.py.  The IDs a blocked
 XREAD resolved ``$`` to are kept in the waiter (``block(..., data=)``), so
@@ -614,8 +615,9 @@ def _serve_group(c, s, g, consumer, key, gname, start, count, noack, props):
                 nack.delivery_time = now
                 nack.delivery_count = 1
             consumer.active_time = now
-            props.append(_xclaim_prop(key, gname, consumer.name, id_bytes(eid), nack, g))
-    if moved:
+            if props is not None:
+                props.append(_xclaim_prop(key, gname, consumer.name, id_bytes(eid), nack, g))
+    if moved and props is not None:
         props.append(_setid_prop(key, gname, g))
     return _entries(pairs)
 
@@ -732,7 +734,7 @@ def _xread(c, argv, group_mode: bool):
             ids[k] = parse_id(arg, 0, strict=True)[0]
 
     results = []
-    props = []
+    props = [] if c.server.aof is not None else None   # None: nothing logs
     now = server.cmd_time_ms
     for k in range(nstreams):
         key = keys[k]
@@ -755,7 +757,7 @@ def _xread(c, argv, group_mode: bool):
             if consumer is None:
                 consumer = g.create_consumer(cname, now)
                 _changed(c, key, "xgroup-createconsumer")
-                if noack:
+                if noack and props is not None:
                     props.append([b"XGROUP", b"CREATECONSUMER", key, gname, cname])
             consumer.seen_time = now
         elif s.length:
@@ -776,7 +778,7 @@ def _xread(c, argv, group_mode: bool):
         results.append((key, entries))
     if group_mode:
         # Logged as the XCLAIM / XGROUP forms above, never as itself.
-        server.propagate_as(*props)
+        server.propagate_as(*(props or ()))
     if results:
         if c.resp3:
             out = {}
@@ -1109,7 +1111,7 @@ def xclaim(c, argv):
         else:
             raise CommandError("ERR Unrecognized XCLAIM option '%s'" % _fmt(argv[j]))
         j += 1
-    props = []
+    props = [] if c.server.aof is not None else None   # None: nothing logs
     propagate_last_id = False
     if last_id > g.last_id:
         g.last_id = last_id
@@ -1134,7 +1136,8 @@ def xclaim(c, argv):
         items = s.get(eid)
         if items is None:
             if nack is not None:
-                props.append(_xclaim_prop(key, gname, nack.consumer.name, argv[k], nack, g))
+                if props is not None:
+                    props.append(_xclaim_prop(key, gname, nack.consumer.name, argv[k], nack, g))
                 propagate_last_id = False
                 dirty += 1
                 g.ack(eid)
@@ -1154,15 +1157,17 @@ def xclaim(c, argv):
         g.assign(eid, nack, consumer)
         out.append(id_bytes(eid) if justid else [id_bytes(eid), items])
         consumer.active_time = now
-        props.append(_xclaim_prop(key, gname, cname, argv[k], nack, g))
+        if props is not None:
+            props.append(_xclaim_prop(key, gname, cname, argv[k], nack, g))
         propagate_last_id = False
         dirty += 1
     if propagate_last_id:
-        props.append(_setid_prop(key, gname, g))
+        if props is not None:
+            props.append(_setid_prop(key, gname, g))
         dirty += 1
     if dirty:
         _changed(c, key, "", dirty)
-    server.propagate_as(*props)
+    server.propagate_as(*(props or ()))
     return out
 
 
@@ -1217,7 +1222,7 @@ def xautoclaim(c, argv):
     pel = g.pel
     claimed = []
     deleted = []
-    props = []
+    props = [] if c.server.aof is not None else None   # None: nothing logs
     dirty = 0
     # The scan visits at most `attempts` entries; one more is the cursor.
     first = pel.bisect_left(start)
@@ -1231,7 +1236,8 @@ def xautoclaim(c, argv):
         nack = pel[eid]
         items = s.get(eid)
         if items is None:
-            props.append(_xclaim_prop(key, gname, nack.consumer.name, id_bytes(eid), nack, g))
+            if props is not None:
+                props.append(_xclaim_prop(key, gname, nack.consumer.name, id_bytes(eid), nack, g))
             dirty += 1
             g.ack(eid)
             deleted.append(id_bytes(eid))
@@ -1246,12 +1252,13 @@ def xautoclaim(c, argv):
         claimed.append(id_bytes(eid) if justid else [id_bytes(eid), items])
         count -= 1
         consumer.active_time = now
-        props.append(_xclaim_prop(key, gname, cname, id_bytes(eid), nack, g))
+        if props is not None:
+            props.append(_xclaim_prop(key, gname, cname, id_bytes(eid), nack, g))
         dirty += 1
     cursor = id_bytes(candidates[idx]) if idx < ncand else b"0-0"
     if dirty:
         _changed(c, key, "", dirty)
-    server.propagate_as(*props)
+    server.propagate_as(*(props or ()))
     return [cursor, claimed, deleted]
 
 
