@@ -104,6 +104,16 @@ class Database:
                 return None
         return value
 
+    def lookup_read(self, key):
+        """lookup() on behalf of a read command: also counts the keyspace
+        hit or miss INFO reports (writes' lookups do not count, as Redis)."""
+        value = self.lookup(key)
+        if value is None:
+            self.server.stat_keyspace_misses += 1
+        else:
+            self.server.stat_keyspace_hits += 1
+        return value
+
     def lookup_typed(self, key, cls):
         """The value at key if it is a ``cls``; None if missing; else WRONGTYPE."""
         value = self.lookup(key)

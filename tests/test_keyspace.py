@@ -422,3 +422,24 @@ def test_object_with_clients(r, r3):
     with pytest.raises(valkey.ResponseError, match="LFU maxmemory policy is not selected"):
         r.object("freq", "s")
     assert r.execute_command("OBJECT", "HELP")[0].startswith(b"OBJECT <subcommand>")
+
+
+def test_keyspace_hits_and_misses_match_valkey(diff):
+    """Reads count a keyspace hit or miss (INFO stats); writes do not."""
+    def stats(client):
+        text = client.call("INFO", "stats").decode()
+        fields = dict(line.split(":", 1) for line in text.split("\r\n") if ":" in line)
+        return int(fields["keyspace_hits"]), int(fields["keyspace_misses"])
+    before = stats(diff.ours), stats(diff.theirs)
+    for cmd in [("GET", "k"), ("SET", "k", "v"), ("GET", "k"), ("EXISTS", "k", "nok"), ("TYPE", "k"),
+                ("TTL", "k"), ("PTTL", "nok"), ("STRLEN", "k"), ("MGET", "k", "a", "b"),
+                ("SET", "k", "w", "GET"), ("GETEX", "k"), ("GETRANGE", "nok", "0", "1"),
+                ("OBJECT", "ENCODING", "k"), ("COPY", "k", "k2"), ("LCS", "k", "nok"),
+                ("GETBIT", "k", "0"), ("BITCOUNT", "nok"), ("TOUCH", "k", "nok"), ("GETSET", "k", "x"),
+                ("GETDEL", "k2"), ("INCR", "n"), ("APPEND", "k", "y"), ("EXPIRE", "k", "100"),
+                ("DEL", "k", "nok"), ("RENAME", "n", "m"), ("KEYS", "*"), ("SCAN", "0"), ("RANDOMKEY",)]:
+        diff(*cmd)
+    after = stats(diff.ours), stats(diff.theirs)
+    ours = (after[0][0] - before[0][0], after[0][1] - before[0][1])
+    theirs = (after[1][0] - before[1][0], after[1][1] - before[1][1])
+    assert ours == theirs

@@ -68,7 +68,7 @@ def unlink(c, argv):
 @command("exists", -2, "readonly fast", (1, -1, 1))
 def exists(c, argv):
     """Determine if a key exists."""
-    lookup = c.db.lookup
+    lookup = c.db.lookup_read
     n = 0
     for key in argv[1:]:
         if lookup(key) is not None:
@@ -88,7 +88,7 @@ _TYPE_REPLIES: dict = {}
 @command("type", 2, "readonly fast", (1, 1, 1))
 def type_(c, argv):
     """Determine the type stored at key."""
-    v = c.db.lookup(argv[1])
+    v = c.db.lookup_read(argv[1])
     if v is None:
         return Simple(b"none")
     name = TYPE_NAMES[type(v)]
@@ -331,7 +331,7 @@ def copy(c, argv):
     key, newkey = argv[1], argv[2]
     if src is dst and key == newkey:
         raise CommandError(errors.SAME_OBJECT)
-    value = src.lookup(key)
+    value = src.lookup_read(key)
     if value is None:
         return 0
     when = src.expires.get(key)
@@ -437,7 +437,7 @@ def pexpireat(c, argv):
 def _ttl(c, argv, ms: bool, absolute: bool):
     db = c.db
     key = argv[1]
-    if db.lookup(key) is None:
+    if db.lookup_read(key) is None:
         return -2
     when = db.expires.get(key)
     if when is None:
@@ -594,7 +594,7 @@ def _lfu(c) -> bool:
 @command("object|encoding", 3, "readonly", (2, 2, 1), since="2.2.3")
 def object_encoding_cmd(c, argv):
     """Inspect the internal encoding of a Redis object."""
-    value = c.db.lookup(argv[2])
+    value = c.db.lookup_read(argv[2])
     if value is None:
         return None
     return object_encoding(c, argv[2], value)
@@ -604,13 +604,13 @@ def object_encoding_cmd(c, argv):
 def object_refcount(c, argv):
     """Get the number of references to the value of the key."""
     # Valkey 8.1 never shares a value stored in the keyspace.
-    return None if c.db.lookup(argv[2]) is None else 1
+    return None if c.db.lookup_read(argv[2]) is None else 1
 
 
 @command("object|idletime", 3, "readonly", (2, 2, 1), since="2.2.3")
 def object_idletime(c, argv):
     """Get the time since a Redis object was last accessed."""
-    if c.db.lookup(argv[2]) is None:
+    if c.db.lookup_read(argv[2]) is None:
         return None
     if _lfu(c):
         raise CommandError(_LFU_SELECTED)
@@ -622,7 +622,7 @@ def object_idletime(c, argv):
 @command("object|freq", 3, "readonly", (2, 2, 1), since="4.0.0")
 def object_freq(c, argv):
     """Get the logarithmic access frequency counter of a Redis object."""
-    if c.db.lookup(argv[2]) is None:
+    if c.db.lookup_read(argv[2]) is None:
         return None
     if not _lfu(c):
         raise CommandError(_LFU_NOT_SELECTED)

@@ -123,8 +123,12 @@ def delete_expired_overwrite(c, key):
     c.server.written(db, key, "g", "del")
 
 
-def _get_string(c, key):
-    return c.db.get_string(key)
+def read_string(db, key):
+    """get_string for a read: counts the keyspace hit/miss."""
+    value = db.lookup_read(key)
+    if value is not None and type(value) is not bytes:
+        raise WrongType()
+    return value
 
 
 # ----------------------------------------------------------------------
@@ -134,7 +138,7 @@ def _get_string(c, key):
 @command("get", 2, "readonly fast", (1, 1, 1), group="string")
 def get(c, argv):
     """Get the value of a key."""
-    return c.db.get_string(argv[1])
+    return read_string(c.db, argv[1])
 
 
 def set_generic(c, argv, flags, key, value, expire, name, ok_reply=OK, abort_reply=None):
@@ -143,7 +147,7 @@ def set_generic(c, argv, flags, key, value, expire, name, ok_reply=OK, abort_rep
     when = expire_ms(c, expire, flags, name) if expire is not None else 0
     old = None
     if flags & GET:
-        old = db.get_string(key)
+        old = read_string(db, key)
         found = old is not None
     else:
         found = db.lookup(key) is not None
@@ -202,7 +206,7 @@ def getset(c, argv):
     """Set the string value of a key and return its old value."""
     db = c.db
     key = argv[1]
-    old = db.get_string(key)
+    old = read_string(db, key)
     db.set(key, argv[2])
     c.server.written(db, key, "$", "set")
     c.server.propagate_as([b"SET", key, argv[2]])
@@ -214,7 +218,7 @@ def getdel(c, argv):
     """Get the value of a key and delete the key."""
     db = c.db
     key = argv[1]
-    old = db.get_string(key)
+    old = read_string(db, key)
     if old is not None:
         db.delete(key)
         c.server.propagate_as([b"DEL", key])
@@ -228,7 +232,7 @@ def getex(c, argv):
     flags, expire = parse_string_options(argv, 2, False)
     db = c.db
     key = argv[1]
-    value = db.get_string(key)
+    value = read_string(db, key)
     if value is None:
         return None
     server = c.server
@@ -250,7 +254,7 @@ def getex(c, argv):
 @command("mget", -2, "readonly fast", (1, -1, 1), group="string")
 def mget(c, argv):
     """Get the values of all the given keys."""
-    lookup = c.db.lookup
+    lookup = c.db.lookup_read
     out = []
     for key in argv[1:]:
         v = lookup(key)
@@ -497,7 +501,7 @@ def append(c, argv):
 @command("strlen", 2, "readonly fast", (1, 1, 1), group="string", since="2.2.0")
 def strlen(c, argv):
     """Get the length of the value stored in a key."""
-    v = c.db.get_string(argv[1])
+    v = read_string(c.db, argv[1])
     return 0 if v is None else len(v)
 
 
@@ -506,7 +510,7 @@ def _getrange(c, argv):
     end = string2ll(argv[3])
     if start is None or end is None:
         raise CommandError(errors.NOT_INTEGER)
-    v = c.db.get_string(argv[1])
+    v = read_string(c.db, argv[1])
     if v is None:
         return b""
     n = len(v)
@@ -596,8 +600,8 @@ def _lcs_rows(a: bytes, b: bytes):
 def lcs(c, argv):
     """Find the longest common substring."""
     db = c.db
-    a = db.lookup(argv[1])
-    b = db.lookup(argv[2])
+    a = db.lookup_read(argv[1])
+    b = db.lookup_read(argv[2])
     if (a is not None and type(a) is not bytes) or (b is not None and type(b) is not bytes):
         raise CommandError("ERR The specified keys must contain string values")
     a = a or b""
@@ -738,7 +742,7 @@ def setbit(c, argv):
 def getbit(c, argv):
     """Returns the bit value at offset in the string value stored at key."""
     offset = _bit_offset(c, argv[2])
-    v = c.db.get_string(argv[1])
+    v = read_string(c.db, argv[1])
     if v is None:
         return 0
     byte = offset >> 3
@@ -767,7 +771,7 @@ def bitcount(c, argv):
             end = string2ll(argv[3])
             if end is None:
                 raise CommandError(errors.NOT_INTEGER)
-        v = c.db.get_string(argv[1])
+        v = read_string(c.db, argv[1])
         total = len(v) if v is not None else 0
         if n < 4:
             end = total - 1
@@ -791,7 +795,7 @@ def bitcount(c, argv):
             start >>= 3
             end >>= 3
     elif n == 2:
-        v = c.db.get_string(argv[1])
+        v = read_string(c.db, argv[1])
         start = 0
         end = (len(v) if v is not None else 0) - 1
     else:
