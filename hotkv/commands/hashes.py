@@ -143,9 +143,6 @@ def format_ld(v) -> bytes:
 # --------------------------------------------------------------------------
 
 _SCAN_MASK = (1 << 63) - 1
-# Containers up to this size are returned whole with cursor 0, as Redis does
-# for its compact encodings.
-SCAN_SMALL = 128
 _snapshots: dict = {}   # id(container) -> (container, sorted [(h, member)])
 _SNAPSHOT_SLOTS = 16
 
@@ -255,6 +252,46 @@ def _emptyscan():
 RANDOM_REPLY_LIMIT = 1 << 24
 
 # --------------------------------------------------------------------------
+# Random members
+# --------------------------------------------------------------------------
+
+_RANDOM_DIRECT = 2048
+_rand_pools: dict = {}   # id(container) -> [container, snapshot list, uses left]
+
+
+def random_member(container):
+    """A random member (key, for a dict) of a non-empty set or dict.
+
+    Python's hash tables have no random access, so a big container is
+    sampled from a snapshot list of its members (checked against the live
+    container, so a removed member is never returned) rebuilt after n/8
+    draws: O(1) amortised, and a member added since the snapshot waits at
+    most that many draws before it can be picked."""
+    n = len(container)
+    if n <= _RANDOM_DIRECT:
+        return random.choice(list(container))
+    key = id(container)
+    pool = _rand_pools.get(key)
+    if pool is None or pool[0] is not container or pool[2] <= 0:
+        pool = _new_pool(key, container)
+    pool[2] -= 1
+    snap = pool[1]
+    for _ in range(16):
+        m = snap[random.randrange(len(snap))]
+        if m in container:
+            return m
+    pool = _new_pool(key, container)
+    return random.choice(pool[1])
+
+
+def _new_pool(key, container):
+    if len(_rand_pools) >= 16 and key not in _rand_pools:
+        _rand_pools.pop(next(iter(_rand_pools)))
+    pool = _rand_pools[key] = [container, list(container), max(64, len(container) // 8)]
+    return pool
+
+
+# --------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------
 
@@ -268,12 +305,19 @@ def _deleted_if_empty(c, db, key, h):
         c.server.event(db, key, "g", "del")
 
 
-def hash_small(h) -> bool:
-    """Whether Redis would keep this hash in a listpack (default limits)."""
-    if len(h) > SCAN_SMALL:
+def cfg(c, name: str, default: int) -> int:
+    v = c.server.config.values.get(name)
+    return default if v is None else v
+
+
+def hash_small(c, h) -> bool:
+    """Whether Redis would keep this hash in a listpack (its SCAN then
+    returns everything at once)."""
+    if len(h) > cfg(c, "hash-max-listpack-entries", 128):
         return False
+    vmax = cfg(c, "hash-max-listpack-value", 64)
     for k, v in h.items():
-        if len(k) > 64 or len(v) > 64:
+        if len(k) > vmax or len(v) > vmax:
             return False
     return True
 
@@ -523,7 +567,7 @@ def hrandfield(c, argv):
     h = _get(c, argv[1])
     if h is None:
         return None
-    return random.choice(list(h))
+    return random_member(h)
 
 
 @command("hscan", -3, "readonly", (1, 1, 1), group="hash", since="2.8.0")
@@ -534,7 +578,7 @@ def hscan(c, argv):
     if h is None:
         return _emptyscan()
     count, match, only_keys = scan_args(argv, 3, "hash")
-    nxt, fields = scan_container(h, cursor, count, match, hash_small(h))
+    nxt, fields = scan_container(h, cursor, count, match, hash_small(c, h))
     if only_keys:
         return [b"%d" % nxt, fields]
     out = []

@@ -22,7 +22,7 @@ from ..db import SetValue
 from ..errors import CommandError, WrongType
 from ..registry import command
 from ..util import LLONG_MAX, string2ll
-from .hashes import RANDOM_REPLY_LIMIT, parse_cursor, scan_args, scan_container
+from .hashes import RANDOM_REPLY_LIMIT, cfg, random_member, parse_cursor, scan_args, scan_container
 
 _SRAND_LIMIT = "ERR value is out of range, value must between -9223372036854775807 and " \
                "9223372036854775807"
@@ -38,20 +38,18 @@ def _emptied(c, db, key, s):
         c.server.event(db, key, "g", "del")
 
 
-def set_small(s) -> bool:
-    """Whether Redis would keep this set in an intset or listpack."""
+def set_small(c, s) -> bool:
+    """Whether Redis would keep this set in an intset or a listpack."""
     n = len(s)
-    if n > 512:
+    lp_entries = cfg(c, "set-max-listpack-entries", 128)
+    if n > max(cfg(c, "set-max-intset-entries", 512), lp_entries):
         return False
-    ints = True
-    for m in s:
-        if ints and string2ll(m) is None:
-            ints = False
-            if n > 128:
-                return False
-        if len(m) > 64:
-            return False
-    return True
+    if n <= cfg(c, "set-max-intset-entries", 512) and all(string2ll(m) is not None for m in s):
+        return True
+    if n > lp_entries:
+        return False
+    vmax = cfg(c, "set-max-listpack-value", 64)
+    return all(len(m) <= vmax for m in s)
 
 
 @command("sadd", -3, "write denyoom fast", (1, 1, 1), group="set")
@@ -150,7 +148,14 @@ def smembers(c, argv):
 
 
 def _pop_random(s, count: int) -> list:
-    if count * 2 < len(s):
+    n = len(s)
+    if count * 8 < n and n > 2048:
+        # a few members of a big set: draw without copying the whole set
+        chosen = {}
+        while len(chosen) < count:
+            chosen[random_member(s)] = None
+        picked = list(chosen)
+    elif count * 2 < n:
         picked = random.sample(list(s), count) if count > 1 else [_one(s)]
     else:
         picked = list(s)
@@ -161,15 +166,7 @@ def _pop_random(s, count: int) -> list:
 
 
 def _one(s):
-    # random.choice needs a sequence; a small sample of the iterator is cheap
-    n = len(s)
-    if n <= 64:
-        return random.choice(list(s))
-    idx = random.randrange(min(n, 1024))
-    for i, m in enumerate(s):
-        if i == idx:
-            return m
-    return next(iter(s))
+    return random_member(s)
 
 
 @command("spop", -2, "write fast", (1, 1, 1), group="set")
@@ -382,5 +379,5 @@ def sscan(c, argv):
     if s is None:
         return [b"0", []]
     count, match, _ = scan_args(argv, 3, "set")
-    nxt, members = scan_container(s, cursor, count, match, set_small(s))
+    nxt, members = scan_container(s, cursor, count, match, set_small(c, s))
     return [b"%d" % nxt, members]

@@ -32,7 +32,7 @@ from ..errors import CommandError, WrongType
 from ..registry import command
 from ..resp import NULL_ARRAY
 from ..util import LLONG_MAX, string2ll
-from .hashes import RANDOM_REPLY_LIMIT, SCAN_SMALL, parse_cursor, scan_args, scan_container
+from .hashes import RANDOM_REPLY_LIMIT, cfg, random_member, parse_cursor, scan_args, scan_container
 
 _INF = math.inf
 _nextafter = math.nextafter
@@ -275,10 +275,12 @@ def _pairs(c, items, withscores):
     return out
 
 
-def zset_small(z) -> bool:
-    if len(z.d) > SCAN_SMALL:
+def zset_small(c, z) -> bool:
+    """Whether Redis would keep this sorted set in a listpack."""
+    if len(z.d) > cfg(c, "zset-max-listpack-entries", 128):
         return False
-    return all(len(m) <= 64 for m in z.d)
+    vmax = cfg(c, "zset-max-listpack-value", 64)
+    return all(len(m) <= vmax for m in z.d)
 
 
 # ----------------------------------------------------------------------
@@ -1080,7 +1082,7 @@ def zrandmember(c, argv):
     z = _get(c, argv[1])
     if z is None:
         return None
-    return random.choice(list(z.d))
+    return random_member(z.d)
 
 
 @command("zscan", -3, "readonly", (1, 1, 1), group="sorted_set", since="2.8.0")
@@ -1092,7 +1094,7 @@ def zscan(c, argv):
     if z is None:
         return [b"0", []]
     count, match, only_keys = scan_args(argv, 3, "zset")
-    small = zset_small(z)
+    small = zset_small(c, z)
     if small:
         members = [m for _, m in z.sl]
         nxt, members = scan_container(members, cursor, count, match, True)
