@@ -46,10 +46,6 @@ _PMESSAGE = b"$8\r\npmessage\r\n"
 _INF = float("inf")
 
 
-def _bulk(data: bytes) -> bytes:
-    return b"$%d\r\n%b\r\n" % (len(data), data)
-
-
 # ----------------------------------------------------------------------
 # client-output-buffer-limit
 # ----------------------------------------------------------------------
@@ -237,21 +233,24 @@ class PubSub:
         receivers = 0
         victims = None
         subs = (self.shard_channels if shard else self.channels).get(channel)
+        # The frame's parts after its header; joined once per protocol
+        # version that has a receiver (one copy of the payload each).
+        tail = (b"$%d\r\n" % len(channel), channel, b"\r\n$%d\r\n" % len(message), message,
+                b"\r\n")
         if subs:
-            body = (_SMESSAGE if shard else _MESSAGE) + _bulk(channel) + _bulk(message)
-            victims = self._send(subs, b"*3\r\n", b">3\r\n", body, victims)
+            victims = self._send(subs, (_SMESSAGE if shard else _MESSAGE,) + tail, 3, victims)
             receivers = len(subs)
         if not shard and self.patterns:
             for pattern, entry in self.patterns.items():
                 if entry.match(channel):
-                    body = _PMESSAGE + _bulk(pattern) + _bulk(channel) + _bulk(message)
-                    victims = self._send(entry.clients, b"*4\r\n", b">4\r\n", body, victims)
+                    parts = (_PMESSAGE, b"$%d\r\n" % len(pattern), pattern, b"\r\n") + tail
+                    victims = self._send(entry.clients, parts, 4, victims)
                     receivers += len(entry.clients)
         if victims:
             self._drop(victims)
         return receivers
 
-    def _send(self, clients, head2: bytes, head3: bytes, body: bytes, victims):
+    def _send(self, clients, parts: tuple, n: int, victims):
         server = self.server
         current = server.current_client
         queued = self._queued
@@ -260,11 +259,11 @@ class PubSub:
         for c in clients:
             if c.resp3:
                 if frame3 is None:
-                    frame3 = head3 + body
+                    frame3 = b"".join((b">%d\r\n" % n,) + parts)
                 frame = frame3
             else:
                 if frame2 is None:
-                    frame2 = head2 + body
+                    frame2 = b"".join((b"*%d\r\n" % n,) + parts)
                 frame = frame2
             if c is current:
                 server.pending_push.append(frame)
