@@ -351,3 +351,33 @@ def test_config_file_setting(hotkv_server_factory):
     from hotkv.config import ConfigError
     with pytest.raises(ConfigError):
         hotkv_server_factory(notify_keyspace_events="Kq")
+
+
+@pytest.mark.parametrize("block,wake", [
+    (("BLPOP", "q", "0"), ("RPUSH", "q", "a", "b")),
+    (("BLMOVE", "q", "d", "LEFT", "RIGHT", "0"), ("LPUSH", "q", "a")),
+    (("BZPOPMIN", "z", "0"), ("ZADD", "z", "1", "a")),
+    (("BLMPOP", "0", "1", "q", "LEFT", "COUNT", "5"), ("RPUSH", "q", "a", "b")),
+    (("XREADGROUP", "GROUP", "g", "c1", "BLOCK", "0", "STREAMS", "s", ">"),
+     ("XADD", "s", "1-1", "f", "v")),
+], ids=["blpop", "blmove", "bzpopmin", "blmpop", "xreadgroup"])
+def test_events_of_served_blocked_clients_match_valkey(servers, rec, block, wake):
+    """A blocked command served by another client's write: the writer's event
+    first, then the events of the served command, as in Valkey."""
+    transcripts = []
+    for r, srv in zip(rec, servers):
+        if block[0] == "XREADGROUP":
+            r.cmd.call("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+        r.events()
+        waiter = RawClient(srv.host, srv.port)
+        waiter.send(*block)
+        for _ in range(200):   # wait until it is blocked
+            if b"blocked_clients:1" in r.cmd.call("INFO", "clients"):
+                break
+            time.sleep(0.005)
+        r.cmd.call(*wake)
+        waiter.read_reply()
+        waiter.close()
+        transcripts.append(r.events())
+    assert transcripts[0] == transcripts[1], transcripts
+    assert transcripts[1]
