@@ -95,11 +95,13 @@ class Database:
     # Reads
     # ------------------------------------------------------------------
     def lookup(self, key):
-        """The value at key, or None; expires the key if its time has come."""
+        """The value at key, or None; expires the key if its time has come
+        (never while the AOF loads: replayed commands must meet the keys
+        they met when logged, and the log holds the deletions)."""
         value = self.data.get(key)
         if value is not None and self.expires:
             when = self.expires.get(key)
-            if when is not None and when <= self.server.cmd_time_ms:
+            if when is not None and when <= self.server.cmd_time_ms and not self.server.loading:
                 self.expire_now(key)
                 return None
         return value

@@ -315,3 +315,31 @@ def test_expiry_keyspace_events(r, server):
         sub.close()
     finally:
         r.config_set("notify-keyspace-events", "")
+
+
+def test_aof_reload_keeps_expired_keys_expired(hotkv_server_factory, tmp_path):
+    """Replaying the AOF after a key's time passed: the commands logged
+    after it (APPEND here) must meet the key as it was, not recreate it
+    without its TTL."""
+    try:
+        srv = hotkv_server_factory(appendonly="yes", dir=str(tmp_path), appendfsync="always")
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"cannot start hotkv with appendonly: {e}")
+    if srv.server.aof is None:
+        pytest.skip("the AOF module (server.aof) is not implemented")
+    c = RawClient(srv.host, srv.port)
+    c.call("SET", "k", "v", "PX", "200")
+    c.call("APPEND", "k", "x")
+    c.call("SET", "k2", "v", "EX", "100")
+    c.call("INCR", "n")
+    c.close()
+    srv.stop()
+    time.sleep(0.25)
+    srv2 = hotkv_server_factory(appendonly="yes", dir=str(tmp_path))
+    c = RawClient(srv2.host, srv2.port)
+    try:
+        assert c.call("GET", "k") == b"$-1\r\n"
+        assert c.call("EXISTS", "k2", "n") == b":2\r\n"
+        assert 0 < int(c.call("TTL", "k2")[1:-2]) <= 100
+    finally:
+        c.close()
