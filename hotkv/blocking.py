@@ -184,6 +184,7 @@ def unblock(client, reply=None, error: str | None = None):
     if cmd is not None:
         cmd.calls += 1
         client.server.stat_numcommands += 1
+        client.ncmds += 1
         if error is not None:
             cmd.failed_calls += 1
     if error is not None:

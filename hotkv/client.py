@@ -35,6 +35,7 @@ class Client:
         "addr", "laddr", "fd", "no_evict", "no_touch", "is_fake", "kind",
         "flush_scheduled", "reprocessing", "tracking", "multi_flags",
         "output_soft_since", "unblock_error",
+        "net_in", "net_out", "ncmds",   # CLIENT LIST tot-net-in / tot-net-out / tot-cmds
     )
 
     def __init__(self, server, addr: str = "", laddr: str = "", fake: bool = False):
@@ -81,6 +82,7 @@ class Client:
         self.tracking = False
         self.output_soft_since = 0.0
         self.unblock_error = None
+        self.net_in = self.net_out = self.ncmds = 0
 
     # ------------------------------------------------------------------
     @property

@@ -156,6 +156,7 @@ def call(client, cmd, argv) -> None:
         # times out (blocking.unblock), as Redis does.
         cmd.calls += 1
         server.stat_numcommands += 1
+        client.ncmds += 1
     client.last_cmd = cmd.name
     if server.dirty != dirty and server.aof is not None:
         override = server.prop_override

@@ -86,6 +86,7 @@ class Connection(Client, asyncio.Protocol):
             return
         server = self.server
         server.stat_net_input_bytes += len(data)
+        self.net_in += len(data)
         try:
             commands, error = self.parser.feed(data)
         except Exception:  # the parser must never take the server down
@@ -184,6 +185,7 @@ class Connection(Client, asyncio.Protocol):
             out.clear()
             if not self.closed:
                 self.server.stat_net_output_bytes += len(data)
+                self.net_out += len(data)
                 self.transport.write(data)
         if self.closing and not self.closed:
             self.closed = True

@@ -8,7 +8,7 @@ import time
 import hiredis
 import pytest
 
-from support import RawClient
+from support import RawClient, encode_command
 
 
 def parse(raw: bytes):
@@ -275,3 +275,25 @@ def test_valkey_py_client_helpers(r):
     assert info["id"] == r.client_id()
     assert any(str(c["id"]) == str(info["id"]) for c in r.client_list())
     assert r.client_list(_type="pubsub") == []
+
+
+def test_client_traffic_counters(raw, raw_factory):
+    def counters(c, cid):
+        f = list_lines(c, "ID", cid)[0]
+        return int(f["tot-net-in"]), int(f["tot-net-out"]), int(f["tot-cmds"])
+    other = raw_factory()
+    oid = client_id(other)          # 26 bytes in, 4 out (":N\r\n" for small ids)
+    in1, out1, cmds1 = counters(raw, oid)
+    assert cmds1 == 1 and in1 == len(b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n")
+    assert other.call("SET", "k", "v") == b"+OK\r\n"
+    set_len = len(encode_command("SET", "k", "v"))
+    assert counters(raw, oid) == (in1 + set_len, out1 + 5, cmds1 + 1)
+    # A blocked command is counted once, when it is served.
+    other.send("BLPOP", "cq", "0")
+    assert wait_for(lambda: "b" in list_lines(raw, "ID", oid)[0]["flags"])
+    blpop_len = len(encode_command("BLPOP", "cq", "0"))
+    assert counters(raw, oid) == (in1 + set_len + blpop_len, out1 + 5, cmds1 + 1)
+    raw.call("LPUSH", "cq", "a")
+    reply = other.read_reply()
+    assert reply == b"*2\r\n$2\r\ncq\r\n$1\r\na\r\n"
+    assert counters(raw, oid) == (in1 + set_len + blpop_len, out1 + 5 + len(reply), cmds1 + 2)

@@ -103,14 +103,15 @@ def client_info_line(cl, now: float | None = None) -> str:
         "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s capa= db=%d "
         "sub=%d psub=%d ssub=%d multi=%d watch=%d qbuf=%d qbuf-free=%d argv-mem=0 "
         "multi-mem=%d rbs=16384 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=%s cmd=%s "
-        "user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s tot-net-in=0 tot-net-out=0 "
-        "tot-cmds=0" % (
+        "user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s tot-net-in=%d tot-net-out=%d "
+        "tot-cmds=%d" % (
             cl.id, cl.addr, cl.laddr, cl.fd, _s(cl.name), int(now - cl.created),
             int(now - cl.last_interaction), client_flags(cl), cl.db.index,
             len(cl.channels), len(cl.patterns), len(cl.shard_channels),
             len(cl.multi_queue) if cl.multi else -1, len(cl.watched), qbuf,
             0, multi_mem, omem, 16384 + qbuf + omem + multi_mem, events, cmd,
-            user_name(cl), 3 if cl.resp3 else 2, _s(cl.lib_name), _s(cl.lib_ver)))
+            user_name(cl), 3 if cl.resp3 else 2, _s(cl.lib_name), _s(cl.lib_ver),
+            cl.net_in, cl.net_out, cl.ncmds))
 
 
 class _Filter:
