@@ -102,6 +102,15 @@ def parse_id(arg: bytes, missing_seq: int = 0, strict: bool = False, seq_star: b
     ``seq_star`` accepts ``ms-*`` (seq_given False)."""
     if len(arg) > 127:
         raise CommandError(ERR_INVALID_ID)
+    dash = arg.find(b"-")
+    if dash > 0:
+        ms_part = arg[:dash]
+        seq_part = arg[dash + 1:]
+        if ms_part.isdigit() and seq_part.isdigit():     # the common form, fast
+            ms = int(ms_part)
+            seq = int(seq_part)
+            if ms <= MASK64 and seq <= MASK64:
+                return (ms << 64) | seq, True
     buf = _cstr(arg)
     if buf == b"-":
         if strict:
