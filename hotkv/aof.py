@@ -421,7 +421,6 @@ class AOF:
         self.rw_last_ok = True
         self.rw_count = 0
         self.rw_failures = 0
-        self.rw_sync = False         # set while a synchronous rewrite runs
         # loading statistics
         self.loaded_commands = 0
         self.loaded_keys = 0
@@ -496,16 +495,23 @@ class AOF:
             self._hold_pending()
 
     def _hold_pending(self):
+        """Keep this turn's replies: their writes are not in the file.  The
+        output is taken off the client too, so no flush at all (QUIT, server
+        shutdown) can send it; flush_scheduled stays True, so the client is
+        not queued again and its later replies wait behind the held ones."""
         server = self.server
         if server.pending_flush:
-            # flush_scheduled stays True: schedule_flush will not requeue them
-            self.held.extend(server.pending_flush)
+            for client in server.pending_flush:
+                self.held.append((client, client.out))
+                client.out = []
             server.pending_flush = []
         server.write_barrier = True
 
     def _release_held(self):
         held, self.held = self.held, []
-        for client in held:
+        for client, out in held:
+            out.extend(client.out)
+            client.out = out
             client.flush_scheduled = False
             client.schedule_flush()
         if not self.buf:
@@ -656,16 +662,16 @@ class AOF:
         """Flush, fsync and close; the AOF is off afterwards."""
         self.kill_rewrite()
         if self.fd is not None:
-            if self.buf and not self.write_errno:
+            if self.buf:
+                self.write_errno = 0      # one last try
                 self._write_buf()
             try:
                 _fsync(self.fd)
             except OSError:
                 pass
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
+            # Through the fsync thread: an fsync it still has queued must not
+            # hit a reused descriptor number.
+            self._close_fd(self.fd)
             self.fd = None
         self.state = OFF
         self.buf = bytearray()
@@ -673,8 +679,10 @@ class AOF:
         if self.bio is not None:
             self.bio.error = 0
         self._maybe_clear_error()
-        if self.held:
-            self._release_held()
+        if final:
+            self.held = []     # never acknowledged: those writes are not on disk
+        elif self.held:
+            self._release_held()   # AOF turned off: nothing to wait for any more
         self.server.write_barrier = False
         self._attach()
         if final and self.bio is not None:
