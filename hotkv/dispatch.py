@@ -157,6 +157,8 @@ def call(client, cmd, argv) -> None:
         cmd.calls += 1
         server.stat_numcommands += 1
         client.ncmds += 1
+    if server.monitors:
+        server.feed_monitors(client, cmd, argv)
     client.last_cmd = cmd.name
     if server.dirty != dirty and server.aof is not None:
         override = server.prop_override

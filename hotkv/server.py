@@ -98,6 +98,8 @@ class Server:
         self.pubsub = None
         self.notify_new = False     # the notify module: emit "new" when a key is created
         self.current_client = None  # the client whose command runs (outermost call)
+        self.monitors: list = []     # MONITOR clients; feed_monitors set by server_cmds
+        self.feed_monitors = None
         self.pending_push: list = []  # pushes to current_client, sent after its reply
         self.shutdown_cb = None     # set by the network layer
         self.listeners_info: list = []

@@ -635,3 +635,66 @@ def test_config_set_listener_refusal_rolls_back(r, server):
         else:
             config.listeners["hz"] = previous
         r.config_set("maxmemory", "0")
+
+
+def _monitor_transcript(host, port):
+    mon, c, w = (RawClient(host, port) for _ in range(3))
+    try:
+        assert mon.call("MONITOR") == b"+OK\r\n"
+        c.call("SET", "k", b'a"b\\c\n\x00\xff')
+        c.call("AUTH", "x")
+        c.call("HELLO", "2", "AUTH", "default", "pw", "SETNAME", "n")
+        c.call("MULTI")
+        c.call("INCR", "n")
+        c.call("EXEC")
+        c.call("CONFIG", "GET", "hz")          # admin: not shown
+        c.call("NOSUCH")                       # rejected: not shown
+        c.call("GET", "a", "b")
+        w.send("BLPOP", "bl", "0")             # shown once, when it blocks
+        deadline = time.time() + 5
+        while b"blocked_clients:1" not in c.call("INFO", "clients") and time.time() < deadline:
+            time.sleep(0.01)
+        c.call("RPUSH", "bl", "x")
+        w.read_reply()
+        c.call("SELECT", "3")
+        c.call("PING")
+        c.call("FLUSHALL")
+        out = mon.read_available(0.3)
+    finally:
+        for x in (mon, c, w):
+            x.close()
+    out = re.sub(rb"\+\d+\.\d{6} \[(\d+) 127\.0\.0\.1:\d+\]", rb"+T [\1 ADDR]", out)
+    # How often INFO polled depends on timing: leave those lines out.
+    return b"".join(line for line in out.splitlines(keepends=True) if b'"INFO"' not in line)
+
+
+def test_monitor_matches_valkey(server, ref_server):
+    ours = _monitor_transcript(server.host, server.port)
+    theirs = _monitor_transcript(ref_server.host, ref_server.port)
+    assert ours == theirs
+    assert ours.startswith(b'+T [0 ADDR] "SET" "k" "a\\"b\\\\c\\n\\x00\\xff"\r\n')
+    assert b'"AUTH" "(redacted)"' in ours and b"CONFIG" not in ours
+
+
+def test_monitor_stops_on_reset_and_disconnect(raw, raw_factory, server):
+    mon = raw_factory()
+    mon.call("MONITOR")
+    assert "O" in [line for line in parse(raw.call("CLIENT", "LIST")).decode().split("\n")
+                   if "cmd=monitor" in line][0].split("flags=")[1].split()[0]
+    raw.call("PING")
+    assert b'"PING"' in mon.read_available(0.2)
+    assert mon.call("RESET") == b"+RESET\r\n"
+    raw.call("PING")
+    assert mon.read_available(0.2) == b""
+    mon.call("MONITOR")
+    mon.close()
+    assert wait_for_cond(lambda: not server.server.monitors)
+
+
+def wait_for_cond(cond, timeout=5.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return False

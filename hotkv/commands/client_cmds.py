@@ -58,7 +58,7 @@ def user_name(cl) -> str:
 
 
 def client_flags(cl) -> str:
-    f = ""
+    f = "O" if cl in cl.server.monitors else ""
     if cl.channels or cl.patterns or cl.shard_channels:
         f += "P"
     if cl.multi:

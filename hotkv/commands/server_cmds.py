@@ -184,6 +184,98 @@ def shutdown(c, argv):
 
 
 # ==========================================================================
+# MONITOR
+# ==========================================================================
+
+def _repr_table():
+    table = []
+    for ch in range(256):
+        if ch == 0x5C:
+            table.append(b"\\\\")
+        elif ch == 0x22:
+            table.append(b'\\"')
+        elif ch in (10, 13, 9, 7, 8):
+            table.append(b"\\" + {10: b"n", 13: b"r", 9: b"t", 7: b"a", 8: b"b"}[ch])
+        elif 32 <= ch < 127:
+            table.append(bytes([ch]))
+        else:
+            table.append(b"\\x%02x" % ch)
+    return table
+
+
+_REPR = _repr_table()
+
+
+def quoted(arg: bytes) -> bytes:
+    """Redis's sdscatrepr: a double-quoted, escaped copy of arg."""
+    return b'"' + b"".join([_REPR[ch] for ch in arg]) + b'"'
+
+
+def _redacted(cmd, argv):
+    """AUTH and HELLO's AUTH credentials never reach a monitor."""
+    name = cmd.name
+    if name == "auth":
+        return argv[:1] + [b"(redacted)"] * (len(argv) - 1)
+    if name == "hello":
+        out = list(argv)
+        for i in range(2, len(out) - 2):
+            if out[i].lower() == b"auth":
+                out[i + 1] = out[i + 2] = b"(redacted)"
+        return out
+    return argv
+
+
+def feed_monitors(client, cmd, argv):
+    """Called by the dispatcher after each command while a MONITOR exists:
+    Redis's replicationFeedMonitors (admin commands are not shown, a blocked
+    command is shown once, when it first runs)."""
+    server = client.server
+    if cmd.admin or client.reprocessing or server.loading or client.is_fake:
+        return
+    if "skip_monitor" in cmd.flags:
+        return
+    now = time.time()
+    if client.addr.startswith("/") or client.addr == "":
+        origin = b"unix:%s" % server.config.values["unixsocket"].encode()
+    else:
+        origin = client.addr.encode()
+    line = b"+%.6f [%d %s] %s\r\n" % (now, client.db.index, origin,
+                                        b" ".join([quoted(a) for a in _redacted(cmd, argv)]))
+    for mon in list(server.monitors):
+        if mon.closed:
+            continue
+        mon.add_raw(line)
+        mon.schedule_flush()
+
+
+def _stop_monitoring(c):
+    try:
+        c.server.monitors.remove(c)
+    except ValueError:
+        pass
+
+
+@command("monitor", 1, "admin noscript loading stale", group="server")
+def monitor(c, argv):
+    """Listen for all requests received by the server in real-time."""
+    server = c.server
+    if c not in server.monitors:
+        server.monitors.append(c)
+        server.feed_monitors = feed_monitors
+    return OK
+
+
+def _install_monitor_hooks():
+    from .. import net
+    from .connection import RESET_HOOKS
+    RESET_HOOKS.append(_stop_monitoring)
+    net.DISCONNECT_HOOKS.append(_stop_monitoring)
+
+
+_install_monitor_hooks()
+
+
+# ==========================================================================
 # INFO
 # ==========================================================================
 
