@@ -198,6 +198,7 @@ param("tls-ca-cert-file", "string", "")
 param("tls-auth-clients", "enum", "yes", choices=("yes", "no", "optional"))
 param("tls-protocols", "string", "")
 param("aclfile", "string", "", mutable=False)
+param("replicaof", "string", "", mutable=False, aliases=("slaveof",), inert=True)
 param("acllog-max-len", "int", 128)
 # -- encoding knobs: accepted so tuning scripts keep working ---------------
 for _name, _kind, _default, _aliases in (

@@ -1,5 +1,6 @@
 """Server administration commands: INFO, CONFIG, COMMAND, DBSIZE, FLUSHALL,
-FLUSHDB, TIME, LASTSAVE, SAVE, BGSAVE, SHUTDOWN, DEBUG, MEMORY, FUNCTION FLUSH.
+FLUSHDB, TIME, LASTSAVE, SAVE, BGSAVE, SHUTDOWN, MONITOR, DEBUG, MEMORY,
+FUNCTION FLUSH/LIST.
 
 Owns what INFO reports and how, the CONFIG command (the parameters
 themselves live in ``hotkv.config``), and the introspection of the command
@@ -22,6 +23,10 @@ Extension points (for other modules, at import time):
 * ``DEBUG_SUBCOMMANDS``: ``name -> (fn(c, argv), argc)`` (argc as Redis
   checks it: exact count, or negative for "at least"); DEBUG itself is
   gated by ``enable-debug-command`` in the dispatcher.
+
+MONITOR: ``server.monitors`` lists the monitoring clients; the dispatcher
+calls ``server.feed_monitors`` after each command only while that list is
+non-empty, so MONITOR costs nothing when nobody watches.
 
 Invariants: INFO sections come out in Redis's order, separated by one blank
 line; a failed CONFIG SET leaves every parameter as it was (all values are
