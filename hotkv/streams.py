@@ -5,11 +5,14 @@ no sockets, no commands, no replies (hotkv/commands/streams.py does those).
 
 Layout.  An entry ID is one int, ``ms << 64 | seq``.  Entries live in
 ``Node``s, each mirroring one listpack of Redis's radix tree: a master ID
-(the key of the node), the master field names, and parallel lists of IDs
-and flat ``(field, value, field, value...)`` tuples.  An entry whose field
-names equal the master's shares the master's field objects, so a queue's
-repeated field names cost one pointer each.  A deleted entry inside a
-node is a tombstone (``None``) until the whole node goes, exactly as in
+(the key of the node), the master field names, the entries' IDs (an
+``IdArray``: two arrays of 64-bit halves, 16 bytes an entry) and their
+fields as flat ``(field, value, field, value...)`` tuples.  An entry whose
+field names equal the master's shares the master's field objects, and a
+single-field one is stored as its value alone -- a queue's repeated field
+names cost nothing per entry, and 1M entries of one 100-byte field take
+about 24 bytes each on top of their value objects.  A deleted entry inside
+a node is a tombstone (``None``) until the whole node goes, exactly as in
 Redis -- which is what makes ``MAXLEN ~`` / ``MINID ~`` trim to the same
 length as Valkey: nodes are split where Valkey splits them
 (stream-node-max-entries, and stream-node-max-bytes measured with the
@@ -38,6 +41,7 @@ Invariants:
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right
 
 from sortedcontainers import SortedDict
@@ -117,14 +121,63 @@ def _delta(a: int, b: int) -> int:
 # Structures
 # ----------------------------------------------------------------------
 
+class IdArray:
+    """A node's entry IDs, ascending, as two arrays of 64-bit halves:
+    16 bytes an entry instead of a 128-bit int object and its pointer.
+    Indexing yields the ``ms << 64 | seq`` int; bisecting runs on the
+    arrays in C (ms first, then seq among equal ms)."""
+    __slots__ = ("ms", "seq")
+
+    def __init__(self, ms=None, seq=None):
+        self.ms = array("Q") if ms is None else ms
+        self.seq = array("Q") if seq is None else seq
+
+    def append(self, eid: int):
+        self.ms.append(eid >> 64)
+        self.seq.append(eid & MASK64)
+
+    def __len__(self):
+        return len(self.ms)
+
+    def __getitem__(self, j: int) -> int:
+        return (self.ms[j] << 64) | self.seq[j]
+
+    def __iter__(self):
+        for m, q in zip(self.ms, self.seq):
+            yield (m << 64) | q
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+    def bisect_left(self, eid: int) -> int:
+        ms = eid >> 64
+        lo = bisect_left(self.ms, ms)
+        hi = bisect_right(self.ms, ms, lo)
+        return bisect_left(self.seq, eid & MASK64, lo, hi)
+
+    def bisect_right(self, eid: int) -> int:
+        ms = eid >> 64
+        lo = bisect_left(self.ms, ms)
+        hi = bisect_right(self.ms, ms, lo)
+        return bisect_right(self.seq, eid & MASK64, lo, hi)
+
+    def copy(self) -> "IdArray":
+        return IdArray(array("Q", self.ms), array("Q", self.seq))
+
+    def nbytes(self) -> int:
+        return self.ms.buffer_info()[1] * 16
+
+
 class Node:
-    """One listpack's worth of entries."""
+    """One listpack's worth of entries.  ``items[j]`` is the flat
+    (field, value, ...) tuple of entry j; a single-field entry whose field
+    is the master's holds just its value (bytes); a tombstone is None."""
     __slots__ = ("master", "fields", "ids", "items", "live", "deleted", "nbytes")
 
     def __init__(self, master: int, fields: tuple):
         self.master = master
         self.fields = fields
-        self.ids: list = []
+        self.ids = IdArray()
         self.items: list = []
         self.live = 0
         self.deleted = 0
@@ -154,12 +207,19 @@ class Node:
         n = Node.__new__(Node)
         n.master = self.master
         n.fields = self.fields
-        n.ids = self.ids[:]
+        n.ids = self.ids.copy()
         n.items = self.items[:]
         n.live = self.live
         n.deleted = self.deleted
         n.nbytes = self.nbytes
         return n
+
+    def entry(self, j: int):
+        """Entry j's flat field/value tuple (None for a tombstone)."""
+        it = self.items[j]
+        if type(it) is bytes:
+            return (self.fields[0], it)
+        return it
 
 
 class NACK:
@@ -271,13 +331,13 @@ class Stream:
             nodes.append(node)
             self.node_keys.append(eid)
             same = True
-            items = tuple(fv)
+            items = values[0] if numfields == 1 else tuple(fv)
         else:
             fields = node.fields
             same = len(fields) == numfields and fields == tuple(names)
             if same:
                 if numfields == 1:
-                    items = (fields[0], values[0])
+                    items = values[0]         # the field is the master's
                 else:
                     fv[0::2] = fields     # share the master's field objects
                     items = tuple(fv)
@@ -330,15 +390,19 @@ class Stream:
             node = nodes[ni]
             ids = node.ids
             items = node.items
-            j = bisect_left(ids, start) if first else 0
+            j = ids.bisect_left(start) if first else 0
             first = False
             n = len(ids)
+            msa = ids.ms
+            seqa = ids.seq
             while j < n:
-                eid = ids[j]
+                eid = (msa[j] << 64) | seqa[j]
                 if eid > end:
                     return out
                 it = items[j]
                 if it is not None:
+                    if type(it) is bytes:
+                        it = (node.fields[0], it)
                     out.append((eid, it))
                     if count and len(out) >= count:
                         return out
@@ -358,14 +422,18 @@ class Stream:
             node = nodes[ni]
             ids = node.ids
             items = node.items
-            j = (bisect_right(ids, end) if first else len(ids)) - 1
+            j = (ids.bisect_right(end) if first else len(ids)) - 1
             first = False
+            msa = ids.ms
+            seqa = ids.seq
             while j >= 0:
-                eid = ids[j]
+                eid = (msa[j] << 64) | seqa[j]
                 if eid < start:
                     return out
                 it = items[j]
                 if it is not None:
+                    if type(it) is bytes:
+                        it = (node.fields[0], it)
                     out.append((eid, it))
                     if count and len(out) >= count:
                         return out
@@ -379,7 +447,7 @@ class Stream:
         if ni < 0:
             return None
         node = self.nodes[ni]
-        j = bisect_left(node.ids, eid)
+        j = node.ids.bisect_left(eid)
         if j < len(node.ids) and node.ids[j] == eid and node.items[j] is not None:
             return ni, j
         return None
@@ -389,7 +457,7 @@ class Stream:
         pos = self._find(eid)
         if pos is None:
             return None
-        return self.nodes[pos[0]].items[pos[1]]
+        return self.nodes[pos[0]].entry(pos[1])
 
     def exists(self, eid: int) -> bool:
         return self._find(eid) is not None
@@ -624,7 +692,7 @@ class Stream:
         """A rough byte count (MEMORY USAGE)."""
         total = 200
         for node in self.nodes:
-            total += 120 + 8 * len(node.ids) * 2 + node.lp_bytes()
+            total += 120 + node.ids.nbytes() + 8 * len(node.items) + node.lp_bytes()
         if self.groups:
             for g in self.groups.values():
                 total += 200 + 64 * len(g.pel) + 100 * len(g.consumers)
@@ -810,7 +878,8 @@ def _node_listpack(node: Node) -> bytes:
     fields = node.fields
     els = [node.live, node.deleted, len(fields), *fields, 0]
     mms, mseq = node.master >> 64, node.master & MASK64
-    for eid, items in zip(node.ids, node.items):
+    for j, eid in enumerate(node.ids):
+        items = node.entry(j)
         # hotkv keeps no fields for a tombstone: it is written with none
         # (and the deleted flag), which every loader skips.
         deleted = items is None
@@ -1024,6 +1093,9 @@ def _node_from_listpack(master: int, lp: bytes) -> Node:
             if flags & 1:
                 node.items.append(None)
                 seen_deleted += 1
+            elif len(flat) == 2 and nmaster == 1 and flat[0] is fields[0]:
+                node.items.append(flat[1])
+                seen_live += 1
             else:
                 node.items.append(tuple(flat))
                 seen_live += 1
@@ -1034,7 +1106,8 @@ def _node_from_listpack(master: int, lp: bytes) -> Node:
     node.live = live
     node.deleted = deleted
     node.nbytes = len(lp) - _int_elsize(live) - _int_elsize(deleted)
-    if node.ids and node.ids != sorted(set(node.ids)):
+    ids = list(node.ids)
+    if ids and ids != sorted(set(ids)):
         raise RDBError("stream listpack IDs out of order")
     return node
 
