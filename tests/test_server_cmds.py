@@ -698,3 +698,19 @@ def wait_for_cond(cond, timeout=5.0):
             return True
         time.sleep(0.01)
     return False
+
+
+OWN_COMMANDS = """info dbsize flushdb flushall time lastsave save bgsave shutdown debug monitor
+config|get config|set config|resetstat config|rewrite config|help memory|usage memory|help
+memory|stats memory|doctor memory|purge memory|malloc-stats command|count command|info
+command|docs command|list command|getkeys command|getkeysandflags command|help client|id
+client|info client|list client|kill client|unblock client|reply client|setname client|getname
+client|setinfo client|no-evict client|no-touch client|help client|capa function|flush
+function|list""".split()
+
+
+@pytest.mark.parametrize("name", OWN_COMMANDS)
+def test_command_info_of_own_commands_matches_valkey(diff, name):
+    diff("COMMAND", "INFO", name)
+    diff.resp3()
+    diff("COMMAND", "INFO", name)

@@ -1298,15 +1298,27 @@ def _movable(cmd) -> bool:
     return cmd.keys_fn is not None or "movablekeys" in cmd.flags
 
 
+# Valkey 8.1 reports skip_slowlog under its new name.
+_FLAG_NAMES = {"skip_slowlog": b"skip_commandlog"}
+
+
 def _command_flags(cmd):
     flags = set(cmd.flags)
     if _movable(cmd):
         flags.add("movablekeys")
-    return SetReply(Simple(f.encode()) for f in _FLAG_ORDER if f in flags)
+    return SetReply(Simple(_FLAG_NAMES.get(f) or f.encode()) for f in _FLAG_ORDER if f in flags)
+
+
+def _is_container(cmd) -> bool:
+    return cmd.subcommands is not None and cmd.parent is None and not cmd.flags \
+        and cmd.arity == -2
 
 
 def _command_categories(cmd):
-    cats = sorted(cmd.acl_categories, key=lambda n: (_CAT_RANK.get(n, 99), n))
+    # A container (CONFIG, XINFO...) is never run itself: Redis lists it as
+    # @slow only, whatever its subcommands' categories.
+    cats = ["slow"] if _is_container(cmd) else \
+        sorted(cmd.acl_categories, key=lambda n: (_CAT_RANK.get(n, 99), n))
     return SetReply(Simple(b"@" + n.encode()) for n in cats)
 
 
@@ -1455,7 +1467,15 @@ def command_getkeysandflags(c, argv):
     return [[key, SetReply(_key_flags(cmd))] for key, cmd in _getkeys(argv[2:])]
 
 
+# Key-spec flags where Redis's differ from the generic RW/RO+access (a key
+# whose value the command does not read, say).  Data, keyed by full name.
+KEY_SPEC_FLAGS = {"memory|usage": ("RO",)}
+
+
 def _key_flags(cmd) -> list:
+    special = KEY_SPEC_FLAGS.get(cmd.name)
+    if special is not None:
+        return [Simple(f.encode()) for f in special]
     if "write" in cmd.flags:
         return [Simple(b"RW"), Simple(b"access"), Simple(b"update")]
     return [Simple(b"RO"), Simple(b"access")]
