@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 
 from .errors import CommandError, NOT_INTEGER, NOT_FLOAT, SYNTAX
 
@@ -128,21 +129,36 @@ def _lit_set(c: int, nocase: bool) -> frozenset:
 
 
 def _class_set(items, negate: bool, nocase: bool) -> frozenset:
+    """The bytes one ``[...]`` accepts.  Linear in the class's length: the
+    ranges are merged first, so a huge class cannot cost 256 x its size."""
+    exact, plain, ranges = set(), set(), []
+    for kind, x, y in items:
+        if kind == 0:      # escaped byte: exact
+            exact.add(x)
+        elif kind == 1:    # plain byte
+            plain.add(_lower(x) if nocase else x)
+        else:              # range over signed chars, folded after ordering
+            ranges.append((x, y))
+    ranges.sort()
+    merged: list = []
+    for lo, hi in ranges:
+        if lo > hi:
+            continue       # e.g. [Z-a] folded: empty
+        if merged and lo <= merged[-1][1] + 1:
+            if hi > merged[-1][1]:
+                merged[-1][1] = hi
+        else:
+            merged.append([lo, hi])
+    starts = [m[0] for m in merged]
     matched = set()
     for b in range(256):
-        hit = False
-        for kind, x, y in items:
-            if kind == 0:      # escaped byte: exact
-                hit = b == x
-            elif kind == 1:    # plain byte
-                hit = b == x or (nocase and _lower(b) == _lower(x))
-            else:              # range, signed chars, folded after ordering
-                v = _signed(b)
-                if nocase:
-                    v = _lower(v)
-                hit = x <= v <= y
-            if hit:
-                break
+        hit = b in exact or (_lower(b) if nocase else b) in plain
+        if not hit and merged:
+            v = _signed(b)
+            if nocase:
+                v = _lower(v)
+            i = bisect_right(starts, v) - 1
+            hit = i >= 0 and v <= merged[i][1]
         if hit != negate:
             matched.add(b)
     return frozenset(matched)
