@@ -16,7 +16,8 @@ the core hooks:
   When it is installed, a user's allowed commands are a precomputed set of
   command bits (``registry.Command.bit``); keys come from
   ``cmd.key_indexes(argv)`` and channels from the pub/sub argument
-  positions, as Redis's processCommand does.
+  positions, as Redis's processCommand does.  Patterns are compiled when a
+  user changes (a C regex for ``*``/``?`` globs), never per command.
 
 Invariants:
 * ``User`` objects are mutated in place (ACL SETUSER stages the change on a
@@ -150,16 +151,14 @@ _CATEGORY_CACHE: dict = {}
 
 
 def category_commands(category: str):
-    """Every command (subcommands included) a +@category rule touches, in
-    table order.  Containers themselves carry no category in Redis."""
+    """Every command (subcommands included) in a category, in table order.
+    As in Valkey a container is in @slow, and a +@slow rule therefore grants
+    all of its subcommands."""
     size = len(TABLE)
     cached = _CATEGORY_CACHE.get(category)
     if cached is not None and cached[0] == size:
         return cached[1]
-    cmds = [c for c in all_commands()
-            if category in c.acl_categories and not (c.subcommands and c.parent is None
-                                                    and c.func is not None
-                                                    and c.func.__name__ == "_no_subcommand")]
+    cmds = [c for c in all_commands() if category in c.acl_categories]
     _CATEGORY_CACHE[category] = (size, cmds)
     return cmds
 
@@ -594,6 +593,7 @@ class AclState:
         self.log: list[dict] = []          # newest first
         self.log_next_id = 0
         self.denied = {"auth": 0, "cmd": 0, "key": 0, "channel": 0}
+        self._aclfile = None
 
     # -- users ------------------------------------------------------------
     def setuser(self, name: bytes, ops, current=None) -> str | None:
@@ -657,11 +657,16 @@ class AclState:
     def load_directives(self, directives) -> None:
         """redis.conf ``user`` lines, applied at start; raises on an error."""
         self._pubsub_default()
+        seen = set()
         for words in directives:
             name, ops = words[0].encode(), [w.encode("utf-8", "surrogateescape")
                                              for w in words[1:]]
             if _has_spaces(name):
                 raise RuntimeError("Spaces not allowed in ACL usernames")
+            if name in seen:
+                raise RuntimeError("Error in user declaration '%s': Duplicate user found. A user "
+                                   "can only be defined once in config files" % _text(name))
+            seen.add(name)
             u = self.users.get(name)
             if u is None:
                 u = self.users[name] = new_user(name)
@@ -732,10 +737,14 @@ class AclState:
 
     # -- ACL file -------------------------------------------------------------
     def aclfile_path(self) -> str:
-        path = self.server.config.values["aclfile"]
-        if path and not os.path.isabs(path):
-            path = os.path.join(self.server.config.values["dir"] or ".", path)
-        return path
+        # Resolved once against "dir" (Redis chdirs there; ``hotkv serve``
+        # does so after start-up, the embedded server never).
+        if self._aclfile is None:
+            path = self.server.config.values["aclfile"]
+            if path and not os.path.isabs(path):
+                path = os.path.join(self.server.config.values["dir"] or ".", path)
+            self._aclfile = os.path.abspath(path) if path else path
+        return self._aclfile
 
     def load_file(self, current=None) -> str | None:
         """ACL LOAD: all users from the file, or -- on any error -- nothing."""

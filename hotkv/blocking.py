@@ -252,6 +252,14 @@ def serve_ready_keys(server):
                 elif type(value) is not waiter.btype and not waiter.unblock_on_nokey:
                     continue
                 _detach(waiter)
+                denied = server.acl_check and server.acl_check(client, waiter.cmd, waiter.argv)
+                if denied:
+                    # Its permissions changed while it waited: Redis re-checks.
+                    from .dispatch import reject
+                    reject(client, denied, waiter.cmd)
+                    client.schedule_flush()
+                    server.resume_client(client)
+                    continue
                 saved_db = client.db
                 client.db = waiter.db
                 client.reprocessing = waiter

@@ -8,11 +8,13 @@ Owns:
   the server gets its own command table in which OLD is unknown and NEW
   (when not empty) runs the command.  ACL rules keep using original names,
   as in Redis;
-* a ``CRON_HOOK`` for ``timeout`` (idle clients closed; blocked and
-  subscribed clients are exempt, as in Redis) and for the ``normal`` class
-  of ``client-output-buffer-limit`` (hard limit: closed at once; soft limit:
-  closed once over it for the given seconds).  The pub/sub class is the
-  pub/sub module's.
+* the ``normal`` class of ``client-output-buffer-limit``: the hard limit
+  is checked by ``Connection.flush`` as replies are written (through
+  ``server.obuf_hard_normal``, kept current here), the soft limit (over it
+  for the given seconds) by a ``CRON_HOOK``.  The pub/sub class is the
+  pub/sub module's;
+* ``timeout`` in the same cron: idle clients are closed (blocked and
+  subscribed clients are exempt, as in Redis).
 
 Invariants: a check costs nothing when its setting is off (0 / empty); the
 cron scans clients only when a limit is set; every limit closes the client
@@ -161,10 +163,8 @@ def limits_cron(server):
     text = values["client-output-buffer-limit"]
     if text is not state.limits_text:
         state.limits_text = text
-        if isinstance(text, str):
-            state.normal = parse_output_limits(text).get("normal", (0, 0, 0))
-        else:   # hotkv.pubsub keeps ((class, hard, soft, seconds), ...)
-            state.normal = next((tuple(e[1:4]) for e in text if e[0] == "normal"), (0, 0, 0))
+        state.normal = normal_limits(text)
+        server.obuf_hard_normal = state.normal[0]
     hard, soft, secs = state.normal
     now = time.time()
     if hard or soft:
@@ -192,6 +192,20 @@ def limits_cron(server):
                 c.kill()
 
 
+def normal_limits(value) -> tuple:
+    """(hard, soft, seconds) of the normal class, from the setting's value."""
+    if isinstance(value, str):
+        return parse_output_limits(value).get("normal", (0, 0, 0))
+    # hotkv.pubsub keeps ((class, hard, soft, seconds), ...)
+    return next((tuple(e[1:4]) for e in value if e[0] == "normal"), (0, 0, 0))
+
+
+def output_limit_reached(server, c, size):
+    """From Connection.flush: the reply about to be written takes c over the
+    normal-class hard limit (checked where Redis checks, as replies queue)."""
+    _close_for_output(server, c, size)
+
+
 def _close_for_output(server, c, size):
     server.stat_client_outbuf_limit_disconnections += 1
     log.warning("closing client id=%d addr=%s for overcoming output buffer limits (%d bytes)",
@@ -201,6 +215,15 @@ def _close_for_output(server, c, size):
 
 def _init_server(server):
     apply_renames(server)
+    name = "client-output-buffer-limit"
+    server.obuf_hard_normal = normal_limits(server.config.values[name])[0]
+    previous = server.config.listeners.get(name)   # hotkv.pubsub merges partial updates
+
+    def on_set(value):
+        if previous is not None:
+            previous(value)
+        server.obuf_hard_normal = normal_limits(server.config.values[name])[0]
+    server.config.listeners[name] = on_set
 
 
 if protected_mode_hook not in net.CONNECT_HOOKS:

@@ -87,6 +87,8 @@ class Connection(Client, asyncio.Protocol):
         server = self.server
         server.stat_net_input_bytes += len(data)
         self.net_in += len(data)
+        if self._check_query_buffer(len(data)):
+            return    # as Redis: the buffer as read is judged before it runs
         try:
             commands, error = self.parser.feed(data)
         except Exception:  # the parser must never take the server down
@@ -184,6 +186,12 @@ class Connection(Client, asyncio.Protocol):
             data = b"".join(out) if len(out) > 1 else out[0]
             out.clear()
             if not self.closed:
+                hard = self.server.obuf_hard_normal   # hotkv.limits; pub/sub has its own
+                if hard and len(data) + self.transport.get_write_buffer_size() >= hard \
+                        and self.kind == "normal" and not self.subscribed:
+                    from .limits import output_limit_reached
+                    output_limit_reached(self.server, self, len(data))
+                    return
                 self.server.stat_net_output_bytes += len(data)
                 self.net_out += len(data)
                 self.transport.write(data)
@@ -231,13 +239,15 @@ class Connection(Client, asyncio.Protocol):
             except Exception:
                 pass
 
-    def _check_query_buffer(self):
+    def _check_query_buffer(self, incoming: int = 0) -> bool:
         limit = self.server.config.values["client-query-buffer-limit"]
-        size = self.parser.pending
+        size = self.parser.pending + incoming
         if size > limit:
             self.server.stat_client_qbuf_limit_disconnections += 1
             log.warning("closing client that reached max query buffer length (qbuf=%d)", size)
             self.kill()
+            return True
+        return False
 
 
 _now = time.time

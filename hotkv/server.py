@@ -64,6 +64,7 @@ class Server:
         self.acl_check = None           # set by the ACL module when users exist
         self.command_table = _COMMAND_TABLE   # a copy when rename-command is used
         self.used_memory_cached = 0     # refreshed each cron tick (over_maxmemory)
+        self.obuf_hard_normal = 0       # client-output-buffer-limit normal hard (hotkv.limits)
         # blocking
         self.ready_keys: list = []
         self.ready_set: set = set()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 
 import pytest
 import valkey
@@ -492,3 +493,22 @@ def test_glob_matcher_agrees_with_stringmatch(pattern, subject):
     from hotkv.acl import glob_matcher
     from hotkv.util import stringmatch
     assert bool(glob_matcher(pattern)(subject)) == stringmatch(pattern, subject)
+
+
+def test_blocked_client_rechecked_when_served(hotkv_server_factory):
+    """Permissions revoked while a client waits: it gets NOPERM, not the job."""
+    s = hotkv_server_factory()
+    r = valkey.Valkey(host=s.host, port=s.port)
+    r.execute_command("ACL", "SETUSER", "ps", "on", "nopass", "+@all", "allkeys")
+    c = RawClient(s.host, s.port)
+    c.call("AUTH", "ps", "x")
+    c.send("BLPOP", "list1", "0")
+    deadline = time.time() + 5
+    while s.server.blocked_clients != 1 and time.time() < deadline:
+        time.sleep(0.01)
+    r.execute_command("ACL", "SETUSER", "ps", "resetkeys")
+    assert r.lpush("list1", "foo") == 1
+    assert c.read_reply() == b"-NOPERM No permissions to access a key\r\n"
+    assert r.lrange("list1", 0, -1) == [b"foo"]
+    assert s.server.blocked_clients == 0
+    assert c.call("PING") == b"+PONG\r\n"

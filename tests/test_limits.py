@@ -251,3 +251,39 @@ def test_client_kill_by_user(hotkv_server_factory):
     assert r.execute_command("CLIENT", "KILL", "USER", "w") == 3
     assert all(_wait(lambda w=w: _closed(w)) for w in ws)
     assert r.ping()
+
+
+def _stat(c: RawClient, name: bytes) -> int:
+    info = c.call("INFO", "stats")
+    line = next(l for l in info.split(b"\r\n") if l.startswith(name + b":"))
+    return int(line.split(b":")[1])
+
+
+def test_buffer_limit_disconnections_like_valkey(hotkv_server_factory):
+    """As Valkey's info.tcl: a 1 MB argument with a 1 MB query-buffer limit,
+    and a 100 KB reply with a 10-byte output limit, each cost the client its
+    connection and count in INFO stats."""
+    s = hotkv_server_factory()
+    with ReferenceValkey() as ref:
+        for host, port in ((s.host, s.port), (ref.host, ref.port)):
+            admin = RawClient(host, port)
+            admin.call("CONFIG", "SET", "client-query-buffer-limit", "1048576")
+            c = RawClient(host, port)
+            try:
+                c.call("SET", "key", "a" * 1048576)
+                closed = False
+            except (ConnectionError, OSError):
+                closed = True
+            assert closed or _closed(c)
+            assert _stat(admin, b"client_query_buffer_limit_disconnections") == 1
+            admin.call("CONFIG", "SET", "client-query-buffer-limit", "1gb")
+            admin.call("SET", "key", "a" * 100000)
+            admin.call("CONFIG", "SET", "client-output-buffer-limit", "normal 10 0 0")
+            c = RawClient(host, port)
+            with pytest.raises((ConnectionError, OSError)):
+                c.call("GET", "key")
+            # (+OK is under 10 bytes; INFO's reply would not be.)
+            assert admin.call("CONFIG", "SET", "client-output-buffer-limit",
+                              "normal 0 0 0") == b"+OK\r\n"
+            assert _stat(admin, b"client_output_buffer_limit_disconnections") == 1
+            assert admin.call("STRLEN", "key") == b":100000\r\n"
