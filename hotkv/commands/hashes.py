@@ -586,3 +586,20 @@ def hscan(c, argv):
         out.append(f)
         out.append(h[f])
     return [b"%d" % nxt, out]
+
+
+# COMMAND INFO key-spec flags where Valkey's differ from the generic ones
+# (server_cmds.KEY_SPEC_FLAGS is the table COMMAND reads).
+try:
+    from .server_cmds import KEY_SPEC_FLAGS as _KEY_SPEC_FLAGS
+except ImportError:  # the COMMAND module is not there: nothing to describe
+    _KEY_SPEC_FLAGS = {}
+_KEY_SPEC_FLAGS.update({
+    "hset": ("RW", "update"),
+    "hsetnx": ("RW", "insert"),
+    "hmset": ("RW", "update"),
+    "hdel": ("RW", "delete"),
+    "hlen": ("RO",),
+    "hstrlen": ("RO",),
+    "hexists": ("RO",),
+})

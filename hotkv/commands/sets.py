@@ -381,3 +381,18 @@ def sscan(c, argv):
     count, match, _ = scan_args(argv, 3, "set")
     nxt, members = scan_container(s, cursor, count, match, set_small(c, s))
     return [b"%d" % nxt, members]
+
+
+# COMMAND INFO key-spec flags where Valkey's differ from the generic ones
+# (server_cmds.KEY_SPEC_FLAGS is the table COMMAND reads).
+try:
+    from .server_cmds import KEY_SPEC_FLAGS as _KEY_SPEC_FLAGS
+except ImportError:  # the COMMAND module is not there: nothing to describe
+    _KEY_SPEC_FLAGS = {}
+_KEY_SPEC_FLAGS.update({
+    "sadd": ("RW", "insert"),
+    "srem": ("RW", "delete"),
+    "sismember": ("RO",),
+    "scard": ("RO",),
+    "spop": ("RW", "access", "delete"),
+})

@@ -999,21 +999,21 @@ def _zop_keys(idx):
     return keys
 
 
-@command("zunionstore", -4, "write denyoom", (0, 0, 0), group="sorted_set", since="2.0.0",
+@command("zunionstore", -4, "write denyoom", (1, 1, 1), group="sorted_set", since="2.0.0",
          keys_fn=_zop_keys(2))
 def zunionstore(c, argv):
     """Stores the union of multiple sorted sets in a key."""
     return _zsetop(c, argv, 2, "union", argv[1], False, "zunionstore")
 
 
-@command("zinterstore", -4, "write denyoom", (0, 0, 0), group="sorted_set", since="2.0.0",
+@command("zinterstore", -4, "write denyoom", (1, 1, 1), group="sorted_set", since="2.0.0",
          keys_fn=_zop_keys(2))
 def zinterstore(c, argv):
     """Stores the intersect of multiple sorted sets in a key."""
     return _zsetop(c, argv, 2, "inter", argv[1], False, "zinterstore")
 
 
-@command("zdiffstore", -4, "write denyoom", (0, 0, 0), group="sorted_set", since="6.2.0",
+@command("zdiffstore", -4, "write denyoom", (1, 1, 1), group="sorted_set", since="6.2.0",
          keys_fn=_zop_keys(2))
 def zdiffstore(c, argv):
     """Stores the difference of multiple sorted sets in a key."""
@@ -1108,3 +1108,23 @@ def zscan(c, argv):
         out.append(m)
         out.append(format_double(d[m]))
     return [b"%d" % nxt, out]
+
+
+# COMMAND INFO key-spec flags where Valkey's differ from the generic ones
+# (server_cmds.KEY_SPEC_FLAGS is the table COMMAND reads).
+try:
+    from .server_cmds import KEY_SPEC_FLAGS as _KEY_SPEC_FLAGS
+except ImportError:  # the COMMAND module is not there: nothing to describe
+    _KEY_SPEC_FLAGS = {}
+_KEY_SPEC_FLAGS.update({
+    "bzpopmin": ("RW", "access", "delete"),
+    "bzpopmax": ("RW", "access", "delete"),
+    "zadd": ("RW", "update"),
+    "zrem": ("RW", "delete"),
+    "zcard": ("RO",),
+    "zremrangebyscore": ("RW", "delete"),
+    "zremrangebyrank": ("RW", "delete"),
+    "zremrangebylex": ("RW", "delete"),
+    "zpopmin": ("RW", "access", "delete"),
+    "zpopmax": ("RW", "access", "delete"),
+})
