@@ -107,6 +107,8 @@ def process_command(client, argv) -> None:
         return reject(client, errors.SUBSCRIBED % cmd.name, cmd)
     if server.loading and "loading" not in cmd.flags:
         return reject(client, errors.LOADING, cmd)
+    if server.pause_check is not None and server.pause_check(client, cmd, argv):
+        return   # postponed by CLIENT PAUSE: it runs when the pause ends
     if client.multi and not cmd.multi_exempt:
         client.multi_queue.append((cmd, argv))
         if cmd.denyoom:

@@ -100,6 +100,7 @@ class Server:
         self.notify_new = False     # the notify module: emit "new" when a key is created
         self.current_client = None  # the client whose command runs (outermost call)
         self.monitors: list = []     # MONITOR clients; feed_monitors set by server_cmds
+        self.pause_check = None      # set by CLIENT PAUSE (client_cmds) while a pause is on
         self.feed_monitors = None
         self.pending_push: list = []  # pushes to current_client, sent after its reply
         self.shutdown_cb = None     # set by the network layer

@@ -297,3 +297,58 @@ def test_client_traffic_counters(raw, raw_factory):
     reply = other.read_reply()
     assert reply == b"*2\r\n$2\r\ncq\r\n$1\r\na\r\n"
     assert counters(raw, oid) == (in1 + set_len + blpop_len, out1 + 5 + len(reply), cmds1 + 2)
+
+
+def test_client_pause_errors(diff):
+    for args in (("x",), ("-1",), ("10", "foo"), ("x", "foo"), ()):
+        diff("CLIENT", "PAUSE", *args)
+    diff("CLIENT", "UNPAUSE", "x")
+    diff("CLIENT", "UNPAUSE")
+
+
+def test_client_pause_write_postpones_writes_only(raw, raw_factory):
+    writer = raw_factory()
+    try:
+        assert raw.call("CLIENT", "PAUSE", "100000", "WRITE") == b"+OK\r\n"
+        info = parse(raw.call("INFO", "clients")).decode()
+        assert "paused_reason:client_pause" in info and "paused_actions:write" in info
+        assert writer.call("GET", "pk") == b"$-1\r\n"        # reads go on
+        writer.send("SET", "pk", "v")                         # postponed...
+        writer.send("GET", "pk")                              # ...and so is what follows
+        assert writer.read_available(0.2) == b""
+        wid = client_id(raw_factory())  # noqa: F841  (new connections are accepted)
+        f = [x for x in list_lines(raw) if x["cmd"] == "get" and "b" in x["flags"]]
+        assert f, "the postponed client shows the b flag"
+        assert "blocked_clients:0" in parse(raw.call("INFO", "clients")).decode()
+        assert raw.call("CLIENT", "UNPAUSE") == b"+OK\r\n"
+        assert writer.read_reply() == b"+OK\r\n"
+        assert writer.read_reply() == b"$1\r\nv\r\n"
+        assert "paused_reason:none" in parse(raw.call("INFO", "clients")).decode()
+    finally:
+        raw.call("CLIENT", "UNPAUSE")
+
+
+def test_client_pause_all_ends_by_timeout(raw, raw_factory):
+    other = raw_factory()
+    assert raw.call("CLIENT", "PAUSE", "300", "ALL") == b"+OK\r\n"
+    t = time.monotonic()
+    other.send("PING")
+    assert other.read_available(0.1) == b""
+    assert other.read_reply() == b"+PONG\r\n"      # once the 300 ms are over
+    assert time.monotonic() - t >= 0.25
+    assert raw.call("PING") == b"+PONG\r\n"
+
+
+def test_client_pause_postponed_client_can_be_killed(raw, raw_factory):
+    victim = raw_factory()
+    vid = client_id(victim)
+    try:
+        raw.call("CLIENT", "PAUSE", "100000", "WRITE")
+        victim.send("SET", "killed", "1")
+        assert wait_for(lambda: "b" in list_lines(raw, "ID", vid)[0]["flags"])
+        assert raw.call("CLIENT", "UNBLOCK", vid) == b":0\r\n"   # not blocked on keys
+        assert raw.call("CLIENT", "KILL", "ID", vid) == b":1\r\n"
+    finally:
+        raw.call("CLIENT", "UNPAUSE")
+    assert raw.call("EXISTS", "killed") == b":0\r\n"
+    assert "blocked_clients:0" in parse(raw.call("INFO", "clients")).decode()

@@ -1,7 +1,8 @@
 """CLIENT: connection introspection and control.
 
 Owns the CLIENT subcommands -- ID, SETNAME, GETNAME, SETINFO, INFO, LIST,
-KILL, UNBLOCK, REPLY, NO-EVICT, NO-TOUCH, CAPA, HELP -- and the CLIENT LIST
+KILL, UNBLOCK, REPLY, NO-EVICT, NO-TOUCH, PAUSE, UNPAUSE, CAPA, HELP -- and
+the CLIENT LIST
 line format, which follows Valkey 8's field for field so tools that split
 it on spaces and ``=`` keep working.
 
@@ -12,7 +13,11 @@ Invariants:
 * CLIENT UNBLOCK only wakes a client blocked on keys, through
   ``hotkv.blocking.unblock`` (with its timeout reply, or the UNBLOCKED error);
 * CLIENT REPLY sets ``client.reply_mode``; SKIP is turned into "drop the
-  next command's reply" by the dispatcher when that command arrives.
+  next command's reply" by the dispatcher when that command arrives;
+* during CLIENT PAUSE a paused client's command is postponed, never
+  refused nor reordered: it runs, then the ones sent after it, when the
+  pause ends (timeout or UNPAUSE).  WRITE pauses writes (and EXEC of a
+  transaction that writes), ALL pauses everything, UNPAUSE included.
 
 Hooks: ``USER_EXISTS[0]`` is ``fn(server, name) -> bool`` for the USER
 filters; the ACL module replaces it (without one, only "default" exists).
@@ -280,7 +285,7 @@ def client_unblock(c, argv):
     if cid is None:
         raise CommandError(errors.NOT_INTEGER)
     target = c.server.clients.get(cid)
-    if target is None or target.blocked is None:
+    if target is None or target.blocked is None or target.blocked.data is _PAUSED:
         return 0
     if error:
         blocking.unblock(target, error=errors.UNBLOCKED)
@@ -368,6 +373,137 @@ def client_capa(c, argv):
     return OK
 
 
+# -- CLIENT PAUSE / UNPAUSE ------------------------------------------------------
+#
+# A paused client's command is postponed, not refused: it goes back to the
+# head of the client's pending commands and the client is marked blocked (a
+# key-less Waiter, so reading stops and CLIENT LIST shows "b"), exactly the
+# state a blocking command leaves; when the pause ends every postponed client
+# is resumed in order and runs its commands.  ``server.pause_check`` is set
+# only while a pause is on, so an unpaused server pays one attribute test.
+
+_PAUSED = "client-pause"
+
+
+class _Pause:
+    __slots__ = ("end_ms", "all", "postponed", "timer")
+
+    def __init__(self, end_ms, all_mode):
+        self.end_ms = end_ms
+        self.all = all_mode
+        self.postponed = []
+        self.timer = None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def pause_info(server) -> tuple:
+    """(paused_reason, paused_actions, paused_timeout_milliseconds) for INFO."""
+    p = getattr(server, "client_pause", None)
+    if p is None:
+        return "none", "none", 0
+    return "client_pause", "all" if p.all else "write", max(0, p.end_ms - _now_ms())
+
+
+def postponed_count(server) -> int:
+    p = getattr(server, "client_pause", None)
+    if p is None:
+        return 0
+    return sum(1 for w in p.postponed if w.client.blocked is w)
+
+
+def _pause_check(client, cmd, argv) -> bool:
+    server = client.server
+    p = server.client_pause
+    if p is None or client.is_fake:
+        return False
+    if _now_ms() >= p.end_ms:
+        _lift(server)
+        return False
+    if not p.all and not (cmd.write or "may_replicate" in cmd.flags or (
+            cmd.name == "exec" and client.multi_flags & 2)):
+        return False
+    client.pending.appendleft(argv)
+    waiter = blocking.Waiter(client, client.db, [], 0, cmd, argv, None, None, False, _PAUSED)
+    client.blocked = waiter
+    server.blocked_clients += 1
+    p.postponed.append(waiter)
+    return True
+
+
+def _lift(server):
+    p = getattr(server, "client_pause", None)
+    server.client_pause = None
+    server.pause_check = None
+    if p is None:
+        return
+    if p.timer is not None:
+        p.timer.cancel()
+    for waiter in p.postponed:
+        cl = waiter.client
+        if cl.blocked is waiter:
+            blocking.drop(cl)   # key-less: just clears the blocked state
+            server.resume_client(cl)
+
+
+def _arm(server):
+    p = server.client_pause
+    if server.loop is None or p is None:
+        return
+    if p.timer is not None:
+        p.timer.cancel()
+    p.timer = server.loop.call_later(max(0, p.end_ms - _now_ms()) / 1000.0, _on_timer, server)
+
+
+def _on_timer(server):
+    p = getattr(server, "client_pause", None)
+    if p is None:
+        return
+    p.timer = None
+    if _now_ms() >= p.end_ms:
+        _lift(server)
+        server.wake()
+    else:
+        _arm(server)
+
+
+@command("client|pause", -3, "admin noscript loading stale", group="connection")
+def client_pause(c, argv):
+    """Suspends commands processing."""
+    all_mode = True
+    if len(argv) >= 4:   # Valkey ignores anything after the mode
+        mode = argv[3].lower()
+        if mode == b"write":
+            all_mode = False
+        elif mode != b"all":
+            raise CommandError("ERR CLIENT PAUSE mode must be WRITE or ALL")
+    ms = string2ll(argv[2])
+    if ms is None:
+        raise CommandError("ERR timeout is not an integer or out of range")
+    if ms < 0:
+        raise CommandError(errors.TIMEOUT_NEGATIVE)
+    server = c.server
+    end = c.server.cmd_time_ms + ms if ms > 0 else 0
+    p = getattr(server, "client_pause", None)
+    if p is None:
+        server.client_pause = _Pause(end, all_mode)
+        server.pause_check = _pause_check
+    else:
+        p.end_ms = max(p.end_ms, end)
+        p.all = p.all or all_mode
+    _arm(server)
+    return OK
+
+
+@command("client|unpause", 2, "admin noscript loading stale", group="connection")
+def client_unpause(c, argv):
+    """Resumes processing of clients that were paused."""
+    _lift(c.server)
+    return OK
+
+
 @command("client|help", 2, "loading stale", group="connection")
 def client_help(c, argv):
     """Returns helpful text about the different subcommands."""
@@ -414,6 +550,10 @@ def client_help(c, argv):
         "      Exclude the current client from the list (default: no).",
         "    * MAXAGE <maxage>",
         "      List connections older than the specified age.",
+        "UNPAUSE",
+        "    Stop the current client pause, resuming traffic.",
+        "PAUSE <timeout> [WRITE|ALL]",
+        "    Suspend all, or just write, clients for <timeout> milliseconds.",
         "REPLY (ON|OFF|SKIP)",
         "    Control the replies sent to the current connection.",
         "SETNAME <name>",

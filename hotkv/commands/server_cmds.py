@@ -409,13 +409,19 @@ def _info_clients(server):
         watched_keys += len(db.watched)
     del nokey_dummy
     timeouts = sum(1 for cl in clients if cl.blocked is not None and cl.blocked.deadline)
+    try:
+        from .client_cmds import pause_info, postponed_count
+        reason, actions, remaining = pause_info(server)
+        postponed = postponed_count(server)
+    except ImportError:  # pragma: no cover - CLIENT not built
+        reason, actions, remaining, postponed = "none", "none", 0, 0
     return [
         ("connected_clients", len(server.clients)),
         ("cluster_connections", 0),
         ("maxclients", server.config.values["maxclients"]),
         ("client_recent_max_input_buffer", max_in),
         ("client_recent_max_output_buffer", max_out),
-        ("blocked_clients", server.blocked_clients),
+        ("blocked_clients", server.blocked_clients - postponed),
         ("tracking_clients", tracking),
         ("pubsub_clients", _pubsub_fields(server).get("pubsub_clients", pubsub)),
         ("watching_clients", watching),
@@ -423,9 +429,9 @@ def _info_clients(server):
         ("total_watched_keys", watched_keys),
         ("total_blocking_keys", blocking),
         ("total_blocking_keys_on_nokey", server.blocking_keys_nokey),
-        ("paused_reason", "none"),
-        ("paused_actions", "none"),
-        ("paused_timeout_milliseconds", 0),
+        ("paused_reason", reason),
+        ("paused_actions", actions),
+        ("paused_timeout_milliseconds", remaining),
     ]
 
 
