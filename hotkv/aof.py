@@ -1064,9 +1064,11 @@ class _Corrupt(Exception):
         self.why = why
 
 
-def _parse_one(mm, pos: int, size: int):
+def _parse_one(mm, pos: int, size: int, max_bulk: int = 1 << 62):
     """Parse one record at pos the careful way: (argv or None for an
-    annotation line, end offset).  Raises _Truncated or _Corrupt."""
+    annotation line, end offset).  Raises _Truncated or _Corrupt.  A length
+    no client could have sent (over proto-max-bulk-len) is corruption, not a
+    cut record: truncating there would drop everything after it."""
     if pos >= size:
         raise _Truncated()
     first = mm[pos:pos + 1]
@@ -1100,6 +1102,8 @@ def _parse_one(mm, pos: int, size: int):
         if not head.isdigit():
             raise _Corrupt(p, "bad argument length %r" % head)
         n = int(head)
+        if n > max_bulk:
+            raise _Corrupt(p, "argument length %d over proto-max-bulk-len" % n)
         if q + n + 2 > size:
             raise _Truncated()
         if mm[q + n:q + n + 2] != b"\r\n":
@@ -1222,7 +1226,8 @@ class _Loader:
                     break
                 # hiredis stopped short: settle what is at pos the careful way.
                 try:
-                    argv, end = _parse_one(mm, pos, size)
+                    argv, end = _parse_one(mm, pos, size,
+                                           server.config.values["proto-max-bulk-len"])
                 except _Truncated:
                     self.truncated(pos)
                     return

@@ -493,6 +493,7 @@ def test_unfinished_transaction_at_the_end_is_dropped(hotkv_server_factory, aof_
 
 @pytest.mark.parametrize("garbage", [b"garbage\r\n", b"*2\r\n$3\r\nGET\r\n:1\r\n",
                                      b"+OK\r\n", b"*1\r\n$3\r\nGET", b"*1\r\n$-5\r\n",
+                                     b"*2\r\n$3\r\nGET\r\n$99999999999\r\nabc",
                                      b"*2\r\n*1\r\n$1\r\na\r\n$1\r\nb\r\n"])
 def test_corruption_in_the_middle_is_refused_with_its_offset(hotkv_server_factory, aof_dir,
                                                              garbage):
