@@ -200,3 +200,21 @@ def test_plaintext_and_garbage_on_tls_port_harm_nothing(hotkv_server_factory, pk
 def test_bad_tls_configuration_refuses_to_start(hotkv_server_factory, pki, settings, message):
     with pytest.raises(Exception, match=message):
         _tls_server(hotkv_server_factory, pki, **settings)
+
+
+def test_resp3_hello_auth_over_tls_with_redis_py(hotkv_server_factory, pki):
+    """redis-py with protocol=3 authenticates with HELLO 3 AUTH user pass."""
+    import redis
+    s = _tls_server(hotkv_server_factory, pki, requirepass="adm")
+    admin = valkey.Valkey(host=s.host, port=s.port, password="adm")
+    admin.acl_setuser("r3", enabled=True, passwords=["+pw3"], keys=["*"], commands=["+@all"])
+    c = redis.Redis(host="localhost", port=s.tls_port, username="r3", password="pw3",
+                    protocol=3, ssl=True, ssl_ca_certs=pki["ca"][0])
+    assert c.acl_whoami() == b"r3"
+    assert c.hset("h", mapping={"a": "1"}) == 1
+    assert c.hgetall("h") == {b"a": b"1"}
+    bad = redis.Redis(host="localhost", port=s.tls_port, username="r3", password="nope",
+                      protocol=3, ssl=True, ssl_ca_certs=pki["ca"][0])
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        bad.ping()
+    assert admin.acl_log()[0]["object"].lower() == "hello"

@@ -44,7 +44,7 @@ def acl_setuser(c, argv):
     if aclmod._has_spaces(username):
         raise CommandError("ERR Usernames can't contain spaces or null characters")
     for op in argv[3:]:
-        if op[:1] == b"(" or op[-1:] == b")":
+        if op[:1] == b"(":
             # Selectors are not supported: refuse rather than half-apply.
             raise CommandError("ERR Error in ACL SETUSER modifier '%s': Syntax error" % _name(op))
     error = c.server.acl.setuser(username, argv[3:], current=c)
