@@ -1315,7 +1315,11 @@ async def _start(listener, loop):
     aof = getattr(server, "aof_manager", None)
     if aof is None or not server.config.values["appendonly"]:
         return
-    await aof.load()
+    try:
+        await aof.load()
+    except AOFLoadError as e:
+        log.error("%s", e)
+        raise
     aof.start()
 
 
