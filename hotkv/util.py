@@ -149,6 +149,14 @@ def _class_set(items, negate: bool, nocase: bool) -> frozenset:
                 merged[-1][1] = hi
         else:
             merged.append([lo, hi])
+    if not merged:
+        # No ranges (the common case): the set directly, no 256-byte scan.
+        matched = set(exact)
+        for x in plain:
+            matched.add(x)
+            if nocase and 97 <= x <= 122:
+                matched.add(x - 32)
+        return frozenset(matched if not negate else _ALL - matched)
     starts = [m[0] for m in merged]
     matched = set()
     for b in range(256):
@@ -170,6 +178,7 @@ def glob_tokens(pattern: bytes, nocase: bool = False) -> list:
     p = pattern
     n = len(p)
     tokens = []
+    classes: dict = {}
     i = 0
     while i < n:
         c = p[i]
@@ -205,7 +214,11 @@ def glob_tokens(pattern: bytes, nocase: bool = False) -> list:
                 else:
                     items.append((1, p[i], 0))
                 i += 1
-            tokens.append(_class_set(items, negate, nocase))
+            ckey = (tuple(items), negate)
+            cset = classes.get(ckey)
+            if cset is None:
+                cset = classes[ckey] = _class_set(items, negate, nocase)
+            tokens.append(cset)
         else:
             if c == 92 and n - i >= 2:  # '\\' escapes the next byte
                 i += 1
@@ -215,30 +228,42 @@ def glob_tokens(pattern: bytes, nocase: bool = False) -> list:
     return tokens
 
 
+def _token_regex(s: frozenset) -> bytes:
+    if len(s) == 256:
+        return b"."
+    if len(s) == 1:
+        return b"\\x%02x" % next(iter(s))
+    if not s:
+        return b"[^\\x00-\\xff]"
+    ranges = []
+    run_start = prev = None
+    for b in sorted(s):
+        if prev is not None and b == prev + 1:
+            prev = b
+            continue
+        if run_start is not None:
+            ranges.append((run_start, prev))
+        run_start = prev = b
+    ranges.append((run_start, prev))
+    return b"[" + b"".join(
+        b"\\x%02x" % a if a == b else b"\\x%02x-\\x%02x" % (a, b) for a, b in ranges) + b"]"
+
+
 def _segment_regex(seg) -> bytes:
+    # Runs of the same token become one counted repeat, which keeps the
+    # regex (and its compile time) small for long repetitive patterns.
     parts = []
-    for s in seg:
-        if len(s) == 256:
-            parts.append(b".")
-            continue
-        if len(s) == 1:
-            parts.append(b"\\x%02x" % next(iter(s)))
-            continue
-        if not s:
-            parts.append(b"[^\\x00-\\xff]")
-            continue
-        ranges = []
-        run_start = prev = None
-        for b in sorted(s):
-            if prev is not None and b == prev + 1:
-                prev = b
-                continue
-            if run_start is not None:
-                ranges.append((run_start, prev))
-            run_start = prev = b
-        ranges.append((run_start, prev))
-        parts.append(b"[" + b"".join(
-            b"\\x%02x" % a if a == b else b"\\x%02x-\\x%02x" % (a, b) for a, b in ranges) + b"]")
+    done: dict = {}
+    i, n = 0, len(seg)
+    while i < n:
+        j = i + 1
+        while j < n and seg[j] == seg[i]:
+            j += 1
+        rx = done.get(seg[i])
+        if rx is None:
+            rx = done[seg[i]] = _token_regex(seg[i])
+        parts.append(rx if j - i == 1 else rx + b"{%d}" % (j - i))
+        i = j
     return b"".join(parts)
 
 
@@ -250,9 +275,50 @@ class _Segment:
         if all(len(s) == 1 for s in seg):
             self.literal = bytes(next(iter(s)) for s in seg)
             self.regex = None
-        else:
-            self.literal = None
-            self.regex = re.compile(_segment_regex(seg), re.DOTALL)
+            return
+        self.literal = None
+        rx = _segment_regex(seg)
+        # Python compiles a regex at tens of microseconds a token: a huge
+        # pattern is matched by a plain loop instead of stalling the server.
+        self.regex = re.compile(rx, re.DOTALL) if len(rx) <= 8192 else _SetsMatcher(seg)
+
+
+class _Found:
+    __slots__ = ("_end",)
+
+    def __init__(self, end: int):
+        self._end = end
+
+    def end(self) -> int:
+        return self._end
+
+
+class _SetsMatcher:
+    """The subset of a compiled regex's API that _compile uses, for one
+    fixed-length segment given as its per-position byte sets."""
+    __slots__ = ("sets", "size")
+
+    def __init__(self, seg):
+        self.sets = list(seg)
+        self.size = len(seg)
+
+    def _at(self, s, p: int) -> bool:
+        for k, allowed in enumerate(self.sets):
+            if s[p + k] not in allowed:
+                return False
+        return True
+
+    def match(self, s, pos: int = 0):
+        return self if len(s) - pos >= self.size and self._at(s, pos) else None
+
+    def fullmatch(self, s):
+        return self if len(s) == self.size and self._at(s, 0) else None
+
+    def search(self, s, pos: int, end: int):
+        for p in range(pos, end - self.size + 1):
+            if self._at(s, p):
+                return _Found(p + self.size)
+        return None
 
 
 def compile_glob(pattern: bytes, nocase: bool = False, exact: bool = False):

@@ -815,3 +815,15 @@ def test_output_buffer_limit_lines_accumulate_in_config_file(tmp_path):
     assert PARAMS["client-output-buffer-limit"].format(p.values["client-output-buffer-limit"]) == (
         "normal 1048576 2097152 3 slave 268435456 67108864 60 pubsub 67108864 16777216 90")
     assert server.pubsub.limit == (64 * 1024 * 1024, 16 * 1024 * 1024, 90)
+
+
+def test_stringmatch_huge_segments_take_the_loop_matcher():
+    seg = b"[ab]c" * 3000                      # too long to compile as a regex
+    assert stringmatch(seg, b"ac" * 3000)
+    assert not stringmatch(seg, b"ac" * 2999 + b"ad")
+    assert not stringmatch(seg, b"ac" * 2999)
+    assert stringmatch(b"*" + seg, b"zz" + b"bc" * 3000)
+    assert stringmatch(seg + b"*", b"bc" * 3000 + b"zz")
+    assert stringmatch(b"x*" + seg + b"*y", b"x" + b"q" * 10 + b"ac" * 3000 + b"y")
+    assert not stringmatch(b"x*" + seg + b"*y", b"x" + b"q" * 10 + b"ac" * 3000)
+    assert not stringmatch(b"x*" + seg + b"*y", b"x" + b"ac" * 2999 + b"y")
