@@ -225,6 +225,12 @@ def _find_rewriter(t):
     if name == b"zset":
         REWRITERS[t] = _rewrite_zset
         return _rewrite_zset
+    generic = {b"list": lambda k, v: _batches(b"RPUSH", k, v, ITEMS_PER_CMD),
+               b"hash": lambda k, v: _batches(b"HSET", k, _pairs(v), 2 * ITEMS_PER_CMD),
+               b"set": lambda k, v: _batches(b"SADD", k, v, ITEMS_PER_CMD)}.get(name)
+    if generic is not None:
+        REWRITERS[t] = generic
+        return generic
     raise TypeError("no AOF rewrite for values of type %r" % (name or t,))
 
 
@@ -801,8 +807,12 @@ class AOF:
                 os.fsync(fd)
                 os.close(fd)
                 code = 0
-            except BaseException:
+            except BaseException as e:
                 code = 1
+                try:
+                    os.write(2, ("AOF rewrite child failed: %r\n" % (e,)).encode())
+                except BaseException:
+                    pass
             finally:
                 os._exit(code)
         self.rw_pid = pid
