@@ -645,11 +645,11 @@ def test_output_buffer_limit_config_errors(diff):
 
 
 def test_output_buffer_limit_from_startup_settings(hotkv_server_factory):
-    srv = hotkv_server_factory(client_output_buffer_limit="pubsub 64mb 16mb 90 normal 1 2 3")
+    srv = hotkv_server_factory(client_output_buffer_limit="pubsub 64mb 16mb 90 normal 1mb 2mb 3")
     c = RawClient(srv.host, srv.port)
     assert c.call("CONFIG", "GET", "client-output-buffer-limit") == (
         b"*2\r\n" + bulk("client-output-buffer-limit")
-        + bulk("normal 1 2 3 slave 268435456 67108864 60 pubsub 67108864 16777216 90"))
+        + bulk("normal 1048576 2097152 3 slave 268435456 67108864 60 pubsub 67108864 16777216 90"))
     c.close()
     from hotkv.config import ConfigError
     with pytest.raises(ConfigError):
