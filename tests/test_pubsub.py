@@ -633,14 +633,16 @@ def test_reading_subscriber_under_limit_is_kept(hotkv_server_factory):
 
 
 def test_output_buffer_limit_config_errors(diff):
-    for value in ("pubsub 1 2", "master 1 2 3", "pubsub -1 0 0", "pubsub 1 1 -1",
-                  "pubsub 1 1 5x", "pubsub  1 1 1", "pubsub 1 1 2147483648", "bogus 1 1 1",
-                  "pubsub 1 1 +5", "replica 1mb 2MB 03", "pubsub mb 1 1",
-                  "pubsub 99999999999999999999gb 1 1", "pubsub 1 1 99999999999", ""):
-        diff("CONFIG", "SET", "client-output-buffer-limit", value)
-        diff("CONFIG", "GET", "client-output-buffer-limit")
-    diff("CONFIG", "SET", "client-output-buffer-limit",
-         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60")
+    try:
+        for value in ("pubsub 1 2", "master 1 2 3", "pubsub -1 0 0", "pubsub 1 1 -1",
+                      "pubsub 1 1 5x", "pubsub  1 1 1", "pubsub 1 1 2147483648", "bogus 1 1 1",
+                      "pubsub 1 1 +5", "replica 1mb 2MB 03", "pubsub mb 1 1",
+                      "pubsub 99999999999999999999gb 1 1", "pubsub 1 1 99999999999", ""):
+            diff("CONFIG", "SET", "client-output-buffer-limit", value)
+            diff("CONFIG", "GET", "client-output-buffer-limit")
+    finally:
+        diff("CONFIG", "SET", "client-output-buffer-limit",
+             "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60")
     diff("CONFIG", "GET", "client-output-buffer-limit")
 
 
