@@ -10,6 +10,10 @@ keys became ready, the waiters are taken first come, first served and their
 command is executed again.  Serving may make more keys ready (BLMOVE pushes
 into a list others wait on), so the pass repeats until nothing is ready.
 
+A waiter whose ``data`` has ``still_waiting(waiter)`` is asked first: if
+it says a re-run would only block again (XREADGROUP woken by an entry
+another consumer took), it keeps its place without being re-run.
+
 Never wakes a client whose key did not change; never leaves a waiter
 behind: a client that disconnects, is killed or is CLIENT UNBLOCKed is
 removed from every queue at once.
@@ -250,6 +254,13 @@ def serve_ready_keys(server):
                             break     # nobody left here wants a missing key
                         continue
                 elif type(value) is not waiter.btype and not waiter.unblock_on_nokey:
+                    continue
+                # A command may say, cheaply, that re-running it would only
+                # block again (XREAD/XREADGROUP woken by an unrelated write):
+                # it then keeps its place, as re-blocking in order would.
+                check = getattr(waiter.data, "still_waiting", None)
+                if check is not None and not (server.acl_check and server.acl_check(
+                        client, waiter.cmd, waiter.argv)) and check(waiter):
                     continue
                 _detach(waiter)
                 denied = server.acl_check and server.acl_check(client, waiter.cmd, waiter.argv)

@@ -431,6 +431,28 @@ def test_blocked_consumers_are_served_in_order_one_entry_each(target):
     assert pend.startswith(b"*4\r\n:3\r\n")
 
 
+def test_waking_blocked_consumers_refreshes_their_seen_time(target):
+    """Every blocked consumer of the group is re-checked when an entry
+    arrives: the one served gets it, the others stay blocked, in order,
+    with their seen-time refreshed (XINFO CONSUMERS idle), as in Valkey."""
+    a = target.admin
+    a.call("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+    ws = [target.client() for _ in range(4)]
+    for i, w in enumerate(ws):
+        w.send("XREADGROUP", "GROUP", "g", f"c{i}", "BLOCK", "0", "STREAMS", "s", ">")
+        target.wait_blocked(a, i + 1)
+    time.sleep(0.25)
+    a.call("XADD", "s", "1-0", "f", "v")
+    assert ws[0].read_reply() == entry(b"1-0")
+    r = valkey.Valkey(host=target.host, port=target.port)
+    idle = {c["name"]: c["idle"] for c in r.xinfo_consumers("s", "g")}
+    assert all(idle[n] < 200 for n in (b"c1", b"c2", b"c3")), idle
+    for i in (1, 2, 3):
+        a.call("XADD", "s", f"{i + 1}-0", "f", "v")
+        assert ws[i].read_reply() == entry(b"%d-0" % (i + 1))
+    r.close()
+
+
 def test_blocked_xreadgroup_errors_when_the_stream_goes(target):
     a = target.admin
     cases = [

@@ -650,8 +650,75 @@ def _serve_history(c, s, consumer, start, count):
     return out
 
 
+class _Blocked:
+    """What a blocked XREAD / XREADGROUP resolved when it first ran, kept in
+    its waiter: the keys, the IDs ('$' as the last ID at that time), and
+    the group and consumer.  ``quick``: a re-run can tell cheaply that it
+    still has nothing to serve (no '+' argument)."""
+    __slots__ = ("keys", "ids", "resolved", "gname", "cname", "quick", "group_mode")
+
+    def __init__(self, keys, ids, resolved, gname, cname, quick, group_mode):
+        self.keys = keys
+        self.ids = ids
+        self.resolved = resolved
+        self.gname = gname
+        self.cname = cname
+        self.quick = quick
+        self.group_mode = group_mode
+
+    def still_waiting(self, waiter) -> bool:
+        """blocking.serve_ready_keys asks before re-running the command:
+        True when the re-run would only block again (it then stays where it
+        is in the queues -- the order re-blocking would give), having done
+        what that re-run does on the way (consumers' seen-time)."""
+        if not self.quick:
+            return False
+        try:
+            return _still_empty(waiter.db, waiter.client.server, self, self.group_mode)
+        except CommandError:
+            return False          # WRONGTYPE: the re-run replies it
+
+
+def _still_empty(db, server, st: _Blocked, group_mode: bool) -> bool:
+    """A woken waiter that would block again: nothing newer than its IDs
+    (or its group's last-delivered ID) in any of its streams.  Does what
+    the full run would do on the way (the consumers' seen-time); False when
+    the full run must decide (data to serve, errors to give)."""
+    if group_mode:
+        consumers = []
+        for key in st.keys:
+            s = db.lookup_typed(key, Stream)
+            g = s.group(st.gname) if s is not None else None
+            if g is None:
+                return False
+            # last_id bounds the last live ID: usually enough to decide.
+            if s.length and s.last_id > g.last_id and s.last_valid_id() > g.last_id:
+                return False
+            consumer = g.consumers.get(st.cname)
+            if consumer is None:
+                return False
+            consumers.append(consumer)
+        now = server.cmd_time_ms
+        for consumer in consumers:
+            consumer.seen_time = now
+        return True
+    for key, gt in zip(st.keys, st.ids):
+        s = db.lookup_typed(key, Stream)
+        if s is not None and s.length and s.last_id > gt and s.last_valid_id() > gt:
+            return False
+    return True
+
+
 def _xread(c, argv, group_mode: bool):
     server = c.server
+    waiter = c.reprocessing
+    if waiter and type(waiter.data) is _Blocked and waiter.data.quick:
+        # Woken by a write to one of its keys: most wake-ups of an idle
+        # worker find nothing for it -- re-block without re-parsing.
+        st = waiter.data
+        if _still_empty(c.db, server, st, group_mode):
+            return block(c, st.keys, 0, Stream, NULL_ARRAY, unblock_on_nokey=group_mode,
+                         data=st)
     db = c.db
     name = "xreadgroup" if group_mode else "xread"
     deadline = None
@@ -705,9 +772,8 @@ def _xread(c, argv, group_mode: bool):
     ids = [0] * nstreams
     groups = [None] * nstreams if group_mode else None
     resolved = None   # position -> ID that '$' meant when we first ran
-    waiter = c.reprocessing
-    if waiter and waiter.data is not None:
-        resolved = waiter.data
+    if waiter and type(waiter.data) is _Blocked:
+        resolved = waiter.data.resolved
     for k in range(nstreams):
         key = keys[k]
         s = _lookup(c, key)
@@ -798,9 +864,9 @@ def _xread(c, argv, group_mode: bool):
             return out
         return [[key, entries] for key, entries in results]
     if deadline is not None:
-        data = None
-        if not group_mode:
-            data = {k: ids[k] for k in range(nstreams) if id_args[k] == b"$"} or None
+        resolved = {k: ids[k] for k in range(nstreams) if id_args[k] == b"$"}
+        data = _Blocked(keys, ids, resolved, gname, cname,
+                        group_mode or b"+" not in id_args, group_mode)
         return block(c, keys, deadline, Stream, NULL_ARRAY, unblock_on_nokey=group_mode,
                      data=data)
     return NULL_ARRAY
