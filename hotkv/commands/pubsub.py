@@ -163,14 +163,6 @@ def _syntax_error(argv):
         % sub[:128].decode("utf-8", "surrogateescape"))
 
 
-@command("pubsub|help", 2, "loading stale", group="pubsub", since="6.2.0")
-def pubsub_help(c, argv):
-    """Returns helpful text about the different subcommands."""
-    head = argv[0].upper() + b" <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
-    return ([Simple(head)] + [Simple(line.encode()) for line in _HELP]
-            + [Simple(b"HELP"), Simple(b"    Print this help.")])
-
-
 @command("pubsub|channels", -2, "pubsub loading stale", group="pubsub", since="2.8.0")
 def pubsub_channels(c, argv):
     """Returns the active channels."""
@@ -179,12 +171,18 @@ def pubsub_channels(c, argv):
     return c.server.pubsub.channel_list(argv[2] if len(argv) == 3 else None)
 
 
-@command("pubsub|shardchannels", -2, "pubsub loading stale", group="pubsub", since="7.0.0")
-def pubsub_shardchannels(c, argv):
-    """Returns the active shard channels."""
-    if len(argv) > 3:
-        raise _syntax_error(argv)
-    return c.server.pubsub.channel_list(argv[2] if len(argv) == 3 else None, shard=True)
+@command("pubsub|help", 2, "loading stale", group="pubsub", since="6.2.0")
+def pubsub_help(c, argv):
+    """Returns helpful text about the different subcommands."""
+    head = argv[0].upper() + b" <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
+    return ([Simple(head)] + [Simple(line.encode()) for line in _HELP]
+            + [Simple(b"HELP"), Simple(b"    Print this help.")])
+
+
+@command("pubsub|numpat", 2, "pubsub loading stale", group="pubsub", since="2.8.0")
+def pubsub_numpat(c, argv):
+    """Returns a count of unique pattern subscriptions."""
+    return c.server.pubsub.numpat()
 
 
 @command("pubsub|numsub", -2, "pubsub loading stale", group="pubsub", since="2.8.0")
@@ -198,6 +196,14 @@ def pubsub_numsub(c, argv):
     return out
 
 
+@command("pubsub|shardchannels", -2, "pubsub loading stale", group="pubsub", since="7.0.0")
+def pubsub_shardchannels(c, argv):
+    """Returns the active shard channels."""
+    if len(argv) > 3:
+        raise _syntax_error(argv)
+    return c.server.pubsub.channel_list(argv[2] if len(argv) == 3 else None, shard=True)
+
+
 @command("pubsub|shardnumsub", -2, "pubsub loading stale", group="pubsub", since="7.0.0")
 def pubsub_shardnumsub(c, argv):
     """Returns the count of subscribers of shard channels."""
@@ -209,7 +215,5 @@ def pubsub_shardnumsub(c, argv):
     return out
 
 
-@command("pubsub|numpat", 2, "pubsub loading stale", group="pubsub", since="2.8.0")
-def pubsub_numpat(c, argv):
-    """Returns a count of unique pattern subscriptions."""
-    return c.server.pubsub.numpat()
+# Valkey gives PUBSUB HELP no @pubsub category (it has no pubsub flag).
+pubsub_help.command.acl_categories = frozenset({"slow"})
