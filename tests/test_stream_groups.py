@@ -266,17 +266,17 @@ def test_pel_counts_times_and_owners(r):
     r.xgroup_create("s", "g", id="0")
     r.xreadgroup("g", "alice", {"s": ">"}, count=2)
     r.xreadgroup("g", "bob", {"s": ">"})
-    time.sleep(0.02)
+    time.sleep(0.5)
     rows = r.xpending_range("s", "g", "-", "+", 10)
     assert [(x["message_id"], x["consumer"], x["times_delivered"]) for x in rows] == [
         (b"1-0", b"alice", 1), (b"2-0", b"alice", 1), (b"3-0", b"bob", 1), (b"4-0", b"bob", 1)]
-    assert all(20 <= x["time_since_delivered"] < 5000 for x in rows)
+    assert all(500 <= x["time_since_delivered"] < 60_000 for x in rows)
     # A history read redelivers: the count grows, the idle time restarts.
     r.xreadgroup("g", "alice", {"s": "0"})
     rows = r.xpending_range("s", "g", "-", "+", 10, consumername="alice")
     assert [x["times_delivered"] for x in rows] == [2, 2]
-    assert all(x["time_since_delivered"] < 20 for x in rows)
-    assert r.xpending_range("s", "g", "-", "+", 10, idle=10_000) == []
+    assert all(x["time_since_delivered"] < 400 for x in rows)
+    assert r.xpending_range("s", "g", "-", "+", 10, idle=60_000) == []
     # XCLAIM with IDLE / TIME / RETRYCOUNT sets exactly what it is told.
     now = int(time.time() * 1000)
     r.xclaim("s", "g", "carol", 0, ["3-0"], idle=5000, retrycount=9)
@@ -291,7 +291,7 @@ def test_pel_counts_times_and_owners(r):
         (b"alice", 2), (b"carol", 2)]
     consumers = {c["name"]: c for c in r.xinfo_consumers("s", "g")}
     assert consumers[b"bob"]["pending"] == 0 and consumers[b"carol"]["pending"] == 2
-    assert consumers[b"bob"]["inactive"] >= 20
+    assert consumers[b"bob"]["inactive"] >= 500
 
 
 def test_ack_of_unknown_ids_and_counts_never_negative(r):
@@ -441,12 +441,12 @@ def test_waking_blocked_consumers_refreshes_their_seen_time(target):
     for i, w in enumerate(ws):
         w.send("XREADGROUP", "GROUP", "g", f"c{i}", "BLOCK", "0", "STREAMS", "s", ">")
         target.wait_blocked(a, i + 1)
-    time.sleep(0.25)
+    time.sleep(0.8)
     a.call("XADD", "s", "1-0", "f", "v")
     assert ws[0].read_reply() == entry(b"1-0")
     r = valkey.Valkey(host=target.host, port=target.port)
     idle = {c["name"]: c["idle"] for c in r.xinfo_consumers("s", "g")}
-    assert all(idle[n] < 200 for n in (b"c1", b"c2", b"c3")), idle
+    assert all(idle[n] < 600 for n in (b"c1", b"c2", b"c3")), idle
     for i in (1, 2, 3):
         a.call("XADD", "s", f"{i + 1}-0", "f", "v")
         assert ws[i].read_reply() == entry(b"%d-0" % (i + 1))
@@ -573,10 +573,10 @@ def test_worker_crash_recovery_loses_nothing(server):
     assert [(p["message_id"], p["consumer"]) for p in pend] == [(m, "A") for m, _ in taken]
     # Too early for recovery: A's entries are not idle long enough.
     rec = valkey.Valkey(**url)
-    cursor, claimed, deleted = rec.xautoclaim("jobs", "workers", "recovery", 200, "0-0")
+    cursor, claimed, deleted = rec.xautoclaim("jobs", "workers", "recovery", 1000, "0-0")
     assert claimed == [] and deleted == []
-    time.sleep(0.25)
-    cursor, claimed, deleted = rec.xautoclaim("jobs", "workers", "recovery", 200, "0-0", count=100)
+    time.sleep(1.05)
+    cursor, claimed, deleted = rec.xautoclaim("jobs", "workers", "recovery", 1000, "0-0", count=100)
     assert cursor == "0-0" and deleted == []
     assert [m for m, _ in claimed] == [m for m, _ in taken]
     for mid, fields in claimed:
