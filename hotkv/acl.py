@@ -696,7 +696,7 @@ class AclState:
             return
         if username is None:
             username = client.user.name if client.user is not None else b"default"
-        now = self.server.cmd_time_ms or int(time.time() * 1000)
+        now = int(time.time() * 1000)
         context = "multi" if client.multi else "toplevel"
         for i, entry in enumerate(self.log[:10]):
             if (entry["reason"] == reason and entry["context"] == context
@@ -718,7 +718,7 @@ class AclState:
 
     def log_reply(self, count: int):
         from .resp import Double
-        now = self.server.cmd_time_ms or int(time.time() * 1000)
+        now = int(time.time() * 1000)
         out = []
         for e in self.log[:count]:
             out.append({

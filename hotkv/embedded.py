@@ -7,6 +7,9 @@ ephemeral port (or a unix socket) and reports ``host``, ``port`` and ``url``.
 
 Settings are redis.conf names, with ``_`` for ``-``:
 ``EmbeddedServer(requirepass="s3cret", appendonly=True, dir=tmp)``.
+``tls_port=0`` with ``tls_cert_file`` / ``tls_key_file`` (and
+``tls_ca_cert_file`` or ``tls_auth_clients="no"``) adds a TLS listener on an
+ephemeral port, reported as ``tls_port``; ``url`` is then ``rediss://``.
 
 Invariants: ``start()`` returns only once the server accepts connections
 (it waits on an event, never sleeps); ``stop()`` leaves no thread, socket
