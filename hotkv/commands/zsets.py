@@ -39,13 +39,23 @@ _nextafter = math.nextafter
 
 
 class ZSetValue:
-    """A Redis sorted set."""
-    __slots__ = ("d", "sl")
+    """A Redis sorted set.
+
+    ``big`` mirrors Redis's encoding, which shows in replies: it turns True
+    (skiplist) when the set outgrows zset-max-listpack-entries/-value and,
+    as in Redis, never turns back.  A small (listpack) set stores scores as
+    text, so a -0 score reads back as 0 there and as -0 in a big one; an
+    out-of-range negative LIMIT offset also behaves per encoding."""
+    __slots__ = ("d", "sl", "big")
     type_name = b"zset"
 
     def __init__(self):
         self.d = {}
         self.sl = SortedList()
+        self.big = False
+
+    def encoding(self):
+        return b"skiplist" if self.big else b"listpack"
 
     def __len__(self):
         return len(self.d)
@@ -63,6 +73,7 @@ class ZSetValue:
         new = ZSetValue()
         new.d = dict(self.d)
         new.sl = SortedList(self.sl)
+        new.big = self.big
         return new
 
     def score(self, member):
@@ -70,8 +81,6 @@ class ZSetValue:
 
     def set(self, member, score):
         """Insert or update; returns the old score or None."""
-        if score == 0:
-            score = 0.0      # Redis's listpack stores -0 as the integer 0
         d = self.d
         old = d.get(member)
         if old is not None:
@@ -275,14 +284,6 @@ def _pairs(c, items, withscores):
     return out
 
 
-def zset_small(c, z) -> bool:
-    """Whether Redis would keep this sorted set in a listpack."""
-    if len(z.d) > cfg(c, "zset-max-listpack-entries", 128):
-        return False
-    vmax = cfg(c, "zset-max-listpack-value", 64)
-    return all(len(m) <= vmax for m in z.d)
-
-
 # ----------------------------------------------------------------------
 # ZADD / ZINCRBY / ZREM
 # ----------------------------------------------------------------------
@@ -304,11 +305,17 @@ def _zadd(c, argv, key, pairs_start, incr, nx, xx, gt, lt, ch):
     added = updated = processed = 0
     score = None
     error = None
+    entries = cfg(c, "zset-max-listpack-entries", 128)
+    vmax = cfg(c, "zset-max-listpack-value", 64)
+    maxlen = max(len(argv[pairs_start + 1 + 2 * j]) for j in range(elements))
     if z is None:
         if xx:
             return None if incr else 0
         z = ZSetValue()
+        z.big = elements > entries or maxlen > vmax
         db.add(key, z)
+    elif not z.big and (elements > entries or maxlen > vmax):
+        z.big = True
     d = z.d
     for j in range(elements):
         member = argv[pairs_start + 1 + 2 * j]
@@ -326,12 +333,18 @@ def _zadd(c, argv, key, pairs_start, incr, nx, xx, gt, lt, ch):
                 continue
             processed += 1
             if score != cur:
+                if score == 0 and not z.big:
+                    score = 0.0     # a listpack keeps "-0" as text: reads back 0
                 z.set(member, score)
                 updated += 1
         else:
             if xx:
                 continue
             processed += 1
+            if not z.big and (len(d) + 1 > entries or len(member) > vmax):
+                z.big = True
+            if score == 0 and not z.big:
+                score = 0.0
             z.set(member, score)
             added += 1
     if added or updated:
@@ -507,12 +520,28 @@ def _range_items(z, rangetype, reverse, a, b, offset, limit):
         if reverse:
             return list(sl.islice(n - 1 - end, n - start, reverse=True))
         return list(sl.islice(start, end + 1))
-    if offset < 0 or (offset > 0 and offset >= n) or limit == 0:
+    if (offset > 0 and offset >= n) or limit == 0:
         return []
     if rangetype == SCORE:
         lo, hi = _score_span(z, a[0], a[1], b[0], b[1])
     else:
         lo, hi = _lex_span(z, a, b)
+    if offset < 0:
+        # A listpack walks |offset| steps off the end: nothing.  A skiplist
+        # counts a negative offset from the far end of the range.
+        if not z.big:
+            return []
+        k = -offset
+        take = k if limit < 0 else min(limit, k)
+        if reverse:
+            p = lo + k - 1
+            if p >= hi:
+                return []
+            return list(sl.islice(p + 1 - take, p + 1, reverse=True))
+        p = hi - k
+        if p < lo:
+            return []
+        return list(sl.islice(p, p + take))
     if reverse:
         hi -= offset
         if hi <= lo:
@@ -578,7 +607,7 @@ def _zrange_generic(c, argv, first, store, rangetype, reverse):
         raise WrongType()
     items = [] if z is None else _range_items(z, rangetype, direction, a, b, offset, limit)
     if store is not None:
-        return _store(c, store, items, "zrangestore")
+        return _store(c, store, items, "zrangestore", True)
     return _pairs(c, items, withscores)
 
 
@@ -849,14 +878,28 @@ def bzmpop(c, argv):
 # Set operations
 # ----------------------------------------------------------------------
 
-def _store(c, dst, items, event):
-    """Store (score, member) items (already unique) at dst."""
+def _store(c, dst, items, event, sequential=False):
+    """Store (score, member) items (already unique) at dst.  ``sequential``:
+    Redis adds them one by one to a listpack that converts when it overflows
+    (ZRANGESTORE); otherwise it builds a skiplist and converts the result to
+    a listpack if it is small (Z*STORE)."""
     db = c.db
     if items:
+        entries = cfg(c, "zset-max-listpack-entries", 128)
+        vmax = cfg(c, "zset-max-listpack-value", 64)
         z = ZSetValue()
         d = z.d
-        for s, m in items:
-            d[m] = s
+        if sequential:
+            big = False
+            for s, m in items:
+                if not big and (len(d) + 1 > entries or len(m) > vmax):
+                    big = True
+                d[m] = 0.0 if (s == 0 and not big) else s
+        else:
+            big = len(items) > entries or any(len(m) > vmax for _, m in items)
+            for s, m in items:
+                d[m] = 0.0 if (s == 0 and not big) else s
+        z.big = big
         z.sl = SortedList((s, m) for m, s in d.items())
         db.set(dst, z)
         c.server.written(db, dst, "z", event)
@@ -936,8 +979,10 @@ def _zsetop(c, argv, numkeys_idx, op, dst, cardinality_only, name):
         else:
             raise CommandError(errors.SYNTAX)
     result: dict = {}
+    # Redis works through the sources smallest first (a stable sort), which
+    # decides ties such as MIN(-0, 0) and the order sums are taken in.
+    order = sorted(range(setnum), key=lambda i: 0 if srcs[i] is None else len(srcs[i]))
     if op == "inter":
-        order = sorted(range(setnum), key=lambda i: 0 if srcs[i] is None else len(srcs[i].d if type(srcs[i]) is ZSetValue else srcs[i]))
         maps = [_src_items(srcs[i]) for i in order]
         ws = [weights[i] for i in order]
         first = maps[0]
@@ -965,7 +1010,7 @@ def _zsetop(c, argv, numkeys_idx, op, dst, cardinality_only, name):
         if cardinality_only:
             return count
     elif op == "union":
-        for i in range(setnum):
+        for i in order:
             w = weights[i]
             for m, s0 in _src_items(srcs[i]).items():
                 score = w * s0
@@ -1094,7 +1139,7 @@ def zscan(c, argv):
     if z is None:
         return [b"0", []]
     count, match, only_keys = scan_args(argv, 3, "zset")
-    small = zset_small(c, z)
+    small = not z.big
     if small:
         members = [m for _, m in z.sl]
         nxt, members = scan_container(members, cursor, count, match, True)
