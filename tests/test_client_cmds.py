@@ -319,7 +319,7 @@ def test_client_pause_write_postpones_writes_only(raw, raw_factory):
         wid = client_id(raw_factory())  # noqa: F841  (new connections are accepted)
         f = [x for x in list_lines(raw) if x["cmd"] == "get" and "b" in x["flags"]]
         assert f, "the postponed client shows the b flag"
-        assert "blocked_clients:0" in parse(raw.call("INFO", "clients")).decode()
+        assert "blocked_clients:1" in parse(raw.call("INFO", "clients")).decode()
         assert raw.call("CLIENT", "UNPAUSE") == b"+OK\r\n"
         assert writer.read_reply() == b"+OK\r\n"
         assert writer.read_reply() == b"$1\r\nv\r\n"

@@ -378,8 +378,9 @@ def client_capa(c, argv):
 # A paused client's command is postponed, not refused: it goes back to the
 # head of the client's pending commands and the client is marked blocked (a
 # key-less Waiter, so reading stops and CLIENT LIST shows "b"), exactly the
-# state a blocking command leaves; when the pause ends every postponed client
-# is resumed in order and runs its commands.  ``server.pause_check`` is set
+# state a blocking command leaves (counted in blocked_clients, as Valkey 8
+# does); when the pause ends every postponed client is resumed in order and
+# runs its commands.  ``server.pause_check`` is set
 # only while a pause is on, so an unpaused server pays one attribute test.
 
 _PAUSED = "client-pause"
@@ -405,13 +406,6 @@ def pause_info(server) -> tuple:
     if p is None:
         return "none", "none", 0
     return "client_pause", "all" if p.all else "write", max(0, p.end_ms - _now_ms())
-
-
-def postponed_count(server) -> int:
-    p = getattr(server, "client_pause", None)
-    if p is None:
-        return 0
-    return sum(1 for w in p.postponed if w.client.blocked is w)
 
 
 def _pause_check(client, cmd, argv) -> bool:

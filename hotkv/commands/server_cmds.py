@@ -410,18 +410,17 @@ def _info_clients(server):
     del nokey_dummy
     timeouts = sum(1 for cl in clients if cl.blocked is not None and cl.blocked.deadline)
     try:
-        from .client_cmds import pause_info, postponed_count
+        from .client_cmds import pause_info
         reason, actions, remaining = pause_info(server)
-        postponed = postponed_count(server)
     except ImportError:  # pragma: no cover - CLIENT not built
-        reason, actions, remaining, postponed = "none", "none", 0, 0
+        reason, actions, remaining = "none", "none", 0
     return [
         ("connected_clients", len(server.clients)),
         ("cluster_connections", 0),
         ("maxclients", server.config.values["maxclients"]),
         ("client_recent_max_input_buffer", max_in),
         ("client_recent_max_output_buffer", max_out),
-        ("blocked_clients", server.blocked_clients - postponed),
+        ("blocked_clients", server.blocked_clients),
         ("tracking_clients", tracking),
         ("pubsub_clients", _pubsub_fields(server).get("pubsub_clients", pubsub)),
         ("watching_clients", watching),
