@@ -22,7 +22,7 @@ from ..registry import command
 from ..resp import OK, NULL_ARRAY
 
 
-@command("multi", 1, "noscript loading stale fast allow_busy", group="transactions", since="1.2.0")
+@command("multi", 1, "noscript loading stale fast no_multi allow_busy", group="transactions", since="1.2.0")
 def multi(c, argv):
     """Mark the start of a transaction block."""
     if c.multi:
@@ -82,7 +82,7 @@ def exec_(c, argv):
     return BLOCKED  # the replies are already written
 
 
-@command("watch", -2, "noscript loading stale fast allow_busy", keys=(1, -1, 1),
+@command("watch", -2, "noscript loading stale fast no_multi allow_busy", keys=(1, -1, 1),
          group="transactions", since="2.2.0")
 def watch(c, argv):
     """Monitor changes to keys to determine the execution of a transaction."""
