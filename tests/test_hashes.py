@@ -262,3 +262,48 @@ def test_hash_events_match_valkey(server, ref_server):
         ("HINCRBYFLOAT", "h", "f", "1.5"), ("HDEL", "h", "zz"), ("HDEL", "h", "a", "b"),
         ("HDEL", "h", "c", "d", "n", "f"), ("HINCRBY", "h", "x", "abc"),
     ])
+
+
+def _random_hash_command(rnd):
+    keys = ["h1", "h2"]
+    fields = ["f%d" % i for i in range(25)] + ["", "n", "x"]
+    values = ["1", "-7", "abc", "", "3.5", "10", "9223372036854775806", "1e3", " 2", "0"]
+    k = rnd.choice(keys)
+    op = rnd.randrange(12)
+    if op in (0, 1):
+        n = rnd.randrange(1, 4)
+        return ["HSET", k] + [x for f in rnd.sample(fields, n) for x in (f, rnd.choice(values))]
+    if op == 2:
+        return ["HSETNX", k, rnd.choice(fields), rnd.choice(values)]
+    if op == 3:
+        return ["HDEL", k] + rnd.sample(fields, rnd.randrange(1, 4))
+    if op == 4:
+        return ["HINCRBY", k, rnd.choice(fields), rnd.choice(["1", "-1", "100", "x", "1.5"])]
+    if op == 5:
+        return ["HINCRBYFLOAT", k, rnd.choice(fields),
+                rnd.choice(["0.1", "-1.5", "1e2", "x", "3", "0.000001", "-0.1"])]
+    if op == 6:
+        return ["HMGET", k] + rnd.sample(fields, 3)
+    if op == 7:
+        return [rnd.choice(["HGET", "HEXISTS", "HSTRLEN"]), k, rnd.choice(fields)]
+    if op == 8:
+        return [rnd.choice(["HLEN", "HKEYS", "HVALS", "HGETALL"]), k]
+    if op == 9:
+        return ["HSCAN", k, "0"] + rnd.choice([[], ["MATCH", "f1*"], ["NOVALUES"], ["COUNT", "2"]])
+    if op == 10:
+        return ["HRANDFIELD", k, rnd.choice(["0", "100", "-0"])]
+    return ["HGETALL", k]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_walk_vs_valkey(diff, seed):
+    import random as _random
+    rnd = _random.Random(seed)
+    if seed == 2:
+        diff.resp3()
+    for _ in range(600):
+        cmd = _random_hash_command(rnd)
+        if cmd[0] == "HRANDFIELD" and cmd[2] == "100":
+            unordered(diff, *cmd)        # the whole hash, in Redis's dict order
+        else:
+            diff(*cmd)

@@ -395,3 +395,47 @@ EVENT_SCRIPT_SETS = [
 
 def test_set_events_match_valkey(server, ref_server):
     events_match(server, ref_server, EVENT_SCRIPT_SETS)
+
+
+def _random_set_command(rnd):
+    keys = ["s1", "s2", "s3"]
+    members = [str(i) for i in range(20)] + ["a", "b", "c", "", "x" * 70]
+    k = rnd.choice(keys)
+    op = rnd.randrange(12)
+    if op in (0, 1, 2):
+        return ["SADD", k] + rnd.sample(members, rnd.randrange(1, 5))
+    if op == 3:
+        return ["SREM", k] + rnd.sample(members, rnd.randrange(1, 4))
+    if op == 4:
+        return ["SMOVE", k, rnd.choice(keys), rnd.choice(members)]
+    if op == 5:
+        return rnd.choice([["SISMEMBER", k, rnd.choice(members)], ["SCARD", k]])
+    if op == 6:
+        return ["SMISMEMBER", k] + rnd.sample(members, 3)
+    if op == 7:
+        return [rnd.choice(["SINTER", "SUNION", "SDIFF"])] + rnd.sample(keys, rnd.randrange(1, 4))
+    if op == 8:
+        return [rnd.choice(["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]), rnd.choice(["d", "s3"])] + \
+            rnd.sample(keys, rnd.randrange(1, 4))
+    if op == 9:
+        srcs = rnd.sample(keys, rnd.randrange(1, 4))
+        return ["SINTERCARD", str(len(srcs))] + srcs + rnd.choice([[], ["LIMIT", "2"]])
+    if op == 10:
+        return ["SPOP", k, "100"]
+    return ["SMEMBERS", k]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_walk_vs_valkey(diff, seed):
+    import random as _random
+    rnd = _random.Random(seed)
+    if seed == 2:
+        diff.resp3()
+    for _ in range(600):
+        cmd = _random_set_command(rnd)
+        if cmd[0] in ("SMEMBERS", "SINTER", "SUNION", "SDIFF", "SPOP"):
+            unordered(diff, *cmd)
+        else:
+            diff(*cmd)
+    for k in ("s1", "s2", "s3", "d"):
+        unordered(diff, "SMEMBERS", k)
