@@ -100,6 +100,7 @@ WRITE_CHUNK = 1 << 20         # child: write to the file every MiB
 LOAD_CHUNK = 16 << 10         # loader: bytes fed to hiredis at a time (hiredis
                               # memmoves its buffer as it consumes: keep it small)
 LOAD_SLICE = 0.05             # loader: seconds between event-loop yields
+CATCH_UP_MIN = 256 << 10      # rewrite: a buffer this big is fsynced off the loop first
 MISCONF = "MISCONF Errors writing to the AOF file: %s"
 
 OFF, ON, WAIT_REWRITE = 0, 1, 2
@@ -353,11 +354,13 @@ class _Bio(threading.Thread):
         self.pending_fsync = 0
         self.error = 0           # errno of the last failed fsync, 0 when fine
 
-    def submit(self, kind: str, fd: int):
+    def submit(self, kind: str, fd: int, done=None):
+        """kind: "fsync" (the AOF: counted, errors kept in ``error``),
+        "sync" (anything else: ``done(errno or 0)`` is called) or "close"."""
         with self.cond:
             if kind == "fsync":
                 self.pending_fsync += 1
-            self.jobs.append((kind, fd))
+            self.jobs.append((kind, fd, done))
             self.cond.notify()
 
     def stop(self):
@@ -373,7 +376,7 @@ class _Bio(threading.Thread):
                 job = self.jobs.popleft()
             if job is None:
                 return
-            kind, fd = job
+            kind, fd, done = job
             if kind == "fsync":
                 try:
                     _fsync(fd)
@@ -383,6 +386,12 @@ class _Bio(threading.Thread):
                         self.error = e.errno or _errno.EIO
                 with self.cond:
                     self.pending_fsync -= 1
+            elif kind == "sync":
+                try:
+                    _fsync(fd)
+                    done(0)
+                except OSError as e:
+                    done(e.errno or _errno.EIO)
             else:
                 try:
                     os.close(fd)
@@ -419,6 +428,8 @@ class AOF:
         # rewrite
         self.rw_pid = 0
         self.rw_tmp = None
+        self.rw_fd = None            # catch-up phase: the child's file, open
+        self.rw_synced = None        # errno of its background fsync, None while pending
         self.rw_buf = None
         self.rw_start = 0.0
         self.rw_scheduled = False
@@ -444,6 +455,10 @@ class AOF:
         values = self.server.config.values
         return os.path.abspath(os.path.join(self.start_cwd, values["dir"] or ".",
                                             values["appendfilename"]))
+
+    @property
+    def rewriting(self) -> bool:
+        return bool(self.rw_pid) or self.rw_fd is not None
 
     def _attach(self):
         """Propagation reaches us only while someone needs the records."""
@@ -700,7 +715,7 @@ class AOF:
     def _set_appendonly(self, value):
         if value and self.state == OFF:
             self.state = WAIT_REWRITE
-            if self.rw_pid:
+            if self.rewriting:
                 self.kill_rewrite()
             self.rw_scheduled = True
             self._attach()
@@ -718,6 +733,12 @@ class AOF:
     def cron(self):
         if self.rw_pid:
             self._poll_rewrite()
+        elif self.rw_fd is not None and self.rw_synced is not None:
+            if self.rw_synced:
+                log.warning("Error fsyncing the rewritten AOF: %s", os.strerror(self.rw_synced))
+                self._abort_catch_up()
+            else:
+                self._finish_rewrite()
         if self.write_errno or self.fsync_errno or (self.bio is not None and self.bio.error):
             if self.bio is not None and self.bio.error and not self.fsync_errno:
                 self._fsync_failed(self.bio.error)
@@ -730,11 +751,11 @@ class AOF:
                 self.unsynced = False
                 self.last_fsync = now
                 self.bio.submit("fsync", self.fd)
-        if not self.rw_pid:
+        if not self.rewriting:
             self.cron_rewrite()
 
     def cron_rewrite(self):
-        if self.rw_pid or self.loading:
+        if self.rewriting or self.loading:
             return
         if self.rw_scheduled:
             if time.monotonic() >= self.rw_retry_at:
@@ -754,7 +775,7 @@ class AOF:
     # -- rewrite --------------------------------------------------------------
     def start_rewrite(self) -> bool:
         """Fork the rewrite child; False if it could not start."""
-        if self.rw_pid:
+        if self.rewriting:
             return False
         server = self.server
         self.rw_scheduled = False
@@ -850,7 +871,7 @@ class AOF:
             return
         self.rw_pid = 0
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-            self._finish_rewrite()
+            self._catch_up()
         else:
             if os.WIFSIGNALED(status):
                 log.warning("Background AOF rewrite terminated by signal %d", os.WTERMSIG(status))
@@ -862,16 +883,59 @@ class AOF:
             self._attach()
             self._rewrite_failed()
 
+    def _catch_up(self):
+        """The child is done.  A big rewrite buffer is appended now and
+        fsynced by the thread, so that the final step -- on the event loop --
+        only writes and fsyncs what arrived since."""
+        diff = self.rw_buf
+        if not diff or len(diff) < CATCH_UP_MIN:
+            self._finish_rewrite()
+            return
+        try:
+            fd = os.open(self.rw_tmp, os.O_WRONLY | os.O_APPEND)
+        except OSError as e:
+            log.warning("Error opening the rewritten AOF: %s", e.strerror)
+            self._abort_catch_up()
+            return
+        self.rw_fd = fd
+        try:
+            _write_all(fd, diff)
+        except OSError as e:
+            log.warning("Error appending to the rewritten AOF: %s", e.strerror)
+            self._abort_catch_up()
+            return
+        log.info("AOF rewrite: %d bytes written meanwhile appended, fsync in background",
+                 len(diff))
+        self.rw_buf = bytearray()
+        self.rw_synced = None
+        self._ensure_bio()
+        self.bio.submit("sync", fd, self._catch_up_synced)
+
+    def _catch_up_synced(self, err: int):
+        self.rw_synced = err       # (fsync thread) cron finishes the rewrite
+
+    def _abort_catch_up(self):
+        if self.rw_fd is not None:
+            self._close_fd(self.rw_fd)
+            self.rw_fd = None
+        self.rw_synced = None
+        self.rw_buf = None
+        _unlink(self.rw_tmp)
+        self.rw_tmp = None
+        self._attach()
+        self._rewrite_failed()
+
     def _finish_rewrite(self) -> bool:
         """Append what was fed meanwhile, fsync, rename over the AOF."""
         tmp, diff = self.rw_tmp, self.rw_buf
+        fd, self.rw_fd, self.rw_synced = self.rw_fd, None, None
         self.rw_tmp = None
         self.rw_buf = None
         self._attach()
         path = self.file_path()
-        fd = None
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_APPEND)
+            if fd is None:
+                fd = os.open(tmp, os.O_WRONLY | os.O_APPEND)
             if diff:
                 _write_all(fd, diff)
             _fsync(fd)
@@ -879,7 +943,7 @@ class AOF:
         except OSError as e:
             log.warning("Error finishing the AOF rewrite: %s", e.strerror)
             if fd is not None:
-                os.close(fd)
+                self._close_fd(fd)
             _unlink(tmp)
             self._rewrite_failed()
             return False
@@ -887,7 +951,7 @@ class AOF:
         size = os.fstat(fd).st_size
         old = self.fd
         if self.state == OFF:
-            os.close(fd)
+            self._close_fd(fd)
         else:
             # Everything fed so far is in the new file: the buffer meant for
             # the old one is obsolete, and the held replies are on disk.
@@ -932,6 +996,10 @@ class AOF:
             except OSError:
                 pass
             self.rw_pid = 0
+        if self.rw_fd is not None:
+            self._close_fd(self.rw_fd)
+            self.rw_fd = None
+            self.rw_synced = None
         if self.rw_tmp:
             _unlink(self.rw_tmp)
             self.rw_tmp = None
@@ -987,7 +1055,7 @@ class AOF:
     # -- INFO ---------------------------------------------------------------------
     def info_fields(self) -> dict:
         ok = not (self.write_errno or self.fsync_errno or (self.bio is not None and self.bio.error))
-        running = bool(self.rw_pid)
+        running = self.rewriting
         fields = {
             "aof_enabled": int(self.state != OFF),
             "aof_rewrite_in_progress": int(running),

@@ -7,6 +7,7 @@ Crash behaviour (SIGKILL, a full disk) is in test_aof_crash.py.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -14,6 +15,7 @@ import time
 import pytest
 import valkey
 
+import hotkv.aof
 from hotkv.aof import AOFLoadError
 from support import RawClient, ReferenceValkey, encode_command
 
@@ -344,7 +346,13 @@ def test_valkey_loads_the_same_file_to_the_same_data(hotkv_server_factory, aof_d
         rc.close()
 
 
-def test_writes_during_a_rewrite_are_kept(hotkv_server_factory, aof_dir):
+@pytest.mark.parametrize("catch_up", [False, True], ids=["direct", "catch-up"])
+def test_writes_during_a_rewrite_are_kept(hotkv_server_factory, aof_dir, monkeypatch, caplog,
+                                         catch_up):
+    # catch-up: what arrived during the rewrite is appended and fsynced by the
+    # fsync thread first (normally only for a buffer over CATCH_UP_MIN).
+    monkeypatch.setattr(hotkv.aof, "CATCH_UP_MIN", 1 if catch_up else 1 << 40)
+    caplog.set_level(logging.INFO, logger="hotkv")
     s = start(hotkv_server_factory, aof_dir, appendfsync="everysec")
     c = conn(s)
     p = c.pipeline(transaction=False)
@@ -365,6 +373,8 @@ def test_writes_during_a_rewrite_are_kept(hotkv_server_factory, aof_dir):
         n += 1
     wait_rewrite_done(c)
     assert info(c)["aof_rewrites"] == "1"
+    assert catch_up == any("appended, fsync in background" in r.getMessage()
+                           for r in caplog.records)
 
     def state(c):
         out = [c.mget([f"k{j}" for j in range(60000)]), c.lrange("big", 0, -1), c.get("counter")]

@@ -19,7 +19,7 @@ def bgrewriteaof(c, argv):
     """Asynchronously rewrites the append-only file to disk."""
     server = c.server
     aof = server.aof_manager
-    if aof.rw_pid:
+    if aof.rewriting:
         raise CommandError("ERR Background append only file rewriting already in progress")
     if c.in_exec or server.prop_pending:
         # No fork in the middle of a transaction (Redis's rule): cron starts it.
