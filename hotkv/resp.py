@@ -313,7 +313,11 @@ _HANDOFF = "handoff"
 # would cost seconds of CPU.  Reads that mention a large count (or bytes
 # that merely look like one) take the slow path, which allocates nothing
 # from a declared count.
-_BIG_ARRAY = re.compile(rb"\*[0-9]{6}").search
+# hiredis also reads RESP3 and simple strings: "*1\r\n+0\r\n" would come back
+# as [b"0"] (Redis: "expected '$', got '+'") and a "~1" set as a command
+# (Redis: an inline command).  Reads with a line starting with + = ( ~ |
+# take the slow path too (a payload that merely contains one costs speed only).
+_BIG_ARRAY = re.compile(rb"\*[0-9]{6}|\r\n[+=(~|]").search
 
 
 class RequestParser:

@@ -341,3 +341,25 @@ def _wait_quiet(server, timeout=20):
         time.sleep(0.05)
     raise AssertionError("clients left: %d, blocked: %d" % (len(server.clients),
                                                            server.blocked_clients))
+
+
+NON_BULK_FRAMES = [
+    b"*1\r\n+0\r\n", b"*2\r\n$3\r\nGET\r\n(12\r\n", b"*1\r\n=5\r\ntxt:a\r\n",
+    b"*1\r\n$4\r\nPING\r\n~1\r\n$4\r\nPING\r\n", b"*1\r\n$4\r\nPING\r\n|1\r\n",
+    b"*1\r\n$4\r\nPING\r\n%1\r\n", b"*2\r\n$4\r\nECHO\r\n:1\r\n", b"*1\r\n_\r\n",
+    b"*1\r\n,1.5\r\n", b"*1\r\n#t\r\n", b"*1\r\n*1\r\n$4\r\nPING\r\n",
+    b"*1\r\n$4\r\nPING\r\n>1\r\n$4\r\nPING\r\n",
+]
+
+
+@pytest.mark.parametrize("frame", NON_BULK_FRAMES, ids=repr)
+def test_non_bulk_elements_answered_like_valkey(server, ref_server, frame):
+    """Found by fuzz_parser.py: hiredis reads simple strings, RESP3 types and
+    sets where Redis expects '$' bulks; hotkv must answer as Valkey does."""
+    got = []
+    for host, port in ((server.host, server.port), (ref_server.host, ref_server.port)):
+        c = RawClient(host, port)
+        c.send_raw(frame)
+        got.append(_read_all(c, 0.3))
+        c.close()
+    assert got[0] == got[1]
