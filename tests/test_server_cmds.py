@@ -524,6 +524,11 @@ def test_command_getkeys(diff):
     diff("COMMAND", "GETKEYS", "config", "nosuch")
     diff("COMMAND", "GETKEYS", "blmpop", "0", "x", "a")
     diff("COMMAND", "GETKEYSANDFLAGS", "get", "a")
+    diff("COMMAND", "GETKEYSANDFLAGS", "set", "k1", "v1")
+    diff("COMMAND", "GETKEYSANDFLAGS", "set", "k1", "v1", "GET")
+    diff("COMMAND", "GETKEYSANDFLAGS", "lpush", "k1", "v1")
+    diff("COMMAND", "GETKEYSANDFLAGS", "del", "a", "b")
+    diff("COMMAND", "GETKEYSANDFLAGS", "mset", "a", "1", "b", "2")
     diff("COMMAND", "GETKEYSANDFLAGS", "ping")
 
 

@@ -1469,15 +1469,39 @@ def command_getkeys(c, argv):
 @command("command|getkeysandflags", -3, "loading stale", group="server", acl=("connection",))
 def command_getkeysandflags(c, argv):
     """Extract keys and access flags given a full command."""
-    return [[key, SetReply(_key_flags(cmd))] for key, cmd in _getkeys(argv[2:])]
+    return [[key, SetReply(_key_flags(cmd, argv[2:]))] for key, cmd in _getkeys(argv[2:])]
 
 
 # Key-spec flags where Redis's differ from the generic RW/RO+access (a key
 # whose value the command does not read, say).  Data, keyed by full name.
-KEY_SPEC_FLAGS = {"memory|usage": ("RO",)}
+KEY_SPEC_FLAGS: dict = {}
+for _flags, _names in (
+        (("RW", "insert"), "append hsetnx linsert lpush lpushx rpush rpushx sadd "
+                           "xgroup|create xgroup|createconsumer"),
+        (("RW", "access", "delete"), "blmpop blpop brpop bzmpop bzpopmax bzpopmin getdel "
+                                     "lmpop lpop rpop spop zmpop zpopmax zpopmin"),
+        (("RM", "delete"), "del unlink"),
+        (("RO",), "exists hexists hlen hstrlen llen memory|usage object|encoding object|freq "
+                  "object|idletime object|refcount scard sismember strlen touch type watch "
+                  "xlen zcard"),
+        (("RW", "update"), "expire expireat hmset hset lset persist pexpire pexpireat "
+                           "setrange xack xadd xclaim xgroup|setid xsetid zadd"),
+        (("RW", "delete"), "hdel lrem ltrim srem xautoclaim xdel xgroup|delconsumer "
+                           "xgroup|destroy xtrim zrem zremrangebylex zremrangebyrank "
+                           "zremrangebyscore"),
+        (("OW", "update"), "mset psetex setex"),
+        (("OW", "insert"), "msetnx setnx"),
+        (("RW", "access", "update", "variable_flags"), "set"),
+        (("RO", "access"), "xreadgroup")):
+    for _name in _names.split():
+        KEY_SPEC_FLAGS[_name] = _flags
 
 
-def _key_flags(cmd) -> list:
+def _key_flags(cmd, argv=None) -> list:
+    if cmd.name == "set" and argv is not None:
+        # SET's flags depend on its arguments: with GET it reads the old value.
+        get = any(a.lower() == b"get" for a in argv[3:])
+        return [Simple(f) for f in ((b"RW", b"access", b"update") if get else (b"OW", b"update"))]
     special = KEY_SPEC_FLAGS.get(cmd.name)
     if special is not None:
         return [Simple(f.encode()) for f in special]
