@@ -142,13 +142,9 @@ def format_ld(v) -> bytes:
 # *SCAN
 # --------------------------------------------------------------------------
 
-_SCAN_MASK = (1 << 63) - 1
-_snapshots: dict = {}   # id(container) -> (container, sorted [(h, member)])
+_HASH_BIAS = 1 << 63     # hash() is signed; cursors are unsigned
+_snapshots: dict = {}   # id(container) -> (container, members sorted by hash)
 _SNAPSHOT_SLOTS = 16
-
-
-def _h(member) -> int:
-    return (hash(member) & _SCAN_MASK) or 1
 
 
 _ULL_RE = re.compile(rb"[ \t\n\v\f\r]*([+-]?)([0-9]+)\Z")
@@ -219,27 +215,29 @@ def scan_container(members, cursor: int, count: int, match, small: bool):
     key = id(members)
     snap = _snapshots.get(key)
     if cursor == 0 or snap is None or snap[0] is not members:
-        order = sorted((_h(m), m) for m in members)
+        # bytes cache their hash, so this sorts machine ints
+        order = sorted(members, key=hash)
         if len(_snapshots) >= _SNAPSHOT_SLOTS:
             _snapshots.pop(next(iter(_snapshots)))
         _snapshots.pop(key, None)
-        _snapshots[key] = snap = (members, order, [h for h, _ in order])
-    order, hashes = snap[1], snap[2]
-    i = bisect_left(hashes, cursor) if cursor else 0
+        _snapshots[key] = snap = (members, order)
+    order = snap[1]
+    i = bisect_left(order, cursor - _HASH_BIAS, key=hash) if cursor else 0
     out = []
     n = len(order)
     end = i + count
     while i < n:
-        if i >= end and hashes[i] != hashes[i - 1]:
+        m = order[i]
+        # members sharing a hash go out together: the cursor cannot split them
+        if i >= end and hash(m) != hash(order[i - 1]):
             break
-        m = order[i][1]
         i += 1
         if m in members and (match is None or match(m)):
             out.append(m)
     if i >= n:
         _snapshots.pop(key, None)
         return 0, out
-    return hashes[i], out
+    return max(1, hash(order[i]) + _HASH_BIAS), out
 
 
 def _emptyscan():
