@@ -16,7 +16,17 @@ Redis's event name (del, expire, persist, rename_from/rename_to,
 move_from/move_to, copy_to); a relative expiry is logged as PEXPIREAT with
 the absolute time; an expiry already in the past deletes the key, logged
 as DEL with a "del" event (hotkv.commands.strings.delete_expired_overwrite).
-A command's dirty count matches Redis's (one per RENAME/MOVE/COPY).
+A command's dirty count matches Redis's (one per RENAME/MOVE/COPY); read
+commands count keyspace hits/misses through ``db.lookup_read``.
+
+OBJECT reports what Valkey 8.1 would for the same contents: string
+encodings by value and key length (a string grown in place by APPEND/
+SETRANGE/SETBIT is "raw" in Valkey whatever its length; hotkv does not
+track that), container encodings by the *-max-listpack-* limits (a type
+may report its own with an ``encoding`` attribute), REFCOUNT 1 (Valkey 8
+never shares keyspace values).  Access times are not tracked -- it would
+cost a write on every read -- so IDLETIME is 0 and FREQ the initial LFU
+counter.
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ from ..db import TYPE_NAMES, HashValue, ListValue, SetValue
 from ..errors import CommandError
 from ..registry import command, container
 from ..resp import OK, Simple
-from ..util import LLONG_MAX, LLONG_MIN, compile_glob, string2ll, stringmatch
+from ..util import LLONG_MAX, LLONG_MIN, compile_glob, string2ll
 from .strings import already_expired, delete_expired_overwrite
 
 INT_MIN, INT_MAX = -2**31, 2**31 - 1
@@ -184,13 +194,14 @@ def scan(c, argv):
     sampled: list = []
     cursor = db.checked_keyindex().scan(cursor, count, sampled)
     data = db.data
+    match = compile_glob(pattern) if pattern is not None else None
     out = []
     for key in sampled:
         if want_type is not None:
             v = data.get(key)
             if v is None or TYPE_NAMES.get(type(v)) != want_type:
                 continue
-        if pattern is not None and not stringmatch(pattern, key):
+        if match is not None and not match(key):
             continue
         out.append(key)
     if out:
