@@ -152,6 +152,8 @@ def call(client, cmd, argv) -> None:
         if reply is not BLOCKED:
             client.add_reply(reply)
     duration = _perf() - start
+    if duration >= server.slowlog_threshold and client.blocked is None:
+        server.slowlog_push(client, cmd, argv, duration)
     cmd.usec += int(duration * 1_000_000)
     if client.blocked is None:
         # A command that blocked is counted once, when it is served or

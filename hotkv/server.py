@@ -101,6 +101,8 @@ class Server:
         self.current_client = None  # the client whose command runs (outermost call)
         self.monitors: list = []     # MONITOR clients; feed_monitors set by server_cmds
         self.pause_check = None      # set by CLIENT PAUSE (client_cmds) while a pause is on
+        self.slowlog_threshold = float("inf")   # seconds; SLOWLOG (server_cmds) sets it
+        self.slowlog_push = None
         self.feed_monitors = None
         self.pending_push: list = []  # pushes to current_client, sent after its reply
         self.shutdown_cb = None     # set by the network layer

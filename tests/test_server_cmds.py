@@ -719,3 +719,49 @@ def test_command_info_of_own_commands_matches_valkey(diff, name):
     diff("COMMAND", "INFO", name)
     diff.resp3()
     diff("COMMAND", "INFO", name)
+
+
+def test_slowlog(raw, diff):
+    try:
+        raw.call("SLOWLOG", "RESET")
+        assert raw.call("CONFIG", "SET", "slowlog-log-slower-than", "0") == b"+OK\r\n"
+        raw.call("SET", "slow", "x" * 200)
+        raw.call("AUTH", "secret-password")
+        raw.call("RPUSH", "many", *range(40))
+        raw.call("CLIENT", "SETNAME", "slowpoke")
+        raw.call("PING")
+        entries = parse(raw.call("SLOWLOG", "GET", "-1"))
+        # SLOWLOG GET itself was logged once it had run.
+        assert int(raw.call("SLOWLOG", "LEN")[1:-2]) == len(entries) + 1 >= 6
+        by_cmd = {e[3][0].upper(): e for e in entries}
+        ident, ts, usec, args, peer, name = by_cmd[b"SET"]
+        assert abs(ts - time.time()) < 10 and usec >= 0
+        assert args == [b"SET", b"slow", b"x" * 128 + b"... (72 more bytes)"]
+        assert peer.startswith(b"127.0.0.1:")
+        assert by_cmd[b"AUTH"][3] == [b"AUTH", b"(redacted)"]
+        assert len(by_cmd[b"RPUSH"][3]) == 32
+        assert by_cmd[b"RPUSH"][3][-1] == b"... (11 more arguments)"
+        assert by_cmd[b"PING"][5] == b"slowpoke"
+        assert [e[0] for e in entries] == sorted((e[0] for e in entries), reverse=True)
+        assert len(parse(raw.call("SLOWLOG", "GET", "2"))) == 2
+        raw.call("CONFIG", "SET", "slowlog-max-len", "3")
+        assert raw.call("SLOWLOG", "LEN") == b":3\r\n"
+        raw.call("CONFIG", "SET", "slowlog-log-slower-than", "-1")
+        raw.call("SLOWLOG", "RESET")
+        raw.call("PING")
+        assert raw.call("SLOWLOG", "LEN") == b":0\r\n"
+    finally:
+        raw.call("CONFIG", "SET", "slowlog-log-slower-than", "10000", "slowlog-max-len", "128")
+    for args in (("GET", "x"), ("GET", "-2"), ("GET", "1", "2"), ("HELP",), ("FOO",), ("LEN", "x")):
+        diff("SLOWLOG", *args)
+
+
+def test_module_and_function_help(diff):
+    diff("MODULE", "LIST")
+    diff("MODULE", "FOO")
+    diff("COMMAND", "INFO", "module|list")
+    diff("COMMAND", "INFO", "module|help")
+    diff("COMMAND", "INFO", "function|help")
+    for name in (b"MODULE", b"FUNCTION", b"SLOWLOG"):
+        lines = parse(diff.ours.call(name.decode(), "HELP"))
+        assert lines[0] == name + b" <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"

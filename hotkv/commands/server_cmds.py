@@ -1,6 +1,6 @@
 """Server administration commands: INFO, CONFIG, COMMAND, DBSIZE, FLUSHALL,
-FLUSHDB, TIME, LASTSAVE, SAVE, BGSAVE, SHUTDOWN, MONITOR, DEBUG, MEMORY,
-FUNCTION FLUSH/LIST.
+FLUSHDB, TIME, LASTSAVE, SAVE, BGSAVE, SHUTDOWN, MONITOR, SLOWLOG, DEBUG,
+MEMORY, MODULE LIST, FUNCTION FLUSH/LIST.
 
 Owns what INFO reports and how, the CONFIG command (the parameters
 themselves live in ``hotkv.config``), and the introspection of the command
@@ -26,7 +26,11 @@ Extension points (for other modules, at import time):
 
 MONITOR: ``server.monitors`` lists the monitoring clients; the dispatcher
 calls ``server.feed_monitors`` after each command only while that list is
-non-empty, so MONITOR costs nothing when nobody watches.
+non-empty, so MONITOR costs nothing when nobody watches.  SLOWLOG: the
+dispatcher compares each command's duration with
+``server.slowlog_threshold`` (seconds, infinite when disabled; kept in sync
+with slowlog-log-slower-than by a config listener) and calls
+``server.slowlog_push`` for the slow ones.
 
 Invariants: INFO sections come out in Redis's order, separated by one blank
 line; a failed CONFIG SET leaves every parameter as it was (all values are
@@ -278,6 +282,115 @@ def _install_monitor_hooks():
 
 
 _install_monitor_hooks()
+
+
+# ==========================================================================
+# SLOWLOG
+# ==========================================================================
+
+SLOWLOG_MAX_ARGC = 32
+SLOWLOG_MAX_ARGLEN = 128
+
+
+class SlowlogEntry:
+    __slots__ = ("id", "time", "usec", "argv", "peer", "name")
+
+
+def slowlog_push(client, cmd, argv, duration: float):
+    """Called by the dispatcher for a command that ran at least
+    slowlog-log-slower-than microseconds (Redis's slowlogPushEntryIfNeeded)."""
+    if "skip_slowlog" in cmd.flags or client.is_fake:
+        return
+    server = client.server
+    args = _redacted(cmd, argv)
+    if len(args) > SLOWLOG_MAX_ARGC:
+        args = args[:SLOWLOG_MAX_ARGC - 1] + [
+            b"... (%d more arguments)" % (len(args) - SLOWLOG_MAX_ARGC + 1)]
+    out = []
+    for a in args:
+        if len(a) > SLOWLOG_MAX_ARGLEN:
+            a = a[:SLOWLOG_MAX_ARGLEN] + b"... (%d more bytes)" % (len(a) - SLOWLOG_MAX_ARGLEN)
+        out.append(a)
+    e = SlowlogEntry()
+    e.id = server.slowlog_next_id
+    server.slowlog_next_id += 1
+    e.time = int(time.time())
+    e.usec = int(duration * 1_000_000)
+    e.argv = out
+    e.peer = client.addr.encode()
+    e.name = client.name
+    log_ = server.slowlog
+    log_.appendleft(e)
+    limit = server.config.values["slowlog-max-len"]
+    while len(log_) > limit:
+        log_.pop()
+
+
+def _slowlog_init(server):
+    from collections import deque
+    server.slowlog = deque()
+    server.slowlog_next_id = 0
+    server.slowlog_push = slowlog_push
+
+    def set_threshold(us):
+        server.slowlog_threshold = float("inf") if us < 0 else us / 1_000_000
+    set_threshold(server.config.values["slowlog-log-slower-than"])
+    server.config.listeners["slowlog-log-slower-than"] = set_threshold
+
+    def set_max_len(n):
+        while len(server.slowlog) > max(n, 0):
+            server.slowlog.pop()
+    server.config.listeners["slowlog-max-len"] = set_max_len
+
+
+SERVER_INIT_HOOKS.append(_slowlog_init)
+container("slowlog", group="server")
+
+
+@command("slowlog|get", -2, "admin loading stale", group="server")
+def slowlog_get(c, argv):
+    """Returns the slow log's entries."""
+    if len(argv) > 3:
+        raise CommandError("ERR unknown subcommand or wrong number of arguments for '%s'. "
+                           "Try SLOWLOG HELP." % _cstr(argv[1]))
+    count = 10
+    if len(argv) == 3:
+        count = string2ll(argv[2])
+        if count is None or count < -1:
+            raise CommandError("ERR count should be greater than or equal to -1")
+    entries = list(c.server.slowlog)
+    if count != -1:
+        entries = entries[:count]
+    return [[e.id, e.time, e.usec, list(e.argv), e.peer, e.name] for e in entries]
+
+
+@command("slowlog|len", 2, "admin loading stale", group="server")
+def slowlog_len(c, argv):
+    """Returns the number of entries in the slow log."""
+    return len(c.server.slowlog)
+
+
+@command("slowlog|reset", 2, "admin loading stale", group="server")
+def slowlog_reset(c, argv):
+    """Clears all entries from the slow log."""
+    c.server.slowlog.clear()
+    return OK
+
+
+@command("slowlog|help", 2, "loading stale", group="server")
+def slowlog_help(c, argv):
+    """Show helpful text about the different subcommands."""
+    return help_reply("SLOWLOG", [
+        "GET [<count>]",
+        "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+        "    Entries are made of:",
+        "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+        "    client name",
+        "LEN",
+        "    Return the length of the slowlog.",
+        "RESET",
+        "    Reset the slowlog.",
+    ])
 
 
 # ==========================================================================
@@ -1240,6 +1353,37 @@ if "function" not in COMMANDS:
                 raise CommandError("ERR Unknown argument %s" % _cstr(argv[i]))
         return []
 
+    @command("function|help", 2, "loading stale", group="scripting")
+    def function_help(c, argv):
+        """Show helpful text about the different subcommands."""
+        return help_reply("FUNCTION", [
+            "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+            "    Return general information on all the libraries (hotkv has none).",
+            "FLUSH [ASYNC|SYNC]",
+            "    Delete all the libraries.",
+        ])
+
+
+# ==========================================================================
+# MODULE (hotkv loads no modules; clients and tools ask which are there)
+# ==========================================================================
+
+if "module" not in COMMANDS:
+    container("module", group="server")
+
+    @command("module|list", 2, "admin noscript", group="server")
+    def module_list(c, argv):
+        """Returns all loaded modules."""
+        return []
+
+    @command("module|help", 2, "loading stale", group="server")
+    def module_help(c, argv):
+        """Show helpful text about the different subcommands."""
+        return help_reply("MODULE", [
+            "LIST",
+            "    Return a list of loaded modules.",
+        ])
+
 
 # ==========================================================================
 # COMMAND (generated from the registry)
@@ -1280,6 +1424,7 @@ COMMAND_TIPS = {
     "memory|purge": _ALL_SHARDS, "memory|stats": _SPECIAL,
     "mget": ("request_policy:multi_shard",),
     "mset": ("request_policy:multi_shard", "response_policy:all_succeeded"),
+    "module|list": (_NDOO,),
     "object|encoding": (_NDO,), "object|freq": (_NDO,), "object|idletime": (_NDO,),
     "object|refcount": (_NDO,), "ping": _ALL_SHARDS, "pttl": (_NDO,),
     "randomkey": ("request_policy:all_shards", "response_policy:special", _NDO),
