@@ -451,12 +451,10 @@ def test_sscan_many_interleaved_scans(r):
         sets["s%d" % k] = members
     cursors = {k: 0 for k in sets}
     seen = {k: set() for k in sets}
-    started = set()
     while cursors:
         for k in list(cursors):
             cur, batch = r.sscan(k, cursors[k], count=37)
             seen[k].update(batch)
-            started.add(k)
             if cur == 0:
                 del cursors[k]
             else:
