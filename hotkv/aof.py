@@ -40,8 +40,9 @@ the smallest command set rebuilding it (SET/RPUSH/HSET/SADD/ZADD batches,
 streams via ``hotkv.streams.rewrite_commands``, PEXPIREAT) to
 ``temp-rewriteaof-bg-<pid>.aof`` and fsyncs it.  Meanwhile the parent keeps
 serving and keeps everything it feeds in a rewrite buffer as well.  When the
-child exits, the parent appends that buffer, fsyncs, renames over the AOF
-and fsyncs the directory.  At every instant the name points at a complete
+child exits, the parent appends that buffer (a big one is first appended and
+fsynced by the fsync thread, so the loop only syncs the last bit), fsyncs,
+renames over the AOF and fsyncs the directory.  At every instant the name points at a complete
 file: the old one until the rename, the new one after.  The fork costs the
 event loop a few milliseconds for a million keys; no slice of the rewrite
 runs on the loop.  Without fork (not POSIX) the rewrite runs synchronously.
@@ -354,13 +355,14 @@ class _Bio(threading.Thread):
         self.pending_fsync = 0
         self.error = 0           # errno of the last failed fsync, 0 when fine
 
-    def submit(self, kind: str, fd: int, done=None):
+    def submit(self, kind: str, fd: int, done=None, data=None):
         """kind: "fsync" (the AOF: counted, errors kept in ``error``),
-        "sync" (anything else: ``done(errno or 0)`` is called) or "close"."""
+        "sync" (append ``data`` if given, fsync, then ``done(errno or 0)``)
+        or "close"."""
         with self.cond:
             if kind == "fsync":
                 self.pending_fsync += 1
-            self.jobs.append((kind, fd, done))
+            self.jobs.append((kind, fd, done, data))
             self.cond.notify()
 
     def stop(self):
@@ -376,7 +378,7 @@ class _Bio(threading.Thread):
                 job = self.jobs.popleft()
             if job is None:
                 return
-            kind, fd, done = job
+            kind, fd, done, data = job
             if kind == "fsync":
                 try:
                     _fsync(fd)
@@ -388,6 +390,8 @@ class _Bio(threading.Thread):
                     self.pending_fsync -= 1
             elif kind == "sync":
                 try:
+                    if data:
+                        _write_all(fd, data)
                     _fsync(fd)
                     done(0)
                 except OSError as e:
@@ -735,7 +739,7 @@ class AOF:
             self._poll_rewrite()
         elif self.rw_fd is not None and self.rw_synced is not None:
             if self.rw_synced:
-                log.warning("Error fsyncing the rewritten AOF: %s", os.strerror(self.rw_synced))
+                log.warning("Error writing the rewritten AOF: %s", os.strerror(self.rw_synced))
                 self._abort_catch_up()
             else:
                 self._finish_rewrite()
@@ -884,9 +888,9 @@ class AOF:
             self._rewrite_failed()
 
     def _catch_up(self):
-        """The child is done.  A big rewrite buffer is appended now and
-        fsynced by the thread, so that the final step -- on the event loop --
-        only writes and fsyncs what arrived since."""
+        """The child is done.  A big rewrite buffer is appended and fsynced
+        by the thread, so that the final step -- on the event loop -- only
+        writes and fsyncs what arrived since."""
         diff = self.rw_buf
         if not diff or len(diff) < CATCH_UP_MIN:
             self._finish_rewrite()
@@ -898,18 +902,12 @@ class AOF:
             self._abort_catch_up()
             return
         self.rw_fd = fd
-        try:
-            _write_all(fd, diff)
-        except OSError as e:
-            log.warning("Error appending to the rewritten AOF: %s", e.strerror)
-            self._abort_catch_up()
-            return
         log.info("AOF rewrite: %d bytes written meanwhile appended, fsync in background",
                  len(diff))
         self.rw_buf = bytearray()
         self.rw_synced = None
         self._ensure_bio()
-        self.bio.submit("sync", fd, self._catch_up_synced)
+        self.bio.submit("sync", fd, self._catch_up_synced, diff)
 
     def _catch_up_synced(self, err: int):
         self.rw_synced = err       # (fsync thread) cron finishes the rewrite
