@@ -529,6 +529,9 @@ def test_command_getkeys(diff):
     diff("COMMAND", "GETKEYSANDFLAGS", "lpush", "k1", "v1")
     diff("COMMAND", "GETKEYSANDFLAGS", "del", "a", "b")
     diff("COMMAND", "GETKEYSANDFLAGS", "mset", "a", "1", "b", "2")
+    diff("COMMAND", "GETKEYSANDFLAGS", "LMOVE", "k1", "k2", "left", "right")
+    diff("COMMAND", "GETKEYSANDFLAGS", "sinterstore", "d", "a", "b", "c")
+    diff("COMMAND", "GETKEYSANDFLAGS", "zunionstore", "d", "2", "a", "b")
     diff("COMMAND", "GETKEYSANDFLAGS", "ping")
 
 

@@ -1614,7 +1614,8 @@ def command_getkeys(c, argv):
 @command("command|getkeysandflags", -3, "loading stale", group="server", acl=("connection",))
 def command_getkeysandflags(c, argv):
     """Extract keys and access flags given a full command."""
-    return [[key, SetReply(_key_flags(cmd, argv[2:]))] for key, cmd in _getkeys(argv[2:])]
+    return [[key, SetReply(_key_flags(cmd, argv[2:], i))]
+            for i, (key, cmd) in enumerate(_getkeys(argv[2:]))]
 
 
 # Key-spec flags where Redis's differ from the generic RW/RO+access (a key
@@ -1642,7 +1643,24 @@ for _flags, _names in (
         KEY_SPEC_FLAGS[_name] = _flags
 
 
-def _key_flags(cmd, argv=None) -> list:
+# Commands whose keys play different roles (source, destination): the flags
+# of each key, in the order the keys come (the last entry covers the rest).
+_MOVE = (("RW", "access", "delete"), ("RW", "insert"))
+_STORE = (("OW", "update"), ("RO", "access"))
+KEY_ROLE_FLAGS = {
+    "lmove": _MOVE, "blmove": _MOVE, "rpoplpush": _MOVE, "brpoplpush": _MOVE, "smove": _MOVE,
+    "rename": (("RW", "access", "delete"), ("OW", "update")),
+    "renamenx": (("RW", "access", "delete"), ("OW", "insert")),
+    "copy": (("RO", "access"), ("OW", "update")),
+    "sdiffstore": _STORE, "sinterstore": _STORE, "sunionstore": _STORE, "zunionstore": _STORE,
+    "zinterstore": _STORE, "zdiffstore": _STORE, "zrangestore": _STORE,
+}
+
+
+def _key_flags(cmd, argv=None, nth: int = 0) -> list:
+    roles = KEY_ROLE_FLAGS.get(cmd.name)
+    if roles is not None:
+        return [Simple(f.encode()) for f in roles[min(nth, len(roles) - 1)]]
     if cmd.name == "set" and argv is not None:
         # SET's flags depend on its arguments: with GET it reads the old value.
         get = any(a.lower() == b"get" for a in argv[3:])
