@@ -231,8 +231,9 @@ def test_records_are_plain_resp_with_select_and_deterministic_forms(hotkv_server
                         [b"SET", b"nothing", b"x", b"NX"]]
 
 
-def test_everysec_writes_before_the_reply_leaves(hotkv_server_factory, aof_dir):
-    s = start(hotkv_server_factory, aof_dir, appendfsync="everysec")
+@pytest.mark.parametrize("mode", ["everysec", "no"])
+def test_record_is_written_before_the_reply_leaves(hotkv_server_factory, aof_dir, mode):
+    s = start(hotkv_server_factory, aof_dir, appendfsync=mode)
     raw = RawClient(s.host, s.port)
     for i in range(50):
         assert raw.call("SET", f"k{i}", "v") == b"+OK\r\n"
