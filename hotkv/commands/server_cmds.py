@@ -16,9 +16,11 @@ Extension points (for other modules, at import time):
   asks ``server.aof.info_fields()`` (when the AOF object has it) for its
   ``aof_*`` fields, which replace the defaults shown when there is no AOF.
 * ``SAVE_HOOKS``: ``fn(server)`` run by SAVE, BGSAVE and SHUTDOWN SAVE.
-  hotkv keeps no RDB snapshot: what can be made durable is the AOF, so the
-  AOF module registers its flush+fsync here.  SAVE then reports success and
-  resets ``rdb_changes_since_last_save`` and LASTSAVE, as Redis does.
+  hotkv keeps no RDB snapshot: what can be made durable is the AOF, which
+  already writes every change before its reply leaves; this is where a
+  persistence module hooks an explicit flush+fsync.  SAVE then reports
+  success and resets ``rdb_changes_since_last_save`` and LASTSAVE, as Redis
+  does, so tools that SAVE and poll LASTSAVE keep working.
 * ``RESETSTAT_HOOKS``: ``fn(server)`` run by CONFIG RESETSTAT.
 * ``DEBUG_SUBCOMMANDS``: ``name -> (fn(c, argv), argc)`` (argc as Redis
   checks it: exact count, or negative for "at least"); DEBUG itself is
@@ -42,6 +44,7 @@ from __future__ import annotations
 import logging
 import os
 import platform
+import re
 import resource
 import sys
 import time
@@ -796,7 +799,9 @@ def info_text(server, args=()) -> bytes:
     if not args:
         wanted = {name for name, sec in INFO_SECTIONS.items() if sec.default}
     for arg in args:
-        a = arg.decode("utf-8", "surrogateescape").lower() if isinstance(arg, bytes) else arg.lower()
+        if isinstance(arg, bytes):
+            arg = arg.decode("utf-8", "surrogateescape")
+        a = arg.lower()
         if a == "default":
             wanted.update(name for name, sec in INFO_SECTIONS.items() if sec.default)
         elif a in ("all", "everything"):
@@ -1163,10 +1168,12 @@ def debug_log(c, argv):
     return OK
 
 
+_ATOF = re.compile(rb"\s*[+-]?(\d+\.?\d*(e[+-]?\d+)?|\.\d+(e[+-]?\d+)?)", re.IGNORECASE)
+
+
 def _atof(data: bytes) -> float:
     """C's atof: the longest numeric prefix, 0 when there is none."""
-    import re
-    m = re.match(rb"\s*[+-]?(\d+\.?\d*(e[+-]?\d+)?|\.\d+(e[+-]?\d+)?)", data, re.IGNORECASE)
+    m = _ATOF.match(data)
     return float(m.group(0)) if m else 0.0
 
 
