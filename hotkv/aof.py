@@ -1165,7 +1165,7 @@ def _parse_one(mm, pos: int, size: int, max_bulk: int = 1 << 62):
     if first != b"*":
         raise _Corrupt(pos, "expected '*' (a command), found %r" % first)
     head, p = line(pos + 1)
-    if not head.isdigit() or int(head) < 1:
+    if not head.isdigit() or not 1 <= int(head) < 1 << 31:
         raise _Corrupt(pos, "bad argument count %r" % head)
     argc = int(head)
     argv = []
@@ -1354,7 +1354,15 @@ class _Loader:
             self.fail(offset, "wrong number of arguments for '%s'" % cmd.name, offset)
         self.commands += 1
         cname = cmd.name
-        if plain and cname not in ("multi", "exec", "discard"):
+        if cname == "select":
+            idx = argv[1]
+            if not idx.isdigit() or int(idx) >= len(self.server.dbs):
+                raise AOFLoadError(
+                    "The append only file %s selects database %r at offset %d but the "
+                    "server has %d databases: raise 'databases' to load it"
+                    % (self.path, idx.decode("utf-8", "replace")[:32], offset,
+                       len(self.server.dbs)))
+        elif plain and cname not in ("multi", "exec", "discard"):
             arity = cmd.arity
             self.cache[name] = (cmd, (lambda k, a=arity: k == a) if arity > 0
                                 else (lambda k, a=-arity: k >= a))

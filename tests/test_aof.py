@@ -528,6 +528,17 @@ def test_unknown_command_in_the_file_is_refused(hotkv_server_factory, aof_dir):
         start(hotkv_server_factory, aof_dir)
 
 
+def test_a_database_the_server_does_not_have_is_refused(hotkv_server_factory, aof_dir):
+    with open(aof_path(aof_dir), "wb") as f:
+        f.write(GOOD + encode_command("SELECT", "20") + encode_command("SET", "b", "2"))
+    with pytest.raises(AOFLoadError, match="databases"):
+        start(hotkv_server_factory, aof_dir)
+    s = start(hotkv_server_factory, aof_dir, databases=32)
+    c = conn(s)
+    c.execute_command("SELECT", 20)
+    assert c.get("b") == b"2"
+
+
 def test_annotations_and_leftover_rewrite_files(hotkv_server_factory, aof_dir):
     with open(aof_path(aof_dir), "wb") as f:
         f.write(b"#TS:1700000000\r\n" + GOOD)
