@@ -2,9 +2,8 @@
 
 Owns the CLIENT subcommands -- ID, SETNAME, GETNAME, SETINFO, INFO, LIST,
 KILL, UNBLOCK, REPLY, NO-EVICT, NO-TOUCH, PAUSE, UNPAUSE, CAPA, HELP -- and
-the CLIENT LIST
-line format, which follows Valkey 8's field for field so tools that split
-it on spaces and ``=`` keep working.
+the CLIENT LIST line format, which follows Valkey 8's field for field so
+tools that split it on spaces and ``=`` keep working.
 
 Invariants:
 * a killed client is gone from ``server.clients`` (and from every blocking
