@@ -1019,12 +1019,19 @@ class AOF:
             return
         if size == 0:
             return
+        with open(path, "rb") as f:
+            if f.read(5) == b"REDIS":
+                raise AOFLoadError(
+                    "The append only file %s starts with an RDB preamble, which hotkv "
+                    "does not read: in Redis/Valkey run CONFIG SET aof-use-rdb-preamble "
+                    "no and BGREWRITEAOF, then use the rewritten file" % path)
         server = self.server
         start = time.monotonic()
         self.loading = True
         server.loading = True
         self._attach()
         saved_stats = _save_stats(server)
+        loader = None
         try:
             with open(path, "rb") as f:
                 mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -1037,7 +1044,8 @@ class AOF:
             self.loading = False
             server.loading = False
             self._attach()
-            errors = loader.errors + server.stat_total_error_replies - saved_stats[1]
+            errors = (loader.errors if loader else 0) + \
+                server.stat_total_error_replies - saved_stats[1]
             _restore_stats(server, saved_stats)
         if loader.truncate_at is not None:
             os.truncate(path, loader.truncate_at)

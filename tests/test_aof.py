@@ -528,6 +528,13 @@ def test_unknown_command_in_the_file_is_refused(hotkv_server_factory, aof_dir):
         start(hotkv_server_factory, aof_dir)
 
 
+def test_rdb_preamble_is_refused_with_a_hint(hotkv_server_factory, aof_dir):
+    with open(aof_path(aof_dir), "wb") as f:
+        f.write(b"REDIS0011\xfa\tredis-ver\x057.2.4" + GOOD)
+    with pytest.raises(AOFLoadError, match="aof-use-rdb-preamble no"):
+        start(hotkv_server_factory, aof_dir)
+
+
 def test_a_database_the_server_does_not_have_is_refused(hotkv_server_factory, aof_dir):
     with open(aof_path(aof_dir), "wb") as f:
         f.write(GOOD + encode_command("SELECT", "20") + encode_command("SET", "b", "2"))
