@@ -50,7 +50,9 @@ SCENARIOS = {
         ("ZINCRBY", "z", "inf", "a"), ("ZINCRBY", "z", "-inf", "a"), ("ZSCORE", "z", "a"),
         ("ZINCRBY", "z", "0.1", "b"), ("ZINCRBY", "z", "0.2", "b"), ("ZINCRBY", "z", "1e20", "c"),
         ("ZINCRBY", "z", "1e-7", "d"), ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
-        ("ZINCRBY", "z", "1", "a", "b"), ("ZINCRBY", "z", "1"),
+        ("ZINCRBY", "z", "1", "a", "b"), ("ZINCRBY", "z", "1"), ("ZINCRBY", "z", "NX", "1"),
+        ("ZINCRBY", "z", "INCR", "("), ("ZINCRBY", "z", "nx", "xx"), ("ZINCRBY", "z", "ch", "x"),
+        ("ZINCRBY", "noz", "GT", "5"),
     ],
     "zrem_zcard": [
         ("ZADD", "z", "1", "a", "2", "b", "3", "c"), ("ZREM", "z", "x"), ("ZREM", "z", "a", "a", "x"),

@@ -361,8 +361,14 @@ def _zadd(c, argv, key, pairs_start, incr, nx, xx, gt, lt, ch):
 @command("zadd", -4, "write denyoom fast", (1, 1, 1), group="sorted_set", since="1.2.0")
 def zadd(c, argv):
     """Adds one or more members to a sorted set, or updates their scores."""
+    return _zadd_options(c, argv, False)
+
+
+def _zadd_options(c, argv, incr):
+    # ZINCRBY is ZADD INCR in Redis, option words included: "ZINCRBY k NX 1"
+    # is a syntax error, not a bad float.
     i = 2
-    nx = xx = gt = lt = ch = incr = False
+    nx = xx = gt = lt = ch = False
     n = len(argv)
     while i < n:
         opt = argv[i].lower()
@@ -387,7 +393,7 @@ def zadd(c, argv):
 @command("zincrby", 4, "write denyoom fast", (1, 1, 1), group="sorted_set", since="1.2.0")
 def zincrby(c, argv):
     """Increments the score of a member in a sorted set."""
-    return _zadd(c, argv, argv[1], 2, True, False, False, False, False, False)
+    return _zadd_options(c, argv, True)
 
 
 @command("zrem", -3, "write fast", (1, 1, 1), group="sorted_set", since="1.2.0")
