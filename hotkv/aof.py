@@ -28,9 +28,9 @@ So after a process crash every acknowledged write is in the file, and with
 Disk faults: a failed write(2)/fsync sets ``server.disk_error`` to Redis's
 ``MISCONF`` text (the dispatcher then refuses writes and serves reads) and
 ``aof_last_write_status:err``.  The replies of that loop turn are *held*
-(their clients leave the flush list, and the barrier stays up so they are
-never flushed by the read path either): a write is never acknowledged before
-its record reached the file.  Cron retries; when a write succeeds again the
+(their output is taken off the clients and the barrier stays up, so no flush
+path -- not even shutdown -- sends them): a write is never acknowledged
+before its record reached the file.  Cron retries; when a write succeeds again the
 error clears and the held replies go out.  A partial write is cut back with
 ftruncate so the file never ends inside a record we still hold.
 
@@ -42,15 +42,20 @@ streams via ``hotkv.streams.rewrite_commands``, PEXPIREAT) to
 serving and keeps everything it feeds in a rewrite buffer as well.  When the
 child exits, the parent appends that buffer (a big one is first appended and
 fsynced by the fsync thread, so the loop only syncs the last bit), fsyncs,
-renames over the AOF and fsyncs the directory.  At every instant the name points at a complete
-file: the old one until the rename, the new one after.  The fork costs the
-event loop a few milliseconds for a million keys; no slice of the rewrite
-runs on the loop.  Without fork (not POSIX) the rewrite runs synchronously.
+renames over the AOF and fsyncs the directory.  At every instant the name
+points at a complete file: the old one until the rename, the new one after.
+The fork costs the event loop ~15-30 ms for a million keys; no slice of the
+rewrite runs on the loop.  The child closes every inherited socket and dies
+with the server (PR_SET_PDEATHSIG), so a killed server frees its port.
+Without fork (not POSIX) the rewrite runs synchronously.  Cost: the child's
+reads touch reference counts, so its pages are copied as it goes -- up to
+the dataset's size in extra memory during a rewrite.
 
 Loading (a START_HOOK, before cron starts): the file is parsed with hiredis
-and replayed through ``dispatch.call`` by a fake client (``server.loading``
-makes the dispatcher answer other clients LOADING, blocking commands act
-non-blocking).  A record cut by a crash is dropped (the file truncated to
+and replayed by a fake client straight through the command handlers, as
+Redis's loader does (no replies, stats or propagation; EXEC runs its queue
+through ``dispatch.call``); ``server.loading`` makes the dispatcher answer
+other clients LOADING, and blocking commands act non-blocking.  A record cut by a crash is dropped (the file truncated to
 the last complete command, or to before an unfinished MULTI) when
 ``aof-load-truncated yes``; otherwise, and for corruption anywhere else,
 start-up fails with the offset and a hint.
