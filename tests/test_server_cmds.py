@@ -768,3 +768,13 @@ def test_module_and_function_help(diff):
     for name in (b"MODULE", b"FUNCTION", b"SLOWLOG"):
         lines = parse(diff.ours.call(name.decode(), "HELP"))
         assert lines[0] == name + b" <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
+
+
+def test_info_keyspace_avg_ttl(raw):
+    raw.call("SET", "a", "1", "EX", "100")
+    raw.call("SET", "b", "1", "EX", "200")
+    raw.call("SET", "c", "1")
+    db0 = info_of(raw, "keyspace")["db0"]
+    keys, expires, avg = (int(part.split("=")[1]) for part in db0.split(","))
+    assert (keys, expires) == (3, 2)
+    assert 140_000 < avg <= 150_000

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import logging
 import os
+import itertools
 import platform
 import re
 import resource
@@ -769,9 +770,23 @@ def _info_cluster(server):
     return [("cluster_enabled", 0)]
 
 
+def _avg_ttl(db, now_ms: int, samples: int = 64) -> int:
+    """Average remaining TTL (ms) over a sample of the keys with one -- an
+    estimate, as Redis's avg_ttl (which its expiry cycle samples)."""
+    if db.avg_ttl or not db.expires:
+        return db.avg_ttl
+    total = n = 0
+    for when in itertools.islice(db.expires.values(), samples):
+        if when > now_ms:
+            total += when - now_ms
+            n += 1
+    return total // n if n else 0
+
+
 def _info_keyspace(server):
+    now = int(time.time() * 1000)
     return [("db%d" % db.index, "keys=%d,expires=%d,avg_ttl=%d"
-             % (len(db.data), len(db.expires), db.avg_ttl))
+             % (len(db.data), len(db.expires), _avg_ttl(db, now)))
             for db in server.dbs if db.data or db.expires]
 
 
