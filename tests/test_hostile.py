@@ -34,12 +34,42 @@ _frames = st.lists(st.lists(_args, min_size=1, max_size=6), min_size=1, max_size
     lambda cmds: b"".join(encode_command(*c) for c in cmds))
 _junk = st.sampled_from([b"*", b"$", b"\r", b"\n", b"\r\n", b"-", b"0", b"9" * 20, b"*-1\r\n",
                          b"*2147483648\r\n", b"$-1\r\n", b"\x00", b"\"", b"'", b" ", b"*10\r\n",
-                         b"$16385\r\n", b"*11\r\n", b"$9223372036854775808\r\n"])
+                         b"$16385\r\n", b"*11\r\n", b"$9223372036854775808\r\n",
+                         b"+0\r\n", b"~1\r\n", b"=5\r\ntxt:a\r\n", b"(1\r\n", b"|1\r\n",
+                         b"%1\r\n", b">1\r\n", b":1\r\n", b"_\r\n"])
+
+
+_ELEMENT_FORMS = [b"+%s\r\n", b":1\r\n", b"=%d\r\ntxt:%s\r\n", b"(12\r\n", b"_\r\n",
+                  b",1.5\r\n", b"#t\r\n", b"~1\r\n$1\r\na\r\n", b"%%1\r\n+a\r\n+b\r\n",
+                  b"*1\r\n$1\r\na\r\n", b"$-1\r\n"]
+
+
+@st.composite
+def _typed_frames(draw):
+    """Multibulks whose elements are sometimes other RESP types (hiredis
+    reads them all; Redis wants '$' bulks) or whose header is not '*'."""
+    out = []
+    for _ in range(draw(st.integers(1, 4))):
+        args = draw(st.lists(st.sampled_from([b"PING", b"GET", b"k", b"ECHO", b"x"]),
+                             min_size=1, max_size=3))
+        head = draw(st.sampled_from([b"*", b"*", b"*", b"~", b">", b"|"]))
+        out.append(head + b"%d\r\n" % len(args))
+        for a in args:
+            form = draw(st.sampled_from([None] * 6 + _ELEMENT_FORMS))
+            if form is None:
+                out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+            elif form.startswith(b"="):
+                out.append(form % (len(a) + 4, a))
+            elif b"%s" in form:
+                out.append(form % a)
+            else:
+                out.append(form)
+    return b"".join(out)
 
 
 @st.composite
 def _mutated(draw):
-    data = bytearray(draw(st.one_of(_frames, st.binary(max_size=200))))
+    data = bytearray(draw(st.one_of(_frames, _typed_frames(), st.binary(max_size=200))))
     for _ in range(draw(st.integers(0, 4))):
         op = draw(st.integers(0, 2))
         pos = draw(st.integers(0, len(data)))

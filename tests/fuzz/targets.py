@@ -4,7 +4,8 @@ you like) and the bounded hypothesis runs in tests/test_hostile.py (CI).
 
 * ``parse_check(data, cuts, auth_required)``: the RESP request parser never
   raises, returns only lists of bytes, and gives the same commands and the
-  same protocol error whether the bytes arrive at once or split at ``cuts``.
+  same protocol error whether the bytes arrive at once, split at ``cuts``,
+  or one byte per read (which never reaches the hiredis fast path).
 * ``Dispatcher.run(argv)``: any command line through the real dispatcher (an
   in-process Server, no sockets) produces exactly one well-formed reply,
   never an unhandled exception, never an "internal error" reply, and
@@ -137,6 +138,12 @@ def parse_check(data: bytes, cuts=(), auth_required: bool = False):
                         f" whole: {whole[:2]!r}\n split: {split[:2]!r}")
     if whole[2] < 0:
         raise Malformed("negative pending size")
+    if len(data) <= 2048:
+        # One byte per read never reaches hiredis: Redis's own rules only.
+        slow = _parse([data[i:i + 1] for i in range(len(data))], auth_required)
+        if whole[:2] != slow[:2]:
+            raise Malformed(f"fast path disagrees with the byte-by-byte parse of "
+                            f"{data[:200]!r}:\n fast: {whole[:2]!r}\n slow: {slow[:2]!r}")
     return whole[0]
 
 
