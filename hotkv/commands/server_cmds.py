@@ -1072,15 +1072,18 @@ def rewrite_config_file(server, path: str):
             continue
         name = pairs[0][0] if pairs else ""
         canon = name if name in PARAMS else ALIASES.get(name)
-        if canon is None:
-            out.append(line)   # a directive we do not know: keep it verbatim
+        if canon is None or (PARAMS[canon].multi and not PARAMS[canon].mutable):
+            # A directive we do not know, or a repeatable one that cannot have
+            # changed (rename-command): keep it verbatim.
+            out.append(line)
             continue
         if canon in done:
             continue
         done.add(canon)
         out.append(_conf_line(canon, values[canon]))
     added = [canon for canon, p in PARAMS.items()
-             if canon not in done and values[canon] != p.default]
+             if canon not in done and values[canon] != p.default
+             and not (p.multi and not p.mutable)]
     if added:
         if out and out[-1].strip():
             out.append("")
@@ -1094,10 +1097,14 @@ def rewrite_config_file(server, path: str):
     os.replace(tmp, path)
 
 
+_MULTI_ARG = {"save", "client-output-buffer-limit", "bind"}
+
+
 def _conf_line(canon, value) -> str:
-    text = PARAMS[canon].format(value)
-    if text == "" or any(ch in text for ch in " \t\"'\\#") and canon not in (
-            "save", "client-output-buffer-limit", "bind"):
+    p = PARAMS[canon]
+    text = p.format(value)
+    if text == "" or (any(ch in text for ch in " \t\"'\\#")
+                      and canon not in _MULTI_ARG and not p.multi):
         text = '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
     return "%s %s" % (canon, text)
 
