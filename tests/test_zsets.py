@@ -733,3 +733,43 @@ def test_random_walk_vs_valkey(diff, seed):
         diff(*_random_zset_command(rnd))
     for k in ("z1", "z2", "z3", "lex", "d"):
         diff("ZRANGE", k, "0", "-1", "WITHSCORES")
+
+
+# ----------------------------------------------------------------------
+# A real job-queue library: RQ keeps jobs in hashes and its registries in
+# sorted sets (its scheduler needs EVALSHA, which hotkv lacks: not run here)
+# ----------------------------------------------------------------------
+
+def _rq_add(a, b):
+    return a + b
+
+
+def _rq_boom():
+    raise ValueError("boom")
+
+
+def test_rq_enqueue_work_and_registries(server):
+    rq = pytest.importorskip("rq", reason="needs the rq package (pip install rq)")
+    import datetime
+
+    import redis
+    from rq.registry import FailedJobRegistry, FinishedJobRegistry, ScheduledJobRegistry
+    r = redis.Redis(host=server.host, port=server.port)
+    r.flushall()
+    q = rq.Queue("default", connection=r)
+    ok = q.enqueue(_rq_add, 2, 3)
+    bad = q.enqueue(_rq_boom)
+    later = q.enqueue_in(datetime.timedelta(seconds=60), _rq_add, 10, 20)
+    assert q.count == 2
+    assert ScheduledJobRegistry(queue=q).count == 1
+    assert r.type(ok.key) == b"hash"
+    rq.SimpleWorker([q], connection=r).work(burst=True, with_scheduler=False)
+    ok.refresh()
+    bad.refresh()
+    later.refresh()
+    assert ok.get_status() == "finished" and ok.return_value() == 5
+    assert bad.get_status() == "failed"
+    assert later.get_status() == "scheduled"
+    assert FinishedJobRegistry(queue=q).get_job_ids() == [ok.id]
+    assert FailedJobRegistry(queue=q).get_job_ids() == [bad.id]
+    r.close()
