@@ -514,7 +514,7 @@ def test_keyspace_events_for_strings(r, server):
         assert events == [
             ("set", b"a"), ("expire", b"a"), ("incrby", b"a"), ("incrbyfloat", b"a"),
             ("append", b"a"), ("setrange", b"a"), ("setbit", b"a"), ("expire", b"a"),
-            ("persist", b"a"), ("del", b"a"), ("set", b"b"), ("del", b"b"), ("set", b"c"),
+            ("persist", b"a"), ("del", b"a"), ("set", b"b"), ("expired", b"b"), ("set", b"c"),
             ("set", b"d")]
         p.close()
         sub.close()

@@ -15,7 +15,8 @@ Rules kept everywhere: every change goes through ``server.written`` with
 Redis's event name (del, expire, persist, rename_from/rename_to,
 move_from/move_to, copy_to); a relative expiry is logged as PEXPIREAT with
 the absolute time; an expiry already in the past deletes the key, logged
-as DEL with a "del" event (hotkv.commands.strings.delete_expired_overwrite).
+as DEL with an "expired" event, as Valkey 8.1 does
+(hotkv.commands.strings.delete_expired_overwrite).
 A command's dirty count matches Redis's (one per RENAME/MOVE/COPY); read
 commands count keyspace hits/misses through ``db.lookup_read``.
 

@@ -14,7 +14,7 @@ Invariants and rules, all Redis's:
   PEXPIREAT key ms), INCRBYFLOAT as ``SET key <result> KEEPTTL``, GETDEL as
   DEL, GETSET as SET, SET ... GET without the GET; an expiry already in the
   past deletes the key and is propagated as DEL (UNLINK with
-  lazyfree-lazy-expire), event "del";
+  lazyfree-lazy-expire), event "expired" (what Valkey 8.1 emits);
 * INCRBYFLOAT computes in x87 80-bit long double, as Redis does: operands
   are parsed exactly and rounded to a 64-bit significand (``_ld_round``,
   integer significand/exponent pairs, no floats), the sum is rounded the
@@ -114,13 +114,15 @@ def already_expired(c, when: int) -> bool:
 
 def delete_expired_overwrite(c, key):
     """Redis's deleteExpiredKeyFromOverwriteAndPropagate: an expiry set in
-    the past removes the key, logged as DEL (UNLINK when lazy)."""
+    the past removes the key, logged as DEL (UNLINK when lazy), announced
+    as "expired" and counted in expired_keys."""
     db = c.db
     db.delete(key)
     c.server.stat_expiredkeys += 1      # Valkey counts it in expired_keys
     lazy = c.server.config.values.get("lazyfree-lazy-expire")
     c.server.propagate_as([b"UNLINK" if lazy else b"DEL", key])
-    c.server.written(db, key, "g", "del")
+    # Valkey 8.1 announces it as an expiry ("expired", class x), not a DEL.
+    c.server.written(db, key, "x", "expired")
 
 
 def read_string(db, key):
