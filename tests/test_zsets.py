@@ -773,3 +773,26 @@ def test_rq_enqueue_work_and_registries(server):
     assert FinishedJobRegistry(queue=q).get_job_ids() == [ok.id]
     assert FailedJobRegistry(queue=q).get_job_ids() == [bad.id]
     r.close()
+
+
+@pytest.mark.parametrize("resp3", [False, True])
+def test_zrandmember_whole_set_order_matches_valkey(diff, resp3):
+    if resp3:
+        diff.resp3()
+    diff("ZADD", "z", "1", "a", "2", "b", "3", "c", "2", "bb")
+    diff("ZRANDMEMBER", "z", "4", "WITHSCORES")
+    diff("ZRANDMEMBER", "z", "100")
+    diff("ZADD", "big", *[x for i in range(200) for x in (str(i % 7), "m%d" % i)])
+    diff("ZRANDMEMBER", "big", "200", "WITHSCORES")
+
+
+def test_random_samples_keep_listpack_order(r):
+    """Redis samples a small (listpack) zset or hash in its stored order."""
+    r.zadd("z", {"m%02d" % i: i for i in range(50)})
+    for _ in range(5):
+        got = r.zrandmember("z", 10)
+        assert got == sorted(got) and len(set(got)) == 10
+    r.hset("h", mapping={"f%02d" % i: "v" for i in range(50)})
+    for _ in range(5):
+        got = r.hrandfield("h", 10)
+        assert got == sorted(got) and len(set(got)) == 10

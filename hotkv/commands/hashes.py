@@ -552,7 +552,12 @@ def hrandfield(c, argv):
         elif count >= len(h):
             fields = list(h)
         else:
-            fields = random.sample(list(h), count)
+            keys = list(h)
+            if hash_small(c, h):
+                # a listpack sample comes out in listpack (insertion) order
+                fields = [keys[i] for i in sorted(random.sample(range(len(keys)), count))]
+            else:
+                fields = random.sample(keys, count)
         if not withvalues:
             return fields
         if c.resp3:

@@ -1119,17 +1119,22 @@ def zrandmember(c, argv):
         z = _get(c, argv[1])
         if z is None or count == 0:
             return []
-        members = list(z.d)
+        d = z.d
         if count < 0:
             if -count > RANDOM_REPLY_LIMIT:
                 raise CommandError("ERR value is out of range")
-            picked = random.choices(members, k=-count)
-        elif count >= len(members):
-            picked = members
+            items = [(d[m], m) for m in random.choices(list(d), k=-count)]
+        elif count >= len(d):
+            # the whole set, as Redis's zset iterator walks it: from the top
+            items = list(reversed(z.sl))
+        elif not z.big:
+            # a listpack sample comes out in listpack (ascending) order
+            picked = sorted(random.sample(range(len(z.sl)), count))
+            sl = z.sl
+            items = [sl[i] for i in picked]
         else:
-            picked = random.sample(members, count)
-        d = z.d
-        return _pairs(c, [(d[m], m) for m in picked], withscores)
+            items = [(d[m], m) for m in random.sample(list(d), count)]
+        return _pairs(c, items, withscores)
     z = _get(c, argv[1])
     if z is None:
         return None
