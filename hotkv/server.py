@@ -181,7 +181,8 @@ class Server:
             db.touch_watched(key)
         if key in db.blocking:
             self.signal_ready(db, key)
-        self.propagate(db.index, [b"DEL", key])
+        self.propagate(db.index, [b"UNLINK" if self.config.values.get("lazyfree-lazy-expire")
+                                  else b"DEL", key])
         if self.notify is not None:
             self.notify(db, key, "x", "expired")
 
