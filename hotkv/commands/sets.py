@@ -188,7 +188,8 @@ def spop(c, argv):
             server.written(db, key, "s", "spop", size)
             db.delete(key)
             server.event(db, key, "g", "del")
-            server.propagate_as([b"DEL", key])
+            lazy = server.config.values.get("lazyfree-lazy-server-del")
+            server.propagate_as([b"UNLINK" if lazy else b"DEL", key])
             return out
         picked = _pop_random(s, count)
         server.written(db, key, "s", "spop", count)
