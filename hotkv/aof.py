@@ -55,9 +55,10 @@ Loading (a START_HOOK, before cron starts): the file is parsed with hiredis
 and replayed by a fake client straight through the command handlers, as
 Redis's loader does (no replies, stats or propagation; EXEC runs its queue
 through ``dispatch.call``); ``server.loading`` makes the dispatcher answer
-other clients LOADING, and blocking commands act non-blocking.  A record cut by a crash is dropped (the file truncated to
-the last complete command, or to before an unfinished MULTI) when
-``aof-load-truncated yes``; otherwise, and for corruption anywhere else,
+other clients LOADING, and blocking commands act non-blocking.  A record
+cut by a crash is dropped (the file truncated to the last complete command,
+or to before an unfinished MULTI) when ``aof-load-truncated yes``;
+otherwise, and for corruption anywhere else,
 start-up fails with the offset and a hint.
 
 Invariants:
@@ -1072,7 +1073,8 @@ class AOF:
             "aof_rewrite_in_progress": int(running),
             "aof_rewrite_scheduled": int(self.rw_scheduled),
             "aof_last_rewrite_time_sec": self.rw_last_time,
-            "aof_current_rewrite_time_sec": int(time.monotonic() - self.rw_start) if running else -1,
+            "aof_current_rewrite_time_sec":
+                int(time.monotonic() - self.rw_start) if running else -1,
             "aof_last_bgrewrite_status": "ok" if self.rw_last_ok else "err",
             "aof_rewrites": self.rw_count,
             "aof_rewrites_consecutive_failures": self.rw_failures,

@@ -27,7 +27,8 @@ import pytest
 
 from support import RawClient, encode_command
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="needs Linux (SIGKILL, RLIMIT_FSIZE)")
+pytestmark = pytest.mark.skipif(sys.platform != "linux",
+                                reason="needs Linux (SIGKILL, RLIMIT_FSIZE, prlimit)")
 
 PORT_BASE = 21220
 
