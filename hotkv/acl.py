@@ -17,7 +17,8 @@ the core hooks:
   command bits (``registry.Command.bit``); keys come from
   ``cmd.key_indexes(argv)`` and channels from the pub/sub argument
   positions, as Redis's processCommand does.  Patterns are compiled when a
-  user changes (a C regex for ``*``/``?`` globs), never per command.
+  user changes (linear-time shortcuts for the common shapes), never per
+  command.
 
 Invariants:
 * ``User`` objects are mutated in place (ACL SETUSER stages the change on a
@@ -177,15 +178,28 @@ def lookup_command(name: bytes):
 
 
 def glob_matcher(pattern: bytes):
-    """A fast callable for a Redis glob: C-speed regex for the common ``*`` /
-    ``?`` patterns, util.stringmatch for brackets and escapes."""
+    """A fast callable for a Redis glob.  Only shapes that match in linear
+    time get a shortcut (literal, ``prefix*``, ``*suffix``, ``?`` without
+    ``*``); anything else goes to util.stringmatch, whose work is bounded --
+    a regex with several ``*`` could backtrack for ages on a long key."""
     if not any(c in pattern for c in b"*?[\\"):
         return pattern.__eq__
-    if not any(c in pattern for c in b"[\\"):
-        rx = b"".join(b".*" if c == 42 else b"." if c == 63 else re.escape(bytes((c,)))
-                      for c in pattern)
+    if b"[" in pattern or b"\\" in pattern:
+        return compile_glob(pattern)
+    stars = pattern.count(b"*")
+    if stars == 0:
+        rx = b"".join(b"." if c == 63 else re.escape(bytes((c,))) for c in pattern)
+        return re.compile(rx, re.S).fullmatch
+    if stars == 1 and b"?" not in pattern:
+        head, _, tail = pattern.partition(b"*")
         # Redis's matcher never matches an empty string against a wildcard.
-        return re.compile(b"(?=.)" + rx, re.S).fullmatch
+        if not tail:
+            return (lambda s: bool(s) and s.startswith(head)) if not head else (
+                lambda s: s.startswith(head))
+        if not head:
+            return lambda s: bool(s) and s.endswith(tail)
+        n = len(head) + len(tail)
+        return lambda s: len(s) >= n and s.startswith(head) and s.endswith(tail)
     return compile_glob(pattern)
 
 
