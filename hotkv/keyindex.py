@@ -29,10 +29,10 @@ cursor moves before it), shrinking merges ``2i`` and ``2i+1`` into ``i``
 again -- duplicates, which SCAN allows, never misses).  While both tables
 exist a call visits, for each position, the finer table's bucket and the
 coarser table's bucket that contains it, so a key is found wherever the
-migration has put it.  This is Redis's
-reverse-binary dictScan cursor seen from the other end: Redis buckets by
-the low hash bits and increments the cursor bit-reversed; bucketing by the
-high bits makes the same visiting order a plain increment.
+migration has put it.  This is Redis's reverse-binary dictScan cursor
+seen from the other end: Redis buckets by the low hash bits and increments
+the cursor bit-reversed; bucketing by the high bits makes the same visiting
+order a plain increment.
 
 Cost of one SCAN call: at most ``10 * COUNT`` bucket visits (Redis's
 ``maxiterations``) plus the keys in them -- never the whole keyspace.
