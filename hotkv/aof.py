@@ -1204,6 +1204,39 @@ def _parse_one(mm, pos: int, size: int, max_bulk: int = 1 << 62):
     return argv, p
 
 
+def _intact_records_after(mm, pos, size, table, min_records=2,
+                          max_candidates=1000, max_scan=16 << 20):
+    """The offset of a run of at least ``min_records`` complete commands of
+    known names, starting at a line start after pos and ending exactly at
+    EOF; None if there is none.  A value that merely contains RESP would
+    have to be cut exactly at the end of one of its embedded commands to
+    look like this."""
+    start = pos + 1
+    limit = min(size, pos + max_scan)
+    for _ in range(max_candidates):
+        at = mm.find(b"\r\n*", start, limit)
+        if at < 0:
+            return None
+        cand = at + 2
+        start = cand
+        p, n = cand, 0
+        try:
+            while p < size:
+                argv, p = _parse_one(mm, p, size)
+                if argv is None:
+                    continue
+                name = bytes(argv[0])
+                if table.get(name) is None and table.get(name.lower()) is None:
+                    break
+                n += 1
+            else:
+                if n >= min_records:
+                    return cand
+        except (_Truncated, _Corrupt):
+            pass
+    return None
+
+
 class _Loader:
     def __init__(self, server, mm, size, path):
         from .registry import TABLE
@@ -1334,6 +1367,15 @@ class _Loader:
             self.truncated(self.before_multi, multi=True)
 
     def truncated(self, pos, multi=False):
+        if not multi:
+            # A crash cuts the last record only.  Complete records after the
+            # cut mean a corrupt length swallowed them: truncating would
+            # throw them away, so refuse instead.
+            intact = _intact_records_after(self.mm, pos, self.size, self.table)
+            if intact is not None:
+                self.fail(pos, "a length in this command runs past the end of the file, yet "
+                          "complete commands follow from offset %d: the length is corrupt"
+                          % intact, pos)
         if self.client.multi and not multi:
             pos = self.before_multi
         if not self.server.config.values["aof-load-truncated"]:

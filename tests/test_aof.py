@@ -521,6 +521,25 @@ def test_truncated_tail_is_refused_without_aof_load_truncated(hotkv_server_facto
     assert os.path.getsize(aof_path(aof_dir)) == len(GOOD) + len(tail)   # left untouched
 
 
+def test_a_corrupt_length_swallowing_the_rest_is_not_taken_for_a_cut(hotkv_server_factory,
+                                                                      aof_dir):
+    rest = b"".join(encode_command("SET", f"k{i}", "v") for i in range(3))
+    data = GOOD + b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$5000\r\nab\r\n" + rest
+    with open(aof_path(aof_dir), "wb") as f:
+        f.write(data)
+    with pytest.raises(AOFLoadError, match="offset %d.*length is corrupt" % len(GOOD)):
+        start(hotkv_server_factory, aof_dir)
+    assert os.path.getsize(aof_path(aof_dir)) == len(data)
+    # A real cut record whose value merely contains RESP is still cut (unless
+    # the cut falls exactly at the end of an embedded command).
+    value = rest * 2
+    data = GOOD + encode_command("SET", "payload", value)[:-len(rest) - 7]
+    with open(aof_path(aof_dir), "wb") as f:
+        f.write(data)
+    s = start(hotkv_server_factory, aof_dir)
+    assert conn(s).get("a") == b"1" and os.path.getsize(aof_path(aof_dir)) == len(GOOD)
+
+
 def test_unfinished_transaction_at_the_end_is_dropped(hotkv_server_factory, aof_dir):
     block = (encode_command("MULTI") + encode_command("SET", "t1", "x")
              + encode_command("SET", "t2", "y"))
