@@ -58,8 +58,10 @@ through ``dispatch.call``); ``server.loading`` makes the dispatcher answer
 other clients LOADING, and blocking commands act non-blocking.  A record
 cut by a crash is dropped (the file truncated to the last complete command,
 or to before an unfinished MULTI) when ``aof-load-truncated yes``;
-otherwise, and for corruption anywhere else,
-start-up fails with the offset and a hint.
+otherwise, and for corruption anywhere else, start-up fails with the offset
+and a hint.  What looks like a cut record but is followed by complete
+commands up to EOF (a corrupt length swallowing them) is corruption too:
+Redis would truncate those commands away.
 
 Invariants:
 * ``buf`` holds only complete records, appended in feed order; the file
