@@ -1063,7 +1063,7 @@ class AOF:
         self.load_seconds = time.monotonic() - start
         if errors:
             log.warning("%d commands of the AOF replied with an error while loading", errors)
-        log.warning("DB loaded from append only file %s: %d keys, %d commands, %.3f seconds",
+        log.info("DB loaded from append only file %s: %d keys, %d commands, %.3f seconds",
                     path, self.loaded_keys, self.loaded_commands, self.load_seconds)
 
     # -- INFO ---------------------------------------------------------------------
