@@ -1064,7 +1064,7 @@ class AOF:
         if errors:
             log.warning("%d commands of the AOF replied with an error while loading", errors)
         log.info("DB loaded from append only file %s: %d keys, %d commands, %.3f seconds",
-                    path, self.loaded_keys, self.loaded_commands, self.load_seconds)
+                 path, self.loaded_keys, self.loaded_commands, self.load_seconds)
 
     # -- INFO ---------------------------------------------------------------------
     def info_fields(self) -> dict:
