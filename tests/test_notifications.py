@@ -217,14 +217,7 @@ FAMILIES = {"strings": STRINGS, "keyspace": KEYSPACE, "lists": LISTS, "hashes": 
 # Scenarios hotkv is known to get wrong, in modules this suite does not own
 # (reported to their owners): name -> what Valkey 8.1 emits.  Strict: once
 # the owner fixes it the xfail turns into a failure -- delete the entry then.
-KNOWN_WRONG: dict = {
-    "strings-set": "strings.py: SET with an EXAT/PXAT/EX in the past must emit only "
-                   "'expired' (Valkey 8.1), hotkv emits 'del'",
-    "strings-getdel_getex": "strings.py: GETEX with a time in the past must emit 'expired' "
-                            "(Valkey 8.1), hotkv emits 'del'",
-    "keyspace-expire_family": "keyspace.py: EXPIRE/PEXPIREAT with a time in the past must emit "
-                              "'expired' (Valkey 8.1), hotkv emits 'del'",
-}
+KNOWN_WRONG: dict = {}
 
 CASES = [pytest.param(cmds, id=f"{family}-{name}",
                       marks=[pytest.mark.xfail(reason=KNOWN_WRONG[f"{family}-{name}"],
