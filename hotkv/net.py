@@ -54,8 +54,9 @@ class Connection(Client, asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         peer = transport.get_extra_info("peername")
         local = transport.get_extra_info("sockname")
-        self.addr = _fmt_addr(peer, "/unix")
-        self.laddr = _fmt_addr(local, server.config.values.get("unixsocket") or "/unix")
+        unix = server.config.values.get("unixsocket") or "/unix"
+        self.addr = _fmt_addr(peer, unix)
+        self.laddr = _fmt_addr(local, unix)
         if sock is not None:
             self.fd = sock.fileno()
             if sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -255,13 +256,12 @@ _now = time.time
 PENDING_PAUSE = 1024
 
 
-def _fmt_addr(addr, unix_default):
-    if not addr:
-        return unix_default
+def _fmt_addr(addr, unix_path):
+    """Redis's peer id: ip:port, [ipv6]:port, or <unixsocket>:0."""
     if isinstance(addr, tuple):
         host, port = addr[0], addr[1]
-        return f"{host}:{port}"
-    return str(addr) or unix_default
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return f"{addr or unix_path}:0"
 
 
 CONNECT_HOOKS: list = []      # fn(connection) -> refusal text or None

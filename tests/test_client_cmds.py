@@ -352,3 +352,26 @@ def test_client_pause_postponed_client_can_be_killed(raw, raw_factory):
         raw.call("CLIENT", "UNPAUSE")
     assert raw.call("EXISTS", "killed") == b":0\r\n"
     assert "blocked_clients:0" in parse(raw.call("INFO", "clients")).decode()
+
+
+def test_unix_socket_client_addr(tmp_path, hotkv_server_factory):
+    import socket
+    path = str(tmp_path / "hk.sock")
+    srv = hotkv_server_factory(unixsocket=path)
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.sendall(b"*2\r\n$6\r\nCLIENT\r\n$4\r\nINFO\r\n")
+    data = b""
+    while not data.endswith(b"\n\r\n"):
+        data += s.recv(65536)
+    f = fields(parse(data))
+    assert f["addr"] == f["laddr"] == path + ":0"
+    assert f["flags"] == "U"
+    s2 = socket.socket(socket.AF_UNIX)
+    s2.connect(path)
+    s2.sendall(encode_command("CLIENT", "KILL", "ADDR", path + ":0", "SKIPME", "yes"))
+    assert s2.recv(100) == b":1\r\n"
+    s.settimeout(5)
+    assert s.recv(100) == b""     # the first connection was closed
+    s.close()
+    s2.close()

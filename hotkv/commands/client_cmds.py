@@ -75,7 +75,7 @@ def client_flags(cl) -> str:
         f += "d"
     if cl.closing:
         f += "c"
-    if cl.addr.startswith("/"):
+    if cl.addr == cl.laddr and cl.addr:   # a unix socket: both are <path>:0
         f += "U"
     if cl.no_evict:
         f += "e"

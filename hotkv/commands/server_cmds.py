@@ -248,7 +248,7 @@ def feed_monitors(client, cmd, argv):
     if "skip_monitor" in cmd.flags:
         return
     now = time.time()
-    if client.addr.startswith("/") or client.addr == "":
+    if client.addr == client.laddr:   # a unix socket (<path>:0 both ways)
         origin = b"unix:%s" % server.config.values["unixsocket"].encode()
     else:
         origin = client.addr.encode()
