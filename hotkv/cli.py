@@ -162,6 +162,9 @@ async def _serve(server, ready_line: bool = True) -> int:
 
 
 def serve(args: list[str]) -> int:
+    if args and args[0] in ("-h", "--help"):
+        sys.stdout.write(USAGE)
+        return 0
     try:
         path, cli = parse_serve_args(args)
         if path is not None:

@@ -181,3 +181,10 @@ def test_line_means_accepting():
         assert RawClient("127.0.0.1", port_of(line)).call("PING") == b"+PONG\r\n"
     finally:
         assert stop(proc) == 0
+
+
+def test_serve_help():
+    from hotkv.cli import main
+    assert main(["serve", "--help"]) == 0
+    assert main(["--help"]) == 0
+    assert main([]) == 2
