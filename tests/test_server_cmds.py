@@ -778,3 +778,15 @@ def test_info_keyspace_avg_ttl(raw):
     keys, expires, avg = (int(part.split("=")[1]) for part in db0.split(","))
     assert (keys, expires) == (3, 2)
     assert 140_000 < avg <= 150_000
+
+
+def test_cluster_clients_commands_parser(r):
+    # What valkey-py / redis-py cluster clients build from COMMAND to route keys.
+    from valkey._parsers.commands import CommandsParser
+    parser = CommandsParser(r)
+    assert parser.get_keys(r, "SET", "a", "b") == ["a"]
+    assert parser.get_keys(r, "MSET", "a", "1", "b", "2") == ["a", "b"]
+    assert parser.get_keys(r, "BLMPOP", "0", "2", "x", "y", "LEFT") == ["x", "y"]
+    assert parser.get_keys(r, "MEMORY", "USAGE", "k") == ["k"]
+    assert parser.get_keys(r, "XINFO", "STREAM", "s") == ["s"]
+    assert parser.get_keys(r, "PING") is None
