@@ -22,6 +22,8 @@ MODULES = [
     "hashes",
     "sets",
     "zsets",
+    "sort",
+    "dump",
 ]
 
 for _name in MODULES:

@@ -1,0 +1,306 @@
+"""SORT and SORT_RO (Redis's sort.c).
+
+Owns the two commands.  Sorts a list, set or sorted set by its elements
+(numerically, or bytewise with ALPHA) or by the values of other keys
+(``BY weight_*``, ``BY hash_*->field``), optionally fetching other keys per
+element (``GET pattern``, ``GET #`` for the element itself), and either
+replies or stores the result as a list (``STORE dst``).
+
+Semantics kept from Redis, rule for rule:
+* options are parsed first (a bad LIMIT number or an unknown word is the
+  error even when the key is missing or of the wrong type), then the key is
+  looked up: missing means empty, a non-list/set/zset is WRONGTYPE;
+* ``BY`` with no ``*`` means "do not sort": a list or a sorted set comes in
+  its own order (DESC walks it backwards), a set in its internal order --
+  except with STORE, where a set is sorted ALPHA so the stored (and
+  propagated) result is deterministic;
+* numeric weights are read with C ``strtod`` rules (leading space, hex,
+  ``inf`` allowed; NaN, overflow or trailing junk are an error reported
+  after the whole scan, and nothing is stored); a missing BY key weighs 0
+  (or sorts first with ALPHA); ties of numeric weights are broken by
+  comparing the elements bytewise;
+* a pattern substitutes the element for its first ``*``; ``->field`` after
+  the ``*`` reads a hash field; a missing key / field / wrong type gives a
+  null (an empty string when STOREd);
+* STORE replaces the destination with a list (its TTL dropped), counts one
+  dirty per stored element and emits ``sortstore``; an empty result deletes
+  the destination (``del``).  Either way WATCHers and list waiters see the
+  change through ``server.written``.  SORT ... STORE is propagated as sent:
+  with the rules above its result does not depend on internal orders.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ..db import ListValue, SetValue, TYPE_NAMES
+from ..errors import CommandError, WrongType
+from ..registry import command
+from ..util import string2ll
+
+SYNTAX = "ERR syntax error"
+NOT_INTEGER = "ERR value is not an integer or out of range"
+NOT_DOUBLE = "ERR One or more scores can't be converted into double"
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+_DEC = re.compile(rb"[+-]?(?:([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\Z")
+_HEX = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?\Z")
+_INFWORD = re.compile(rb"([+-]?)(?:inf|infinity)\Z", re.IGNORECASE)
+
+
+def _weight(data: bytes):
+    """C strtod of a weight as SORT uses it: the float, or None when SORT
+    reports a conversion error (junk left, NaN, ERANGE)."""
+    nul = data.find(b"\0")
+    if nul >= 0:           # C sees the string up to its first NUL
+        data = data[:nul]
+    if not data:
+        return 0.0         # nothing converted, but the end pointer is at NUL
+    s = data.lstrip(b" \t\n\v\f\r")
+    m = _DEC.match(s)
+    if m is not None:
+        v = float(s)
+        if math.isinf(v):
+            return None    # overflow: ERANGE
+        if v == 0.0 and m.group(1).strip(b"0.") != b"":
+            return None    # underflow to zero: ERANGE
+        return v
+    m = _INFWORD.match(s)
+    if m is not None:
+        return -math.inf if m.group(1) == b"-" else math.inf
+    if _HEX.match(s):
+        try:
+            return float.fromhex(s.decode())
+        except OverflowError:
+            return None
+    return None
+
+
+def _long(arg: bytes) -> int:
+    v = string2ll(arg)
+    if v is None:
+        raise CommandError(NOT_INTEGER)
+    return v
+
+
+def _by_pattern(db, pattern: bytes, subst: bytes):
+    """The string a BY/GET pattern names for element subst, or None."""
+    if pattern == b"#":
+        return subst
+    star = pattern.find(b"*")
+    if star < 0:
+        return None
+    arrow = pattern.find(b"->", star + 1)
+    field = None
+    if arrow >= 0 and arrow + 2 < len(pattern):
+        field = pattern[arrow + 2:]
+        key = pattern[:star] + subst + pattern[star + 1:arrow]
+    else:
+        key = pattern[:star] + subst + pattern[star + 1:]
+    value = db.lookup_read(key)
+    if value is None:
+        return None
+    if field is not None:
+        if TYPE_NAMES.get(type(value)) != b"hash":
+            return None
+        return value.get(field)
+    return value if type(value) is bytes else None
+
+
+def _sort_keys(argv):
+    """SORT's keys: the sorted key and the last STORE destination."""
+    keys = [1]
+    i, n = 2, len(argv)
+    while i < n:
+        word = argv[i].lower()
+        if word == b"limit":
+            i += 2
+        elif word in (b"get", b"by"):
+            i += 1
+        elif word == b"store":
+            if i + 1 < n:
+                if len(keys) == 1:
+                    keys.append(i + 1)
+                else:
+                    keys[1] = i + 1
+            i += 1
+        i += 1
+    return keys
+
+
+def _set_order(s):
+    """A set's members in the order Redis keeps them when it does not sort:
+    ascending for an intset; otherwise ours (Redis's is an internal order
+    too, never promised)."""
+    if len(s) <= 512:
+        ints = [string2ll(m) for m in s]
+        if None not in ints:
+            return [b"%d" % v for v in sorted(ints)]
+    return list(s)
+
+
+def _sort(c, argv, readonly: bool):
+    desc = alpha = dontsort = False
+    limit_start, limit_count = 0, -1
+    sortby = storekey = None
+    gets = []
+    j, argc = 2, len(argv)
+    while j < argc:
+        left = argc - j - 1
+        word = argv[j].lower()
+        if word == b"asc":
+            desc = False
+        elif word == b"desc":
+            desc = True
+        elif word == b"alpha":
+            alpha = True
+        elif word == b"limit" and left >= 2:
+            limit_start = _long(argv[j + 1])
+            limit_count = _long(argv[j + 2])
+            j += 2
+        elif not readonly and word == b"store" and left >= 1:
+            storekey = argv[j + 1]
+            j += 1
+        elif word == b"by" and left >= 1:
+            sortby = argv[j + 1]
+            if b"*" not in sortby:
+                dontsort = True
+            j += 1
+        elif word == b"get" and left >= 1:
+            gets.append(argv[j + 1])
+            j += 1
+        else:
+            raise CommandError(SYNTAX)
+        j += 1
+
+    db = c.db
+    value = db.lookup_read(argv[1])
+    kind = None
+    if value is not None:
+        kind = TYPE_NAMES.get(type(value))
+        if kind not in (b"list", b"set", b"zset"):
+            raise WrongType()
+    else:
+        kind = b"list"
+    if dontsort and kind == b"set" and storekey is not None:
+        dontsort, alpha, sortby = False, True, None
+
+    vlen = 0 if value is None else len(value)
+    start = min(max(limit_start, 0), vlen)
+    limit_count = min(max(limit_count, -1), vlen)
+    end = vlen - 1 if limit_count < 0 else start + limit_count - 1
+    if start >= vlen:
+        start, end = vlen - 1, vlen - 2
+    if end >= vlen:
+        end = vlen - 1
+
+    if value is None:
+        elements = []
+    elif dontsort and kind == b"list":
+        if end >= start:
+            if desc:
+                it = reversed(value)
+            else:
+                it = iter(value)
+            elements = []
+            skip, take = start, end - start + 1
+            for e in it:
+                if skip:
+                    skip -= 1
+                    continue
+                elements.append(e)
+                take -= 1
+                if not take:
+                    break
+            end -= start
+            start = 0
+        else:
+            elements = []
+    elif dontsort and kind == b"zset":
+        sl = value.sl
+        n = end - start + 1
+        if n > 0:
+            if desc:
+                elements = [m for _, m in sl.islice(vlen - start - n, vlen - start, reverse=True)]
+            else:
+                elements = [m for _, m in sl.islice(start, start + n)]
+        else:
+            elements = []
+        end -= start
+        start = 0
+    elif kind == b"set":
+        elements = _set_order(value) if dontsort else list(value)
+    elif kind == b"zset":
+        elements = list(value.d)
+    else:
+        elements = list(value)
+
+    if not dontsort and elements:
+        if alpha:
+            if sortby is not None:
+                # a missing weight sorts first
+                keyed = [(w is not None, w or b"", e) for e, w in
+                         ((e, _by_pattern(db, sortby, e)) for e in elements)]
+                keyed.sort(key=lambda t: (t[0], t[1]), reverse=desc)
+                elements = [t[2] for t in keyed]
+            else:
+                elements.sort(reverse=desc)
+        else:
+            bad = False
+            keyed = []
+            for e in elements:
+                w = _by_pattern(db, sortby, e) if sortby is not None else e
+                if w is None:
+                    score = 0.0
+                else:
+                    score = _weight(w)
+                    if score is None:
+                        bad = True
+                        score = 0.0
+                keyed.append((score, e))
+            if bad:
+                raise CommandError(NOT_DOUBLE)
+            keyed.sort(reverse=desc)
+            elements = [e for _, e in keyed]
+
+    picked = elements[start:end + 1] if end >= start else []
+    if storekey is None:
+        if not gets:
+            return picked
+        out = []
+        for e in picked:
+            for pattern in gets:
+                out.append(_by_pattern(db, pattern, e))
+        return out
+
+    if gets:
+        result = ListValue()
+        for e in picked:
+            for pattern in gets:
+                v = _by_pattern(db, pattern, e)
+                result.append(b"" if v is None else v)
+    else:
+        result = ListValue(picked)
+    n = len(result)
+    if n:
+        db.set(storekey, result)
+        c.server.written(db, storekey, "l", "sortstore", n=n)
+    elif db.lookup(storekey) is not None:
+        db.delete(storekey)
+        c.server.written(db, storekey, "g", "del")
+    return n
+
+
+@command("sort", -2, "write denyoom", (1, 1, 1), keys_fn=_sort_keys, group="generic",
+         acl=("set", "sortedset", "list", "dangerous"))
+def sort(c, argv):
+    """Sorts the elements in a list, a set, or a sorted set, optionally storing the result."""
+    return _sort(c, argv, False)
+
+
+@command("sort_ro", -2, "readonly", (1, 1, 1), group="generic", since="7.0.0",
+         acl=("set", "sortedset", "list", "dangerous"))
+def sort_ro(c, argv):
+    """Returns the sorted elements of a list, a set, or a sorted set."""
+    return _sort(c, argv, True)
