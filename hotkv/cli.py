@@ -2,7 +2,8 @@
 
 ``hotkv serve [path/to/hotkv.conf] [--name value ...]`` runs a server in the
 foreground.  Settings are redis.conf's: a config file is read with
-``hotkv.config.parse_config_file`` and any parameter of ``hotkv.config`` can
+``hotkv.config.parse_config_file`` (``include other.conf`` lines are
+followed) and any parameter of ``hotkv.config`` can
 be given as ``--name value`` (or ``--name=value``); a value runs up to the
 next ``--option``, so ``--save 900 1 300 10`` works as with redis-server.
 Options given on the command line win over the file.
@@ -78,17 +79,27 @@ def build_config(path: str | None, cli: list):
     checked and an error names where it came from."""
     from .config import ALIASES, PARAMS, Config, ConfigError, parse_config_file
     pairs: list = []   # (name, value, where)
-    if path is not None:
+
+    def read(file_path: str, depth: int):
         try:
-            with open(path) as f:
+            with open(file_path) as f:
                 text = f.read()
         except OSError as e:
-            raise UsageError("cannot read config file '%s': %s" % (path, e.strerror or e))
+            raise UsageError("cannot read config file '%s': %s" % (file_path, e.strerror or e))
         try:
             file_pairs = parse_config_file(text)
         except ConfigError as e:
-            raise UsageError("config file '%s': %s" % (path, e))
-        pairs.extend((name, value, "config file '%s'" % path) for name, value in file_pairs)
+            raise UsageError("config file '%s': %s" % (file_path, e))
+        for name, value in file_pairs:
+            if name == "include":   # redis.conf's include: the other file's lines, here
+                if depth >= 10:
+                    raise UsageError("config file '%s': includes nested too deeply" % file_path)
+                read(value, depth + 1)
+            else:
+                pairs.append((name, value, "config file '%s'" % file_path))
+
+    if path is not None:
+        read(path, 0)
     pairs.extend((name, value, "option --%s" % name) for name, value in cli)
     config = Config()
     seen_save = False

@@ -188,3 +188,18 @@ def test_serve_help():
     assert main(["serve", "--help"]) == 0
     assert main(["--help"]) == 0
     assert main([]) == 2
+
+
+def test_config_file_include(tmp_path):
+    common = tmp_path / "common.conf"
+    common.write_text("maxmemory 3mb\nhz 13\n")
+    conf = tmp_path / "hotkv.conf"
+    conf.write_text("port 0\ninclude %s\nhz 14\n" % common)
+    proc, line = start(str(conf))
+    try:
+        c = RawClient("127.0.0.1", port_of(line))
+        assert c.call("CONFIG", "GET", "maxmemory") == b"*2\r\n$9\r\nmaxmemory\r\n$7\r\n3145728\r\n"
+        assert c.call("CONFIG", "GET", "hz") == b"*2\r\n$2\r\nhz\r\n$2\r\n14\r\n"
+        c.close()
+    finally:
+        assert stop(proc) == 0
