@@ -213,8 +213,11 @@ def test_resp3_hello_auth_over_tls_with_redis_py(hotkv_server_factory, pki):
     assert c.acl_whoami() == b"r3"
     assert c.hset("h", mapping={"a": "1"}) == 1
     assert c.hgetall("h") == {b"a": b"1"}
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
     bad = redis.Redis(host="localhost", port=s.tls_port, username="r3", password="nope",
-                      protocol=3, ssl=True, ssl_ca_certs=pki["ca"][0])
+                      protocol=3, ssl=True, ssl_ca_certs=pki["ca"][0],
+                      retry=Retry(NoBackoff(), 0))   # its default retries take seconds
     with pytest.raises(redis.exceptions.AuthenticationError):
         bad.ping()
     assert admin.acl_log()[0]["object"].lower() == "hello"
