@@ -318,6 +318,10 @@ _HANDOFF = "handoff"
 # (Redis: an inline command).  Reads with a line starting with + = ( ~ |
 # take the slow path too (a payload that merely contains one costs speed only).
 _BIG_ARRAY = re.compile(rb"\*[0-9]{6}|\r\n[+=(~|]").search
+# A read that only has such a line (an argument "~", as in XADD MAXLEN ~, or
+# "+1") still goes to hiredis, but its result is kept only if every command
+# and argument header sits where a canonical encoding puts it (``_canonical``).
+_BIG_COUNT = re.compile(rb"\*[0-9]{6}").search
 
 
 class RequestParser:
@@ -356,7 +360,8 @@ class RequestParser:
         buf = self._buf
         if buf or self._args is not None:
             buf += data
-        elif data[:1] == b"*" and not self.auth_required and _BIG_ARRAY(data) is None:
+        elif data[:1] == b"*" and not self.auth_required and (
+                _BIG_ARRAY(data) is None or _BIG_COUNT(data) is None):
             rest = self._fast(data, commands)
             if rest is None:
                 return commands, None
@@ -396,6 +401,9 @@ class RequestParser:
                     if type(arg) is not bytes:
                         raise hiredis.ProtocolError("not a bulk string")
                 commands.append(cmd)
+            if len(commands) > done and _BIG_ARRAY(data) is not None \
+                    and not self._canonical(data, commands, done):
+                raise hiredis.ProtocolError("not canonical")
             if not reader.has_data():
                 # hiredis may sit inside an array exactly at an element
                 # boundary, where has_data() is False too.  A null array is
@@ -405,12 +413,36 @@ class RequestParser:
                 if reader.gets() is None:
                     return None
         except hiredis.ProtocolError:
-            pass
+            if len(commands) > done and _BIG_ARRAY(data) is not None \
+                    and not self._canonical(data, commands, done):
+                del commands[done:]
         # The read ended inside a command, or hiredis met something it cannot
         # settle the way Redis does: skip what it completed and let the slow
         # path judge the rest (it checks declared lengths at once).
         self._reader = hiredis.Reader()
         return data[self._skip(data, len(commands) - done):]
+
+    @staticmethod
+    def _canonical(data: bytes, commands: list, start: int) -> bool:
+        """Whether the commands hiredis read from data (from index start on)
+        were all sent as ``*<n>`` headers of ``$<len>`` bulk strings.  Only
+        header positions are checked (their counts and lengths hiredis read
+        already): a RESP3 or simple-string element, an attribute or a
+        top-level non-array is caught by its first byte."""
+        pos = 0
+        find = data.find
+        try:
+            for i in range(start, len(commands)):
+                if data[pos] != 42:    # '*'
+                    return False
+                pos = find(b"\r\n", pos) + 2
+                for arg in commands[i]:
+                    if data[pos] != 36:    # '$'
+                        return False
+                    pos = find(b"\r\n", pos) + 4 + len(arg)
+        except IndexError:
+            return False
+        return True
 
     @staticmethod
     def _skip(data: bytes, done: int) -> int:
