@@ -883,6 +883,35 @@ def acl_check(client, cmd, argv):
     return "NOPERM " + error_message(reason, user, cmd, argv[idx], False)
 
 
+_EXEC_REASONS = {
+    DENIED_CMD: "no permission to execute the command or subcommand",
+    DENIED_KEY: "no permission to touch the specified keys",
+    DENIED_CHANNEL: "no permission to access one of the channels used as arguments",
+}
+
+
+def exec_recheck(client, cmd, argv):
+    """For EXEC: None, or the error for a queued command the user may no longer
+    run (ACLs changed since it was queued); the denial is logged as "multi"."""
+    user = client.user
+    if user is None or user.unrestricted:
+        return None
+    denied = user.check(cmd, argv)
+    if denied is None:
+        return None
+    reason, idx = denied
+    acl = client.server.acl
+    multi = client.multi
+    client.multi = True     # the log's context
+    try:
+        acl.add_log(client, reason, cmd.name.encode() if reason == DENIED_CMD else argv[idx])
+    finally:
+        client.multi = multi
+    return ("NOPERM ACLs rules changed between the moment the transaction was accumulated "
+            "and the EXEC call. This command is no longer allowed for the following reason: "
+            + _EXEC_REASONS[reason])
+
+
 def check_channels(client, channels, is_pattern: bool):
     """For pub/sub handlers: None if the client's user may use every channel
     (or pattern, for PSUBSCRIBE) in ``channels``, else the NOPERM error (the

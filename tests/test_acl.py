@@ -512,3 +512,17 @@ def test_blocked_client_rechecked_when_served(hotkv_server_factory):
     assert r.lrange("list1", 0, -1) == [b"foo"]
     assert s.server.blocked_clients == 0
     assert c.call("PING") == b"+PONG\r\n"
+
+
+def test_exec_rechecks_permissions_like_valkey(acl_diff, fresh_pair):
+    """ACLs changed between MULTI and EXEC: each queued command is re-checked."""
+    acl_diff("ACL", "SETUSER", "tx", "on", "nopass", "+@all", "~*", "&*")
+    pair = fresh_pair()
+    for cmd in (["AUTH", "tx", "x"], ["MULTI"], ["SET", "k", "v"], ["GET", "k"],
+                ["PUBLISH", "ch", "m"], ["PING"]):
+        both(pair, *cmd)
+    acl_diff("ACL", "SETUSER", "tx", "-set", "resetkeys", "~z*", "resetchannels")
+    both(pair, "EXEC")
+    for c in (acl_diff.ours, acl_diff.theirs):
+        log = c.call("ACL", "LOG", "1")
+        assert b"$7\r\ncontext\r\n$5\r\nmulti\r\n" in log and b"$6\r\npublish" not in log

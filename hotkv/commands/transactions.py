@@ -73,6 +73,13 @@ def exec_(c, argv):
     c.in_exec = True
     try:
         for cmd, args in queue:
+            if server.acl_check is not None:   # ACLs may have changed since MULTI
+                from ..acl import exec_recheck
+                denied = exec_recheck(c, cmd, args)
+                if denied is not None:
+                    server.count_error(denied)
+                    c.add_error(denied)
+                    continue
             call(c, cmd, args)
     finally:
         c.in_exec = False
