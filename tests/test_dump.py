@@ -521,3 +521,9 @@ def test_payload_helpers():
     p = rdb.dump_payload(b"hello")
     assert rdb.verify(p) and not rdb.verify(p[:-1] + b"\x00")
     assert rdb.load_payload(p) == b"hello"
+
+
+def test_command_info(diff):
+    diff("COMMAND", "INFO", "dump", "restore")
+    diff("COMMAND", "GETKEYSANDFLAGS", "RESTORE", "k", "0", "x", "REPLACE")
+    diff("COMMAND", "GETKEYSANDFLAGS", "DUMP", "k")

@@ -18,7 +18,7 @@ SETUP = [
     ("MSET", "w_3", "30", "w_1", "10", "w_2", "-1", "w_10", "5", "w_-5", "0x10",
      "w_1.5", " 7", "o_1", "one", "o_2", "two", "o_3", "three"),
     ("HSET", "h_1", "f", "9", "g", "x1"), ("HSET", "h_2", "f", "8"), ("HSET", "h_3", "f", "7"),
-    ("MSET", "wa_a", "z", "wa_b", "y", "wa_c", "x"),
+    ("MSET", "wa_a", "z", "wa_b", "y", "wa_c", "x", "wa_zz", "w"),
 ]
 
 SCENARIOS = {
@@ -100,7 +100,17 @@ def test_sort_keys_and_info(diff):
     run(diff, [("COMMAND", "GETKEYS", "SORT", "k", "LIMIT", "0", "1", "STORE", "d1",
                 "GET", "x", "STORE", "d2"),
                ("COMMAND", "GETKEYS", "SORT", "k", "BY", "store"),
-               ("COMMAND", "GETKEYS", "SORT_RO", "k", "STORE", "x")])
+               ("COMMAND", "GETKEYS", "SORT_RO", "k", "STORE", "x"),
+               ("COMMAND", "GETKEYSANDFLAGS", "SORT", "k", "STORE", "d"),
+               ("COMMAND", "GETKEYSANDFLAGS", "SORT_RO", "k", "GET", "x")])
+
+
+def test_sort_categories(raw):
+    # Valkey lists SORT's categories explicitly: not @keyspace
+    for name, rw in ((b"sort", b"+@write"), (b"sort_ro", b"+@read")):
+        info = raw.call("COMMAND", "INFO", name)
+        cats = info.split(b"*6\r\n", 1)[1].split(b"\r\n*", 1)[0]
+        assert cats == rw + b"\r\n+@set\r\n+@sortedset\r\n+@list\r\n+@slow\r\n+@dangerous"
 
 
 def test_sort_store_wakes_blpop(r, raw_factory):

@@ -120,3 +120,12 @@ def restore(c, argv):
             server.propagate_as([argv[0], key, b"%d" % ttl, *argv[3:], b"ABSTTL"])
     server.written(db, key, "g", "restore")
     return OK
+
+
+def _command_metadata():
+    # RESTORE overwrites its key without reading it (Valkey's key spec).
+    from . import server_cmds
+    server_cmds.KEY_SPEC_FLAGS.setdefault("restore", ("OW", "update"))
+
+
+_command_metadata()

@@ -304,3 +304,18 @@ def sort(c, argv):
 def sort_ro(c, argv):
     """Returns the sorted elements of a list, a set, or a sorted set."""
     return _sort(c, argv, True)
+
+
+def _command_metadata():
+    """COMMAND INFO as Valkey shows it: SORT's categories are explicit (no
+    @keyspace), SORT_RO's key may move (BY/GET name keys), and the sorted
+    key is only read while a STORE destination is overwritten."""
+    from . import server_cmds
+    for fn in (sort, sort_ro):
+        fn.command.acl_categories = fn.command.acl_categories - {"keyspace"}
+    sort_ro.command.flags = sort_ro.command.flags | {"movablekeys"}
+    server_cmds.KEY_ROLE_FLAGS.setdefault("sort", (("RO", "access"), ("OW", "update")))
+    server_cmds.KEY_SPEC_FLAGS.setdefault("sort_ro", ("RO", "access"))
+
+
+_command_metadata()
