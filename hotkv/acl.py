@@ -18,7 +18,12 @@ the core hooks:
   ``cmd.key_indexes(argv)`` and channels from the pub/sub argument
   positions, as Redis's processCommand does.  Patterns are compiled when a
   user changes (linear-time shortcuts for the common shapes), never per
-  command.
+  command.  Blocked clients are re-checked when served
+  (``blocking.serve_ready_keys``) and queued commands at EXEC
+  (``exec_recheck``), since permissions may change while they wait;
+* ``check_channels`` -- for pub/sub paths the dispatcher does not see (it
+  already checks PUBLISH, SPUBLISH, SUBSCRIBE, SSUBSCRIBE and PSUBSCRIBE
+  arguments itself).
 
 Invariants:
 * ``User`` objects are mutated in place (ACL SETUSER stages the change on a
