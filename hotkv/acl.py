@@ -33,8 +33,9 @@ Invariants:
 * ``requirepass`` is the ``default`` user's password (``CONFIG SET
   requirepass`` rewrites it).
 
-Selectors (``(...)`` rules) are not supported: SETUSER answers them with a
-syntax error.
+Selectors (Redis 7's ``(...)`` rules) are extra ``User`` objects holding
+only key, channel and command rules; a command is allowed when the user's
+own rules or any selector allow it.
 """
 
 from __future__ import annotations
@@ -236,7 +237,7 @@ def key_flags(cmd, argv) -> int:
 class User:
     __slots__ = ("name", "enabled", "nopass", "sanitize", "passwords", "allowed",
                  "allcommands", "future", "firstargs", "rules", "patterns", "allkeys", "channels",
-                 "allchannels", "unrestricted", "_matchers", "_chan_matchers")
+                 "allchannels", "unrestricted", "_matchers", "_chan_matchers", "selectors")
 
     def __init__(self, name: bytes):
         self.name = name
@@ -256,6 +257,7 @@ class User:
         self.unrestricted = False
         self._matchers = ()
         self._chan_matchers = ()
+        self.selectors: list = []            # extra "(...)" selectors: User objects
 
     def copy_from(self, other: "User"):
         self.enabled = other.enabled
@@ -271,6 +273,7 @@ class User:
         self.allkeys = other.allkeys
         self.channels = list(other.channels)
         self.allchannels = other.allchannels
+        self.selectors = [s.clone() for s in other.selectors]
         self.refresh()
 
     def clone(self) -> "User":
@@ -356,10 +359,12 @@ class User:
                 raise RuleError("ENODEV")
             self.passwords.remove(h)
         elif low == b"clearselectors":
-            pass
+            self.selectors = []
+        elif op[:1] == b"(" and op[-1:] == b")":
+            self.selectors.append(new_selector(op[1:-1]))
         elif low == b"reset":
             for r in (b"resetpass", b"resetkeys", b"resetchannels", b"off",
-                      b"sanitize-payload", b"-@all"):
+                      b"sanitize-payload", b"-@all", b"clearselectors"):
                 self.apply(r)
             if PUBSUB_DEFAULT_ALL[0]:
                 self.apply(b"allchannels")
@@ -502,22 +507,41 @@ class User:
                 out.append(b"%W~" + pattern)
         return out
 
-    def describe(self) -> bytes:
-        """The rules that rebuild this user (ACL LIST, the ACL file)."""
-        parts = self.flag_names()
-        parts += [b"#" + p for p in self.passwords]
-        parts += self.key_description()
+    def selector_description(self) -> list[bytes]:
+        parts = self.key_description()
         if self.allchannels:
             parts.append(b"&*")
         else:
             parts.append(b"resetchannels")
             parts += [b"&" + c for c in self.channels]
         parts.append(self.command_rules())
+        return parts
+
+    def describe(self) -> bytes:
+        """The rules that rebuild this user (ACL LIST, the ACL file)."""
+        parts = self.flag_names()
+        parts += [b"#" + p for p in self.passwords]
+        parts += self.selector_description()
+        parts += [b"(" + b" ".join(s.selector_description()) + b")" for s in self.selectors]
         return b" ".join(parts)
 
     # -- permission checks --------------------------------------------------
     def check(self, cmd, argv):
-        """None if this user may run argv, else (reason, argv index)."""
+        """None if this user may run argv, else (reason, argv index).  With
+        selectors, any one allowing it is enough; the error reported is
+        Redis's pick: the worst reason, then the last argument."""
+        denied = self._check_one(cmd, argv)
+        if denied is None or not self.selectors:
+            return denied
+        for sel in self.selectors:
+            other = sel._check_one(cmd, argv)
+            if other is None:
+                return None
+            if other[0] > denied[0] or (other[0] == denied[0] and other[1] > denied[1]):
+                denied = other
+        return denied
+
+    def _check_one(self, cmd, argv):
         if not self.allcommands and not cmd.noauth and cmd.bit not in self.allowed:
             allowed_args = self.firstargs.get(cmd.bit)
             idx = 2 if cmd.parent is not None else 1
@@ -543,7 +567,7 @@ class User:
                 first, is_pattern, single = spec
                 last = first + 1 if single else len(argv)
                 for i in range(first, min(last, len(argv))):
-                    if not self.channel_ok(argv[i], is_pattern):
+                    if not self._channel_ok_one(argv[i], is_pattern):
                         return DENIED_CHANNEL, i
         return None
 
@@ -555,7 +579,17 @@ class User:
                 return True
         return False
 
+    @property
+    def any_allchannels(self) -> bool:
+        return self.allchannels or any(s.allchannels for s in self.selectors)
+
     def channel_ok(self, channel: bytes, is_pattern: bool) -> bool:
+        """May this user use the channel (through any of its selectors)?"""
+        if self._channel_ok_one(channel, is_pattern):
+            return True
+        return any(s._channel_ok_one(channel, is_pattern) for s in self.selectors)
+
+    def _channel_ok_one(self, channel: bytes, is_pattern: bool) -> bool:
         if self.allchannels:
             return True
         if is_pattern:
@@ -569,6 +603,37 @@ class User:
 
 # The acl-pubsub-default of the server being configured (set around each use).
 PUBSUB_DEFAULT_ALL = [False]
+
+
+def new_selector(body: bytes) -> User:
+    """A "(...)" selector: key, channel and command rules only."""
+    sel = User(b"")
+    sel.apply(b"allchannels" if PUBSUB_DEFAULT_ALL[0] else b"resetchannels")
+    sel.apply(b"-@all")
+    for op in body.split():
+        sel._apply_selector(op, op.lower())
+    sel.refresh()
+    return sel
+
+
+def merge_selector_args(ops):
+    """Join "(" ... ")" rules split over several arguments, as Redis does;
+    returns (merged, None) or (None, index of an unclosed "(")."""
+    merged, current, start = [], None, -1
+    for i, op in enumerate(ops):
+        if current is None and op[:1] == b"(" and op[-1:] != b")":
+            current, start = op, i
+            continue
+        if current is not None:
+            current += b" " + op
+            if op[-1:] == b")":
+                merged.append(current)
+                current = None
+            continue
+        merged.append(op)
+    if current is not None:
+        return None, start
+    return merged, None
 
 
 def new_user(name: bytes) -> User:
@@ -617,6 +682,11 @@ class AclState:
     # -- users ------------------------------------------------------------
     def setuser(self, name: bytes, ops, current=None) -> str | None:
         """ACL SETUSER: apply every rule or none; returns an error text."""
+        given = list(ops)
+        ops, unclosed = merge_selector_args(given)
+        if ops is None:
+            return "ERR Unmatched parenthesis in acl selector starting at '%s'." % _text(
+                given[unclosed])
         existing = self.users.get(name)
         self._pubsub_default()
         staged = existing.clone() if existing is not None else new_user(name)
@@ -656,7 +726,7 @@ class AclState:
     def _drop_unsubscribable(self, user: User, current):
         """Clients of ``user`` subscribed to channels it may no longer use are
         disconnected, as Redis does when channel permissions shrink."""
-        if user.allchannels:
+        if user.any_allchannels:
             return
 
         def lost(c):
@@ -797,7 +867,12 @@ class AclState:
                 continue
             u = users[uname] = new_user(uname)
             reported = False
-            for op in argv[2:]:
+            ops, unclosed = merge_selector_args(argv[2:])
+            if ops is None:
+                problems.append("%s:%d: Unmatched parenthesis in selector definition."
+                                % (name, lineno))
+                continue
+            for op in ops:
                 op = op.strip(b"\t\r\n")
                 try:
                     u.apply(op)
@@ -923,7 +998,7 @@ def check_channels(client, channels, is_pattern: bool):
     denial is logged).  The dispatcher already checks PUBLISH, SPUBLISH,
     SUBSCRIBE, SSUBSCRIBE and PSUBSCRIBE arguments; this is for other paths."""
     user = client.user
-    if user is None or user.allchannels:
+    if user is None or user.any_allchannels:
         return None
     for ch in channels:
         if not user.channel_ok(ch, is_pattern):

@@ -526,3 +526,57 @@ def test_exec_rechecks_permissions_like_valkey(acl_diff, fresh_pair):
     for c in (acl_diff.ours, acl_diff.theirs):
         log = c.call("ACL", "LOG", "1")
         assert b"$7\r\ncontext\r\n$5\r\nmulti\r\n" in log and b"$6\r\npublish" not in log
+
+
+# ----------------------------------------------------------------------
+# Selectors
+# ----------------------------------------------------------------------
+
+SELECTOR_SETUP = ["sel", "on", "nopass", "+get", "~a*", "(+set ~b*)",
+                  "(%R~c* &ch +@hash)", "(&a* +publish)", "(+subscribe &b)"]
+SELECTOR_RUNS = [
+    ["get", "a1"], ["get", "b1"], ["set", "b1", "x"], ["set", "a1", "x"], ["hget", "c1", "f"],
+    ["hset", "c1", "f", "v"], ["lpush", "zz", "v"], ["mget", "a1", "b1"],
+    ["publish", "a1", "x"], ["publish", "b", "x"], ["subscribe", "b"], ["subscribe", "a1"],
+]
+
+
+@pytest.mark.parametrize("cmd", SELECTOR_RUNS, ids=lambda a: " ".join(a))
+def test_selectors_match_valkey(acl_diff, cmd):
+    acl_diff("ACL", "SETUSER", *SELECTOR_SETUP)
+    acl_diff("ACL", "DRYRUN", "sel", *cmd)
+
+
+def test_selector_description_and_errors_match_valkey(acl_diff):
+    for args in (SELECTOR_SETUP, ["sel", "(~x", "+get", "foo)"], ["sel", "(~x", "+get"],
+                 ["sel", "(~x", "on)"], ["sel", "(~x)", "clearselectors", "(+ping)"],
+                 ["sel2", "()", "(", "~a", ")", "(~*", "~b)"], ["sel2", "()", "(", "~a", ")"],
+                 ["sel3", "on", "(+get ~x)"]):
+        acl_diff("ACL", "SETUSER", *args)
+        acl_diff("ACL", "LIST")
+        acl_diff("ACL", "GETUSER", args[0])
+    acl_diff.resp3()
+    acl_diff("ACL", "GETUSER", "sel3")
+    acl_diff("ACL", "SETUSER", "sel", "reset")
+    acl_diff("ACL", "GETUSER", "sel")
+
+
+def test_selectors_at_run_time(acl_diff, fresh_pair):
+    acl_diff("ACL", "SETUSER", *SELECTOR_SETUP)
+    pair = fresh_pair()
+    both(pair, "AUTH", "sel", "x")
+    for cmd in (["SET", "b1", "v"], ["GET", "b1"], ["SET", "a1", "v"], ["PUBLISH", "a1", "m"],
+                ["PUBLISH", "zz", "m"], ["HSET", "c1", "f", "v"], ["SUBSCRIBE", "b"]):
+        both(pair, *cmd)
+
+
+def test_selectors_survive_acl_save_and_load(hotkv_server_factory, tmp_path):
+    path = tmp_path / "sel.acl"
+    path.write_text("")
+    s = hotkv_server_factory(aclfile=str(path))
+    r = valkey.Valkey(host=s.host, port=s.port)
+    r.execute_command("ACL", "SETUSER", *SELECTOR_SETUP)
+    before = r.acl_list()
+    assert r.acl_save() and r.acl_load()
+    assert r.acl_list() == before
+    assert "(~b* resetchannels -@all +set)" in path.read_text()

@@ -43,10 +43,6 @@ def acl_setuser(c, argv):
     username = argv[2]
     if aclmod._has_spaces(username):
         raise CommandError("ERR Usernames can't contain spaces or null characters")
-    for op in argv[3:]:
-        if op[:1] == b"(":
-            # Selectors are not supported: refuse rather than half-apply.
-            raise CommandError("ERR Error in ACL SETUSER modifier '%s': Syntax error" % _name(op))
     error = c.server.acl.setuser(username, argv[3:], current=c)
     if error is not None:
         raise CommandError(error)
@@ -74,7 +70,15 @@ def acl_getuser(c, argv):
         b"commands": u.command_rules(),
         b"keys": b" ".join(u.key_description()),
         b"channels": channels,
-        b"selectors": [],
+        b"selectors": [_selector_map(s) for s in u.selectors],
+    }
+
+
+def _selector_map(s) -> dict:
+    return {
+        b"commands": s.command_rules(),
+        b"keys": b" ".join(s.key_description()),
+        b"channels": b"&*" if s.allchannels else b" ".join(b"&" + ch for ch in s.channels),
     }
 
 
