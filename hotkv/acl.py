@@ -78,6 +78,19 @@ _KEY_FLAG_EXCEPTIONS = {
 }
 KEY_FLAGS = {name: flags for flags, names in _KEY_FLAG_EXCEPTIONS.items()
              for name in names.split()}
+# Commands whose first key and other keys need different access (COPY reads
+# its source and writes its destination; SUNIONSTORE writes the first key
+# and reads the rest): name -> (first key, other keys).
+_R, _W, _RW = KEY_READ, KEY_WRITE, KEY_ALL
+KEY_FLAGS_SPLIT = {
+    "copy": (_R, _W), "bitop": (_W, _R), "blmove": (_RW, _W), "brpoplpush": (_RW, _W),
+    "lmove": (_RW, _W), "rpoplpush": (_RW, _W), "smove": (_RW, _W), "rename": (_RW, _W),
+    "renamenx": (_RW, _W), "pfmerge": (_RW, _R), "georadius": (_R, _W),
+    "georadiusbymember": (_R, _W), "geosearchstore": (_W, _R), "sdiffstore": (_W, _R),
+    "sinterstore": (_W, _R), "sunionstore": (_W, _R), "zdiffstore": (_W, _R),
+    "zinterstore": (_W, _R), "zunionstore": (_W, _R), "zrangestore": (_W, _R),
+    "sort": (_R, _W),
+}
 
 # Commands naming channels Redis checks: name -> (first arg, is_pattern).
 CHANNEL_ARGS = {
@@ -557,10 +570,13 @@ class User:
                 except Exception:  # malformed arguments: the handler will say so
                     positions = ()
             if positions:
-                need = key_flags(cmd, argv)
+                split = KEY_FLAGS_SPLIT.get(cmd.name)
+                need = key_flags(cmd, argv) if split is None else split[0]
                 for i in positions:
                     if not self.key_ok(argv[i], need):
                         return DENIED_KEY, i
+                    if split is not None:
+                        need = split[1]
         if not self.allchannels:
             spec = CHANNEL_ARGS.get(cmd.name)
             if spec is not None:
@@ -990,6 +1006,20 @@ def exec_recheck(client, cmd, argv):
     return ("NOPERM ACLs rules changed between the moment the transaction was accumulated "
             "and the EXEC call. This command is no longer allowed for the following reason: "
             + _EXEC_REASONS[reason])
+
+
+def all_keys_readable(client, cmd, argv) -> bool:
+    """Redis's ACLUserCheckCmdWithUnrestrictedKeyAccess for reads: may the
+    client's user run cmd with read access to every key (``~*``, ``%R~*`` or
+    allkeys, in the same selector)?  SORT's BY and GET patterns need it."""
+    user = client.user
+    if user is None or user.unrestricted:
+        return True
+    for sel in [user] + user.selectors:
+        if sel._check_one(cmd, argv) is None and (
+                sel.allkeys or any(p == b"*" and f & KEY_READ for p, f in sel.patterns)):
+            return True
+    return False
 
 
 def check_channels(client, channels, is_pattern: bool):

@@ -580,3 +580,35 @@ def test_selectors_survive_acl_save_and_load(hotkv_server_factory, tmp_path):
     assert r.acl_save() and r.acl_load()
     assert r.acl_list() == before
     assert "(~b* resetchannels -@all +set)" in path.read_text()
+
+
+SPLIT_KEY_CASES = [
+    ["copy", "read", "write"], ["copy", "write", "read"],
+    ["sunionstore", "write1", "read1", "read2"], ["sunionstore", "read1", "read1", "read2"],
+    ["sunionstore", "write1", "read1", "write2"], ["lmove", "read1", "write1", "left", "right"],
+    ["lmove", "rw1", "write1", "left", "right"], ["rename", "write1", "write2"],
+    ["rename", "rw1", "write2"], ["smove", "write1", "write2", "m"],
+    ["sort", "read1", "store", "write1"], ["sort", "read1", "store", "read2"],
+    ["zrangestore", "write1", "read1", "0", "-1"],
+]
+
+
+@pytest.mark.parametrize("cmd", SPLIT_KEY_CASES, ids=lambda a: " ".join(a))
+def test_read_write_key_permissions_per_key_match_valkey(acl_diff, cmd):
+    """%R~ / %W~ are judged per key: a source needs read, a destination write."""
+    acl_diff("ACL", "SETUSER", "rw", "on", "nopass", "~rw*", "%R~read*", "%W~write*", "+@all")
+    acl_diff("ACL", "DRYRUN", "rw", *cmd)
+
+
+def test_all_keys_readable_helper(hotkv_server_factory):
+    from hotkv import acl
+    from hotkv.registry import TABLE
+    s = hotkv_server_factory()
+    sort = TABLE[b"sort"] if b"sort" in TABLE else TABLE[b"get"]
+    s.server.acl.setuser(b"a", [b"on", b"nopass", b"(+@all ~mylist)", b"(+@all %R~*)"])
+    s.server.acl.setuser(b"b", [b"on", b"nopass", b"+@all", b"~mylist", b"%W~*"])
+    for name, expected in ((b"a", True), (b"b", False)):
+        c = RawClient(s.host, s.port)
+        c.call("AUTH", name.decode(), "x")
+        conn = next(cl for cl in s.server.clients.values() if cl.user.name == name)
+        assert acl.all_keys_readable(conn, sort, [b"sort", b"mylist"]) is expected
