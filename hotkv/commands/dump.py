@@ -2,7 +2,7 @@
 
 Owns the two commands; the payload format is hotkv.rdb's.  A payload DUMPed
 here RESTOREs into Valkey/Redis 7+ and one DUMPed there RESTOREs here
-(every type and encoding, back to Redis 2.6's zipmaps and ziplists).
+(every type and encoding, back to the zipmaps and ziplists of Redis 2.x-6.x).
 
 RESTORE follows Valkey's order of checks: options (syntax, IDLETIME /
 FREQ values), then BUSYKEY unless REPLACE, then the TTL, then the
@@ -13,7 +13,8 @@ restores the same deadline.  A TTL already in the past restores nothing
 (a REPLACEd key is then deleted, logged as DEL/UNLINK with a ``del``
 event).  IDLETIME / FREQ are validated and otherwise ignored: hotkv tracks
 no access times.  ``sanitize-dump-payload`` (declared in hotkv.config) is
-inert: every payload is validated in full.
+inert: every payload is validated in full.  RESTORE's key spec (OW update)
+is registered in server_cmds' KEY_SPEC_FLAGS table at import.
 """
 
 from __future__ import annotations
@@ -45,8 +46,11 @@ def dump(c, argv):
     value = c.db.lookup_read(key)
     if value is None:
         return None
-    return rdb.dump_payload(value, object_encoding(c, key, value),
-                            _cfg(c, "list-max-listpack-size", -2))
+    try:
+        return rdb.dump_payload(value, object_encoding(c, key, value),
+                                _cfg(c, "list-max-listpack-size", -2))
+    except rdb.RDBError as e:     # a value type with no RDB form
+        raise CommandError("ERR " + str(e)) from None
 
 
 @command("restore", -4, "write denyoom", (1, 1, 1), group="generic", since="2.6.0",

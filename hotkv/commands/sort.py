@@ -27,6 +27,11 @@ Semantics kept from Redis, rule for rule:
   the destination (``del``).  Either way WATCHers and list waiters see the
   change through ``server.written``.  SORT ... STORE is propagated as sent:
   with the rules above its result does not depend on internal orders.
+
+COMMAND INFO: the categories are Valkey's explicit ones (no @keyspace) and
+the key roles (sorted key RO, STORE destination OW) are registered in
+server_cmds' KEY_ROLE_FLAGS / KEY_SPEC_FLAGS tables at import; Valkey's two
+extra "unknown" key specs (BY/GET, STORE) are not modelled.
 """
 
 from __future__ import annotations
