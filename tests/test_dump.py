@@ -63,6 +63,8 @@ def pair(r, ref_server):
     theirs.flushall()
     theirs.config_set("sanitize-dump-payload", "yes")
     yield r, theirs
+    for client in (r, theirs):      # whatever a test changed, even when it failed
+        client.config_set("list-max-listpack-size", "-2")
     theirs.config_set("sanitize-dump-payload", "no")
     theirs.close()
 
@@ -134,7 +136,6 @@ def test_list_fill_settings(pair):
         round_trip(pair, key)
         both(pair, "RPUSH", key + "s", "a", "b")
         round_trip(pair, key + "s")
-    both(pair, "CONFIG", "SET", "list-max-listpack-size", "-2")
 
 
 def test_sets_round_trip(pair):
@@ -527,3 +528,38 @@ def test_command_info(diff):
     diff("COMMAND", "INFO", "dump", "restore")
     diff("COMMAND", "GETKEYSANDFLAGS", "RESTORE", "k", "0", "x", "REPLACE")
     diff("COMMAND", "GETKEYSANDFLAGS", "DUMP", "k")
+
+
+def test_random_values_round_trip(pair):
+    """Random members of every kind (integers of every width, long strings)
+    in containers on both sides of every encoding threshold."""
+    ours, theirs = pair
+    rng = random.Random(11)
+
+    def member():
+        k = rng.random()
+        if k < 0.3:
+            return str(rng.randrange(-10 ** rng.randrange(1, 19), 10 ** rng.randrange(1, 19)))
+        if k < 0.4:
+            return str(rng.randrange(-20, 20))
+        if k < 0.9:
+            return "m%d" % rng.randrange(10 ** 6)
+        return "x" * rng.choice([63, 64, 65, 4096, 5000])
+
+    for i in range(60):
+        n = rng.choice([1, 2, 5, 127, 128, 129, 513])
+        kind = rng.choice(["list", "set", "zset", "hash", "string"])
+        members = list(dict.fromkeys(member() for _ in range(n)))
+        key = f"k{i}"
+        if kind == "list":
+            both(pair, "RPUSH", key, *members)
+        elif kind == "set":
+            both(pair, "SADD", key, *members)
+        elif kind == "zset":
+            both(pair, "ZADD", key, *[x for m in members for x in (
+                repr(rng.choice([rng.random() * 100, rng.randrange(-5, 5), 1e300])), m)])
+        elif kind == "hash":
+            both(pair, "HSET", key, *[x for m in members for x in (m, member())])
+        else:
+            both(pair, "SET", key, members[0])
+        round_trip(pair, key, check_encoding=False)
