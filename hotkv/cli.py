@@ -39,6 +39,7 @@ Any redis.conf parameter hotkv knows can be given as --name value, e.g.
 _LOGLEVELS = {"debug": logging.DEBUG, "verbose": logging.INFO, "notice": logging.INFO,
               "warning": logging.WARNING, "nothing": logging.CRITICAL + 10}
 
+
 class UsageError(Exception):
     pass
 
@@ -186,10 +187,14 @@ def serve(args: list[str]) -> int:
         return 2
     from .net import new_event_loop
     from .server import Server
-    server = Server(config)
+    _setup_logging(config.values)
+    try:
+        server = Server(config)
+    except Exception as e:  # an aclfile with errors, say: say why, no traceback
+        sys.stderr.write("hotkv serve: cannot start: %s\n" % e)
+        return 1
     server.config_file = path
     values = server.config.values
-    _setup_logging(values)
     log = logging.getLogger("hotkv")
     if values["dir"] and values["dir"] != ".":
         try:
@@ -209,6 +214,10 @@ def serve(args: list[str]) -> int:
         return loop.run_until_complete(_serve(server))
     except OSError as e:
         sys.stderr.write("hotkv serve: cannot listen: %s\n" % (e.strerror or e))
+        return 1
+    except Exception as e:  # a start hook failed (AOF unreadable, TLS files...)
+        logging.getLogger("hotkv").exception("start-up failed")
+        sys.stderr.write("hotkv serve: cannot start: %s\n" % e)
         return 1
     except KeyboardInterrupt:  # pragma: no cover - a second Ctrl-C during shutdown
         return 0

@@ -203,3 +203,14 @@ def test_config_file_include(tmp_path):
         c.close()
     finally:
         assert stop(proc) == 0
+
+
+def test_start_failure_is_reported_without_traceback(tmp_path):
+    acl = tmp_path / "users.acl"
+    acl.write_text("user alice on nosuchrule\n")
+    out = subprocess.run([sys.executable, "-m", "hotkv.cli", "serve", "--port", "0",
+                          "--aclfile", str(acl)], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 1
+    assert "hotkv serve: cannot start:" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert out.stdout == ""
