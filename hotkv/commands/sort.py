@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import islice
 
 from ..db import ListValue, SetValue, TYPE_NAMES
 from ..errors import CommandError, WrongType
@@ -134,11 +135,12 @@ def _sort_keys(argv):
     return keys
 
 
-def _set_order(s):
+def _set_order(c, s):
     """A set's members in the order Redis keeps them when it does not sort:
     ascending for an intset; otherwise ours (Redis's is an internal order
     too, never promised)."""
-    if len(s) <= 512:
+    limit = c.server.config.values.get("set-max-intset-entries", 512)
+    if len(s) <= limit:
         ints = [string2ll(m) for m in s]
         if None not in ints:
             return [b"%d" % v for v in sorted(ints)]
@@ -204,20 +206,8 @@ def _sort(c, argv, readonly: bool):
         elements = []
     elif dontsort and kind == b"list":
         if end >= start:
-            if desc:
-                it = reversed(value)
-            else:
-                it = iter(value)
-            elements = []
-            skip, take = start, end - start + 1
-            for e in it:
-                if skip:
-                    skip -= 1
-                    continue
-                elements.append(e)
-                take -= 1
-                if not take:
-                    break
+            it = reversed(value) if desc else iter(value)
+            elements = list(islice(it, start, end + 1))
             end -= start
             start = 0
         else:
@@ -235,7 +225,7 @@ def _sort(c, argv, readonly: bool):
         end -= start
         start = 0
     elif kind == b"set":
-        elements = _set_order(value) if dontsort else list(value)
+        elements = _set_order(c, value) if dontsort else list(value)
     elif kind == b"zset":
         elements = list(value.d)
     else:
