@@ -21,7 +21,7 @@ from . import errors
 from .blocking import BLOCKED, serve_ready_keys
 from .errors import CommandError
 from .registry import TABLE
-from .resp import QUEUED
+from .resp import QUEUED, encode
 
 _perf = time.perf_counter
 _time = time.time
@@ -125,12 +125,12 @@ def process_command(client, argv) -> None:
 def call(client, cmd, argv) -> None:
     """Run one command: reply, stats, and propagation of what it changed."""
     server = client.server
-    outer = server.call_depth == 0
-    server.call_depth += 1
+    depth = server.call_depth
+    server.call_depth = depth + 1
     prev_cmd, prev_argv = server.current_cmd, server.current_argv
     server.current_cmd = cmd
     server.current_argv = argv
-    if outer:
+    if not depth:
         server.cmd_time_ms = int(_time() * 1000)
         server.current_client = client
     dirty = server.dirty
@@ -149,18 +149,19 @@ def call(client, cmd, argv) -> None:
         client.add_error(message)
         server.log_exception(cmd, argv, e)
     else:
-        if reply is not BLOCKED:
-            client.add_reply(reply)
+        # Client.add_reply, inlined: this is the path of every reply.
+        if reply is not BLOCKED and not client.reply_mode and not client.skip_this:
+            encode(reply, client.out, client.resp3)
     duration = _perf() - start
-    if duration >= server.slowlog_threshold and client.blocked is None:
-        server.slowlog_push(client, cmd, argv, duration)
-    cmd.usec += int(duration * 1_000_000)
     if client.blocked is None:
+        if duration >= server.slowlog_threshold:
+            server.slowlog_push(client, cmd, argv, duration)
         # A command that blocked is counted once, when it is served or
         # times out (blocking.unblock), as Redis does.
         cmd.calls += 1
         server.stat_numcommands += 1
         client.ncmds += 1
+    cmd.usec += int(duration * 1_000_000)
     if server.monitors:
         server.feed_monitors(client, cmd, argv)
     client.last_cmd = cmd.name
@@ -174,7 +175,7 @@ def call(client, cmd, argv) -> None:
     server.prop_override = None
     server.current_cmd, server.current_argv = prev_cmd, prev_argv
     server.call_depth -= 1
-    if outer:
+    if not depth:
         server.current_client = None
         if server.pending_push:
             # Pub/sub messages to the client itself follow its reply (EXEC's whole array).
