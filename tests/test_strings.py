@@ -520,3 +520,15 @@ def test_keyspace_events_for_strings(r, server):
         sub.close()
     finally:
         r.config_set("notify-keyspace-events", "")
+
+
+def test_incrbyfloat_near_long_double_limits_match_valkey(diff):
+    """Values with thousands of digits: past Python's int/str 4300-digit guard."""
+    diff("INCRBYFLOAT", "s", "1e4931")
+    diff("INCRBYFLOAT", "s", "-1e4931")
+    diff("INCRBYFLOAT", "big", "9" * 4500)
+    diff("SET", "frac", "0." + "1" * 4900)
+    diff("INCRBYFLOAT", "frac", "1")
+    diff("HINCRBYFLOAT", "h", "f", "1e4931")
+    diff("HINCRBYFLOAT", "h", "f", "1e4931")
+    diff("MGET", "s", "big", "frac")

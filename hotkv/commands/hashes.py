@@ -3,10 +3,6 @@
 Owns the commands on ``hotkv.db.HashValue`` (a dict field -> value, both
 ``bytes``).  Also owns helpers the set and sorted-set modules share:
 
-* long-double arithmetic and ``%.17Lf`` formatting (``parse_ld``,
-  ``add_ld``, ``format_ld``) for HINCRBYFLOAT: x87 80-bit long doubles
-  (64-bit mantissa) emulated exactly with ``fractions.Fraction``, so results
-  match Redis digit for digit;
 * the *SCAN machinery (``parse_cursor``, ``scan_args``, ``scan_container``);
 * ``random_member`` (amortised O(1) random pick from a set or dict) and
   ``cfg`` (a config value with its default).
@@ -30,11 +26,11 @@ from __future__ import annotations
 import random
 import re
 from bisect import bisect_left
-from fractions import Fraction
 
 from .. import errors
 from ..db import HashValue
 from ..errors import CommandError
+from ..longdouble import INF, LD_ZERO, add as add_ld, format_long_double, parse_long_double
 from ..registry import command
 from ..resp import OK
 from ..util import LLONG_MAX, compile_glob, string2ll
@@ -42,106 +38,6 @@ from ..util import LLONG_MAX, compile_glob, string2ll
 # --------------------------------------------------------------------------
 # Long double (x87 extended precision) emulation
 # --------------------------------------------------------------------------
-
-_LD_MANT = 64
-_LD_EMAX = 16384          # values must stay below 2**16384
-_LD_EMIN_SUB = -16445     # smallest subnormal is 2**-16445
-_INF = float("inf")
-
-_LD_DEC = re.compile(rb"([+-]?)(?:([0-9]*)(?:\.([0-9]*))?)(?:[eE]([+-]?[0-9]+))?\Z")
-_LD_HEX = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?\Z")
-
-
-def ld_round(v: Fraction):
-    """Round an exact value to the nearest long double (ties to even);
-    +-inf (a float) on overflow."""
-    if v == 0:
-        return Fraction(0)
-    neg = v < 0
-    if neg:
-        v = -v
-    n, d = v.numerator, v.denominator
-    e = n.bit_length() - d.bit_length()
-    # make 2**e <= v < 2**(e+1)
-    if (n << max(0, -e)) < (d << max(0, e)):
-        e -= 1
-    shift = e - (_LD_MANT - 1)
-    if shift < _LD_EMIN_SUB:
-        shift = _LD_EMIN_SUB
-    # m = v / 2**shift rounded half to even
-    if shift >= 0:
-        q, r = divmod(n, d << shift)
-        den = d << shift
-    else:
-        q, r = divmod(n << -shift, d)
-        den = d
-    if 2 * r > den or (2 * r == den and q & 1):
-        q += 1
-    if q.bit_length() + shift > _LD_EMAX:
-        return -_INF if neg else _INF
-    out = Fraction(q) * (Fraction(2) ** shift)
-    return -out if neg else out
-
-
-def parse_ld(data: bytes):
-    """strtold as Redis's string2ld uses it: an exact long double (Fraction),
-    or +-inf (float); None when not a number Redis accepts."""
-    if not data or len(data) >= 5 * 1024 or data[:1].isspace():
-        return None
-    m = _LD_DEC.match(data)
-    if m is not None and (m.group(2) or m.group(3)):
-        sign, ip, fp, ex = m.groups()
-        digits = (ip or b"") + (fp or b"")
-        exp = (int(ex) if ex else 0) - len(fp or b"")
-        mant = int(digits) if digits else 0
-        if mant == 0:
-            return Fraction(0)
-        if exp > 6000:
-            return None                 # overflow: ERANGE
-        if exp < -6000 - len(digits):
-            return None                 # underflow to zero: ERANGE
-        v = Fraction(mant) * (Fraction(10) ** exp)
-        r = ld_round(v)
-        if isinstance(r, float) or r == 0:
-            return None
-        return -r if sign == b"-" else r
-    low = data.lower().lstrip(b"+-")
-    if low in (b"inf", b"infinity"):
-        return -_INF if data[:1] == b"-" else _INF
-    if _LD_HEX.match(data):
-        try:
-            f = float.fromhex(data.decode())
-        except (ValueError, OverflowError):
-            return None
-        return Fraction(f)
-    return None
-
-
-def add_ld(a, b):
-    if isinstance(a, float) or isinstance(b, float):
-        return float(a) + float(b)
-    return ld_round(a + b)
-
-
-def format_ld(v) -> bytes:
-    """``%.17Lf`` with trailing zeros (and a bare '.') removed, as Redis's
-    ld2string(LD_STR_HUMAN)."""
-    if isinstance(v, float):
-        return b"inf" if v > 0 else b"-inf"
-    neg = v < 0
-    if neg:
-        v = -v
-    scaled = v * (10 ** 17)
-    q, r = divmod(scaled.numerator, scaled.denominator)
-    den = scaled.denominator
-    if 2 * r > den or (2 * r == den and q & 1):
-        q += 1
-    text = b"%018d" % q
-    ip, fp = text[:-17], text[-17:].rstrip(b"0")
-    out = ip + b"." + fp if fp else ip
-    if neg and out != b"0":
-        out = b"-" + out
-    return out
 
 
 # --------------------------------------------------------------------------
@@ -515,26 +411,28 @@ def hincrby(c, argv):
 @command("hincrbyfloat", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.6.0")
 def hincrbyfloat(c, argv):
     """Increments the floating point value of a field by a number."""
-    incr = parse_ld(argv[3])
+    incr = parse_long_double(argv[3])
     if incr is None:
         raise CommandError(errors.NOT_FLOAT)
-    if isinstance(incr, float):
+    if incr[0] is INF:
         raise CommandError("ERR value is NaN or Infinity")
     db = c.db
     key = argv[1]
     field = argv[2]
     h = _get(c, key)
-    current = Fraction(0)
+    current = LD_ZERO
     if h is not None:
         old = h.get(field)
         if old is not None:
-            current = parse_ld(old)
+            current = parse_long_double(old)
             if current is None:
                 raise CommandError("ERR hash value is not a float")
+            if current[0] is INF:
+                raise CommandError("ERR increment would produce NaN or Infinity")
     value = add_ld(current, incr)
-    if isinstance(value, float):
+    if value is INF:
         raise CommandError("ERR increment would produce NaN or Infinity")
-    text = format_ld(value)
+    text = format_long_double(value)
     if h is None:
         h = HashValue()
         db.add(key, h)
