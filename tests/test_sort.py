@@ -168,3 +168,18 @@ def test_sort_big_inputs(diff):
     diff("ZADD", "bigz", *[x for i, m in enumerate(members[:300]) for x in (str(i % 17), m)])
     diff("SORT", "bigz", "BY", "nosort", "DESC", "LIMIT", "5", "7")
     diff("SORT", "bigz")
+
+
+def test_sort_acl_patterns(diff):
+    """BY with a pattern and GET need read access to every key."""
+    run(diff, [("RPUSH", "mylist", "2", "1"), ("SET", "w_1", "5"),
+               ("ACL", "SETUSER", "limited", "on", "nopass", "+@all", "~mylist", "~dst"),
+               ("ACL", "SETUSER", "reader", "on", "nopass", "+@all", "%R~*", "~dst", "~mylist"),
+               ("AUTH", "limited", "x"),
+               ("SORT", "mylist"), ("SORT", "mylist", "BY", "nosort"),
+               ("SORT", "mylist", "BY", "w_*"), ("SORT", "mylist", "GET", "#"),
+               ("SORT_RO", "mylist", "GET", "w_*"), ("SORT", "mylist", "STORE", "dst"),
+               ("AUTH", "reader", "x"),
+               ("SORT", "mylist", "BY", "w_*", "GET", "#", "GET", "w_*"),
+               ("SORT", "mylist", "BY", "w_*", "STORE", "dst"),
+               ("AUTH", "default", "x"), ("ACL", "DELUSER", "limited", "reader")])

@@ -7,6 +7,7 @@ element (``GET pattern``, ``GET #`` for the element itself), and either
 replies or stores the result as a list (``STORE dst``).
 
 Semantics kept from Redis, rule for rule:
+* BY with a ``*`` and every GET need a user who may read all keys (ACL);
 * options are parsed first (a bad LIMIT number or an unknown word is the
   error even when the key is missing or of the wrong type), then the key is
   looked up: missing means empty, a non-list/set/zset is WRONGTYPE;
@@ -48,6 +49,8 @@ from ..util import string2ll
 SYNTAX = "ERR syntax error"
 NOT_INTEGER = "ERR value is not an integer or out of range"
 NOT_DOUBLE = "ERR One or more scores can't be converted into double"
+BY_DENIED = "ERR BY option of SORT denied due to insufficient ACL permissions."
+GET_DENIED = "ERR GET option of SORT denied due to insufficient ACL permissions."
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 _DEC = re.compile(rb"[+-]?(?:([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\Z")
@@ -147,6 +150,20 @@ def _set_order(c, s):
     return list(s)
 
 
+def _full_key_access(c, argv, readonly: bool) -> bool:
+    """May the user read every key?  BY and GET patterns name keys no ACL
+    key pattern can be checked against beforehand, so Redis allows them
+    only then (GET # included)."""
+    user = getattr(c, "user", None)
+    if user is None or getattr(user, "unrestricted", False):
+        return True
+    try:
+        from ..acl import all_keys_readable
+    except ImportError:
+        return True
+    return all_keys_readable(c, (sort_ro if readonly else sort).command, argv)
+
+
 def _sort(c, argv, readonly: bool):
     desc = alpha = dontsort = False
     limit_start, limit_count = 0, -1
@@ -173,8 +190,12 @@ def _sort(c, argv, readonly: bool):
             sortby = argv[j + 1]
             if b"*" not in sortby:
                 dontsort = True
+            elif not _full_key_access(c, argv, readonly):
+                raise CommandError(BY_DENIED)
             j += 1
         elif word == b"get" and left >= 1:
+            if not _full_key_access(c, argv, readonly):
+                raise CommandError(GET_DENIED)
             gets.append(argv[j + 1])
             j += 1
         else:
