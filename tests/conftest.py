@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from support import RawClient, ReferenceValkey
+from support import RawClient, ReferenceValkey, Target
 
 
 @pytest.fixture(scope="session")
@@ -64,6 +64,21 @@ def raw_factory(server):
 def ref_server():
     with ReferenceValkey() as ref:
         yield ref
+
+
+@pytest.fixture(params=["hotkv", "valkey"])
+def target(request, server):
+    """The test runs twice: against hotkv and against the reference Valkey
+    (a support.Target, its ``admin`` client connected, the data flushed)."""
+    if request.param == "hotkv":
+        t = Target("hotkv", server.host, server.port, server)
+    else:
+        ref = request.getfixturevalue("ref_server")
+        t = Target("valkey", ref.host, ref.port)
+    t.admin = t.client()
+    t.admin.call("FLUSHALL")
+    yield t
+    t.close()
 
 
 class Differ:

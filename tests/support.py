@@ -187,3 +187,149 @@ class ReferenceValkey:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+# ----------------------------------------------------------------------
+# Helpers shared by the feature test files
+# ----------------------------------------------------------------------
+
+def wait_for(fn, timeout: float = 5.0, interval: float = 0.02) -> bool:
+    """Poll fn() until it is true (True) or timeout seconds pass (False)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if fn():
+            return True
+        time.sleep(interval)
+    return False
+
+
+def aof_commands(directory, framing: bool = False) -> list:
+    """Every command logged in the *.aof files under directory (multi-part
+    AOF included, in file-name order), each as [NAME upper-cased, args...].
+    SELECT/MULTI/EXEC are dropped unless framing is true.  Anything that is
+    not a RESP array of bulk strings fails the assertion."""
+    import glob
+    cmds = []
+    for path in sorted(glob.glob(os.path.join(str(directory), "**", "*.aof"), recursive=True)):
+        with open(path, "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos < len(data):
+            assert data[pos:pos + 1] == b"*", data[pos:pos + 40]
+            nl = data.index(b"\r\n", pos)
+            n = int(data[pos + 1:nl])
+            pos = nl + 2
+            argv = []
+            for _ in range(n):
+                nl = data.index(b"\r\n", pos)
+                ln = int(data[pos + 1:nl])
+                argv.append(data[nl + 2:nl + 2 + ln])
+                pos = nl + 4 + ln
+            if framing or argv[0].upper() not in (b"SELECT", b"MULTI", b"EXEC"):
+                cmds.append([argv[0].upper()] + argv[1:])
+    return cmds
+
+
+def start_aof_server(factory, directory):
+    """A hotkv server (from hotkv_server_factory) logging every write to an
+    AOF under directory, fsynced per command so the file can be read at once."""
+    srv = factory(appendonly="yes", dir=str(directory), appendfsync="always")
+    assert srv.server.aof is not None, "appendonly yes started no AOF (server.aof is None)"
+    return srv
+
+
+class KeyEvents:
+    """A pub/sub connection pattern-subscribed to keyspace notifications,
+    with notify-keyspace-events set to flags; restored to "" on close.
+    Use as a context manager: ``with KeyEvents(r, server) as ev: ...``."""
+
+    def __init__(self, r, server, pattern: str = "__keyevent@0__:*", flags: str = "KEA"):
+        import valkey
+        self.r = r
+        r.config_set("notify-keyspace-events", flags)
+        self.sub = valkey.Valkey(host=server.host, port=server.port)
+        self.p = self.sub.pubsub()
+        try:
+            self.p.psubscribe(pattern)
+            assert self.p.get_message(timeout=1)["type"] == "psubscribe"
+        except BaseException:
+            self.close()
+            raise
+
+    def collect(self, n: int, timeout: float = 2.0, with_db: bool = False) -> list:
+        """The (event, key) pairs -- (db, event, key) with with_db -- of the
+        messages received until n arrived or timeout passed, plus any that
+        keep arriving after (so an unexpected extra event is seen too)."""
+        events = []
+        deadline = time.time() + timeout
+        while time.time() < deadline and len(events) < n:
+            m = self.p.get_message(timeout=0.1)
+            if m is not None:
+                events.append(m)
+        while True:
+            m = self.p.get_message(timeout=0.1)
+            if m is None:
+                break
+            events.append(m)
+        out = []
+        for m in events:
+            head, event = m["channel"].decode().split(":", 1)
+            if with_db:
+                out.append((head.split("@")[1].rstrip("_"), event, m["data"]))
+            else:
+                out.append((event, m["data"]))
+        return out
+
+    def close(self):
+        try:
+            self.p.close()
+            self.sub.close()
+        finally:
+            self.r.config_set("notify-keyspace-events", "")
+
+    def __enter__(self) -> "KeyEvents":
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Target:
+    """One server under test (hotkv, or the reference Valkey for tests that
+    run against both): opens raw clients, waits for blocked clients."""
+
+    def __init__(self, name: str, host: str, port: int, embedded=None):
+        self.name = name
+        self.host = host
+        self.port = port
+        self.embedded = embedded
+        self.clients = []
+        self.admin = None
+
+    def client(self) -> RawClient:
+        c = RawClient(self.host, self.port)
+        self.clients.append(c)
+        return c
+
+    def blocked(self, admin: RawClient) -> int:
+        reply = admin.call("INFO", "clients")
+        for line in reply.split(b"\r\n"):
+            if line.startswith(b"blocked_clients:"):
+                return int(line.split(b":")[1])
+        raise AssertionError(f"{self.name}: INFO clients has no blocked_clients: {reply!r}")
+
+    def wait_blocked(self, admin: RawClient, n: int):
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            if self.blocked(admin) == n:
+                return
+            time.sleep(0.005)
+        raise AssertionError(f"{self.name}: expected {n} blocked clients, "
+                             f"have {self.blocked(admin)}")
+
+    def close(self):
+        for c in self.clients:
+            try:
+                c.close()
+            except OSError:
+                pass
