@@ -620,7 +620,8 @@ def _info_persistence(server):
         ("rdb_saves", 0),
         ("rdb_last_cow_size", 0),
     ]
-    aof_fields = getattr(server.aof, "info_fields", None)
+    # aof_manager exists even while the AOF is off (server.aof is then None).
+    aof_fields = getattr(getattr(server, "aof_manager", None) or server.aof, "info_fields", None)
     if aof_fields is not None:
         fields = aof_fields()
         fields = list(fields.items()) if isinstance(fields, dict) else list(fields)
