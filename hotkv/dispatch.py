@@ -92,23 +92,12 @@ def process_command(client, argv) -> None:
         return reject(client, errors.NOAUTH, cmd)
     if client.multi and cmd.no_multi:
         return reject(client, errors.NOT_IN_MULTI, cmd)
-    if server.acl_check is not None:
-        message = server.acl_check(client, cmd, argv)
-        if message is not None:
-            return reject(client, message, cmd)
-    if server.maxmemory and (cmd.denyoom or (cmd.name == "exec" and client.multi_flags & 1)):
-        if server.over_maxmemory():
-            return reject(client, errors.OOM, cmd)
-    if server.disk_error is not None and (cmd.write or cmd.name == "ping" or (
-            cmd.name == "exec" and client.multi_flags & 2)):
-        return reject(client, server.disk_error, cmd)
-    if not client.resp3 and (client.channels or client.patterns or client.shard_channels) \
+    if server.gated:   # one of the rare gates below is on (hotkv.server._gate)
+        if _gates(client, server, cmd, argv):
+            return
+    elif not client.resp3 and (client.channels or client.patterns or client.shard_channels) \
             and not cmd.pubsub_ok:
         return reject(client, errors.SUBSCRIBED % cmd.name, cmd)
-    if server.loading and "loading" not in cmd.flags:
-        return reject(client, errors.LOADING, cmd)
-    if server.pause_check is not None and server.pause_check(client, cmd, argv):
-        return   # postponed by CLIENT PAUSE: it runs when the pause ends
     if client.multi and not cmd.multi_exempt:
         client.multi_queue.append((cmd, argv))
         if cmd.denyoom:
@@ -120,6 +109,34 @@ def process_command(client, argv) -> None:
     call(client, cmd, argv)
     if server.ready_keys:
         serve_ready_keys(server)
+
+
+def _gates(client, server, cmd, argv) -> bool:
+    """The checks that only a server with a gate on needs, in Redis's order;
+    True when the command was refused (or postponed)."""
+    if server.acl_check is not None:
+        message = server.acl_check(client, cmd, argv)
+        if message is not None:
+            reject(client, message, cmd)
+            return True
+    if server.maxmemory and (cmd.denyoom or (cmd.name == "exec" and client.multi_flags & 1)):
+        if server.over_maxmemory():
+            reject(client, errors.OOM, cmd)
+            return True
+    if server.disk_error is not None and (cmd.write or cmd.name == "ping" or (
+            cmd.name == "exec" and client.multi_flags & 2)):
+        reject(client, server.disk_error, cmd)
+        return True
+    if not client.resp3 and (client.channels or client.patterns or client.shard_channels) \
+            and not cmd.pubsub_ok:
+        reject(client, errors.SUBSCRIBED % cmd.name, cmd)
+        return True
+    if server.loading and "loading" not in cmd.flags:
+        reject(client, errors.LOADING, cmd)
+        return True
+    if server.pause_check is not None and server.pause_check(client, cmd, argv):
+        return True   # postponed by CLIENT PAUSE: it runs when the pause ends
+    return False
 
 
 def call(client, cmd, argv) -> None:

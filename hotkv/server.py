@@ -37,7 +37,32 @@ from .registry import TABLE as _COMMAND_TABLE
 log = logging.getLogger("hotkv")
 
 
+def _gate(name: str):
+    """A server attribute the dispatcher must check before running a command.
+    Setting one recomputes ``gated``, so that an ordinary command (no ACL
+    restriction, maxmemory, disk error, loading or CLIENT PAUSE) costs the
+    dispatcher one attribute test instead of five."""
+    slot = "_gate_" + name
+
+    def fget(self):
+        return self.__dict__[slot]
+
+    def fset(self, value):
+        d = self.__dict__
+        d[slot] = value
+        d["gated"] = bool(d.get("_gate_acl_check") is not None or d.get("_gate_maxmemory")
+                          or d.get("_gate_disk_error") is not None or d.get("_gate_loading")
+                          or d.get("_gate_pause_check") is not None)
+    return property(fget, fset)
+
+
 class Server:
+    acl_check = _gate("acl_check")
+    maxmemory = _gate("maxmemory")
+    disk_error = _gate("disk_error")
+    loading = _gate("loading")
+    pause_check = _gate("pause_check")
+
     def __init__(self, config: Config | dict | None = None):
         if not isinstance(config, Config):
             config = Config(config or {})
