@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 import valkey
 
 from support import RawClient, aof_commands, start_aof_server

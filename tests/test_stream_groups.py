@@ -369,46 +369,6 @@ def test_each_entry_goes_to_exactly_one_consumer(server):
 # Blocking XREADGROUP (against hotkv and the reference Valkey alike)
 # ----------------------------------------------------------------------
 
-class Target:
-    def __init__(self, host, port, embedded=None):
-        self.host, self.port, self.embedded = host, port, embedded
-        self.clients = []
-
-    def client(self):
-        c = RawClient(self.host, self.port)
-        self.clients.append(c)
-        return c
-
-    def blocked(self, admin):
-        for line in admin.call("INFO", "clients").split(b"\r\n"):
-            if line.startswith(b"blocked_clients:"):
-                return int(line.split(b":")[1])
-        return self.embedded.server.blocked_clients
-
-    def wait_blocked(self, admin, n):
-        deadline = time.time() + 5
-        while time.time() < deadline:
-            if self.blocked(admin) == n:
-                return
-            time.sleep(0.005)
-        raise AssertionError(f"expected {n} blocked clients")
-
-
-@pytest.fixture(params=["hotkv", "valkey"])
-def target(request, server):
-    if request.param == "hotkv":
-        t = Target(server.host, server.port, server)
-    else:
-        ref = request.getfixturevalue("ref_server")
-        t = Target(ref.host, ref.port)
-    t.name = request.param
-    t.admin = t.client()
-    t.admin.call("FLUSHALL")
-    yield t
-    for c in t.clients:
-        c.close()
-
-
 ENTRY = b"*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$%d\r\n%b\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
 
 
@@ -516,8 +476,6 @@ def test_keyspace_events(target):
     a, sub = target.admin, target.client()
     a.call("CONFIG", "SET", "notify-keyspace-events", "Kt")
     try:
-        if target.name == "hotkv" and target.embedded.server.notify is None:
-            pytest.skip("keyspace notifications (server.notify) are not implemented")
         sub.call("PSUBSCRIBE", "*")
         a.call("XGROUP", "CREATE", "ms", "g", "$", "MKSTREAM")
         a.call("XGROUP", "CREATECONSUMER", "ms", "g", "Bob")

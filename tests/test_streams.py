@@ -14,7 +14,6 @@ import time
 import pytest
 import valkey
 
-from support import RawClient
 
 # Each scenario runs in order on hotkv and on Valkey; replies must be equal bytes.
 SCENARIOS = {
@@ -275,45 +274,6 @@ def test_resp3_repeated_stream_keeps_both_map_entries(raw):
 # ----------------------------------------------------------------------
 # Blocking XREAD (run against hotkv and the reference Valkey alike)
 # ----------------------------------------------------------------------
-
-class Target:
-    def __init__(self, host, port, embedded=None):
-        self.host, self.port, self.embedded = host, port, embedded
-        self.clients = []
-
-    def client(self):
-        c = RawClient(self.host, self.port)
-        self.clients.append(c)
-        return c
-
-    def blocked(self, admin):
-        for line in admin.call("INFO", "clients").split(b"\r\n"):
-            if line.startswith(b"blocked_clients:"):
-                return int(line.split(b":")[1])
-        return self.embedded.server.blocked_clients
-
-    def wait_blocked(self, admin, n):
-        deadline = time.time() + 5
-        while time.time() < deadline:
-            if self.blocked(admin) == n:
-                return
-            time.sleep(0.005)
-        raise AssertionError(f"expected {n} blocked clients")
-
-
-@pytest.fixture(params=["hotkv", "valkey"])
-def target(request, server):
-    if request.param == "hotkv":
-        t = Target(server.host, server.port, server)
-    else:
-        ref = request.getfixturevalue("ref_server")
-        t = Target(ref.host, ref.port)
-    t.admin = t.client()
-    t.admin.call("FLUSHALL")
-    yield t
-    for c in t.clients:
-        c.close()
-
 
 def test_xadd_wakes_blocked_xread(target):
     a, w = target.admin, target.client()
