@@ -35,12 +35,13 @@ UNITS = ["type/list", "type/list-2", "type/list-3", "type/stream", "type/stream-
          "info-command", "protocol",
          # Beyond the bundle's default selection: the types queue libraries use
          # for job data, registries and schedules.
-         "type/hash", "type/set", "type/zset"]
+         "type/hash", "type/set", "type/zset", "sort", "dump", "scan"]
 # What the reference valkey-server 8.1.8 passes with the same profile.
 REFERENCE = {"type/list": 252, "type/list-2": 2, "type/list-3": 11, "type/stream": 72,
              "type/stream-cgroups": 55, "pubsub": 30, "keyspace": 58, "multi": 35,
              "expire": 58, "type/string": 79, "type/incr": 32, "info-command": 3,
-             "protocol": 19, "type/hash": 74, "type/set": 114, "type/zset": 316}
+             "protocol": 19, "type/hash": 74, "type/set": 114, "type/zset": 316,
+             "sort": 53, "dump": 9, "scan": 21}
 
 _LINE = re.compile(r"^(\S+): (\d+) passed, (\d+) failed, (\d+) skipped$")
 
