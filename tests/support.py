@@ -333,3 +333,28 @@ class Target:
                 c.close()
             except OSError:
                 pass
+
+
+def run_script(diff, commands):
+    """Send each command to hotkv and Valkey through the diff fixture."""
+    for cmd in commands:
+        diff(*cmd)
+
+
+def scenario_tests(scenarios: dict, run=run_script):
+    """The two tests of a command family's scenario table: each named list
+    of commands run by run(diff, commands) (default: every reply must be
+    byte-identical to Valkey's), once in RESP2 and once after HELLO 3.
+    Bind the pair to test_* names at module level so pytest collects them."""
+    import pytest
+
+    @pytest.mark.parametrize("name", sorted(scenarios))
+    def resp2(diff, name):
+        run(diff, scenarios[name])
+
+    @pytest.mark.parametrize("name", sorted(scenarios))
+    def resp3(diff, name):
+        diff.resp3()
+        run(diff, scenarios[name])
+
+    return resp2, resp3

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 import valkey
 
-from test_sets import run, unordered
+from support import scenario_tests
+from test_sets import unordered
 
 SCENARIOS = {
     "hset_hget": [
@@ -113,15 +114,7 @@ SCENARIOS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_scenario(diff, name):
-    run(diff, SCENARIOS[name])
-
-
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_scenario_resp3(diff, name):
-    diff.resp3()
-    run(diff, SCENARIOS[name])
+test_scenario, test_scenario_resp3 = scenario_tests(SCENARIOS)
 
 
 @pytest.mark.parametrize("resp3", [False, True])

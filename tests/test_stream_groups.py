@@ -14,7 +14,7 @@ import time
 import pytest
 import valkey
 
-from support import RawClient
+from support import RawClient, scenario_tests
 
 SCENARIOS = {
     "create_and_read": [
@@ -155,15 +155,7 @@ def _run(diff, commands):
             diff(*cmd)
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_matches_valkey_resp2(diff, name):
-    _run(diff, SCENARIOS[name])
-
-
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_matches_valkey_resp3(diff, name):
-    diff.resp3()
-    _run(diff, SCENARIOS[name])
+test_matches_valkey_resp2, test_matches_valkey_resp3 = scenario_tests(SCENARIOS, run=_run)
 
 
 def test_lag_and_entries_read_edge_cases(diff):

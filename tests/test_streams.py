@@ -14,6 +14,8 @@ import time
 import pytest
 import valkey
 
+from support import scenario_tests
+
 
 # Each scenario runs in order on hotkv and on Valkey; replies must be equal bytes.
 SCENARIOS = {
@@ -127,20 +129,7 @@ SCENARIOS = {
 }
 
 
-def _run(diff, commands):
-    for cmd in commands:
-        diff(*cmd)
-
-
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_matches_valkey_resp2(diff, name):
-    _run(diff, SCENARIOS[name])
-
-
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_matches_valkey_resp3(diff, name):
-    diff.resp3()
-    _run(diff, SCENARIOS[name])
+test_matches_valkey_resp2, test_matches_valkey_resp3 = scenario_tests(SCENARIOS)
 
 
 def test_arity_errors(diff):
