@@ -12,7 +12,8 @@ import time
 import pytest
 import valkey
 
-from support import RawClient
+from support import (KeyEvents, RawClient, aof_commands, scenario_tests, start_aof_server,
+                     wait_for)
 
 LLMAX = "9223372036854775807"
 LLMIN = "-9223372036854775808"
@@ -77,17 +78,7 @@ SCENARIOS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_matches_valkey_resp2(diff, name):
-    for cmd in SCENARIOS[name]:
-        diff(*cmd)
-
-
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_matches_valkey_resp3(diff, name):
-    diff.resp3()
-    for cmd in SCENARIOS[name]:
-        diff(*cmd)
+test_matches_valkey_resp2, test_matches_valkey_resp3 = scenario_tests(SCENARIOS)
 
 
 def test_arity_errors(diff):
@@ -139,15 +130,6 @@ def test_lazy_expiry(r):
     assert r.persist("l") is False
 
 
-def _wait_for(fn, timeout=5.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if fn():
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def test_active_expiry_removes_untouched_keys(r):
     """Keys nobody reads are deleted by the server's cron: a few hundred
     volatile keys among persistent ones (more than one sampling batch)."""
@@ -158,15 +140,12 @@ def test_active_expiry_removes_untouched_keys(r):
         pipe.set(f"keep:{i}", "x")
     pipe.execute()
     assert r.dbsize() == 800
-    assert _wait_for(lambda: r.dbsize() == 200), r.dbsize()
+    assert wait_for(lambda: r.dbsize() == 200), r.dbsize()
     assert set(r.keys("*")) == {f"keep:{i}".encode() for i in range(200)}
 
 
 def test_expired_keys_are_counted(r):
-    try:
-        before = r.info("stats")["expired_keys"]
-    except (valkey.ResponseError, KeyError):
-        pytest.skip("INFO stats expired_keys is not implemented")
+    before = r.info("stats")["expired_keys"]
     r.set("a", 1)
     r.expire("a", -1)            # deleted by an expiry in the past
     r.set("b", 1, px=1)
@@ -204,36 +183,8 @@ def test_expire_touches_watched_keys(r):
 # Propagation and events
 # ----------------------------------------------------------------------
 
-def _aof_commands(directory) -> list:
-    import glob
-    import os
-    cmds = []
-    for path in sorted(glob.glob(os.path.join(str(directory), "**", "*.aof"), recursive=True)):
-        with open(path, "rb") as f:
-            data = f.read()
-        pos = 0
-        while pos < len(data):
-            nl = data.index(b"\r\n", pos)
-            n = int(data[pos + 1:nl])
-            pos = nl + 2
-            argv = []
-            for _ in range(n):
-                nl = data.index(b"\r\n", pos)
-                ln = int(data[pos + 1:nl])
-                argv.append(data[nl + 2:nl + 2 + ln])
-                pos = nl + 4 + ln
-            if argv[0].upper() not in (b"SELECT", b"MULTI", b"EXEC"):
-                cmds.append([argv[0].upper()] + argv[1:])
-    return cmds
-
-
 def test_expiry_is_logged_in_absolute_form(hotkv_server_factory, tmp_path):
-    try:
-        srv = hotkv_server_factory(appendonly="yes", dir=str(tmp_path), appendfsync="always")
-    except Exception as e:  # noqa: BLE001 - reported as the skip reason
-        pytest.skip(f"cannot start hotkv with appendonly: {e}")
-    if srv.server.aof is None:
-        pytest.skip("the AOF module (server.aof) is not implemented")
+    srv = start_aof_server(hotkv_server_factory, tmp_path)
     c = RawClient(srv.host, srv.port)
     try:
         c.call("SET", "k", "v")
@@ -253,7 +204,7 @@ def test_expiry_is_logged_in_absolute_form(hotkv_server_factory, tmp_path):
         c.call("SET", "sentinel", "1")
     finally:
         c.close()
-    cmds = _aof_commands(tmp_path)
+    cmds = aof_commands(tmp_path)
     assert cmds[0] == [b"SET", b"k", b"v"]
     for i, extra, ttl in [(1, [], 100000), (2, [b"GT"], 200000)]:
         assert cmds[i][0] == b"PEXPIREAT" and cmds[i][1] == b"k" and cmds[i][3:] == extra
@@ -265,34 +216,21 @@ def test_expiry_is_logged_in_absolute_form(hotkv_server_factory, tmp_path):
 
 
 def test_active_expiry_is_logged_as_del(hotkv_server_factory, tmp_path):
-    try:
-        srv = hotkv_server_factory(appendonly="yes", dir=str(tmp_path), appendfsync="always")
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"cannot start hotkv with appendonly: {e}")
-    if srv.server.aof is None:
-        pytest.skip("the AOF module (server.aof) is not implemented")
+    srv = start_aof_server(hotkv_server_factory, tmp_path)
     c = RawClient(srv.host, srv.port)
     try:
         c.call("SET", "a", "v", "PX", "50")
-        assert _wait_for(lambda: c.call("DBSIZE") == b":0\r\n")
+        assert wait_for(lambda: c.call("DBSIZE") == b":0\r\n")
         c.call("SET", "sentinel", "1")
     finally:
         c.close()
-    cmds = _aof_commands(tmp_path)
+    cmds = aof_commands(tmp_path)
     assert cmds[0][:4] == [b"SET", b"a", b"v", b"PXAT"]
     assert cmds[1:] == [[b"DEL", b"a"], [b"SET", b"sentinel", b"1"]]
 
 
 def test_expiry_keyspace_events(r, server):
-    try:
-        r.config_set("notify-keyspace-events", "KEA")
-    except valkey.ResponseError as e:
-        pytest.skip(f"notify-keyspace-events not settable: {e}")
-    try:
-        sub = valkey.Valkey(host=server.host, port=server.port)
-        p = sub.pubsub()
-        p.psubscribe("__keyevent@0__:*")
-        assert p.get_message(timeout=1)["type"] == "psubscribe"
+    with KeyEvents(r, server) as ev:
         r.set("a", "1")
         r.expire("a", 100)
         r.expire("a", 10, nx=True)      # no change, no event
@@ -301,33 +239,17 @@ def test_expiry_keyspace_events(r, server):
         r.set("b", "1", px=1)
         time.sleep(0.01)
         r.get("b")
-        events = []
-        deadline = time.time() + 2
-        while time.time() < deadline and len(events) < 7:
-            m = p.get_message(timeout=0.1)
-            if m is not None:
-                events.append((m["channel"].decode().split(":", 1)[1], m["data"]))
-        if not events:
-            pytest.skip("keyspace notifications are not delivered (pub/sub module missing)")
         # an expiry in the past is announced as "expired" (Valkey 8.1), not "del"
-        assert events == [("set", b"a"), ("expire", b"a"), ("persist", b"a"), ("expired", b"a"),
-                          ("set", b"b"), ("expire", b"b"), ("expired", b"b")]
-        p.close()
-        sub.close()
-    finally:
-        r.config_set("notify-keyspace-events", "")
+        assert ev.collect(7) == [("set", b"a"), ("expire", b"a"), ("persist", b"a"),
+                                 ("expired", b"a"), ("set", b"b"), ("expire", b"b"),
+                                 ("expired", b"b")]
 
 
 def test_aof_reload_keeps_expired_keys_expired(hotkv_server_factory, tmp_path):
     """Replaying the AOF after a key's time passed: the commands logged
     after it (APPEND here) must meet the key as it was, not recreate it
     without its TTL."""
-    try:
-        srv = hotkv_server_factory(appendonly="yes", dir=str(tmp_path), appendfsync="always")
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"cannot start hotkv with appendonly: {e}")
-    if srv.server.aof is None:
-        pytest.skip("the AOF module (server.aof) is not implemented")
+    srv = start_aof_server(hotkv_server_factory, tmp_path)
     c = RawClient(srv.host, srv.port)
     c.call("SET", "k", "v", "PX", "200")
     c.call("APPEND", "k", "x")
