@@ -12,7 +12,7 @@ import pytest
 import redis
 import valkey
 
-from support import RawClient
+from support import KeyEvents, RawClient, aof_commands, scenario_tests, start_aof_server
 
 LLMAX = "9223372036854775807"
 LLMIN = "-9223372036854775808"
@@ -194,17 +194,7 @@ SCENARIOS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_matches_valkey_resp2(diff, name):
-    for cmd in SCENARIOS[name]:
-        diff(*cmd)
-
-
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_matches_valkey_resp3(diff, name):
-    diff.resp3()
-    for cmd in SCENARIOS[name]:
-        diff(*cmd)
+test_matches_valkey_resp2, test_matches_valkey_resp3 = scenario_tests(SCENARIOS)
 
 
 def test_arity_errors(diff):
@@ -366,11 +356,8 @@ def test_strings_with_redis_py_resp3(r3):
 
 def test_proto_max_bulk_len_is_enforced(r):
     """APPEND/SETRANGE/SETBIT refuse to grow a string past proto-max-bulk-len."""
-    try:
-        old = r.config_get("proto-max-bulk-len")["proto-max-bulk-len"]
-        r.config_set("proto-max-bulk-len", 1024 * 1024)
-    except valkey.ResponseError as e:
-        pytest.skip(f"CONFIG SET proto-max-bulk-len is not available: {e}")
+    old = r.config_get("proto-max-bulk-len")["proto-max-bulk-len"]
+    assert r.config_set("proto-max-bulk-len", 1024 * 1024) is True
     try:
         r.set("k", "x" * 1000)
         with pytest.raises(valkey.ResponseError, match=r"string exceeds maximum allowed size \(proto-max-bulk-len\)"):
@@ -389,38 +376,9 @@ def test_proto_max_bulk_len_is_enforced(r):
 # Propagation: what the AOF records
 # ----------------------------------------------------------------------
 
-def _aof_commands(directory) -> list:
-    import glob
-    import os
-    cmds = []
-    for path in sorted(glob.glob(os.path.join(str(directory), "**", "*.aof"), recursive=True)):
-        with open(path, "rb") as f:
-            data = f.read()
-        pos = 0
-        while pos < len(data):
-            nl = data.index(b"\r\n", pos)
-            n = int(data[pos + 1:nl])
-            pos = nl + 2
-            argv = []
-            for _ in range(n):
-                nl = data.index(b"\r\n", pos)
-                ln = int(data[pos + 1:nl])
-                argv.append(data[nl + 2:nl + 2 + ln])
-                pos = nl + 4 + ln
-            if argv[0].upper() not in (b"SELECT", b"MULTI", b"EXEC"):
-                cmds.append([argv[0].upper()] + argv[1:])
-    return cmds
-
-
 @pytest.fixture
 def aof_server(hotkv_server_factory, tmp_path):
-    try:
-        srv = hotkv_server_factory(appendonly="yes", dir=str(tmp_path), appendfsync="always")
-    except Exception as e:  # noqa: BLE001 - reported as the skip reason
-        pytest.skip(f"cannot start hotkv with appendonly: {e}")
-    if srv.server.aof is None:
-        pytest.skip("the AOF module (server.aof) is not implemented")
-    return srv
+    return start_aof_server(hotkv_server_factory, tmp_path)
 
 
 def test_string_writes_are_logged_deterministically(aof_server, tmp_path):
@@ -456,7 +414,7 @@ def test_string_writes_are_logged_deterministically(aof_server, tmp_path):
         c.call("SET", "sentinel", "1")
     finally:
         c.close()
-    cmds = _aof_commands(tmp_path)
+    cmds = aof_commands(tmp_path)
     now_ms = __import__("time").time() * 1000
 
     def pxat(argv, i):
@@ -481,16 +439,7 @@ def test_string_writes_are_logged_deterministically(aof_server, tmp_path):
 
 
 def test_keyspace_events_for_strings(r, server):
-    import time
-    try:
-        r.config_set("notify-keyspace-events", "KEA")
-    except valkey.ResponseError as e:
-        pytest.skip(f"notify-keyspace-events not settable: {e}")
-    try:
-        sub = valkey.Valkey(host=server.host, port=server.port)
-        p = sub.pubsub()
-        p.psubscribe("__keyevent@0__:*")
-        assert p.get_message(timeout=1)["type"] == "psubscribe"
+    with KeyEvents(r, server) as ev:
         r.set("a", "1", ex=100)
         r.incr("a")
         r.incrbyfloat("a", 1.5)
@@ -503,23 +452,11 @@ def test_keyspace_events_for_strings(r, server):
         r.set("b", "1")
         r.set("b", "1", exat=1)
         r.mset({"c": "1", "d": "2"})
-        events = []
-        deadline = time.time() + 2
-        while time.time() < deadline and len(events) < 14:
-            m = p.get_message(timeout=0.1)
-            if m is not None:
-                events.append((m["channel"].decode().split(":", 1)[1], m["data"]))
-        if not events:
-            pytest.skip("keyspace notifications are not delivered (pub/sub module missing)")
-        assert events == [
+        assert ev.collect(14) == [
             ("set", b"a"), ("expire", b"a"), ("incrby", b"a"), ("incrbyfloat", b"a"),
             ("append", b"a"), ("setrange", b"a"), ("setbit", b"a"), ("expire", b"a"),
             ("persist", b"a"), ("del", b"a"), ("set", b"b"), ("expired", b"b"), ("set", b"c"),
             ("set", b"d")]
-        p.close()
-        sub.close()
-    finally:
-        r.config_set("notify-keyspace-events", "")
 
 
 def test_incrbyfloat_near_long_double_limits_match_valkey(diff):
