@@ -14,7 +14,7 @@ import time
 import pytest
 import valkey
 
-from support import RawClient
+from support import KeyEvents, RawClient, scenario_tests
 
 SCENARIOS = {
     "del_exists_touch": [
@@ -105,17 +105,7 @@ SCENARIOS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_matches_valkey_resp2(diff, name):
-    for cmd in SCENARIOS[name]:
-        diff(*cmd)
-
-
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_matches_valkey_resp3(diff, name):
-    diff.resp3()
-    for cmd in SCENARIOS[name]:
-        diff(*cmd)
+test_matches_valkey_resp2, test_matches_valkey_resp3 = scenario_tests(SCENARIOS)
 
 
 def test_arity_errors(diff):
@@ -375,35 +365,17 @@ def test_writes_touch_watched_keys(r):
 
 def test_keyspace_events(r, server):
     try:
-        r.config_set("notify-keyspace-events", "KEA")
-    except valkey.ResponseError as e:
-        pytest.skip(f"notify-keyspace-events not settable: {e}")
-    try:
-        sub = valkey.Valkey(host=server.host, port=server.port)
-        p = sub.pubsub()
-        p.psubscribe("__keyevent@*__:*")
-        assert p.get_message(timeout=1)["type"] == "psubscribe"
-        r.set("a", "1")
-        r.rename("a", "b")
-        r.copy("b", "c")
-        r.move("c", 1)
-        r.delete("b", "nokey")
-        events = []
-        deadline = time.time() + 2
-        while time.time() < deadline and len(events) < 7:
-            m = p.get_message(timeout=0.1)
-            if m is not None:
-                db, ev = m["channel"].decode().split(":", 1)
-                events.append((db.split("@")[1].rstrip("_"), ev, m["data"]))
-        if not events:
-            pytest.skip("keyspace notifications are not delivered (pub/sub module missing)")
-        assert events == [("0", "set", b"a"), ("0", "rename_from", b"a"), ("0", "rename_to", b"b"),
-                          ("0", "copy_to", b"c"), ("0", "move_from", b"c"), ("1", "move_to", b"c"),
-                          ("0", "del", b"b")]
-        p.close()
-        sub.close()
+        with KeyEvents(r, server, "__keyevent@*__:*") as ev:
+            r.set("a", "1")
+            r.rename("a", "b")
+            r.copy("b", "c")
+            r.move("c", 1)
+            r.delete("b", "nokey")
+            assert ev.collect(7, with_db=True) == [
+                ("0", "set", b"a"), ("0", "rename_from", b"a"), ("0", "rename_to", b"b"),
+                ("0", "copy_to", b"c"), ("0", "move_from", b"c"), ("1", "move_to", b"c"),
+                ("0", "del", b"b")]
     finally:
-        r.config_set("notify-keyspace-events", "")
         r.execute_command("SELECT", 1)
         r.flushdb()
         r.execute_command("SELECT", 0)
