@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 import valkey
 
+from support import KeyEvents, scenario_tests
+
 # Each scenario is a list of commands sent in order to hotkv and to Valkey;
 # every reply must be identical bytes.
 SCENARIOS = {
@@ -176,17 +178,7 @@ SCENARIOS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_matches_valkey_resp2(diff, name):
-    for cmd in SCENARIOS[name]:
-        diff(*cmd)
-
-
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_matches_valkey_resp3(diff, name):
-    diff.resp3()
-    for cmd in SCENARIOS[name]:
-        diff(*cmd)
+test_matches_valkey_resp2, test_matches_valkey_resp3 = scenario_tests(SCENARIOS)
 
 
 def test_arity_errors(diff):
@@ -269,34 +261,8 @@ def test_emptied_list_is_deleted_by_every_command(r):
         assert r.type("k") == b"none"
 
 
-def _notifications(r, server):
-    import time
-    sub = valkey.Valkey(host=server.host, port=server.port)
-    p = sub.pubsub()
-    p.psubscribe("__keyevent@0__:*")
-    assert p.get_message(timeout=1)["type"] == "psubscribe"
-
-    def collect():
-        out = []
-        deadline = time.time() + 1
-        while time.time() < deadline:
-            m = p.get_message(timeout=0.05)
-            if m is None:
-                if out:
-                    break
-                continue
-            out.append((m["channel"].decode().split(":", 1)[1], m["data"]))
-        return out
-    return p, sub, collect
-
-
 def test_keyspace_events(r, server):
-    try:
-        r.config_set("notify-keyspace-events", "KEA")
-    except valkey.ResponseError as e:
-        pytest.skip(f"notify-keyspace-events not settable: {e}")
-    try:
-        p, sub, collect = _notifications(r, server)
+    with KeyEvents(r, server) as ev:
         r.rpush("a", "1", "2")
         r.lmove("a", "b", "LEFT", "RIGHT")
         r.lmove("a", "b", "RIGHT", "LEFT")
@@ -305,17 +271,10 @@ def test_keyspace_events(r, server):
         r.lrem("b", 1, "y")
         r.ltrim("b", 0, 0)
         r.lpop("b")
-        events = collect()
-        if not events:
-            pytest.skip("keyspace notifications are not delivered (pub/sub module missing)")
-        assert events == [
+        assert ev.collect(12) == [
             ("rpush", b"a"), ("rpush", b"b"), ("lpop", b"a"), ("lpush", b"b"), ("rpop", b"a"),
             ("del", b"a"), ("lset", b"b"), ("linsert", b"b"), ("lrem", b"b"), ("ltrim", b"b"),
             ("lpop", b"b"), ("del", b"b")]
-        p.close()
-        sub.close()
-    finally:
-        r.config_set("notify-keyspace-events", "")
 
 
 def test_watch_is_touched_by_list_writes(r):
@@ -344,13 +303,7 @@ def test_watch_is_touched_by_list_writes(r):
 
 def test_pushes_count_every_element_as_a_change(r):
     def dirty():
-        try:
-            info = r.info("persistence")
-        except valkey.ResponseError:
-            return None
-        return info.get("rdb_changes_since_last_save")
-    if dirty() is None:
-        pytest.skip("INFO persistence rdb_changes_since_last_save is not implemented")
+        return r.info("persistence")["rdb_changes_since_last_save"]
     before = dirty()
     r.rpush("d", "a", "b", "c")
     r.lmove("d", "e", "LEFT", "LEFT")
