@@ -230,6 +230,17 @@ def aof_commands(directory, framing: bool = False) -> list:
     return cmds
 
 
+def aof_bytes(directory) -> bytes:
+    """The raw contents of every *.aof file under directory, concatenated."""
+    data = b""
+    for root, _, files in os.walk(str(directory)):
+        for f in sorted(files):
+            if f.endswith(".aof"):
+                with open(os.path.join(root, f), "rb") as fh:
+                    data += fh.read()
+    return data
+
+
 def start_aof_server(factory, directory):
     """A hotkv server (from hotkv_server_factory) logging every write to an
     AOF under directory, fsynced per command so the file can be read at once."""

@@ -14,7 +14,7 @@ import time
 import pytest
 import valkey
 
-from support import RawClient, scenario_tests
+from support import RawClient, aof_bytes, scenario_tests
 
 SCENARIOS = {
     "create_and_read": [
@@ -578,16 +578,6 @@ def test_dead_letter_flow(server):
 # Propagation: the AOF replays group state
 # ----------------------------------------------------------------------
 
-def _aof_bytes(d) -> bytes:
-    data = b""
-    for root, _, files in os.walk(d):
-        for f in sorted(files):
-            if f.endswith(".aof"):
-                with open(os.path.join(root, f), "rb") as fh:
-                    data += fh.read()
-    return data
-
-
 def _group_state(r):
     groups = r.xinfo_groups("s")
     pend = {g["name"]: [(p["message_id"], p["consumer"], p["times_delivered"])
@@ -621,7 +611,7 @@ def test_aof_replays_group_state(hotkv_server_factory, tmp_path):
     _mutate_groups(r)
     before = _group_state(r)
     r.close()
-    text = _aof_bytes(str(tmp_path))
+    text = aof_bytes(tmp_path)
     assert b"XREADGROUP" not in text and b"XAUTOCLAIM" not in text
     assert b"$6\r\nXCLAIM\r\n" in text and b"$5\r\nSETID\r\n" in text and b"CREATECONSUMER" in text
     srv.stop()
@@ -649,7 +639,7 @@ def test_aof_rewrite_rebuilds_streams(hotkv_server_factory, tmp_path):
         time.sleep(0.02)
     r.close()
     srv.stop()
-    text = _aof_bytes(str(tmp_path))
+    text = aof_bytes(tmp_path)
     assert b"$6\r\nXSETID\r\n" in text and b"ENTRIESREAD" in text
     srv2 = hotkv_server_factory(appendonly="yes", dir=str(tmp_path))
     r2 = valkey.Valkey(host=srv2.host, port=srv2.port)

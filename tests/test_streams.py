@@ -14,7 +14,7 @@ import time
 import pytest
 import valkey
 
-from support import scenario_tests
+from support import aof_bytes, scenario_tests
 
 
 # Each scenario runs in order on hotkv and on Valkey; replies must be equal bytes.
@@ -343,14 +343,7 @@ def test_blocked_readers_all_get_the_entry(target):
 # ----------------------------------------------------------------------
 
 def _aof_text(server) -> bytes:
-    d = server.server.config.values["dir"]
-    data = b""
-    for root, _, files in os.walk(d):
-        for f in sorted(files):
-            if f.endswith(".aof"):
-                with open(os.path.join(root, f), "rb") as fh:
-                    data += fh.read()
-    return data
+    return aof_bytes(server.server.config.values["dir"])
 
 
 def test_aof_logs_assigned_ids_and_exact_trims(hotkv_server_factory, tmp_path):
