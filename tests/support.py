@@ -369,3 +369,18 @@ def scenario_tests(scenarios: dict, run=run_script):
         run(diff, scenarios[name])
 
     return resp2, resp3
+
+
+def exec_after_watch(r, key, *commands, read=None):
+    """WATCH key on a connection of r's pool, run commands (argv tuples) on
+    another connection of that pool, then MULTI / GET read (default: key) /
+    EXEC.  Returns EXEC's result; valkey.WatchError when a command touched key."""
+    import valkey
+    with r.pipeline() as p:
+        p.watch(key)
+        other = valkey.Valkey(connection_pool=r.connection_pool)
+        for cmd in commands:
+            other.execute_command(*cmd)
+        p.multi()
+        p.get(key if read is None else read)
+        return p.execute()

@@ -12,8 +12,8 @@ import time
 import pytest
 import valkey
 
-from support import (KeyEvents, RawClient, aof_commands, scenario_tests, start_aof_server,
-                     wait_for)
+from support import (KeyEvents, RawClient, aof_commands, exec_after_watch, scenario_tests,
+                     start_aof_server, wait_for)
 
 LLMAX = "9223372036854775807"
 LLMIN = "-9223372036854775808"
@@ -159,24 +159,12 @@ def test_expire_touches_watched_keys(r):
                 ("SET", "w", "v", "KEEPTTL"), ("GETEX", "w", "PERSIST")]:
         r.flushall()
         r.set("w", "v", ex=50)
-        with r.pipeline() as p:
-            p.watch("w")
-            valkey.Valkey(connection_pool=r.connection_pool).execute_command(*cmd)
-            p.multi()
-            p.get("w")
-            with pytest.raises(valkey.WatchError):
-                p.execute()
+        with pytest.raises(valkey.WatchError):
+            exec_after_watch(r, "w", cmd)
     # Conditions that do not hold change nothing and touch nothing.
     r.flushall()
     r.set("w", "v", ex=50)
-    with r.pipeline() as p:
-        p.watch("w")
-        other = valkey.Valkey(connection_pool=r.connection_pool)
-        other.expire("w", 100, nx=True)
-        other.expire("w", 10, gt=True)
-        p.multi()
-        p.get("w")
-        assert p.execute() == [b"v"]
+    assert exec_after_watch(r, "w", ("EXPIRE", "w", "100", "NX"), ("EXPIRE", "w", "10", "GT")) == [b"v"]
 
 
 # ----------------------------------------------------------------------

@@ -14,7 +14,7 @@ import time
 import pytest
 import valkey
 
-from support import KeyEvents, RawClient, scenario_tests
+from support import KeyEvents, RawClient, exec_after_watch, scenario_tests
 
 SCENARIOS = {
     "del_exists_touch": [
@@ -342,25 +342,13 @@ def test_writes_touch_watched_keys(r):
                        (("SET", "w", "1"), ("MOVE", "w", "1"))]:
         r.flushall()
         r.execute_command(*setup)
-        with r.pipeline() as p:
-            p.watch("w")
-            valkey.Valkey(connection_pool=r.connection_pool).execute_command(*cmd)
-            p.multi()
-            p.get("w")
-            with pytest.raises(valkey.WatchError):
-                p.execute()
+        with pytest.raises(valkey.WatchError):
+            exec_after_watch(r, "w", cmd)
     # Commands that change nothing do not touch.
     r.flushall()
     r.set("w", "1")
-    with r.pipeline() as p:
-        p.watch("w")
-        other = valkey.Valkey(connection_pool=r.connection_pool)
-        other.delete("nokey")
-        other.copy("nokey", "w")
-        other.renamenx("w", "w")
-        p.multi()
-        p.get("w")
-        assert p.execute() == [b"1"]
+    assert exec_after_watch(r, "w", ("DEL", "nokey"), ("COPY", "nokey", "w"),
+                            ("RENAMENX", "w", "w")) == [b"1"]
 
 
 def test_keyspace_events(r, server):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import valkey
 
-from support import KeyEvents, scenario_tests
+from support import KeyEvents, exec_after_watch, scenario_tests
 
 # Each scenario is a list of commands sent in order to hotkv and to Valkey;
 # every reply must be identical bytes.
@@ -282,23 +282,12 @@ def test_watch_is_touched_by_list_writes(r):
                 ("LMOVE", "w", "w", "LEFT", "RIGHT")]:
         r.delete("w")
         r.rpush("w", "a")
-        with r.pipeline() as p:
-            p.watch("w")
-            other = valkey.Valkey(connection_pool=r.connection_pool)
-            other.execute_command(*cmd)
-            p.multi()
-            p.get("unrelated")
-            with pytest.raises(valkey.WatchError):
-                p.execute()
+        with pytest.raises(valkey.WatchError):
+            exec_after_watch(r, "w", cmd, read="unrelated")
     # A failed LINSERT / LREM that finds nothing does not touch the key.
     r.delete("w")
     r.rpush("w", "a")
-    with r.pipeline() as p:
-        p.watch("w")
-        valkey.Valkey(connection_pool=r.connection_pool).lrem("w", 0, "zz")
-        p.multi()
-        p.get("unrelated")
-        assert p.execute() == [None]
+    assert exec_after_watch(r, "w", ("LREM", "w", "0", "zz"), read="unrelated") == [None]
 
 
 def test_pushes_count_every_element_as_a_change(r):
