@@ -384,3 +384,55 @@ def exec_after_watch(r, key, *commands, read=None):
         p.multi()
         p.get(key if read is None else read)
         return p.execute()
+
+
+def make_pki(d, ca_cn: str = "hotkv test CA") -> dict:
+    """A throw-away certificate authority under directory d (a pathlib.Path)
+    with a server certificate for localhost / 127.0.0.1 and a client
+    certificate: {"ca" | "server" | "client": (cert path, key path)}.
+    Needs the cryptography package (callers importorskip it first)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def cert(subject_cn, issuer_name, issuer_key, pub_key, *, ca=False, sans=(), client=False):
+        b = (x509.CertificateBuilder()
+             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject_cn)]))
+             .issuer_name(issuer_name)
+             .public_key(pub_key)
+             .serial_number(x509.random_serial_number())
+             .not_valid_before(now - datetime.timedelta(minutes=5))
+             .not_valid_after(now + datetime.timedelta(days=1))
+             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if sans:
+            b = b.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
+        if ca:
+            b = b.add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False,
+                                              False), critical=True)
+        else:
+            usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
+            b = b.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        return b.sign(issuer_key, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_cn)])
+    ca = cert(ca_cn, ca_name, ca_key, ca_key.public_key(), ca=True)
+    srv_key = ec.generate_private_key(ec.SECP256R1())
+    srv = cert("localhost", ca_name, ca_key, srv_key.public_key(),
+               sans=(x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))))
+    cli_key = ec.generate_private_key(ec.SECP256R1())
+    cli = cert("worker", ca_name, ca_key, cli_key.public_key(), client=True)
+    paths = {}
+    for name, crt, key in (("ca", ca, ca_key), ("server", srv, srv_key), ("client", cli, cli_key)):
+        (d / f"{name}.crt").write_bytes(crt.public_bytes(serialization.Encoding.PEM))
+        (d / f"{name}.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                          serialization.PrivateFormat.PKCS8,
+                                                          serialization.NoEncryption()))
+        paths[name] = (str(d / f"{name}.crt"), str(d / f"{name}.key"))
+    return paths

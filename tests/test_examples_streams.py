@@ -12,6 +12,8 @@ import sys
 import pytest
 import valkey
 
+from support import make_pki
+
 EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                        "examples", "streams_queue.py")
 
@@ -92,41 +94,6 @@ def _iovalkey_dir() -> str:
     return d
 
 
-def _test_pki(d):
-    import datetime
-    import ipaddress
-    x509 = pytest.importorskip("cryptography.x509", reason="needs the cryptography package")
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-    now = datetime.datetime.now(datetime.timezone.utc)
-
-    def cert(cn, issuer, issuer_key, pub, ca=False, sans=()):
-        b = (x509.CertificateBuilder()
-             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
-             .issuer_name(issuer).public_key(pub).serial_number(x509.random_serial_number())
-             .not_valid_before(now - datetime.timedelta(minutes=5))
-             .not_valid_after(now + datetime.timedelta(days=1))
-             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-        if sans:
-            b = b.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
-        return b.sign(issuer_key, hashes.SHA256())
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "hotkv streams test CA")])
-    ca = cert("hotkv streams test CA", ca_name, ca_key, ca_key.public_key(), ca=True)
-    key = ec.generate_private_key(ec.SECP256R1())
-    srv = cert("localhost", ca_name, ca_key, key.public_key(),
-               sans=(x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))))
-    paths = {n: str(d / n) for n in ("ca.crt", "server.crt", "server.key")}
-    (d / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    (d / "server.crt").write_bytes(srv.public_bytes(serialization.Encoding.PEM))
-    (d / "server.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                                     serialization.PrivateFormat.PKCS8,
-                                                     serialization.NoEncryption()))
-    return paths
-
-
 def test_reference_document_node_code_runs_unchanged_over_tls(hotkv_server_factory, tmp_path):
     """The iovalkey flow of the reference document, byte for byte as
     printed, against hotkv over TLS with a username and password; the test
@@ -134,9 +101,10 @@ def test_reference_document_node_code_runs_unchanged_over_tls(hotkv_server_facto
     code = _reference_node_example()
     assert "tls: { servername: url.hostname }" in code
     node_dir = _iovalkey_dir()
-    pki = _test_pki(tmp_path)
-    srv = hotkv_server_factory(tls_port=0, tls_cert_file=pki["server.crt"],
-                               tls_key_file=pki["server.key"], tls_ca_cert_file=pki["ca.crt"],
+    pytest.importorskip("cryptography.x509", reason="needs the cryptography package")
+    pki = make_pki(tmp_path, "hotkv streams test CA")
+    (cert, key), ca = pki["server"], pki["ca"][0]
+    srv = hotkv_server_factory(tls_port=0, tls_cert_file=cert, tls_key_file=key, tls_ca_cert_file=ca,
                                tls_auth_clients="no", requirepass="admin-pw")
     admin = valkey.Valkey(host=srv.host, port=srv.port, password="admin-pw", decode_responses=True)
     admin.acl_setuser("app", enabled=True, passwords=["+app-s3cret"], keys=["jobs:*"],
@@ -145,7 +113,7 @@ def test_reference_document_node_code_runs_unchanged_over_tls(hotkv_server_facto
     with open(script, "w") as f:
         f.write(code)
     env = dict(os.environ, VALKEY_URL="rediss://app:app-s3cret@localhost:%d" % srv.tls_port,
-               NODE_EXTRA_CA_CERTS=pki["ca.crt"])
+               NODE_EXTRA_CA_CERTS=ca)
     try:
         proc = subprocess.run(["node", script], cwd=node_dir, env=env, capture_output=True,
                               text=True, timeout=60)

@@ -9,9 +9,7 @@ SSL_CERT_FILE so the client's default trust store holds the test CA)."""
 
 from __future__ import annotations
 
-import datetime
 import glob
-import ipaddress
 import os
 import socket
 import ssl
@@ -21,61 +19,16 @@ import sys
 import pytest
 import valkey
 
-from support import RawClient
+from support import RawClient, make_pki
 
-x509 = pytest.importorskip("cryptography.x509", reason="TLS tests need the cryptography package")
-from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
-from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
-from cryptography.x509.oid import NameOID  # noqa: E402
+pytest.importorskip("cryptography.x509", reason="TLS tests need the cryptography package")
 
 REFERENCE_GLOB = "/work/shared/reference/001_*.txt"
 
 
-def _write_key(path, key):
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                       serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
-
-
-def _cert(subject_cn, issuer_name, issuer_key, pub_key, *, ca=False, sans=(), client=False):
-    now = datetime.datetime.now(datetime.timezone.utc)
-    b = (x509.CertificateBuilder()
-         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject_cn)]))
-         .issuer_name(issuer_name)
-         .public_key(pub_key)
-         .serial_number(x509.random_serial_number())
-         .not_valid_before(now - datetime.timedelta(minutes=5))
-         .not_valid_after(now + datetime.timedelta(days=1))
-         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-    if sans:
-        b = b.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
-    if ca:
-        b = b.add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False,
-                                          False), critical=True)
-    else:
-        usage = x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH if client else \
-            x509.oid.ExtendedKeyUsageOID.SERVER_AUTH
-        b = b.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-    return b.sign(issuer_key, hashes.SHA256())
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pki")
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "hotkv test CA")])
-    ca = _cert("hotkv test CA", ca_name, ca_key, ca_key.public_key(), ca=True)
-    srv_key = ec.generate_private_key(ec.SECP256R1())
-    srv = _cert("localhost", ca_name, ca_key, srv_key.public_key(),
-                sans=(x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))))
-    cli_key = ec.generate_private_key(ec.SECP256R1())
-    cli = _cert("worker", ca_name, ca_key, cli_key.public_key(), client=True)
-    paths = {}
-    for name, cert, key in (("ca", ca, ca_key), ("server", srv, srv_key), ("client", cli, cli_key)):
-        (d / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        _write_key(d / f"{name}.key", key)
-        paths[name] = (str(d / f"{name}.crt"), str(d / f"{name}.key"))
-    return paths
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def _tls_server(factory, pki, **extra):
