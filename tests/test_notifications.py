@@ -214,15 +214,7 @@ STREAMS = {
 FAMILIES = {"strings": STRINGS, "keyspace": KEYSPACE, "lists": LISTS, "hashes": HASHES,
             "sets": SETS, "zsets": ZSETS, "streams": STREAMS}
 
-# Scenarios hotkv is known to get wrong, in modules this suite does not own
-# (reported to their owners): name -> what Valkey 8.1 emits.  Strict: once
-# the owner fixes it the xfail turns into a failure -- delete the entry then.
-KNOWN_WRONG: dict = {}
-
-CASES = [pytest.param(cmds, id=f"{family}-{name}",
-                      marks=[pytest.mark.xfail(reason=KNOWN_WRONG[f"{family}-{name}"],
-                                               strict=True)]
-                      if f"{family}-{name}" in KNOWN_WRONG else [])
+CASES = [pytest.param(cmds, id=f"{family}-{name}")
          for family, table in FAMILIES.items() for name, cmds in table.items()]
 
 
