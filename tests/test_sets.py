@@ -5,7 +5,7 @@ the reference Valkey (``diff``).  Replies Redis sends in no defined order
 ones (SPOP, SRANDMEMBER) are checked for their properties.
 
 Also holds ``parse`` / ``unordered``, the raw-reply helpers the hash and
-sorted-set tests share."""
+sorted-set tests share, and ``random_walk`` (seeded random commands vs Valkey)."""
 
 from __future__ import annotations
 
@@ -411,18 +411,26 @@ def _random_set_command(rnd):
     return ["SMEMBERS", k]
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_random_walk_vs_valkey(diff, seed):
+def random_walk(diff, seed, make_command, is_unordered, steps=600):
+    """steps commands from make_command(random.Random(seed)) sent to hotkv
+    and Valkey: replies Redis leaves in no defined order (is_unordered(cmd))
+    compared as multisets with unordered(), all others byte for byte."""
     import random as _random
     rnd = _random.Random(seed)
-    if seed == 2:
-        diff.resp3()
-    for _ in range(600):
-        cmd = _random_set_command(rnd)
-        if cmd[0] in ("SMEMBERS", "SINTER", "SUNION", "SDIFF", "SPOP"):
+    for _ in range(steps):
+        cmd = make_command(rnd)
+        if is_unordered(cmd):
             unordered(diff, *cmd)
         else:
             diff(*cmd)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_walk_vs_valkey(diff, seed):
+    if seed == 2:
+        diff.resp3()
+    random_walk(diff, seed, _random_set_command,
+                lambda cmd: cmd[0] in ("SMEMBERS", "SINTER", "SUNION", "SDIFF", "SPOP"))
     for k in ("s1", "s2", "s3", "d"):
         unordered(diff, "SMEMBERS", k)
 
