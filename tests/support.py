@@ -203,30 +203,39 @@ def wait_for(fn, timeout: float = 5.0, interval: float = 0.02) -> bool:
     return False
 
 
+def parse_aof(data: bytes) -> list[list[bytes]]:
+    """The commands of an AOF, by a parser independent of hotkv's: every
+    entry must be a RESP array of bulk strings."""
+    out = []
+    pos = 0
+    while pos < len(data):
+        assert data[pos:pos + 1] == b"*", (pos, data[pos:pos + 40])
+        nl = data.index(b"\r\n", pos)
+        argc = int(data[pos + 1:nl])
+        pos = nl + 2
+        argv = []
+        for _ in range(argc):
+            assert data[pos:pos + 1] == b"$"
+            nl = data.index(b"\r\n", pos)
+            n = int(data[pos + 1:nl])
+            argv.append(data[nl + 2:nl + 2 + n])
+            assert data[nl + 2 + n:nl + 4 + n] == b"\r\n"
+            pos = nl + 4 + n
+        out.append(argv)
+    return out
+
+
 def aof_commands(directory, framing: bool = False) -> list:
     """Every command logged in the *.aof files under directory (multi-part
-    AOF included, in file-name order), each as [NAME upper-cased, args...].
-    SELECT/MULTI/EXEC are dropped unless framing is true.  Anything that is
-    not a RESP array of bulk strings fails the assertion."""
+    AOF included, in file-name order), each as [NAME upper-cased, args...],
+    parsed by parse_aof.  SELECT/MULTI/EXEC are dropped unless framing."""
     import glob
     cmds = []
     for path in sorted(glob.glob(os.path.join(str(directory), "**", "*.aof"), recursive=True)):
         with open(path, "rb") as f:
-            data = f.read()
-        pos = 0
-        while pos < len(data):
-            assert data[pos:pos + 1] == b"*", data[pos:pos + 40]
-            nl = data.index(b"\r\n", pos)
-            n = int(data[pos + 1:nl])
-            pos = nl + 2
-            argv = []
-            for _ in range(n):
-                nl = data.index(b"\r\n", pos)
-                ln = int(data[pos + 1:nl])
-                argv.append(data[nl + 2:nl + 2 + ln])
-                pos = nl + 4 + ln
-            if framing or argv[0].upper() not in (b"SELECT", b"MULTI", b"EXEC"):
-                cmds.append([argv[0].upper()] + argv[1:])
+            for argv in parse_aof(f.read()):
+                if framing or argv[0].upper() not in (b"SELECT", b"MULTI", b"EXEC"):
+                    cmds.append([argv[0].upper()] + argv[1:])
     return cmds
 
 

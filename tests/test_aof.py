@@ -17,33 +17,12 @@ import valkey
 
 import hotkv.aof
 from hotkv.aof import AOFLoadError
-from support import RawClient, ReferenceValkey, encode_command
+from support import RawClient, ReferenceValkey, encode_command, parse_aof
 
 
 # ----------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------
-
-def parse_aof(data: bytes) -> list[list[bytes]]:
-    """The commands of an AOF, by a parser independent of hotkv's."""
-    out = []
-    pos = 0
-    while pos < len(data):
-        assert data[pos:pos + 1] == b"*", (pos, data[pos:pos + 40])
-        nl = data.index(b"\r\n", pos)
-        argc = int(data[pos + 1:nl])
-        pos = nl + 2
-        argv = []
-        for _ in range(argc):
-            assert data[pos:pos + 1] == b"$"
-            nl = data.index(b"\r\n", pos)
-            n = int(data[pos + 1:nl])
-            argv.append(data[nl + 2:nl + 2 + n])
-            assert data[nl + 2 + n:nl + 4 + n] == b"\r\n"
-            pos = nl + 4 + n
-        out.append(argv)
-    return out
-
 
 def wait_for(pred, timeout=10.0, what="condition"):
     deadline = time.time() + timeout
