@@ -14,6 +14,8 @@ import valkey
 
 from support import RawClient, run_script, scenario_tests
 
+run = run_script   # test_sort.py imports it from here
+
 # ----------------------------------------------------------------------
 # Raw reply helpers
 # ----------------------------------------------------------------------
