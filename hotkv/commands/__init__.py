@@ -24,6 +24,7 @@ MODULES = [
     "zsets",
     "sort",
     "dump",
+    "scripting",
 ]
 
 for _name in MODULES:

@@ -1,0 +1,192 @@
+"""EVAL / EVALSHA / EVAL_RO / EVALSHA_RO and SCRIPT.
+
+The Lua runtime, the sandbox and the conversions live in hotkv.scripting;
+this module parses the commands and hands the reply over.
+
+Invariants:
+* a script's effects are propagated command by command (each redis.call that
+  wrote went through ``dispatch.call`` and was collected as a nested call);
+  the EVAL itself never is (``prop_override = []``, as EXEC), so the AOF
+  logs a script that wrote several commands as one MULTI/EXEC unit;
+* the reply is written once, complete (``add_raw``), and the handler returns
+  ``BLOCKED`` to say so, as EXEC does.
+"""
+
+from __future__ import annotations
+
+from .. import errors
+from ..blocking import BLOCKED
+from ..errors import CommandError
+from ..registry import command, container
+from ..resp import OK
+from ..scripting import ScriptError, engine
+from ..util import string2ll
+from .server_cmds import help_reply
+
+NOSCRIPT = "NOSCRIPT No matching script."
+
+
+def _eval_keys(argv):
+    if len(argv) < 3:
+        return []
+    n = string2ll(argv[2])
+    if n is None or n <= 0 or n > len(argv) - 3:
+        return []
+    return list(range(3, 3 + n))
+
+
+def _run(c, argv, evalsha: bool, ro: bool):
+    n = string2ll(argv[2])
+    if n is None:
+        raise CommandError(errors.NOT_INTEGER)
+    if n > len(argv) - 3:
+        raise CommandError("ERR Number of keys can't be greater than number of args")
+    if n < 0:
+        raise CommandError("ERR Number of keys can't be negative")
+    eng = engine(c.server)
+    if evalsha:
+        sha = argv[1].lower()
+        script = eng.scripts.get(sha) if len(sha) == 40 else None
+        if script is None:
+            raise CommandError(NOSCRIPT)
+    else:
+        try:
+            sha = eng.create(argv[1])
+        except ScriptError as e:
+            raise CommandError(e.message)
+        script = eng.scripts[sha]
+    server = c.server
+    try:
+        out = eng.execute(c, script, sha, argv[3:3 + n], argv[3 + n:], ro)
+    except ScriptError as e:
+        if e.counted:
+            raise CommandError(e.message)
+        c.add_error(e.message)
+        out = None
+    finally:
+        # The script's commands were propagated one by one, never the EVAL.
+        server.prop_override = []
+    if out is not None:
+        c.add_raw(b"".join(out))
+    return BLOCKED
+
+
+_EVAL_FLAGS = "noscript skip_monitor may_replicate no_mandatory_keys stale"
+_EVAL_RO_FLAGS = "noscript skip_monitor no_mandatory_keys stale readonly"
+
+
+@command("eval", -3, _EVAL_FLAGS, keys_fn=_eval_keys, group="scripting", since="2.6.0")
+def eval_(c, argv):
+    """Executes a server-side Lua script."""
+    return _run(c, argv, False, False)
+
+
+@command("evalsha", -3, _EVAL_FLAGS, keys_fn=_eval_keys, group="scripting", since="2.6.0")
+def evalsha(c, argv):
+    """Executes a server-side Lua script by SHA1 digest."""
+    return _run(c, argv, True, False)
+
+
+@command("eval_ro", -3, _EVAL_RO_FLAGS, keys_fn=_eval_keys, group="scripting", since="7.0.0")
+def eval_ro(c, argv):
+    """Executes a read-only server-side Lua script."""
+    return _run(c, argv, False, True)
+
+
+@command("evalsha_ro", -3, _EVAL_RO_FLAGS, keys_fn=_eval_keys, group="scripting",
+         since="7.0.0")
+def evalsha_ro(c, argv):
+    """Executes a read-only server-side Lua script by SHA1 digest."""
+    return _run(c, argv, True, True)
+
+
+container("script", group="scripting", summary="A container for Lua scripts management commands.",
+          since="2.6.0")
+
+_HELP = [
+    "DEBUG (YES|SYNC|NO)",
+    "    Set the debug mode for subsequent scripts executed.",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Return information about the existence of the scripts in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Flush the Lua scripts cache. Very dangerous on replicas.",
+    "    When called without the optional mode argument, the behavior is determined",
+    "     by the lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the scripts cache.",
+    "    * SYNC: Synchronously flush the scripts cache.",
+    "KILL",
+    "    Kill the currently executing Lua script.",
+    "LOAD <script>",
+    "    Load a script into the scripts cache without executing it.",
+    "SHOW <sha1>",
+    "    Show a script from the scripts cache.",
+]
+
+
+@command("script|help", 2, "loading stale", group="scripting", since="5.0.0")
+def script_help(c, argv):
+    """Returns helpful text about the different subcommands."""
+    return help_reply("SCRIPT", _HELP)
+
+
+@command("script|load", 3, "noscript stale", group="scripting", since="2.6.0")
+def script_load(c, argv):
+    """Loads a server-side Lua script to the script cache."""
+    try:
+        return engine(c.server).create(argv[2])
+    except ScriptError as e:
+        raise CommandError(e.message)
+
+
+@command("script|exists", -3, "noscript", group="scripting", since="2.6.0")
+def script_exists(c, argv):
+    """Determines whether server-side Lua scripts exist in the script cache."""
+    scripts = engine(c.server).scripts
+    return [1 if a in scripts else 0 for a in argv[2:]]
+
+
+@command("script|flush", -2, "noscript may_replicate", group="scripting", since="2.6.0")
+def script_flush(c, argv):
+    """Removes all server-side Lua scripts from the script cache."""
+    if len(argv) == 3 and argv[2].lower() in (b"sync", b"async"):
+        pass
+    elif len(argv) != 2:
+        raise CommandError("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
+    engine(c.server).flush()
+    return OK
+
+
+@command("script|kill", 2, "noscript allow_busy", group="scripting", since="2.6.0")
+def script_kill(c, argv):
+    """Terminates a server-side Lua script during execution."""
+    eng = engine(c.server)
+    run = eng.run
+    if run is None:
+        raise CommandError("NOTBUSY No scripts in execution right now.")
+    if run.write_dirty:
+        raise CommandError(
+            "UNKILLABLE Sorry the script already executed write commands against the "
+            "dataset. You can either wait the script termination or kill the server in a "
+            "hard way using the SHUTDOWN NOSAVE command.")
+    run.killed = True
+    return OK
+
+
+@command("script|show", 3, "noscript", group="scripting", since="8.0.0")
+def script_show(c, argv):
+    """Show server-side Lua script in the script cache."""
+    script = engine(c.server).scripts.get(argv[2]) if len(argv[2]) == 40 else None
+    if script is None:
+        raise CommandError(NOSCRIPT)
+    return script.body
+
+
+@command("script|debug", 3, "noscript", group="scripting", since="3.2.0")
+def script_debug(c, argv):
+    """Sets the debug mode of server-side Lua scripts."""
+    mode = argv[2].lower()
+    if mode == b"no":
+        return OK
+    if mode in (b"yes", b"sync"):
+        raise CommandError("ERR SCRIPT DEBUG is not supported by hotkv")
+    raise CommandError("ERR Use SCRIPT DEBUG YES/SYNC/NO")

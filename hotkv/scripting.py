@@ -1,0 +1,974 @@
+"""Lua scripting: the runtime behind EVAL / EVALSHA / SCRIPT (no sockets).
+
+Owns ``Engine`` (one per server, ``server.scripting``, created lazily by
+``engine(server)``): a Lua 5.1 state from lupa, the script cache (sha1 hex ->
+body, compiled function), the sandbox, the ``redis`` / ``server`` API table,
+and the conversions between Lua values and RESP, following Valkey's
+script_lua.c / eval.c / script.c:
+
+* a script's ``redis.call`` runs through ``hotkv.dispatch.call`` with a fake
+  client (the caller's db and user, RESP2 unless ``redis.setresp(3)``), so a
+  command behaves exactly as when a client sends it; its encoded reply is
+  parsed back into Lua values (status -> {ok=}, error -> {err=}, nil -> false
+  in RESP2, maps/sets/doubles/big numbers as tables in RESP3);
+* the script's return value is encoded straight to RESP for the caller
+  (numbers truncated to integers, arrays stop at the first nil, true -> 1 /
+  false -> nil in RESP2 ...);
+* errors carry Valkey's texts: ``ERR user_script:1: ... script: <sha>, on
+  @user_script:1.``; the error handler finds the user's frame skipping the
+  C function and our own Lua glue (chunk ``=hotkv``);
+* the sandbox: globals are read-only ("Attempt to modify a readonly table"),
+  reading an unknown global fails ("Script attempted to access nonexistent
+  global variable"), the library tables are read-only proxies, and io,
+  package, require, dofile, loadfile, print, debug and os (but os.clock) are
+  gone.  Libraries: cjson and bit are provided (in Python); struct and
+  cmsgpack are not.
+
+Invariants:
+* a script runs to completion inside one ``call`` (nothing else interleaves:
+  the event loop is not re-entered), so it is atomic; blocking commands act
+  non-blocking because the fake client cannot block;
+* ``engine.run`` is the running script's context exactly while one runs;
+* Python exceptions never cross into Lua: every callback returns an
+  (ok, value) pair and the Lua glue raises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+
+from lupa import lua51
+
+from .resp import Double, encode, format_double
+
+log = logging.getLogger("hotkv")
+
+_PRELUDE = r"""
+local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, py_bit,
+      py_aclcheck, py_unwrap = ...
+local dbg = debug
+local error, type, tostring, rawget, rawset, setmetatable, select, xpcall, lua_pcall, rawequal =
+      error, type, tostring, rawget, rawset, setmetatable, select, xpcall, pcall, rawequal
+
+local function errh(err)
+  local lvl = 2
+  local i = dbg.getinfo(lvl, 'nSl')
+  if i and i.what == 'C' then lvl = 3; i = dbg.getinfo(lvl, 'nSl') end
+  while i and (i.source == '=hotkv' or i.what == 'C') do lvl = lvl + 1; i = dbg.getinfo(lvl, 'nSl') end
+  if type(err) == 'userdata' then err = py_unwrap(err) or err end
+  if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
+  if i then err['source'] = i.source; err['line'] = i.currentline end
+  return err
+end
+
+-- The API functions are Python callables (C functions to Lua), so a user's
+-- "return redis.call(...)" keeps its frame for the error handler's line.
+local redis = {}
+redis.call = py_call
+redis.pcall = py_pcall
+redis.setresp = py_setresp
+redis.log = py_log
+redis.sha1hex = py_sha1
+redis.acl_check_cmd = py_aclcheck
+redis.replicate_commands = function() return true end
+redis.breakpoint = function() return false end
+redis.debug = function() end
+local function single(field, n, v)
+  if n ~= 1 or type(v) ~= 'string' then
+    return {err = 'ERR wrong number or type of arguments'}
+  end
+  return {[field] = v}
+end
+redis.status_reply = function(...) return single('ok', select('#', ...), ...) end
+redis.error_reply = function(...)
+  local n, v = select('#', ...), ...
+  if n ~= 1 or type(v) ~= 'string' then
+    return {err = 'ERR wrong number or type of arguments'}
+  end
+  if v:sub(1, 1) == '-' then v = v:sub(2) end
+  local sp = v:find(' ', 1, true)
+  if sp then return {err = v:sub(1, sp - 1) .. ' ' .. v:sub(sp + 1):gsub('[\r\n]+$', '')} end
+  return {err = 'ERR ' .. v:gsub('[\r\n]+$', '')}
+end
+redis.set_repl = function(...)
+  local n, f = select('#', ...), ...
+  if n ~= 1 then error({err = 'ERR server.set_repl() requires one argument.'}) end
+  if type(f) ~= 'number' or f < 0 or f > 3 then
+    error({err = 'ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.'})
+  end
+end
+redis.REPL_NONE = 0; redis.REPL_AOF = 1; redis.REPL_SLAVE = 2; redis.REPL_REPLICA = 2; redis.REPL_ALL = 3
+redis.LOG_DEBUG = 0; redis.LOG_VERBOSE = 1; redis.LOG_NOTICE = 2; redis.LOG_WARNING = 3
+redis.REDIS_VERSION_NUM = 459268; redis.REDIS_VERSION = '7.2.4'
+redis.VALKEY_VERSION_NUM = 524552; redis.VALKEY_VERSION = '8.1.8'
+redis.SERVER_NAME = 'valkey'
+
+local function fix_pcall(ok, ...)
+  if ok then return ok, ... end
+  local e = ...
+  if type(e) == 'userdata' then e = py_unwrap(e) or e end
+  if type(e) == 'table' then
+    local m = rawget(e, 'err')
+    if type(m) == 'string' or type(m) == 'number' then return false, m end
+  end
+  return false, e
+end
+_G.pcall = function(...) return fix_pcall(lua_pcall(...)) end
+
+local cjson = {}
+cjson.null = newproxy(false)
+local null = cjson.null
+local function jcheck(ok, v) if ok then return v end error(v, 2) end
+cjson.encode = function(v) return jcheck(py_json_enc(v, null)) end
+cjson.decode = function(s) return jcheck(py_json_dec(s, null)) end
+cjson.encode_keep_buffer = function() end
+cjson.encode_max_depth = function() end
+cjson.decode_max_depth = function() end
+cjson.encode_number_precision = function() end
+cjson.encode_sparse_array = function() end
+cjson.encode_invalid_numbers = function() end
+cjson.decode_invalid_numbers = function() end
+
+local bit = {}
+for _, name in ipairs({'tobit', 'bnot', 'band', 'bor', 'bxor', 'lshift', 'rshift',
+                       'arshift', 'rol', 'ror', 'bswap', 'tohex'}) do
+  bit[name] = function(...) return jcheck(py_bit(name, select('#', ...), ...)) end
+end
+
+-- The sandbox.
+io = nil; package = nil; require = nil; module = nil; dofile = nil; loadfile = nil
+print = nil; debug = nil; getfenv = nil; setfenv = nil; newproxy = nil
+os = {clock = os.clock}
+_G.cjson = cjson; _G.bit = bit
+
+local function ro_error() error('Attempt to modify a readonly table', 2) end
+local function readonly(t)
+  return setmetatable({}, {__index = t, __newindex = ro_error, __metatable = false})
+end
+for _, name in ipairs({'string', 'math', 'table', 'os', 'coroutine', 'cjson', 'bit'}) do
+  _G[name] = readonly(_G[name])
+end
+local api = readonly(redis)
+_G.redis = api
+_G.server = api
+_G.__server__err__handler = errh
+_G.__redis__err__handler = errh
+
+-- KEYS and ARGV are served by the metatable so that they stay read-only.
+local cur_keys, cur_argv
+setmetatable(_G, {
+  __index = function(t, k)
+    if k == 'KEYS' then return cur_keys elseif k == 'ARGV' then return cur_argv end
+    -- lupa looks debug up (for tracebacks) from outside any protected call.
+    if k == 'debug' then return nil end
+    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+  end,
+  __newindex = function(t, k, v) error('Attempt to modify a readonly table', 2) end,
+  __metatable = false,
+})
+
+local G = _G
+local loadstring = loadstring
+local function compile(body) return loadstring(body, '@user_script') end
+local function run(f, keys, argv)
+  cur_keys, cur_argv = keys, argv
+  return xpcall(f, errh)
+end
+return compile, run, rawequal
+"""
+
+# C's (long long) cast of a double on x86: out of range and NaN give INT64_MIN.
+_INT64_MIN = -(1 << 63)
+
+
+def _truncate(n) -> int:
+    if type(n) is int:
+        if -(1 << 63) <= n < (1 << 63):
+            return n
+        return _INT64_MIN
+    if n != n or n >= 9.2233720368547758e18 or n < -9.2233720368547758e18:
+        return _INT64_MIN
+    return int(n)
+
+
+def _number_arg(n) -> bytes:
+    """A Lua number as a command argument: integral values in full, others as
+    the shortest round-trip form (Valkey's double2ll / fpconv_dtoa)."""
+    if type(n) is int:
+        return b"%d" % n
+    if n == n and -9.2233720368547758e18 < n < 9.2233720368547758e18 and n == int(n):
+        return b"%d" % int(n)
+    return format_double(n)
+
+
+SHEBANG_FLAGS = {
+    b"no-writes": "no_writes", b"allow-oom": "allow_oom", b"allow-stale": "allow_stale",
+    b"no-cluster": "no_cluster", b"allow-cross-slot-keys": "allow_cross_slot",
+}
+
+
+def parse_shebang(body: bytes):
+    """(flags or None for compat mode, shebang length); raises ValueError(text)."""
+    if not body.startswith(b"#!"):
+        return None, 0
+    end = body.find(b"\n")
+    if end < 0:
+        raise ValueError("Invalid script shebang")
+    parts = body[:end].split()
+    if not parts:
+        raise ValueError("Invalid engine in script shebang")
+    if parts[0] != b"#!lua":
+        raise ValueError("Could not find scripting engine '%s'"
+                         % parts[0][2:].decode("utf-8", "surrogateescape"))
+    flags = set()
+    for part in parts[1:]:
+        if part.startswith(b"flags="):
+            for f in part[6:].split(b","):
+                if f not in SHEBANG_FLAGS:
+                    raise ValueError("Unexpected flag in script shebang: %s"
+                                     % f.decode("utf-8", "surrogateescape"))
+                flags.add(SHEBANG_FLAGS[f])
+        else:
+            raise ValueError("Unknown lua shebang option: %s"
+                             % part.decode("utf-8", "surrogateescape"))
+    return flags, end
+
+
+class ScriptError(Exception):
+    """An error reply for the caller; ``counted`` False when the error was
+    already counted in the error stats (the command inside the script)."""
+
+    def __init__(self, message: str, counted: bool = True):
+        super().__init__(message)
+        self.message = message
+        self.counted = counted
+
+
+class RunCtx:
+    __slots__ = ("caller", "fake", "sha", "readonly", "write_dirty", "flags", "killed")
+
+    def __init__(self, caller, fake, sha, readonly, flags):
+        self.caller = caller
+        self.fake = fake
+        self.sha = sha
+        self.readonly = readonly
+        self.write_dirty = False
+        self.flags = flags
+        self.killed = False
+
+
+class Script:
+    __slots__ = ("body", "func", "flags")
+
+    def __init__(self, body, func, flags):
+        self.body = body
+        self.func = func
+        self.flags = flags
+
+
+class Engine:
+    def __init__(self, server):
+        self.server = server
+        self.scripts: dict[bytes, Script] = {}
+        self.run: RunCtx | None = None
+        self.fake = None
+        self._init_lua()
+
+    # ------------------------------------------------------------------
+    def _init_lua(self):
+        self.lua = lua = lua51.LuaRuntime(encoding=None, unpack_returned_tuples=True,
+                                          register_eval=False, register_builtins=False,
+                                          attribute_filter=_no_attributes)
+        self.lua_type = lua51.lua_type
+        prelude = lua.execute("return loadstring(...)", _PRELUDE.encode(), b"=hotkv")
+        if not callable(prelude):
+            raise RuntimeError("scripting prelude failed to compile")
+        self._compile, self._run, self._rawequal = prelude(
+            self._lua_call, self._lua_pcall, self._py_setresp, self._py_log, self._py_sha1,
+            self._py_json_encode, self._py_json_decode, self._py_bit, self._py_aclcheck,
+            _unwrap)
+        self._table = lua.table
+
+    def flush(self):
+        """SCRIPT FLUSH: a new Lua state and an empty cache."""
+        self.scripts = {}
+        self._init_lua()
+
+    # ------------------------------------------------------------------
+    # The cache
+    # ------------------------------------------------------------------
+    def create(self, body: bytes) -> bytes:
+        """Compile and cache ``body`` (once); returns its sha1 hex.  Raises
+        ScriptError with Valkey's text when it does not compile."""
+        sha = hashlib.sha1(body).hexdigest().encode()
+        if sha in self.scripts:
+            return sha
+        try:
+            flags, skip = parse_shebang(body)
+        except ValueError as e:
+            raise ScriptError("ERR " + str(e))
+        res = self._compile(body[skip:] if skip else body)
+        if isinstance(res, tuple):
+            func, err = res[0], res[1] if len(res) > 1 else b""
+        else:
+            func, err = res, b""
+        if func is None:
+            text = err.decode("utf-8", "surrogateescape") if isinstance(err, bytes) else str(err)
+            raise ScriptError("ERR Error compiling script (new function): " + text)
+        self.scripts[sha] = Script(body, func, flags)
+        return sha
+
+    # ------------------------------------------------------------------
+    # Running
+    # ------------------------------------------------------------------
+    def execute(self, c, script: Script, sha: bytes, keys, args, ro: bool):
+        """Run a cached script for client c; returns the encoded reply chunks."""
+        from .client import Client
+        flags = script.flags
+        server = self.server
+        readonly = ro
+        if flags is not None:
+            if "no_writes" not in flags:
+                if server.disk_error is not None:
+                    raise ScriptError(
+                        "MISCONF Valkey is configured to persist data to AOF, but it's currently "
+                        "unable to persist to disk. Writable scripts are blocked. Use 'no-writes' "
+                        "flag for read only scripts. AOF error: "
+                        + server.disk_error.split("AOF error: ")[-1])
+                if ro:
+                    raise ScriptError(
+                        "ERR Can not execute a script with write flag using *_ro command.")
+                if server.maxmemory and "allow_oom" not in flags and server.over_maxmemory():
+                    raise ScriptError("OOM allow-oom flag is not set on the script, can not "
+                                      "run it when used memory > 'maxmemory'")
+            else:
+                readonly = True
+        fake = self.fake
+        if fake is None:
+            fake = self.fake = Client(server, fake=True)
+            fake.kind = "lua"
+        fake.db = c.db
+        fake.user = c.user
+        fake.authenticated = True
+        fake.resp3 = False
+        fake.out = []
+        run = RunCtx(c, fake, sha, readonly, flags)
+        self.run = run
+        try:
+            lua = self.lua
+            kt = lua.table_from(keys) if keys else lua.table()
+            at = lua.table_from(args) if args else lua.table()
+            res = self._run(script.func, kt, at)
+        finally:
+            self.run = None
+        if type(res) is tuple:
+            ok = res[0]
+            value = res[1] if len(res) > 1 else None
+        else:
+            ok, value = res, None
+        if not ok:
+            raise self._error_from(value, sha)
+        out: list = []
+        self._reply(value, out, c.resp3, fake.resp3)
+        return out
+
+    def _error_from(self, err, sha: bytes) -> ScriptError:
+        if self.lua_type(err) != "table":
+            text = err.decode("utf-8", "surrogateescape") if isinstance(err, bytes) else \
+                ("execution failure" if err is None else str(err))
+            return ScriptError("ERR Error running script f_%s, %.100s" % (sha.decode(), text))
+        msg = err[b"err"]
+        source = err[b"source"]
+        line = err[b"line"]
+        counted = not err[b"ignore_error_stats_update"]
+        if isinstance(msg, bytes):
+            text = msg.decode("utf-8", "surrogateescape")
+        elif isinstance(msg, (int, float)) and not isinstance(msg, bool):
+            text = _lua_num_str(msg)
+        else:
+            text = "ERR unknown error"
+        if isinstance(source, bytes) and line is not None and not isinstance(line, bool):
+            text += " script: %s, on %s:%s." % (
+                sha.decode(), source.decode("utf-8", "surrogateescape"),
+                _lua_num_str(line) if not isinstance(line, bytes) else line.decode())
+        return ScriptError(text, counted)
+
+    # Lua -> RESP -------------------------------------------------------
+    def _reply(self, v, out: list, resp3: bool, script_resp3: bool):
+        t = type(v)
+        if t is bytes:
+            encode(v, out, resp3)
+        elif t is bool:
+            if not script_resp3:
+                out.append(b":1\r\n" if v else (b"_\r\n" if resp3 else b"$-1\r\n"))
+            elif resp3:
+                out.append(b"#t\r\n" if v else b"#f\r\n")
+            else:
+                out.append(b":1\r\n" if v else b":0\r\n")
+        elif t is int or t is float:
+            out.append(b":%d\r\n" % _truncate(v))
+        elif self.lua_type(v) == "table":
+            self._reply_table(v, out, resp3, script_resp3)
+        else:
+            out.append(b"_\r\n" if resp3 else b"$-1\r\n")
+
+    def _reply_table(self, v, out, resp3, script_resp3):
+        lua_type = self.lua_type
+        err = v[b"err"]
+        if type(err) is bytes:
+            out.append(b"-" + err.replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n")
+            return
+        ok = v[b"ok"]
+        if type(ok) is bytes:
+            out.append(b"+" + ok.replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n")
+            return
+        d = v[b"double"]
+        if type(d) in (int, float):
+            encode(Double(d), out, resp3)
+            return
+        big = v[b"big_number"]
+        if type(big) is bytes:
+            big = big.replace(b"\r", b" ").replace(b"\n", b" ")
+            if resp3:
+                out.append(b"(" + big + b"\r\n")
+            else:
+                out.append(b"$%d\r\n%b\r\n" % (len(big), big))
+            return
+        verb = v[b"verbatim_string"]
+        if verb is not None and lua_type(verb) == "table":
+            fmt = verb[b"format"]
+            s = verb[b"string"]
+            if type(fmt) is bytes and type(s) is bytes:
+                if resp3:
+                    out.append(b"=%d\r\n%b:%b\r\n" % (len(s) + 4, fmt[:3], s))
+                else:
+                    out.append(b"$%d\r\n%b\r\n" % (len(s), s))
+                return
+        m = v[b"map"]
+        if m is not None and lua_type(m) == "table":
+            items = list(m.items())
+            out.append((b"%%%d\r\n" if resp3 else b"*%d\r\n") % (len(items) * (1 if resp3 else 2)))
+            for k, val in items:
+                self._reply(k, out, resp3, script_resp3)
+                self._reply(val, out, resp3, script_resp3)
+            return
+        s = v[b"set"]
+        if s is not None and lua_type(s) == "table":
+            keys = list(s.keys())
+            out.append((b"~%d\r\n" if resp3 else b"*%d\r\n") % len(keys))
+            for k in keys:
+                self._reply(k, out, resp3, script_resp3)
+            return
+        items = []
+        i = 1
+        while True:
+            x = v[i]
+            if x is None:
+                break
+            items.append(x)
+            i += 1
+        out.append(b"*%d\r\n" % len(items))
+        for x in items:
+            self._reply(x, out, resp3, script_resp3)
+
+    # ------------------------------------------------------------------
+    # Callbacks from Lua: each returns (ok, value), never raises
+    # ------------------------------------------------------------------
+    def _py_call(self, raise_error, *args):
+        try:
+            return self._command(raise_error, args)
+        except Exception as e:   # a bug costs one error reply, never the server
+            log.exception("scripting: redis.call failed")
+            return False, self._err_table("ERR internal error in script call: %s"
+                                          % type(e).__name__)
+
+    def _lua_call(self, *args):
+        ok, v = self._py_call(True, *args)
+        if not ok:
+            raise lua51.LuaError(v)
+        return v
+
+    def _lua_pcall(self, *args):
+        return self._py_call(False, *args)[1]
+
+    def _err_table(self, text: str, ignore_stats: bool = False):
+        t = self._table()
+        t[b"err"] = text.encode("utf-8", "surrogateescape")
+        if ignore_stats:
+            t[b"ignore_error_stats_update"] = True
+        return t
+
+    def _command(self, raise_error, args):
+        from .dispatch import call
+        from . import errors
+        run = self.run
+        server = self.server
+        if run is None:
+            return False, self._err_table("ERR redis.call is only valid inside a script")
+        if not args:
+            return False, self._err_table("ERR Please specify at least one argument for this call")
+        argv = []
+        for a in args:
+            t = type(a)
+            if t is bytes:
+                argv.append(a)
+            elif (t is int or t is float):
+                argv.append(_number_arg(a))
+            else:
+                return False, self._err_table("ERR Command arguments must be strings or integers")
+        fake = run.fake
+
+        def rejected(text, cmd=None):
+            message = "ERR " + text
+            server.count_error(message)
+            if cmd is not None:
+                cmd.rejected_calls += 1
+            return False, self._err_table(message, True)
+
+        cmd = server.command_table.get(argv[0])
+        if cmd is None:
+            cmd = server.command_table.get(argv[0].lower())
+        if cmd is not None and cmd.subcommands is not None:
+            if len(argv) >= 2:
+                sub = cmd.subcommands.get(argv[1]) or cmd.subcommands.get(argv[1].lower())
+                cmd = sub
+        if cmd is None:
+            return rejected("Unknown command called from script")
+        n = len(argv)
+        if (cmd.arity > 0 and n != cmd.arity) or n < -cmd.arity:
+            return rejected("Wrong number of args calling command from script", cmd)
+        if "noscript" in cmd.flags:
+            return rejected("This Redis command is not allowed from script", cmd)
+        if server.acl_check is not None:
+            denied = server.acl_check(fake, cmd, argv)
+            if denied is not None:
+                if denied.startswith("NOPERM "):
+                    denied = denied[7:]
+                return rejected("ACL failure in script: " + denied, cmd)
+        if run.readonly and (cmd.write or "may_replicate" in cmd.flags):
+            return rejected("Write commands are not allowed from read-only scripts.", cmd)
+        if cmd.write and not run.write_dirty and server.disk_error is not None:
+            message = server.disk_error
+            server.count_error(message)
+            cmd.rejected_calls += 1
+            return False, self._err_table(message, True)
+        if server.maxmemory and cmd.denyoom and not run.write_dirty and \
+                (run.flags is None or "allow_oom" not in run.flags) and server.over_maxmemory():
+            server.count_error(errors.OOM)
+            cmd.rejected_calls += 1
+            return False, self._err_table(errors.OOM, True)
+        if cmd.write:
+            run.write_dirty = True
+        fake.out = []
+        call(fake, cmd, argv)
+        data = b"".join(fake.out)
+        fake.out = []
+        value, _ = self._parse(data, 0)
+        if raise_error and data[:1] == b"-":
+            return False, value
+        return True, value
+
+    # RESP -> Lua -------------------------------------------------------
+    def _parse(self, data: bytes, pos: int):
+        end = data.index(b"\r\n", pos)
+        kind = data[pos:pos + 1]
+        line = data[pos + 1:end]
+        pos = end + 2
+        if kind == b"$":
+            n = int(line)
+            if n < 0:
+                return False, pos
+            return data[pos:pos + n], pos + n + 2
+        if kind == b":":
+            return int(line), pos
+        if kind == b"+":
+            t = self._table()
+            t[b"ok"] = line
+            return t, pos
+        if kind == b"-":
+            text = line
+            sp = text.find(b" ")
+            if sp < 0:
+                text = b"ERR " + text
+            t = self._table()
+            t[b"err"] = text.rstrip(b"\r\n")
+            t[b"ignore_error_stats_update"] = True
+            return t, pos
+        if kind == b"*" or kind == b">":
+            n = int(line)
+            if n < 0:
+                return False, pos
+            t = self._table()
+            for i in range(1, n + 1):
+                v, pos = self._parse(data, pos)
+                t[i] = v
+            return t, pos
+        if kind == b"%":
+            n = int(line)
+            inner = self._table()
+            for _ in range(n):
+                k, pos = self._parse(data, pos)
+                v, pos = self._parse(data, pos)
+                if k is not None:
+                    inner[k] = v
+            t = self._table()
+            t[b"map"] = inner
+            return t, pos
+        if kind == b"~":
+            n = int(line)
+            inner = self._table()
+            for _ in range(n):
+                k, pos = self._parse(data, pos)
+                if k is not None:
+                    inner[k] = True
+            t = self._table()
+            t[b"set"] = inner
+            return t, pos
+        if kind == b"_":
+            return None, pos
+        if kind == b"#":
+            return line == b"t", pos
+        if kind == b",":
+            t = self._table()
+            t[b"double"] = _parse_double(line)
+            return t, pos
+        if kind == b"(":
+            t = self._table()
+            t[b"big_number"] = line
+            return t, pos
+        if kind == b"=":
+            n = int(line)
+            raw = data[pos:pos + n]
+            inner = self._table()
+            inner[b"string"] = raw[4:]
+            inner[b"format"] = raw[:3]
+            t = self._table()
+            t[b"verbatim_string"] = inner
+            return t, pos + n + 2
+        if kind == b"|":
+            n = int(line)
+            for _ in range(2 * n):
+                _, pos = self._parse(data, pos)
+            return self._parse(data, pos)
+        raise ValueError("unexpected reply type %r" % kind)
+
+    # ------------------------------------------------------------------
+    def _py_setresp(self, *args):
+        n = len(args)
+        if n != 1:
+            raise lua51.LuaError(self._err_table("ERR server.setresp() requires one argument."))
+        v = args[0]
+        try:
+            resp = _truncate(_lua_tonumber(v))
+        except (TypeError, ValueError):
+            resp = 0
+        if resp not in (2, 3):
+            raise lua51.LuaError(self._err_table("ERR RESP version must be 2 or 3."))
+        if self.run is not None:
+            self.run.fake.resp3 = resp == 3
+        return None
+
+    def _py_log(self, *args):
+        n = len(args)
+        if n < 2:
+            raise lua51.LuaError(self._err_table(
+                "ERR server.log() requires two arguments or more."))
+        try:
+            level = _truncate(_lua_tonumber(args[0]))
+        except (TypeError, ValueError):
+            raise lua51.LuaError(self._err_table(
+                "ERR First argument must be a number (log level)."))
+        if level < 0 or level > 3:
+            raise lua51.LuaError(self._err_table("ERR Invalid log level."))
+        parts = []
+        for a in args[1:]:
+            if type(a) is bytes:
+                parts.append(a.decode("utf-8", "surrogateescape"))
+            elif type(a) in (int, float):
+                parts.append(_lua_num_str(a))
+        log.log((logging.DEBUG, logging.INFO, logging.INFO, logging.WARNING)[level],
+                "%s", " ".join(parts))
+        return None
+
+    def _py_sha1(self, *args):
+        n = len(args)
+        if n != 1:
+            raise lua51.LuaError(self._err_table("ERR wrong number of arguments"))
+        v = args[0]
+        if type(v) in (int, float):
+            v = _lua_num_str(v).encode()
+        elif type(v) is not bytes:
+            v = b""
+        return hashlib.sha1(v).hexdigest().encode()
+
+    def _py_aclcheck(self, *args):
+        run = self.run
+        argv = []
+        for a in args:
+            if type(a) is bytes:
+                argv.append(a)
+            elif type(a) in (int, float):
+                argv.append(_number_arg(a))
+            else:
+                raise lua51.LuaError(self._err_table(
+                    "ERR Command arguments must be strings or integers"))
+        if not argv:
+            raise lua51.LuaError(self._err_table(
+                "ERR Please specify at least one argument for this call"))
+        from .registry import lookup
+        cmd = lookup(argv[0])
+        if cmd is not None and cmd.subcommands is not None and len(argv) >= 2:
+            cmd = cmd.subcommands.get(argv[1]) or cmd.subcommands.get(argv[1].lower())
+        if cmd is None:
+            raise lua51.LuaError(self._err_table(
+                "ERR Invalid command passed to server.acl_check_cmd()"))
+        server = self.server
+        if server.acl_check is None or run is None:
+            return True
+        return server.acl_check(run.fake, cmd, argv) is None
+
+    # cjson -------------------------------------------------------------
+    def _py_json_encode(self, v, null):
+        try:
+            out: list = []
+            self._jenc(v, null, out, 0)
+            return True, "".join(out).encode("utf-8", "surrogateescape")
+        except _JsonError as e:
+            return False, str(e).encode()
+
+    def _jenc(self, v, null, out, depth):
+        t = type(v)
+        if v is None:
+            out.append("null")
+        elif t is bool:
+            out.append("true" if v else "false")
+        elif t is int or t is float:
+            if t is float and (v != v or v in (math.inf, -math.inf)):
+                raise _JsonError("Cannot serialise number: must not be NaN or Inf")
+            out.append(_lua_num_str(v))
+        elif t is bytes:
+            out.append(_json_str(v))
+        elif self.lua_type(v) == "table":
+            if depth >= 1000:
+                raise _JsonError("Cannot serialise, excessive nesting (1001)")
+            items = list(v.items())
+            maxi = 0
+            is_array = True
+            for k, _ in items:
+                if type(k) in (int, float) and not isinstance(k, bool) and k >= 1 and k == int(k):
+                    maxi = max(maxi, int(k))
+                else:
+                    is_array = False
+                    break
+            if is_array and items:
+                if maxi > 10 and maxi > 2 * len(items):
+                    raise _JsonError("Cannot serialise table: excessively sparse array")
+                out.append("[")
+                for i in range(1, maxi + 1):
+                    if i > 1:
+                        out.append(",")
+                    self._jenc(v[i], null, out, depth + 1)
+                out.append("]")
+            else:
+                out.append("{")
+                first = True
+                for k, val in items:
+                    if not first:
+                        out.append(",")
+                    first = False
+                    if type(k) is bytes:
+                        out.append(_json_str(k))
+                    elif type(k) in (int, float) and not isinstance(k, bool):
+                        out.append('"' + _lua_num_str(k) + '"')
+                    else:
+                        raise _JsonError("Cannot serialise %s: table key must be a number or "
+                                         "string" % self.lua_type(k))
+                    out.append(":")
+                    self._jenc(val, null, out, depth + 1)
+                out.append("}")
+        elif self._rawequal(v, null):
+            out.append("null")
+        else:
+            raise _JsonError("Cannot serialise %s: type not supported" % self.lua_type(v))
+
+    def _py_json_decode(self, s, null):
+        if type(s) in (int, float):
+            s = _lua_num_str(s).encode()
+        if type(s) is not bytes:
+            return False, b"bad argument #1 to 'decode' (string expected)"
+        try:
+            value = json.loads(s.decode("utf-8", "surrogateescape"),
+                               parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as e:
+            pos = getattr(e, "pos", 0) or 0
+            return False, b"Expected value but found invalid token at character %d" % (pos + 1)
+        return True, self._jdec(value, null)
+
+    def _jdec(self, v, null):
+        if v is None:
+            return null
+        if isinstance(v, str):
+            return v.encode("utf-8", "surrogateescape")
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, int):
+            return float(v) if abs(v) >= 1 << 53 else v
+        if isinstance(v, list):
+            t = self._table()
+            for i, x in enumerate(v, 1):
+                t[i] = self._jdec(x, null)
+            return t
+        if isinstance(v, dict):
+            t = self._table()
+            for k, x in v.items():
+                t[k.encode("utf-8", "surrogateescape")] = self._jdec(x, null)
+            return t
+        return v
+
+    # bit ---------------------------------------------------------------
+    def _py_bit(self, name, n, *args):
+        name = name.decode() if isinstance(name, bytes) else name
+        try:
+            nums = [_tobit(_lua_tonumber(a)) for a in args]
+        except (TypeError, ValueError):
+            return False, ("bad argument #1 to '%s' (number expected)" % name).encode()
+        if not nums:
+            return False, ("bad argument #1 to '%s' (number expected, got no value)"
+                           % name).encode()
+        x = nums[0]
+        u = x & 0xFFFFFFFF
+        if name == "tobit":
+            r = x
+        elif name == "bnot":
+            r = ~x
+        elif name in ("band", "bor", "bxor"):
+            r = x
+            for y in nums[1:]:
+                r = r & y if name == "band" else (r | y if name == "bor" else r ^ y)
+        elif name == "bswap":
+            r = int.from_bytes(u.to_bytes(4, "little"), "big")
+        elif name == "tohex":
+            w = nums[1] if len(nums) > 1 else 8
+            digits = "0123456789abcdef"
+            if w < 0:
+                w = -w
+                digits = digits.upper()
+            w = min(w, 8)
+            s = ""
+            for _ in range(w):
+                s = digits[u & 15] + s
+                u >>= 4
+            return True, s.encode()
+        else:
+            if len(nums) < 2:
+                return False, ("bad argument #2 to '%s' (number expected, got no value)"
+                               % name).encode()
+            sh = nums[1] & 31
+            if name == "lshift":
+                r = u << sh
+            elif name == "rshift":
+                r = u >> sh
+            elif name == "arshift":
+                r = _signed(u) >> sh
+            elif name == "rol":
+                r = (u << sh) | (u >> (32 - sh)) if sh else u
+            else:  # ror
+                r = (u >> sh) | (u << (32 - sh)) if sh else u
+        return True, _signed(r & 0xFFFFFFFF)
+
+
+def _no_attributes(obj, name, setting):
+    # Scripts get Python callables; none of their attributes (no escape hatch).
+    raise AttributeError("access denied")
+
+
+def _unwrap(err):
+    """The error table a Python callback raised (lupa hands Lua the exception)."""
+    if isinstance(err, lua51.LuaError) and err.args and lua51.lua_type(err.args[0]) == "table":
+        return err.args[0]
+    return None
+
+
+class _JsonError(Exception):
+    pass
+
+
+def _reject_constant(name):
+    raise ValueError("invalid constant " + name)
+
+
+def _signed(u: int) -> int:
+    return u - (1 << 32) if u & 0x80000000 else u
+
+
+def _tobit(n) -> int:
+    # LuaBitOp: the number normalised modulo 2^32 (via the 2^52+2^51 trick).
+    if type(n) is float:
+        if n != n or n in (math.inf, -math.inf):
+            return 0
+        n = math.floor(n + 0.5) if n - math.floor(n) == 0.5 else round(n)
+    return _signed(int(n) & 0xFFFFFFFF)
+
+
+def _lua_tonumber(v):
+    if type(v) in (int, float) and type(v) is not bool:
+        return v
+    if type(v) is bytes:
+        s = v.strip()
+        try:
+            return int(s, 16) if s.lower().startswith(b"0x") else float(s)
+        except ValueError:
+            pass
+    raise TypeError("not a number")
+
+
+def _lua_num_str(n) -> str:
+    """Lua 5.1's number-to-string (%.14g)."""
+    if type(n) is int and -(10 ** 14) < n < 10 ** 14:
+        return str(n)
+    f = float(n)
+    if f != f:
+        return "nan" if math.copysign(1, f) > 0 else "-nan"
+    if f in (math.inf, -math.inf):
+        return "inf" if f > 0 else "-inf"
+    return "%.14g" % f
+
+
+_JSON_ESC = {0x22: '\\"', 0x5C: "\\\\", 0x2F: "\\/", 0x08: "\\b", 0x0C: "\\f",
+             0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+
+
+def _json_str(b: bytes) -> str:
+    out = ['"']
+    for ch in b:
+        e = _JSON_ESC.get(ch)
+        if e is not None:
+            out.append(e)
+        elif ch < 0x20 or ch == 0x7F:
+            out.append("\\u%04x" % ch)
+        else:
+            out.append(chr(ch) if ch < 0x80 else bytes([ch]).decode("latin-1"))
+    out.append('"')
+    s = "".join(out)
+    # Non-ASCII bytes pass through unchanged (as lua-cjson): re-map latin-1 back.
+    return s.encode("latin-1").decode("utf-8", "surrogateescape")
+
+
+def _parse_double(line: bytes) -> float:
+    s = line.decode()
+    if s in ("inf", "+inf"):
+        return math.inf
+    if s == "-inf":
+        return -math.inf
+    return float(s)
+
+
+def engine(server) -> Engine:
+    eng = getattr(server, "scripting", None)
+    if eng is None:
+        eng = Engine(server)
+        server.scripting = eng
+    return eng
