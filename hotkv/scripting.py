@@ -141,6 +141,7 @@ end
 -- The sandbox.
 io = nil; package = nil; require = nil; module = nil; dofile = nil; loadfile = nil
 print = nil; debug = nil; getfenv = nil; setfenv = nil; newproxy = nil
+python = nil   -- lupa's bridge to Python: never reachable from a script
 os = {clock = os.clock}
 _G.cjson = cjson; _G.bit = bit
 
@@ -419,6 +420,8 @@ class Engine:
         lua_type = self.lua_type
         err = v[b"err"]
         if type(err) is bytes:
+            if not v[b"ignore_error_stats_update"]:
+                self.server.count_error(err.decode("utf-8", "surrogateescape"))
             out.append(b"-" + err.replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n")
             return
         ok = v[b"ok"]

@@ -1,0 +1,393 @@
+"""Lua scripting (EVAL / EVALSHA / EVAL_RO / SCRIPT): conversions, errors and
+the sandbox byte for byte against Valkey in RESP2 and RESP3; atomicity,
+effects propagation to the AOF, WATCH and blocked clients; valkey-py's
+register_script and a BullMQ-like atomic dequeue."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from support import RawClient, aof_commands, start_aof_server, wait_for
+
+# Every conversion Lua -> RESP and RESP -> Lua, and every error path.
+CASES = [
+    ("EVAL", "return 1", "0"),
+    ("EVAL", "return 'x'", "0"),
+    ("EVAL", "return {1,2,nil,3}", "0"),
+    ("EVAL", "return {1.9,-2.5,true,false,'x'}", "0"),
+    ("EVAL", "return 3.99", "0"),
+    ("EVAL", "return -0.5", "0"),
+    ("EVAL", "return 1e30", "0"),
+    ("EVAL", "return 0/0", "0"),
+    ("EVAL", "return nil", "0"),
+    ("EVAL", "return true", "0"),
+    ("EVAL", "return false", "0"),
+    ("EVAL", "return function() end", "0"),
+    ("EVAL", "return {ok=1}", "0"),
+    ("EVAL", "return {err=1}", "0"),
+    ("EVAL", "return {err='MY boom'}", "0"),
+    ("EVAL", "return {err='boom'}", "0"),
+    ("EVAL", "return {1,{err='E x'},{ok='fine\\r\\nx'}}", "0"),
+    ("EVAL", "return {double=1.5}", "0"),
+    ("EVAL", "return {double=1/0}", "0"),
+    ("EVAL", "return {big_number='123456789012345678901234567890'}", "0"),
+    ("EVAL", "return {verbatim_string={format='txt', string='hello'}}", "0"),
+    ("EVAL", "return {map={a=1}}", "0"),
+    ("EVAL", "return {map={a={1,2}}}", "0"),
+    ("EVAL", "return {set={a=true}}", "0"),
+    ("EVAL", "redis.setresp(3); return {1, 'a', true, false}", "0"),
+    ("EVAL", "return KEYS[1]..ARGV[1]", "1", "k", "v"),
+    ("EVAL", "return #KEYS + #ARGV", "2", "a", "b", "c"),
+    ("EVAL", "return ARGV", "0", "a", "b", "c"),
+    ("EVAL", "return redis.status_reply('fine')", "0"),
+    ("EVAL", "return redis.error_reply('boom')", "0"),
+    ("EVAL", "return redis.error_reply('-X boom')", "0"),
+    ("EVAL", "return redis.error_reply(1)", "0"),
+    ("EVAL", "return redis.status_reply()", "0"),
+    ("EVAL", "return redis.sha1hex('')", "0"),
+    ("EVAL", "return redis.sha1hex()", "0"),
+    ("EVAL", "return {redis.REDIS_VERSION, redis.REDIS_VERSION_NUM, redis.SERVER_NAME}", "0"),
+    ("EVAL", "return {redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING}",
+     "0"),
+    ("EVAL", "redis.log(redis.LOG_DEBUG, 'hello') return 1", "0"),
+    ("EVAL", "return redis.log(1)", "0"),
+    ("EVAL", "return redis.log('x', 'y')", "0"),
+    ("EVAL", "return redis.log(9, 'y')", "0"),
+    ("EVAL", "return redis.setresp(4)", "0"),
+    ("EVAL", "return redis.setresp()", "0"),
+    ("EVAL", "return type(server)", "0"),
+    # redis.call / redis.pcall
+    ("EVAL", "return redis.call('set', KEYS[1], ARGV[1])", "1", "k", "v"),
+    ("EVAL", "return redis.call('get', KEYS[1])", "1", "k"),
+    ("EVAL", "return redis.call('get', 'nokey')", "0"),
+    ("EVAL", "return redis.call('type', 'k')", "0"),
+    ("EVAL", "return redis.call('type', 'k').ok", "0"),
+    ("EVAL", "return redis.call('lpush', 'l', 'a', 'b')", "0"),
+    ("EVAL", "return redis.call('lrange', 'l', 0, -1)", "0"),
+    ("EVAL", "return redis.call('blpop', 'nolist', 0)", "0"),
+    ("EVAL", "return redis.call('lpop', 'nolist', 2)", "0"),
+    ("EVAL", "return redis.call('nosuch')", "0"),
+    ("EVAL", "return redis.call('get')", "0"),
+    ("EVAL", "return redis.call('incr', 'x', 'y')", "0"),
+    ("EVAL", "return redis.call('config', 'nosuch')", "0"),
+    ("EVAL", "return redis.call('multi')", "0"),
+    ("EVAL", "return redis.call('eval', 'return 1', 0)", "0"),
+    ("EVAL", "return redis.call('subscribe', 'x')", "0"),
+    ("EVAL", "return redis.call()", "0"),
+    ("EVAL", "return redis.call({})", "0"),
+    ("EVAL", "return redis.call('set', 'a', {})", "0"),
+    ("EVAL", "return redis.call('lpush', 'k', 'x')", "0"),
+    ("EVAL", "return redis.pcall('lpush', 'k', 'x')", "0"),
+    ("EVAL", "return {1, redis.pcall('lpush', 'k', 'x'), 3}", "0"),
+    ("EVAL", "return redis.pcall('nosuch')", "0"),
+    ("EVAL", "local t = redis.pcall('nosuch') return t.err", "0"),
+    ("EVAL", "local ok, e = pcall(redis.call, 'nosuch') return e", "0"),
+    ("EVAL", "local ok, e = pcall(error, {err='X y'}) return e", "0"),
+    ("EVAL", "local function f() return redis.call('nosuch') end\nreturn f()", "0"),
+    ("EVAL", "redis.call('set', 'f', 1.5) redis.call('set', 'g', 1e20) "
+             "redis.call('set', 'h', 3.0) return redis.call('mget', 'f', 'g', 'h')", "0"),
+    ("EVAL", "return redis.call('set', 'n', 2^53) and redis.call('get', 'n')", "0"),
+    ("EVAL", "return redis.call('set', 'n', 0.1) and redis.call('get', 'n')", "0"),
+    ("EVAL", "return redis.call('select', 1) and redis.call('set', 'db1key', 'v')", "0"),
+    ("EXISTS", "db1key"),
+    # errors raised by the script
+    ("EVAL", "return error('boom')", "0"),
+    ("EVAL", "return error({err='MY boom'})", "0"),
+    ("EVAL", "return error(12)", "0"),
+    ("EVAL", "return error()", "0"),
+    ("EVAL", "return error({})", "0"),
+    ("EVAL", "return error({err=1})", "0"),
+    ("EVAL", "return nil+1", "0"),
+    ("EVAL", "\nreturn nil + 1", "0"),
+    ("EVAL", "return (", "0"),
+    # argument checks
+    ("EVAL", "return 1", "-1"),
+    ("EVAL", "return 1", "2", "a"),
+    ("EVAL", "return 1", "x"),
+    ("EVAL", "return 1"),
+    ("EVALSHA", "abc", "0"),
+    ("EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", "0"),
+    # read-only scripts
+    ("EVAL_RO", "return redis.call('set', 'a', 'b')", "0"),
+    ("EVAL_RO", "return redis.call('publish', 'a', 'b')", "0"),
+    ("EVAL_RO", "return redis.call('get', 'a')", "0"),
+    ("EVAL", "#!lua flags=no-writes\nreturn redis.call('set', 'a', 'b')", "0"),
+    ("EVAL", "#!lua flags=no-writes\nreturn redis.call('get', 'a')", "0"),
+    ("EVAL", "#!lua flags=bogus\nreturn 1", "0"),
+    ("EVAL", "#!python\nreturn 1", "0"),
+    ("EVAL", "#!lua foo=bar\nreturn 1", "0"),
+    ("EVAL", "#!lua", "0"),
+    ("EVAL_RO", "#!lua\nreturn 1", "0"),
+    ("EVAL", "#!lua\nreturn error('x')", "0"),
+    # the sandbox
+    ("EVAL", "a=1", "0"),
+    ("EVAL", "return a", "0"),
+    ("EVAL", "KEYS = 1", "0"),
+    ("EVAL", "string.foo = 1", "0"),
+    ("EVAL", "redis.call = 1", "0"),
+    ("EVAL", "return _G.x", "0"),
+    ("EVAL", "print('x')", "0"),
+    ("EVAL", "return getfenv and 1", "0"),
+    ("EVAL", "return type(io)", "0"),
+    ("EVAL", "return type(require)", "0"),
+    ("EVAL", "return tostring(os.time)", "0"),
+    ("EVAL", "return type(os.clock)", "0"),
+    ("EVAL", "local t = {} t.x = 1 return t.x", "0"),
+    ("EVAL", "return loadstring('return 1')()", "0"),
+    ("EVAL", "return string.format('%d', 3)", "0"),
+    ("EVAL", "return table.concat({'a', 'b'}, ',')", "0"),
+    # libraries
+    ("EVAL", "return cjson.encode({1,2,{a=3}})", "0"),
+    ("EVAL", "return cjson.encode({1,2,nil,4})", "0"),
+    ("EVAL", "return cjson.encode({a='x/y'})", "0"),
+    ("EVAL", "return cjson.encode(0.1)", "0"),
+    ("EVAL", "return cjson.encode(12345678901234)", "0"),
+    ("EVAL", "return cjson.encode('\\n\\1\"')", "0"),
+    ("EVAL", "return cjson.encode({d=cjson.null})", "0"),
+    ("EVAL", "return cjson.decode('[1,2,3]')", "0"),
+    ("EVAL", "return cjson.decode('{\"a\":1}').a", "0"),
+    ("EVAL", "local t = cjson.decode('{\"a\":[1,2.5,null,\"s\"],\"b\":{}}') "
+             "return {t.a[1], t.a[2], t.a[4], type(t.b)}", "0"),
+    ("EVAL", "return {bit.bnot(0), bit.lshift(1,31), bit.rshift(-1, 28), bit.arshift(-256, 4), "
+             "bit.bxor(5,3), bit.bor(1,2,4), bit.tobit(2^32+5), bit.rol(1,33), bit.ror(1,1)}", "0"),
+    ("EVAL", "return bit.tohex(-1, -4)", "0"),
+    ("EVAL", "return bit.tohex(255)", "0"),
+    # SCRIPT
+    ("SCRIPT", "LOAD", "return 1"),
+    ("EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "0"),
+    ("EVALSHA", "E0E1F9FABFC9D4800C877A703B823AC0578FF8DB", "0"),
+    ("EVALSHA_RO", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "0"),
+    ("SCRIPT", "EXISTS", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "ffff"),
+    ("SCRIPT", "SHOW", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"),
+    ("SCRIPT", "SHOW", "nope"),
+    ("SCRIPT", "LOAD", "return ("),
+    ("SCRIPT", "LOAD"),
+    ("SCRIPT", "FLUSH", "x"),
+    ("SCRIPT", "KILL"),
+    ("SCRIPT", "HELP"),
+    ("SCRIPT", "FOO"),
+    ("SCRIPT",),
+]
+
+
+@pytest.mark.parametrize("resp3", [False, True], ids=["resp2", "resp3"])
+def test_conversions_and_errors_match_valkey(diff, resp3):
+    if resp3:
+        diff.resp3()
+    diff("HSET", "h", "a", "1")
+    diff("SET", "k", "x")
+    for case in CASES:
+        diff(*case)
+
+
+RESP3_CASES = [
+    ("EVAL", "redis.setresp(3); return redis.call('hgetall', 'h')", "0"),
+    ("EVAL", "redis.setresp(3); return redis.call('hgetall', 'h')['map']['a']", "0"),
+    ("EVAL", "redis.setresp(3); return redis.call('smembers', 's')", "0"),
+    ("EVAL", "redis.setresp(3); return redis.call('smembers', 's')['set']['x']", "0"),
+    ("EVAL", "redis.setresp(3); return redis.call('zscore', 'z', 'm')", "0"),
+    ("EVAL", "redis.setresp(3); return redis.call('zscore', 'z', 'm')['double']", "0"),
+    ("EVAL", "redis.setresp(3); return redis.call('get', 'nokey')", "0"),
+    ("EVAL", "redis.setresp(3); return {redis.call('get', 'nokey')}", "0"),
+    ("EVAL", "redis.setresp(3); return redis.call('lpop', 'nolist', 2)", "0"),
+    ("EVAL", "redis.setresp(3); return redis.call('zrange', 'z', 0, -1, 'withscores')", "0"),
+    ("EVAL", "redis.setresp(3); return redis.call('hello')['map']['proto']", "0"),
+    ("EVAL", "redis.setresp(3); return {redis.call('exists', 'h') == 1}", "0"),
+    ("EVAL", "redis.setresp(3); return redis.call('hgetall', 'nokey')", "0"),
+]
+
+
+@pytest.mark.parametrize("resp3", [False, True], ids=["resp2", "resp3"])
+def test_resp3_inside_scripts_match_valkey(diff, resp3):
+    if resp3:
+        diff.resp3()
+    diff("HSET", "h", "a", "1")
+    diff("SADD", "s", "x")
+    diff("ZADD", "z", "1.5", "m")
+    for case in RESP3_CASES:
+        diff(*case)
+
+
+def test_error_stats_match_valkey(diff):
+    diff("CONFIG", "RESETSTAT")
+    diff("SET", "h", "x")
+    for case in [
+        ("EVAL", "return redis.call('nosuch')", "0"),
+        ("EVAL", "return redis.pcall('nosuch')", "0"),
+        ("EVAL", "return redis.call('incr', 'h')", "0"),
+        ("EVAL", "return redis.pcall('incr', 'h')", "0"),
+        ("EVAL", "return error('x')", "0"),
+        ("EVAL", "return {err='MY x'}", "0"),
+        ("EVAL", "return redis.error_reply('OTHER x')", "0"),
+        ("EVAL", "return (", "0"),
+        ("EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", "0"),
+    ]:
+        diff(*case)
+    diff("INFO", "errorstats")
+
+
+def test_eval_inside_multi_matches_valkey(diff):
+    diff("MULTI")
+    diff("EVAL", "return redis.call('set', 'a', 1)", "0")
+    diff("EVAL", "return redis.call('get', 'a')", "0")
+    diff("EVAL", "return redis.call('blpop', 'nolist', 0)", "0")
+    diff("EXEC")
+
+
+def test_script_cache(r):
+    sha = r.script_load("return ARGV[1]")
+    assert r.script_exists(sha) == [True]
+    assert r.evalsha(sha, 0, "hi") == b"hi"
+    assert r.script_flush() is True
+    assert r.script_exists(sha) == [False]
+    import valkey
+    with pytest.raises(valkey.exceptions.NoScriptError, match="No matching script"):
+        r.evalsha(sha, 0, "hi")
+    assert r.execute_command("SCRIPT", "FLUSH", "ASYNC") in (True, b"OK")
+
+
+def test_register_script(r):
+    incr_by = r.register_script(
+        "local v = redis.call('incrby', KEYS[1], ARGV[1]) return v * 2")
+    assert incr_by(keys=["ctr"], args=[5]) == 10
+    r.script_flush()   # register_script reloads the script after NOSCRIPT
+    assert incr_by(keys=["ctr"], args=[1]) == 12
+    assert r.get("ctr") == b"6"
+
+
+DEQUEUE = """
+local jobId = redis.call('RPOPLPUSH', KEYS[1], KEYS[2])
+if not jobId then return nil end
+redis.call('HSET', KEYS[3] .. jobId, 'processedOn', ARGV[1], 'lock', ARGV[2])
+redis.call('SET', KEYS[3] .. jobId .. ':lock', ARGV[2], 'PX', 30000)
+return {jobId, redis.call('HGET', KEYS[3] .. jobId, 'data')}
+"""
+
+
+def test_bullmq_like_atomic_dequeue(r):
+    for i in range(3):
+        r.hset(f"q:job:{i}", mapping={"data": f"payload-{i}"})
+        r.lpush("q:wait", str(i))
+    move = r.register_script(DEQUEUE)
+    got = []
+    for token in ("t1", "t2", "t3", "t4"):
+        got.append(move(keys=["q:wait", "q:active", "q:job:"], args=["123", token]))
+    assert got[:3] == [[b"0", b"payload-0"], [b"1", b"payload-1"], [b"2", b"payload-2"]]
+    assert got[3] is None
+    assert r.lrange("q:active", 0, -1) == [b"2", b"1", b"0"]
+    assert r.hget("q:job:1", "lock") == b"t2"
+    assert 0 < r.pttl("q:job:2:lock") <= 30000
+
+
+def test_script_is_atomic(server, r):
+    """Another client's command never runs in the middle of a script."""
+    r.set("counter", 0)
+    script = r.register_script(
+        "for i = 1, 2000 do redis.call('incr', KEYS[1]) end return redis.call('get', KEYS[1])")
+    seen = []
+    other = RawClient(server.host, server.port)
+    done = threading.Event()
+
+    def reader():
+        while not done.is_set():
+            seen.append(int(other.call("GET", "counter")[4:-2] or 0))
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        results = [int(script(keys=["counter"])) for _ in range(5)]
+    finally:
+        done.set()
+        t.join()
+        other.close()
+    assert results == [2000, 4000, 6000, 8000, 10000]
+    assert all(v % 2000 == 0 for v in seen), sorted(set(v for v in seen if v % 2000))
+
+
+def test_script_write_wakes_blocked_client_and_fails_watch(server, r):
+    blocked = RawClient(server.host, server.port)
+    blocked.send("BLPOP", "jobs", "5")
+    assert wait_for(lambda: r.info("clients")["blocked_clients"] == 1)
+    watcher = RawClient(server.host, server.port)
+    watcher.call("WATCH", "jobs")
+    watcher.call("MULTI")
+    watcher.call("PING")
+    r.eval("redis.call('rpush', KEYS[1], 'a', 'b') return 1", 1, "jobs")
+    assert blocked.read_reply() == b"*2\r\n$4\r\njobs\r\n$1\r\na\r\n"
+    assert watcher.call("EXEC") == b"*-1\r\n"
+    assert r.lrange("jobs", 0, -1) == [b"b"]
+    blocked.close()
+    watcher.close()
+
+
+def test_keyspace_notifications_from_script(server, r):
+    r.config_set("notify-keyspace-events", "KEA")
+    try:
+        p = r.pubsub()
+        p.psubscribe("__keyevent@0__:*")
+        p.get_message(timeout=1)
+        r.eval("redis.call('set', KEYS[1], 'v') redis.call('del', KEYS[1])", 1, "nk")
+        events = []
+        deadline = time.time() + 2
+        while len(events) < 2 and time.time() < deadline:
+            m = p.get_message(timeout=0.2)
+            if m and m["type"] == "pmessage":
+                events.append(m["channel"])
+        assert events == [b"__keyevent@0__:set", b"__keyevent@0__:del"]
+        p.close()
+    finally:
+        r.config_set("notify-keyspace-events", "")
+
+
+def test_publish_to_self_inside_script(server):
+    c = RawClient(server.host, server.port)
+    c.call("HELLO", "3")
+    c.call("SUBSCRIBE", "foo")
+    reply = c.call("EVAL", "redis.call('publish', 'foo', 'bar') "
+                   "redis.call('publish', 'foo', 'vaz') return 'bla'", "0")
+    assert reply == b"$3\r\nbla\r\n"
+    assert c.read_reply() == b">3\r\n$7\r\nmessage\r\n$3\r\nfoo\r\n$3\r\nbar\r\n"
+    assert c.read_reply() == b">3\r\n$7\r\nmessage\r\n$3\r\nfoo\r\n$3\r\nvaz\r\n"
+    c.close()
+
+
+def test_script_effects_are_propagated_not_the_eval(hotkv_server_factory, tmp_path):
+    srv = start_aof_server(hotkv_server_factory, tmp_path)
+    c = RawClient(srv.host, srv.port)
+    c.call("EVAL", "redis.call('set', KEYS[1], ARGV[1]) redis.call('incr', 'n') "
+           "redis.call('get', KEYS[1]) return 1", "1", "k", "v")
+    c.call("EVAL", "return redis.call('get', 'k')", "0")                 # no write: not logged
+    c.call("EVAL", "redis.call('select', 2) redis.call('set', 'x', 1)", "0")
+    c.call("EVAL_RO", "return redis.call('get', 'k')", "0")
+    c.call("EVAL", "redis.call('incr', 'single') return 1", "0")
+    framed = aof_commands(tmp_path, framing=True)
+    c.close()
+    assert not any(cmd[0] in (b"EVAL", b"EVALSHA", b"EVAL_RO") for cmd in framed)
+    assert framed == [
+        [b"SELECT", b"0"], [b"MULTI"], [b"SET", b"k", b"v"], [b"INCR", b"n"], [b"EXEC"],
+        [b"SELECT", b"2"], [b"SET", b"x", b"1"],
+        [b"SELECT", b"0"], [b"INCR", b"single"],
+    ]
+
+
+def test_aof_replay_of_script_effects(hotkv_server_factory, tmp_path):
+    srv = start_aof_server(hotkv_server_factory, tmp_path)
+    c = RawClient(srv.host, srv.port)
+    c.call("EVAL", "redis.call('rpush', 'l', 'a', 'b') redis.call('hset', 'h', 'f', 'v')", "0")
+    c.close()
+    srv.stop()
+    again = hotkv_server_factory(appendonly="yes", dir=str(tmp_path))
+    c = RawClient(again.host, again.port)
+    assert c.call("LRANGE", "l", "0", "-1") == b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+    assert c.call("HGET", "h", "f") == b"$1\r\nv\r\n"
+    c.close()
+
+
+def test_sandbox_hides_python(r):
+    with pytest.raises(Exception, match="nonexistent global variable 'python'"):
+        r.eval("return python.eval('1')", 0)
+    with pytest.raises(Exception):
+        r.eval("return redis.call.__self__", 0)
+    assert r.eval("return 1", 0) == 1
