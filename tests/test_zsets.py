@@ -684,7 +684,7 @@ def test_random_walk_vs_valkey(diff, seed):
 
 # ----------------------------------------------------------------------
 # A real job-queue library: RQ keeps jobs in hashes and its registries in
-# sorted sets (its scheduler needs EVALSHA, which hotkv lacks: not run here)
+# sorted sets; its scheduler (run here in the worker) moves due jobs with EVALSHA
 # ----------------------------------------------------------------------
 
 def _rq_add(a, b):
@@ -707,17 +707,22 @@ def test_rq_enqueue_work_and_registries(server):
     ok = q.enqueue(_rq_add, 2, 3)
     bad = q.enqueue(_rq_boom)
     later = q.enqueue_in(datetime.timedelta(seconds=60), _rq_add, 10, 20)
+    due = q.enqueue_at(datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=1),
+                       _rq_add, 1, 1)
     assert q.count == 2
-    assert ScheduledJobRegistry(queue=q).count == 1
+    assert ScheduledJobRegistry(queue=q).count == 2
     assert r.type(ok.key) == b"hash"
-    rq.SimpleWorker([q], connection=r).work(burst=True, with_scheduler=False)
+    rq.SimpleWorker([q], connection=r).work(burst=True, with_scheduler=True)
     ok.refresh()
     bad.refresh()
     later.refresh()
+    due.refresh()
     assert ok.get_status() == "finished" and ok.return_value() == 5
+    assert due.get_status() == "finished" and due.return_value() == 2
     assert bad.get_status() == "failed"
     assert later.get_status() == "scheduled"
-    assert FinishedJobRegistry(queue=q).get_job_ids() == [ok.id]
+    assert sorted(FinishedJobRegistry(queue=q).get_job_ids()) == sorted([ok.id, due.id])
+    assert ScheduledJobRegistry(queue=q).get_job_ids() == [later.id]
     assert FailedJobRegistry(queue=q).get_job_ids() == [bad.id]
     r.close()
 
