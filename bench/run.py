@@ -1,7 +1,7 @@
 """hotkv vs Valkey (and fakeredis), side by side in one run.
 
     python bench/run.py                 # everything
-    python bench/run.py --quick         # smaller counts
+    python bench/run.py --quick         # smaller counts, no fakeredis (--fakeredis adds it)
     python bench/run.py --only lists,memory
 
 Starts each server in its own process on a free port -- hotkv (with uvloop
@@ -798,12 +798,15 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default=",".join(SCENARIOS))
     ap.add_argument("--no-fakeredis", action="store_true")
+    ap.add_argument("--fakeredis", action="store_true",
+                    help="include fakeredis with --quick too (it adds ~6 minutes)")
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args(argv)
     workdir = tempfile.mkdtemp(prefix="hotkv-bench-")
     rows = []
     try:
-        targets = make_targets(workdir, not args.no_fakeredis)
+        # fakeredis serves ~2k ops/s: with it a quick run takes 7 minutes instead of 2.
+        targets = make_targets(workdir, not args.no_fakeredis and (args.fakeredis or not args.quick))
         print(f"load generator: {'redis-benchmark' if shutil.which('redis-benchmark') else 'python'}; "
               f"servers: {', '.join(t.name for t in targets)}; cpus: {os.cpu_count()}", flush=True)
         for name in args.only.split(","):
