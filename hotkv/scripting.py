@@ -39,6 +39,8 @@ import hashlib
 import json
 import logging
 import math
+import os
+import time
 
 from lupa import lua51
 
@@ -48,8 +50,9 @@ log = logging.getLogger("hotkv")
 
 _PRELUDE = r"""
 local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, py_bit,
-      py_aclcheck, py_unwrap = ...
+      py_aclcheck, py_unwrap, py_interrupt = ...
 local dbg = debug
+local sethook = debug.sethook
 local error, type, tostring, rawget, rawset, setmetatable, select, xpcall, lua_pcall, rawequal =
       error, type, tostring, rawget, rawset, setmetatable, select, xpcall, pcall, rawequal
 
@@ -174,12 +177,32 @@ setmetatable(_G, {
 local G = _G
 local loadstring = loadstring
 local function compile(body) return loadstring(body, '@user_script') end
-local function run(f, keys, argv)
+-- Every 100000 instructions the hook lets the server answer other clients
+-- once the script is over the time limit; after SCRIPT KILL it raises on
+-- every line, so a script catching the error with pcall still ends.
+local hook
+hook = function()
+  if py_interrupt() then
+    -- Only in the user's code: never in our glue or the error handler.
+    local i = dbg.getinfo(2, 'S')
+    if i and i.source == '@user_script' then
+      sethook(hook, 'l')
+      error({err = 'ERR Script killed by user with SCRIPT KILL.'})
+    end
+  end
+end
+local function run(f, keys, argv, timed)
   cur_keys, cur_argv = keys, argv
-  return xpcall(f, errh)
+  if timed then sethook(hook, '', 100000) end
+  local ok, v = xpcall(f, errh)
+  if timed then sethook() end
+  return ok, v
 end
 return compile, run, rawequal
 """
+
+BUSY_SCRIPT = ("BUSY Valkey is busy running a script. You can only call SCRIPT KILL or "
+               "SHUTDOWN NOSAVE.")
 
 # C's (long long) cast of a double on x86: out of range and NaN give INT64_MIN.
 _INT64_MIN = -(1 << 63)
@@ -249,7 +272,8 @@ class ScriptError(Exception):
 
 
 class RunCtx:
-    __slots__ = ("caller", "fake", "sha", "readonly", "write_dirty", "flags", "killed")
+    __slots__ = ("caller", "fake", "sha", "readonly", "write_dirty", "flags", "killed",
+                 "start", "busy", "prev_gate")
 
     def __init__(self, caller, fake, sha, readonly, flags):
         self.caller = caller
@@ -259,6 +283,9 @@ class RunCtx:
         self.write_dirty = False
         self.flags = flags
         self.killed = False
+        self.start = time.monotonic()
+        self.busy = False
+        self.prev_gate = None
 
 
 class Script:
@@ -290,7 +317,7 @@ class Engine:
         self._compile, self._run, self._rawequal = prelude(
             self._lua_call, self._lua_pcall, self._py_setresp, self._py_log, self._py_sha1,
             self._py_json_encode, self._py_json_decode, self._py_bit, self._py_aclcheck,
-            _unwrap)
+            _unwrap, self._py_interrupt)
         self._table = lua.table
 
     def flush(self):
@@ -362,9 +389,11 @@ class Engine:
             lua = self.lua
             kt = lua.table_from(keys) if keys else lua.table()
             at = lua.table_from(args) if args else lua.table()
-            res = self._run(script.func, kt, at)
+            res = self._run(script.func, kt, at, server.config.values["lua-time-limit"] > 0)
         finally:
             self.run = None
+            if run.busy:
+                self._leave_busy(run)
         if type(res) is tuple:
             ok = res[0]
             value = res[1] if len(res) > 1 else None
@@ -396,6 +425,67 @@ class Engine:
                 sha.decode(), source.decode("utf-8", "surrogateescape"),
                 _lua_num_str(line) if not isinstance(line, bytes) else line.decode())
         return ScriptError(text, counted)
+
+    # Script timeout ----------------------------------------------------
+    def _py_interrupt(self):
+        run = self.run
+        if run is None:
+            return False
+        try:
+            if not run.busy:
+                limit = self.server.config.values["lua-time-limit"]
+                if limit <= 0 or (time.monotonic() - run.start) * 1000 < limit:
+                    return False
+                self._enter_busy(run)
+            self._process_events(run)
+        except Exception:   # the hook must never raise a Python error into Lua
+            log.exception("scripting: busy-script event processing failed")
+        return run.killed
+
+    def _enter_busy(self, run):
+        """Past the time limit: from now on other clients are answered BUSY,
+        except for the commands flagged allow_busy (SCRIPT KILL, MULTI...)."""
+        server = self.server
+        run.busy = True
+        log.warning("Slow script detected: still in execution after %d milliseconds. "
+                    "You can try killing the script using the SCRIPT KILL command. "
+                    "Script name is: %s.", int((time.monotonic() - run.start) * 1000),
+                    run.sha.decode())
+        run.prev_gate = prev = server.pause_check
+        from .dispatch import reject
+
+        def busy_gate(client, cmd, argv):
+            if "allow_busy" not in cmd.flags:
+                reject(client, BUSY_SCRIPT, cmd)
+                return True
+            return prev(client, cmd, argv) if prev is not None else False
+        run.prev_gate = (prev, busy_gate)
+        server.pause_check = busy_gate
+
+    def _leave_busy(self, run):
+        server = self.server
+        prev, gate = run.prev_gate
+        if server.pause_check is gate:
+            server.pause_check = prev
+
+    def _process_events(self, run):
+        """Serve other connections' input while the script runs: the event
+        loop cannot be re-entered, so their sockets are read here directly
+        (plain TCP / unix connections; the dispatcher's busy gate answers)."""
+        for client in list(self.server.clients.values()):
+            if client is run.caller or client.closed or client.closing or client.fd < 0:
+                continue
+            transport = getattr(client, "transport", None)
+            if transport is None or transport.get_extra_info("ssl_object") is not None:
+                continue
+            try:
+                data = os.read(client.fd, 65536)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                continue
+            if data:
+                client.data_received(data)
 
     # Lua -> RESP -------------------------------------------------------
     def _reply(self, v, out: list, resp3: bool, script_resp3: bool):
