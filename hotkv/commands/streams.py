@@ -253,6 +253,16 @@ def _parse_add_trim(c, argv, xadd: bool) -> _TrimArgs:
     limit_given = False
     n = len(argv)
     i = 2
+    if xadd and n > 6 and argv[5] == b"*" and argv[3] == b"~" and argv[2].lower() == b"maxlen":
+        # The capped queue, XADD key MAXLEN ~ n * ...: what the loop below
+        # would conclude, without walking it.
+        maxlen = _ll(argv[4])
+        if maxlen < 0:
+            raise CommandError(ERR_MAXLEN_NEG)
+        a.maxlen = maxlen
+        a.approx = True
+        a.arg_idx = 4
+        i = 5    # the loop stops at once, on the "*"
     while i < n:
         moreargs = n - 1 - i
         opt = argv[i]
@@ -389,11 +399,12 @@ def xadd(c, argv):
     if a.maxlen is not None or a.minid is not None:
         if _trim(s, a):
             server.event(db, key, "t", "xtrim")
-        if a.approx:
+        if a.approx and server.aof is not None:
             rewritten = list(argv)
             rewritten[a.arg_idx - 1] = b"="
             rewritten[a.arg_idx] = _exact_trim_arg(s, a)
-    if not a.id_given or not a.seq_given:
+    # The logged form is only read by the AOF (dispatch.call): none, no work.
+    if (not a.id_given or not a.seq_given) and server.aof is not None:
         if rewritten is None:
             rewritten = list(argv)
         rewritten[a.idpos] = reply
