@@ -41,6 +41,7 @@ import logging
 import math
 import os
 import time
+from collections import OrderedDict
 
 from lupa import lua51
 
@@ -201,6 +202,8 @@ end
 return compile, run, rawequal
 """
 
+MAX_REPLY_DEPTH = 200
+LRU_LENGTH = 500
 BUSY_SCRIPT = ("BUSY Valkey is busy running a script. You can only call SCRIPT KILL or "
                "SHUTDOWN NOSAVE.")
 
@@ -301,6 +304,10 @@ class Engine:
     def __init__(self, server):
         self.server = server
         self.scripts: dict[bytes, Script] = {}
+        # Scripts EVAL created (not SCRIPT LOAD), oldest first: beyond
+        # LRU_LENGTH the oldest is dropped, as Valkey does.
+        self.lru: OrderedDict[bytes, None] = OrderedDict()
+        self.evicted = 0
         self.run: RunCtx | None = None
         self.fake = None
         self._init_lua()
@@ -323,16 +330,21 @@ class Engine:
     def flush(self):
         """SCRIPT FLUSH: a new Lua state and an empty cache."""
         self.scripts = {}
+        self.lru = OrderedDict()
         self._init_lua()
 
     # ------------------------------------------------------------------
     # The cache
     # ------------------------------------------------------------------
-    def create(self, body: bytes) -> bytes:
+    def create(self, body: bytes, load: bool = False) -> bytes:
         """Compile and cache ``body`` (once); returns its sha1 hex.  Raises
-        ScriptError with Valkey's text when it does not compile."""
+        ScriptError with Valkey's text when it does not compile.  A script
+        EVAL creates may be evicted later; one SCRIPT LOAD created (or
+        loaded again) stays until SCRIPT FLUSH."""
         sha = hashlib.sha1(body).hexdigest().encode()
         if sha in self.scripts:
+            if load:
+                self.lru.pop(sha, None)
             return sha
         try:
             flags, skip = parse_shebang(body)
@@ -346,8 +358,19 @@ class Engine:
         if func is None:
             text = err.decode("utf-8", "surrogateescape") if isinstance(err, bytes) else str(err)
             raise ScriptError("ERR Error compiling script (new function): " + text)
+        if not load:
+            lru = self.lru
+            while len(lru) >= LRU_LENGTH:
+                old, _ = lru.popitem(last=False)
+                del self.scripts[old]
+                self.evicted += 1
+            lru[sha] = None
         self.scripts[sha] = Script(body, func, flags)
         return sha
+
+    def touch(self, sha: bytes):
+        if sha in self.lru:
+            self.lru.move_to_end(sha)
 
     # ------------------------------------------------------------------
     # Running
@@ -488,7 +511,7 @@ class Engine:
                 client.data_received(data)
 
     # Lua -> RESP -------------------------------------------------------
-    def _reply(self, v, out: list, resp3: bool, script_resp3: bool):
+    def _reply(self, v, out: list, resp3: bool, script_resp3: bool, depth: int = 0):
         t = type(v)
         if t is bytes:
             encode(v, out, resp3)
@@ -502,11 +525,16 @@ class Engine:
         elif t is int or t is float:
             out.append(b":%d\r\n" % _truncate(v))
         elif self.lua_type(v) == "table":
-            self._reply_table(v, out, resp3, script_resp3)
+            if depth >= MAX_REPLY_DEPTH:
+                # Valkey nests until the Lua C stack is full (~8000 levels);
+                # we stop earlier, with its error text.
+                out.append(b"-ERR reached lua stack limit\r\n")
+                return
+            self._reply_table(v, out, resp3, script_resp3, depth + 1)
         else:
             out.append(b"_\r\n" if resp3 else b"$-1\r\n")
 
-    def _reply_table(self, v, out, resp3, script_resp3):
+    def _reply_table(self, v, out, resp3, script_resp3, depth):
         lua_type = self.lua_type
         err = v[b"err"]
         if type(err) is bytes:
@@ -545,15 +573,15 @@ class Engine:
             items = list(m.items())
             out.append((b"%%%d\r\n" if resp3 else b"*%d\r\n") % (len(items) * (1 if resp3 else 2)))
             for k, val in items:
-                self._reply(k, out, resp3, script_resp3)
-                self._reply(val, out, resp3, script_resp3)
+                self._reply(k, out, resp3, script_resp3, depth)
+                self._reply(val, out, resp3, script_resp3, depth)
             return
         s = v[b"set"]
         if s is not None and lua_type(s) == "table":
             keys = list(s.keys())
             out.append((b"~%d\r\n" if resp3 else b"*%d\r\n") % len(keys))
             for k in keys:
-                self._reply(k, out, resp3, script_resp3)
+                self._reply(k, out, resp3, script_resp3, depth)
             return
         items = []
         i = 1
@@ -565,7 +593,7 @@ class Engine:
             i += 1
         out.append(b"*%d\r\n" % len(items))
         for x in items:
-            self._reply(x, out, resp3, script_resp3)
+            self._reply(x, out, resp3, script_resp3, depth)
 
     # ------------------------------------------------------------------
     # Callbacks from Lua: each returns (ok, value), never raises
@@ -659,6 +687,8 @@ class Engine:
         call(fake, cmd, argv)
         data = b"".join(fake.out)
         fake.out = []
+        if not data:    # the command replied nothing (CLIENT REPLY OFF, say)
+            return True, None
         value, _ = self._parse(data, 0)
         if raise_error and data[:1] == b"-":
             return False, value

@@ -5,6 +5,7 @@ register_script and a BullMQ-like atomic dequeue."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 
@@ -391,3 +392,51 @@ def test_sandbox_hides_python(r):
     with pytest.raises(Exception):
         r.eval("return redis.call.__self__", 0)
     assert r.eval("return 1", 0) == 1
+
+
+def test_eval_created_scripts_are_evicted_beyond_500(r):
+    r.script_flush()
+    loaded = r.script_load("return 'kept'")
+    assert r.eval("return 0", 0) == 0
+    for i in range(1, 501):
+        r.eval(f"return {i}", 0)
+    first = hashlib.sha1(b"return 0").hexdigest()
+    last = hashlib.sha1(b"return 500").hexdigest()
+    assert r.script_exists(first, loaded, last) == [False, True, True]
+    r.script_flush()
+
+
+def test_busy_script_and_script_kill(hotkv_server_factory):
+    srv = hotkv_server_factory()
+    admin = RawClient(srv.host, srv.port)
+    runner = RawClient(srv.host, srv.port)
+    other = RawClient(srv.host, srv.port)
+    other.call("PING")   # accepted before the script starts
+    assert admin.call("CONFIG", "SET", "lua-time-limit", "10") == b"+OK\r\n"
+    busy = (b"-BUSY Valkey is busy running a script. You can only call SCRIPT KILL or "
+            b"SHUTDOWN NOSAVE.\r\n")
+    assert other.call("SCRIPT", "KILL") == b"-NOTBUSY No scripts in execution right now.\r\n"
+    runner.send("EVAL", "while true do end", "0")
+    assert wait_for(lambda: other.call("PING") == busy)
+    assert other.call("MULTI") == b"+OK\r\n"            # allow_busy
+    assert other.call("INCR", "x") == busy
+    assert other.call("EXEC") == b"-EXECABORT Transaction discarded because of: " + busy[1:]
+    assert other.call("SCRIPT", "KILL") == b"+OK\r\n"
+    assert runner.read_reply() == (
+        b"-ERR Script killed by user with SCRIPT KILL. script: "
+        b"694a5fe1ddb97a4c6a1bf299d9537c7d3d0f84e7, on @user_script:1.\r\n")
+    # A script that catches the error with pcall is still ended.
+    runner.send("EVAL", "while true do pcall(function() while true do end end) end", "0")
+    assert wait_for(lambda: other.call("PING") == busy)
+    assert other.call("SCRIPT", "KILL") == b"+OK\r\n"
+    assert runner.read_reply().startswith(b"-ERR Script killed by user with SCRIPT KILL.")
+    # One that wrote cannot be killed; it runs to its end.
+    runner.send("EVAL", "redis.call('set', 'x', 'y') local i = 0 "
+                "while i < 2e7 do i = i + 1 end return 1", "0")
+    assert wait_for(lambda: other.call("PING") == busy)
+    assert other.call("SCRIPT", "KILL").startswith(b"-UNKILLABLE Sorry the script already")
+    assert runner.read_reply() == b":1\r\n"
+    assert other.call("GET", "x") == b"$1\r\ny\r\n"
+    assert other.call("PING") == b"+PONG\r\n"
+    for c in (admin, runner, other):
+        c.close()

@@ -55,6 +55,7 @@ def _run(c, argv, evalsha: bool, ro: bool):
         except ScriptError as e:
             raise CommandError(e.message)
         script = eng.scripts[sha]
+    eng.touch(sha)    # both EVAL and EVALSHA make a script recently used
     server = c.server
     try:
         out = eng.execute(c, script, sha, argv[3:3 + n], argv[3 + n:], ro)
@@ -133,7 +134,7 @@ def script_help(c, argv):
 def script_load(c, argv):
     """Loads a server-side Lua script to the script cache."""
     try:
-        return engine(c.server).create(argv[2])
+        return engine(c.server).create(argv[2], load=True)
     except ScriptError as e:
         raise CommandError(e.message)
 
