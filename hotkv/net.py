@@ -127,7 +127,7 @@ class Connection(Client, asyncio.Protocol):
                 error = None
                 break
         else:
-            self.last_interaction_now()
+            self.last_interaction = _now()
         if error:
             server.count_error("ERR " + error)
             self.out.append(encode_error("ERR " + error))
@@ -241,8 +241,10 @@ class Connection(Client, asyncio.Protocol):
                 pass
 
     def _check_query_buffer(self, incoming: int = 0) -> bool:
-        limit = self.server.config.values["client-query-buffer-limit"]
         size = self.parser.pending + incoming
+        if size <= _QBUF_LIMIT_MIN:   # twice per read: skip the config lookup
+            return False
+        limit = self.server.config.values["client-query-buffer-limit"]
         if size > limit:
             self.server.stat_client_qbuf_limit_disconnections += 1
             log.warning("closing client that reached max query buffer length (qbuf=%d)", size)
@@ -252,6 +254,8 @@ class Connection(Client, asyncio.Protocol):
 
 
 _now = time.time
+# The smallest client-query-buffer-limit hotkv.config accepts (Redis's 1mb).
+_QBUF_LIMIT_MIN = 1024 * 1024
 # Commands held for a blocked client before we stop reading its socket.
 PENDING_PAUSE = 1024
 
