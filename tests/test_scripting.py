@@ -440,3 +440,26 @@ def test_busy_script_and_script_kill(hotkv_server_factory):
     assert other.call("PING") == b"+PONG\r\n"
     for c in (admin, runner, other):
         c.close()
+
+
+def test_command_metadata_matches_valkey(diff):
+    diff("COMMAND", "INFO", "script")
+    diff("COMMAND", "GETKEYS", "EVAL", "return 1", "2", "a", "b", "c")
+    diff("COMMAND", "GETKEYS", "EVAL", "return 1", "0")
+    diff("COMMAND", "GETKEYSANDFLAGS", "EVAL", "return 1", "1", "a")
+    diff("COMMAND", "GETKEYSANDFLAGS", "EVAL_RO", "return 1", "1", "a")
+
+
+def test_acl_inside_scripts_matches_valkey(diff):
+    diff("ACL", "SETUSER", "scriptuser", "on", ">pw", "~*", "+@all", "-set")
+    try:
+        diff("AUTH", "scriptuser", "pw")
+        diff("EVAL", "return redis.call('set', 'a', 'b')", "0")
+        diff("EVAL", "return redis.pcall('set', 'a', 'b')", "0")
+        diff("EVAL", "return redis.acl_check_cmd('set', 'a', 'b')", "0")
+        diff("EVAL", "return redis.acl_check_cmd('get', 'a')", "0")
+        diff("EVAL", "return redis.acl_check_cmd('nosuch')", "0")
+    finally:
+        diff.ours.call("AUTH", "default", "x")
+        diff.theirs.call("AUTH", "default", "x")
+        diff("ACL", "DELUSER", "scriptuser")

@@ -124,19 +124,15 @@ _HELP = [
 ]
 
 
-@command("script|help", 2, "loading stale", group="scripting", since="5.0.0")
-def script_help(c, argv):
-    """Returns helpful text about the different subcommands."""
-    return help_reply("SCRIPT", _HELP)
-
-
-@command("script|load", 3, "noscript stale", group="scripting", since="2.6.0")
-def script_load(c, argv):
-    """Loads a server-side Lua script to the script cache."""
-    try:
-        return engine(c.server).create(argv[2], load=True)
-    except ScriptError as e:
-        raise CommandError(e.message)
+@command("script|debug", 3, "noscript", group="scripting", since="3.2.0")
+def script_debug(c, argv):
+    """Sets the debug mode of server-side Lua scripts."""
+    mode = argv[2].lower()
+    if mode == b"no":
+        return OK
+    if mode in (b"yes", b"sync"):
+        raise CommandError("ERR SCRIPT DEBUG is not supported by hotkv")
+    raise CommandError("ERR Use SCRIPT DEBUG YES/SYNC/NO")
 
 
 @command("script|exists", -3, "noscript", group="scripting", since="2.6.0")
@@ -157,6 +153,12 @@ def script_flush(c, argv):
     return OK
 
 
+@command("script|help", 2, "loading stale", group="scripting", since="5.0.0")
+def script_help(c, argv):
+    """Returns helpful text about the different subcommands."""
+    return help_reply("SCRIPT", _HELP)
+
+
 @command("script|kill", 2, "noscript allow_busy", group="scripting", since="2.6.0")
 def script_kill(c, argv):
     """Terminates a server-side Lua script during execution."""
@@ -173,6 +175,15 @@ def script_kill(c, argv):
     return OK
 
 
+@command("script|load", 3, "noscript stale", group="scripting", since="2.6.0")
+def script_load(c, argv):
+    """Loads a server-side Lua script to the script cache."""
+    try:
+        return engine(c.server).create(argv[2], load=True)
+    except ScriptError as e:
+        raise CommandError(e.message)
+
+
 @command("script|show", 3, "noscript", group="scripting", since="8.0.0")
 def script_show(c, argv):
     """Show server-side Lua script in the script cache."""
@@ -182,12 +193,14 @@ def script_show(c, argv):
     return script.body
 
 
-@command("script|debug", 3, "noscript", group="scripting", since="3.2.0")
-def script_debug(c, argv):
-    """Sets the debug mode of server-side Lua scripts."""
-    mode = argv[2].lower()
-    if mode == b"no":
-        return OK
-    if mode in (b"yes", b"sync"):
-        raise CommandError("ERR SCRIPT DEBUG is not supported by hotkv")
-    raise CommandError("ERR Use SCRIPT DEBUG YES/SYNC/NO")
+def _command_metadata():
+    """COMMAND INFO as Valkey shows it: EVAL/EVALSHA's keys are assumed read
+    and written (RW access update), the _RO forms list no @read category."""
+    from . import server_cmds
+    for fn in (eval_, evalsha):
+        server_cmds.KEY_SPEC_FLAGS.setdefault(fn.command.name, ("RW", "access", "update"))
+    for fn in (eval_ro, evalsha_ro):
+        fn.command.acl_categories = fn.command.acl_categories - {"read"}
+
+
+_command_metadata()
