@@ -276,7 +276,7 @@ class ScriptError(Exception):
 
 class RunCtx:
     __slots__ = ("caller", "fake", "sha", "readonly", "write_dirty", "flags", "killed",
-                 "start", "busy", "prev_gate")
+                 "start", "busy", "prev_gate", "prev_shutdown", "shutdown", "prop_mark")
 
     def __init__(self, caller, fake, sha, readonly, flags):
         self.caller = caller
@@ -289,6 +289,9 @@ class RunCtx:
         self.start = time.monotonic()
         self.busy = False
         self.prev_gate = None
+        self.prev_shutdown = None
+        self.shutdown = False
+        self.prop_mark = 0
 
 
 class Script:
@@ -407,6 +410,7 @@ class Engine:
         fake.resp3 = False
         fake.out = []
         run = RunCtx(c, fake, sha, readonly, flags)
+        run.prop_mark = len(server.prop_pending)
         self.run = run
         try:
             lua = self.lua
@@ -417,6 +421,9 @@ class Engine:
             self.run = None
             if run.busy:
                 self._leave_busy(run)
+            if run.shutdown:
+                # SHUTDOWN during the script: its effects are never logged.
+                del server.prop_pending[run.prop_mark:]
         if type(res) is tuple:
             ok = res[0]
             value = res[1] if len(res) > 1 else None
@@ -484,12 +491,25 @@ class Engine:
             return prev(client, cmd, argv) if prev is not None else False
         run.prev_gate = (prev, busy_gate)
         server.pause_check = busy_gate
+        # SHUTDOWN (allow_busy) ends the script even if it wrote, as the
+        # process exit does in Valkey.
+        down = server.shutdown_cb
+        if down is not None:
+            def shutdown_gate():
+                run.killed = run.shutdown = True
+                down()
+            run.prev_shutdown = (down, shutdown_gate)
+            server.shutdown_cb = shutdown_gate
 
     def _leave_busy(self, run):
         server = self.server
         prev, gate = run.prev_gate
         if server.pause_check is gate:
             server.pause_check = prev
+        if run.prev_shutdown is not None:
+            down, gate = run.prev_shutdown
+            if server.shutdown_cb is gate:
+                server.shutdown_cb = down
 
     def _process_events(self, run):
         """Serve other connections' input while the script runs: the event
