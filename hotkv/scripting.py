@@ -40,6 +40,7 @@ import json
 import logging
 import math
 import os
+import struct
 import time
 from collections import OrderedDict
 
@@ -51,7 +52,8 @@ log = logging.getLogger("hotkv")
 
 _PRELUDE = r"""
 local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, py_bit,
-      py_aclcheck, py_unwrap, py_interrupt = ...
+      py_aclcheck, py_unwrap, py_interrupt, py_mp_pack, py_mp_unpack, py_mp_unpack_one,
+      py_mp_unpack_limit = ...
 local dbg = debug
 local sethook = debug.sethook
 local error, type, tostring, rawget, rawset, setmetatable, select, xpcall, lua_pcall, rawequal =
@@ -62,7 +64,15 @@ local function errh(err)
   local i = dbg.getinfo(lvl, 'nSl')
   if i and i.what == 'C' then lvl = 3; i = dbg.getinfo(lvl, 'nSl') end
   while i and (i.source == '=hotkv' or i.what == 'C') do lvl = lvl + 1; i = dbg.getinfo(lvl, 'nSl') end
-  if type(err) == 'userdata' then err = py_unwrap(err) or err end
+  if type(err) == 'userdata' then
+    local u, msg = py_unwrap(err)
+    if msg and i and i.currentline > 0 then
+      -- A library function's error, positioned as luaL_error would.
+      err = i.short_src .. ':' .. i.currentline .. ': ' .. u
+    elseif u ~= nil then
+      err = u
+    end
+  end
   if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
   if i then err['source'] = i.source; err['line'] = i.currentline end
   return err
@@ -113,7 +123,10 @@ redis.SERVER_NAME = 'valkey'
 local function fix_pcall(ok, ...)
   if ok then return ok, ... end
   local e = ...
-  if type(e) == 'userdata' then e = py_unwrap(e) or e end
+  if type(e) == 'userdata' then
+    local u = py_unwrap(e)
+    if u ~= nil then e = u end
+  end
   if type(e) == 'table' then
     local m = rawget(e, 'err')
     if type(m) == 'string' or type(m) == 'number' then return false, m end
@@ -125,9 +138,10 @@ _G.pcall = function(...) return fix_pcall(lua_pcall(...)) end
 local cjson = {}
 cjson.null = newproxy(false)
 local null = cjson.null
-local function jcheck(ok, v) if ok then return v end error(v, 2) end
-cjson.encode = function(v) return jcheck(py_json_enc(v, null)) end
-cjson.decode = function(s) return jcheck(py_json_dec(s, null)) end
+-- The library functions are Python callables (C functions to Lua, so a
+-- user's "return cjson.decode(x)" keeps its frame for the error position).
+cjson.encode = py_json_enc
+cjson.decode = py_json_dec
 cjson.encode_keep_buffer = function() end
 cjson.encode_max_depth = function() end
 cjson.decode_max_depth = function() end
@@ -139,21 +153,30 @@ cjson.decode_invalid_numbers = function() end
 local bit = {}
 for _, name in ipairs({'tobit', 'bnot', 'band', 'bor', 'bxor', 'lshift', 'rshift',
                        'arshift', 'rol', 'ror', 'bswap', 'tohex'}) do
-  bit[name] = function(...) return jcheck(py_bit(name, select('#', ...), ...)) end
+  bit[name] = py_bit(name)
 end
+
+local cmsgpack = {_NAME = 'lua-cmsgpack', _VERSION = 'lua-cmsgpack 0.4.0',
+                  _COPYRIGHT = 'Copyright (C) 2012, Salvatore Sanfilippo',
+                  _DESCRIPTION = 'MessagePack C implementation for Lua'}
+cmsgpack.pack = py_mp_pack
+cmsgpack.unpack = py_mp_unpack
+cmsgpack.unpack_one = py_mp_unpack_one
+cmsgpack.unpack_limit = py_mp_unpack_limit
 
 -- The sandbox.
 io = nil; package = nil; require = nil; module = nil; dofile = nil; loadfile = nil
 print = nil; debug = nil; getfenv = nil; setfenv = nil; newproxy = nil
 python = nil   -- lupa's bridge to Python: never reachable from a script
 os = {clock = os.clock}
-_G.cjson = cjson; _G.bit = bit
+_G.cjson = cjson; _G.bit = bit; _G.cmsgpack = cmsgpack
 
 local function ro_error() error('Attempt to modify a readonly table', 2) end
 local function readonly(t)
   return setmetatable({}, {__index = t, __newindex = ro_error, __metatable = false})
 end
-for _, name in ipairs({'string', 'math', 'table', 'os', 'coroutine', 'cjson', 'bit'}) do
+for _, name in ipairs({'string', 'math', 'table', 'os', 'coroutine', 'cjson', 'bit',
+                       'cmsgpack'}) do
   _G[name] = readonly(_G[name])
 end
 local api = readonly(redis)
@@ -199,7 +222,7 @@ local function run(f, keys, argv, timed)
   if timed then sethook() end
   return ok, v
 end
-return compile, run, rawequal
+return compile, run, rawequal, null
 """
 
 MAX_REPLY_DEPTH = 200
@@ -324,10 +347,18 @@ class Engine:
         prelude = lua.execute("return loadstring(...)", _PRELUDE.encode(), b"=hotkv")
         if not callable(prelude):
             raise RuntimeError("scripting prelude failed to compile")
-        self._compile, self._run, self._rawequal = prelude(
+        self._null = None
+        self._compile, self._run, self._rawequal, self._null = prelude(
             self._lua_call, self._lua_pcall, self._py_setresp, self._py_log, self._py_sha1,
-            self._py_json_encode, self._py_json_decode, self._py_bit, self._py_aclcheck,
-            _unwrap, self._py_interrupt)
+            _lib(lambda v: self._py_json_encode(v, self._null)),
+            _lib(lambda s: self._py_json_decode(s, self._null)),
+            lambda name: _lib(lambda *a: self._py_bit(name, len(a), *a)),
+            self._py_aclcheck, _unwrap, self._py_interrupt,
+            self._lua_mp_pack,
+            _lib(lambda s=None: self._py_mp_unpack(s, 0, 0, False), multi=True),
+            _lib(lambda s=None, offset=0: self._py_mp_unpack(s, offset, 1, True), multi=True),
+            _lib(lambda s=None, limit=0, offset=0: self._py_mp_unpack(s, offset, limit, True),
+                 multi=True))
         self._table = lua.table
 
     def flush(self):
@@ -942,12 +973,14 @@ class Engine:
             s = _lua_num_str(s).encode()
         if type(s) is not bytes:
             return False, b"bad argument #1 to 'decode' (string expected)"
+        doc = s.decode("utf-8", "surrogateescape")
         try:
-            value = json.loads(s.decode("utf-8", "surrogateescape"),
-                               parse_constant=_reject_constant)
+            value = json.loads(doc, parse_constant=_reject_constant)
         except (ValueError, RecursionError) as e:
+            # lua-cjson's wording; Python's parser finds the same position.
             pos = getattr(e, "pos", 0) or 0
-            return False, b"Expected value but found invalid token at character %d" % (pos + 1)
+            found = b"T_END" if pos >= len(doc.rstrip()) else b"invalid token"
+            return False, b"Expected value but found %s at character %d" % (found, pos + 1)
         return True, self._jdec(value, null)
 
     def _jdec(self, v, null):
@@ -971,13 +1004,177 @@ class Engine:
             return t
         return v
 
+    # cmsgpack ----------------------------------------------------------
+    def _lua_mp_pack(self, *args):
+        if not args:
+            raise _LibError(b"bad argument #0 to 'pack' (MessagePack pack needs input.)")
+        return self._py_mp_pack(*args)
+
+    def _py_mp_pack(self, *args):
+        out = bytearray()
+        for v in args:
+            self._mp_enc(v, out, 0)
+        return bytes(out)
+
+    def _mp_enc(self, v, out: bytearray, depth: int):
+        t = type(v)
+        if v is None:
+            out.append(0xC0)
+        elif t is bool:
+            out.append(0xC3 if v else 0xC2)
+        elif t is int or t is float:
+            if t is float and (v != v or v in (math.inf, -math.inf) or v != int(v)
+                               or not -(1 << 63) <= v < (1 << 63)):
+                f32 = struct.unpack("<f", struct.pack("<f", v))[0] \
+                    if abs(v) < 3.5e38 or v != v or v in (math.inf, -math.inf) else None
+                if f32 is not None and (f32 == v or (v != v and f32 != f32)):
+                    out += b"\xca" + struct.pack(">f", v)
+                else:
+                    out += b"\xcb" + struct.pack(">d", v)
+            else:
+                _mp_int(int(v), out)
+        elif t is bytes:
+            n = len(v)
+            if n < 32:
+                out.append(0xA0 | n)
+            elif n < 256:
+                out += b"\xd9" + bytes([n])
+            elif n < 65536:
+                out += b"\xda" + struct.pack(">H", n)
+            else:
+                out += b"\xdb" + struct.pack(">I", n)
+            out += v
+        elif self.lua_type(v) == "table":
+            if depth >= 16:     # lua-cmsgpack's nesting limit: deeper tables are nil
+                out.append(0xC0)
+                return
+            items = list(v.items())
+            n = len(items)
+            is_array = all(type(k) in (int, float) and not isinstance(k, bool) and k >= 1
+                           and k == int(k) for k, _ in items) and \
+                (not items or max(int(k) for k, _ in items) == n)
+            if is_array:
+                if n < 16:
+                    out.append(0x90 | n)
+                elif n < 65536:
+                    out += b"\xdc" + struct.pack(">H", n)
+                else:
+                    out += b"\xdd" + struct.pack(">I", n)
+                for i in range(1, n + 1):
+                    self._mp_enc(v[i], out, depth + 1)
+            else:
+                if n < 16:
+                    out.append(0x80 | n)
+                elif n < 65536:
+                    out += b"\xde" + struct.pack(">H", n)
+                else:
+                    out += b"\xdf" + struct.pack(">I", n)
+                for k, x in items:
+                    self._mp_enc(k, out, depth + 1)
+                    self._mp_enc(x, out, depth + 1)
+        else:
+            out.append(0xC0)
+
+    def _py_mp_unpack(self, s, offset, limit, with_offset):
+        if type(s) in (int, float):
+            s = _lua_num_str(s).encode()
+        if type(s) is not bytes:
+            return False, b"bad argument #1 to 'unpack' (string expected)"
+        try:
+            offset = int(_lua_tonumber(offset))
+            limit = int(_lua_tonumber(limit))
+        except (TypeError, ValueError):
+            return False, b"bad argument #2 to 'unpack' (number expected)"
+        if offset < 0 or offset > len(s):
+            return False, (b"Start offset %d greater than input length %d."
+                           % (offset, len(s)))
+        values = []
+        pos = offset
+        try:
+            while pos < len(s) and (limit <= 0 or len(values) < limit):
+                v, pos = self._mp_dec(s, pos)
+                values.append(v)
+        except (IndexError, struct.error, _MsgpackError):
+            return False, b"Bad data format in input."
+        if with_offset:
+            values.insert(0, -1 if pos >= len(s) else pos)
+        return (True, len(values), *values)
+
+    def _mp_dec(self, s: bytes, pos: int):
+        b = s[pos]
+        pos += 1
+        if b <= 0x7F:
+            return b, pos
+        if b >= 0xE0:
+            return b - 256, pos
+        if 0xA0 <= b <= 0xBF:
+            n = b & 0x1F
+            if pos + n > len(s):
+                raise _MsgpackError()
+            return s[pos:pos + n], pos + n
+        if 0x90 <= b <= 0x9F:
+            return self._mp_array(s, pos, b & 0x0F)
+        if 0x80 <= b <= 0x8F:
+            return self._mp_map(s, pos, b & 0x0F)
+        if b == 0xC0:
+            return None, pos
+        if b == 0xC2:
+            return False, pos
+        if b == 0xC3:
+            return True, pos
+        fixed = _MP_FIXED.get(b)
+        if fixed is not None:
+            fmt, size = fixed
+            if pos + size > len(s):
+                raise _MsgpackError()
+            v = struct.unpack(fmt, s[pos:pos + size])[0]
+            if b in (0xCF, 0xD3) and not -(1 << 53) <= v <= (1 << 53):
+                v = float(v)      # a Lua 5.1 number is a double
+            return v, pos + size
+        if b in (0xC4, 0xC5, 0xC6, 0xD9, 0xDA, 0xDB):
+            size = {0xC4: 1, 0xD9: 1, 0xC5: 2, 0xDA: 2, 0xC6: 4, 0xDB: 4}[b]
+            n = int.from_bytes(s[pos:pos + size], "big")
+            pos += size
+            if pos + n > len(s) or len(s[pos - size:pos]) != size:
+                raise _MsgpackError()
+            return s[pos:pos + n], pos + n
+        if b in (0xDC, 0xDD):
+            size = 2 if b == 0xDC else 4
+            n = int.from_bytes(s[pos:pos + size], "big")
+            return self._mp_array(s, pos + size, n)
+        if b in (0xDE, 0xDF):
+            size = 2 if b == 0xDE else 4
+            n = int.from_bytes(s[pos:pos + size], "big")
+            return self._mp_map(s, pos + size, n)
+        raise _MsgpackError()
+
+    def _mp_array(self, s, pos, n):
+        t = self._table()
+        for i in range(1, n + 1):
+            v, pos = self._mp_dec(s, pos)
+            if v is not None:
+                t[i] = v
+        return t, pos
+
+    def _mp_map(self, s, pos, n):
+        t = self._table()
+        for _ in range(n):
+            k, pos = self._mp_dec(s, pos)
+            v, pos = self._mp_dec(s, pos)
+            if k is not None and v is not None:
+                t[k] = v
+        return t, pos
+
     # bit ---------------------------------------------------------------
     def _py_bit(self, name, n, *args):
         name = name.decode() if isinstance(name, bytes) else name
-        try:
-            nums = [_tobit(_lua_tonumber(a)) for a in args]
-        except (TypeError, ValueError):
-            return False, ("bad argument #1 to '%s' (number expected)" % name).encode()
+        nums = []
+        for i, a in enumerate(args, 1):
+            try:
+                nums.append(_tobit(_lua_tonumber(a)))
+            except (TypeError, ValueError):
+                return False, ("bad argument #%d to '%s' (number expected, got %s)"
+                               % (i, name, _lua_type_name(a))).encode()
         if not nums:
             return False, ("bad argument #1 to '%s' (number expected, got no value)"
                            % name).encode()
@@ -1028,11 +1225,69 @@ def _no_attributes(obj, name, setting):
     raise AttributeError("access denied")
 
 
+class _LibError(Exception):
+    """A library function's error message (cjson, bit, cmsgpack): the Lua
+    error handler prefixes the user's position, as luaL_error does."""
+
+    def __init__(self, message: bytes):
+        super().__init__(message)
+        self.message = message
+
+
+def _lib(fn, multi: bool = False):
+    """A Python implementation of a Lua library function: fn returns
+    (True, value) or (False, message); multi: (True, n, values...)."""
+    def call(*args):
+        res = fn(*args)
+        if not res[0]:
+            raise _LibError(res[1])
+        if multi:
+            return res[2:2 + res[1]] if res[1] != 1 else res[2]
+        return res[1]
+    return call
+
+
 def _unwrap(err):
-    """The error table a Python callback raised (lupa hands Lua the exception)."""
+    """What a Python callback raised (lupa hands Lua the exception): an error
+    table, or (message, True) for a library error."""
+    if isinstance(err, _LibError):
+        return err.message, True
     if isinstance(err, lua51.LuaError) and err.args and lua51.lua_type(err.args[0]) == "table":
         return err.args[0]
     return None
+
+
+class _MsgpackError(Exception):
+    pass
+
+
+_MP_FIXED = {0xCA: (">f", 4), 0xCB: (">d", 8), 0xCC: (">B", 1), 0xCD: (">H", 2),
+             0xCE: (">I", 4), 0xCF: (">Q", 8), 0xD0: (">b", 1), 0xD1: (">h", 2),
+             0xD2: (">i", 4), 0xD3: (">q", 8)}
+
+
+def _mp_int(n: int, out: bytearray):
+    if n >= 0:
+        if n < 128:
+            out.append(n)
+        elif n < 256:
+            out += b"\xcc" + bytes([n])
+        elif n < 65536:
+            out += b"\xcd" + struct.pack(">H", n)
+        elif n < (1 << 32):
+            out += b"\xce" + struct.pack(">I", n)
+        else:
+            out += b"\xcf" + struct.pack(">Q", n)
+    elif n >= -32:
+        out.append(n + 256)
+    elif n >= -128:
+        out += b"\xd0" + struct.pack(">b", n)
+    elif n >= -32768:
+        out += b"\xd1" + struct.pack(">h", n)
+    elif n >= -(1 << 31):
+        out += b"\xd2" + struct.pack(">i", n)
+    else:
+        out += b"\xd3" + struct.pack(">q", n)
 
 
 class _JsonError(Exception):
@@ -1054,6 +1309,17 @@ def _tobit(n) -> int:
             return 0
         n = math.floor(n + 0.5) if n - math.floor(n) == 0.5 else round(n)
     return _signed(int(n) & 0xFFFFFFFF)
+
+
+def _lua_type_name(v) -> str:
+    if v is None:
+        return "nil"
+    if type(v) is bool:
+        return "boolean"
+    if type(v) is bytes:
+        return "string"
+    t = lua51.lua_type(v)
+    return t.decode() if isinstance(t, bytes) else (t or "userdata")
 
 
 def _lua_tonumber(v):

@@ -155,6 +155,27 @@ CASES = [
     ("EVAL", "return {bit.bnot(0), bit.lshift(1,31), bit.rshift(-1, 28), bit.arshift(-256, 4), "
              "bit.bxor(5,3), bit.bor(1,2,4), bit.tobit(2^32+5), bit.rol(1,33), bit.ror(1,1)}", "0"),
     ("EVAL", "return bit.tohex(-1, -4)", "0"),
+    ("EVAL", "return bit.band()", "0"),
+    ("EVAL", "return bit.band('x')", "0"),
+    ("EVAL", "return cjson.decode('[')", "0"),
+    ("EVAL", "return cjson.encode(function() end)", "0"),
+    ("EVAL", "local ok, e = pcall(cjson.decode, '[') return e", "0"),
+    ("EVAL", "return cmsgpack.pack(1, -1, 1.5, 0.1, 2^40, -2^40, 'abc', true, false, nil, "
+             "{1,2}, {a=1}, {})", "0"),
+    ("EVAL", "return cmsgpack.pack(300, 70000, -200, -40000, 127, 128, -32, -33, 2^31, 2^32, "
+             "2^63, 1e300)", "0"),
+    ("EVAL", "return cmsgpack.pack(string.rep('x', 40), string.rep('y', 300))", "0"),
+    ("EVAL", "local t = {} for i = 1, 20 do t[i] = i end return cmsgpack.pack(t)", "0"),
+    ("EVAL", "return {cmsgpack.unpack(cmsgpack.pack(1, 'a', {1,2,{x='y'}}, true, 1.5))}", "0"),
+    ("EVAL", "return {cmsgpack.unpack(cmsgpack.pack(-1, -100, -1000, -100000, 255, 65535))}",
+     "0"),
+    ("EVAL", "local t = cmsgpack.unpack(cmsgpack.pack({x='y'})) return t.x", "0"),
+    ("EVAL", "return cmsgpack.unpack('')", "0"),
+    ("EVAL", "return cmsgpack.unpack('\\193')", "0"),
+    ("EVAL", "return cmsgpack.pack()", "0"),
+    ("EVAL", "return {cmsgpack.unpack_one(cmsgpack.pack(1, 2))}", "0"),
+    ("EVAL", "return {cmsgpack.unpack_one(cmsgpack.pack(1, 2), 1)}", "0"),
+    ("EVAL", "return {cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 2)}", "0"),
     ("EVAL", "return bit.tohex(255)", "0"),
     # SCRIPT
     ("SCRIPT", "LOAD", "return 1"),
