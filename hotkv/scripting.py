@@ -736,6 +736,8 @@ class Engine:
             run.write_dirty = True
         fake.out = []
         call(fake, cmd, argv)
+        if server.monitors and not cmd.admin and "skip_monitor" not in cmd.flags:
+            feed_monitors(server, fake.db.index, b"lua", cmd, argv)
         data = b"".join(fake.out)
         fake.out = []
         if not data:    # the command replied nothing (CLIENT REPLY OFF, say)
@@ -1373,6 +1375,19 @@ def _parse_double(line: bytes) -> float:
     if s == "-inf":
         return -math.inf
     return float(s)
+
+
+def feed_monitors(server, dbindex: int, origin: bytes, cmd, argv):
+    """MONITOR lines the dispatcher does not write: the EVAL itself (flagged
+    skip_monitor, shown before it runs, as Valkey does) and the script's
+    commands, shown as coming from "lua"."""
+    from .commands.server_cmds import _redacted, quoted
+    line = b"+%.6f [%d %s] %s\r\n" % (time.time(), dbindex, origin,
+                                        b" ".join([quoted(a) for a in _redacted(cmd, argv)]))
+    for mon in list(server.monitors):
+        if not mon.closed:
+            mon.add_raw(line)
+            mon.schedule_flush()
 
 
 def engine(server) -> Engine:

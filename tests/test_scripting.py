@@ -484,3 +484,18 @@ def test_acl_inside_scripts_matches_valkey(diff):
         diff.ours.call("AUTH", "default", "x")
         diff.theirs.call("AUTH", "default", "x")
         diff("ACL", "DELUSER", "scriptuser")
+
+
+def test_monitor_shows_eval_and_script_commands(server):
+    mon = RawClient(server.host, server.port)
+    assert mon.call("MONITOR") == b"+OK\r\n"
+    c = RawClient(server.host, server.port)
+    c.call("EVAL", "redis.call('set', KEYS[1], 'v') return 1", "1", "monkey")
+    lines = []
+    while len(lines) < 2:
+        lines.append(mon.read_reply())
+    assert lines[0].endswith(b'"EVAL" "redis.call(\'set\', KEYS[1], \'v\') return 1" "1" '
+                             b'"monkey"\r\n')
+    assert lines[1].endswith(b'[0 lua] "set" "monkey" "v"\r\n')
+    mon.close()
+    c.close()

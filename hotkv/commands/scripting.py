@@ -19,7 +19,7 @@ from ..blocking import BLOCKED
 from ..errors import CommandError
 from ..registry import command, container
 from ..resp import OK
-from ..scripting import ScriptError, engine
+from ..scripting import ScriptError, engine, feed_monitors
 from ..util import string2ll
 from .server_cmds import help_reply
 
@@ -44,6 +44,11 @@ def _run(c, argv, evalsha: bool, ro: bool):
     if n < 0:
         raise CommandError("ERR Number of keys can't be negative")
     eng = engine(c.server)
+    server = c.server
+    if server.monitors:
+        origin = (b"unix:%s" % server.config.values["unixsocket"].encode()
+                  if c.addr == c.laddr else c.addr.encode())
+        feed_monitors(server, c.db.index, origin, c.server.current_cmd, argv)
     if evalsha:
         sha = argv[1].lower()
         script = eng.scripts.get(sha) if len(sha) == 40 else None
@@ -56,7 +61,6 @@ def _run(c, argv, evalsha: bool, ro: bool):
             raise CommandError(e.message)
         script = eng.scripts[sha]
     eng.touch(sha)    # both EVAL and EVALSHA make a script recently used
-    server = c.server
     try:
         out = eng.execute(c, script, sha, argv[3:3 + n], argv[3 + n:], ro)
     except ScriptError as e:
