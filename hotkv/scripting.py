@@ -46,6 +46,9 @@ from collections import OrderedDict
 
 from lupa import lua51
 
+from . import errors
+from .client import Client
+from .dispatch import call, reject
 from .resp import Double, encode, format_double
 
 log = logging.getLogger("hotkv")
@@ -411,7 +414,6 @@ class Engine:
     # ------------------------------------------------------------------
     def execute(self, c, script: Script, sha: bytes, keys, args, ro: bool):
         """Run a cached script for client c; returns the encoded reply chunks."""
-        from .client import Client
         flags = script.flags
         server = self.server
         readonly = ro
@@ -513,7 +515,6 @@ class Engine:
                     "Script name is: %s.", int((time.monotonic() - run.start) * 1000),
                     run.sha.decode())
         run.prev_gate = prev = server.pause_check
-        from .dispatch import reject
 
         def busy_gate(client, cmd, argv):
             if "allow_busy" not in cmd.flags:
@@ -673,9 +674,15 @@ class Engine:
             t[b"ignore_error_stats_update"] = True
         return t
 
+    def _rejected(self, text, cmd=None):
+        """A command the script may not run: counted as Valkey counts it."""
+        message = "ERR " + text
+        self.server.count_error(message)
+        if cmd is not None:
+            cmd.rejected_calls += 1
+        return False, self._err_table(message, True)
+
     def _command(self, raise_error, args):
-        from .dispatch import call
-        from . import errors
         run = self.run
         server = self.server
         if run is None:
@@ -693,13 +700,6 @@ class Engine:
                 return False, self._err_table("ERR Command arguments must be strings or integers")
         fake = run.fake
 
-        def rejected(text, cmd=None):
-            message = "ERR " + text
-            server.count_error(message)
-            if cmd is not None:
-                cmd.rejected_calls += 1
-            return False, self._err_table(message, True)
-
         cmd = server.command_table.get(argv[0])
         if cmd is None:
             cmd = server.command_table.get(argv[0].lower())
@@ -708,20 +708,20 @@ class Engine:
                 sub = cmd.subcommands.get(argv[1]) or cmd.subcommands.get(argv[1].lower())
                 cmd = sub
         if cmd is None:
-            return rejected("Unknown command called from script")
+            return self._rejected("Unknown command called from script")
         n = len(argv)
         if (cmd.arity > 0 and n != cmd.arity) or n < -cmd.arity:
-            return rejected("Wrong number of args calling command from script", cmd)
+            return self._rejected("Wrong number of args calling command from script", cmd)
         if "noscript" in cmd.flags:
-            return rejected("This Redis command is not allowed from script", cmd)
+            return self._rejected("This Redis command is not allowed from script", cmd)
         if server.acl_check is not None:
             denied = server.acl_check(fake, cmd, argv)
             if denied is not None:
                 if denied.startswith("NOPERM "):
                     denied = denied[7:]
-                return rejected("ACL failure in script: " + denied, cmd)
+                return self._rejected("ACL failure in script: " + denied, cmd)
         if run.readonly and (cmd.write or "may_replicate" in cmd.flags):
-            return rejected("Write commands are not allowed from read-only scripts.", cmd)
+            return self._rejected("Write commands are not allowed from read-only scripts.", cmd)
         if cmd.write and not run.write_dirty and server.disk_error is not None:
             message = server.disk_error
             server.count_error(message)
