@@ -2,35 +2,53 @@
 
 Owns ``Engine`` (one per server, ``server.scripting``, created lazily by
 ``engine(server)``): a Lua 5.1 state from lupa, the script cache (sha1 hex ->
-body, compiled function), the sandbox, the ``redis`` / ``server`` API table,
-and the conversions between Lua values and RESP, following Valkey's
-script_lua.c / eval.c / script.c:
+Script; EVAL-created scripts evicted beyond 500, least recently used first,
+SCRIPT LOAD ones kept), the sandbox, the ``redis`` / ``server`` API table,
+the libraries, the script timeout, and the conversions between Lua values
+and RESP, following Valkey's script_lua.c / eval.c / script.c:
 
 * a script's ``redis.call`` runs through ``hotkv.dispatch.call`` with a fake
   client (the caller's db and user, RESP2 unless ``redis.setresp(3)``), so a
-  command behaves exactly as when a client sends it; its encoded reply is
-  parsed back into Lua values (status -> {ok=}, error -> {err=}, nil -> false
-  in RESP2, maps/sets/doubles/big numbers as tables in RESP3);
+  command behaves exactly as when a client sends it (WATCH, blocked clients,
+  keyspace events, effects propagation); its encoded reply is parsed back
+  into Lua values (status -> {ok=}, error -> {err=}, nil -> false in RESP2,
+  maps/sets/doubles/big numbers as tables in RESP3).  Arity, noscript, ACL,
+  read-only (EVAL_RO, ``#!lua flags=no-writes``), MISCONF and OOM checks are
+  made here with Valkey's script texts;
 * the script's return value is encoded straight to RESP for the caller
   (numbers truncated to integers, arrays stop at the first nil, true -> 1 /
   false -> nil in RESP2 ...);
 * errors carry Valkey's texts: ``ERR user_script:1: ... script: <sha>, on
-  @user_script:1.``; the error handler finds the user's frame skipping the
-  C function and our own Lua glue (chunk ``=hotkv``);
+  @user_script:1.``; the error handler finds the user's frame skipping C
+  functions and our own Lua glue (chunk ``=hotkv``).  The API and library
+  functions are Python callables -- C functions to Lua -- so a user's
+  ``return redis.call(...)`` is no Lua tail call that would lose its line;
+  they raise ``LuaError(error table)`` or ``_LibError(message)``, which the
+  handler (and our ``pcall``) unwrap;
 * the sandbox: globals are read-only ("Attempt to modify a readonly table"),
   reading an unknown global fails ("Script attempted to access nonexistent
-  global variable"), the library tables are read-only proxies, and io,
-  package, require, dofile, loadfile, print, debug and os (but os.clock) are
-  gone.  Libraries: cjson and bit are provided (in Python); struct and
-  cmsgpack are not.
+  global variable"), KEYS/ARGV are served by the globals' metatable, the
+  library tables are read-only proxies (so ``pairs(string)`` sees nothing),
+  lupa's ``python`` global is removed and Python attributes are never
+  reachable (``attribute_filter``); io, package, require, dofile, loadfile,
+  print, debug, getfenv, setfenv, newproxy and os (but os.clock) are gone.
+  Libraries, written in Python: cjson (lua-cjson's output, %.14g numbers,
+  escaped '/'), bit (LuaBitOp), cmsgpack (lua-cmsgpack); struct is not
+  provided;
+* script timeout: past ``lua-time-limit`` (busy-reply-threshold) a count
+  hook (every 100000 instructions) reads the other connections' sockets
+  directly -- the event loop cannot be re-entered -- and runs their commands:
+  those without ``allow_busy`` get BUSY (a gate installed as
+  ``server.pause_check`` for the script's duration), SCRIPT KILL ends a
+  script that has not written, SHUTDOWN ends any.  Connections not yet
+  accepted when the script started, and TLS connections, wait for its end.
 
 Invariants:
-* a script runs to completion inside one ``call`` (nothing else interleaves:
-  the event loop is not re-entered), so it is atomic; blocking commands act
-  non-blocking because the fake client cannot block;
+* a script runs to completion inside one ``call``, so it is atomic; blocking
+  commands act non-blocking because the fake client cannot block;
 * ``engine.run`` is the running script's context exactly while one runs;
-* Python exceptions never cross into Lua: every callback returns an
-  (ok, value) pair and the Lua glue raises.
+* Python exceptions never cross into Lua unasked: callbacks catch their own
+  errors and raise only the two error carriers above.
 """
 
 from __future__ import annotations
