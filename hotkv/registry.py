@@ -10,7 +10,13 @@ Conventions (Redis's):
 * a container command (CONFIG, CLIENT, XGROUP...) has subcommands, each a
   full command named ``parent|sub`` with its own arity and flags;
 * key positions are ``(first, last, step)``, ``last`` negative counting from
-  the end; commands whose keys move (BLMPOP, XREAD) also give ``keys_fn``.
+  the end; commands whose keys move (BLMPOP, XREAD) also give ``keys_fn``;
+* a command whose keys play several roles, or are found by a keyword or a
+  key count, declares Redis's full key specs instead: ``key_specs=(spec(...),
+  ...)`` (see ``spec``).  COMMAND INFO shows them as declared, and the
+  ``(first, last, step)`` triple is derived from them as Redis derives its
+  legacy range -- so key positions are still declared once.  A ``not_key``
+  spec (a shard channel) is reported but never yields a key to ACL/GETKEYS.
 
 A handler is ``fn(client, argv) -> reply``; it raises ``CommandError`` for an
 error reply.  Handlers never check arity: the dispatcher already did.
@@ -42,9 +48,123 @@ GROUP_CATEGORIES = {
 }
 
 
+_BEGIN_SHAPES = (("index", 1), ("keyword", 2), ("unknown", 0))
+_FIND_SHAPES = (("range", 3), ("keynum", 3), ("unknown", 0))
+
+
+class KeySpec:
+    """One Redis key spec: its flags, how the search begins (``index`` n,
+    ``keyword`` KW startfrom, or ``unknown``) and how keys are then found
+    (``range`` lastkey keystep limit, ``keynum`` keynumidx firstkey keystep,
+    or ``unknown``).  Immutable, shared by every call."""
+    __slots__ = ("flags", "begin", "begin_args", "find", "find_args", "notes")
+
+    def __init__(self, flags, begin, find, notes=""):
+        self.flags = tuple(flags.split())
+        words = begin.split()
+        self.begin = words[0]
+        self.begin_args = tuple(words[1:2]) + tuple(int(w) for w in words[2:]) \
+            if self.begin == "keyword" else tuple(int(w) for w in words[1:])
+        words = find.split()
+        self.find = words[0]
+        self.find_args = tuple(int(w) for w in words[1:])
+        self.notes = notes
+        if (self.begin, len(self.begin_args)) not in _BEGIN_SHAPES \
+                or (self.find, len(self.find_args)) not in _FIND_SHAPES:
+            raise ValueError(f"bad key spec {begin!r} / {find!r}")
+
+    @property
+    def plain_range(self) -> bool:
+        return self.begin == "index" and self.find == "range"
+
+    def positions(self, argv) -> list[int]:
+        """The argv positions this spec finds (Redis's key-spec walk); []
+        when the arguments do not fit it (the handler reports the error)."""
+        argc = len(argv)
+        if self.begin == "index":
+            first = self.begin_args[0]
+        elif self.begin == "keyword":
+            kw, start = self.begin_args
+            rng = range(start, argc) if start > 0 else range(argc + start, 0, -1)
+            first = 0
+            for i in rng:
+                if 1 <= i < argc and argv[i].upper() == kw.encode():
+                    first = i + 1
+                    break
+            if not first:
+                return []
+        else:
+            return []
+        if self.find == "range":
+            lastkey, step, limit = self.find_args
+            if lastkey >= 0:
+                last = first + lastkey
+            elif not limit:
+                last = argc + lastkey
+            else:
+                last = first + ((argc - first) // limit + lastkey)
+        elif self.find == "keynum":
+            idx, firstkey, step = self.find_args
+            if first + idx >= argc:
+                return []
+            try:
+                n = int(argv[first + idx])
+            except ValueError:
+                return []
+            if n < 0:
+                return []
+            first += firstkey
+            last = first + n - 1
+        else:
+            return []
+        if last >= argc or last < first or first >= argc:
+            return []
+        return list(range(first, last + 1, step))
+
+
+def spec(flags: str, begin: str = "index 1", find: str = "range 0 1 0", notes: str = "") -> KeySpec:
+    """``spec("RW insert", "index 2")``, ``spec("RO access", "keyword STREAMS 1",
+    "range -1 2 2")``, ``spec("RO access", "index 1", "keynum 0 1 1")``."""
+    return KeySpec(flags, begin, find, notes)
+
+
+def legacy_range(specs) -> tuple[tuple[int, int, int], bool]:
+    """Redis's legacy (first, last, step) of a list of key specs, and
+    whether the keys are movable (some spec is not a plain range)."""
+    if not specs:
+        return (0, 0, 0), False
+    if len(specs) == 1 and specs[0].plain_range:
+        s = specs[0]
+        last, step, _ = s.find_args
+        first = s.begin_args[0]
+        return (first, last + first if last >= 0 else last, step), "incomplete" in s.flags
+    first, last, prev, movable = None, 0, 0, False
+    for s in specs:
+        if not s.plain_range:
+            movable = True
+            continue
+        pos = s.begin_args[0]
+        lk, step, _ = s.find_args
+        if step != 1 or (prev and prev != pos - 1):
+            movable = True
+            continue
+        if "incomplete" in s.flags:
+            movable = True
+        first = pos if first is None else min(first, pos)
+        absolute = lk + pos if lk >= 0 else lk
+        # Redis compares unsigned: a negative (from-the-end) last wins.
+        if (absolute & 0xFFFFFFFF) > (last & 0xFFFFFFFF):
+            last = absolute
+        prev = last
+    if first is None:
+        return (0, 0, 0), True
+    return (first, last, 1), movable
+
+
 class Command:
     __slots__ = (
         "name", "func", "arity", "flags", "first_key", "last_key", "key_step",
+        "key_specs", "legacy_keys", "spec_movable",
         "keys_fn", "group", "summary", "since", "subcommands", "parent",
         "acl_categories", "write", "readonly", "denyoom", "noauth", "no_multi",
         "multi_exempt", "pubsub_ok", "blocking", "admin", "bit",
@@ -52,7 +172,7 @@ class Command:
     )
 
     def __init__(self, name, func, arity, flags, keys, keys_fn, group, summary, since,
-                 extra_acl=()):
+                 extra_acl=(), key_specs=None):
         self.name = name
         self.func = func
         self.arity = arity
@@ -60,6 +180,18 @@ class Command:
         unknown = self.flags - KNOWN_FLAGS
         if unknown:
             raise ValueError(f"{name}: unknown flags {sorted(unknown)}")
+        self.key_specs = tuple(key_specs) if key_specs is not None else None
+        self.spec_movable = False
+        if self.key_specs is not None:
+            # COMMAND INFO's triple counts every spec; the one keys are
+            # found with leaves out not_key specs (a channel is no key).
+            self.legacy_keys, self.spec_movable = legacy_range(self.key_specs)
+            derived, _ = legacy_range([s for s in self.key_specs if "not_key" not in s.flags])
+            if tuple(keys) != (0, 0, 0) and tuple(keys) != derived:
+                raise ValueError(f"{name}: keys={keys} but its key specs give {derived}")
+            keys = derived
+        else:
+            self.legacy_keys = tuple(keys)
         self.first_key, self.last_key, self.key_step = keys
         self.keys_fn = keys_fn
         self.group = group
@@ -130,12 +262,14 @@ def _register_top(cmd: Command):
 
 def command(name: str, arity: int, flags: str = "", keys=(0, 0, 0), *,
             keys_fn: Callable | None = None, group: str = "generic",
-            summary: str = "", since: str = "1.0.0", acl: tuple = ()):
+            summary: str = "", since: str = "1.0.0", acl: tuple = (),
+            key_specs=None):
     """Register ``fn`` as the handler of ``name`` ("get", or "config|get")."""
     def deco(fn):
         global _next_bit
         cmd = Command(name.lower(), fn, arity, flags.split(), keys, keys_fn, group,
-                      summary or (fn.__doc__ or "").strip().split("\n")[0], since, acl)
+                      summary or (fn.__doc__ or "").strip().split("\n")[0], since, acl,
+                      key_specs)
         cmd.bit = _next_bit
         _next_bit += 1
         if "|" in cmd.name:

@@ -26,7 +26,7 @@ def ping(c, argv):
     return PONG if len(argv) == 1 else argv[1]
 
 
-@command("echo", 2, "fast", group="connection")
+@command("echo", 2, "loading stale fast", group="connection")
 def echo(c, argv):
     """Echo the given string."""
     return argv[1]
@@ -149,7 +149,7 @@ def select(c, argv):
     return OK
 
 
-@command("swapdb", 3, "write fast", group="server", since="4.0.0")
+@command("swapdb", 3, "write fast", group="server", since="4.0.0", acl=("keyspace", "dangerous"))
 def swapdb(c, argv):
     """Swaps two databases."""
     server = c.server

@@ -38,7 +38,7 @@ from collections import deque
 from .. import errors
 from ..db import TYPE_NAMES, HashValue, ListValue, SetValue
 from ..errors import CommandError
-from ..registry import command, container
+from ..registry import command, container, spec
 from ..resp import OK, Simple
 from ..util import LLONG_MAX, LLONG_MIN, compile_glob, string2ll
 from .strings import already_expired, delete_expired_overwrite
@@ -251,13 +251,14 @@ def _rename(c, argv, nx: bool):
     return 1 if nx else OK
 
 
-@command("rename", 3, "write", (1, 2, 1))
+@command("rename", 3, "write", key_specs=(spec("RW access delete"), spec("OW update", "index 2")))
 def rename(c, argv):
     """Rename a key."""
     return _rename(c, argv, False)
 
 
-@command("renamenx", 3, "write fast", (1, 2, 1))
+@command("renamenx", 3, "write fast",
+         key_specs=(spec("RW access delete"), spec("OW insert", "index 2")))
 def renamenx(c, argv):
     """Rename a key, only if the new key does not exist."""
     return _rename(c, argv, True)
@@ -323,7 +324,8 @@ def copy_value(value):
     raise CommandError("ERR unknown type object")
 
 
-@command("copy", -3, "write denyoom", (1, 2, 1), since="6.2.0")
+@command("copy", -3, "write denyoom", since="6.2.0",
+         key_specs=(spec("RO access"), spec("OW update", "index 2")))
 def copy(c, argv):
     """Copy a key."""
     src = dst = c.db

@@ -33,7 +33,7 @@ from itertools import islice
 from .. import blocking
 from ..db import ListValue
 from ..errors import CommandError, WrongType, wrong_args
-from ..registry import command
+from ..registry import command, spec
 from ..resp import NULL_ARRAY, OK
 from ..util import string2ll
 
@@ -496,8 +496,8 @@ def _mpop_keys(numkeys_idx: int):
     return keys_fn
 
 
-@command("lmpop", -4, "write", keys=(0, 0, 0), keys_fn=_mpop_keys(1), group="list",
-         since="7.0.0")
+@command("lmpop", -4, "write", keys_fn=_mpop_keys(1), group="list", since="7.0.0",
+         key_specs=(spec("RW access delete", "index 1", "keynum 0 1 1"),))
 def lmpop(c, argv):
     """Returns multiple elements from a list after removing them. Deletes the list if the last element was popped."""
     keys, where, count = _parse_mpop(argv, 1)
@@ -538,7 +538,8 @@ def _lmove(c, src, dst, wherefrom: int, whereto: int):
     return value
 
 
-@command("lmove", 5, "write denyoom", keys=(1, 2, 1), group="list", since="6.2.0")
+@command("lmove", 5, "write denyoom", group="list", since="6.2.0",
+         key_specs=(spec("RW access delete"), spec("RW insert", "index 2")))
 def lmove(c, argv):
     """Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved."""
     wherefrom = _where(argv[3])
@@ -546,7 +547,8 @@ def lmove(c, argv):
     return _lmove(c, argv[1], argv[2], wherefrom, whereto)
 
 
-@command("rpoplpush", 3, "write denyoom", keys=(1, 2, 1), group="list", since="1.2.0")
+@command("rpoplpush", 3, "write denyoom", group="list", since="1.2.0",
+         key_specs=(spec("RW access delete"), spec("RW insert", "index 2")))
 def rpoplpush(c, argv):
     """Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped."""
     return _lmove(c, argv[1], argv[2], RIGHT, LEFT)
@@ -587,8 +589,8 @@ def brpop(c, argv):
     return _blocking_pop(c, argv[1:-1], RIGHT, deadline, -1)
 
 
-@command("blmpop", -5, "write blocking", keys=(0, 0, 0), keys_fn=_mpop_keys(2),
-         group="list", since="7.0.0")
+@command("blmpop", -5, "write blocking", keys_fn=_mpop_keys(2), group="list", since="7.0.0",
+         key_specs=(spec("RW access delete", "index 2", "keynum 0 1 1"),))
 def blmpop(c, argv):
     """Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped."""
     keys, where, count = _parse_mpop(argv, 2)
@@ -607,7 +609,8 @@ def _blmove(c, argv, wherefrom: int, whereto: int, deadline: int, logged: list):
     return value
 
 
-@command("blmove", 6, "write denyoom blocking", keys=(1, 2, 1), group="list", since="6.2.0")
+@command("blmove", 6, "write denyoom blocking", group="list", since="6.2.0",
+         key_specs=(spec("RW access delete"), spec("RW insert", "index 2")))
 def blmove(c, argv):
     """Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved."""
     wherefrom = _where(argv[3])
@@ -617,8 +620,8 @@ def blmove(c, argv):
                    [b"LMOVE", argv[1], argv[2], argv[3], argv[4]])
 
 
-@command("brpoplpush", 4, "write denyoom blocking", keys=(1, 2, 1), group="list",
-         since="2.2.0")
+@command("brpoplpush", 4, "write denyoom blocking", group="list", since="2.2.0",
+         key_specs=(spec("RW access delete"), spec("RW insert", "index 2")))
 def brpoplpush(c, argv):
     """Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped."""
     deadline = blocking.parse_timeout(c.server, argv[3])

@@ -20,7 +20,7 @@ from .. import notify as _notify
 from .. import pubsub as _pubsub
 from ..blocking import BLOCKED
 from ..errors import CommandError
-from ..registry import command, container
+from ..registry import command, container, spec
 from ..resp import Simple
 
 _pubsub.install()
@@ -92,7 +92,8 @@ def punsubscribe(c, argv):
     return BLOCKED
 
 
-@command("ssubscribe", -2, "pubsub noscript loading stale", group="pubsub", since="7.0.0")
+@command("ssubscribe", -2, "pubsub noscript loading stale", group="pubsub", since="7.0.0",
+         key_specs=(spec("not_key", "index 1", "range -1 1 0"),))
 def ssubscribe(c, argv):
     """Listens for messages published to shard channels."""
     if c.in_exec:
@@ -105,7 +106,8 @@ def ssubscribe(c, argv):
     return BLOCKED
 
 
-@command("sunsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="7.0.0")
+@command("sunsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="7.0.0",
+         key_specs=(spec("not_key", "index 1", "range -1 1 0"),))
 def sunsubscribe(c, argv):
     """Stops listening to messages posted to shard channels."""
     ps = c.server.pubsub
@@ -126,7 +128,7 @@ def publish(c, argv):
 
 
 @command("spublish", 3, "pubsub loading stale fast may_replicate", group="pubsub",
-         since="7.0.0")
+         since="7.0.0", key_specs=(spec("not_key"),))
 def spublish(c, argv):
     """Post a message to a shard channel"""
     return c.server.pubsub.publish(argv[1], argv[2], shard=True)

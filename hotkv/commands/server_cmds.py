@@ -1475,7 +1475,7 @@ COMMAND_TIPS = {
 
 
 def _movable(cmd) -> bool:
-    return cmd.keys_fn is not None or "movablekeys" in cmd.flags
+    return cmd.keys_fn is not None or cmd.spec_movable or "movablekeys" in cmd.flags
 
 
 # Valkey 8.1 reports skip_slowlog under its new name.
@@ -1502,7 +1502,32 @@ def _command_categories(cmd):
     return SetReply(Simple(b"@" + n.encode()) for n in cats)
 
 
+def _declared_spec(s):
+    if s.begin == "index":
+        begin = {b"type": b"index", b"spec": {b"index": s.begin_args[0]}}
+    elif s.begin == "keyword":
+        begin = {b"type": b"keyword", b"spec": {b"keyword": s.begin_args[0].encode(),
+                                                b"startfrom": s.begin_args[1]}}
+    else:
+        begin = {b"type": b"unknown", b"spec": {}}
+    if s.find == "range":
+        find = {b"type": b"range", b"spec": dict(zip((b"lastkey", b"keystep", b"limit"),
+                                                     s.find_args))}
+    elif s.find == "keynum":
+        find = {b"type": b"keynum", b"spec": dict(zip((b"keynumidx", b"firstkey", b"keystep"),
+                                                      s.find_args))}
+    else:
+        find = {b"type": b"unknown", b"spec": {}}
+    out = {b"notes": s.notes.encode()} if s.notes else {}
+    out[b"flags"] = SetReply(Simple(f.encode()) for f in s.flags)
+    out[b"begin_search"] = begin
+    out[b"find_keys"] = find
+    return out
+
+
 def _key_specs(cmd):
+    if cmd.key_specs is not None:
+        return SetReply(_declared_spec(s) for s in cmd.key_specs)
     if cmd.first_key <= 0 and not _movable(cmd):
         return SetReply()
     flags = _key_flags(cmd)
@@ -1531,8 +1556,8 @@ def command_info(cmd):
     if cmd is None:
         return None
     first = last = step = 0
-    if cmd.first_key > 0:
-        first, last, step = cmd.first_key, cmd.last_key, cmd.key_step
+    if cmd.legacy_keys[0] > 0:
+        first, last, step = cmd.legacy_keys
     subs = _subcommands(cmd)
     return [
         cmd.name.encode(),
@@ -1644,12 +1669,15 @@ def command_getkeys(c, argv):
 @command("command|getkeysandflags", -3, "loading stale", group="server", acl=("connection",))
 def command_getkeysandflags(c, argv):
     """Extract keys and access flags given a full command."""
-    return [[key, SetReply(_key_flags(cmd, argv[2:], i))]
-            for i, (key, cmd) in enumerate(_getkeys(argv[2:]))]
+    args = argv[2:]
+    return [[args[p], SetReply(_key_flags(cmd, args, i, p))]
+            for i, (p, cmd) in enumerate(_getkeys(args, True))]
 
 
 # Key-spec flags where Redis's differ from the generic RW/RO+access (a key
-# whose value the command does not read, say).  Data, keyed by full name.
+# whose value the command does not read, say), for commands that declare
+# only a (first, last, step) triple -- a command declaring ``key_specs``
+# carries its flags there.  Data, keyed by full name.
 KEY_SPEC_FLAGS: dict = {}
 for _flags, _names in (
         (("RW", "insert"), "append hsetnx linsert lpush lpushx rpush rpushx sadd "
@@ -1661,40 +1689,35 @@ for _flags, _names in (
                   "object|idletime object|refcount scard sismember strlen touch type watch "
                   "xlen zcard"),
         (("RW", "update"), "expire expireat hmset hset lset persist pexpire pexpireat "
-                           "setrange xack xadd xclaim xgroup|setid xsetid zadd"),
+                           "setrange xack xclaim xgroup|setid xsetid zadd"),
         (("RW", "delete"), "hdel lrem ltrim srem xautoclaim xdel xgroup|delconsumer "
                            "xgroup|destroy xtrim zrem zremrangebylex zremrangebyrank "
                            "zremrangebyscore"),
         (("OW", "update"), "mset psetex setex"),
-        (("OW", "insert"), "msetnx setnx"),
-        (("RW", "access", "update", "variable_flags"), "set"),
-        (("RO", "access"), "xreadgroup")):
+        (("OW", "insert"), "msetnx setnx")):
     for _name in _names.split():
         KEY_SPEC_FLAGS[_name] = _flags
 
 
-# Commands whose keys play different roles (source, destination): the flags
+# Keys that no declared key spec finds (SORT's STORE destination): the flags
 # of each key, in the order the keys come (the last entry covers the rest).
-_MOVE = (("RW", "access", "delete"), ("RW", "insert"))
-_STORE = (("OW", "update"), ("RO", "access"))
-KEY_ROLE_FLAGS = {
-    "lmove": _MOVE, "blmove": _MOVE, "rpoplpush": _MOVE, "brpoplpush": _MOVE, "smove": _MOVE,
-    "rename": (("RW", "access", "delete"), ("OW", "update")),
-    "renamenx": (("RW", "access", "delete"), ("OW", "insert")),
-    "copy": (("RO", "access"), ("OW", "update")),
-    "sdiffstore": _STORE, "sinterstore": _STORE, "sunionstore": _STORE, "zunionstore": _STORE,
-    "zinterstore": _STORE, "zdiffstore": _STORE, "zrangestore": _STORE,
-}
+# Commands with several key roles declare ``key_specs`` on their @command.
+KEY_ROLE_FLAGS: dict = {}
 
 
-def _key_flags(cmd, argv=None, nth: int = 0) -> list:
-    roles = KEY_ROLE_FLAGS.get(cmd.name)
-    if roles is not None:
-        return [Simple(f.encode()) for f in roles[min(nth, len(roles) - 1)]]
+def _key_flags(cmd, argv=None, nth: int = 0, pos: int = -1) -> list:
     if cmd.name == "set" and argv is not None:
         # SET's flags depend on its arguments: with GET it reads the old value.
         get = any(a.lower() == b"get" for a in argv[3:])
         return [Simple(f) for f in ((b"RW", b"access", b"update") if get else (b"OW", b"update"))]
+    if cmd.key_specs is not None and argv is not None:
+        # The flags of the spec that finds this key (as Redis reports them).
+        for s in cmd.key_specs:
+            if "not_key" not in s.flags and pos in s.positions(argv):
+                return [Simple(f.encode()) for f in s.flags]
+    roles = KEY_ROLE_FLAGS.get(cmd.name)
+    if roles is not None:
+        return [Simple(f.encode()) for f in roles[min(nth, len(roles) - 1)]]
     special = KEY_SPEC_FLAGS.get(cmd.name)
     if special is not None:
         return [Simple(f.encode()) for f in special]
@@ -1703,8 +1726,9 @@ def _key_flags(cmd, argv=None, nth: int = 0) -> list:
     return [Simple(b"RO"), Simple(b"access")]
 
 
-def _getkeys(args):
-    """(key, command) pairs of a full command, or the GETKEYS error."""
+def _getkeys(args, positions_only=False):
+    """(key, command) pairs of a full command (with ``positions_only``,
+    (position, command)), or the GETKEYS error."""
     cmd = lookup(args[0])
     if cmd is not None and cmd.subcommands and len(args) > 1:
         cmd = cmd.subcommands.get(args[1]) or cmd.subcommands.get(args[1].lower())
@@ -1719,11 +1743,15 @@ def _getkeys(args):
         positions = command_keys(cmd, args)
     except Exception:  # a keys_fn refusing malformed arguments (bad numkeys...)
         positions = []
+    if positions and cmd.key_specs is not None and any(
+            s.find == "keynum" and not s.positions(args) for s in cmd.key_specs):
+        # A key count that overruns the arguments: Redis finds no keys.
+        positions = []
     if not positions:
         if "no_mandatory_keys" in cmd.flags:
             return []
         raise CommandError("ERR Invalid arguments specified for command")
-    return [(args[p], cmd) for p in positions if 0 <= p < n]
+    return [(p if positions_only else args[p], cmd) for p in positions if 0 <= p < n]
 
 
 @command("command|help", 2, "loading stale", group="server", acl=("connection",))

@@ -20,7 +20,7 @@ import random
 from .. import errors
 from ..db import SetValue
 from ..errors import CommandError, WrongType
-from ..registry import command
+from ..registry import command, spec
 from ..util import LLONG_MAX, string2ll
 from .hashes import RANDOM_REPLY_LIMIT, cfg, random_member, parse_cursor, scan_args, scan_container
 
@@ -90,7 +90,8 @@ def srem(c, argv):
     return removed
 
 
-@command("smove", 4, "write fast", (1, 2, 1), group="set")
+@command("smove", 4, "write fast", group="set",
+         key_specs=(spec("RW access delete"), spec("RW insert", "index 2")))
 def smove(c, argv):
     """Moves a member from one set to another."""
     db = c.db
@@ -313,7 +314,8 @@ def sinter(c, argv):
     return _inter(_sets(c, argv[1:]))
 
 
-@command("sinterstore", -3, "write denyoom", (1, -1, 1), group="set")
+@command("sinterstore", -3, "write denyoom", group="set",
+         key_specs=(spec("OW update"), spec("RO access", "index 2", "range -1 1 0")))
 def sinterstore(c, argv):
     """Stores the intersect of multiple sets in a key."""
     return _store(c, argv[1], _inter(_sets(c, argv[2:])), "sinterstore")
@@ -326,8 +328,8 @@ def _sintercard_keys(argv):
     return list(range(2, min(2 + n, len(argv))))
 
 
-@command("sintercard", -3, "readonly", (0, 0, 0), group="set", since="7.0.0",
-         keys_fn=_sintercard_keys)
+@command("sintercard", -3, "readonly", group="set", since="7.0.0",
+         keys_fn=_sintercard_keys, key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),))
 def sintercard(c, argv):
     """Returns the number of members of the intersect of multiple sets."""
     numkeys = string2ll(argv[1])
@@ -354,7 +356,8 @@ def sunion(c, argv):
     return _union(_sets(c, argv[1:]))
 
 
-@command("sunionstore", -3, "write denyoom", (1, -1, 1), group="set")
+@command("sunionstore", -3, "write denyoom", group="set",
+         key_specs=(spec("OW update"), spec("RO access", "index 2", "range -1 1 0")))
 def sunionstore(c, argv):
     """Stores the union of multiple sets in a key."""
     return _store(c, argv[1], _union(_sets(c, argv[2:])), "sunionstore")
@@ -366,7 +369,8 @@ def sdiff(c, argv):
     return _diff(_sets(c, argv[1:]))
 
 
-@command("sdiffstore", -3, "write denyoom", (1, -1, 1), group="set")
+@command("sdiffstore", -3, "write denyoom", group="set",
+         key_specs=(spec("OW update"), spec("RO access", "index 2", "range -1 1 0")))
 def sdiffstore(c, argv):
     """Stores the difference of multiple sets in a key."""
     return _store(c, argv[1], _diff(_sets(c, argv[2:])), "sdiffstore")

@@ -29,10 +29,11 @@ Semantics kept from Redis, rule for rule:
   change through ``server.written``.  SORT ... STORE is propagated as sent:
   with the rules above its result does not depend on internal orders.
 
-COMMAND INFO: the categories are Valkey's explicit ones (no @keyspace) and
-the key roles (sorted key RO, STORE destination OW) are registered in
-server_cmds' KEY_ROLE_FLAGS / KEY_SPEC_FLAGS tables at import; Valkey's two
-extra "unknown" key specs (BY/GET, STORE) are not modelled.
+COMMAND INFO: the categories are Valkey's explicit ones (no @keyspace); the
+key specs are Valkey's three (the sorted key RO, then "unknown" specs for
+BY/GET and for STORE) declared on the @command lines; the STORE
+destination's flags for GETKEYSANDFLAGS (no spec locates it) are registered
+in server_cmds' KEY_ROLE_FLAGS at import.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from itertools import islice
 
 from ..db import ListValue, SetValue, TYPE_NAMES
 from ..errors import CommandError, WrongType
-from ..registry import command
+from ..registry import command, spec
 from ..util import string2ll
 
 SYNTAX = "ERR syntax error"
@@ -308,15 +309,27 @@ def _sort(c, argv, readonly: bool):
     return n
 
 
-@command("sort", -2, "write denyoom", (1, 1, 1), keys_fn=_sort_keys, group="generic",
-         acl=("set", "sortedset", "list", "dangerous"))
+# Key specs beyond the sorted key, as Redis declares them: BY/GET name keys
+# by pattern, and STORE may come anywhere, so neither can be located.
+_SORT_BY_GET_SPEC = spec("RO access", "unknown", "unknown",
+                         notes="For the optional BY/GET keyword. It is marked 'unknown' because "
+                               "the key names derive from the content of the key we sort")
+_SORT_STORE_SPEC = spec("OW update", "unknown", "unknown",
+                        notes="For the optional STORE keyword. It is marked 'unknown' because "
+                              "the keyword can appear anywhere in the argument array")
+
+
+@command("sort", -2, "write denyoom", keys_fn=_sort_keys, group="generic",
+         acl=("set", "sortedset", "list", "dangerous"),
+         key_specs=(spec("RO access"), _SORT_BY_GET_SPEC, _SORT_STORE_SPEC))
 def sort(c, argv):
     """Sorts the elements in a list, a set, or a sorted set, optionally storing the result."""
     return _sort(c, argv, False)
 
 
-@command("sort_ro", -2, "readonly", (1, 1, 1), group="generic", since="7.0.0",
-         acl=("set", "sortedset", "list", "dangerous"))
+@command("sort_ro", -2, "readonly", group="generic", since="7.0.0",
+         acl=("set", "sortedset", "list", "dangerous"),
+         key_specs=(spec("RO access"), _SORT_BY_GET_SPEC))
 def sort_ro(c, argv):
     """Returns the sorted elements of a list, a set, or a sorted set."""
     return _sort(c, argv, True)
@@ -329,9 +342,7 @@ def _command_metadata():
     from . import server_cmds
     for fn in (sort, sort_ro):
         fn.command.acl_categories = fn.command.acl_categories - {"keyspace"}
-    sort_ro.command.flags = sort_ro.command.flags | {"movablekeys"}
     server_cmds.KEY_ROLE_FLAGS.setdefault("sort", (("RO", "access"), ("OW", "update")))
-    server_cmds.KEY_SPEC_FLAGS.setdefault("sort_ro", ("RO", "access"))
 
 
 _command_metadata()

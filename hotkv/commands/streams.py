@@ -28,7 +28,7 @@ from __future__ import annotations
 from .. import errors
 from ..blocking import block, parse_timeout
 from ..errors import CommandError
-from ..registry import command, container
+from ..registry import command, container, spec
 from ..resp import NULL_ARRAY, OK, Simple
 from ..streams import (MASK64, MAX_ID, INVALID_ENTRIES_READ, NACK, Stream, id_bytes,
                        make_id)
@@ -347,7 +347,9 @@ def _exact_trim_arg(s: Stream, a: _TrimArgs) -> bytes:
     return id_bytes(s.first_edge_id())
 
 
-@command("xadd", -5, "write denyoom fast", (1, 1, 1), group="stream", since="5.0.0")
+@command("xadd", -5, "write denyoom fast", group="stream", since="5.0.0",
+         key_specs=(spec("RW update", notes="UPDATE instead of INSERT because of the optional "
+                                         "trimming feature"),))
 def xadd(c, argv):
     """Appends a new message to a stream. Creates the key if it doesn't exist.
 
@@ -883,8 +885,8 @@ def _xread(c, argv, group_mode: bool):
     return NULL_ARRAY
 
 
-@command("xread", -4, "readonly blocking movablekeys", (0, 0, 0), keys_fn=_xread_keys(1),
-         group="stream", since="5.0.0")
+@command("xread", -4, "readonly blocking", keys_fn=_xread_keys(1), group="stream",
+         since="5.0.0", key_specs=(spec("RO access", "keyword STREAMS 1", "range -1 1 2"),))
 def xread(c, argv):
     """Returns messages from multiple streams with IDs greater than the ones requested.
 
@@ -893,8 +895,8 @@ def xread(c, argv):
     return _xread(c, argv, False)
 
 
-@command("xreadgroup", -7, "write blocking movablekeys", (0, 0, 0), keys_fn=_xread_keys(4),
-         group="stream", since="5.0.0")
+@command("xreadgroup", -7, "write blocking", keys_fn=_xread_keys(4), group="stream",
+         since="5.0.0", key_specs=(spec("RO access", "keyword STREAMS 4", "range -1 1 2"),))
 def xreadgroup(c, argv):
     """Returns new or historical messages from a stream for a consumer in a group.
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from .. import errors
 from ..errors import CommandError, WrongType
 from ..longdouble import INF, LD_ZERO, add as _ld_add, format_long_double, parse_long_double
-from ..registry import command
+from ..registry import command, spec
 from ..resp import OK
 from ..util import LLONG_MAX, LLONG_MIN, string2ll
 
@@ -171,7 +171,9 @@ def set_generic(c, argv, flags, key, value, expire, name, ok_reply=OK, abort_rep
     return old if flags & GET else ok_reply
 
 
-@command("set", -3, "write denyoom", (1, 1, 1), group="string")
+@command("set", -3, "write denyoom", group="string",
+         key_specs=(spec("RW access update variable_flags",
+                         notes="RW and ACCESS due to the optional `GET` argument"),))
 def set_(c, argv):
     """Set the string value of a key, optionally with an expiry, conditionally."""
     if len(argv) == 3:      # the common case, without the option machinery
@@ -228,7 +230,8 @@ def getdel(c, argv):
     return old
 
 
-@command("getex", -2, "write fast", (1, 1, 1), group="string", since="6.2.0")
+@command("getex", -2, "write fast", group="string", since="6.2.0",
+         key_specs=(spec("RW access update", notes="RW and UPDATE because it changes the TTL"),))
 def getex(c, argv):
     """Get the value of a key and optionally set or remove its expiration."""
     flags, expire = parse_string_options(argv, 2, False)

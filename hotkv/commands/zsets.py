@@ -29,7 +29,7 @@ from sortedcontainers import SortedList
 from .. import blocking, errors
 from ..db import SetValue, register_type
 from ..errors import CommandError, WrongType
-from ..registry import command
+from ..registry import command, spec
 from ..resp import NULL_ARRAY
 from ..util import LLONG_MAX, string2ll
 from .hashes import RANDOM_REPLY_LIMIT, cfg, random_member, parse_cursor, scan_args, scan_container
@@ -623,7 +623,8 @@ def zrange(c, argv):
     return _zrange_generic(c, argv, 1, None, None, None)
 
 
-@command("zrangestore", -5, "write denyoom", (1, 2, 1), group="sorted_set", since="6.2.0")
+@command("zrangestore", -5, "write denyoom", group="sorted_set", since="6.2.0",
+         key_specs=(spec("OW update"), spec("RO access", "index 2")))
 def zrangestore(c, argv):
     """Stores a range of members from sorted set in a key."""
     return _zrange_generic(c, argv, 2, argv[1], None, None)
@@ -864,16 +865,16 @@ def _bzmpop_keys(argv):
     return list(range(3, min(3 + n, len(argv))))
 
 
-@command("zmpop", -4, "write", (0, 0, 0), group="sorted_set", since="7.0.0",
-         keys_fn=_zmpop_keys)
+@command("zmpop", -4, "write", group="sorted_set", since="7.0.0", keys_fn=_zmpop_keys,
+         key_specs=(spec("RW access delete", "index 1", "keynum 0 1 1"),))
 def zmpop(c, argv):
     """Returns the highest- or lowest-scoring members from one or more sorted
     sets after removing them."""
     return _zmpop(c, argv, 1, False)
 
 
-@command("bzmpop", -5, "write blocking", (0, 0, 0), group="sorted_set", since="7.0.0",
-         keys_fn=_bzmpop_keys)
+@command("bzmpop", -5, "write blocking", group="sorted_set", since="7.0.0", keys_fn=_bzmpop_keys,
+         key_specs=(spec("RW access delete", "index 2", "keynum 0 1 1"),))
 def bzmpop(c, argv):
     """Removes and returns a member by score from one or more sorted sets, or
     blocks until one is available."""
@@ -1040,6 +1041,10 @@ def _zsetop(c, argv, numkeys_idx, op, dst, cardinality_only, name):
     return _pairs(c, items, withscores)
 
 
+# The destination, then the numkeys-counted sources (ZUNIONSTORE & co).
+_STORE_SPECS = (spec("OW update"), spec("RO access", "index 2", "keynum 0 1 1"))
+
+
 def _zop_keys(idx):
     def keys(argv):
         n = string2ll(argv[idx]) if len(argv) > idx else None
@@ -1050,50 +1055,50 @@ def _zop_keys(idx):
     return keys
 
 
-@command("zunionstore", -4, "write denyoom", (1, 1, 1), group="sorted_set", since="2.0.0",
-         keys_fn=_zop_keys(2))
+@command("zunionstore", -4, "write denyoom", group="sorted_set", since="2.0.0",
+         keys_fn=_zop_keys(2), key_specs=_STORE_SPECS)
 def zunionstore(c, argv):
     """Stores the union of multiple sorted sets in a key."""
     return _zsetop(c, argv, 2, "union", argv[1], False, "zunionstore")
 
 
-@command("zinterstore", -4, "write denyoom", (1, 1, 1), group="sorted_set", since="2.0.0",
-         keys_fn=_zop_keys(2))
+@command("zinterstore", -4, "write denyoom", group="sorted_set", since="2.0.0",
+         keys_fn=_zop_keys(2), key_specs=_STORE_SPECS)
 def zinterstore(c, argv):
     """Stores the intersect of multiple sorted sets in a key."""
     return _zsetop(c, argv, 2, "inter", argv[1], False, "zinterstore")
 
 
-@command("zdiffstore", -4, "write denyoom", (1, 1, 1), group="sorted_set", since="6.2.0",
-         keys_fn=_zop_keys(2))
+@command("zdiffstore", -4, "write denyoom", group="sorted_set", since="6.2.0",
+         keys_fn=_zop_keys(2), key_specs=_STORE_SPECS)
 def zdiffstore(c, argv):
     """Stores the difference of multiple sorted sets in a key."""
     return _zsetop(c, argv, 2, "diff", argv[1], False, "zdiffstore")
 
 
-@command("zunion", -3, "readonly", (0, 0, 0), group="sorted_set", since="6.2.0",
-         keys_fn=_zop_keys(1))
+@command("zunion", -3, "readonly", group="sorted_set", since="6.2.0",
+         keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),))
 def zunion(c, argv):
     """Returns the union of multiple sorted sets."""
     return _zsetop(c, argv, 1, "union", None, False, "zunion")
 
 
-@command("zinter", -3, "readonly", (0, 0, 0), group="sorted_set", since="6.2.0",
-         keys_fn=_zop_keys(1))
+@command("zinter", -3, "readonly", group="sorted_set", since="6.2.0",
+         keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),))
 def zinter(c, argv):
     """Returns the intersect of multiple sorted sets."""
     return _zsetop(c, argv, 1, "inter", None, False, "zinter")
 
 
-@command("zintercard", -3, "readonly", (0, 0, 0), group="sorted_set", since="7.0.0",
-         keys_fn=_zop_keys(1))
+@command("zintercard", -3, "readonly", group="sorted_set", since="7.0.0",
+         keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),))
 def zintercard(c, argv):
     """Returns the number of members of the intersect of multiple sorted sets."""
     return _zsetop(c, argv, 1, "inter", None, True, "zintercard")
 
 
-@command("zdiff", -3, "readonly", (0, 0, 0), group="sorted_set", since="6.2.0",
-         keys_fn=_zop_keys(1))
+@command("zdiff", -3, "readonly", group="sorted_set", since="6.2.0",
+         keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),))
 def zdiff(c, argv):
     """Returns the difference between multiple sorted sets."""
     return _zsetop(c, argv, 1, "diff", None, False, "zdiff")
