@@ -193,14 +193,36 @@ os = {clock = os.clock}
 _G.cjson = cjson; _G.bit = bit; _G.cmsgpack = cmsgpack
 
 local function ro_error() error('Attempt to modify a readonly table', 2) end
+-- Tables no script may change (state must never leak from one script to
+-- the next): rawset / setmetatable on them fail as Valkey's read-only
+-- tables do.
+local protected = setmetatable({}, {__mode = 'k'})
 local function readonly(t)
-  return setmetatable({}, {__index = t, __newindex = ro_error, __metatable = false})
+  local p = setmetatable({}, {__index = t, __newindex = ro_error, __metatable = false})
+  protected[p] = true
+  protected[t] = true
+  return p
 end
 for _, name in ipairs({'string', 'math', 'table', 'os', 'coroutine', 'cjson', 'bit',
                        'cmsgpack'}) do
   _G[name] = readonly(_G[name])
 end
+-- ("x"):upper() goes through the string metatable: hide the real table.
+local strmeta = getmetatable('')
+strmeta.__index = _G.string
+protected[strmeta] = true
+strmeta.__metatable = readonly(strmeta)
+local lua_rawset, lua_setmetatable = rawset, setmetatable
+_G.rawset = function(t, k, v)
+  if protected[t] then error('Attempt to modify a readonly table', 0) end
+  return lua_rawset(t, k, v)
+end
+_G.setmetatable = function(t, m)
+  if protected[t] then error('Attempt to modify a readonly table', 0) end
+  return lua_setmetatable(t, m)
+end
 local api = readonly(redis)
+protected[_G] = true
 _G.redis = api
 _G.server = api
 _G.__server__err__handler = errh
@@ -243,7 +265,38 @@ local function run(f, keys, argv, timed)
   if timed then sethook() end
   return ok, v
 end
-return compile, run, rawequal, null
+-- Raw reads of a returned table (metamethods never run while replying).
+local function classify(t)
+  local e = rawget(t, 'err')
+  if type(e) == 'string' then return 'err', e, rawget(t, 'ignore_error_stats_update') end
+  local ok = rawget(t, 'ok')
+  if type(ok) == 'string' then return 'ok', ok end
+  local d = rawget(t, 'double')
+  if type(d) == 'number' then return 'double', d end
+  local b = rawget(t, 'big_number')
+  if type(b) == 'string' then return 'big', b end
+  local v = rawget(t, 'verbatim_string')
+  if type(v) == 'table' then
+    local f, s = rawget(v, 'format'), rawget(v, 'string')
+    if type(f) == 'string' and type(s) == 'string' then return 'verbatim', s, f end
+  end
+  local m = rawget(t, 'map')
+  if type(m) == 'table' then return 'map', m end
+  local st = rawget(t, 'set')
+  if type(st) == 'table' then return 'set', st end
+  local n = 0
+  while rawget(t, n + 1) ~= nil do n = n + 1 end
+  return 'array', n
+end
+local function errinfo(t)
+  local ok, e, s, l, ig = lua_pcall(function()
+    return t.err, t.source, t.line, t.ignore_error_stats_update
+  end)
+  if ok then return e, s, l, ig end
+  return rawget(t, 'err'), rawget(t, 'source'), rawget(t, 'line'),
+         rawget(t, 'ignore_error_stats_update')
+end
+return compile, run, rawequal, null, classify, errinfo
 """
 
 MAX_REPLY_DEPTH = 200
@@ -369,7 +422,8 @@ class Engine:
         if not callable(prelude):
             raise RuntimeError("scripting prelude failed to compile")
         self._null = None
-        self._compile, self._run, self._rawequal, self._null = prelude(
+        self._compile, self._run, self._rawequal, self._null, self._classify, \
+            self._errinfo = prelude(
             self._lua_call, self._lua_pcall, self._py_setresp, self._py_log, self._py_sha1,
             _lib(lambda v: self._py_json_encode(v, self._null)),
             _lib(lambda s: self._py_json_decode(s, self._null)),
@@ -491,10 +545,8 @@ class Engine:
             text = err.decode("utf-8", "surrogateescape") if isinstance(err, bytes) else \
                 ("execution failure" if err is None else str(err))
             return ScriptError("ERR Error running script f_%s, %.100s" % (sha.decode(), text))
-        msg = err[b"err"]
-        source = err[b"source"]
-        line = err[b"line"]
-        counted = not err[b"ignore_error_stats_update"]
+        msg, source, line, ignore = self._errinfo(err)
+        counted = not ignore
         if isinstance(msg, bytes):
             text = msg.decode("utf-8", "surrogateescape")
         elif isinstance(msg, (int, float)) and not isinstance(msg, bool):
@@ -605,65 +657,45 @@ class Engine:
             out.append(b"_\r\n" if resp3 else b"$-1\r\n")
 
     def _reply_table(self, v, out, resp3, script_resp3, depth):
-        lua_type = self.lua_type
-        err = v[b"err"]
-        if type(err) is bytes:
-            if not v[b"ignore_error_stats_update"]:
+        res = self._classify(v)
+        kind = res[0]
+        if kind == b"array":
+            n = res[1]
+            out.append(b"*%d\r\n" % n)
+            for i in range(1, n + 1):
+                self._reply(v[i], out, resp3, script_resp3, depth)
+        elif kind == b"err":
+            err = res[1]
+            if not res[2]:
                 self.server.count_error(err.decode("utf-8", "surrogateescape"))
             out.append(b"-" + err.replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n")
-            return
-        ok = v[b"ok"]
-        if type(ok) is bytes:
-            out.append(b"+" + ok.replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n")
-            return
-        d = v[b"double"]
-        if type(d) in (int, float):
-            encode(Double(d), out, resp3)
-            return
-        big = v[b"big_number"]
-        if type(big) is bytes:
-            big = big.replace(b"\r", b" ").replace(b"\n", b" ")
+        elif kind == b"ok":
+            out.append(b"+" + res[1].replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n")
+        elif kind == b"double":
+            encode(Double(res[1]), out, resp3)
+        elif kind == b"big":
+            big = res[1].replace(b"\r", b" ").replace(b"\n", b" ")
             if resp3:
                 out.append(b"(" + big + b"\r\n")
             else:
                 out.append(b"$%d\r\n%b\r\n" % (len(big), big))
-            return
-        verb = v[b"verbatim_string"]
-        if verb is not None and lua_type(verb) == "table":
-            fmt = verb[b"format"]
-            s = verb[b"string"]
-            if type(fmt) is bytes and type(s) is bytes:
-                if resp3:
-                    out.append(b"=%d\r\n%b:%b\r\n" % (len(s) + 4, fmt[:3], s))
-                else:
-                    out.append(b"$%d\r\n%b\r\n" % (len(s), s))
-                return
-        m = v[b"map"]
-        if m is not None and lua_type(m) == "table":
-            items = list(m.items())
+        elif kind == b"verbatim":
+            s, fmt = res[1], res[2]
+            if resp3:
+                out.append(b"=%d\r\n%b:%b\r\n" % (len(s) + 4, fmt[:3], s))
+            else:
+                out.append(b"$%d\r\n%b\r\n" % (len(s), s))
+        elif kind == b"map":
+            items = list(res[1].items())
             out.append((b"%%%d\r\n" if resp3 else b"*%d\r\n") % (len(items) * (1 if resp3 else 2)))
             for k, val in items:
                 self._reply(k, out, resp3, script_resp3, depth)
                 self._reply(val, out, resp3, script_resp3, depth)
-            return
-        s = v[b"set"]
-        if s is not None and lua_type(s) == "table":
-            keys = list(s.keys())
+        else:   # set
+            keys = list(res[1].keys())
             out.append((b"~%d\r\n" if resp3 else b"*%d\r\n") % len(keys))
             for k in keys:
                 self._reply(k, out, resp3, script_resp3, depth)
-            return
-        items = []
-        i = 1
-        while True:
-            x = v[i]
-            if x is None:
-                break
-            items.append(x)
-            i += 1
-        out.append(b"*%d\r\n" % len(items))
-        for x in items:
-            self._reply(x, out, resp3, script_resp3, depth)
 
     # ------------------------------------------------------------------
     # Callbacks from Lua: each returns (ok, value), never raises
