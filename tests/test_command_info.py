@@ -187,6 +187,8 @@ MOVABLE_ARGVS = [
     ("SET", "k", "v", "NX", "EX", "10"), ("GETEX", "k", "PERSIST"), ("XADD", "s", "*", "f", "v"),
     ("MSET", "a", "1", "b", "2"), ("DEL", "a", "b", "c"), ("HSET", "h", "f", "v", "g", "w"),
     ("BZPOPMIN", "a", "b", "0"), ("BLPOP", "a", "b", "0"),
+    ("EVAL", "return 1", "2", "a", "b", "x"), ("EVAL_RO", "return 1", "0"),
+    ("EVALSHA", "abc", "1", "k"), ("EVALSHA_RO", "abc", "3", "k"),
 ]
 
 ERROR_ARGVS = [
