@@ -107,8 +107,11 @@ def test_output_buffer_hard_limit_normal_class(hotkv_server_factory):
     r.config_set("client-output-buffer-limit", "normal 1mb 0 0")
     r.set("big", "x" * (8 * 1024 * 1024))
     slow = RawClient(s.host, s.port)
-    for _ in range(8):
-        slow.send("GET", "big")    # 64 MB of replies it never reads
+    try:
+        for _ in range(8):
+            slow.send("GET", "big")    # 64 MB of replies it never reads
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server may drop it before the last request is even sent
     assert _wait(lambda: s.server.stat_client_outbuf_limit_disconnections >= 1)
     assert _wait(lambda: _closed(slow))
     assert r.strlen("big") == 8 * 1024 * 1024
@@ -120,8 +123,11 @@ def test_output_buffer_soft_limit_normal_class(hotkv_server_factory):
     r.config_set("client-output-buffer-limit", "normal 0 1mb 1")
     r.set("big", "x" * (8 * 1024 * 1024))
     slow = RawClient(s.host, s.port)
-    for _ in range(4):
-        slow.send("GET", "big")
+    try:
+        for _ in range(4):
+            slow.send("GET", "big")
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # dropped before the last request was sent
     assert _wait(lambda: s.server.stat_client_outbuf_limit_disconnections >= 1)
     # A client that reads its replies is never touched.
     assert len(r.get("big")) == 8 * 1024 * 1024
