@@ -106,9 +106,9 @@ class Client:
             self.out.append(data)
 
     def push(self, value: list):
-        """An out-of-band message (pub/sub): sent even with CLIENT REPLY OFF? No
-        -- Redis suppresses pushes too when replies are off, except for
-        subscription confirmations.  Queue it and make sure it is flushed."""
+        """An out-of-band message (pub/sub).  Delivered whatever the CLIENT
+        REPLY mode, as Redis does; queued and flushed at the end of the loop
+        turn."""
         encode(resp.Push(value), self.out, self.resp3)
         self.schedule_flush()
 
