@@ -33,8 +33,10 @@ and RESP, following Valkey's script_lua.c / eval.c / script.c:
   reachable (``attribute_filter``); io, package, require, dofile, loadfile,
   print, debug, getfenv, setfenv, newproxy and os (but os.clock) are gone.
   Libraries, written in Python: cjson (lua-cjson's output, %.14g numbers,
-  escaped '/'), bit (LuaBitOp), cmsgpack (lua-cmsgpack); struct is not
-  provided;
+  escaped '/'), bit (LuaBitOp), cmsgpack (lua-cmsgpack), struct (Lua's
+  struct library as Redis ships it: little-endian native, 8-byte long);
+  table iteration order (maps, cjson objects) is stock Lua 5.1's, not
+  Valkey's (its Lua hashes strings with murmur32);
 * script timeout: past ``lua-time-limit`` (busy-reply-threshold) a count
   hook (every 100000 instructions) reads the other connections' sockets
   directly -- the event loop cannot be re-entered -- and runs their commands:
@@ -74,7 +76,7 @@ log = logging.getLogger("hotkv")
 _PRELUDE = r"""
 local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, py_bit,
       py_aclcheck, py_unwrap, py_interrupt, py_mp_pack, py_mp_unpack, py_mp_unpack_one,
-      py_mp_unpack_limit = ...
+      py_mp_unpack_limit, py_struct = ...
 local dbg = debug
 local sethook = debug.sethook
 local error, type, tostring, rawget, rawset, setmetatable, select, xpcall, lua_pcall, rawequal =
@@ -190,7 +192,9 @@ io = nil; package = nil; require = nil; module = nil; dofile = nil; loadfile = n
 print = nil; debug = nil; getfenv = nil; setfenv = nil; newproxy = nil
 python = nil   -- lupa's bridge to Python: never reachable from a script
 os = {clock = os.clock}
-_G.cjson = cjson; _G.bit = bit; _G.cmsgpack = cmsgpack
+local struct = {pack = py_struct('pack'), unpack = py_struct('unpack'),
+                size = py_struct('size')}
+_G.cjson = cjson; _G.bit = bit; _G.cmsgpack = cmsgpack; _G.struct = struct
 
 local function ro_error() error('Attempt to modify a readonly table', 2) end
 -- Tables no script may change (state must never leak from one script to
@@ -204,7 +208,7 @@ local function readonly(t)
   return p
 end
 for _, name in ipairs({'string', 'math', 'table', 'os', 'coroutine', 'cjson', 'bit',
-                       'cmsgpack'}) do
+                       'cmsgpack', 'struct'}) do
   _G[name] = readonly(_G[name])
 end
 -- ("x"):upper() goes through the string metatable: hide the real table.
@@ -433,7 +437,8 @@ class Engine:
             _lib(lambda s=None: self._py_mp_unpack(s, 0, 0, False), multi=True),
             _lib(lambda s=None, offset=0: self._py_mp_unpack(s, offset, 1, True), multi=True),
             _lib(lambda s=None, limit=0, offset=0: self._py_mp_unpack(s, offset, limit, True),
-                 multi=True))
+                 multi=True),
+            lambda name: _struct_fn(name.decode()))
         self._table = lua.table
 
     def flush(self):
@@ -1307,6 +1312,203 @@ def _unwrap(err):
     if isinstance(err, lua51.LuaError) and err.args and lua51.lua_type(err.args[0]) == "table":
         return err.args[0]
     return None
+
+
+# -- struct (the Lua "struct" library Redis ships: pack / unpack / size) --
+_STRUCT_SIZES = {"b": 1, "B": 1, "h": 2, "H": 2, "l": 8, "L": 8, "T": 8, "f": 4, "d": 8,
+                 "x": 1}
+_STRUCT_MAXINT = 32
+_STRUCT_MAXALIGN = 8
+
+
+def _struct_items(fmt: bytes, fname: str):
+    """Parse a struct format: yields (option, size, little_endian, padding
+    before it given the position so far) as the library lays them out."""
+    text = fmt.decode("latin-1")
+    i = 0
+    little, align = True, 1
+
+    def number(default):
+        nonlocal i
+        j = i
+        while j < len(text) and text[j].isdigit():
+            j += 1
+        if j == i:
+            return default
+        v = int(text[i:j])
+        i = j
+        if v > 2 ** 31 - 1:
+            raise _LibError(b"integral size overflow")
+        return v
+    while i < len(text):
+        opt = text[i]
+        i += 1
+        if opt in _STRUCT_SIZES:
+            size = _STRUCT_SIZES[opt]
+        elif opt == "c":
+            size = number(1)
+        elif opt in "iI":
+            size = number(4)
+            if size > _STRUCT_MAXINT:
+                raise _LibError(b"integral size %d is larger than limit of %d"
+                                % (size, _STRUCT_MAXINT))
+        elif opt == "s":
+            size = 0
+        elif opt == " ":
+            continue
+        elif opt in "<>":
+            little = opt == "<"
+            continue
+        elif opt == "!":
+            a = number(_STRUCT_MAXALIGN)
+            if a <= 0 or a & (a - 1):
+                raise _LibError(b"alignment %d is not a power of 2" % a)
+            align = a
+            continue
+        else:
+            raise _LibError(("bad argument #1 to '%s' (invalid format option '%s')"
+                             % (fname, opt)).encode("latin-1"))
+        yield opt, size, little, align
+
+
+def _struct_pad(pos: int, opt: str, size: int, align: int) -> int:
+    if size == 0 or opt == "c":
+        return 0
+    size = min(size, align)
+    return (size - (pos & (size - 1))) & (size - 1)
+
+
+_MISSING = object()
+
+
+def _arg_type(v) -> bytes:
+    return b"no value" if v is _MISSING else _lua_type_name(v).encode()
+
+
+def _struct_pack(fmt=_MISSING, *args):
+    if type(fmt) is not bytes:
+        raise _LibError(b"bad argument #1 to 'pack' (string expected, got %s)"
+                        % _arg_type(fmt))
+    out = bytearray()
+    arg = 0
+    for opt, size, little, align in _struct_items(fmt, "pack"):
+        out += b"\0" * _struct_pad(len(out), opt, size, align)
+        if opt == "x":
+            out.append(0)
+            continue
+        if arg >= len(args) or (opt != "c" and opt != "s" and
+                                not _is_lua_number(args[arg])):
+            # (the library's own stack slot makes a missing argument "nil")
+            got = "nil" if arg >= len(args) else _lua_type_name(args[arg])
+            want = "string" if opt in "cs" else "number"
+            raise _LibError(("bad argument #%d to 'pack' (%s expected, got %s)"
+                             % (arg + 2, want, got)).encode())
+        v = args[arg]
+        arg += 1
+        if opt in "cs":
+            if type(v) in (int, float):
+                v = _lua_num_str(v).encode()
+            elif type(v) is not bytes:
+                raise _LibError(("bad argument #%d to 'pack' (string expected, got %s)"
+                                 % (arg + 1, _lua_type_name(v))).encode())
+            n = size or len(v)
+            if len(v) < n:
+                raise _LibError(b"bad argument #%d to 'pack' (string too short)" % (arg + 2))
+            out += v[:n]
+            if opt == "s":
+                out.append(0)
+            continue
+        num = float(_lua_tonumber(v))
+        if opt == "f":
+            out += struct.pack("<f" if little else ">f", num)
+        elif opt == "d":
+            out += struct.pack("<d" if little else ">d", num)
+        else:
+            value = _truncate(num) & 0xFFFFFFFFFFFFFFFF
+            raw = value.to_bytes(8, "little")[:size].ljust(size, b"\0")
+            out += raw if little else raw[::-1]
+    return bytes(out)
+
+
+def _struct_unpack(fmt=_MISSING, data=_MISSING, pos=1):
+    if type(fmt) is not bytes:
+        raise _LibError(b"bad argument #1 to 'unpack' (string expected, got %s)"
+                        % _arg_type(fmt))
+    if type(data) is not bytes:
+        raise _LibError(b"bad argument #2 to 'unpack' (string expected, got %s)"
+                        % _arg_type(data))
+    try:
+        pos = int(_lua_tonumber(pos if pos is not None else 1))
+    except (TypeError, ValueError):
+        raise _LibError(b"bad argument #3 to 'unpack' (number expected)")
+    if pos <= 0:
+        raise _LibError(b"bad argument #3 to 'unpack' (offset must be 1 or greater)")
+    pos -= 1
+    n = len(data)
+    values: list = []
+    for opt, size, little, align in _struct_items(fmt, "unpack"):
+        pos += _struct_pad(pos, opt, size, align)
+        if size > n or pos > n - size:
+            raise _LibError(b"bad argument #2 to 'unpack' (data string too short)")
+        chunk = data[pos:pos + size]
+        if opt == "x":
+            pass
+        elif opt == "f":
+            values.append(struct.unpack("<f" if little else ">f", chunk)[0])
+        elif opt == "d":
+            values.append(struct.unpack("<d" if little else ">d", chunk)[0])
+        elif opt == "c":
+            if size == 0:
+                if not values or not _is_lua_number(values[-1]):
+                    raise _LibError(b"format 'c0' needs a previous size")
+                size = int(values.pop())
+                if size > n or pos > n - size:
+                    raise _LibError(b"bad argument #2 to 'unpack' (data string too short)")
+            values.append(data[pos:pos + size])
+        elif opt == "s":
+            end = data.find(b"\0", pos)
+            if end < 0:
+                raise _LibError(b"unfinished string in data")
+            values.append(data[pos:end])
+            size = end - pos + 1
+        else:
+            raw = chunk if not little else chunk[::-1]
+            value = int.from_bytes(raw[-8:] if size > 8 else raw, "big")
+            if opt.islower() and size:
+                bits = min(size, 8) * 8
+                if value & (1 << (bits - 1)):
+                    value -= 1 << bits
+            values.append(value if -(1 << 53) <= value <= (1 << 53) else float(value))
+        pos += size
+    values.append(pos + 1)
+    return tuple(values)
+
+
+def _struct_size(fmt=_MISSING):
+    if type(fmt) is not bytes:
+        raise _LibError(b"bad argument #1 to 'size' (string expected, got %s)"
+                        % _arg_type(fmt))
+    pos = 0
+    for opt, size, little, align in _struct_items(fmt, "size"):
+        pos += _struct_pad(pos, opt, size, align)
+        if opt == "s":
+            raise _LibError(b"bad argument #1 to 'size' (option 's' has no fixed size)")
+        if opt == "c" and size == 0:
+            raise _LibError(b"bad argument #1 to 'size' (option 'c0' has no fixed size)")
+        pos += size
+    return pos
+
+
+def _struct_fn(name: str):
+    return {"pack": _struct_pack, "unpack": _struct_unpack, "size": _struct_size}[name]
+
+
+def _is_lua_number(v) -> bool:
+    try:
+        _lua_tonumber(v)
+        return True
+    except (TypeError, ValueError):
+        return False
 
 
 class _MsgpackError(Exception):
