@@ -514,6 +514,7 @@ def test_busy_script_and_script_kill(hotkv_server_factory):
 
 def test_command_metadata_matches_valkey(diff):
     diff("COMMAND", "INFO", "script")
+    diff("COMMAND", "INFO", "eval", "evalsha", "eval_ro", "evalsha_ro")
     diff("COMMAND", "GETKEYS", "EVAL", "return 1", "2", "a", "b", "c")
     diff("COMMAND", "GETKEYS", "EVAL", "return 1", "0")
     diff("COMMAND", "GETKEYSANDFLAGS", "EVAL", "return 1", "1", "a")

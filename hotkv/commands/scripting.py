@@ -17,7 +17,7 @@ from __future__ import annotations
 from .. import errors
 from ..blocking import BLOCKED
 from ..errors import CommandError
-from ..registry import command, container
+from ..registry import command, container, spec
 from ..resp import OK
 from ..scripting import ScriptError, engine, feed_monitors
 from ..util import string2ll
@@ -78,28 +78,35 @@ def _run(c, argv, evalsha: bool, ro: bool):
 
 _EVAL_FLAGS = "noscript skip_monitor may_replicate no_mandatory_keys stale"
 _EVAL_RO_FLAGS = "noscript skip_monitor no_mandatory_keys stale readonly"
+# Valkey's key specs: numkeys at argv[2], the keys after it; a script's use
+# of them is unknown, so EVAL assumes the worst.
+_RW_NOTES = "We cannot tell how the keys will be used so we assume the worst, RW and UPDATE"
+_RO_NOTES = "We cannot tell how the keys will be used so we assume the worst, RO and ACCESS"
 
 
-@command("eval", -3, _EVAL_FLAGS, keys_fn=_eval_keys, group="scripting", since="2.6.0")
+@command("eval", -3, _EVAL_FLAGS, keys_fn=_eval_keys, group="scripting", since="2.6.0",
+         key_specs=(spec("RW access update", "index 2", "keynum 0 1 1", _RW_NOTES),))
 def eval_(c, argv):
     """Executes a server-side Lua script."""
     return _run(c, argv, False, False)
 
 
-@command("evalsha", -3, _EVAL_FLAGS, keys_fn=_eval_keys, group="scripting", since="2.6.0")
+@command("evalsha", -3, _EVAL_FLAGS, keys_fn=_eval_keys, group="scripting", since="2.6.0",
+         key_specs=(spec("RW access update", "index 2", "keynum 0 1 1"),))
 def evalsha(c, argv):
     """Executes a server-side Lua script by SHA1 digest."""
     return _run(c, argv, True, False)
 
 
-@command("eval_ro", -3, _EVAL_RO_FLAGS, keys_fn=_eval_keys, group="scripting", since="7.0.0")
+@command("eval_ro", -3, _EVAL_RO_FLAGS, keys_fn=_eval_keys, group="scripting", since="7.0.0",
+         key_specs=(spec("RO access", "index 2", "keynum 0 1 1", _RO_NOTES),))
 def eval_ro(c, argv):
     """Executes a read-only server-side Lua script."""
     return _run(c, argv, False, True)
 
 
 @command("evalsha_ro", -3, _EVAL_RO_FLAGS, keys_fn=_eval_keys, group="scripting",
-         since="7.0.0")
+         since="7.0.0", key_specs=(spec("RO access", "index 2", "keynum 0 1 1"),))
 def evalsha_ro(c, argv):
     """Executes a read-only server-side Lua script by SHA1 digest."""
     return _run(c, argv, True, True)
@@ -198,11 +205,7 @@ def script_show(c, argv):
 
 
 def _command_metadata():
-    """COMMAND INFO as Valkey shows it: EVAL/EVALSHA's keys are assumed read
-    and written (RW access update), the _RO forms list no @read category."""
-    from . import server_cmds
-    for fn in (eval_, evalsha):
-        server_cmds.KEY_SPEC_FLAGS.setdefault(fn.command.name, ("RW", "access", "update"))
+    """COMMAND INFO as Valkey shows it: the _RO forms list no @read category."""
     for fn in (eval_ro, evalsha_ro):
         fn.command.acl_categories = fn.command.acl_categories - {"read"}
 
