@@ -518,6 +518,8 @@ class Engine:
         fake.user = c.user
         fake.authenticated = True
         fake.resp3 = False
+        fake.reply_mode = 0
+        fake.skip_this = False
         fake.out = []
         run = RunCtx(c, fake, sha, readonly, flags)
         run.prop_mark = len(server.prop_pending)
