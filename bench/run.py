@@ -15,8 +15,23 @@ speed is never asserted, only measured and reported.
 Scenarios (``SCENARIOS``; add one by writing a function and listing it):
 * lists: LPUSH, RPUSH, LPOP, RPOP, 50 clients, no pipelining and pipeline 16;
 * queue: LPUSH -> BRPOP producer/consumer pairs, jobs/s end to end;
-* memory: peak RSS with 1M list items of 100 bytes;
-* streams, pubsub, aof: see their functions.
+* memory: RSS growth with 1M list items of 100 bytes (200k with --quick);
+* streams (issue 3): XADD s MAXLEN ~ 10000 * f <100B>, P1 and P16; XADD ->
+  XREADGROUP COUNT 10 BLOCK -> XACK with 2 producers and 2 consumers of one
+  group (msg/s end to end, p50/p99 delivery latency from a send timestamp in
+  the payload); RSS growth for 1M one-field 100-byte entries;
+* pubsub (issue 4): PUBLISH to one channel with 1, 10 and 100 subscribers
+  (raw sockets in up to 4 other processes, reading as fast as they can),
+  P1 and P16: publishes/s, delivered messages/s, p99 publish-to-receive
+  latency (a timestamped probe message every 2 ms during the load);
+* aof (issue 5): LPUSH and XADD P1 with appendonly yes under each
+  appendfsync policy, Valkey with the same policy, and each one's ratio to
+  its own no-AOF throughput.
+
+Throughput scenarios start all their servers at once and take turns, keeping
+the best of ``REPS`` runs: on a shared machine both servers then see the same
+background load.  The final table has a target column for the ratios the
+issues ask for.
 """
 
 from __future__ import annotations
