@@ -159,7 +159,13 @@ def encode(value, out: list, resp3: bool) -> None:
         n = len(value)
         out.append(_ARR_HDR_CACHE[n] if n < 256 else b"*%d\r\n" % n)
         for item in value:
-            encode(item, out, resp3)
+            if type(item) is bytes:   # the common element, without a call per item
+                n = len(item)
+                out.append(_BULK_HDR_CACHE[n] if n < 1024 else b"$%d\r\n" % n)
+                out.append(item)
+                out.append(_CRLF)
+            else:
+                encode(item, out, resp3)
     elif t is ErrorReply:
         out.append(b"-" + value.message.encode("utf-8", "surrogateescape") + _CRLF)
     elif t is dict:
