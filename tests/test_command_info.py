@@ -34,9 +34,6 @@ PARTIAL_CONTAINERS = {"client", "function", "module"}
 # Declared in hotkv/commands/scripting.py, which still gives these one
 # 'unknown' key spec where Valkey has a keynum spec (and notes): that
 # module's decorators need key_specs=(spec(..., "index 2", "keynum 0 1 1"),).
-SCRIPTING_PENDING = {"eval", "eval_ro", "evalsha", "evalsha_ro"}
-
-
 @pytest.fixture(scope="module", params=["2", "3"])
 def pair(request, server, ref_server):
     ours = RawClient(server.host, server.port)
@@ -92,10 +89,7 @@ def _without_subcommands(entry: bytes) -> tuple[bytes, list[bytes], list[bytes]]
 # COMMAND INFO
 # ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(
-        reason="scripting.py declares no keynum key spec (nor Valkey's notes) for " + n))
-    if n in SCRIPTING_PENDING else n for n in ALL_NAMES])
+@pytest.mark.parametrize("name", ALL_NAMES)
 def test_command_info_matches_valkey(pair, name):
     ours, theirs = pair
     a = ours.call("COMMAND", "INFO", name)
