@@ -28,8 +28,4 @@ MODULES = [
 ]
 
 for _name in MODULES:
-    try:
-        import_module(f"{__name__}.{_name}")
-    except ModuleNotFoundError as e:  # a module not written yet
-        if e.name != f"{__name__}.{_name}":
-            raise
+    import_module(f"{__name__}.{_name}")
