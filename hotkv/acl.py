@@ -1106,11 +1106,8 @@ def _user_exists(server, name: bytes) -> bool:
 def install():
     from .commands import connection
     connection.AUTHENTICATE_HOOK[0] = authenticate
-    try:
-        from .commands import client_cmds
-        client_cmds.USER_EXISTS[0] = _user_exists
-    except ImportError:   # CLIENT KILL not built: nothing to hook
-        pass
+    from .commands import client_cmds
+    client_cmds.USER_EXISTS[0] = _user_exists
     server_mod.AUTH_HOOK[0] = _auth_required
     server_mod.USER_HOOK[0] = _default_user
     if _init_server not in server_mod.SERVER_INIT_HOOKS:

@@ -132,8 +132,20 @@ def test_client_list_errors(diff):
                  ("foo",), ("SKIPME", "maybe"), ("MAXAGE", "0"), ("USER", "nouser"),
                  ("ID", "9999999999999999999999"), ("ID", "3", "4", "x"),
                  ("TYPE", "master"), ("TYPE", "replica"), ("TYPE", "slave"),
-                 ("ID", "99999", "TYPE", "normal"), ("SKIPME", "yes")):
+                 ("ID", "99999", "TYPE", "normal")):
         diff("CLIENT", "LIST", *args)
+
+
+def test_client_list_skipme(raw, raw_factory):
+    """SKIPME yes lists every client but the caller (compared by content,
+    not bytes: the session's server has other tests' clients too)."""
+    other = raw_factory()
+    me, them = client_id(raw), client_id(other)
+    reply = raw.call("CLIENT", "LIST", "SKIPME", "yes")
+    ids = {int(part[3:]) for part in reply.split() if part.startswith(b"id=")}
+    assert them in ids and me not in ids
+    reply = raw.call("CLIENT", "LIST", "SKIPME", "no", "ID", str(me))
+    assert b"id=%d " % me in reply
 
 
 def test_client_kill(raw, raw_factory, diff):

@@ -511,10 +511,7 @@ def hscan(c, argv):
 
 # COMMAND INFO key-spec flags where Valkey's differ from the generic ones
 # (server_cmds.KEY_SPEC_FLAGS is the table COMMAND reads).
-try:
-    from .server_cmds import KEY_SPEC_FLAGS as _KEY_SPEC_FLAGS
-except ImportError:  # the COMMAND module is not there: nothing to describe
-    _KEY_SPEC_FLAGS = {}
+from .server_cmds import KEY_SPEC_FLAGS as _KEY_SPEC_FLAGS  # noqa: E402
 _KEY_SPEC_FLAGS.update({
     "hset": ("RW", "update"),
     "hsetnx": ("RW", "insert"),

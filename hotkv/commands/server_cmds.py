@@ -526,11 +526,8 @@ def _info_clients(server):
         watched_keys += len(db.watched)
     del nokey_dummy
     timeouts = sum(1 for cl in clients if cl.blocked is not None and cl.blocked.deadline)
-    try:
-        from .client_cmds import pause_info
-        reason, actions, remaining = pause_info(server)
-    except ImportError:  # pragma: no cover - CLIENT not built
-        reason, actions, remaining = "none", "none", 0
+    from .client_cmds import pause_info
+    reason, actions, remaining = pause_info(server)
     return [
         ("connected_clients", len(server.clients)),
         ("cluster_connections", 0),

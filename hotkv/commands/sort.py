@@ -158,10 +158,7 @@ def _full_key_access(c, argv, readonly: bool) -> bool:
     user = getattr(c, "user", None)
     if user is None or getattr(user, "unrestricted", False):
         return True
-    try:
-        from ..acl import all_keys_readable
-    except ImportError:
-        return True
+    from ..acl import all_keys_readable
     return all_keys_readable(c, (sort_ro if readonly else sort).command, argv)
 
 
