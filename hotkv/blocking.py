@@ -271,7 +271,8 @@ def serve_ready_keys(server):
                     client.schedule_flush()
                     server.resume_client(client)
                     continue
-                saved_db = client.db
+                # A blocked client runs nothing else, so it is still on the
+                # database it blocked in; re-run the command there.
                 client.db = waiter.db
                 client.reprocessing = waiter
                 try:
@@ -279,7 +280,6 @@ def serve_ready_keys(server):
                 finally:
                     client.reprocessing = None
                 if client.blocked is None:
-                    client.db = saved_db if saved_db is not waiter.db else client.db
                     # Redis counts the reply it writes as interaction: a worker
                     # blocked longer than `timeout` must not be dropped as idle
                     # right after getting its job.
