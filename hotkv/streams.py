@@ -23,9 +23,11 @@ Complexity.  Nodes are found by bisecting ``node_keys`` (their master
 IDs), entries by bisecting a node's ``ids``: a range read or trim is
 O(log n + k) plus at most one node's worth of tombstones.
 
-Consumer groups.  ``Group.pel`` and ``Consumer.pel`` are SortedDicts from
-ID to the *same* ``NACK`` object (delivery time, delivery count, owner), so
-ownership changes move one reference between consumers.
+Consumer groups.  ``Group.pel`` and ``Consumer.pel`` are ``PEL``s (a dict
+plus the IDs sorted in chunks; O(1) to add an ID above all pending ones or
+to ack the oldest, O(log n) to find a range) from ID to the *same* ``NACK``
+object (delivery time, delivery count, owner), so ownership changes move
+one reference between consumers.
 
 Persistence helpers: ``rewrite_commands`` (the AOF rewrite's commands for a
 stream) and ``rdb_save`` / ``rdb_load`` (the RDB payload DUMP/RESTORE and
@@ -43,8 +45,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
-
-from sortedcontainers import SortedDict
+from itertools import chain
 
 from .util import string2ll
 
@@ -101,9 +102,14 @@ def _str_elsize(s: bytes) -> int:
     int64s are stored as integers, as listpack does)."""
     n = len(s)
     if n <= 20 and n and s[0] in _INTISH:
-        v = string2ll(s)
-        if v is not None:
-            return _int_elsize(v)
+        if n < 19 and s.isdigit():
+            # a canonical non-negative int: string2ll's answer, without its regex
+            if s[0] != 48 or n == 1:
+                return _int_elsize(int(s))
+        else:
+            v = string2ll(s)
+            if v is not None:
+                return _int_elsize(v)
     if n < 64:
         return n + 2                      # 1-byte header, 1-byte back-length
     if n < 4096:
@@ -115,6 +121,19 @@ def _delta(a: int, b: int) -> int:
     """a - b as the int64 Valkey stores (uint64 wrap-around)."""
     d = (a - b) & MASK64
     return d - (1 << 64) if d >= 1 << 63 else d
+
+
+def _deltas_size(eid: int, master: int) -> int:
+    """Listpack bytes of an entry's ms and seq deltas from its master."""
+    dm = (eid >> 64) - (master >> 64)
+    if dm >= 1 << 63:
+        dm -= 1 << 64
+    ds = (eid & MASK64) - (master & MASK64)
+    if ds >= 1 << 63:
+        ds -= 1 << 64
+    elif ds < -(1 << 63):
+        ds += 1 << 64
+    return (2 if 0 <= dm <= 127 else _int_elsize(dm)) + (2 if 0 <= ds <= 127 else _int_elsize(ds))
 
 
 # ----------------------------------------------------------------------
@@ -222,6 +241,126 @@ class Node:
         return it
 
 
+class PEL:
+    """A pending entries list: entry ID -> NACK, iterated in ID order.
+
+    A dict holds the NACKs (get / contains / len in O(1)); the IDs are kept
+    sorted in chunks of at most ``_CHUNK`` (``chunks``), with ``maxes[i]``
+    the last ID of ``chunks[i]``, so an ID is found by bisecting ``maxes``
+    then one chunk: O(log n) to find, a chunk's memmove to insert or
+    remove.  Deliveries add IDs above every pending one and acks mostly
+    take the oldest, so both ends have a fast path.  Invariants: the
+    chunks hold exactly the dict's keys, ascending, none empty."""
+    __slots__ = ("d", "chunks", "maxes")
+
+    def __init__(self):
+        self.d = {}
+        self.chunks = []
+        self.maxes = []
+
+    def __len__(self):
+        return len(self.d)
+
+    def __contains__(self, i):
+        return i in self.d
+
+    def __getitem__(self, i):
+        return self.d[i]
+
+    def get(self, i, default=None):
+        return self.d.get(i, default)
+
+    def __setitem__(self, i: int, nack):
+        d = self.d
+        if i in d:
+            d[i] = nack
+            return
+        d[i] = nack
+        maxes = self.maxes
+        if maxes and i > maxes[-1]:
+            chunk = self.chunks[-1]
+            if len(chunk) < _CHUNK:
+                chunk.append(i)
+                maxes[-1] = i
+            else:
+                self.chunks.append([i])
+                maxes.append(i)
+            return
+        chunks = self.chunks
+        if not maxes:
+            chunks.append([i])
+            maxes.append(i)
+            return
+        k = bisect_left(maxes, i)          # i < maxes[k]: the max stays
+        chunk = chunks[k]
+        chunk.insert(bisect_left(chunk, i), i)
+        if len(chunk) > _CHUNK:
+            half = len(chunk) >> 1
+            chunks.insert(k + 1, chunk[half:])
+            del chunk[half:]
+            maxes.insert(k, chunk[-1])
+
+    def pop(self, i, default=None):
+        nack = self.d.pop(i, _MISSING)
+        if nack is _MISSING:
+            return default
+        maxes = self.maxes
+        k = bisect_left(maxes, i)
+        chunk = self.chunks[k]
+        if chunk[0] == i:
+            del chunk[0]
+        else:
+            del chunk[bisect_left(chunk, i)]
+        if not chunk:
+            del self.chunks[k]
+            del maxes[k]
+        elif maxes[k] == i:
+            maxes[k] = chunk[-1]
+        return nack
+
+    def __iter__(self):
+        return chain.from_iterable(self.chunks)
+
+    def items(self):
+        d = self.d
+        return [(i, d[i]) for i in chain.from_iterable(self.chunks)]
+
+    def values(self):
+        return self.d.values()
+
+    def first(self) -> int:
+        return self.chunks[0][0]
+
+    def last(self) -> int:
+        return self.maxes[-1]
+
+    def irange(self, minimum: int = 0, maximum: int = MAX_ID):
+        """IDs in [minimum, maximum], ascending, lazily: the PEL must not
+        change while this is walked (materialize it first)."""
+        maxes = self.maxes
+        k = bisect_left(maxes, minimum)
+        chunks = self.chunks
+        n = len(chunks)
+        if k == n:
+            return
+        chunk = chunks[k]
+        j = bisect_left(chunk, minimum)
+        while True:
+            if maxes[k] > maximum:
+                yield from chunk[j:bisect_right(chunk, maximum)]
+                return
+            yield from chunk[j:] if j else chunk
+            k += 1
+            if k == n:
+                return
+            chunk = chunks[k]
+            j = 0
+
+
+_CHUNK = 1000
+_MISSING = object()
+
+
 class NACK:
     """A pending entry: delivered, not yet acknowledged."""
     __slots__ = ("delivery_time", "delivery_count", "consumer")
@@ -239,7 +378,7 @@ class Consumer:
         self.name = name
         self.seen_time = now
         self.active_time = -1
-        self.pel = SortedDict()
+        self.pel = PEL()
 
 
 class Group:
@@ -249,7 +388,7 @@ class Group:
         self.name = name
         self.last_id = last_id
         self.entries_read = entries_read
-        self.pel = SortedDict()
+        self.pel = PEL()
         self.consumers: dict = {}
 
     def sorted_consumers(self):
@@ -313,59 +452,128 @@ class Stream:
     def append(self, eid: int, args, start: int, node_max_bytes: int, node_max_entries: int):
         """Append entry eid (already validated: > last_id) whose field/value
         pairs are args[start:].  Splits nodes where Valkey would."""
+        if len(args) - start == 2:
+            return self.append_one(eid, args[start], args[start + 1], node_max_bytes,
+                                   node_max_entries)
         fv = args[start:]
         names = fv[0::2]
         values = fv[1::2]
         numfields = len(names)
         nodes = self.nodes
-        node = nodes[-1] if nodes else None
-        if node is not None:
+        node = None
+        if nodes:
+            node = nodes[-1]
+            live = node.live
+            deleted = node.deleted
             if node_max_bytes == 0 or node_max_bytes > LISTPACK_MAX_SIZE:
                 node_max_bytes = LISTPACK_MAX_SIZE
-            if node.lp_bytes() + sum(map(len, fv)) >= node_max_bytes:
-                node = None
-            elif node_max_entries and node.live + node.deleted >= node_max_entries:
+            lp = node.nbytes + (2 if live < 128 else _int_elsize(live)) + \
+                (2 if deleted < 128 else _int_elsize(deleted))
+            if lp + sum(map(len, fv)) >= node_max_bytes or \
+                    (node_max_entries and live + deleted >= node_max_entries):
                 node = None
         if node is None:
             node = Node(eid, tuple(names))
             nodes.append(node)
             self.node_keys.append(eid)
             same = True
-            items = values[0] if numfields == 1 else tuple(fv)
         else:
             fields = node.fields
-            same = len(fields) == numfields and fields == tuple(names)
+            same = fields == tuple(names)
             if same:
-                if numfields == 1:
-                    items = values[0]         # the field is the master's
-                else:
-                    fv[0::2] = fields     # share the master's field objects
-                    items = tuple(fv)
-            else:
-                items = tuple(fv)
-        master = node.master
-        dm = (eid >> 64) - (master >> 64)
-        if dm >= 1 << 63:
-            dm -= 1 << 64
-        ds = (eid & MASK64) - (master & MASK64)
-        if ds >= 1 << 63:
-            ds -= 1 << 64
-        elif ds < -(1 << 63):
-            ds += 1 << 64
+                fv[0::2] = fields     # share the master's field objects
+        items = tuple(fv)
         # flags, ms delta, seq delta, values, lp-count [, num-fields, names]
-        nb = 2 + (2 if 0 <= dm <= 127 else _int_elsize(dm)) + \
-            (2 if 0 <= ds <= 127 else _int_elsize(ds))
+        master = node.master
+        d = eid - master
+        if 0 <= d <= 127:                   # same ms, close seq
+            nb = 6
+        else:
+            nb = 2 + _deltas_size(eid, master)
         for v in values:
-            nb += _str_elsize(v)
+            ln = len(v)
+            # _str_elsize inlined for what cannot be an integer
+            if ln < 64 and (ln > 20 or not ln or v[0] not in _INTISH):
+                nb += ln + 2
+            else:
+                nb += _str_elsize(v)
         if same:
-            nb += _int_elsize(numfields + 3)
+            nb += 2 if numfields < 125 else _int_elsize(numfields + 3)
         else:
             nb += _int_elsize(numfields) + _int_elsize(2 * numfields + 4)
             for f in names:
                 nb += _str_elsize(f)
         node.nbytes += nb
-        node.ids.append(eid)
+        ids = node.ids
+        ids.ms.append(eid >> 64)
+        ids.seq.append(eid & MASK64)
         node.items.append(items)
+        node.live += 1
+        self.length += 1
+        self.entries_added += 1
+        self.last_id = eid
+        if self.length == 1:
+            self.first_id = eid
+
+    def append_one(self, eid: int, field: bytes, value: bytes, node_max_bytes: int,
+                   node_max_entries: int):
+        """append() of a one-field entry: the capped queue's XADD, so the
+        size arithmetic of the common shapes is written out here."""
+        nodes = self.nodes
+        vlen = len(value)
+        node = None
+        if nodes:
+            node = nodes[-1]
+            live = node.live
+            deleted = node.deleted
+            if node_max_bytes == 0 or node_max_bytes > LISTPACK_MAX_SIZE:
+                node_max_bytes = LISTPACK_MAX_SIZE
+            # lp_bytes(): the two counters are small ints in all but huge nodes
+            lp = node.nbytes + (2 if live < 128 else _int_elsize(live)) + \
+                (2 if deleted < 128 else _int_elsize(deleted))
+            if lp + len(field) + vlen >= node_max_bytes or \
+                    (node_max_entries and live + deleted >= node_max_entries):
+                node = None
+        if node is None:
+            node = Node(eid, (field,))
+            nodes.append(node)
+            self.node_keys.append(eid)
+            same = True
+        else:
+            fields = node.fields
+            same = len(fields) == 1 and fields[0] == field
+        master = node.master
+        d = eid - master
+        if 0 <= d <= 127:                   # same ms, close seq
+            nb = 6                          # flags and both deltas
+        else:
+            dm = (eid >> 64) - (master >> 64)
+            ds = (eid & MASK64) - (master & MASK64)
+            if -4096 <= dm <= 4095 and -4096 <= ds <= 4095:
+                # each delta in one or two bytes, plus its back-length
+                nb = 2 + (2 if 0 <= dm <= 127 else 3) + (2 if 0 <= ds <= 127 else 3)
+            else:
+                nb = 2 + _deltas_size(eid, master)
+        if vlen > 20:
+            if vlen < 64:
+                nb += vlen + 2
+            elif vlen < 126:
+                nb += vlen + 3
+            else:
+                nb += _str_elsize(value)
+        else:
+            nb += _str_elsize(value)
+        if same:
+            nb += 2                             # lp-count (4)
+            item = value                        # the field is the master's
+        else:
+            nb += 4 + _str_elsize(field)        # num-fields (1), lp-count (6), name
+            item = (field, value)
+        node.nbytes += nb
+        ids = node.ids
+        ids.ms.append(eid >> 64)
+        ids.seq.append(eid & MASK64)
+        node.items.append(item)
         node.live += 1
         self.length += 1
         self.entries_added += 1

@@ -25,9 +25,11 @@ SETID, consumers) only counts as a change for the AOF.
 
 from __future__ import annotations
 
+from itertools import islice
+
 from .. import errors
 from ..blocking import block, parse_timeout
-from ..errors import CommandError
+from ..errors import CommandError, WrongType
 from ..registry import command, container, spec
 from ..resp import NULL_ARRAY, OK, Simple
 from ..streams import (MASK64, MAX_ID, INVALID_ENTRIES_READ, NACK, Stream, id_bytes,
@@ -355,6 +357,112 @@ def xadd(c, argv):
 
     XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [field value ...]
     """
+    # The shapes queues use -- ``*`` alone or after one MAXLEN|MINID ~|=
+    # threshold -- are decided here in the order _xadd_general would meet
+    # them (same errors, same effects); anything else goes there.
+    n = len(argv)
+    opt = argv[2]
+    maxlen = minid = None
+    approx = False
+    if opt == b"*":
+        idpos = 2
+    elif n > 6 and argv[5] == b"*" and (argv[3] == b"~" or argv[3] == b"="):
+        low = opt.lower()
+        if low == b"maxlen":
+            maxlen = _MAXLENS.get(argv[4])
+            if maxlen is None:
+                maxlen = string2ll(argv[4])
+                if maxlen is None:
+                    raise CommandError(errors.NOT_INTEGER)
+                if maxlen < 0:
+                    raise CommandError(ERR_MAXLEN_NEG)
+                if len(_MAXLENS) < 64:
+                    _MAXLENS[argv[4]] = maxlen
+        elif low == b"minid":
+            minid = parse_id(argv[4], 0, strict=True)[0]
+        else:
+            return _xadd_general(c, argv)
+        approx = argv[3] == b"~"
+        idpos = 5
+    else:
+        return _xadd_general(c, argv)
+    nfv = n - idpos - 1
+    if nfv < 2 or nfv & 1:
+        raise errors.wrong_args("xadd")
+    db = c.db
+    key = argv[1]
+    s = db.lookup(key)
+    if s is None:
+        s = Stream()
+        db.add(key, s)
+    elif type(s) is not Stream:
+        raise WrongType()
+    last = s.last_id
+    if last == MAX_ID:
+        raise CommandError(ERR_EXHAUSTED)
+    server = c.server
+    ms = server.cmd_time_ms
+    new = ms << 64 if ms > (last >> 64) else last + 1
+    values = server.config.values
+    if nfv == 2:
+        field = argv[idpos + 1]
+        value = argv[idpos + 2]
+        if len(field) + len(value) > 1 << 30:
+            raise CommandError(ERR_TOO_LARGE)
+        s.append_one(new, field, value, values["stream-node-max-bytes"],
+                     values["stream-node-max-entries"])
+    else:
+        if sum(map(len, argv[idpos + 1:])) > 1 << 30:
+            raise CommandError(ERR_TOO_LARGE)
+        s.append(new, argv, idpos + 1, values["stream-node-max-bytes"],
+                 values["stream-node-max-entries"])
+    reply = b"%d-%d" % (new >> 64, new & MASK64)
+    server.written(db, key, "t", "xadd")
+    if idpos == 2:
+        if server.aof is not None:
+            rewritten = list(argv)
+            rewritten[2] = reply
+            server.propagate_as(rewritten)
+        return reply
+    # Trimming only ever starts at the first node: when it would keep that
+    # node whole (or, by ID, reach no entry of it), skip the call.
+    if maxlen is not None:
+        length = s.length
+        trim = length > maxlen and (not approx or length - s.nodes[0].live >= maxlen)
+    else:
+        trim = s.nodes[0].ids[0] < minid
+    if trim:
+        limit = _approx_limit(c) if approx else 0
+        if s.trim(maxlen, minid, approx, limit):
+            server.event(db, key, "t", "xtrim")
+    if server.aof is not None:
+        rewritten = list(argv)
+        if approx:
+            rewritten[3] = b"="
+            rewritten[4] = b"%d" % s.length if maxlen is not None else id_bytes(s.first_edge_id())
+        rewritten[5] = reply
+        server.propagate_as(rewritten)
+    return reply
+
+
+# Parsed MAXLEN thresholds: a capped stream repeats its own with every XADD.
+_MAXLENS: dict = {}
+
+
+def _approx_limit(c) -> int:
+    """The entries a ``~`` trim may remove when no LIMIT is given (none
+    for replayed commands: they were logged exact)."""
+    if c.is_fake:
+        return 0
+    limit = 100 * c.server.config.values["stream-node-max-entries"]
+    if limit <= 0:
+        limit = 10000
+    if limit > 1000000:
+        limit = 1000000
+    return limit
+
+
+def _xadd_general(c, argv):
     a = _parse_add_trim(c, argv, True)
     field_pos = a.idpos + 1
     nfv = len(argv) - field_pos
@@ -1121,7 +1229,7 @@ def xpending(c, argv):
             return [0, None, None, NULL_ARRAY]
         consumers = [[cons.name, b"%d" % len(cons.pel)]
                      for cons in g.sorted_consumers() if cons.pel]
-        return [len(pel), id_bytes(pel.keys()[0]), id_bytes(pel.keys()[-1]), consumers]
+        return [len(pel), id_bytes(pel.first()), id_bytes(pel.last()), consumers]
     if consumer_name is not None:
         consumer = g.consumers.get(consumer_name)
         if consumer is None:
@@ -1313,8 +1421,7 @@ def xautoclaim(c, argv):
     props = [] if c.server.aof is not None else None   # None: nothing logs
     dirty = 0
     # The scan visits at most `attempts` entries; one more is the cursor.
-    first = pel.bisect_left(start)
-    candidates = list(pel.islice(first, first + attempts + 1))
+    candidates = list(islice(pel.irange(start), attempts + 1))
     idx = 0
     ncand = len(candidates)
     while attempts and count and idx < ncand:
@@ -1449,14 +1556,14 @@ def xinfo_stream(c, argv):
     groups = []
     for g in s.sorted_groups():
         pending = []
-        for i in g.pel.islice(0, count if count else None):
+        for i in islice(g.pel, count or None):
             nack = g.pel[i]
             pending.append([id_bytes(i), nack.consumer.name, nack.delivery_time,
                             nack.delivery_count])
         consumers = []
         for cons in g.sorted_consumers():
             cp = []
-            for i in cons.pel.islice(0, count if count else None):
+            for i in islice(cons.pel, count or None):
                 nack = cons.pel[i]
                 cp.append([id_bytes(i), nack.delivery_time, nack.delivery_count])
             consumers.append({
