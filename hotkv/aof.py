@@ -1125,7 +1125,7 @@ def _all_commands():
 
 
 def _save_stats(server):
-    per = {cmd: (cmd.calls, cmd.usec, cmd.failed_calls, cmd.rejected_calls)
+    per = {cmd: (cmd.calls, cmd.seconds, cmd.failed_calls, cmd.rejected_calls)
            for cmd in _all_commands()}
     return (server.stat_numcommands, server.stat_total_error_replies,
             dict(server.errorstats), per)
@@ -1134,8 +1134,8 @@ def _save_stats(server):
 def _restore_stats(server, saved):
     server.stat_numcommands, server.stat_total_error_replies, errorstats, per = saved
     server.errorstats = errorstats
-    for cmd, (calls, usec, failed, rejected) in per.items():
-        cmd.calls, cmd.usec, cmd.failed_calls, cmd.rejected_calls = calls, usec, failed, rejected
+    for cmd, (calls, seconds, failed, rejected) in per.items():
+        cmd.calls, cmd.seconds, cmd.failed_calls, cmd.rejected_calls = calls, seconds, failed, rejected
 
 
 # ----------------------------------------------------------------------
@@ -1271,15 +1271,14 @@ class _Loader:
     async def run(self, yield_to_loop):
         server = self.server
         # As Redis's loader, handlers run directly (no reply, no stats, no
-        # propagation); call_depth 1 makes EXEC's own calls inner ones.
-        saved = server.call_depth, getattr(server, "current_client", None)
-        server.call_depth = 1
+        # propagation); a current client makes EXEC's own calls inner ones.
+        saved = server.current_client
         server.current_client = self.client
         server.cmd_time_ms = int(time.time() * 1000)
         try:
             await self._run(yield_to_loop)
         finally:
-            server.call_depth, server.current_client = saved
+            server.current_client = saved
             server.current_cmd = server.current_argv = server.prop_override = None
             server.prop_pending = []
             server.ready_keys = []

@@ -9,8 +9,9 @@ MULTI) or ``call`` it and serve blocked clients whose keys became ready.
 ``call`` is Redis's call(): runs the handler, times it, counts it, encodes
 its reply, and -- if the data changed (``server.dirty`` moved) -- hands the
 command, or the deterministic form the handler asked for, to propagation
-(the AOF).  Nested calls (EXEC running its queue, a blocked client being
-served) propagate as one unit: the outermost call flushes.
+(the AOF).  Nested calls (EXEC running its queue, a script's server.call)
+propagate as one unit: the outermost call -- the one that finds no
+``server.current_client`` -- flushes.
 """
 
 from __future__ import annotations
@@ -142,17 +143,19 @@ def _gates(client, server, cmd, argv) -> bool:
 def call(client, cmd, argv) -> None:
     """Run one command: reply, stats, and propagation of what it changed."""
     server = client.server
-    depth = server.call_depth
-    server.call_depth = depth + 1
-    prev_cmd, prev_argv = server.current_cmd, server.current_argv
+    outer = server.current_client
+    if outer is None:
+        # One clock read gives the command's time (expiry decisions) and the
+        # start of its duration, as Redis's call() does.
+        start = _time()
+        server.cmd_time_ms = int(start * 1000)
+        server.current_client = client
+    else:
+        prev_cmd, prev_argv = server.current_cmd, server.current_argv
+        start = _time()
     server.current_cmd = cmd
     server.current_argv = argv
-    if not depth:
-        server.cmd_time_ms = int(_time() * 1000)
-        server.current_client = client
     dirty = server.dirty
-    server.prop_override = None
-    start = _perf()
     try:
         reply = cmd.func(client, argv)
     except CommandError as e:
@@ -169,7 +172,8 @@ def call(client, cmd, argv) -> None:
         # Client.add_reply, inlined: this is the path of every reply.
         if reply is not BLOCKED and not client.reply_mode and not client.skip_this:
             encode(reply, client.out, client.resp3)
-    duration = _perf() - start
+    duration = _time() - start
+    cmd.seconds += duration
     if client.blocked is None:
         if duration >= server.slowlog_threshold:
             server.slowlog_push(client, cmd, argv, duration)
@@ -178,7 +182,6 @@ def call(client, cmd, argv) -> None:
         cmd.calls += 1
         server.stat_numcommands += 1
         client.ncmds += 1
-    cmd.usec += int(duration * 1_000_000)
     if server.monitors:
         server.feed_monitors(client, cmd, argv)
     client.last_cmd = cmd.name
@@ -189,17 +192,20 @@ def call(client, cmd, argv) -> None:
                 server.propagate(client.db.index if entry[0] is None else entry[0], entry[1])
         else:
             server.propagate(client.db.index, argv)
-    server.prop_override = None
-    server.current_cmd, server.current_argv = prev_cmd, prev_argv
-    server.call_depth -= 1
-    if not depth:
-        server.current_client = None
-        if server.pending_push:
-            # Pub/sub messages to the client itself follow its reply (EXEC's whole array).
-            client.out.extend(server.pending_push)
-            server.pending_push = []
-            client.schedule_flush()
-        if server.prop_pending:
-            server.flush_propagation()
-        if client.skip_this:
-            client.skip_this = False
+    if server.prop_override is not None:
+        server.prop_override = None
+    if outer is not None:
+        server.current_cmd, server.current_argv = prev_cmd, prev_argv
+        return
+    # current_cmd / current_argv are left as they are: only the command that
+    # runs reads them, and it has just set them.
+    server.current_client = None
+    if server.pending_push:
+        # Pub/sub messages to the client itself follow its reply (EXEC's whole array).
+        client.out.extend(server.pending_push)
+        server.pending_push = []
+        client.schedule_flush()
+    if server.prop_pending:
+        server.flush_propagation()
+    if client.skip_this:
+        client.skip_this = False

@@ -85,13 +85,15 @@ class Connection(Client, asyncio.Protocol):
     def data_received(self, data):
         if self.closed or self.closing:
             return
-        server = self.server
-        server.stat_net_input_bytes += len(data)
-        self.net_in += len(data)
-        if self._check_query_buffer(len(data)):
-            return    # as Redis: the buffer as read is judged before it runs
+        n = len(data)
+        self.server.stat_net_input_bytes += n
+        self.net_in += n
+        parser = self.parser
+        # As Redis: the buffer as read is judged before anything in it runs.
+        if parser.held + n > _QBUF_LIMIT_MIN and self._check_query_buffer(n):
+            return
         try:
-            commands, error = self.parser.feed(data)
+            commands, error = parser.feed(data)
         except Exception:  # the parser must never take the server down
             log.exception("parser failure")
             commands, error = [], "Protocol error: internal parser failure"
@@ -101,13 +103,12 @@ class Connection(Client, asyncio.Protocol):
                 self.pending_error = error
             if len(self.pending) > PENDING_PAUSE:
                 self._pause(1)
+        else:
+            self._run(commands, error)
+        if parser.held > _QBUF_LIMIT_MIN:
             self._check_query_buffer()
-            return
-        self._run(commands, error)
-        self._check_query_buffer()
 
     def _run(self, commands, error):
-        server = self.server
         for i, argv in enumerate(commands):
             process_command(self, argv)
             if self.blocked is not None:
@@ -129,12 +130,12 @@ class Connection(Client, asyncio.Protocol):
         else:
             self.last_interaction = _now()
         if error:
-            server.count_error("ERR " + error)
+            self.server.count_error("ERR " + error)
             self.out.append(encode_error("ERR " + error))
             self.closing = True
         self.parser.auth_required = not self.authenticated
         if self.out:
-            if server.write_barrier:
+            if self.server.write_barrier:
                 self.schedule_flush()
             else:
                 self.flush()

@@ -168,7 +168,7 @@ class Command:
         "keys_fn", "group", "summary", "since", "subcommands", "parent",
         "acl_categories", "write", "readonly", "denyoom", "noauth", "no_multi",
         "multi_exempt", "pubsub_ok", "blocking", "admin", "bit",
-        "calls", "usec", "rejected_calls", "failed_calls",
+        "calls", "seconds", "rejected_calls", "failed_calls",
     )
 
     def __init__(self, name, func, arity, flags, keys, keys_fn, group, summary, since,
@@ -224,7 +224,7 @@ class Command:
         self.acl_categories = frozenset(cats)
         # A small integer id per command, for ACL bitmaps.
         self.bit = 0
-        self.calls = self.usec = self.rejected_calls = self.failed_calls = 0
+        self.calls = self.seconds = self.rejected_calls = self.failed_calls = 0
         del base
 
     @property
@@ -243,7 +243,7 @@ class Command:
         return list(range(self.first_key, min(last, len(argv) - 1) + 1, self.key_step))
 
     def reset_stats(self):
-        self.calls = self.usec = self.rejected_calls = self.failed_calls = 0
+        self.calls = self.seconds = self.rejected_calls = self.failed_calls = 0
 
 
 # name (bytes, as sent lower- or upper-case) -> Command

@@ -46,6 +46,12 @@ def test_parser_inline_and_multibulk_mixed():
     (b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$blabla\r\n", "Protocol error: invalid bulk length"),
     (b"*1\r\nfoo\r\n", "Protocol error: expected '$', got 'f'"),
     (b"*1\r\n:1\r\n", "Protocol error: expected '$', got ':'"),
+    # RESP3 and simple-string elements, which hiredis alone would accept
+    (b"*2\r\n$4\r\nECHO\r\n+a\r\n", "Protocol error: expected '$', got '+'"),
+    (b"*2\r\n$4\r\nECHO\r\n~1\r\n$1\r\na\r\n", "Protocol error: expected '$', got '~'"),
+    (b"*2\r\n$4\r\nECHO\r\n~\r\n", "Protocol error: expected '$', got '~'"),
+    (b"*2\r\n$4\r\nECHO\r\n(1\r\n", "Protocol error: expected '$', got '('"),
+    (b"*2\r\n$4\r\nECHO\r\n=5\r\ntxt:a\r\n", "Protocol error: expected '$', got '='"),
     (b'set """test-key""" test-value\r\n', "Protocol error: unbalanced quotes in request"),
     (b"*\x00" + b"payload" * 10000, "Protocol error: too big mbulk count string"),
     (b"\x00" + b"payload" * 10000, "Protocol error: too big inline request"),
@@ -54,6 +60,20 @@ def test_parser_inline_and_multibulk_mixed():
 def test_parser_errors(data, error):
     c, e = RequestParser().feed(data)
     assert c == [] and e == error
+
+
+def test_parser_lines_that_only_look_like_resp3():
+    # "~", "+" and "(" as whole arguments (XADD MAXLEN ~, XRANGE - +,
+    # ZRANGEBYSCORE (1) are bulk contents, in one read or split anywhere.
+    data = (b"*4\r\n$4\r\nXADD\r\n$1\r\n~\r\n$1\r\n+\r\n$2\r\n(1\r\n"
+            b"*2\r\n$4\r\nECHO\r\n$3\r\n~\r\n\r\n") * 3
+    want = [[b"XADD", b"~", b"+", b"(1"], [b"ECHO", b"~\r\n"]] * 3
+    assert RequestParser().feed(data) == (want, None)
+    for cut in range(1, len(data)):
+        p = RequestParser()
+        first, e1 = p.feed(data[:cut])
+        rest, e2 = p.feed(data[cut:])
+        assert (first + rest, e1, e2) == (want, None, None)
 
 
 def test_parser_negative_and_empty_counts_are_ignored():
@@ -127,6 +147,8 @@ def test_protocol_error_closes_connection_after_earlier_replies(raw):
     b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$-10\r\n",
     b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$2000000000\r\n",
     b'set """test-key""" test-value\r\nping\r\n',
+    b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n~\r\n",
+    b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n+a\r\n",
 ])
 def test_protocol_errors_match_valkey(server, ref_server, data):
     replies = []

@@ -749,10 +749,11 @@ def _info_commandstats(server):
     for cmd in all_commands():
         if not (cmd.calls or cmd.failed_calls or cmd.rejected_calls):
             continue
-        per_call = cmd.usec / cmd.calls if cmd.calls else 0.0
+        usec = int(cmd.seconds * 1_000_000)
+        per_call = usec / cmd.calls if cmd.calls else 0.0
         out.append(("cmdstat_" + cmd.name,
                     "calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=%d,failed_calls=%d"
-                    % (cmd.calls, cmd.usec, per_call, cmd.rejected_calls, cmd.failed_calls)))
+                    % (cmd.calls, usec, per_call, cmd.rejected_calls, cmd.failed_calls)))
     return out
 
 
