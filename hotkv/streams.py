@@ -250,7 +250,8 @@ class PEL:
     then one chunk: O(log n) to find, a chunk's memmove to insert or
     remove.  Deliveries add IDs above every pending one and acks mostly
     take the oldest, so both ends have a fast path.  Invariants: the
-    chunks hold exactly the dict's keys, ascending, none empty."""
+    chunks hold exactly the dict's keys, ascending, none empty; no value
+    is None (NACKs only)."""
     __slots__ = ("d", "chunks", "maxes")
 
     def __init__(self):
@@ -271,13 +272,9 @@ class PEL:
         return self.d.get(i, default)
 
     def __setitem__(self, i: int, nack):
-        d = self.d
-        if i in d:
-            d[i] = nack
-            return
-        d[i] = nack
         maxes = self.maxes
-        if maxes and i > maxes[-1]:
+        if maxes and i > maxes[-1]:         # above every pending ID: not in d
+            self.d[i] = nack
             chunk = self.chunks[-1]
             if len(chunk) < _CHUNK:
                 chunk.append(i)
@@ -286,12 +283,17 @@ class PEL:
                 self.chunks.append([i])
                 maxes.append(i)
             return
+        d = self.d
+        if i in d:
+            d[i] = nack
+            return
+        d[i] = nack
         chunks = self.chunks
         if not maxes:
             chunks.append([i])
             maxes.append(i)
             return
-        k = bisect_left(maxes, i)          # i < maxes[k]: the max stays
+        k = bisect_left(maxes, i)          # i < maxes[k]: that max stays
         chunk = chunks[k]
         chunk.insert(bisect_left(chunk, i), i)
         if len(chunk) > _CHUNK:
@@ -301,22 +303,46 @@ class PEL:
             maxes.insert(k, chunk[-1])
 
     def pop(self, i, default=None):
-        nack = self.d.pop(i, _MISSING)
-        if nack is _MISSING:
+        nack = self.d.pop(i, None)
+        if nack is None:
             return default
+        chunks = self.chunks
+        chunk = chunks[0]
+        if chunk[0] == i:                   # the oldest
+            del chunk[0]
+            if not chunk:
+                del chunks[0]
+                del self.maxes[0]
+            return nack
         maxes = self.maxes
         k = bisect_left(maxes, i)
-        chunk = self.chunks[k]
-        if chunk[0] == i:
-            del chunk[0]
-        else:
-            del chunk[bisect_left(chunk, i)]
+        chunk = chunks[k]
+        del chunk[bisect_left(chunk, i)]
         if not chunk:
-            del self.chunks[k]
+            del chunks[k]
             del maxes[k]
         elif maxes[k] == i:
             maxes[k] = chunk[-1]
         return nack
+
+    def extend_above(self, ids: list, nacks: list):
+        """Add ids (ascending, each above every pending ID) with their nacks."""
+        self.d.update(zip(ids, nacks))
+        chunks = self.chunks
+        maxes = self.maxes
+        i = 0
+        if chunks:
+            chunk = chunks[-1]
+            i = _CHUNK - len(chunk)
+            if i > 0:
+                chunk += ids[:i]
+                maxes[-1] = chunk[-1]
+        n = len(ids)
+        while i < n:
+            chunk = ids[i:i + _CHUNK]
+            chunks.append(chunk)
+            maxes.append(chunk[-1])
+            i += _CHUNK
 
     def __iter__(self):
         return chain.from_iterable(self.chunks)
@@ -357,8 +383,8 @@ class PEL:
             j = 0
 
 
-_CHUNK = 1000
-_MISSING = object()
+_new = object.__new__
+_CHUNK = 256     # a small chunk keeps acking the oldest (del chunk[0]) cheap
 
 
 class NACK:
@@ -417,6 +443,48 @@ class Group:
             return False
         nack.consumer.pel.pop(i, None)
         return True
+
+    def ack_all(self, ids) -> int:
+        """Acknowledge each of ids; returns how many were pending."""
+        pop = self.pel.pop
+        n = 0
+        for i in ids:
+            nack = pop(i)
+            if nack is not None:
+                nack.consumer.pel.pop(i)
+                n += 1
+        return n
+
+    def deliver(self, ids: list, consumer, now: int):
+        """ids (ascending) delivered to consumer: new ones get a NACK, one
+        already pending (the group was moved back) changes hands with its
+        delivery count reset."""
+        pel = self.pel
+        cpel = consumer.pel
+        if (not pel.maxes or ids[0] > pel.maxes[-1]) and \
+                (not cpel.maxes or ids[0] > cpel.maxes[-1]):
+            nacks = []
+            for _ in ids:
+                # NACK(now, consumer) without the call into __init__
+                nack = _new(NACK)
+                nack.delivery_time = now
+                nack.delivery_count = 1
+                nack.consumer = consumer
+                nacks.append(nack)
+            pel.extend_above(ids, nacks)
+            cpel.extend_above(ids, nacks)
+        else:
+            for i in ids:
+                nack = pel.get(i)
+                if nack is None:
+                    nack = NACK(now, consumer)
+                    pel[i] = nack
+                    cpel[i] = nack
+                else:
+                    self.assign(i, nack, consumer)
+                    nack.delivery_time = now
+                    nack.delivery_count = 1
+        consumer.active_time = now
 
     def assign(self, i: int, nack, consumer):
         """Move nack (of entry i) to consumer's PEL."""
@@ -649,6 +717,95 @@ class Stream:
             ni -= 1
         return out
 
+    def range_entries(self, start: int, end: int, count: int = 0, ids=None):
+        """range() as the reply wants it: [id bytes, (field, value, ...)]
+        per entry; ``ids``, when a list, also gets the entries' IDs."""
+        out = []
+        nodes = self.nodes
+        if start > end or not nodes:
+            return out
+        ni = bisect_right(self.node_keys, start) - 1
+        if ni < 0:
+            ni = 0
+        nn = len(nodes)
+        j = nodes[ni].ids.bisect_left(start)
+        while ni < nn:
+            node = nodes[ni]
+            idarr = node.ids
+            msa = idarr.ms
+            seqa = idarr.seq
+            n = len(msa)
+            hi = n if (msa[-1] << 64 | seqa[-1]) <= end else idarr.bisect_right(end)
+            items = node.items
+            f0 = node.fields[0] if node.fields else None
+            if not node.deleted:
+                # no tombstones: the count bounds the slice, no test per entry
+                stop = hi
+                if count and j + count - len(out) < hi:
+                    stop = j + count - len(out)
+                if ids is None:
+                    for m, q, it in zip(msa[j:stop], seqa[j:stop], items[j:stop]):
+                        out.append([b"%d-%d" % (m, q), (f0, it) if type(it) is bytes else it])
+                else:
+                    for m, q, it in zip(msa[j:stop], seqa[j:stop], items[j:stop]):
+                        out.append([b"%d-%d" % (m, q), (f0, it) if type(it) is bytes else it])
+                        ids.append(m << 64 | q)
+                if len(out) == count:
+                    return out
+            else:
+                for k in range(j, hi):
+                    it = items[k]
+                    if it is None:
+                        continue
+                    if type(it) is bytes:
+                        it = (f0, it)
+                    m = msa[k]
+                    q = seqa[k]
+                    out.append([b"%d-%d" % (m, q), it])
+                    if ids is not None:
+                        ids.append(m << 64 | q)
+                    if len(out) == count:
+                        return out
+            if hi < n:
+                return out
+            ni += 1
+            j = 0
+        return out
+
+    def revrange_entries(self, start: int, end: int, count: int = 0):
+        """revrange() as the reply wants it (see range_entries)."""
+        out = []
+        nodes = self.nodes
+        if start > end or not nodes:
+            return out
+        ni = bisect_right(self.node_keys, end) - 1
+        if ni < 0:
+            return out
+        j = nodes[ni].ids.bisect_right(end)
+        while ni >= 0:
+            node = nodes[ni]
+            idarr = node.ids
+            msa = idarr.ms
+            seqa = idarr.seq
+            lo = 0 if (msa[0] << 64 | seqa[0]) >= start else idarr.bisect_left(start)
+            items = node.items
+            f0 = node.fields[0] if node.fields else None
+            for k in range(j - 1, lo - 1, -1):
+                it = items[k]
+                if it is None:
+                    continue
+                if type(it) is bytes:
+                    it = (f0, it)
+                out.append([b"%d-%d" % (msa[k], seqa[k]), it])
+                if len(out) == count:
+                    return out
+            if lo > 0:
+                return out
+            ni -= 1
+            if ni >= 0:
+                j = len(nodes[ni].ids)
+        return out
+
     def _find(self, eid: int):
         """(node index, position) of a live entry, or None."""
         ni = bisect_right(self.node_keys, eid) - 1
@@ -832,6 +989,19 @@ class Stream:
         elif self.entries_added:
             g.entries_read = self.estimate_distance(eid)
         g.last_id = eid
+
+    def advance_group_through(self, g, ids: list):
+        """advance_group for each of ids (ascending) above g's last ID."""
+        last = g.last_id
+        if g.entries_read != INVALID_ENTRIES_READ and ids[0] > last >= self.first_id and \
+                not self.range_has_tombstones(last):
+            # every step would take the counting branch: last_id only grows
+            g.entries_read += len(ids)
+            g.last_id = ids[-1]
+            return
+        for i in ids:
+            if i > g.last_id:
+                self.advance_group(g, i)
 
     def rax_node_count(self) -> int:
         """Valkey's XINFO radix-tree-nodes: the nodes of a radix tree over

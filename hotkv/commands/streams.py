@@ -102,17 +102,15 @@ def _string2ull(s: bytes):
 def parse_id(arg: bytes, missing_seq: int = 0, strict: bool = False, seq_star: bool = False):
     """A stream ID argument -> (id, seq_given).  ``strict`` rejects - and +;
     ``seq_star`` accepts ``ms-*`` (seq_given False)."""
+    ms, dash, seq = arg.partition(b"-")
+    # The common forms, fast: at most 19 digits a side cannot pass 2**64.
+    if len(ms) < 20 and ms.isdigit():
+        if not dash:
+            return (int(ms) << 64) | missing_seq, True
+        if len(seq) < 20 and seq.isdigit():
+            return (int(ms) << 64) | int(seq), True
     if len(arg) > 127:
         raise CommandError(ERR_INVALID_ID)
-    dash = arg.find(b"-")
-    if dash > 0:
-        ms_part = arg[:dash]
-        seq_part = arg[dash + 1:]
-        if ms_part.isdigit() and seq_part.isdigit():     # the common form, fast
-            ms = int(ms_part)
-            seq = int(seq_part)
-            if ms <= MASK64 and seq <= MASK64:
-                return (ms << 64) | seq, True
     buf = _cstr(arg)
     if buf == b"-":
         if strict:
@@ -149,6 +147,8 @@ def parse_interval(arg: bytes, missing_seq: int):
 
 
 def parse_range(start_arg: bytes, end_arg: bytes):
+    if start_arg == b"-" and end_arg == b"+":
+        return 0, MAX_ID
     start, ex = parse_interval(start_arg, 0)
     if ex:
         if start == MAX_ID:
@@ -163,6 +163,8 @@ def parse_range(start_arg: bytes, end_arg: bytes):
 
 
 def _ll(arg: bytes, message: str = errors.NOT_INTEGER) -> int:
+    if 0 < len(arg) < 19 and arg.isdigit() and (arg[0] != 48 or len(arg) == 1):
+        return int(arg)           # what string2ll accepts, without its regex
     v = string2ll(arg)
     if v is None:
         raise CommandError(message)
@@ -583,8 +585,8 @@ def _xrange(c, argv, rev: bool):
     if count < 0:
         count = 0
     if rev:
-        return _entries(s.revrange(start, end, count))
-    return _entries(s.range(start, end, count))
+        return s.revrange_entries(start, end, count)
+    return s.range_entries(start, end, count)
 
 
 @command("xrange", -4, "readonly", (1, 1, 1), group="stream", since="5.0.0")
@@ -726,6 +728,15 @@ def _setid_prop(key, gname, g):
 def _serve_group(c, s, g, consumer, key, gname, start, count, noack, props):
     """Deliver entries >= start to consumer (XREADGROUP >)."""
     now = c.server.cmd_time_ms
+    if props is None:
+        # Nothing logs the PEL changes one by one: do them as a batch.
+        ids = []
+        entries = s.range_entries(start, MAX_ID, count, ids)
+        if ids:
+            s.advance_group_through(g, ids)
+            if not noack:
+                g.deliver(ids, consumer, now)
+        return entries
     pairs = s.range(start, MAX_ID, count)
     moved = False
     pel = g.pel
@@ -970,11 +981,11 @@ def _xread(c, argv, group_mode: bool):
                                        noack, props)
             server.dirty += 1
         else:
-            entries = _entries(s.range(start, MAX_ID, count))
+            entries = s.range_entries(start, MAX_ID, count)
         results.append((key, entries))
-    if group_mode:
+    if group_mode and props is not None:
         # Logged as the XCLAIM / XGROUP forms above, never as itself.
-        server.propagate_as(*(props or ()))
+        server.propagate_as(*props)
     if results:
         if c.resp3:
             out = {}
@@ -1011,7 +1022,64 @@ def xreadgroup(c, argv):
     XREADGROUP GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK]
         STREAMS key [key ...] id|> [id ...]
     """
+    n = len(argv)
+    if (n == 7 or n == 9 or n == 11) and argv[n - 1] == b">" and not c.reprocessing and \
+            argv[1].lower() == b"group" and argv[n - 3].lower() == b"streams":
+        reply = _xreadgroup_one(c, argv, n)
+        if reply is not None:
+            return reply
     return _xread(c, argv, True)
+
+
+def _xreadgroup_one(c, argv, n):
+    """The worker's read, ``GROUP g c [COUNT n] [BLOCK ms] STREAMS key >``,
+    as _xread would do it; None (having changed nothing) when _xread must
+    decide: other options, or nothing to serve with BLOCK."""
+    server = c.server
+    count = 0
+    block = False
+    i = 4
+    while i < n - 3:
+        opt = argv[i].lower()
+        if opt == b"count":
+            count = _ll(argv[i + 1])
+            if count < 0:
+                count = 0
+        elif opt == b"block":
+            parse_timeout(server, argv[i + 1], seconds=False)
+            block = True
+        else:
+            return None
+        i += 2
+    key = argv[n - 2]
+    gname = argv[2]
+    s = _lookup(c, key)
+    g = s.group(gname) if s is not None else None
+    if g is None:
+        raise CommandError("NOGROUP No such key '%s' or consumer group '%s' in XREADGROUP with "
+                           "GROUP option" % (_fmt(key), _fmt(gname)))
+    serve = s.length and s.last_valid_id() > g.last_id
+    if not serve and block:
+        return None
+    now = server.cmd_time_ms
+    props = [] if server.aof is not None else None   # None: nothing logs
+    cname = argv[3]
+    consumer = g.consumers.get(cname)
+    if consumer is None:
+        consumer = g.create_consumer(cname, now)
+        _changed(c, key, "xgroup-createconsumer")
+    consumer.seen_time = now
+    if serve:
+        entries = _serve_group(c, s, g, consumer, key, gname, (g.last_id + 1) & MAX_ID, count,
+                               False, props)
+        server.dirty += 1
+    if props is not None:
+        server.propagate_as(*props)
+    if not serve:
+        return NULL_ARRAY
+    if c.resp3:
+        return {key: entries}
+    return [[key, entries]]
 
 
 # ----------------------------------------------------------------------
@@ -1184,11 +1252,17 @@ def xack(c, argv):
     g = s.group(argv[2]) if s is not None else None
     if g is None:
         return 0
-    ids = [parse_id(a, 0, strict=True)[0] for a in argv[3:]]
-    acked = 0
-    for i in ids:
-        if g.ack(i):
-            acked += 1
+    ids = []
+    for k in range(3, len(argv)):
+        arg = argv[k]
+        ms, _, seq = arg.partition(b"-")
+        # parse_id's common form, written out: at most 19 digits each side
+        # cannot pass 2**64, so no range check is needed.
+        if len(ms) < 20 and len(seq) < 20 and ms.isdigit() and seq.isdigit():
+            ids.append(int(ms) << 64 | int(seq))
+        else:
+            ids.append(parse_id(arg, 0, strict=True)[0])
+    acked = g.ack_all(ids)
     if acked:
         _changed(c, argv[1], "", acked)
     return acked
