@@ -314,34 +314,40 @@ def split_inline_args(line: bytes) -> list[bytes] | None:
 
 
 _HANDOFF = "handoff"
-# hiredis builds a Python list as soon as it reads an array header, and a
-# half-read array is freed element by element: "*2000000000\r\n" alone
-# would cost seconds of CPU.  Reads that mention a large count (or bytes
-# that merely look like one) take the slow path, which allocates nothing
-# from a declared count.
-# hiredis also reads RESP3 and simple strings: "*1\r\n+0\r\n" would come back
-# as [b"0"] (Redis: "expected '$', got '+'") and a "~1" set as a command
-# (Redis: an inline command).  Reads with a line starting with + = ( ~ |
-# are checked (``_odd_lines``, below).
+# What hiredis must not be given, or whose result must be checked:
+# * hiredis builds a Python list as soon as it reads an array header, and a
+#   half-read array is freed element by element: "*2000000000\r\n" alone
+#   would cost seconds of CPU.  A read with a large count (or bytes that
+#   merely look like one) takes the slow path, which allocates nothing from
+#   a declared count.
+# * hiredis also reads RESP3 and simple strings: "*1\r\n+0\r\n" would come
+#   back as [b"0"] (Redis: "expected '$', got '+'").  A read with a line
+#   starting with + = ( | % > or ~ still goes to hiredis, but its result is
+#   kept only if every command and argument header sits where a canonical
+#   encoding puts it (``_canonical``); otherwise the slow path judges it.
+#   A "~" line that is just "~" (MAXLEN ~ in every queue's XADD) does not
+#   count: hiredis reads no set from it (it has no length), so it can only
+#   be a bulk string's content.
+# Every header starts a line, so one search finds both kinds: a regex with
+# a literal prefix costs ~20 ns a line, and any other pass over the bytes in
+# Python (memmem, count, translate) costs as much each.
+_SUSPECT = re.compile(rb"\r\n[+=(|%>~*](?<!~(?=\r\n))(?<!\*(?![0-9]{6}))").search
+_BIG_HEAD = re.compile(rb"\*[0-9]{6}").match
 _BIG_COUNT = re.compile(rb"\*[0-9]{6}").search
+SCREEN_OK, SCREEN_CHECK, SCREEN_SLOW = 0, 1, 2
 
 
-def _odd_lines(data: bytes) -> bool:
-    """Whether a line of data starts with + = ( ~ or |.  memchr and memmem,
-    not a regex: a regex pays per line start, 0.1 us a command in a
-    pipeline.  A "~" line that is just "~" (the argument of MAXLEN ~, in
-    every queue's XADD) does not count: hiredis reads no RESP3 set from
-    it (it has no length), so it can only be a bulk string's content."""
-    if 43 in data or 61 in data or 40 in data or 124 in data:   # + = ( |
-        if b"\r\n+" in data or b"\r\n=" in data or b"\r\n(" in data or b"\r\n|" in data:
-            return True
-    if 126 in data and b"\r\n~" in data:
-        return data.count(b"\r\n~") != data.count(b"\r\n~\r\n")
-    return False
-# A read with such a line but no big count (an argument "+1", "(5") still
-# goes to hiredis, but its result is kept only if every command and
-# argument header sits where a canonical encoding puts it (``_canonical``);
-# otherwise the slow path judges it.
+def _screen(data: bytes) -> int:
+    """How a read that starts with a multibulk header may be parsed."""
+    if _BIG_HEAD(data) is not None:
+        return SCREEN_SLOW
+    m = _SUSPECT(data)
+    if m is None:
+        return SCREEN_OK
+    # The first odd line may hide a large count further on.
+    if data[m.end() - 1] == 42 or _BIG_COUNT(data) is not None:
+        return SCREEN_SLOW
+    return SCREEN_CHECK
 
 
 class RequestParser:
@@ -381,15 +387,17 @@ class RequestParser:
     def feed(self, data: bytes):
         commands: list = []
         buf = self._buf
-        if buf or self._args is not None:
+        if buf or self._args is not None or data[:1] != b"*" or self.auth_required:
             buf += data
-        elif data[:1] == b"*" and not self.auth_required and _BIG_COUNT(data) is None:
-            rest = self._fast(data, commands, _odd_lines(data))
-            if rest is None:
-                return commands, None
-            buf += rest
         else:
-            buf += data
+            screen = _screen(data)
+            if screen == SCREEN_SLOW:
+                buf += data
+            else:
+                rest = self._fast(data, commands, screen)
+                if rest is None:
+                    return commands, None
+                buf += rest
         try:
             while True:
                 error = self._slow(commands)
@@ -398,9 +406,10 @@ class RequestParser:
                 # The slow path finished the command it was holding and what is
                 # left starts a new multibulk: give it back to hiredis.
                 data = bytes(buf)
-                if _BIG_COUNT(data) is not None:
+                screen = _screen(data)
+                if screen == SCREEN_SLOW:
                     return commands, self._slow(commands, handoff=False)
-                rest = self._fast(data, commands, _odd_lines(data))
+                rest = self._fast(data, commands, screen)
                 buf.clear()
                 if rest is None:
                     return commands, None
@@ -408,7 +417,7 @@ class RequestParser:
         finally:
             self.held = len(buf) + self._argbytes
 
-    def _fast(self, data: bytes, commands: list, check: bool = False):
+    def _fast(self, data: bytes, commands: list, check: int = SCREEN_OK):
         """Parse with hiredis; return None if all of data was consumed cleanly,
         else the bytes (from the first command hiredis did not complete) that
         the slow path must judge."""

@@ -76,6 +76,15 @@ def test_parser_lines_that_only_look_like_resp3():
         assert (first + rest, e1, e2) == (want, None, None)
 
 
+def test_parser_large_count_after_an_odd_line_is_never_allocated():
+    # The first odd line ("+a" as content) must not hide the count after it.
+    data = b"*2\r\n$4\r\nECHO\r\n$2\r\n+a\r\n*2\r\n$4\r\nECHO\r\n*2000000000\r\n"
+    start = time.process_time()
+    assert RequestParser().feed(data) == (
+        [[b"ECHO", b"+a"]], "Protocol error: expected '$', got '*'")
+    assert time.process_time() - start < 1.0   # hiredis would spend seconds freeing it
+
+
 def test_parser_negative_and_empty_counts_are_ignored():
     c, e = RequestParser().feed(b"*-10\r\n*0\r\n\r\n*1\r\n$4\r\nPING\r\n")
     assert e is None and c == [[b"PING"]]

@@ -149,13 +149,20 @@ def _pop_range_reply(c, db, key, lst, where: int, count: int):
 def _push(c, argv, where: int, only_existing: bool):
     db = c.db
     key = argv[1]
-    lst = _lookup(db, key)
+    lst = db.lookup(key)   # _lookup, inlined: every job passes here
     if lst is None:
         if only_existing:
             return 0
         lst = ListValue()
         db.add(key, lst)
-    if where == LEFT:
+    elif type(lst) is not ListValue:
+        raise WrongType()
+    if len(argv) == 3:
+        if where == LEFT:
+            lst.appendleft(argv[2])
+        else:
+            lst.append(argv[2])
+    elif where == LEFT:
         lst.extendleft(argv[2:])
     else:
         lst.extend(argv[2:])
@@ -432,9 +439,11 @@ def _pop(c, argv, where: int):
     count = _positive(argv[2]) if n == 3 else -1
     db = c.db
     key = argv[1]
-    lst = _lookup(db, key)
+    lst = db.lookup(key)   # _lookup, inlined: every job passes here
     if lst is None:
         return NULL_ARRAY if count != -1 else None
+    if type(lst) is not ListValue:
+        raise WrongType()
     if count == -1:
         value = lst.popleft() if where == LEFT else lst.pop()
         _removed(c, db, key, lst, where, 1)
