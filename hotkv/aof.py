@@ -15,8 +15,8 @@ one command, a command plus the lazy-expiry DELs it caused) wrapped in
 
 How a write reaches the disk (the dispatcher hands us each outermost call's
 deterministic ``(db, argv)`` entries through ``feed``):
-* ``feed`` encodes them into ``buf`` and raises ``server.write_barrier``:
-  replies now wait for the server's before-sleep pass;
+* ``feed`` encodes them into ``buf``; replies wait for the server's
+  before-sleep pass, as every reply does (hotkv.net);
 * the before-sleep hook writes ``buf`` with one write(2) -- and, with
   ``appendfsync always``, one fdatasync for every client of the loop turn
   (group commit) -- and only then does the server hand replies to sockets;
@@ -67,8 +67,9 @@ Invariants:
 * ``buf`` holds only complete records, appended in feed order; the file
   holds a prefix of the records fed (plus, briefly, a written part of one
   record that is cut back or completed);
-* ``server.write_barrier`` is True whenever ``buf`` or ``held`` is
-  non-empty, so no reply leaves before the record it acknowledges;
+* no reply leaves before the record it acknowledges: replies leave in the
+  server's before-sleep pass, after this module's hook wrote ``buf``, and
+  ``held`` keeps those whose records could not be written;
 * while a rewrite child runs, every record fed also goes to ``rw_buf``, and
   both streams start with a SELECT (``cur_db`` is reset at fork);
 * ``server.aof is self`` exactly when ``state != OFF or rw_buf is not None``
@@ -504,27 +505,20 @@ class AOF:
             self.rw_buf += out
         if state == ON:
             if not self.buf:
-                server = self.server
-                server.write_barrier = True
-                server.wake()
+                self.server.wake()
             self.buf += out
 
     # -- writing ------------------------------------------------------------
     def before_sleep(self):
         """Before replies leave: write (and with 'always', fsync) the buffer."""
         if not self.buf:
-            if not self.held:
-                self.server.write_barrier = False
             return
         if self.write_errno or self.fsync_errno:
             return       # cron retries; replies of this turn are held
         ok = self._write_buf()
         if ok and self.fsync_mode == "always":
             ok = self._fsync_now()
-        if ok:
-            if not self.held:
-                self.server.write_barrier = False
-        else:
+        if not ok:
             self._hold_pending()
 
     def _hold_pending(self):
@@ -538,7 +532,6 @@ class AOF:
                 self.held.append((client, client.out))
                 client.out = []
             server.pending_flush = []
-        server.write_barrier = True
 
     def _release_held(self):
         held, self.held = self.held, []
@@ -547,8 +540,6 @@ class AOF:
             client.out = out
             client.flush_scheduled = False
             client.schedule_flush()
-        if not self.buf:
-            self.server.write_barrier = False
         self.server.wake()
 
     def _write_buf(self) -> bool:
@@ -716,7 +707,6 @@ class AOF:
             self.held = []     # never acknowledged: those writes are not on disk
         elif self.held:
             self._release_held()   # AOF turned off: nothing to wait for any more
-        self.server.write_barrier = False
         self._attach()
         if final and self.bio is not None:
             self.bio.stop()
@@ -974,8 +964,6 @@ class AOF:
             if old is not None:
                 self._close_fd(old)
             self._clear_errors()
-            if not self.held:
-                self.server.write_barrier = False
         self.base_size = size
         self.rw_last_time = int(time.monotonic() - self.rw_start)
         self.rw_last_ok = True

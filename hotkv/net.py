@@ -2,9 +2,9 @@
 
 This is the only module that touches transports.  ``Connection`` feeds what
 it reads to the RESP parser, runs every complete command through the
-dispatcher, and writes all the replies of one read in a single
-``transport.write`` (or, with a write barrier such as ``appendfsync
-always``, leaves them to the server's before-sleep pass, after the AOF).
+dispatcher, and queues the replies; the server's before-sleep pass (after
+the AOF is written) hands each client's replies of the loop turn to its
+transport in a single ``transport.write``.
 
 Flow control, as Redis and uvicorn do it:
 * when the transport's write buffer passes its high-water mark we stop
@@ -135,10 +135,12 @@ class Connection(Client, asyncio.Protocol):
             self.closing = True
         self.parser.auth_required = not self.authenticated
         if self.out:
-            if self.server.write_barrier:
-                self.schedule_flush()
-            else:
-                self.flush()
+            # Replies leave at the end of the loop turn, after every client
+            # that was readable has run (Redis's beforeSleep): the load
+            # generator or worker on the other end is woken once per turn,
+            # not once per client, and the AOF is written before any reply
+            # to what it holds.
+            self.schedule_flush()
         elif self.closing:
             self.flush()
 

@@ -63,7 +63,7 @@ class Server:
         "gated", "dirty", "current_cmd", "current_argv", "current_client",
         "cmd_time_ms", "prop_override", "prop_pending", "pending_push", "monitors",
         "feed_monitors", "slowlog_threshold", "slowlog_push", "stat_numcommands", "aof",
-        "command_table", "ready_keys", "ready_set", "write_barrier", "notify", "notify_new",
+        "command_table", "ready_keys", "ready_set", "notify", "notify_new",
         "stat_net_input_bytes", "stat_net_output_bytes", "obuf_hard_normal",
         "pending_flush", "dbs", "config", "__dict__",
     )
@@ -111,7 +111,6 @@ class Server:
         self.pending_flush: list = []
         self._wake_scheduled = False
         self.before_sleep_hooks: list = []   # fn() run before replies leave (AOF)
-        self.write_barrier = False           # True: replies wait for before_sleep
         # stats
         self.stat_numcommands = 0
         self.stat_numconnections = 0
