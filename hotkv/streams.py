@@ -446,13 +446,26 @@ class Group:
 
     def ack_all(self, ids) -> int:
         """Acknowledge each of ids; returns how many were pending."""
-        pop = self.pel.pop
+        pel = self.pel
+        d = pel.d
+        chunks = pel.chunks
         n = 0
         for i in ids:
-            nack = pop(i)
-            if nack is not None:
-                nack.consumer.pel.pop(i)
-                n += 1
+            nack = d.pop(i, None)
+            if nack is None:
+                continue
+            n += 1
+            # PEL.pop's oldest-first case, written out for the group's PEL
+            chunk = chunks[0]
+            if chunk[0] == i:
+                del chunk[0]
+                if not chunk:
+                    del chunks[0]
+                    del pel.maxes[0]
+            else:
+                d[i] = nack
+                pel.pop(i)
+            nack.consumer.pel.pop(i)
         return n
 
     def deliver(self, ids: list, consumer, now: int):
@@ -629,6 +642,8 @@ class Stream:
                 nb += vlen + 3
             else:
                 nb += _str_elsize(value)
+        elif vlen and value[0] not in _INTISH:  # short, and cannot be an integer
+            nb += vlen + 2
         else:
             nb += _str_elsize(value)
         if same:

@@ -11,6 +11,12 @@ arguments, replies, announces changes and chooses what the AOF logs:
   when the group's last-delivered ID moved, never themselves (those forms
   are only built while an AOF is on: ``server.aof``).
 
+The shapes a queue sends all day -- XADD with ``*`` alone or after one
+``MAXLEN|MINID ~|= threshold``, and XREADGROUP of one stream with ``>`` --
+take fast paths that must decide exactly as the general parsers
+(``_xadd_general``, ``_xread``) would, errors included, and hand anything
+else to them before changing anything.
+
 Blocking XREAD / XREADGROUP use hotkv/blocking.py.  The IDs a blocked
 XREAD resolved ``$`` to are kept in the waiter (``block(..., data=)``), so
 re-execution after a write means "newer than when I blocked".  A blocked
