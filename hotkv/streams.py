@@ -314,16 +314,20 @@ class PEL:
                 del chunks[0]
                 del self.maxes[0]
             return nack
+        self._unlink(i)
+        return nack
+
+    def _unlink(self, i: int):
+        """Take i (not the oldest) out of the sorted chunks."""
         maxes = self.maxes
         k = bisect_left(maxes, i)
-        chunk = chunks[k]
+        chunk = self.chunks[k]
         del chunk[bisect_left(chunk, i)]
         if not chunk:
-            del chunks[k]
+            del self.chunks[k]
             del maxes[k]
         elif maxes[k] == i:
             maxes[k] = chunk[-1]
-        return nack
 
     def extend_above(self, ids: list, nacks: list):
         """Add ids (ascending, each above every pending ID) with their nacks."""
@@ -463,8 +467,7 @@ class Group:
                     del chunks[0]
                     del pel.maxes[0]
             else:
-                d[i] = nack
-                pel.pop(i)
+                pel._unlink(i)
             nack.consumer.pel.pop(i)
         return n
 
