@@ -410,7 +410,12 @@ def xadd(c, argv):
         raise CommandError(ERR_EXHAUSTED)
     server = c.server
     ms = server.cmd_time_ms
-    new = ms << 64 if ms > (last >> 64) else last + 1
+    if ms > (last >> 64):
+        new = ms << 64
+        reply = b"%d-0" % ms
+    else:
+        new = last + 1
+        reply = b"%d-%d" % (new >> 64, new & MASK64)
     values = server.config.values
     if nfv == 2:
         field = argv[idpos + 1]
@@ -424,7 +429,6 @@ def xadd(c, argv):
             raise CommandError(ERR_TOO_LARGE)
         s.append(new, argv, idpos + 1, values["stream-node-max-bytes"],
                  values["stream-node-max-entries"])
-    reply = b"%d-%d" % (new >> 64, new & MASK64)
     server.written(db, key, "t", "xadd")
     if idpos == 2:
         if server.aof is not None:
