@@ -746,14 +746,15 @@ class Stream:
         if ni < 0:
             ni = 0
         nn = len(nodes)
-        j = nodes[ni].ids.bisect_left(start)
+        j = nodes[ni].ids.bisect_left(start) if start else 0
         while ni < nn:
             node = nodes[ni]
             idarr = node.ids
             msa = idarr.ms
             seqa = idarr.seq
             n = len(msa)
-            hi = n if (msa[-1] << 64 | seqa[-1]) <= end else idarr.bisect_right(end)
+            hi = n if end == MAX_ID or (msa[-1] << 64 | seqa[-1]) <= end else \
+                idarr.bisect_right(end)
             items = node.items
             f0 = node.fields[0] if node.fields else None
             if not node.deleted:
@@ -799,13 +800,14 @@ class Stream:
         ni = bisect_right(self.node_keys, end) - 1
         if ni < 0:
             return out
-        j = nodes[ni].ids.bisect_right(end)
+        j = len(nodes[ni].ids) if end == MAX_ID else nodes[ni].ids.bisect_right(end)
         while ni >= 0:
             node = nodes[ni]
             idarr = node.ids
             msa = idarr.ms
             seqa = idarr.seq
-            lo = 0 if (msa[0] << 64 | seqa[0]) >= start else idarr.bisect_left(start)
+            lo = 0 if not start or (msa[0] << 64 | seqa[0]) >= start else \
+                idarr.bisect_left(start)
             items = node.items
             f0 = node.fields[0] if node.fields else None
             for k in range(j - 1, lo - 1, -1):

@@ -232,6 +232,8 @@ def test_range_entries_are_range_formatted():
     ids = [i for node in s.nodes for i in node.ids]
     for _ in range(300):
         a, b = sorted(rnd.choice(ids) + rnd.choice([-1, 0, 1]) for _ in range(2))
+        a = rnd.choice([a, a, 0])
+        b = rnd.choice([b, b, MAX_ID])
         count = rnd.choice([0, 1, 5, 100, 10 ** 6])
         got = []
         assert s.range_entries(a, b, count, got) == \
