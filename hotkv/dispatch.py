@@ -63,16 +63,38 @@ def reject(client, message: str, cmd=None):
 
 def process_command(client, argv) -> None:
     server = client.server
+    cmd = server.command_table.get(argv[0])   # rename-command makes it a copy of TABLE
+    if (cmd is not None and cmd.plain and client.authenticated and not client.multi
+            and not client.reply_mode and not client.skip_this and not server.gated):
+        # What most commands meet: none of the checks below but these two
+        # can refuse them, and they come in this order there too.
+        n = len(argv)
+        arity = cmd.arity
+        if (arity > 0 and n != arity) or n < -arity:
+            return reject(client, errors.WRONG_ARGS % cmd.name, cmd)
+        if not client.resp3 and (client.channels or client.patterns or client.shard_channels) \
+                and not cmd.pubsub_ok:
+            return reject(client, errors.SUBSCRIBED % cmd.name, cmd)
+    else:
+        cmd = _check(client, server, cmd, argv)
+        if cmd is None:
+            return
+    call(client, cmd, argv)
+    if server.ready_keys:
+        serve_ready_keys(server)
+
+
+def _check(client, server, cmd, argv):
+    """Every check, in Redis's order; the command to run, or None when it was
+    refused, postponed or queued (MULTI)."""
     if client.reply_mode:
         if client.reply_mode == 2:  # CLIENT REPLY SKIP: drop this command's reply
             client.reply_mode = 0
             client.skip_this = True
     elif client.skip_this:  # left over by a rejected command
         client.skip_this = False
-    table = server.command_table   # TABLE, or a copy with rename-command applied
-    cmd = table.get(argv[0])
     if cmd is None:
-        cmd = table.get(argv[0].lower())
+        cmd = server.command_table.get(argv[0].lower())
         if cmd is None:
             return reject(client, unknown_command_error(argv))
     if cmd.subcommands is not None and len(argv) >= 2:
@@ -95,7 +117,7 @@ def process_command(client, argv) -> None:
         return reject(client, errors.NOT_IN_MULTI, cmd)
     if server.gated:   # one of the rare gates below is on (hotkv.server._gate)
         if _gates(client, server, cmd, argv):
-            return
+            return None
     elif not client.resp3 and (client.channels or client.patterns or client.shard_channels) \
             and not cmd.pubsub_ok:
         return reject(client, errors.SUBSCRIBED % cmd.name, cmd)
@@ -106,10 +128,8 @@ def process_command(client, argv) -> None:
         if cmd.write:
             client.multi_flags |= 2
         client.add_reply(QUEUED)
-        return
-    call(client, cmd, argv)
-    if server.ready_keys:
-        serve_ready_keys(server)
+        return None
+    return cmd
 
 
 def _gates(client, server, cmd, argv) -> bool:

@@ -168,7 +168,7 @@ class Command:
         "keys_fn", "group", "summary", "since", "subcommands", "parent",
         "acl_categories", "write", "readonly", "denyoom", "noauth", "no_multi",
         "multi_exempt", "pubsub_ok", "blocking", "admin", "bit",
-        "calls", "seconds", "rejected_calls", "failed_calls",
+        "calls", "seconds", "rejected_calls", "failed_calls", "plain",
     )
 
     def __init__(self, name, func, arity, flags, keys, keys_fn, group, summary, since,
@@ -209,6 +209,9 @@ class Command:
         self.pubsub_ok = name in PUBSUB_ALLOWED
         self.blocking = "blocking" in self.flags
         self.admin = "admin" in self.flags
+        # No subcommands and no protection: the dispatcher's short path
+        # (hotkv.dispatch.process_command) may take it.
+        self.plain = not self.admin
         cats = set(extra_acl)
         cat = GROUP_CATEGORIES.get(group)
         if cat:
@@ -278,6 +281,7 @@ def command(name: str, arity: int, flags: str = "", keys=(0, 0, 0), *,
             cmd.parent = parent
             if parent.subcommands is None:
                 parent.subcommands = {}
+                parent.plain = False
             parent.subcommands[sub.encode()] = cmd
             parent.subcommands[sub.upper().encode()] = cmd
         else:
@@ -299,6 +303,7 @@ def container(name: str, *, group: str, summary: str = "", since: str = "1.0.0")
 
     cmd = Command(name, _no_subcommand, -2, (), (0, 0, 0), None, group, summary, since)
     cmd.subcommands = {}
+    cmd.plain = False
     cmd.bit = _next_bit
     _next_bit += 1
     _register_top(cmd)
