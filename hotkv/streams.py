@@ -576,9 +576,12 @@ class Stream:
             nb = 2 + _deltas_size(eid, master)
         for v in values:
             ln = len(v)
-            # _str_elsize inlined for what cannot be an integer
+            # _str_elsize inlined for what cannot be an integer, and for
+            # 0..999 (one byte up to 127, a 13-bit int above; both + back-length)
             if ln < 64 and (ln > 20 or not ln or v[0] not in _INTISH):
                 nb += ln + 2
+            elif ln < 4 and v.isdigit() and (v[0] != 48 or ln == 1):
+                nb += 2 if ln < 3 or int(v) < 128 else 3
             else:
                 nb += _str_elsize(v)
         if same:
@@ -647,6 +650,8 @@ class Stream:
                 nb += _str_elsize(value)
         elif vlen and value[0] not in _INTISH:  # short, and cannot be an integer
             nb += vlen + 2
+        elif vlen < 4 and value.isdigit() and (value[0] != 48 or vlen == 1):
+            nb += 2 if vlen < 3 or int(value) < 128 else 3     # 0..999, as in append()
         else:
             nb += _str_elsize(value)
         if same:
