@@ -1143,7 +1143,7 @@ def _register():
 Stream.type_name = b"stream"
 _register()
 
-__all__ = ["Stream", "Group", "Consumer", "NACK", "Node", "MAX_ID", "MASK64",
+__all__ = ["Stream", "Group", "Consumer", "NACK", "PEL", "Node", "MAX_ID", "MASK64",
            "INVALID_ENTRIES_READ", "make_id", "id_bytes", "rewrite_commands"]
 
 
