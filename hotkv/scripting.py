@@ -638,6 +638,11 @@ class Engine:
                 continue
             if data:
                 client.data_received(data)
+        if self.server.pending_flush:
+            # Replies leave in the before-sleep pass, which cannot run until
+            # the script ends; run it here, as Redis's processEventsWhileBlocked
+            # calls beforeSleep (AOF first, then replies).
+            self.server.before_sleep()
 
     # Lua -> RESP -------------------------------------------------------
     def _reply(self, v, out: list, resp3: bool, script_resp3: bool, depth: int = 0):
