@@ -150,9 +150,13 @@ def encode_into(out: bytearray, argv) -> None:
     for a in argv:
         if type(a) is not bytes:
             a = _b(a)
-        out += b"$%d\r\n" % len(a)
+        n = len(a)
+        out += _BULK_HDR[n] if n < 1024 else b"$%d\r\n" % n
         out += a
         out += b"\r\n"
+
+
+_BULK_HDR = [b"$%d\r\n" % n for n in range(1024)]
 
 
 def encode_command(argv) -> bytes:
@@ -483,6 +487,17 @@ class AOF:
         """One outermost call's (dbindex, argv) entries: one atomic record."""
         state = self.state
         if state == OFF and self.rw_buf is None or self.loading:
+            return
+        if state == ON and self.rw_buf is None and len(entries) == 1:
+            # The usual record: one command, no rewrite running.
+            dbindex, argv = entries[0]
+            buf = self.buf
+            if not buf:
+                self.server.wake()
+            if dbindex != self.cur_db:
+                buf += _select(dbindex)
+                self.cur_db = dbindex
+            encode_into(buf, argv)
             return
         out = bytearray()
         cur = self.cur_db
