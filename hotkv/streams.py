@@ -544,18 +544,7 @@ class Stream:
         values = fv[1::2]
         numfields = len(names)
         nodes = self.nodes
-        node = None
-        if nodes:
-            node = nodes[-1]
-            live = node.live
-            deleted = node.deleted
-            if node_max_bytes == 0 or node_max_bytes > LISTPACK_MAX_SIZE:
-                node_max_bytes = LISTPACK_MAX_SIZE
-            lp = node.nbytes + (2 if live < 128 else _int_elsize(live)) + \
-                (2 if deleted < 128 else _int_elsize(deleted))
-            if lp + sum(map(len, fv)) >= node_max_bytes or \
-                    (node_max_entries and live + deleted >= node_max_entries):
-                node = None
+        node = self._open_node(sum(map(len, fv)), node_max_bytes, node_max_entries)
         if node is None:
             node = Node(eid, tuple(names))
             nodes.append(node)
@@ -590,17 +579,7 @@ class Stream:
             nb += _int_elsize(numfields) + _int_elsize(2 * numfields + 4)
             for f in names:
                 nb += _str_elsize(f)
-        node.nbytes += nb
-        ids = node.ids
-        ids.ms.append(eid >> 64)
-        ids.seq.append(eid & MASK64)
-        node.items.append(items)
-        node.live += 1
-        self.length += 1
-        self.entries_added += 1
-        self.last_id = eid
-        if self.length == 1:
-            self.first_id = eid
+        self._link(node, eid, items, nb)
 
     def append_one(self, eid: int, field: bytes, value: bytes, node_max_bytes: int,
                    node_max_entries: int):
@@ -608,19 +587,7 @@ class Stream:
         size arithmetic of the common shapes is written out here."""
         nodes = self.nodes
         vlen = len(value)
-        node = None
-        if nodes:
-            node = nodes[-1]
-            live = node.live
-            deleted = node.deleted
-            if node_max_bytes == 0 or node_max_bytes > LISTPACK_MAX_SIZE:
-                node_max_bytes = LISTPACK_MAX_SIZE
-            # lp_bytes(): the two counters are small ints in all but huge nodes
-            lp = node.nbytes + (2 if live < 128 else _int_elsize(live)) + \
-                (2 if deleted < 128 else _int_elsize(deleted))
-            if lp + len(field) + vlen >= node_max_bytes or \
-                    (node_max_entries and live + deleted >= node_max_entries):
-                node = None
+        node = self._open_node(len(field) + vlen, node_max_bytes, node_max_entries)
         if node is None:
             node = Node(eid, (field,))
             nodes.append(node)
@@ -660,6 +627,30 @@ class Stream:
         else:
             nb += 4 + _str_elsize(field)        # num-fields (1), lp-count (6), name
             item = (field, value)
+        self._link(node, eid, item, nb)
+
+    def _open_node(self, size: int, node_max_bytes: int, node_max_entries: int):
+        """The last node if an entry of size bytes still goes into it (where
+        Valkey would not start a new listpack), else None."""
+        nodes = self.nodes
+        if not nodes:
+            return None
+        node = nodes[-1]
+        live = node.live
+        deleted = node.deleted
+        if node_max_bytes == 0 or node_max_bytes > LISTPACK_MAX_SIZE:
+            node_max_bytes = LISTPACK_MAX_SIZE
+        # lp_bytes(): the two counters are small ints in all but huge nodes
+        lp = node.nbytes + (2 if live < 128 else _int_elsize(live)) + \
+            (2 if deleted < 128 else _int_elsize(deleted))
+        if lp + size >= node_max_bytes or \
+                (node_max_entries and live + deleted >= node_max_entries):
+            return None
+        return node
+
+    def _link(self, node, eid: int, item, nb: int):
+        """The bookkeeping of an entry appended to node (last): its ID, its
+        item, nb listpack bytes, and the stream's counters."""
         node.nbytes += nb
         ids = node.ids
         ids.ms.append(eid >> 64)

@@ -232,6 +232,16 @@ def _changed(c, key, event: str = "", n: int = 1):
         c.server.event(c.db, key, "t", event)
 
 
+def _seen_consumer(c, g, key, cname: bytes, now: int):
+    """The group's consumer cname, created (with its event) if new; seen now."""
+    consumer = g.consumers.get(cname)
+    if consumer is None:
+        consumer = g.create_consumer(cname, now)
+        _changed(c, key, "xgroup-createconsumer")
+    consumer.seen_time = now
+    return consumer
+
+
 def _node_limits(c):
     values = c.server.config.values
     return values["stream-node-max-bytes"], values["stream-node-max-entries"]
@@ -1074,11 +1084,7 @@ def _xreadgroup_one(c, argv, n):
     now = server.cmd_time_ms
     props = [] if server.aof is not None else None   # None: nothing logs
     cname = argv[3]
-    consumer = g.consumers.get(cname)
-    if consumer is None:
-        consumer = g.create_consumer(cname, now)
-        _changed(c, key, "xgroup-createconsumer")
-    consumer.seen_time = now
+    consumer = _seen_consumer(c, g, key, cname, now)
     if serve:
         entries = _serve_group(c, s, g, consumer, key, gname, (g.last_id + 1) & MAX_ID, count,
                                False, props)
@@ -1402,11 +1408,7 @@ def xclaim(c, argv):
     else:
         deliverytime = now
     cname = argv[3]
-    consumer = g.consumers.get(cname)
-    if consumer is None:
-        consumer = g.create_consumer(cname, now)
-        _changed(c, key, "xgroup-createconsumer")
-    consumer.seen_time = now
+    consumer = _seen_consumer(c, g, key, cname, now)
     out = []
     dirty = 0
     pel = g.pel
@@ -1493,11 +1495,7 @@ def xautoclaim(c, argv):
     server = c.server
     now = server.cmd_time_ms
     cname = argv[3]
-    consumer = g.consumers.get(cname)
-    if consumer is None:
-        consumer = g.create_consumer(cname, now)
-        _changed(c, key, "xgroup-createconsumer")
-    consumer.seen_time = now
+    consumer = _seen_consumer(c, g, key, cname, now)
     attempts = count * 10
     pel = g.pel
     claimed = []
