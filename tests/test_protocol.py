@@ -85,6 +85,17 @@ def test_parser_large_count_after_an_odd_line_is_never_allocated():
     assert time.process_time() - start < 1.0   # hiredis would spend seconds freeing it
 
 
+def test_parser_large_count_after_a_command_is_never_allocated():
+    # A header further into the read, not only at its start, is screened.
+    start = time.process_time()
+    p = RequestParser()
+    assert p.feed(b"*1\r\n$4\r\nPING\r\n*2000000000\r\n") == ([[b"PING"]], None)
+    assert p.pending < 100
+    assert RequestParser().feed(b"*1\r\n$4\r\nPING\r\n*3000000000\r\n") == (
+        [[b"PING"]], "Protocol error: invalid multibulk length")
+    assert time.process_time() - start < 1.0   # hiredis would spend seconds freeing it
+
+
 def test_parser_negative_and_empty_counts_are_ignored():
     c, e = RequestParser().feed(b"*-10\r\n*0\r\n\r\n*1\r\n$4\r\nPING\r\n")
     assert e is None and c == [[b"PING"]]
