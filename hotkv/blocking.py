@@ -226,6 +226,8 @@ def serve_ready_keys(server):
     """Serve waiters on every ready key, first come first served, until no
     key is ready (serving one key can make another ready)."""
     from .dispatch import call
+    # Re-run commands change no ACL: one read of the gate (a property) per pass.
+    acl_check = server.acl_check
     while server.ready_keys:
         ready = server.ready_keys
         server.ready_keys = []
@@ -234,11 +236,19 @@ def serve_ready_keys(server):
             q = db.blocking.get(key)
             if not q:
                 continue
-            # Only the waiters present now; a re-blocked one goes to the tail
-            # and must not be served twice in this pass.
-            for waiter in list(q):
+            # Only the waiters present now (their seq is below the fence): a
+            # re-blocked one goes to the tail and must not be served twice in
+            # this pass.  Walked by position, not copied: a push to a queue
+            # with thousands of workers serves the head and stops.
+            fence = next(_seq)
+            pos = 0
+            while pos < len(q):
+                waiter = q[pos]
+                if waiter.seq > fence:
+                    break
                 client = waiter.client
-                if client.blocked is not waiter:
+                if client.blocked is not waiter:   # pragma: no cover - invariant
+                    pos += 1
                     continue
                 if client.closed or client.closing:
                     # Going away (killed, aborted) before connection_lost ran:
@@ -246,24 +256,32 @@ def serve_ready_keys(server):
                     _detach(waiter)
                     continue
                 value = db.data.get(key)
-                if value is not None and db.is_expired(key):
+                if value is not None and db.expires and db.is_expired(key):
                     value = None
                 if value is None:
                     if not waiter.unblock_on_nokey:
                         if not q.nokey:
                             break     # nobody left here wants a missing key
+                        pos += 1
                         continue
                 elif type(value) is not waiter.btype and not waiter.unblock_on_nokey:
+                    pos += 1
                     continue
                 # A command may say, cheaply, that re-running it would only
                 # block again (XREAD/XREADGROUP woken by an unrelated write):
                 # it then keeps its place, as re-blocking in order would.
-                check = getattr(waiter.data, "still_waiting", None)
-                if check is not None and not (server.acl_check and server.acl_check(
-                        client, waiter.cmd, waiter.argv)) and check(waiter):
-                    continue
+                data = waiter.data
+                if data is not None:
+                    check = getattr(data, "still_waiting", None)
+                    if check is not None and not (acl_check and acl_check(
+                            client, waiter.cmd, waiter.argv)) and check(waiter):
+                        pos += 1
+                        continue
                 _detach(waiter)
-                denied = server.acl_check and server.acl_check(client, waiter.cmd, waiter.argv)
+                # Whatever runs now may change the queue anywhere: start again
+                # from its head (waiters passed over are only checked again).
+                pos = 0
+                denied = acl_check and acl_check(client, waiter.cmd, waiter.argv)
                 if denied:
                     # Its permissions changed while it waited: Redis re-checks.
                     from .dispatch import reject
