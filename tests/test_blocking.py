@@ -525,6 +525,28 @@ def test_list_and_stream_group_waiters_on_one_key(target):
     assert _info_field(a, b"total_blocking_keys_on_nokey") == 0
 
 
+def test_waiters_for_another_type_are_passed_over(target):
+    """Stream readers ahead of a list waiter on one key: a push skips them
+    (they keep waiting) and serves the list waiter behind them."""
+    a = target.admin
+    readers = [target.client() for _ in range(3)]
+    for x in readers:
+        x.send("XREAD", "BLOCK", "0", "STREAMS", "k", "$")
+    target.wait_blocked(a, 3)
+    w = target.client()
+    w.send("BLPOP", "k", "0")
+    target.wait_blocked(a, 4)
+    a.call("RPUSH", "k", "job")
+    assert w.read_reply() == arr(bulk(b"k"), bulk(b"job"))
+    target.wait_blocked(a, 3)
+    assert all(silent(x) for x in readers)
+    a.call("DEL", "k")
+    a.call("XADD", "k", "1-1", "f", "v")
+    for x in readers:
+        assert x.read_reply().startswith(b"*1\r\n*2\r\n$1\r\nk\r\n")
+    target.wait_blocked(a, 0)
+
+
 def test_client_unblock_list_waiters(target):
     a = target.admin
     w = target.client()
