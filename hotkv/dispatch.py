@@ -24,7 +24,6 @@ from .errors import CommandError
 from .registry import TABLE
 from .resp import QUEUED, encode
 
-_perf = time.perf_counter
 _time = time.time
 
 
