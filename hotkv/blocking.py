@@ -40,6 +40,7 @@ from collections import deque
 from . import errors
 from .errors import CommandError
 from .resp import NULL_ARRAY
+from .util import parse_int
 
 BLOCKED = object()   # a handler's return value: "no reply yet"
 _now = time.time
@@ -106,7 +107,6 @@ def parse_timeout(server, arg: bytes, seconds: bool = True) -> int:
         if ms < 0:
             raise CommandError(errors.TIMEOUT_NEGATIVE)
     else:
-        from .util import parse_int
         ms = parse_int(arg, "ERR timeout is not an integer or out of range")
         if ms < 0:
             raise CommandError(errors.TIMEOUT_NEGATIVE)
@@ -222,10 +222,16 @@ def expire_timeouts(server, now_ms: int):
     return 0
 
 
+_call = None
+
+
 def serve_ready_keys(server):
     """Serve waiters on every ready key, first come first served, until no
     key is ready (serving one key can make another ready)."""
-    from .dispatch import call
+    global _call
+    if _call is None:   # bound on first use: hotkv.dispatch imports this module
+        from .dispatch import call as _call
+    call = _call
     # Re-run commands change no ACL: one read of the gate (a property) per pass.
     acl_check = server.acl_check
     while server.ready_keys:

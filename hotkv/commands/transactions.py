@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 from .. import errors
+from ..blocking import BLOCKED
 from ..dispatch import call
 from ..errors import CommandError
 from ..registry import command
@@ -85,7 +86,6 @@ def exec_(c, argv):
         c.in_exec = False
     # EXEC itself is not logged: each command it ran was.
     server.prop_override = []
-    from ..blocking import BLOCKED
     return BLOCKED  # the replies are already written
 
 
