@@ -325,13 +325,14 @@ _HANDOFF = "handoff"
 #   starting with + = ( | % > or ~ still goes to hiredis, but its result is
 #   kept only if every command and argument header sits where a canonical
 #   encoding puts it (``_canonical``); otherwise the slow path judges it.
-#   A "~" line that is just "~" (MAXLEN ~ in every queue's XADD) does not
-#   count: hiredis reads no set from it (it has no length), so it can only
-#   be a bulk string's content.
+#   A "~", ">" or "%" line with nothing after it (MAXLEN ~ in every queue's
+#   XADD, the ">" of every XREADGROUP) does not count: hiredis reads no
+#   aggregate from it (it has no length), so it can only be a bulk string's
+#   content.
 # Every header starts a line, so one search finds both kinds: a regex with
 # a literal prefix costs ~20 ns a line, and any other pass over the bytes in
 # Python (memmem, count, translate) costs as much each.
-_SUSPECT = re.compile(rb"\r\n[+=(|%>~*](?<!~(?=\r\n))(?<!\*(?![0-9]{6}))").search
+_SUSPECT = re.compile(rb"\r\n[+=(|%>~*](?<![~>%](?=\r\n))(?<!\*(?![0-9]{6}))").search
 _BIG_HEAD = re.compile(rb"\*[0-9]{6}").match
 _BIG_COUNT = re.compile(rb"\*[0-9]{6}").search
 SCREEN_OK, SCREEN_CHECK, SCREEN_SLOW = 0, 1, 2

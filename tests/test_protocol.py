@@ -50,6 +50,9 @@ def test_parser_inline_and_multibulk_mixed():
     (b"*2\r\n$4\r\nECHO\r\n+a\r\n", "Protocol error: expected '$', got '+'"),
     (b"*2\r\n$4\r\nECHO\r\n~1\r\n$1\r\na\r\n", "Protocol error: expected '$', got '~'"),
     (b"*2\r\n$4\r\nECHO\r\n~\r\n", "Protocol error: expected '$', got '~'"),
+    (b"*2\r\n$4\r\nECHO\r\n>\r\n", "Protocol error: expected '$', got '>'"),
+    (b"*2\r\n$4\r\nECHO\r\n>1\r\n$1\r\na\r\n", "Protocol error: expected '$', got '>'"),
+    (b"*2\r\n$4\r\nECHO\r\n%1\r\n$1\r\na\r\n$1\r\nb\r\n", "Protocol error: expected '$', got '%'"),
     (b"*2\r\n$4\r\nECHO\r\n(1\r\n", "Protocol error: expected '$', got '('"),
     (b"*2\r\n$4\r\nECHO\r\n=5\r\ntxt:a\r\n", "Protocol error: expected '$', got '='"),
     (b'set """test-key""" test-value\r\n', "Protocol error: unbalanced quotes in request"),
@@ -65,9 +68,9 @@ def test_parser_errors(data, error):
 def test_parser_lines_that_only_look_like_resp3():
     # "~", "+" and "(" as whole arguments (XADD MAXLEN ~, XRANGE - +,
     # ZRANGEBYSCORE (1) are bulk contents, in one read or split anywhere.
-    data = (b"*4\r\n$4\r\nXADD\r\n$1\r\n~\r\n$1\r\n+\r\n$2\r\n(1\r\n"
+    data = (b"*6\r\n$4\r\nXADD\r\n$1\r\n~\r\n$1\r\n+\r\n$2\r\n(1\r\n$1\r\n>\r\n$1\r\n%\r\n"
             b"*2\r\n$4\r\nECHO\r\n$3\r\n~\r\n\r\n") * 3
-    want = [[b"XADD", b"~", b"+", b"(1"], [b"ECHO", b"~\r\n"]] * 3
+    want = [[b"XADD", b"~", b"+", b"(1", b">", b"%"], [b"ECHO", b"~\r\n"]] * 3
     assert RequestParser().feed(data) == (want, None)
     for cut in range(1, len(data)):
         p = RequestParser()
