@@ -451,6 +451,26 @@ def test_writes_without_new_entries_keep_consumers_blocked(target):
     assert w.read_reply() == entry(b"2-0")
 
 
+def test_woken_consumer_that_finds_nothing_keeps_its_deadline(target):
+    """c2 is woken by the entry c1 takes: it blocks again with the deadline
+    of its first read, not a new one."""
+    a = target.admin
+    a.call("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+    w1, w2 = target.client(), target.client()
+    w1.send("XREADGROUP", "GROUP", "g", "c1", "BLOCK", "0", "STREAMS", "s", ">")
+    target.wait_blocked(a, 1)
+    start = time.time()
+    w2.send("XREADGROUP", "GROUP", "g", "c2", "BLOCK", "500", "STREAMS", "s", ">")
+    target.wait_blocked(a, 2)
+    time.sleep(0.3)
+    a.call("XADD", "s", "1-0", "f", "v")
+    assert w1.read_reply() == entry(b"1-0")
+    assert w2.read_reply() == b"*-1\r\n"
+    # 0.5 s after its read; a new deadline would have meant 0.8 s.
+    assert time.time() - start < 0.75
+    target.wait_blocked(a, 0)
+
+
 def test_blocked_xreadgroup_times_out_with_null(target):
     a, w = target.admin, target.client()
     a.call("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")

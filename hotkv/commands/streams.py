@@ -1043,7 +1043,10 @@ def xreadgroup(c, argv):
         STREAMS key [key ...] id|> [id ...]
     """
     n = len(argv)
-    if (n == 7 or n == 9 or n == 11) and argv[n - 1] == b">" and not c.reprocessing and \
+    # A woken worker's re-run takes the fast path too: it serves exactly as a
+    # fresh read would, and when there is nothing for it _xread re-blocks it
+    # (keeping its deadline and place) without re-parsing.
+    if (n == 7 or n == 9 or n == 11) and argv[n - 1] == b">" and \
             argv[1].lower() == b"group" and argv[n - 3].lower() == b"streams":
         reply = _xreadgroup_one(c, argv, n)
         if reply is not None:
@@ -1053,11 +1056,11 @@ def xreadgroup(c, argv):
 
 def _xreadgroup_one(c, argv, n):
     """The worker's read, ``GROUP g c [COUNT n] [BLOCK ms] STREAMS key >``,
-    as _xread would do it; None (having changed nothing) when _xread must
-    decide: other options, or nothing to serve with BLOCK."""
+    as _xread would do it, blocking included; None (having changed nothing)
+    when _xread must decide: other options."""
     server = c.server
     count = 0
-    block = False
+    deadline = None
     i = 4
     while i < n - 3:
         opt = argv[i].lower()
@@ -1066,8 +1069,7 @@ def _xreadgroup_one(c, argv, n):
             if count < 0:
                 count = 0
         elif opt == b"block":
-            parse_timeout(server, argv[i + 1], seconds=False)
-            block = True
+            deadline = parse_timeout(server, argv[i + 1], seconds=False)
         else:
             return None
         i += 2
@@ -1079,8 +1081,6 @@ def _xreadgroup_one(c, argv, n):
         raise CommandError("NOGROUP No such key '%s' or consumer group '%s' in XREADGROUP with "
                            "GROUP option" % (_fmt(key), _fmt(gname)))
     serve = s.length and s.last_valid_id() > g.last_id
-    if not serve and block:
-        return None
     now = server.cmd_time_ms
     props = [] if server.aof is not None else None   # None: nothing logs
     cname = argv[3]
@@ -1092,6 +1092,12 @@ def _xreadgroup_one(c, argv, n):
     if props is not None:
         server.propagate_as(*props)
     if not serve:
+        if deadline is not None:
+            # As _xread: the consumer is seen (or created) first, then the
+            # read waits -- and a woken one that finds nothing re-blocks
+            # there, keeping its deadline and its place.
+            return block(c, [key], deadline, Stream, NULL_ARRAY, unblock_on_nokey=True,
+                         data=_Blocked([key], [MAX_ID], {}, gname, cname, True, True))
         return NULL_ARRAY
     if c.resp3:
         return {key: entries}
