@@ -1044,8 +1044,7 @@ def xreadgroup(c, argv):
     """
     n = len(argv)
     # A woken worker's re-run takes the fast path too: it serves exactly as a
-    # fresh read would, and when there is nothing for it _xread re-blocks it
-    # (keeping its deadline and place) without re-parsing.
+    # fresh read would, or blocks again with its first deadline.
     if (n == 7 or n == 9 or n == 11) and argv[n - 1] == b">" and \
             argv[1].lower() == b"group" and argv[n - 3].lower() == b"streams":
         reply = _xreadgroup_one(c, argv, n)
@@ -1094,8 +1093,8 @@ def _xreadgroup_one(c, argv, n):
     if not serve:
         if deadline is not None:
             # As _xread: the consumer is seen (or created) first, then the
-            # read waits -- and a woken one that finds nothing re-blocks
-            # there, keeping its deadline and its place.
+            # read waits; a re-run that finds nothing (block() knows it by
+            # c.reprocessing) keeps its first deadline.
             return block(c, [key], deadline, Stream, NULL_ARRAY, unblock_on_nokey=True,
                          data=_Blocked([key], [MAX_ID], {}, gname, cname, True, True))
         return NULL_ARRAY
