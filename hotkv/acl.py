@@ -155,6 +155,16 @@ def hash_password(password: bytes) -> bytes:
     return hashlib.sha256(password).hexdigest().encode()
 
 
+def _rule_hash(op: bytes) -> bytes:
+    """The password hash a >pass / <pass / #hash / !hash rule names."""
+    if op[:1] in (b">", b"<"):
+        return hash_password(op[1:])
+    h = op[1:]
+    if len(h) != 64 or any(c not in b"0123456789abcdef" for c in h):
+        raise RuleError("EBADMSG")
+    return h
+
+
 def _has_spaces(s: bytes) -> bool:
     return any(c in b" \t\n\r\v\f\0" for c in s)
 
@@ -352,22 +362,12 @@ class User:
             self.nopass = False
             self.passwords = []
         elif op[:1] in (b">", b"#"):
-            if op[:1] == b">":
-                h = hash_password(op[1:])
-            else:
-                h = op[1:]
-                if len(h) != 64 or any(c not in b"0123456789abcdef" for c in h):
-                    raise RuleError("EBADMSG")
+            h = _rule_hash(op)
             if h not in self.passwords:
                 self.passwords.append(h)
             self.nopass = False
         elif op[:1] in (b"<", b"!"):
-            if op[:1] == b"<":
-                h = hash_password(op[1:])
-            else:
-                h = op[1:]
-                if len(h) != 64 or any(c not in b"0123456789abcdef" for c in h):
-                    raise RuleError("EBADMSG")
+            h = _rule_hash(op)
             if h not in self.passwords:
                 raise RuleError("ENODEV")
             self.passwords.remove(h)

@@ -1299,12 +1299,10 @@ class _Loader:
             while pos < size:
                 reader = hiredis.Reader()
                 fed = pos
-                bad = False
                 while True:
                     try:
                         item = reader.gets()
                     except hiredis.ProtocolError:
-                        bad = True
                         break
                     if item is False:
                         if fed >= size:
@@ -1318,7 +1316,6 @@ class _Loader:
                             deadline = time.monotonic() + LOAD_SLICE
                         continue
                     if type(item) is not list or not item:
-                        bad = True
                         break
                     # Inlined _enc_len and the common case of execute: this
                     # loop runs once per command of the file.
@@ -1331,24 +1328,13 @@ class _Loader:
                         m = len(a)
                         n += m + (6 if m < 10 else 7 if m < 100 else 5 + len(str(m)))
                     if n < 0:
-                        bad = True
                         break
                     entry = cache.get(item[0])
                     if entry is None or client.multi or not entry[1](k):
                         self.execute(item, pos)
                     else:
-                        cmd = entry[0]
-                        server.current_cmd = cmd
-                        server.current_argv = item
-                        server.prop_override = None
                         self.commands += 1
-                        try:
-                            cmd.func(client, item)
-                        except CommandError:
-                            self.errors += 1
-                        except Exception as e:
-                            self.errors += 1
-                            server.log_exception(cmd, item, e)
+                        self._apply(entry[0], item)
                     pos += n
                 if pos >= size:
                     break
@@ -1433,12 +1419,17 @@ class _Loader:
         if client.multi and cname not in ("exec", "discard", "multi"):
             client.multi_queue.append((cmd, argv))
             return
+        self._apply(cmd, argv)
+
+    def _apply(self, cmd, argv):
+        """Run one logged command's handler, as Redis's loader does: no
+        reply, no stats, no propagation; an error is counted, not fatal."""
         server = self.server
         server.current_cmd = cmd
         server.current_argv = argv
         server.prop_override = None
         try:
-            cmd.func(client, argv)
+            cmd.func(self.client, argv)
         except CommandError:
             self.errors += 1
         except Exception as e:

@@ -153,18 +153,13 @@ class Database:
     # set/set_expire/persist: that is what keeps keyindex/volatile exact.
     def set(self, key, value, keep_ttl: bool = False):
         """Store value at key; an existing TTL is dropped unless keep_ttl."""
-        data = self.data
-        if key not in data:
-            self.keyindex.add(key)
-            if self.server.notify_new:
-                self.server.notify(self, key, "n", "new")
-        data[key] = value
+        self.add(key, value)
         if not keep_ttl and self.expires:
             if self.expires.pop(key, None) is not None:
                 self.volatile.discard(key)
 
     def add(self, key, value):
-        """Create a key that does not exist."""
+        """Store value at key, creating the key if needed; its TTL is kept."""
         data = self.data
         if key not in data:
             self.keyindex.add(key)

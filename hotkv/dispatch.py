@@ -21,7 +21,6 @@ import time
 from . import errors
 from .blocking import BLOCKED, serve_ready_keys
 from .errors import CommandError
-from .registry import TABLE
 from .resp import QUEUED, encode
 
 _time = time.time

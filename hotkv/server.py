@@ -221,6 +221,8 @@ class Server:
 
     def propagate_as(self, *argvs, db=None):
         """Log these argvs instead of the command as sent (when it wrote)."""
+        if self.aof is None:
+            return   # nothing logs (dispatch.call reads the override only for the AOF)
         entries = [(db, list(a)) for a in argvs]
         if self.prop_override is None:
             self.prop_override = entries

@@ -8,7 +8,7 @@ import time
 import hiredis
 import pytest
 
-from support import RawClient, encode_command
+from support import RawClient, encode_command, wait_for
 
 
 def parse(raw: bytes):
@@ -32,15 +32,6 @@ def fields(line: bytes) -> dict:
 def list_lines(c: RawClient, *args) -> list:
     text = parse(c.call("CLIENT", "LIST", *args))
     return [fields(line) for line in text.split(b"\n") if line]
-
-
-def wait_for(cond, timeout=5.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 def test_client_id_and_info(raw):

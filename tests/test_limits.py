@@ -5,21 +5,11 @@ every other client and all data alone."""
 from __future__ import annotations
 
 import socket
-import time
 
 import pytest
 import valkey
 
-from support import RawClient, ReferenceValkey
-
-
-def _wait(pred, timeout=6.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
+from support import RawClient, ReferenceValkey, wait_for
 
 
 def _closed(c: RawClient) -> bool:
@@ -46,7 +36,7 @@ def test_maxclients_refuses_with_redis_error(hotkv_server_factory):
     assert c.read_reply() == b"-ERR max number of clients reached\r\n"
     assert c.is_closed()
     b.close()
-    assert _wait(lambda: len(s.server.clients) == 1)
+    assert wait_for(lambda: len(s.server.clients) == 1)
     d = RawClient(s.host, s.port)
     assert d.call("PING") == b"+PONG\r\n"
 
@@ -74,7 +64,7 @@ def test_query_buffer_limit_drops_endless_bulk(hotkv_server_factory):
             c.send_raw(chunk)
     except OSError:
         pass                      # closed under our feet: that is the point
-    assert _wait(lambda: _closed(c))
+    assert wait_for(lambda: _closed(c))
     assert s.server.stat_client_qbuf_limit_disconnections >= 1
     assert other.call("GET", "kept") == b"$3\r\nyes\r\n"
 
@@ -90,7 +80,7 @@ def test_query_buffer_limit_counts_split_off_arguments(hotkv_server_factory):
             c.send_raw(chunk)
     except OSError:
         pass
-    assert _wait(lambda: _closed(c))
+    assert wait_for(lambda: _closed(c))
     assert RawClient(s.host, s.port).call("PING") == b"+PONG\r\n"
 
 
@@ -112,8 +102,8 @@ def test_output_buffer_hard_limit_normal_class(hotkv_server_factory):
             slow.send("GET", "big")    # 64 MB of replies it never reads
     except (BrokenPipeError, ConnectionResetError):
         pass  # the server may drop it before the last request is even sent
-    assert _wait(lambda: s.server.stat_client_outbuf_limit_disconnections >= 1)
-    assert _wait(lambda: _closed(slow))
+    assert wait_for(lambda: s.server.stat_client_outbuf_limit_disconnections >= 1)
+    assert wait_for(lambda: _closed(slow))
     assert r.strlen("big") == 8 * 1024 * 1024
 
 
@@ -128,7 +118,7 @@ def test_output_buffer_soft_limit_normal_class(hotkv_server_factory):
             slow.send("GET", "big")
     except (BrokenPipeError, ConnectionResetError):
         pass  # dropped before the last request was sent
-    assert _wait(lambda: s.server.stat_client_outbuf_limit_disconnections >= 1)
+    assert wait_for(lambda: s.server.stat_client_outbuf_limit_disconnections >= 1)
     # A client that reads its replies is never touched.
     assert len(r.get("big")) == 8 * 1024 * 1024
 
@@ -143,7 +133,7 @@ def test_idle_timeout_spares_blocked_and_subscribed(hotkv_server_factory):
     subscribed = RawClient(s.host, s.port)
     assert subscribed.call("SUBSCRIBE", "ch").startswith(b"*3")
     r.config_set("timeout", 1)
-    assert _wait(lambda: _closed(idle), timeout=8)
+    assert wait_for(lambda: _closed(idle), timeout=8)
     assert not _closed(blocked)
     assert not _closed(subscribed)
     r.config_set("timeout", 0)
@@ -253,7 +243,7 @@ def test_client_kill_by_user(hotkv_server_factory):
     for w in ws:
         assert w.call("AUTH", "w", "x") == b"+OK\r\n"
     assert r.execute_command("CLIENT", "KILL", "USER", "w") == 3
-    assert all(_wait(lambda w=w: _closed(w)) for w in ws)
+    assert all(wait_for(lambda w=w: _closed(w)) for w in ws)
     assert r.ping()
 
 

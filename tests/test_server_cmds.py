@@ -13,7 +13,7 @@ import pytest
 import redis
 import valkey
 
-from support import RawClient
+from support import RawClient, wait_for
 
 DEBUG_DENIED = (b'-ERR DEBUG command not allowed. If the enable-debug-command option is set '
                 b'to "local", you can run it from a local connection, otherwise you need to '
@@ -696,16 +696,7 @@ def test_monitor_stops_on_reset_and_disconnect(raw, raw_factory, server):
     assert mon.read_available(0.2) == b""
     mon.call("MONITOR")
     mon.close()
-    assert wait_for_cond(lambda: not server.server.monitors)
-
-
-def wait_for_cond(cond, timeout=5.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return False
+    assert wait_for(lambda: not server.server.monitors)
 
 
 OWN_COMMANDS = """info dbsize flushdb flushall time lastsave save bgsave shutdown debug monitor

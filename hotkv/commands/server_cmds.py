@@ -419,7 +419,6 @@ _SECTION_ALIASES = {"modules": "module_list"}
 def add_info_section(name: str, fn, title: str | None = None, default: bool = True,
                      before: str | None = None) -> InfoSection:
     """Add a section: ``fn(server)`` yields ``(field, value)`` pairs."""
-    global INFO_SECTIONS
     sec = InfoSection(name.lower(), title or name.capitalize(), fn, default)
     if before is None or before not in INFO_SECTIONS:
         INFO_SECTIONS[sec.name] = sec

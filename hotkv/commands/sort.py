@@ -42,7 +42,7 @@ import math
 import re
 from itertools import islice
 
-from ..db import ListValue, SetValue, TYPE_NAMES
+from ..db import ListValue, TYPE_NAMES
 from ..errors import CommandError, WrongType
 from ..registry import command, spec
 from ..util import string2ll
