@@ -1,7 +1,7 @@
 """The floor: what uvloop + hiredis alone serve, with none of hotkv.
 
 A reference point for bench/RESULTS.md, not a server anyone should use: it
-knows LPUSH/RPUSH/LPOP/RPOP/PING (and answers CONFIG GET / FLUSHALL so
+knows LPUSH/RPUSH/LPOP/RPOP/PING, a bare XADD (and answers CONFIG GET / FLUSHALL so
 redis-benchmark starts), keeps lists in a dict of deques, and has no
 expiry, types, errors, stats, blocking, AOF or protocol checks.  Whatever
 hotkv falls short of this figure is the cost of Redis's semantics in
@@ -39,7 +39,18 @@ def _pop(argv):
     return b"$%d\r\n%b\r\n" % (len(value), value)
 
 
-TABLE = {b"LPUSH": _push, b"RPUSH": _push, b"LPOP": _pop, b"RPOP": _pop,
+_SEQ = [0]
+
+
+def _xadd(argv):
+    # No ID rules, no trimming: the cost of a reply that names a new entry.
+    _SEQ[0] += 1
+    entry_id = b"%d-0" % _SEQ[0]
+    STORE.setdefault(argv[1], []).append((entry_id, argv[-2:]))
+    return b"$%d\r\n%b\r\n" % (len(entry_id), entry_id)
+
+
+TABLE = {b"XADD": _xadd, b"LPUSH": _push, b"RPUSH": _push, b"LPOP": _pop, b"RPOP": _pop,
          b"PING": lambda argv: b"+PONG\r\n", b"CONFIG": lambda argv: b"*0\r\n",
          b"FLUSHALL": lambda argv: b"+OK\r\n"}
 

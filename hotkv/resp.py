@@ -336,6 +336,8 @@ _SUSPECT = re.compile(rb"\r\n[+=(|%>~*](?<![~>%](?=\r\n))(?<!\*(?![0-9]{6}))").s
 _BIG_HEAD = re.compile(rb"\*[0-9]{6}").match
 _BIG_COUNT = re.compile(rb"\*[0-9]{6}").search
 SCREEN_OK, SCREEN_CHECK, SCREEN_SLOW = 0, 1, 2
+_join = b"".join
+_JOIN_CHECK_MAX = 16384
 
 
 def _screen(data: bytes) -> int:
@@ -425,6 +427,10 @@ class RequestParser:
         reader = self._reader
         reader.feed(data)
         done = len(commands)
+        # Every argument must be a bulk string (not a nested array, integer,
+        # null...).  Joining them checks that in one C call; it copies the
+        # bytes, so a large read checks them one by one instead.
+        joined = len(data) <= _JOIN_CHECK_MAX
         try:
             while True:
                 cmd = reader.gets()
@@ -432,9 +438,15 @@ class RequestParser:
                     break
                 if type(cmd) is not list or not cmd:
                     raise hiredis.ProtocolError("not a command")
-                for arg in cmd:
-                    if type(arg) is not bytes:
-                        raise hiredis.ProtocolError("not a bulk string")
+                if joined:
+                    try:
+                        _join(cmd)
+                    except TypeError:
+                        raise hiredis.ProtocolError("not a bulk string") from None
+                else:
+                    for arg in cmd:
+                        if type(arg) is not bytes:
+                            raise hiredis.ProtocolError("not a bulk string")
                 commands.append(cmd)
             if check and len(commands) > done and not self._canonical(data, commands, done):
                 raise hiredis.ProtocolError("not canonical")

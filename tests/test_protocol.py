@@ -65,6 +65,20 @@ def test_parser_errors(data, error):
     assert c == [] and e == error
 
 
+@pytest.mark.parametrize("bad,error", [
+    (b"*2\r\n$4\r\nECHO\r\n*1\r\n$1\r\na\r\n", "Protocol error: expected '$', got '*'"),
+    (b"*2\r\n$4\r\nECHO\r\n:1\r\n", "Protocol error: expected '$', got ':'"),
+    (b"*2\r\n$4\r\nECHO\r\n_\r\n", "Protocol error: expected '$', got '_'"),
+    (b"*2\r\n$4\r\nECHO\r\n$-1\r\n", "Protocol error: invalid bulk length"),
+])
+@pytest.mark.parametrize("before", [0, 100, 20000])
+def test_parser_non_bulk_arguments_after_good_commands(bad, error, before):
+    # Small and large reads check arguments in different ways.
+    good = b"*2\r\n$4\r\nECHO\r\n$%d\r\n%b\r\n" % (before, b"x" * before)
+    c, e = RequestParser().feed(good + bad)
+    assert (c, e) == ([[b"ECHO", b"x" * before]], error)
+
+
 def test_parser_lines_that_only_look_like_resp3():
     # "~", "+" and "(" as whole arguments (XADD MAXLEN ~, XRANGE - +,
     # ZRANGEBYSCORE (1) are bulk contents, in one read or split anywhere.
