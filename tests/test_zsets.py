@@ -687,46 +687,6 @@ def test_random_walk_vs_valkey(diff, seed):
 # sorted sets; its scheduler (run here in the worker) moves due jobs with EVALSHA
 # ----------------------------------------------------------------------
 
-def _rq_add(a, b):
-    return a + b
-
-
-def _rq_boom():
-    raise ValueError("boom")
-
-
-def test_rq_enqueue_work_and_registries(server):
-    rq = pytest.importorskip("rq", reason="needs the rq package (pip install rq)")
-    import datetime
-
-    import redis
-    from rq.registry import FailedJobRegistry, FinishedJobRegistry, ScheduledJobRegistry
-    r = redis.Redis(host=server.host, port=server.port)
-    r.flushall()
-    q = rq.Queue("default", connection=r)
-    ok = q.enqueue(_rq_add, 2, 3)
-    bad = q.enqueue(_rq_boom)
-    later = q.enqueue_in(datetime.timedelta(seconds=60), _rq_add, 10, 20)
-    due = q.enqueue_at(datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=1),
-                       _rq_add, 1, 1)
-    assert q.count == 2
-    assert ScheduledJobRegistry(queue=q).count == 2
-    assert r.type(ok.key) == b"hash"
-    rq.SimpleWorker([q], connection=r).work(burst=True, with_scheduler=True)
-    ok.refresh()
-    bad.refresh()
-    later.refresh()
-    due.refresh()
-    assert ok.get_status() == "finished" and ok.return_value() == 5
-    assert due.get_status() == "finished" and due.return_value() == 2
-    assert bad.get_status() == "failed"
-    assert later.get_status() == "scheduled"
-    assert sorted(FinishedJobRegistry(queue=q).get_job_ids()) == sorted([ok.id, due.id])
-    assert ScheduledJobRegistry(queue=q).get_job_ids() == [later.id]
-    assert FailedJobRegistry(queue=q).get_job_ids() == [bad.id]
-    r.close()
-
-
 @pytest.mark.parametrize("resp3", [False, True])
 def test_zrandmember_whole_set_order_matches_valkey(diff, resp3):
     if resp3:

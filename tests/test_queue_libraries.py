@@ -1,0 +1,124 @@
+"""Real queue libraries, unchanged, against a real hotkv.
+
+Each test runs a library's own producer and worker over TCP, as its users
+do: RQ (lists, hashes, sorted-set registries, MULTI pipelines), dramatiq
+(Lua dispatch scripts with EVALSHA, delayed and dead-letter queues) and
+Celery through kombu (BRPOP across queues, the unacked hash and index of
+late acks, pub/sub result notification on the Redis result backend).
+"""
+
+import datetime
+import threading
+
+
+def _rq_add(a, b):
+    return a + b
+
+
+def _rq_boom():
+    raise ValueError("boom")
+
+
+def test_rq_enqueue_work_and_registries(server):
+    import redis
+    import rq
+    from rq.registry import FailedJobRegistry, FinishedJobRegistry, ScheduledJobRegistry
+    r = redis.Redis(host=server.host, port=server.port)
+    r.flushall()
+    q = rq.Queue("default", connection=r)
+    ok = q.enqueue(_rq_add, 2, 3)
+    bad = q.enqueue(_rq_boom)
+    later = q.enqueue_in(datetime.timedelta(seconds=60), _rq_add, 10, 20)
+    due = q.enqueue_at(datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=1),
+                       _rq_add, 1, 1)
+    assert q.count == 2
+    assert ScheduledJobRegistry(queue=q).count == 2
+    assert r.type(ok.key) == b"hash"
+    rq.SimpleWorker([q], connection=r).work(burst=True, with_scheduler=True)
+    ok.refresh()
+    bad.refresh()
+    later.refresh()
+    due.refresh()
+    assert ok.get_status() == "finished" and ok.return_value() == 5
+    assert due.get_status() == "finished" and due.return_value() == 2
+    assert bad.get_status() == "failed"
+    assert later.get_status() == "scheduled"
+    assert sorted(FinishedJobRegistry(queue=q).get_job_ids()) == sorted([ok.id, due.id])
+    assert ScheduledJobRegistry(queue=q).get_job_ids() == [later.id]
+    assert FailedJobRegistry(queue=q).get_job_ids() == [bad.id]
+    r.close()
+
+
+def test_dramatiq_worker_runs_delays_and_dead_letters(server):
+    import dramatiq
+    import redis
+    from dramatiq.brokers.redis import RedisBroker
+    broker = RedisBroker(host=server.host, port=server.port, namespace="hotkv-test")
+    broker.flush_all()
+    done = []
+    lock = threading.Lock()
+
+    @dramatiq.actor(broker=broker, max_retries=0)
+    def add(x, y):
+        with lock:
+            done.append(x + y)
+
+    @dramatiq.actor(broker=broker, max_retries=0)
+    def boom():
+        raise ValueError("boom")
+
+    for i in range(40):
+        add.send(i, i)
+    add.send_with_options(args=(1000, 1), delay=300)   # via the delay queue
+    failed = boom.send()
+    worker = dramatiq.Worker(broker, worker_threads=4, worker_timeout=50)
+    worker.start()
+    try:
+        broker.join(add.queue_name, timeout=20000)
+    finally:
+        worker.stop()
+    assert sorted(done) == sorted([2 * i for i in range(40)] + [1001])
+    r = redis.Redis(host=server.host, port=server.port)
+    # Nothing is left in flight; the failed message is in the dead-letter queue.
+    assert r.llen("hotkv-test:default") == 0
+    assert r.zcard("hotkv-test:default.DQ") == 0
+    assert r.zrange("hotkv-test:default.XQ", 0, -1) == [failed.options["redis_message_id"].encode()]
+    assert r.hlen("hotkv-test:default.XQ.msgs") == 1
+    r.close()
+    broker.close()
+
+
+def test_celery_worker_results_retries_and_countdown(server):
+    import celery
+    from celery.contrib.testing.worker import start_worker
+    base = "redis://%s:%d" % (server.host, server.port)
+    app = celery.Celery("hotkv_test", broker=base + "/3", backend=base + "/4", set_as_current=False)
+    app.conf.update(task_acks_late=True, worker_hijack_root_logger=False,
+                    broker_transport_options={"visibility_timeout": 30},
+                    broker_connection_retry_on_startup=False)
+    import redis
+    r = redis.Redis(host=server.host, port=server.port, db=3)
+    r.flushall()
+
+    @app.task
+    def add(x, y):
+        return x + y
+
+    @app.task(bind=True, max_retries=3, default_retry_delay=0.1)
+    def flaky(self, n):
+        if self.request.retries < n:
+            raise self.retry()
+        return "ok after %d" % self.request.retries
+
+    with start_worker(app, perform_ping_check=False, pool="solo", concurrency=1,
+                      shutdown_timeout=10):
+        results = [add.delay(i, i) for i in range(20)]
+        assert [res.get(timeout=15) for res in results] == [2 * i for i in range(20)]
+        assert flaky.delay(2).get(timeout=15) == "ok after 2"
+        assert add.apply_async((1, 2), countdown=0.3).get(timeout=15) == 3
+    # Late acks leave nothing unacknowledged once the worker is done.
+    assert r.llen("celery") == 0
+    assert r.hlen("unacked") == 0
+    assert r.zcard("unacked_index") == 0
+    r.close()
+    app.close()
