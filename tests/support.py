@@ -129,6 +129,26 @@ def valkey_server_binary() -> str | None:
     return path if os.access(path, os.X_OK) else None
 
 
+def npm_packages_dir(*packages: str) -> str:
+    """A directory whose node_modules holds the given npm packages (installed
+    once per machine); skips the test, naming what is missing, when node,
+    npm or the packages are not to be had."""
+    import pytest
+    if not shutil.which("node") or not shutil.which("npm"):
+        pytest.skip("node and npm are not installed")
+    name = "-".join(p.replace("@", "").replace("/", "_") for p in packages)
+    d = os.path.join(tempfile.gettempdir(), "hotkv-test-npm-" + name)
+    wanted = [os.path.join(d, "node_modules", p.rsplit("@", 1)[0] if p.rfind("@") > 0 else p)
+              for p in packages]
+    if not all(os.path.isdir(w) for w in wanted):
+        os.makedirs(d, exist_ok=True)
+        proc = subprocess.run(["npm", "install", "--no-audit", "--no-fund", *packages], cwd=d,
+                              capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            pytest.skip("npm could not install %s: %s" % (" ".join(packages), proc.stderr[-300:]))
+    return d
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

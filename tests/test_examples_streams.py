@@ -12,7 +12,7 @@ import sys
 import pytest
 import valkey
 
-from support import make_pki
+from support import make_pki, npm_packages_dir
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                        "examples", "streams_queue.py")
@@ -78,29 +78,13 @@ def _reference_node_example() -> str:
     pytest.skip("the reference document 001_*.txt is not present")
 
 
-def _iovalkey_dir() -> str:
-    """A directory whose node_modules holds iovalkey (installed once with npm)."""
-    import shutil
-    import tempfile
-    if not shutil.which("node") or not shutil.which("npm"):
-        pytest.skip("node and npm are not installed")
-    d = os.path.join(tempfile.gettempdir(), "hotkv-test-iovalkey")
-    if not os.path.isdir(os.path.join(d, "node_modules", "iovalkey")):
-        os.makedirs(d, exist_ok=True)
-        proc = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "iovalkey"], cwd=d,
-                              capture_output=True, text=True, timeout=300)
-        if proc.returncode != 0:
-            pytest.skip("the iovalkey npm package could not be installed: " + proc.stderr[-300:])
-    return d
-
-
 def test_reference_document_node_code_runs_unchanged_over_tls(hotkv_server_factory, tmp_path):
     """The iovalkey flow of the reference document, byte for byte as
     printed, against hotkv over TLS with a username and password; the test
     only supplies VALKEY_URL and NODE_EXTRA_CA_CERTS (the test CA)."""
     code = _reference_node_example()
     assert "tls: { servername: url.hostname }" in code
-    node_dir = _iovalkey_dir()
+    node_dir = npm_packages_dir("iovalkey")
     pytest.importorskip("cryptography.x509", reason="needs the cryptography package")
     pki = make_pki(tmp_path, "hotkv streams test CA")
     (cert, key), ca = pki["server"], pki["ca"][0]

@@ -4,7 +4,8 @@ Each test runs a library's own producer and worker over TCP, as its users
 do: RQ (lists, hashes, sorted-set registries, MULTI pipelines), dramatiq
 (Lua dispatch scripts with EVALSHA, delayed and dead-letter queues) and
 Celery through kombu (BRPOP across queues, the unacked hash and index of
-late acks, pub/sub result notification on the Redis result backend).
+late acks, pub/sub result notification on the Redis result backend), and
+BullMQ on ioredis in Node.js (Lua scripts throughout).
 """
 
 import datetime
@@ -122,3 +123,58 @@ def test_celery_worker_results_retries_and_countdown(server):
     assert r.zcard("unacked_index") == 0
     r.close()
     app.close()
+
+
+BULLMQ_SCRIPT = r"""
+import { Queue, Worker } from 'bullmq';
+import IORedis from 'ioredis';
+const connection = new IORedis({ host: process.env.HOST, port: Number(process.env.PORT), maxRetriesPerRequest: null });
+const queue = new Queue('jobs', { connection });
+const results = [];
+let failures = 0;
+const worker = new Worker('jobs', async job => {
+  if (job.name === 'flaky' && job.attemptsMade < 2) throw new Error('flaky');
+  if (job.name === 'bad') throw new Error('bad');
+  return job.data.x * 2;
+}, { connection, concurrency: 4 });
+worker.on('completed', (job, r) => results.push(r));
+worker.on('failed', () => failures++);
+for (let i = 0; i < 30; i++) await queue.add('double', { x: i });
+await queue.add('delayed', { x: 1000 }, { delay: 300 });
+await queue.add('flaky', { x: 7 }, { attempts: 3, backoff: { type: 'fixed', delay: 50 } });
+await queue.add('bad', { x: 0 }, { attempts: 1 });
+await queue.add('prio', { x: 5 }, { priority: 3 });
+const t0 = Date.now();
+while ((results.length < 33 || failures < 3) && Date.now() - t0 < 20000)
+  await new Promise(r => setTimeout(r, 50));
+const counts = await queue.getJobCounts();
+console.log(JSON.stringify({ results: results.sort((a, b) => a - b), failures, counts }));
+await worker.close(); await queue.close(); await connection.quit();
+"""
+
+
+def test_bullmq_worker_on_ioredis(server, tmp_path):
+    """BullMQ (Lua scripts throughout, msgpack-packed arguments, delayed,
+    prioritized and retried jobs) with its ioredis connection."""
+    import json
+    import os
+    import subprocess
+
+    import redis
+    from support import npm_packages_dir
+    node_dir = npm_packages_dir("bullmq@6", "ioredis@5")
+    redis.Redis(host=server.host, port=server.port).flushall()
+    script = os.path.join(node_dir, "bullmq_%d.mjs" % os.getpid())
+    with open(script, "w") as f:
+        f.write(BULLMQ_SCRIPT)
+    try:
+        proc = subprocess.run(["node", script], cwd=node_dir, capture_output=True, text=True,
+                              timeout=60, env=dict(os.environ, HOST=server.host, PORT=str(server.port)))
+    finally:
+        os.unlink(script)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["results"] == sorted([2 * i for i in range(30)] + [2000, 14, 10])
+    assert got["failures"] == 3            # flaky twice, bad once
+    assert got["counts"] == {"active": 0, "completed": 33, "delayed": 0, "failed": 1,
+                             "prioritized": 0, "waiting": 0, "waiting-children": 0}
