@@ -1,6 +1,8 @@
 """The dispatcher: from argv to reply, with every cross-cutting rule in one place.
 
-``process_command`` is Redis's processCommand: look the command up, check
+``process_commands`` runs a read's worth of commands, one after another, as
+Redis's processInputBuffer does; for each, it is Redis's processCommand
+(``process_command`` is the same for one command): look the command up, check
 existence, arity, protected commands, authentication, MULTI restrictions,
 ACL permission, OOM, disk errors, RESP2 subscribed mode and AOF loading --
 in Redis's order and with Redis's texts -- then either queue it (inside
@@ -60,26 +62,42 @@ def reject(client, message: str, cmd=None):
 
 
 def process_command(client, argv) -> None:
+    process_commands(client, (argv,))
+
+
+def process_commands(client, commands) -> int:
+    """process_command for each of commands in turn (a read's worth), up to
+    and including one that blocks or closes the client; returns how many
+    ran.  One loop for the whole read keeps a function call and the table
+    lookups out of every command."""
     server = client.server
-    cmd = server.command_table.get(argv[0])   # rename-command makes it a copy of TABLE
-    if (cmd is not None and cmd.plain and client.authenticated and not client.multi
-            and not client.reply_mode and not client.skip_this and not server.gated):
-        # What most commands meet: none of the checks below but these two
-        # can refuse them, and they come in this order there too.
-        n = len(argv)
-        arity = cmd.arity
-        if (arity > 0 and n != arity) or n < -arity:
-            return reject(client, errors.WRONG_ARGS % cmd.name, cmd)
-        if not client.resp3 and (client.channels or client.patterns or client.shard_channels) \
-                and not cmd.pubsub_ok:
-            return reject(client, errors.SUBSCRIBED % cmd.name, cmd)
-    else:
-        cmd = _check(client, server, cmd, argv)
-        if cmd is None:
-            return
-    call(client, cmd, argv)
-    if server.ready_keys:
-        serve_ready_keys(server)
+    table = server.command_table    # rename-command makes it a copy of TABLE
+    done = 0
+    for argv in commands:
+        done += 1
+        cmd = table.get(argv[0])
+        if (cmd is not None and cmd.plain and client.authenticated and not client.multi
+                and not client.reply_mode and not client.skip_this and not server.gated):
+            # What most commands meet: none of the checks in _check but
+            # these two can refuse them, and they come in this order there.
+            n = len(argv)
+            arity = cmd.arity
+            if (arity > 0 and n != arity) or n < -arity:
+                reject(client, errors.WRONG_ARGS % cmd.name, cmd)
+                cmd = None
+            elif not client.resp3 and (client.channels or client.patterns or
+                                       client.shard_channels) and not cmd.pubsub_ok:
+                reject(client, errors.SUBSCRIBED % cmd.name, cmd)
+                cmd = None
+        else:
+            cmd = _check(client, server, cmd, argv)
+        if cmd is not None:
+            call(client, cmd, argv)
+            if server.ready_keys:
+                serve_ready_keys(server)
+        if client.blocked is not None or client.closing:
+            break
+    return done
 
 
 def _check(client, server, cmd, argv):

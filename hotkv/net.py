@@ -28,7 +28,7 @@ import socket
 import time
 
 from .client import Client
-from .dispatch import process_command
+from .dispatch import process_commands
 from .resp import RequestParser, encode_error
 from . import blocking
 
@@ -109,24 +109,21 @@ class Connection(Client, asyncio.Protocol):
             self._check_query_buffer()
 
     def _run(self, commands, error):
-        for i, argv in enumerate(commands):
-            process_command(self, argv)
-            if self.blocked is not None:
-                rest = commands[i + 1:]
-                if rest:
-                    self.pending.extend(rest)
-                if error:
-                    self.pending_error = error
-                    error = None
-                # Keep reading while blocked (as Redis does) so a client
-                # that disconnects is noticed and leaves no waiter behind;
-                # data_received pauses only if input piles up.
-                if len(self.pending) > PENDING_PAUSE:
-                    self._pause(1)
-                break
-            if self.closing:
+        done = process_commands(self, commands)
+        if self.blocked is not None:
+            rest = commands[done:]
+            if rest:
+                self.pending.extend(rest)
+            if error:
+                self.pending_error = error
                 error = None
-                break
+            # Keep reading while blocked (as Redis does) so a client that
+            # disconnects is noticed and leaves no waiter behind;
+            # data_received pauses only if input piles up.
+            if len(self.pending) > PENDING_PAUSE:
+                self._pause(1)
+        elif self.closing:
+            error = None
         else:
             self.last_interaction = _now()
         if error:
@@ -159,7 +156,7 @@ class Connection(Client, asyncio.Protocol):
         pending.clear()
         error, self.pending_error = self.pending_error, None
         self._run(commands, error)
-        if self.server.ready_keys:  # pragma: no cover - process_command serves them
+        if self.server.ready_keys:  # pragma: no cover - process_commands serves them
             blocking.serve_ready_keys(self.server)
 
     def eof_received(self):

@@ -184,7 +184,12 @@ class Server:
     # Hooks for command modules
     # ------------------------------------------------------------------
     def written(self, db, key, cls: str = "", event: str = "", n: int = 1):
-        """key in db was changed by the running command."""
+        """key in db was changed by the running command.
+
+        The hottest handlers (lists._push and _pop, streams.xadd) inline
+        the case where only the first line applies: an effect added here
+        must be added to them too (tests/test_transactions.py checks
+        them)."""
         self.dirty += n
         if key in db.watched:
             db.touch_watched(key)

@@ -151,3 +151,46 @@ def test_redis_py_resp3_transaction(r3):
     pipe = r3.pipeline(transaction=True)
     pipe.rpush("q", "a", "b").lrange("q", 0, -1)
     assert pipe.execute() == [2, [b"a", b"b"]]
+
+
+# LPUSH/RPUSH, single LPOP/RPOP and XADD count the change themselves when
+# nobody watches, waits on or listens to the key (Server.written inlined on
+# the path of every job); each effect must still happen when somebody does.
+HOT_WRITES = [
+    (("RPUSH", "k", "x", "y", "z"), ("LPUSH", "k", "a", "b")),
+    (("RPUSH", "k", "x", "y", "z"), ("RPUSH", "k", "a")),
+    (("RPUSH", "k", "x", "y", "z"), ("LPOP", "k")),
+    (("RPUSH", "k", "x", "y", "z"), ("RPOP", "k")),
+    (("XADD", "k", "1-1", "f", "v"), ("XADD", "k", "*", "f", "v")),
+    (("XADD", "k", "1-1", "f", "v"), ("XADD", "k", "MAXLEN", "~", "10", "*", "f", "v")),
+]
+
+
+@pytest.mark.parametrize("setup,write", HOT_WRITES, ids=lambda a: " ".join(a))
+def test_hot_writes_are_counted_watched_and_notified(target, setup, write):
+    a = target.admin
+    a.call(*setup)
+
+    def changes() -> int:
+        info = a.call("INFO", "persistence")
+        return int(info.split(b"rdb_changes_since_last_save:")[1].split(b"\r\n")[0])
+
+    before = changes()
+    a.call(*write)
+    assert changes() == before + (len(write) - 2 if write[0].endswith("PUSH") else 1)
+    watcher = target.client()
+    assert watcher.call("WATCH", "k") == b"+OK\r\n"
+    a.call(*write)
+    watcher.call("MULTI")
+    watcher.call("PING")
+    assert watcher.call("EXEC") == b"*-1\r\n"
+    a.call("CONFIG", "SET", "notify-keyspace-events", "KA")
+    try:
+        sub = target.client()
+        sub.call("SUBSCRIBE", "__keyspace@0__:k")
+        a.call(*write)
+        event = write[0].lower().encode()
+        assert sub.read_reply() == b"*3\r\n$7\r\nmessage\r\n$16\r\n__keyspace@0__:k\r\n$%d\r\n%b\r\n" % (
+            len(event), event)
+    finally:
+        a.call("CONFIG", "SET", "notify-keyspace-events", "")

@@ -439,7 +439,10 @@ def xadd(c, argv):
             raise CommandError(ERR_TOO_LARGE)
         s.append(new, argv, idpos + 1, values["stream-node-max-bytes"],
                  values["stream-node-max-entries"])
-    server.written(db, key, "t", "xadd")
+    if key in db.watched or key in db.blocking or server.notify is not None:
+        server.written(db, key, "t", "xadd")
+    else:
+        server.dirty += 1   # Server.written, inlined (see lists._push)
     if idpos == 2:
         if server.aof is not None:
             rewritten = list(argv)
