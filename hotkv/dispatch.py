@@ -73,6 +73,7 @@ def process_commands(client, commands) -> int:
     server = client.server
     table = server.command_table    # rename-command makes it a copy of TABLE
     done = 0
+    clock = 0.0
     for argv in commands:
         done += 1
         cmd = table.get(argv[0])
@@ -92,9 +93,11 @@ def process_commands(client, commands) -> int:
         else:
             cmd = _check(client, server, cmd, argv)
         if cmd is not None:
-            call(client, cmd, argv)
+            # The clock read that ends one command starts the next.
+            clock = call(client, cmd, argv, clock)
             if server.ready_keys:
                 serve_ready_keys(server)
+                clock = 0.0
         if client.blocked is not None or client.closing:
             break
     return done
@@ -176,14 +179,17 @@ def _gates(client, server, cmd, argv) -> bool:
     return False
 
 
-def call(client, cmd, argv) -> None:
-    """Run one command: reply, stats, and propagation of what it changed."""
+def call(client, cmd, argv, start: float = 0.0) -> float:
+    """Run one command: reply, stats, and propagation of what it changed.
+    Returns the clock read that ended it; ``start``, when given, is a read
+    taken just before (the end of the command before it in the same read)."""
     server = client.server
     outer = server.current_client
     if outer is None:
         # One clock read gives the command's time (expiry decisions) and the
         # start of its duration, as Redis's call() does.
-        start = _time()
+        if not start:
+            start = _time()
         server.cmd_time_ms = int(start * 1000)
         server.current_client = client
     else:
@@ -208,7 +214,8 @@ def call(client, cmd, argv) -> None:
         # Client.add_reply, inlined: this is the path of every reply.
         if reply is not BLOCKED and not client.reply_mode and not client.skip_this:
             encode(reply, client.out, client.resp3)
-    duration = _time() - start
+    end = _time()
+    duration = end - start
     cmd.seconds += duration
     if client.blocked is None:
         if duration >= server.slowlog_threshold:
@@ -232,7 +239,7 @@ def call(client, cmd, argv) -> None:
         server.prop_override = None
     if outer is not None:
         server.current_cmd, server.current_argv = prev_cmd, prev_argv
-        return
+        return end
     # current_cmd / current_argv are left as they are: only the command that
     # runs reads them, and it has just set them.
     server.current_client = None
@@ -245,3 +252,4 @@ def call(client, cmd, argv) -> None:
         server.flush_propagation()
     if client.skip_this:
         client.skip_this = False
+    return end

@@ -149,7 +149,10 @@ def _pop_range_reply(c, db, key, lst, where: int, count: int):
 def _push(c, argv, where: int, only_existing: bool):
     db = c.db
     key = argv[1]
-    lst = db.lookup(key)   # _lookup, inlined: every job passes here
+    # Database.lookup, inlined for a key with no expiry: every job passes here.
+    lst = db.data.get(key)
+    if lst is not None and key in db.expires:
+        lst = db.lookup(key)
     if lst is None:
         if only_existing:
             return 0
@@ -446,7 +449,10 @@ def _pop(c, argv, where: int):
     count = _positive(argv[2]) if n == 3 else -1
     db = c.db
     key = argv[1]
-    lst = db.lookup(key)   # _lookup, inlined: every job passes here
+    # Database.lookup, inlined for a key with no expiry: every job passes here.
+    lst = db.data.get(key)
+    if lst is not None and key in db.expires:
+        lst = db.lookup(key)
     if lst is None:
         return NULL_ARRAY if count != -1 else None
     if type(lst) is not ListValue:
