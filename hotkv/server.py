@@ -186,7 +186,7 @@ class Server:
     def written(self, db, key, cls: str = "", event: str = "", n: int = 1):
         """key in db was changed by the running command.
 
-        The hottest handlers (lists._push and _pop, streams.xadd) inline
+        The hottest handlers (lists._pusher and _popper, streams.xadd) inline
         the case where only the first line applies: an effect added here
         must be added to them too (tests/test_transactions.py checks
         them)."""

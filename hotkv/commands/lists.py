@@ -146,66 +146,64 @@ def _pop_range_reply(c, db, key, lst, where: int, count: int):
     return [key, items]
 
 
-def _push(c, argv, where: int, only_existing: bool):
-    db = c.db
-    key = argv[1]
-    # Database.lookup, inlined for a key with no expiry: every job passes here.
-    lst = db.data.get(key)
-    if lst is not None and key in db.expires:
-        lst = db.lookup(key)
-    if lst is None:
-        if only_existing:
-            return 0
-        lst = ListValue()
-        db.add(key, lst)
-    elif type(lst) is not ListValue:
-        raise WrongType()
-    if len(argv) == 3:
-        if where == LEFT:
-            lst.appendleft(argv[2])
+def _pusher(where: int, only_existing: bool, doc: str):
+    """The handler of LPUSH, RPUSH, LPUSHX or RPUSHX: a closure over where
+    and only_existing rather than a shared helper taking them, so that the
+    path of every job is one call shorter."""
+    left = where == LEFT
+    event = _PUSH_EVENT[where]
+
+    def push(c, argv):
+        db = c.db
+        key = argv[1]
+        # Database.lookup, inlined for a key with no expiry.
+        lst = db.data.get(key)
+        if lst is not None and key in db.expires:
+            lst = db.lookup(key)
+        if lst is None:
+            if only_existing:
+                return 0
+            lst = ListValue()
+            db.add(key, lst)
+        elif type(lst) is not ListValue:
+            raise WrongType()
+        if len(argv) == 3:
+            if left:
+                lst.appendleft(argv[2])
+            else:
+                lst.append(argv[2])
+        elif left:
+            lst.extendleft(argv[2:])
         else:
-            lst.append(argv[2])
-    elif where == LEFT:
-        lst.extendleft(argv[2:])
-    else:
-        lst.extend(argv[2:])
-    server = c.server
-    # Server.written, inlined for what most pushes (and pops, and XADDs)
-    # meet: nobody watches, waits on or listens to the key, so counting the
-    # change is all there is to do.  A call saved on the path of every job.
-    if key in db.watched or key in db.blocking or server.notify is not None:
-        server.written(db, key, "l", _PUSH_EVENT[where], len(argv) - 2)
-    else:
-        server.dirty += len(argv) - 2
-    return len(lst)
+            lst.extend(argv[2:])
+        server = c.server
+        # Server.written, inlined for what most pushes (and pops, and
+        # XADDs) meet: nobody watches, waits on or listens to the key, so
+        # counting the change is all there is to do.
+        if key in db.watched or key in db.blocking or server.notify is not None:
+            server.written(db, key, "l", event, len(argv) - 2)
+        else:
+            server.dirty += len(argv) - 2
+        return len(lst)
+
+    push.__doc__ = doc
+    return push
 
 
 # ----------------------------------------------------------------------
 # Pushes
 # ----------------------------------------------------------------------
 
-@command("lpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list")
-def lpush(c, argv):
-    """Prepends one or more elements to a list. Creates the key if it doesn't exist."""
-    return _push(c, argv, LEFT, False)
-
-
-@command("rpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list")
-def rpush(c, argv):
-    """Appends one or more elements to a list. Creates the key if it doesn't exist."""
-    return _push(c, argv, RIGHT, False)
-
-
-@command("lpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list", since="2.2.0")
-def lpushx(c, argv):
-    """Prepends one or more elements to a list only when the list exists."""
-    return _push(c, argv, LEFT, True)
-
-
-@command("rpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list", since="2.2.0")
-def rpushx(c, argv):
-    """Appends an element to a list only when the list exists."""
-    return _push(c, argv, RIGHT, True)
+lpush = command("lpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list")(_pusher(
+    LEFT, False, "Prepends one or more elements to a list. Creates the key if it doesn't exist."))
+rpush = command("rpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list")(_pusher(
+    RIGHT, False, "Appends one or more elements to a list. Creates the key if it doesn't exist."))
+lpushx = command("lpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
+                 since="2.2.0")(_pusher(
+    LEFT, True, "Prepends one or more elements to a list only when the list exists."))
+rpushx = command("rpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
+                 since="2.2.0")(_pusher(
+    RIGHT, True, "Appends an element to a list only when the list exists."))
 
 
 @command("linsert", 5, "write denyoom", keys=(1, 1, 1), group="list", since="2.2.0")
@@ -442,47 +440,51 @@ def ltrim(c, argv):
 # Pops
 # ----------------------------------------------------------------------
 
-def _pop(c, argv, where: int):
-    n = len(argv)
-    if n > 3:
-        raise wrong_args("lpop" if where == LEFT else "rpop")
-    count = _positive(argv[2]) if n == 3 else -1
-    db = c.db
-    key = argv[1]
-    # Database.lookup, inlined for a key with no expiry: every job passes here.
-    lst = db.data.get(key)
-    if lst is not None and key in db.expires:
-        lst = db.lookup(key)
-    if lst is None:
-        return NULL_ARRAY if count != -1 else None
-    if type(lst) is not ListValue:
-        raise WrongType()
-    if count == -1:
-        value = lst.popleft() if where == LEFT else lst.pop()
-        server = c.server
-        if lst and key not in db.watched and key not in db.blocking and server.notify is None:
-            server.dirty += 1       # Server.written, inlined (see _push)
-        else:
-            _removed(c, db, key, lst, where, 1)
-        return value
-    if count == 0:
-        return []
-    count = min(count, len(lst))
-    items = _pop_n(lst, where, count)
-    _removed(c, db, key, lst, where, count)
-    return items
+def _popper(where: int, doc: str):
+    """The handler of LPOP or RPOP (a closure, as _pusher's)."""
+    left = where == LEFT
+    name = "lpop" if left else "rpop"
+
+    def pop(c, argv):
+        n = len(argv)
+        if n > 3:
+            raise wrong_args(name)
+        count = _positive(argv[2]) if n == 3 else -1
+        db = c.db
+        key = argv[1]
+        # Database.lookup, inlined for a key with no expiry.
+        lst = db.data.get(key)
+        if lst is not None and key in db.expires:
+            lst = db.lookup(key)
+        if lst is None:
+            return NULL_ARRAY if count != -1 else None
+        if type(lst) is not ListValue:
+            raise WrongType()
+        if count == -1:
+            value = lst.popleft() if left else lst.pop()
+            server = c.server
+            if lst and key not in db.watched and key not in db.blocking and server.notify is None:
+                server.dirty += 1       # Server.written, inlined (see _pusher)
+            else:
+                _removed(c, db, key, lst, where, 1)
+            return value
+        if count == 0:
+            return []
+        count = min(count, len(lst))
+        items = _pop_n(lst, where, count)
+        _removed(c, db, key, lst, where, count)
+        return items
+
+    pop.__doc__ = doc
+    return pop
 
 
-@command("lpop", -2, "write fast", keys=(1, 1, 1), group="list")
-def lpop(c, argv):
-    """Returns the first elements in a list after removing it. Deletes the list if the last element was popped."""
-    return _pop(c, argv, LEFT)
-
-
-@command("rpop", -2, "write fast", keys=(1, 1, 1), group="list")
-def rpop(c, argv):
-    """Returns and removes the last elements of a list. Deletes the list if the last element was popped."""
-    return _pop(c, argv, RIGHT)
+lpop = command("lpop", -2, "write fast", keys=(1, 1, 1), group="list")(_popper(
+    LEFT, "Returns the first elements in a list after removing it. Deletes the list if the "
+    "last element was popped."))
+rpop = command("rpop", -2, "write fast", keys=(1, 1, 1), group="list")(_popper(
+    RIGHT, "Returns and removes the last elements of a list. Deletes the list if the last "
+    "element was popped."))
 
 
 def _parse_mpop(argv, numkeys_idx: int):

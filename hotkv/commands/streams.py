@@ -442,7 +442,7 @@ def xadd(c, argv):
     if key in db.watched or key in db.blocking or server.notify is not None:
         server.written(db, key, "t", "xadd")
     else:
-        server.dirty += 1   # Server.written, inlined (see lists._push)
+        server.dirty += 1   # Server.written, inlined (see lists._pusher)
     if idpos == 2:
         if server.aof is not None:
             rewritten = list(argv)
