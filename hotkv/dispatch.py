@@ -190,7 +190,14 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
         # start of its duration, as Redis's call() does.
         if not start:
             start = _time()
-        server.cmd_time_ms = int(start * 1000)
+        if not server.cmd_time_lo <= start < server.cmd_time_next:
+            # Another millisecond (most commands share the one before's;
+            # a clock stepped back lands here too).  The float bounds may
+            # sit a fraction of a microsecond off the real ones.
+            ms = int(start * 1000)
+            server.cmd_time_ms = ms
+            server.cmd_time_lo = ms / 1000
+            server.cmd_time_next = (ms + 1) / 1000
         server.current_client = client
     else:
         prev_cmd, prev_argv = server.current_cmd, server.current_argv

@@ -781,3 +781,24 @@ def test_cluster_clients_commands_parser(r):
     assert parser.get_keys(r, "MEMORY", "USAGE", "k") == ["k"]
     assert parser.get_keys(r, "XINFO", "STREAM", "s") == ["s"]
     assert parser.get_keys(r, "PING") is None
+
+
+def test_command_time_follows_the_clock_both_ways():
+    """call() keeps the command time (ms) between clock readings of the same
+    millisecond; a reading in another millisecond, later or earlier (a clock
+    stepped back), moves it."""
+    from hotkv.client import Client
+    from hotkv.dispatch import call
+    from hotkv.registry import TABLE
+    from hotkv.server import Server
+    server = Server({})
+    client = Client(server, addr="127.0.0.1:1", laddr="127.0.0.1:2")
+    ping = TABLE[b"ping"]
+    seen = []
+    for start in (1700000000.1234, 1700000000.12349, 1700000000.1235, 1700000000.0001,
+                  1700000000.00015, 1699990000.5, 1700000000.1235):
+        call(client, ping, [b"PING"], start)
+        seen.append(server.cmd_time_ms)
+    assert seen == [1700000000123, 1700000000123, 1700000000123, 1700000000000,
+                    1700000000000, 1699990000500, 1700000000123]
+    assert client.out == [b"+PONG\r\n"] * 7
