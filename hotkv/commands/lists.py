@@ -156,10 +156,7 @@ def _pusher(where: int, only_existing: bool, doc: str):
     def push(c, argv):
         db = c.db
         key = argv[1]
-        # Database.lookup, inlined for a key with no expiry.
-        lst = db.data.get(key)
-        if lst is not None and key in db.expires:
-            lst = db.lookup(key)
+        lst = db.lookup(key)
         if lst is None:
             if only_existing:
                 return 0
@@ -452,10 +449,7 @@ def _popper(where: int, doc: str):
         count = _positive(argv[2]) if n == 3 else -1
         db = c.db
         key = argv[1]
-        # Database.lookup, inlined for a key with no expiry.
-        lst = db.data.get(key)
-        if lst is not None and key in db.expires:
-            lst = db.lookup(key)
+        lst = db.lookup(key)
         if lst is None:
             return NULL_ARRAY if count != -1 else None
         if type(lst) is not ListValue:
