@@ -61,7 +61,8 @@ class Server:
     # of a lookup in an instance dict this size); the rest in __dict__.
     __slots__ = (
         "gated", "dirty", "current_cmd", "current_argv", "current_client",
-        "cmd_time_ms", "cmd_time_lo", "cmd_time_next", "prop_override", "prop_pending", "pending_push", "monitors",
+        "cmd_time_ms", "cmd_time_lo", "cmd_time_next", "prop_override", "prop_pending",
+        "pending_push", "monitors",
         "feed_monitors", "slowlog_threshold", "slowlog_push", "stat_numcommands", "aof",
         "command_table", "ready_keys", "ready_set", "notify", "notify_new",
         "stat_net_input_bytes", "stat_net_output_bytes", "obuf_hard_normal",
