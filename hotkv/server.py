@@ -288,8 +288,11 @@ class Server:
                 client.flush()
 
     def resume_client(self, client):
-        """An unblocked client may run the commands it sent meanwhile."""
-        if self.loop is not None and hasattr(client, "resume"):
+        """An unblocked client may run the commands it sent meanwhile.  A
+        worker that sent nothing while it waited (the usual one) has nothing
+        to resume: no callback is scheduled for every job it takes."""
+        if self.loop is not None and (client.pending or client.pending_error is not None) \
+                and hasattr(client, "resume"):
             self.loop.call_soon(client.resume)
 
     def arm_block_timer(self, deadline_ms: int):
