@@ -153,7 +153,7 @@ await worker.close(); await queue.close(); await connection.quit();
 """
 
 
-def test_bullmq_worker_on_ioredis(server, tmp_path):
+def test_bullmq_worker_on_ioredis(server):
     """BullMQ (Lua scripts throughout, msgpack-packed arguments, delayed,
     prioritized and retried jobs) with its ioredis connection."""
     import json
