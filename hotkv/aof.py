@@ -97,6 +97,7 @@ from .client import Client, REPLY_OFF
 from .config import param
 from .db import ListValue, HashValue, SetValue, TYPE_NAMES
 from .errors import CommandError
+from .resp import _BULK_HDR_CACHE
 from .server import SERVER_INIT_HOOKS, CRON_HOOKS
 
 log = logging.getLogger("hotkv")
@@ -151,12 +152,9 @@ def encode_into(out: bytearray, argv) -> None:
         if type(a) is not bytes:
             a = _b(a)
         n = len(a)
-        out += _BULK_HDR[n] if n < 1024 else b"$%d\r\n" % n
+        out += _BULK_HDR_CACHE[n] if n < 1024 else b"$%d\r\n" % n
         out += a
         out += b"\r\n"
-
-
-_BULK_HDR = [b"$%d\r\n" % n for n in range(1024)]
 
 
 def encode_command(argv) -> bytes:

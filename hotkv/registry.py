@@ -210,7 +210,7 @@ class Command:
         self.blocking = "blocking" in self.flags
         self.admin = "admin" in self.flags
         # No subcommands and no protection: the dispatcher's short path
-        # (hotkv.dispatch.process_command) may take it.
+        # (hotkv.dispatch.process_commands) may take it.
         self.plain = not self.admin
         cats = set(extra_acl)
         cat = GROUP_CATEGORIES.get(group)

@@ -450,25 +450,13 @@ class Group:
 
     def ack_all(self, ids) -> int:
         """Acknowledge each of ids; returns how many were pending."""
-        pel = self.pel
-        d = pel.d
-        chunks = pel.chunks
+        pop = self.pel.pop
         n = 0
         for i in ids:
-            nack = d.pop(i, None)
-            if nack is None:
-                continue
-            n += 1
-            # PEL.pop's oldest-first case, written out for the group's PEL
-            chunk = chunks[0]
-            if chunk[0] == i:
-                del chunk[0]
-                if not chunk:
-                    del chunks[0]
-                    del pel.maxes[0]
-            else:
-                pel._unlink(i)
-            nack.consumer.pel.pop(i)
+            nack = pop(i)
+            if nack is not None:
+                n += 1
+                nack.consumer.pel.pop(i)
         return n
 
     def deliver(self, ids: list, consumer, now: int):
@@ -564,15 +552,7 @@ class Stream:
         else:
             nb = 2 + _deltas_size(eid, master)
         for v in values:
-            ln = len(v)
-            # _str_elsize inlined for what cannot be an integer, and for
-            # 0..999 (one byte up to 127, a 13-bit int above; both + back-length)
-            if ln < 64 and (ln > 20 or not ln or v[0] not in _INTISH):
-                nb += ln + 2
-            elif ln < 4 and v.isdigit() and (v[0] != 48 or ln == 1):
-                nb += 2 if ln < 3 or int(v) < 128 else 3
-            else:
-                nb += _str_elsize(v)
+            nb += _str_elsize(v)
         if same:
             nb += 2 if numfields < 125 else _int_elsize(numfields + 3)
         else:
@@ -618,7 +598,7 @@ class Stream:
         elif vlen and value[0] not in _INTISH:  # short, and cannot be an integer
             nb += vlen + 2
         elif vlen < 4 and value.isdigit() and (value[0] != 48 or vlen == 1):
-            nb += 2 if vlen < 3 or int(value) < 128 else 3     # 0..999, as in append()
+            nb += 2 if vlen < 3 or int(value) < 128 else 3     # 0..999, as _str_elsize
         else:
             nb += _str_elsize(value)
         if same:

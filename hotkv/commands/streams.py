@@ -1276,17 +1276,7 @@ def xack(c, argv):
     g = s.group(argv[2]) if s is not None else None
     if g is None:
         return 0
-    ids = []
-    for k in range(3, len(argv)):
-        arg = argv[k]
-        ms, _, seq = arg.partition(b"-")
-        # parse_id's common form, written out: at most 19 digits each side
-        # cannot pass 2**64, so no range check is needed.
-        if len(ms) < 20 and len(seq) < 20 and ms.isdigit() and seq.isdigit():
-            ids.append(int(ms) << 64 | int(seq))
-        else:
-            ids.append(parse_id(arg, 0, strict=True)[0])
-    acked = g.ack_all(ids)
+    acked = g.ack_all([parse_id(a, 0, strict=True)[0] for a in argv[3:]])
     if acked:
         _changed(c, argv[1], "", acked)
     return acked
