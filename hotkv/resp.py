@@ -70,6 +70,16 @@ class SetReply(list):
     __slots__ = ()
 
 
+class Entries(list):
+    """Stream entries, ``[[id, (field, value, ...)], ...]``, an entry's
+    fields None (a null array) when it was deleted while pending.  The same
+    bytes as a plain list in RESP2 and RESP3; the encoder writes a one-field
+    entry without a call, which is most of what a worker's XREADGROUP
+    costs to encode.  IDs, fields and values are bytes (a stream holds
+    nothing else)."""
+    __slots__ = ()
+
+
 class ErrorReply:
     """An error inside an aggregate reply (an EXEC result, say)."""
     __slots__ = ("message",)
@@ -166,6 +176,8 @@ def encode(value, out: list, resp3: bool) -> None:
                 out.append(_CRLF)
             else:
                 encode(item, out, resp3)
+    elif t is Entries:
+        _encode_entries(value, out, resp3)
     elif t is ErrorReply:
         out.append(b"-" + value.message.encode("utf-8", "surrogateescape") + _CRLF)
     elif t is dict:
@@ -214,6 +226,27 @@ def encode(value, out: list, resp3: bool) -> None:
         out.append(b"$%d\r\n%b\r\n" % (len(data), data))
     else:
         raise TypeError(f"cannot encode reply of type {t.__name__}")
+
+
+def _encode_entries(entries: Entries, out: list, resp3: bool) -> None:
+    n = len(entries)
+    out.append(_ARR_HDR_CACHE[n] if n < 256 else b"*%d\r\n" % n)
+    bulk = _BULK_HDR_CACHE
+    for eid, items in entries:
+        if type(items) is tuple and len(items) == 2:
+            f, v = items
+            nf = len(f)
+            nv = len(v)
+            if nf < 1024 and nv < 1024:
+                out += (_ENTRY_HDR, bulk[len(eid)], eid, _CRLF_PAIR_HDR, bulk[nf], f, _CRLF,
+                        bulk[nv], v, _CRLF)
+                continue
+        out += (_ENTRY_HDR, bulk[len(eid)], eid, _CRLF)     # an ID has at most 41 bytes
+        encode(items, out, resp3)
+
+
+_ENTRY_HDR = b"*2\r\n"
+_CRLF_PAIR_HDR = b"\r\n*2\r\n"
 
 
 def encode_error(message: str) -> bytes:

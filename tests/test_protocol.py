@@ -11,7 +11,7 @@ import time
 import pytest
 
 from hotkv.resp import RequestParser, encode, split_inline_args, NULL_ARRAY, Push, Verbatim, \
-    Double, ErrorReply, Simple
+    Double, Entries, ErrorReply, Simple
 from support import RawClient, encode_command
 
 
@@ -161,6 +161,21 @@ def test_encoder_resp2_and_resp3():
     assert _enc([ErrorReply("ERR x"), Simple(b"OK"), -5, 5000], False) == \
         b"*4\r\n-ERR x\r\n+OK\r\n:-5\r\n:5000\r\n"
     assert _enc(True, True) == b"#t\r\n" and _enc(True, False) == b":1\r\n"
+
+
+@pytest.mark.parametrize("resp3", [False, True])
+def test_stream_entries_encode_as_plain_arrays(resp3):
+    """Entries' own encoder (one-field entries without a call) gives the
+    bytes of the general one for every shape a stream reply can hold."""
+    rng = random.Random(7)
+    shapes = [(), (b"f", b""), (b"f", b"v" * 1023), (b"f" * 1024, b"v"), (b"f", b"v" * 5000),
+              (b"a", b"1", b"b", b"2"), NULL_ARRAY]
+    for _ in range(200):
+        entries = [[b"%d-%d" % (rng.randrange(1 << 44), rng.randrange(1 << 64)),
+                    rng.choice(shapes)] for _ in range(rng.randrange(300))]
+        expected = _enc(entries, resp3)
+        assert _enc(Entries(entries), resp3) == expected
+        assert _enc([[b"s", Entries(entries)]], resp3) == _enc([[b"s", entries]], resp3)
 
 
 # -- against a live server ---------------------------------------------------

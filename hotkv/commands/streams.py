@@ -37,7 +37,7 @@ from .. import errors
 from ..blocking import block, parse_timeout
 from ..errors import CommandError, WrongType
 from ..registry import command, container, spec
-from ..resp import NULL_ARRAY, OK, Simple
+from ..resp import NULL_ARRAY, OK, Entries, Simple
 from ..streams import (MASK64, MAX_ID, INVALID_ENTRIES_READ, NACK, Stream, id_bytes,
                        make_id)
 from ..util import string2ll
@@ -182,7 +182,7 @@ def _lookup(c, key):
 
 
 def _entries(pairs):
-    return [[id_bytes(i), items] for i, items in pairs]
+    return Entries([[id_bytes(i), items] for i, items in pairs])
 
 
 def _help(argv, lines):
@@ -608,8 +608,8 @@ def _xrange(c, argv, rev: bool):
     if count < 0:
         count = 0
     if rev:
-        return s.revrange_entries(start, end, count)
-    return s.range_entries(start, end, count)
+        return Entries(s.revrange_entries(start, end, count))
+    return Entries(s.range_entries(start, end, count))
 
 
 @command("xrange", -4, "readonly", (1, 1, 1), group="stream", since="5.0.0")
@@ -759,7 +759,7 @@ def _serve_group(c, s, g, consumer, key, gname, start, count, noack, props):
             s.advance_group_through(g, ids)
             if not noack:
                 g.deliver(ids, consumer, now)
-        return entries
+        return Entries(entries)
     pairs = s.range(start, MAX_ID, count)
     moved = False
     pel = g.pel
@@ -789,7 +789,7 @@ def _serve_group(c, s, g, consumer, key, gname, start, count, noack, props):
 def _serve_history(c, s, consumer, start, count):
     """A consumer's own pending entries >= start (XREADGROUP with an ID)."""
     now = c.server.cmd_time_ms
-    out = []
+    out = Entries()
     cpel = consumer.pel
     for eid in cpel.irange(minimum=start):
         if count and len(out) >= count:
@@ -1004,7 +1004,7 @@ def _xread(c, argv, group_mode: bool):
                                        noack, props)
             server.dirty += 1
         else:
-            entries = s.range_entries(start, MAX_ID, count)
+            entries = Entries(s.range_entries(start, MAX_ID, count))
         results.append((key, entries))
     if group_mode and props is not None:
         # Logged as the XCLAIM / XGROUP forms above, never as itself.
