@@ -145,6 +145,28 @@ def parse_id(arg: bytes, missing_seq: int = 0, strict: bool = False, seq_star: b
     return (ms << 64) | seq, True
 
 
+def parse_ids(args) -> list:
+    """parse_id(arg, strict=True)[0] of each of args.  A worker acks IDs of
+    one read, most of them in the same millisecond: that part is converted
+    once."""
+    out = []
+    prev = None
+    base = 0
+    for arg in args:
+        ms, dash, seq = arg.partition(b"-")
+        if ms != prev:
+            if not (len(ms) < 20 and ms.isdigit()):
+                out.append(parse_id(arg, 0, strict=True)[0])
+                continue
+            prev = ms
+            base = int(ms) << 64
+        if len(seq) < 20 and seq.isdigit():
+            out.append(base | int(seq))
+        else:
+            out.append(parse_id(arg, 0, strict=True)[0])
+    return out
+
+
 def parse_interval(arg: bytes, missing_seq: int):
     """A range bound: (id, exclusive)."""
     if len(arg) > 1 and arg[:1] == b"(":
@@ -1276,7 +1298,7 @@ def xack(c, argv):
     g = s.group(argv[2]) if s is not None else None
     if g is None:
         return 0
-    acked = g.ack_all([parse_id(a, 0, strict=True)[0] for a in argv[3:]])
+    acked = g.ack_all(parse_ids(argv[3:]))
     if acked:
         _changed(c, argv[1], "", acked)
     return acked
