@@ -563,10 +563,34 @@ class Stream:
 
     def append_one(self, eid: int, field: bytes, value: bytes, node_max_bytes: int,
                    node_max_entries: int):
-        """append() of a one-field entry: the capped queue's XADD, so the
-        size arithmetic of the common shapes is written out here."""
-        nodes = self.nodes
+        """append() of a one-field entry: the capped queue's XADD.  The
+        common shape -- the master's field, an ID a few sequence numbers past
+        the master's, a value of 21..125 bytes, room in the last node -- is
+        sized and linked without a call; any other as append() does it."""
         vlen = len(value)
+        nodes = self.nodes
+        if nodes and 20 < vlen < 126 and 0 <= eid - (node := nodes[-1]).master <= 127:
+            fields = node.fields
+            live = node.live
+            deleted = node.deleted
+            if len(fields) == 1 and fields[0] == field and live < 128 and deleted < 128 \
+                    and (not node_max_entries or live + deleted < node_max_entries) \
+                    and 0 < node_max_bytes <= LISTPACK_MAX_SIZE \
+                    and node.nbytes + 4 + len(field) + vlen < node_max_bytes:
+                # _open_node's test with both counters in one byte; then
+                # flags and both deltas (6), the value, lp-count (2), as below
+                node.nbytes += 10 + vlen if vlen < 64 else 11 + vlen
+                ids = node.ids
+                ids.ms.append(eid >> 64)
+                ids.seq.append(eid & MASK64)
+                node.items.append(value)
+                node.live = live + 1
+                self.length += 1
+                self.entries_added += 1
+                self.last_id = eid
+                if self.length == 1:
+                    self.first_id = eid
+                return
         node = self._open_node(len(field) + vlen, node_max_bytes, node_max_entries)
         if node is None:
             node = Node(eid, (field,))

@@ -13,7 +13,7 @@ import random
 import pytest
 from sortedcontainers import SortedDict
 
-from hotkv.streams import (MAX_ID, NACK, PEL, Stream, _node_listpack, id_bytes)
+from hotkv.streams import (MAX_ID, NACK, PEL, Stream, _node_listpack, id_bytes, rdb_load)
 
 
 # ----------------------------------------------------------------------
@@ -84,6 +84,48 @@ def test_xadd_fast_shape_errors_match_valkey(diff):
                 ("XADD", "s", "MAXLEN", "~", "5", "1-1", "f", "v"),
                 ("XADD", "s", "MINID", "~", "1", "2-1", "f", "v"), ("XLEN", "s")]:
         diff(*cmd)
+
+
+def _same_layout(diff, server):
+    """The stream Valkey DUMPs, loaded, has hotkv's nodes: the same master
+    IDs, entry counts and listpack sizes."""
+    reply = diff.theirs.call("DUMP", "q")               # raw RESP: $<n>\r\n<dump>\r\n
+    payload = reply[reply.index(b"\r\n") + 2:-12]      # less version and CRC
+    theirs, end = rdb_load(payload[0], payload, 1)
+    assert end == len(payload)
+    ours = server.server.dbs[0].data[b"q"]
+    assert [(n.master, n.live, n.deleted, n.nbytes) for n in ours.nodes] == \
+        [(n.master, n.live, n.deleted, n.nbytes) for n in theirs.nodes]
+    assert ours.range(0, MAX_ID) == theirs.range(0, MAX_ID)
+
+
+@pytest.mark.parametrize("max_bytes,max_entries", [(4096, 100), (300, 0), (517, 7), (0, 0)])
+def test_queue_shaped_entries_split_nodes_as_valkey(diff, server, max_bytes, max_entries):
+    """One field, IDs a few sequence numbers apart, values of 21..125 bytes:
+    the shape Stream.append_one sizes and links without a call.  The nodes
+    must end where Valkey's listpacks end (its DUMP shows them) and a ~
+    trim, which only drops whole nodes, must leave as many entries."""
+    rnd = random.Random(max_bytes + max_entries)
+    diff("CONFIG", "SET", "stream-node-max-bytes", str(max_bytes))
+    diff("CONFIG", "SET", "stream-node-max-entries", str(max_entries))
+    try:
+        ms, seq = 5, 0
+        for _ in range(600):
+            if rnd.random() < 0.03:
+                ms += rnd.choice([1, 200])     # a new millisecond: deltas from the master grow
+                seq = 0
+            seq += rnd.choice([1, 1, 1, 2, 60])
+            value = "v" * rnd.choice([21, 22, 62, 63, 64, 65, 100, 124, 125, rnd.randint(21, 125)])
+            diff("XADD", "q", "%d-%d" % (ms, seq), rnd.choice(["f"] * 9 + ["g"]), value)
+        _same_layout(diff, server)
+        diff("XINFO", "STREAM", "q")
+        for keep in (550, 300, 10):
+            diff("XTRIM", "q", "MAXLEN", "~", str(keep))
+            diff("XLEN", "q")
+        _same_layout(diff, server)
+    finally:
+        diff("CONFIG", "SET", "stream-node-max-bytes", "4096")
+        diff("CONFIG", "SET", "stream-node-max-entries", "100")
 
 
 # ----------------------------------------------------------------------
