@@ -4,8 +4,10 @@ Each test runs a library's own producer and worker over TCP, as its users
 do: RQ (lists, hashes, sorted-set registries, MULTI pipelines), dramatiq
 (Lua dispatch scripts with EVALSHA, delayed and dead-letter queues) and
 Celery through kombu (BRPOP across queues, the unacked hash and index of
-late acks, pub/sub result notification on the Redis result backend), and
-BullMQ on ioredis in Node.js (Lua scripts throughout).
+late acks, pub/sub result notification on the Redis result backend),
+taskiq-redis's stream broker (consumer groups: XREADGROUP BLOCK, XACK, and
+XAUTOCLAIM of a dead worker's messages inside a MULTI with a Lua-released
+lock), and BullMQ on ioredis in Node.js (Lua scripts throughout).
 """
 
 import datetime
@@ -123,6 +125,67 @@ def test_celery_worker_results_retries_and_countdown(server):
     assert r.zcard("unacked_index") == 0
     r.close()
     app.close()
+
+
+def test_taskiq_stream_broker_acks_and_reclaims_a_dead_workers_message(server):
+    """taskiq-redis's RedisStreamBroker as its workers use it: worker a
+    takes four messages, acks three and dies; worker b reads the rest and,
+    once a's message has been idle past idle_timeout, XAUTOCLAIMs it.
+    Every message reaches exactly one live worker; nothing stays pending."""
+    import asyncio
+    import redis
+    from taskiq.message import BrokerMessage
+    from taskiq_redis import RedisStreamBroker
+    url = "redis://%s:%d/5" % (server.host, server.port)
+    r = redis.Redis(host=server.host, port=server.port, db=5)
+    r.flushdb()
+
+    def message(i):
+        return BrokerMessage(task_id=str(i), task_name="job", message=b"job-%d" % i, labels={})
+
+    def broker(name):
+        return RedisStreamBroker(url, queue_name="jobs", consumer_name=name, maxlen=1000,
+                                 xread_block=100, xread_count=4, idle_timeout=300)
+
+    async def scenario():
+        producer, a, b = broker("producer"), broker("a"), broker("b")
+        for x in (producer, a, b):
+            await x.startup()
+        for i in range(6):
+            await producer.kick(message(i))
+        got_a = []
+        async for m in a.listen():
+            got_a.append(m.data)
+            if len(got_a) == 4:
+                break                     # dies holding job-3, never acked
+            await m.ack()
+        await a.shutdown()
+        got_b = []
+        listen = b.listen()
+        for _ in range(2):                # the two nobody had
+            m = await listen.__anext__()
+            got_b.append(m.data)
+            await m.ack()
+        await asyncio.sleep(0.4)          # job-3 is now idle past idle_timeout
+        await producer.kick(message(6))
+        for _ in range(2):                # b's XAUTOCLAIM after that read, then a new read
+            m = await listen.__anext__()
+            got_b.append(m.data)
+            await m.ack()
+        await listen.aclose()
+        await b.shutdown()
+        await producer.shutdown()
+        return got_a, got_b
+
+    got_a, got_b = asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert got_a == [b"job-0", b"job-1", b"job-2", b"job-3"]
+    assert got_b == [b"job-4", b"job-5", b"job-3", b"job-6"]
+    assert r.xlen("jobs") == 7
+    assert r.xpending("jobs", "taskiq")["pending"] == 0
+    consumers = {c["name"]: c["pending"] for c in r.xinfo_consumers("jobs", "taskiq")}
+    assert consumers == {b"a": 0, b"b": 0}
+    assert r.exists("autoclaim:taskiq:jobs") == 0     # the lock was released
+    r.close()
 
 
 BULLMQ_SCRIPT = r"""
