@@ -2,8 +2,10 @@
 
 A hypothesis state machine draws commands from every supported family --
 strings, counters, lists, keyspace and expiry, hashes, sets, sorted sets,
-streams with explicit IDs, transactions -- over a tiny alphabet of keys and
-values so that commands collide, hit wrong types, and exercise error paths.
+streams with explicit IDs and their consumer groups (reads, acks, claims,
+pending summaries, XINFO STREAM / GROUPS), transactions -- over a tiny
+alphabet of keys and values so that commands collide, hit wrong types, and
+exercise error paths.
 The first diverging command is what hypothesis shrinks a failure to.
 
 Only deterministic commands are drawn: nothing that depends on the clock
@@ -82,10 +84,52 @@ ZSETS = st.one_of(
     _c(b"ZPOPMIN", KEYS), _c(b"ZRANGEBYSCORE", KEYS, b"-inf", b"+inf"),
 )
 STREAM_IDS = st.sampled_from([b"1-1", b"1-2", b"2-0", b"5-5", b"0-0", b"0-1", b"bad", b"3"])
+# Consumer groups: only what replies the same whatever the clock says (no
+# XINFO CONSUMERS, no idle times of the extended XPENDING, no ``*`` IDs).
+SKEYS = st.sampled_from([b"k1", b"s", b"s", b"s2"])
+GROUPS = st.sampled_from([b"g1", b"g2"])
+CONSUMERS = st.sampled_from([b"c1", b"c2"])
+READ_IDS = st.sampled_from([b">", b">", b"0", b"1-1", b"$", b"bad"])
+GROUP_IDS = st.sampled_from([b"0", b"$", b"1-1", b"2-0", b"bad"])
+SMALL = st.sampled_from([b"0", b"1", b"2", b"3", b"-1", b"x"])
 STREAMS = st.one_of(
-    _c(b"XADD", KEYS, STREAM_IDS, b"f", VALUES), _c(b"XLEN", KEYS), _c(b"XRANGE", KEYS, b"-", b"+"),
-    _c(b"XREVRANGE", KEYS, b"+", b"-", b"COUNT", INTS), _c(b"XDEL", KEYS, STREAM_IDS),
-    _c(b"XTRIM", KEYS, b"MAXLEN", INTS), _c(b"XRANGE", KEYS, STREAM_IDS, b"+"),
+    _c(b"XADD", SKEYS, STREAM_IDS, b"f", VALUES), _c(b"XLEN", SKEYS),
+    _c(b"XRANGE", SKEYS, b"-", b"+"),
+    _c(b"XREVRANGE", SKEYS, b"+", b"-", b"COUNT", INTS), _c(b"XDEL", SKEYS, STREAM_IDS),
+    _c(b"XTRIM", SKEYS, b"MAXLEN", INTS), _c(b"XRANGE", SKEYS, STREAM_IDS, b"+"),
+    _c(b"XADD", SKEYS, st.sampled_from([b"MAXLEN", b"MINID"]), st.sampled_from([b"~", b"="]),
+       st.sampled_from([b"0", b"1", b"2", b"2-0"]), st.sampled_from([b"6-*", b"7-1", b"1-*"]),
+       b"f", VALUES),
+    _c(b"XADD", SKEYS, b"NOMKSTREAM", st.sampled_from([b"8-1", b"9-*"]), b"f", VALUES, b"g",
+       VALUES),
+    _c(b"XTRIM", SKEYS, st.sampled_from([b"MAXLEN", b"MINID"]), b"~",
+       st.sampled_from([b"1", b"5-0"]), b"LIMIT", SMALL),
+    _c(b"XDEL", SKEYS, STREAM_IDS, STREAM_IDS),
+    _c(b"XSETID", SKEYS, st.sampled_from([b"9-9", b"5-5", b"0-0", b"2-0"])),
+    _c(b"XSETID", SKEYS, b"9-9", b"ENTRIESADDED", SMALL, b"MAXDELETEDID", STREAM_IDS),
+    _c(b"XINFO", b"STREAM", SKEYS), _c(b"XINFO", b"GROUPS", SKEYS),
+    _c(b"XGROUP", b"CREATE", SKEYS, GROUPS, GROUP_IDS),
+    _c(b"XGROUP", b"CREATE", SKEYS, GROUPS, GROUP_IDS, b"MKSTREAM"),
+    _c(b"XGROUP", b"CREATE", SKEYS, GROUPS, b"0", b"ENTRIESREAD", SMALL),
+    _c(b"XGROUP", b"SETID", SKEYS, GROUPS, GROUP_IDS),
+    _c(b"XGROUP", b"SETID", SKEYS, GROUPS, GROUP_IDS, b"ENTRIESREAD", SMALL),
+    _c(b"XGROUP", b"DESTROY", SKEYS, GROUPS),
+    _c(b"XGROUP", st.sampled_from([b"CREATECONSUMER", b"DELCONSUMER"]), SKEYS, GROUPS, CONSUMERS),
+    _c(b"XREADGROUP", b"GROUP", GROUPS, CONSUMERS, b"STREAMS", SKEYS, READ_IDS),
+    _c(b"XREADGROUP", b"GROUP", GROUPS, CONSUMERS, b"COUNT", SMALL, b"STREAMS", SKEYS, READ_IDS),
+    _c(b"XREADGROUP", b"GROUP", GROUPS, CONSUMERS, b"NOACK", b"STREAMS", SKEYS, SKEYS, READ_IDS,
+       READ_IDS),
+    _c(b"XREAD", b"COUNT", SMALL, b"STREAMS", SKEYS, SKEYS, STREAM_IDS,
+       st.sampled_from([b"0", b"+"])),
+    _c(b"XACK", SKEYS, GROUPS, STREAM_IDS, STREAM_IDS),
+    _c(b"XPENDING", SKEYS, GROUPS),
+    _c(b"XPENDING", SKEYS, GROUPS, b"IDLE", b"3600000", b"-", b"+", b"10"),
+    _c(b"XCLAIM", SKEYS, GROUPS, CONSUMERS, b"0", STREAM_IDS, STREAM_IDS,
+       st.sampled_from([b"JUSTID", b"FORCE", b"RETRYCOUNT", b"LASTID"]),
+       st.sampled_from([b"JUSTID", b"5", b"5-5"])),
+    _c(b"XAUTOCLAIM", SKEYS, GROUPS, CONSUMERS, b"0", st.sampled_from([b"0", b"1-2", b"-"]),
+       b"COUNT", st.sampled_from([b"1", b"2", b"100", b"0"])),
+    _c(b"XAUTOCLAIM", SKEYS, GROUPS, CONSUMERS, b"0", b"0", b"JUSTID"),
 )
 OTHER = st.one_of(
     _c(b"PING"), _c(b"ECHO", VALUES), _c(b"NOSUCHCMD", VALUES), _c(b"GET"), _c(b"SET", KEYS),
@@ -99,7 +143,7 @@ ORDERED_COMMANDS = COMMANDS.filter(lambda argv: argv[0] not in UNORDERED)
 EXAMPLES = int(os.environ.get("HOTKV_DIFF_EXAMPLES", "60"))
 
 
-def _machine(server, ref_server, resp3: bool):
+def _machine(server, ref_server, resp3: bool, commands=COMMANDS, ordered=ORDERED_COMMANDS):
     class Differential(RuleBasedStateMachine):
         def __init__(self):
             super().__init__()
@@ -107,12 +151,12 @@ def _machine(server, ref_server, resp3: bool):
                              resp3=resp3)
             self.pair.run([b"FLUSHALL"])
 
-        @rule(argv=COMMANDS)
+        @rule(argv=commands)
         def command(self, argv):
             ours, theirs = self.pair.run(argv)
             assert ours == theirs, f"{argv!r}\n hotkv:  {ours!r}\n valkey: {theirs!r}"
 
-        @rule(body=st.lists(ORDERED_COMMANDS, min_size=1, max_size=4))
+        @rule(body=st.lists(ordered, min_size=1, max_size=4))
         def transaction(self, body):
             for argv in [[b"MULTI"], *body, [b"EXEC"]]:
                 ours, theirs = self.pair.run(argv)
@@ -130,6 +174,14 @@ def _machine(server, ref_server, resp3: bool):
 @pytest.mark.parametrize("resp3", [False, True], ids=["resp2", "resp3"])
 def test_random_command_sequences(server, ref_server, resp3):
     _machine(server, ref_server, resp3).TestCase().runTest()
+
+
+@pytest.mark.parametrize("resp3", [False, True], ids=["resp2", "resp3"])
+def test_random_stream_sequences(server, ref_server, resp3):
+    """Streams and consumer groups only, on three keys (one also drawn by
+    the other families' commands above): groups get created, read, acked,
+    claimed and destroyed on the same streams within one example."""
+    _machine(server, ref_server, resp3, STREAMS, STREAMS).TestCase().runTest()
 
 
 SCRIPTS = {
