@@ -128,6 +128,30 @@ def test_queue_shaped_entries_split_nodes_as_valkey(diff, server, max_bytes, max
         diff("CONFIG", "SET", "stream-node-max-entries", "100")
 
 
+def test_parse_ids_is_parse_id_of_each():
+    """XACK's parse_ids (the millisecond part shared by consecutive IDs
+    converted once) gives what parse_id gives, or raises what it raises,
+    whatever comes before an ID."""
+    from hotkv.commands.streams import parse_id, parse_ids
+    from hotkv.errors import CommandError
+    cases = [b"1-1", b"1", b"0-0", b"00-01", b"1-2", b"2-1",
+             b"18446744073709551615-18446744073709551615", b"18446744073709551616-0",
+             b"1-18446744073709551616", b"-", b"+", b"1-", b"-1", b"1-*", b"abc", b"", b"1-2-3",
+             b" 1-1", b"1-1 ", b"99999999999999999999-1", b"1--1", b"\xd9\xa1-1", b"1-+1"]
+
+    def outcome(f, args):
+        try:
+            return f(args)
+        except CommandError as e:
+            return e.message
+
+    for a in cases:
+        for b in cases:
+            for args in ([a], [a, b], [b"1-5", a, b], [a, a, b], [b, b"1-7", a]):
+                assert outcome(parse_ids, args) == \
+                    outcome(lambda xs: [parse_id(x, 0, strict=True)[0] for x in xs], args), args
+
+
 # ----------------------------------------------------------------------
 # Consumer groups: batched delivery and acks against Valkey
 # ----------------------------------------------------------------------
