@@ -72,7 +72,7 @@ class SetReply(list):
 
 class Entries(list):
     """Stream entries, ``[[id, (field, value, ...)], ...]``, an entry's
-    fields None (a null array) when it was deleted while pending.  The same
+    fields NULL_ARRAY when it was deleted while pending.  The same
     bytes as a plain list in RESP2 and RESP3; the encoder writes a one-field
     entry without a call, which is most of what a worker's XREADGROUP
     costs to encode.  IDs, fields and values are bytes (a stream holds

@@ -566,7 +566,8 @@ class Stream:
         """append() of a one-field entry: the capped queue's XADD.  The
         common shape -- the master's field, an ID a few sequence numbers past
         the master's, a value of 21..125 bytes, room in the last node -- is
-        sized and linked without a call; any other as append() does it."""
+        sized and linked without a call; any other goes through _open_node
+        and _link, as append()'s entries do."""
         vlen = len(value)
         nodes = self.nodes
         if nodes and 20 < vlen < 126 and 0 <= eid - (node := nodes[-1]).master <= 127:
