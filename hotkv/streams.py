@@ -566,8 +566,8 @@ class Stream:
         """append() of a one-field entry: the capped queue's XADD.  The
         common shape -- the master's field, an ID a few sequence numbers past
         the master's, a value of 21..125 bytes, room in the last node -- is
-        sized and linked without a call; any other goes through _open_node
-        and _link, as append()'s entries do."""
+        sized here without _open_node's general test; any other shape is
+        sized below, as append() sizes its entries."""
         vlen = len(value)
         nodes = self.nodes
         if nodes and 20 < vlen < 126 and 0 <= eid - (node := nodes[-1]).master <= 127:
@@ -580,18 +580,7 @@ class Stream:
                     and node.nbytes + 4 + len(field) + vlen < node_max_bytes:
                 # _open_node's test with both counters in one byte; then
                 # flags and both deltas (6), the value, lp-count (2), as below
-                node.nbytes += 10 + vlen if vlen < 64 else 11 + vlen
-                ids = node.ids
-                ids.ms.append(eid >> 64)
-                ids.seq.append(eid & MASK64)
-                node.items.append(value)
-                node.live = live + 1
-                self.length += 1
-                self.entries_added += 1
-                self.last_id = eid
-                if self.length == 1:
-                    self.first_id = eid
-                return
+                return self._link(node, eid, value, 10 + vlen if vlen < 64 else 11 + vlen)
         node = self._open_node(len(field) + vlen, node_max_bytes, node_max_entries)
         if node is None:
             node = Node(eid, (field,))
