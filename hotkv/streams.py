@@ -759,7 +759,8 @@ class Stream:
                     for m, q, it in zip(msa[j:stop], seqa[j:stop], items[j:stop]):
                         out.append([b"%d-%d" % (m, q), (f0, it) if type(it) is bytes else it])
                         ids.append(m << 64 | q)
-                if len(out) == count:
+                # count 0 means no limit: an empty visit must not end the read
+                if count and len(out) >= count:
                     return out
             else:
                 for k in range(j, hi):

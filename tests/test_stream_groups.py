@@ -741,3 +741,31 @@ def test_aof_forms_match_valkey(hotkv_server_factory, tmp_path):
     ours.close()
     got = _aof_commands(str(tmp_path))
     assert len(expected) > 20 and got == expected
+
+
+@pytest.mark.parametrize("node_entries", ["100", "2", "1"])
+@pytest.mark.parametrize("count", [None, 1, 7])
+def test_new_entries_read_one_by_one_cross_every_node(target, node_entries, count):
+    """A worker that reads ``>`` after each XADD (with and without COUNT)
+    gets every entry, also once the stream spans many nodes.  Without
+    COUNT, range_entries once stopped at the first node that had nothing
+    past the group's last ID: the read after the 100th entry (default
+    node size) came back empty, forever (issue 12)."""
+    c = target.admin
+    old = c.call("CONFIG", "GET", "stream-node-max-entries").split(b"\r\n")[4]
+    c.call("CONFIG", "SET", "stream-node-max-entries", node_entries)
+    try:
+        assert c.call("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM") == b"+OK\r\n"
+        opt = [] if count is None else ["COUNT", count]
+        got = []
+        for n in range(1, 351):
+            c.call("XADD", "s", f"{n}-1", "f", n)
+            reply = c.call("XREADGROUP", "GROUP", "g", "c", *opt, "STREAMS", "s", ">")
+            got.append(reply.count(b"\r\n$1\r\nf\r\n"))
+        assert got == [1] * 350, f"{target.name}: first empty read after entry {got.index(0)}"
+        assert c.call("XPENDING", "s", "g").startswith(b"*4\r\n:350\r\n")
+        # and a history read without COUNT sees all 350 pending entries
+        reply = c.call("XREADGROUP", "GROUP", "g", "c", *opt, "STREAMS", "s", "0")
+        assert reply.count(b"\r\n$1\r\nf\r\n") == (350 if count is None else count)
+    finally:
+        c.call("CONFIG", "SET", "stream-node-max-entries", old)
