@@ -1098,7 +1098,10 @@ def rewrite_commands(key: bytes, stream: Stream) -> list:
     an empty stream), XSETID with ENTRIESADDED and MAXDELETEDID, then per
     group XGROUP CREATE ... ENTRIESREAD, and per consumer either an XCLAIM
     (TIME, RETRYCOUNT, JUSTID FORCE) per pending entry or XGROUP
-    CREATECONSUMER when it has none."""
+    CREATECONSUMER when it has none.  A NACK whose entry was trimmed or
+    deleted gets its XCLAIM too: replayed while loading, XCLAIM FORCE
+    restores it (hotkv.commands.streams.xclaim), as Valkey's RDB preamble
+    keeps it; Valkey itself, with aof-use-rdb-preamble no, drops it."""
     cmds = []
     if stream.length:
         for eid, items in stream.range(0, MAX_ID):

@@ -631,3 +631,94 @@ def test_disk_error_refuses_writes_holds_replies_and_recovers(hotkv_server_facto
     s = start(hotkv_server_factory, aof_dir)
     c = conn(s)
     assert c.mget("old", "new", "refused", "later") == [b"1", b"2", None, b"3"]
+
+
+# ----------------------------------------------------------------------
+# a PEL that outlives its entries (the reported XTRIM + rewrite sequence)
+# ----------------------------------------------------------------------
+
+def _raw_conn(server):
+    c = conn(server)
+    c.response_callbacks.clear()          # the replies as sent
+    return c
+
+
+def _pel_state(c):
+    """The group's PEL as every reply shows it, idle times left out."""
+    x = c.execute_command
+    summary = x("XPENDING", "s", "g")
+    ext = [(p[0], p[1], p[3]) for p in x("XPENDING", "s", "g", "-", "+", 100)]
+    per = {name: [p[0] for p in x("XPENDING", "s", "g", "-", "+", 100, name)]
+           for name in (b"c", b"d")}
+    consumers = sorted((i[b"name"], i[b"pending"]) for i in
+                       (dict(zip(a[::2], a[1::2])) for a in x("XINFO", "CONSUMERS", "s", "g")))
+    return summary, ext, per, consumers
+
+
+def _pel_sequence(c, restart):
+    """The reported sequence: 5 entries delivered, 2 moved to another owner,
+    3 of them trimmed away while pending, the AOF rewritten, a restart.
+    Then a client XCLAIM of a trimmed entry (it drops the NACK: logged with
+    LASTID) and a second restart.  restart(c) -> a new connection."""
+    x = c.execute_command
+    x("CONFIG", "SET", "stream-node-max-entries", 2)
+    for i in range(1, 6):
+        x("XADD", "s", f"{i}-0", "f", "v")
+    x("XGROUP", "CREATE", "s", "g", "0")
+    x("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")
+    x("XCLAIM", "s", "g", "d", 0, "2-0", "5-0", "RETRYCOUNT", 7)
+    assert x("XTRIM", "s", "MAXLEN", 2) == 3
+    before = _pel_state(c)
+    assert before[0][0] == 5
+    assert x("BGREWRITEAOF") == b"Background append only file rewriting started"
+    wait_rewrite_done(c)
+    c = restart(c)
+    after = _pel_state(c)
+    # FORCE of a missing entry with no NACK creates nothing outside loading.
+    forced = c.execute_command("XCLAIM", "s", "g", "d", 0, "0-5", "FORCE", "JUSTID")
+    claimed = c.execute_command("XCLAIM", "s", "g", "d", 0, "1-0", "4-0", "JUSTID")
+    second = _pel_state(c)
+    c = restart(c)
+    third = _pel_state(c)
+    auto = c.execute_command("XAUTOCLAIM", "s", "g", "e", 0, "0-0", "COUNT", 10, "JUSTID")
+    c.close()
+    return before, after, forced, claimed, second, third, auto
+
+
+def test_pending_entries_of_trimmed_entries_survive_rewrite_and_restart(hotkv_server_factory,
+                                                                         aof_dir, tmp_path):
+    """Valkey keeps them (its rewrite's RDB preamble holds the PEL as is);
+    hotkv's rewrite writes XCLAIM ... FORCE per NACK, which must restore a
+    NACK whose entry is gone when replayed from a rewrite -- and only then."""
+    box = {}
+
+    def hotkv_restart(c):
+        c.close()
+        box["s"].stop()
+        box["s"] = start(hotkv_server_factory, aof_dir, appendfsync="always")
+        return _raw_conn(box["s"])
+
+    box["s"] = start(hotkv_server_factory, aof_dir, appendfsync="always")
+    got = _pel_sequence(_raw_conn(box["s"]), hotkv_restart)
+    before, after, forced, claimed, second, third, auto = got
+    assert after == before
+    assert forced == []
+    assert claimed == [b"4-0"] and second[0][0] == 4 and third == second
+    assert auto == [b"0-0", [b"4-0", b"5-0"], [b"2-0", b"3-0"]]
+
+    vdir = str(tmp_path / "valkey")
+    os.mkdir(vdir)
+    args = ("--appendonly", "yes", "--appendfsync", "always", "--dir", vdir)
+    ref = {"v": ReferenceValkey(*args).start()}
+
+    def valkey_restart(c):
+        c.close()
+        ref["v"].stop()
+        ref["v"] = ReferenceValkey(*args).start()
+        return _raw_conn(ref["v"])
+
+    try:
+        want = _pel_sequence(_raw_conn(ref["v"]), valkey_restart)
+    finally:
+        ref["v"].stop()
+    assert got == want

@@ -1432,6 +1432,13 @@ def xclaim(c, argv):
     out = []
     dirty = 0
     pel = g.pel
+    # Replaying an AOF rewrite's PEL (rewrite_commands: XCLAIM ... FORCE per
+    # NACK): a pending entry whose stream entry was trimmed or deleted is
+    # restored as it was, as Valkey's RDB preamble keeps it.  A logged XCLAIM
+    # that dropped a NACK (its entry gone) still drops it on replay: the
+    # replay has that NACK at that point, so it never reaches the restore.
+    # Outside loading, FORCE of a missing entry does nothing, as in Valkey.
+    restore = force and server.loading
     for k in range(5, last_id_arg + 1):
         eid = ids[k - 5]
         nack = pel.get(eid)
@@ -1443,7 +1450,9 @@ def xclaim(c, argv):
                 propagate_last_id = False
                 dirty += 1
                 g.ack(eid)
-            continue
+                continue
+            if not restore:
+                continue
         if force and nack is None:
             nack = NACK(now, None)
             pel[eid] = nack
