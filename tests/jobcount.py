@@ -29,6 +29,7 @@ from __future__ import annotations
 import collections
 import itertools
 import os
+import random
 import select
 import subprocess
 import sys
@@ -206,14 +207,26 @@ class QueueRun:
         self.threads[kind].append(t)
         t.start()
 
-    def producer(self, name: str, jobs: list[bytes], push, chunk: int = 16):
-        """push(pipeline, job) queues the command for one job; chunk jobs go
-        per round trip."""
+    def producer(self, name: str, jobs: list[bytes], push):
+        """push(pipeline, job) queues the command for one job.  The producer
+        alternates bursts (1..16 jobs a round trip, no pause: consumers
+        mostly find jobs waiting) and paced stretches (1..4 jobs, then a
+        millisecond's pause: the queue runs dry, consumers block and are
+        woken), 256 jobs each."""
+        rng = random.Random(name)
+
         def body():
             c = valkey.Valkey(host=self.host, port=self.port, socket_connect_timeout=5)
             try:
-                for i in range(0, len(jobs), chunk):
-                    part = jobs[i:i + chunk]
+                i = 0
+                for _ in range(len(jobs)):
+                    if i >= len(jobs):
+                        break
+                    paced = (i // 256) % 2 == 1
+                    part = jobs[i:i + rng.randint(1, 4 if paced else 16)]
+                    i += len(part)
+                    if paced:
+                        time.sleep(0.001)
                     self.ledger.reserve(len(part), self.window)
                     pipe = c.pipeline(transaction=False)
                     for j in part:
