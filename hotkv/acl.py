@@ -211,6 +211,8 @@ def glob_matcher(pattern: bytes):
     time get a shortcut (literal, ``prefix*``, ``*suffix``, ``?`` without
     ``*``); anything else goes to util.stringmatch, whose work is bounded --
     a regex with several ``*`` could backtrack for ages on a long key."""
+    # Equal to util.stringmatch: tests/test_fastpaths.py::
+    # test_glob_matcher_shortcuts_equal_stringmatch.
     if not any(c in pattern for c in b"*?[\\"):
         return pattern.__eq__
     if b"[" in pattern or b"\\" in pattern:

@@ -14,6 +14,10 @@ command, or the deterministic form the handler asked for, to propagation
 (the AOF).  Nested calls (EXEC running its queue, a script's server.call)
 propagate as one unit: the outermost call -- the one that finds no
 ``server.current_client`` -- flushes.
+
+Fast path: ``process_commands``' plain-command branch (table hit, arity and
+RESP2 subscribed checks only) vs ``_check``: tests/test_fastpaths_server.py::
+test_dispatcher_fast_loop_equals_checks (mixed-case names take ``_check``).
 """
 
 from __future__ import annotations

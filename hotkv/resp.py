@@ -17,6 +17,13 @@ the keyspace.  Two halves:
   are plain Python objects: ``bytes`` is a bulk string, ``int`` an integer,
   ``None`` a null, ``list``/``tuple`` an array, ``dict`` a map, ``set`` a
   set, and the small marker classes below cover the rest.
+
+Fast paths: ``RequestParser._fast`` (hiredis, after ``_screen``; arguments
+checked by one join under 16 KB, one by one above) vs ``_slow`` alone,
+whole and split at every byte: tests/test_fastpaths.py::
+test_parser_fast_equals_slow.  ``encode``'s header caches and
+``_encode_entries``'s one-field entries vs plain formatting:
+tests/test_fastpaths.py::test_encode_caches_equal_plain_formatting.
 """
 
 from __future__ import annotations

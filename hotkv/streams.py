@@ -39,6 +39,20 @@ Invariants:
 * ``last_id`` >= every ID ever added (it never decreases, except XSETID);
 * every NACK in ``group.pel`` is in exactly its owner's ``consumer.pel``;
   delivery counts never go negative.
+
+Fast paths (each with its general twin and the test proving them equal):
+* ``range_entries`` / ``revrange_entries`` vs ``range`` / ``revrange`` (and a
+  sorted model): tests/test_fastpaths.py::test_range_entries_equal_range_and_model,
+  ::test_range_entries_reads_past_nodes_that_yield_nothing;
+* ``append_one`` (and its queue shape) vs append()'s general sizing:
+  tests/test_fastpaths.py::test_append_one_equals_general_sizing, with the
+  split points against Valkey's DUMP in tests/test_streams_fastpaths.py;
+* ``PEL``'s ends (above-all insert, oldest pop, ``extend_above``) vs a
+  SortedDict: tests/test_fastpaths.py::test_pel_chunk_boundaries and
+  tests/test_streams_fastpaths.py::test_pel_behaves_as_a_sorted_dict;
+* ``Group.deliver``'s batch and ``advance_group_through`` vs the per-entry
+  delivery an AOF server takes: tests/test_fastpaths_server.py::
+  test_xreadgroup_fast_general_aof_and_valkey_agree.
 """
 
 from __future__ import annotations

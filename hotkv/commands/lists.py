@@ -24,6 +24,12 @@ Invariants:
   MULTI/EXEC (or an AOF replay) it acts as its non-blocking form and answers
   the null reply Redis gives there (BLMOVE: a null bulk, the others a null
   array), while a *timed out* BLMOVE answers a null array, as Redis does.
+
+Fast paths: the push and pop closures (``_pusher``, ``_popper``) count
+their own change when nobody watches, waits on or listens to the key,
+instead of calling ``Server.written``; tests/test_fastpaths_server.py::
+test_list_handlers_count_changes_as_written_does compares both branches'
+replies and change counts with Valkey's.
 """
 
 from __future__ import annotations

@@ -17,6 +17,18 @@ take fast paths that must decide exactly as the general parsers
 (``_xadd_general``, ``_xread``) would, errors included, and hand anything
 else to them before changing anything.
 
+Fast paths (twin; test): XADD's shapes (``_xadd_general``;
+tests/test_streams_fastpaths.py::test_xadd_fast_shapes_leave_what_the_general_parser_leaves);
+``_xreadgroup_one`` (``_xread``, and an AOF server's per-entry
+``_serve_group``; tests/test_fastpaths_server.py::
+test_xreadgroup_fast_general_aof_and_valkey_agree); ``parse_ids`` and
+``parse_id``'s digit-only form (``parse_id`` of each, its C-string form;
+tests/test_streams_fastpaths.py::test_parse_ids_is_parse_id_of_each,
+tests/test_fastpaths.py::test_ll_and_parse_id_fast_forms); ``_ll``
+(``string2ll``; same test); the inlined ``Server.written`` in xadd (see
+hotkv/commands/lists.py).  Counts of 0 meaning "no limit" are checked
+against Valkey in tests/test_fastpaths_nolimit.py.
+
 Blocking XREAD / XREADGROUP use hotkv/blocking.py.  The IDs a blocked
 XREAD resolved ``$`` to are kept in the waiter (``block(..., data=)``), so
 re-execution after a write means "newer than when I blocked".  A blocked
