@@ -38,12 +38,15 @@ and RESP, following Valkey's script_lua.c / eval.c / script.c:
   table iteration order (maps, cjson objects) is stock Lua 5.1's, not
   Valkey's (its Lua hashes strings with murmur32);
 * script timeout: past ``lua-time-limit`` (busy-reply-threshold) a count
-  hook (every 100000 instructions) reads the other connections' sockets
-  directly -- the event loop cannot be re-entered -- and runs their commands:
-  those without ``allow_busy`` get BUSY (a gate installed as
-  ``server.pause_check`` for the script's duration), SCRIPT KILL ends a
-  script that has not written, SHUTDOWN ends any.  Connections not yet
-  accepted when the script started, and TLS connections, wait for its end.
+  hook (every 100000 instructions) serves the other clients -- the event
+  loop cannot be re-entered, so ``hotkv.net.ServeWhileBlocked`` accepts new
+  connections (TCP, unix, TLS), reads every socket and writes the replies
+  itself -- and their commands meet a gate installed as
+  ``server.pause_check`` for the script's duration, in Valkey's place after
+  the AUTH and ACL checks: those without ``allow_busy``, and a SHUTDOWN
+  without NOSAVE, get BUSY; SCRIPT KILL ends a script that has not written;
+  SHUTDOWN NOSAVE ends any.  A SIGTERM is left to the event loop, so the
+  shutdown it asks for happens once the script ends, as in Valkey.
 
 Invariants:
 * a script runs to completion inside one ``call``, so it is atomic; blocking
@@ -59,7 +62,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import struct
 import time
 from collections import OrderedDict
@@ -307,6 +309,23 @@ MAX_REPLY_DEPTH = 200
 LRU_LENGTH = 500
 BUSY_SCRIPT = ("BUSY Valkey is busy running a script. You can only call SCRIPT KILL or "
                "SHUTDOWN NOSAVE.")
+# Valkey's text while a function (FCALL) is busy: a RunCtx's busy_error when
+# functions come.
+BUSY_FUNCTION = ("BUSY Valkey is busy running a script. You can only call FUNCTION KILL or "
+                 "SHUTDOWN NOSAVE.")
+
+_SHUTDOWN_OPTIONS = {b"nosave", b"save", b"now", b"force", b"abort"}
+
+
+def _shutdown_saves(argv) -> bool:
+    """A well-formed SHUTDOWN that is neither NOSAVE nor ABORT: refused BUSY
+    while a script is busy (Valkey checks after the syntax and ABORT, so
+    those still get the command's own replies)."""
+    opts = {a.lower() for a in argv[1:]}
+    if not opts <= _SHUTDOWN_OPTIONS or b"abort" in opts:
+        return False
+    return b"nosave" not in opts
+
 
 # C's (long long) cast of a double on x86: out of range and NaN give INT64_MIN.
 _INT64_MIN = -(1 << 63)
@@ -377,7 +396,8 @@ class ScriptError(Exception):
 
 class RunCtx:
     __slots__ = ("caller", "fake", "sha", "readonly", "write_dirty", "flags", "killed",
-                 "start", "busy", "prev_gate", "prev_shutdown", "shutdown", "prop_mark")
+                 "start", "busy", "prev_gate", "prev_shutdown", "shutdown", "prop_mark",
+                 "busy_error", "serving")
 
     def __init__(self, caller, fake, sha, readonly, flags):
         self.caller = caller
@@ -393,6 +413,8 @@ class RunCtx:
         self.prev_shutdown = None
         self.shutdown = False
         self.prop_mark = 0
+        self.busy_error = BUSY_SCRIPT
+        self.serving = None     # hotkv.net.ServeWhileBlocked while busy
 
 
 class Script:
@@ -534,8 +556,10 @@ class Engine:
             if run.busy:
                 self._leave_busy(run)
             if run.shutdown:
-                # SHUTDOWN during the script: its effects are never logged.
+                # SHUTDOWN NOSAVE during the script: its effects are never
+                # logged, and its caller gets no reply (Valkey's process exits).
                 del server.prop_pending[run.prop_mark:]
+                c.skip_this = True
         if type(res) is tuple:
             ok = res[0]
             value = res[1] if len(res) > 1 else None
@@ -583,25 +607,29 @@ class Engine:
         return run.killed
 
     def _enter_busy(self, run):
-        """Past the time limit: from now on other clients are answered BUSY,
-        except for the commands flagged allow_busy (SCRIPT KILL, MULTI...)."""
+        """Past the time limit: from now on other clients are served from the
+        interrupt hook and answered BUSY, except for the commands flagged
+        allow_busy (SCRIPT KILL, SHUTDOWN NOSAVE, AUTH, MULTI...)."""
+        from .net import ServeWhileBlocked
         server = self.server
         run.busy = True
         log.warning("Slow script detected: still in execution after %d milliseconds. "
                     "You can try killing the script using the SCRIPT KILL command. "
                     "Script name is: %s.", int((time.monotonic() - run.start) * 1000),
                     run.sha.decode())
-        run.prev_gate = prev = server.pause_check
+        prev = server.pause_check
+        busy_error = run.busy_error
 
         def busy_gate(client, cmd, argv):
-            if "allow_busy" not in cmd.flags:
-                reject(client, BUSY_SCRIPT, cmd)
+            if "allow_busy" not in cmd.flags or (cmd.name == "shutdown"
+                                                 and _shutdown_saves(argv)):
+                reject(client, busy_error, cmd)
                 return True
             return prev(client, cmd, argv) if prev is not None else False
         run.prev_gate = (prev, busy_gate)
         server.pause_check = busy_gate
-        # SHUTDOWN (allow_busy) ends the script even if it wrote, as the
-        # process exit does in Valkey.
+        # SHUTDOWN NOSAVE ends the script even if it wrote, as the process
+        # exit does in Valkey.
         down = server.shutdown_cb
         if down is not None:
             def shutdown_gate():
@@ -609,6 +637,7 @@ class Engine:
                 down()
             run.prev_shutdown = (down, shutdown_gate)
             server.shutdown_cb = shutdown_gate
+        run.serving = ServeWhileBlocked(server)
 
     def _leave_busy(self, run):
         server = self.server
@@ -619,30 +648,14 @@ class Engine:
             down, gate = run.prev_shutdown
             if server.shutdown_cb is gate:
                 server.shutdown_cb = down
+        if run.serving is not None:
+            serving, run.serving = run.serving, None
+            serving.stop()   # new connections join the event loop
 
     def _process_events(self, run):
-        """Serve other connections' input while the script runs: the event
-        loop cannot be re-entered, so their sockets are read here directly
-        (plain TCP / unix connections; the dispatcher's busy gate answers)."""
-        for client in list(self.server.clients.values()):
-            if client is run.caller or client.closed or client.closing or client.fd < 0:
-                continue
-            transport = getattr(client, "transport", None)
-            if transport is None or transport.get_extra_info("ssl_object") is not None:
-                continue
-            try:
-                data = os.read(client.fd, 65536)
-            except (BlockingIOError, InterruptedError):
-                continue
-            except OSError:
-                continue
-            if data:
-                client.data_received(data)
-        if self.server.pending_flush:
-            # Replies leave in the before-sleep pass, which cannot run until
-            # the script ends; run it here, as Redis's processEventsWhileBlocked
-            # calls beforeSleep (AOF first, then replies).
-            self.server.before_sleep()
+        """Serve the other clients while the script runs (Valkey's
+        processEventsWhileBlocked): see hotkv.net.ServeWhileBlocked."""
+        run.serving.pump(skip=run.caller)
 
     # Lua -> RESP -------------------------------------------------------
     def _reply(self, v, out: list, resp3: bool, script_resp3: bool, depth: int = 0):

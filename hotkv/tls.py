@@ -98,6 +98,7 @@ async def _start_tls(listener, loop):
                                        backlog=values["tcp-backlog"], reuse_address=True,
                                        ssl_handshake_timeout=HANDSHAKE_TIMEOUT)
         listener.servers.append(srv)
+        listener.tls_contexts[id(srv)] = ctx   # for net.ServeWhileBlocked
         for sock in srv.sockets:
             bound.append(sock.getsockname()[:2])
         if port == 0 and bound:
