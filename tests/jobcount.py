@@ -99,7 +99,7 @@ class Ledger:
     def __init__(self, stall: float, deadline: float):
         self.cond = threading.Condition()
         self.deliveries = collections.defaultdict(list)   # job -> [(consumer, how, seq)]
-        self.acks = {}              # (consumer, job) -> seq after its ack returned
+        self.acks = {}              # (consumer, job) -> seq after its first ack returned
         self.acked = 0              # sum of XACK / LREM replies
         self.produced = 0           # jobs reserved by producers (pushed or in flight)
         self.sentinels = []         # consumers that took a sentinel and left
@@ -132,11 +132,11 @@ class Ledger:
     def ack(self, consumer: str, jobs, replied: int):
         with self.cond:
             s = next(self.seq)
-            for j in jobs:
-                self.acks[(consumer, j)] = s
+            for j in jobs:   # the first ack of a job by this consumer
+                self.acks.setdefault((consumer, j), s)
             self.acked += replied
 
-    def wait(self, pred, what: str) -> bool:
+    def wait(self, pred) -> bool:
         """Wait until pred() (called under the lock) holds; False at the
         deadline or after ``stall`` seconds without a delivery."""
         with self.cond:
@@ -152,7 +152,7 @@ class Ledger:
     def reserve(self, n: int, window: int):
         """A producer's permission to push n more jobs: waits until they
         keep the backlog (pushed, not yet recorded) within window."""
-        if not self.wait(lambda: self.produced + n - self.distinct <= window, "window"):
+        if not self.wait(lambda: self.produced + n - self.distinct <= window):
             raise Deadline("producer waited for consumers: %s" % self.counts())
         with self.cond:
             self.produced += n
@@ -267,6 +267,11 @@ class QueueRun:
         """A thread running body() (it should return once self.stop is set)."""
         self._spawn("helper", name, body)
 
+    def dying(self, name: str, body):
+        """A consumer thread of its own making that ends by itself (gets no
+        sentinel)."""
+        self._spawn("dying", name, body)
+
     def finish(self, push_sentinel, done=None) -> str | None:
         """Wait until every job has been delivered (and done(), called under
         the ledger's lock, holds), stop the helpers, send the consumers one
@@ -276,7 +281,7 @@ class QueueRun:
         problem = None
         n_consumers = len(self.threads["consumer"])
         if not lg.wait(lambda: (lg.distinct >= self.total and (done is None or done()))
-                       or lg.errors, "all delivered"):
+                       or lg.errors):
             problem = "not all jobs delivered"
         elif lg.errors:
             problem = "a thread failed"
@@ -285,32 +290,37 @@ class QueueRun:
             if problem is None:
                 t.join(max(0.0, lg.deadline - time.monotonic()))
         consumers = set(t.name for t in self.threads["consumer"])
+
+        def consumers_left() -> int:
+            return len(consumers - set(lg.exited))
         for _ in range(n_consumers):
             if problem is not None:
                 break
             with lg.cond:
-                left = consumers - set(lg.exited)
-            if not left:
+                before = consumers_left()
+            if not before:
                 break
-            before = len(lg.exited)
             push_sentinel(self.admin)
             with lg.cond:
                 lg.last_progress = time.monotonic()
-            if not lg.wait(lambda: len(lg.exited) > before, "a consumer leaves"):
+            if not lg.wait(lambda: consumers_left() < before):
                 problem = "consumers did not stop after their sentinels"
-        if problem is not None or any(t.is_alive() for ts in self.threads.values() for t in ts):
+        everyone = [t for ts in self.threads.values() for t in ts]
+        for t in everyone:
+            if problem is None:
+                t.join(max(0.0, min(30.0, lg.deadline - time.monotonic())))
+        if problem is None and any(t.is_alive() for t in everyone):
+            problem = "threads still running after the sentinels"
+        if problem is not None:
             with lg.cond:
                 self.aborted = True
             self.stop.set()
             # CLIENT KILL ends every blocked read, so each thread returns.
             self.admin.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
-        for ts in self.threads.values():
-            for t in ts:
-                t.join(30)
+        for t in everyone:
+            t.join(30)
         if problem is None and lg.errors:
             problem = "a thread failed"
-        if problem is None and any(t.is_alive() for ts in self.threads.values() for t in ts):
-            problem = "threads still running"
         self.elapsed = time.monotonic() - self.started
         return None if problem is None else "%s: %s" % (problem, lg.counts())
 

@@ -115,7 +115,7 @@ def _list_pattern(pattern):
 
     def take(c):
         key, jobs = c.execute_command("BLMPOP", 0, 2, *keys, "RIGHT", "COUNT", count)
-        assert 1 <= len(jobs) <= count, jobs
+        assert 1 <= len(jobs) <= count, "BLMPOP COUNT %d popped %d" % (count, len(jobs))
         return jobs
     return _lpush(lambda j: keys[_num(j) % 2]), take, None, "qb", keys
 
@@ -168,7 +168,8 @@ def _xreadgroup(consumer, count):
                                   "STREAMS", "s", ">")
         (key, entries), = reply
         got = _entries(entries)
-        assert got and (count is None or len(got) <= count), got
+        assert got and (count is None or len(got) <= count), (
+            "XREADGROUP COUNT %s BLOCK 0 replied %d entries" % (count, len(got)))
         take.ids = {job: entry_id for entry_id, job in got}
         return [job for _, job in got]
     return take
@@ -383,7 +384,7 @@ def _dying_stream_consumer(run, name, after, in_flight, held):
             with lg.cond:
                 lg.dead.add(name)
                 lg.cond.notify_all()
-    run._spawn("dying", name, body)
+    run.dying(name, body)
 
 
 def test_list_recovery_lmove(target):
@@ -493,4 +494,4 @@ def _dying_list_worker(run, name, after, in_flight, take, ack):
             with lg.cond:
                 lg.dead.add(name)
                 lg.cond.notify_all()
-    run._spawn("dying", name, body)
+    run.dying(name, body)
