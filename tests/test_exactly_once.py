@@ -14,6 +14,8 @@ processing list or pending.  Patterns:
   trimming only drops delivered entries) + XREADGROUP BLOCK 0 (COUNT 1,
   COUNT 10, no COUNT) + XACK, under the default stream-node-max-entries and
   under 2;
+* short timeouts: BRPOP 0.001 / XREADGROUP BLOCK 1 over two keys, read
+  again after each empty reply (timeouts racing pushes);
 * recovery (at-least-once): some consumers die holding jobs they took
   (closing their connection after a read, or while a blocking read is in
   flight); a recoverer takes their jobs over (XAUTOCLAIM with a small
@@ -229,6 +231,78 @@ def test_streams_every_job_once(target, node, count, trim):
                 assert xlen < sent - MAXLEN, "%s: XLEN %d of %d" % (name, xlen, sent)
         else:
             assert xlen == sent
+    finally:
+        run.close()
+
+
+# ----------------------------------------------------------------------
+# short timeouts: blocked reads time out while jobs keep arriving
+# ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("pattern", ["brpop", "xreadgroup"])
+def test_short_timeouts_every_job_once(target, pattern):
+    """Consumers block 1 ms at a time (BRPOP 0.001 over two lists, or
+    XREADGROUP BLOCK 1 over two streams) and read again after each empty
+    reply: a timeout racing a push must neither lose nor double a job."""
+    name, host, port = target
+    run = QueueRun(host, port, JOBS)
+    keys = ["k0", "k1"]
+    ids = {}   # job -> (stream, entry ID), for its XACK
+    try:
+        if pattern == "brpop":
+            def take_for(consumer):
+                def take(c):
+                    reply = c.execute_command("BRPOP", *keys, 0.001)
+                    return [] if reply is None else [reply[1]]
+                return take
+            ack = None
+            push = _lpush(lambda j: keys[_num(j) % 2])
+
+            def sentinel(a):
+                return a.execute_command("LPUSH", "k1", SENTINEL)
+        else:
+            for k in keys:
+                run.admin.execute_command("XGROUP", "CREATE", k, "g", "$", "MKSTREAM")
+
+            def take_for(consumer):
+                def take(c):
+                    reply = c.execute_command("XREADGROUP", "GROUP", "g", consumer, "BLOCK", 1,
+                                              "STREAMS", *keys, ">", ">")
+                    out = []
+                    for key, entries in reply or []:
+                        for entry_id, job in _entries(entries):
+                            ids[job] = (key, entry_id)
+                            out.append(job)
+                    return out
+                return take
+
+            def ack(c, batch):
+                return sum(c.execute_command("XACK", ids[j][0], "g", ids[j][1]) for j in batch)
+
+            def push(pipe, job):
+                pipe.execute_command("XADD", keys[_num(job) % 2], "*", "j", job)
+
+            def sentinel(a):
+                return a.execute_command("XADD", "k1", "*", "j", SENTINEL)
+        for i in range(CONSUMERS):
+            # empty replies count as rounds: allow many (the deadline still bounds the run)
+            run.consumer("c%d" % i, take_for("c%d" % i), ack, max_rounds=100 * JOBS)
+        parts = make_jobs(JOBS, PRODUCERS)
+        for i, part in enumerate(parts):
+            run.producer("p%d" % i, part, push)
+        problem = run.finish(sentinel)
+        _run_report(name, "short timeouts, " + pattern, run)
+        assert problem is None, "%s: %s" % (name, problem)
+        wrong = exactly_once_report(run.ledger, [j for p in parts for j in p])
+        assert not wrong, "%s %s: %s" % (name, pattern, "; ".join(wrong))
+        if pattern == "brpop":
+            assert [run.admin.llen(k) for k in keys] == [0, 0]
+        else:
+            assert run.ledger.acked == JOBS + CONSUMERS
+            for n, k in enumerate(keys):
+                assert run.admin.xpending(k, "g")["pending"] == 0
+                pushed = sum(1 for p in parts for j in p if _num(j) % 2 == n)
+                assert run.admin.xlen(k) == pushed + (CONSUMERS if k == "k1" else 0)
     finally:
         run.close()
 
