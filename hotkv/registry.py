@@ -17,6 +17,14 @@ Conventions (Redis's):
   ``(first, last, step)`` triple is derived from them as Redis derives its
   legacy range -- so key positions are still declared once.  A ``not_key``
   spec (a shard channel) is reported but never yields a key to ACL/GETKEYS.
+* a command declaring only the triple whose keys' access flags differ from
+  the generic ones (``RW access update`` for a write command, ``RO access``
+  otherwise) declares them: ``key_flags="RW insert"``, or one string per
+  key role in the order the keys come, the last covering the rest
+  (``key_flags=("RO access", "OW update")``).  COMMAND INFO and
+  GETKEYSANDFLAGS read them (hotkv.commands.introspection).  The one
+  exception, until hotkv/commands/streams.py declares its own: the stream
+  commands' flags are introspection's ``STREAM_KEY_FLAGS`` table.
 
 A handler is ``fn(client, argv) -> reply``; it raises ``CommandError`` for an
 error reply.  Handlers never check arity: the dispatcher already did.
@@ -31,6 +39,11 @@ KNOWN_FLAGS = frozenset("""
 write readonly denyoom admin pubsub noscript blocking loading stale skip_monitor
 skip_slowlog fast no_auth may_replicate no_mandatory_keys no_async_loading
 no_multi movablekeys allow_busy protected
+""".split())
+
+# Key-spec flags as Redis names them (COMMAND INFO, GETKEYSANDFLAGS).
+KNOWN_KEY_FLAGS = frozenset("""
+RO RW OW RM access update insert delete not_key incomplete variable_flags
 """.split())
 
 # Commands that run at once inside MULTI instead of being queued.
@@ -161,10 +174,23 @@ def legacy_range(specs) -> tuple[tuple[int, int, int], bool]:
     return (first, last, 1), movable
 
 
+def _key_flags(name, declared) -> tuple | None:
+    """``key_flags`` as declared ("RW insert", or a tuple of such strings)
+    -> a tuple of flag tuples, one per key role; None when not declared."""
+    if declared is None:
+        return None
+    roles = tuple(tuple(r.split()) for r in
+                  ((declared,) if isinstance(declared, str) else declared))
+    unknown = {f for r in roles for f in r} - KNOWN_KEY_FLAGS
+    if not roles or not all(roles) or unknown:
+        raise ValueError(f"{name}: bad key_flags {declared!r}")
+    return roles
+
+
 class Command:
     __slots__ = (
         "name", "func", "arity", "flags", "first_key", "last_key", "key_step",
-        "key_specs", "legacy_keys", "spec_movable",
+        "key_specs", "legacy_keys", "spec_movable", "key_flags",
         "keys_fn", "group", "summary", "since", "subcommands", "parent",
         "acl_categories", "write", "readonly", "denyoom", "noauth", "no_multi",
         "multi_exempt", "pubsub_ok", "blocking", "admin", "bit",
@@ -172,7 +198,7 @@ class Command:
     )
 
     def __init__(self, name, func, arity, flags, keys, keys_fn, group, summary, since,
-                 extra_acl=(), key_specs=None):
+                 extra_acl=(), key_specs=None, key_flags=None):
         self.name = name
         self.func = func
         self.arity = arity
@@ -181,6 +207,7 @@ class Command:
         if unknown:
             raise ValueError(f"{name}: unknown flags {sorted(unknown)}")
         self.key_specs = tuple(key_specs) if key_specs is not None else None
+        self.key_flags = _key_flags(name, key_flags)
         self.spec_movable = False
         if self.key_specs is not None:
             # COMMAND INFO's triple counts every spec; the one keys are
@@ -266,13 +293,13 @@ def _register_top(cmd: Command):
 def command(name: str, arity: int, flags: str = "", keys=(0, 0, 0), *,
             keys_fn: Callable | None = None, group: str = "generic",
             summary: str = "", since: str = "1.0.0", acl: tuple = (),
-            key_specs=None):
+            key_specs=None, key_flags=None):
     """Register ``fn`` as the handler of ``name`` ("get", or "config|get")."""
     def deco(fn):
         global _next_bit
         cmd = Command(name.lower(), fn, arity, flags.split(), keys, keys_fn, group,
                       summary or (fn.__doc__ or "").strip().split("\n")[0], since, acl,
-                      key_specs)
+                      key_specs, key_flags)
         cmd.bit = _next_bit
         _next_bit += 1
         if "|" in cmd.name:

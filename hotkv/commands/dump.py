@@ -13,8 +13,8 @@ restores the same deadline.  A TTL already in the past restores nothing
 (a REPLACEd key is then deleted, logged as DEL/UNLINK with a ``del``
 event).  IDLETIME / FREQ are validated and otherwise ignored: hotkv tracks
 no access times.  ``sanitize-dump-payload`` (declared in hotkv.config) is
-inert: every payload is validated in full.  RESTORE's key spec (OW update)
-is registered in server_cmds' KEY_SPEC_FLAGS table at import.
+inert: every payload is validated in full.  RESTORE's key flags (OW update:
+it overwrites its key without reading it) are declared on its @command.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def dump(c, argv):
 
 
 @command("restore", -4, "write denyoom", (1, 1, 1), group="generic", since="2.6.0",
-         acl=("dangerous",))
+         acl=("dangerous",), key_flags="OW update")
 def restore(c, argv):
     """Creates a key from the serialized representation of a value."""
     replace = absttl = False
@@ -125,11 +125,3 @@ def restore(c, argv):
     server.written(db, key, "g", "restore")
     return OK
 
-
-def _command_metadata():
-    # RESTORE overwrites its key without reading it (Valkey's key spec).
-    from . import server_cmds
-    server_cmds.KEY_SPEC_FLAGS.setdefault("restore", ("OW", "update"))
-
-
-_command_metadata()

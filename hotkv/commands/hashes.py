@@ -259,20 +259,23 @@ def _hset_common(c, argv, name):
     return added
 
 
-@command("hset", -4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0")
+@command("hset", -4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0",
+         key_flags="RW update")
 def hset(c, argv):
     """Creates or modifies the value of a field in a hash."""
     return _hset_common(c, argv, "hset")
 
 
-@command("hmset", -4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0")
+@command("hmset", -4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0",
+         key_flags="RW update")
 def hmset(c, argv):
     """Sets the values of multiple fields."""
     _hset_common(c, argv, "hmset")
     return OK
 
 
-@command("hsetnx", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0")
+@command("hsetnx", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0",
+         key_flags="RW insert")
 def hsetnx(c, argv):
     """Sets the value of a field in a hash only when the field doesn't exist."""
     db = c.db
@@ -307,7 +310,7 @@ def hmget(c, argv):
     return [get(f) for f in argv[2:]]
 
 
-@command("hdel", -3, "write fast", (1, 1, 1), group="hash", since="2.0.0")
+@command("hdel", -3, "write fast", (1, 1, 1), group="hash", since="2.0.0", key_flags="RW delete")
 def hdel(c, argv):
     """Deletes one or more fields and their values from a hash."""
     db = c.db
@@ -327,14 +330,14 @@ def hdel(c, argv):
     return deleted
 
 
-@command("hlen", 2, "readonly fast", (1, 1, 1), group="hash", since="2.0.0")
+@command("hlen", 2, "readonly fast", (1, 1, 1), group="hash", since="2.0.0", key_flags="RO")
 def hlen(c, argv):
     """Returns the number of fields in a hash."""
     h = _get(c, argv[1])
     return 0 if h is None else len(h)
 
 
-@command("hstrlen", 3, "readonly fast", (1, 1, 1), group="hash", since="3.2.0")
+@command("hstrlen", 3, "readonly fast", (1, 1, 1), group="hash", since="3.2.0", key_flags="RO")
 def hstrlen(c, argv):
     """Returns the length of the value of a field."""
     h = _get(c, argv[1])
@@ -344,7 +347,7 @@ def hstrlen(c, argv):
     return 0 if v is None else len(v)
 
 
-@command("hexists", 3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0")
+@command("hexists", 3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0", key_flags="RO")
 def hexists(c, argv):
     """Determines whether a field exists in a hash."""
     h = _get(c, argv[1])
@@ -508,16 +511,3 @@ def hscan(c, argv):
         out.append(h[f])
     return [b"%d" % nxt, out]
 
-
-# COMMAND INFO key-spec flags where Valkey's differ from the generic ones
-# (server_cmds.KEY_SPEC_FLAGS is the table COMMAND reads).
-from .server_cmds import KEY_SPEC_FLAGS as _KEY_SPEC_FLAGS  # noqa: E402
-_KEY_SPEC_FLAGS.update({
-    "hset": ("RW", "update"),
-    "hsetnx": ("RW", "insert"),
-    "hmset": ("RW", "update"),
-    "hdel": ("RW", "delete"),
-    "hlen": ("RO",),
-    "hstrlen": ("RO",),
-    "hexists": ("RO",),
-})

@@ -64,19 +64,19 @@ def _del(c, argv):
     return n
 
 
-@command("del", -2, "write", (1, -1, 1))
+@command("del", -2, "write", (1, -1, 1), key_flags="RM delete")
 def del_(c, argv):
     """Delete a key."""
     return _del(c, argv)
 
 
-@command("unlink", -2, "write fast", (1, -1, 1), since="4.0.0")
+@command("unlink", -2, "write fast", (1, -1, 1), since="4.0.0", key_flags="RM delete")
 def unlink(c, argv):
     """Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking."""
     return _del(c, argv)
 
 
-@command("exists", -2, "readonly fast", (1, -1, 1))
+@command("exists", -2, "readonly fast", (1, -1, 1), key_flags="RO")
 def exists(c, argv):
     """Determine if a key exists."""
     lookup = c.db.lookup_read
@@ -87,7 +87,7 @@ def exists(c, argv):
     return n
 
 
-@command("touch", -2, "readonly fast", (1, -1, 1), since="3.2.1")
+@command("touch", -2, "readonly fast", (1, -1, 1), since="3.2.1", key_flags="RO")
 def touch(c, argv):
     """Alters the last access time of a key(s). Returns the number of existing keys specified."""
     return exists(c, argv)
@@ -96,7 +96,7 @@ def touch(c, argv):
 _TYPE_REPLIES: dict = {}
 
 
-@command("type", 2, "readonly fast", (1, 1, 1))
+@command("type", 2, "readonly fast", (1, 1, 1), key_flags="RO")
 def type_(c, argv):
     """Determine the type stored at key."""
     v = c.db.lookup_read(argv[1])
@@ -424,25 +424,25 @@ def _expire_generic(c, argv, relative: bool, seconds: bool, name: str):
     return 1
 
 
-@command("expire", -3, "write fast", (1, 1, 1))
+@command("expire", -3, "write fast", (1, 1, 1), key_flags="RW update")
 def expire(c, argv):
     """Set a key's time to live in seconds."""
     return _expire_generic(c, argv, True, True, "expire")
 
 
-@command("pexpire", -3, "write fast", (1, 1, 1), since="2.6.0")
+@command("pexpire", -3, "write fast", (1, 1, 1), since="2.6.0", key_flags="RW update")
 def pexpire(c, argv):
     """Set a key's time to live in milliseconds."""
     return _expire_generic(c, argv, True, False, "pexpire")
 
 
-@command("expireat", -3, "write fast", (1, 1, 1), since="1.2.0")
+@command("expireat", -3, "write fast", (1, 1, 1), since="1.2.0", key_flags="RW update")
 def expireat(c, argv):
     """Set the expiration for a key as a UNIX timestamp."""
     return _expire_generic(c, argv, False, True, "expireat")
 
 
-@command("pexpireat", -3, "write fast", (1, 1, 1), since="2.6.0")
+@command("pexpireat", -3, "write fast", (1, 1, 1), since="2.6.0", key_flags="RW update")
 def pexpireat(c, argv):
     """Set the expiration for a key as a UNIX timestamp specified in milliseconds."""
     return _expire_generic(c, argv, False, False, "pexpireat")
@@ -486,7 +486,7 @@ def pexpiretime(c, argv):
     return _ttl(c, argv, True, True)
 
 
-@command("persist", 2, "write fast", (1, 1, 1), since="2.2.0")
+@command("persist", 2, "write fast", (1, 1, 1), since="2.2.0", key_flags="RW update")
 def persist(c, argv):
     """Remove the expiration from a key."""
     db = c.db
@@ -605,7 +605,7 @@ def _lfu(c) -> bool:
     return "lfu" in str(_cfg(c, "maxmemory-policy", "noeviction"))
 
 
-@command("object|encoding", 3, "readonly", (2, 2, 1), since="2.2.3")
+@command("object|encoding", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO")
 def object_encoding_cmd(c, argv):
     """Inspect the internal encoding of a Redis object."""
     value = c.db.lookup_read(argv[2])
@@ -614,14 +614,14 @@ def object_encoding_cmd(c, argv):
     return object_encoding(c, argv[2], value)
 
 
-@command("object|refcount", 3, "readonly", (2, 2, 1), since="2.2.3")
+@command("object|refcount", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO")
 def object_refcount(c, argv):
     """Get the number of references to the value of the key."""
     # Valkey 8.1 never shares a value stored in the keyspace.
     return None if c.db.lookup_read(argv[2]) is None else 1
 
 
-@command("object|idletime", 3, "readonly", (2, 2, 1), since="2.2.3")
+@command("object|idletime", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO")
 def object_idletime(c, argv):
     """Get the time since a Redis object was last accessed."""
     if c.db.lookup_read(argv[2]) is None:
@@ -633,7 +633,7 @@ def object_idletime(c, argv):
     return 0
 
 
-@command("object|freq", 3, "readonly", (2, 2, 1), since="4.0.0")
+@command("object|freq", 3, "readonly", (2, 2, 1), since="4.0.0", key_flags="RO")
 def object_freq(c, argv):
     """Get the logarithmic access frequency counter of a Redis object."""
     if c.db.lookup_read(argv[2]) is None:

@@ -197,19 +197,22 @@ def _pusher(where: int, only_existing: bool, doc: str):
 # Pushes
 # ----------------------------------------------------------------------
 
-lpush = command("lpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list")(_pusher(
+lpush = command("lpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
+                key_flags="RW insert")(_pusher(
     LEFT, False, "Prepends one or more elements to a list. Creates the key if it doesn't exist."))
-rpush = command("rpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list")(_pusher(
+rpush = command("rpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
+                key_flags="RW insert")(_pusher(
     RIGHT, False, "Appends one or more elements to a list. Creates the key if it doesn't exist."))
 lpushx = command("lpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
-                 since="2.2.0")(_pusher(
+                 since="2.2.0", key_flags="RW insert")(_pusher(
     LEFT, True, "Prepends one or more elements to a list only when the list exists."))
 rpushx = command("rpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
-                 since="2.2.0")(_pusher(
+                 since="2.2.0", key_flags="RW insert")(_pusher(
     RIGHT, True, "Appends an element to a list only when the list exists."))
 
 
-@command("linsert", 5, "write denyoom", keys=(1, 1, 1), group="list", since="2.2.0")
+@command("linsert", 5, "write denyoom", keys=(1, 1, 1), group="list", since="2.2.0",
+         key_flags="RW insert")
 def linsert(c, argv):
     """Inserts an element before or after another element in a list."""
     pos = argv[2].lower()
@@ -237,7 +240,7 @@ def linsert(c, argv):
 # Reads
 # ----------------------------------------------------------------------
 
-@command("llen", 2, "readonly fast", keys=(1, 1, 1), group="list")
+@command("llen", 2, "readonly fast", keys=(1, 1, 1), group="list", key_flags="RO")
 def llen(c, argv):
     """Returns the length of a list."""
     lst = _lookup(c.db, argv[1])
@@ -327,7 +330,7 @@ def lpos(c, argv):
 # Updates
 # ----------------------------------------------------------------------
 
-@command("lset", 4, "write denyoom", keys=(1, 1, 1), group="list")
+@command("lset", 4, "write denyoom", keys=(1, 1, 1), group="list", key_flags="RW update")
 def lset(c, argv):
     """Sets the value of an element in a list by its index."""
     db = c.db
@@ -348,7 +351,7 @@ def lset(c, argv):
     return OK
 
 
-@command("lrem", 4, "write", keys=(1, 1, 1), group="list")
+@command("lrem", 4, "write", keys=(1, 1, 1), group="list", key_flags="RW delete")
 def lrem(c, argv):
     """Removes elements from a list. Deletes the list if the last element was removed."""
     toremove = _long(argv[2])
@@ -396,7 +399,7 @@ def lrem(c, argv):
     return removed
 
 
-@command("ltrim", 4, "write", keys=(1, 1, 1), group="list")
+@command("ltrim", 4, "write", keys=(1, 1, 1), group="list", key_flags="RW delete")
 def ltrim(c, argv):
     """Removes elements from both ends a list. Deletes the list if all elements were trimmed."""
     start = _long(argv[2])
@@ -479,10 +482,12 @@ def _popper(where: int, doc: str):
     return pop
 
 
-lpop = command("lpop", -2, "write fast", keys=(1, 1, 1), group="list")(_popper(
+lpop = command("lpop", -2, "write fast", keys=(1, 1, 1), group="list",
+               key_flags="RW access delete")(_popper(
     LEFT, "Returns the first elements in a list after removing it. Deletes the list if the "
     "last element was popped."))
-rpop = command("rpop", -2, "write fast", keys=(1, 1, 1), group="list")(_popper(
+rpop = command("rpop", -2, "write fast", keys=(1, 1, 1), group="list",
+               key_flags="RW access delete")(_popper(
     RIGHT, "Returns and removes the last elements of a list. Deletes the list if the last "
     "element was popped."))
 
@@ -603,14 +608,16 @@ def _blocking_pop(c, keys, where: int, deadline: int, count: int):
     return blocking.block(c, keys, deadline, ListValue, NULL_ARRAY)
 
 
-@command("blpop", -3, "write blocking", keys=(1, -2, 1), group="list", since="2.0.0")
+@command("blpop", -3, "write blocking", keys=(1, -2, 1), group="list", since="2.0.0",
+         key_flags="RW access delete")
 def blpop(c, argv):
     """Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."""
     deadline = blocking.parse_timeout(c.server, argv[-1])
     return _blocking_pop(c, argv[1:-1], LEFT, deadline, -1)
 
 
-@command("brpop", -3, "write blocking", keys=(1, -2, 1), group="list", since="2.0.0")
+@command("brpop", -3, "write blocking", keys=(1, -2, 1), group="list", since="2.0.0",
+         key_flags="RW access delete")
 def brpop(c, argv):
     """Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."""
     deadline = blocking.parse_timeout(c.server, argv[-1])

@@ -52,7 +52,7 @@ def set_small(c, s) -> bool:
     return all(len(m) <= vmax for m in s)
 
 
-@command("sadd", -3, "write denyoom fast", (1, 1, 1), group="set")
+@command("sadd", -3, "write denyoom fast", (1, 1, 1), group="set", key_flags="RW insert")
 def sadd(c, argv):
     """Adds one or more members to a set."""
     db = c.db
@@ -69,7 +69,7 @@ def sadd(c, argv):
     return added
 
 
-@command("srem", -3, "write fast", (1, 1, 1), group="set")
+@command("srem", -3, "write fast", (1, 1, 1), group="set", key_flags="RW delete")
 def srem(c, argv):
     """Removes one or more members from a set."""
     db = c.db
@@ -118,7 +118,7 @@ def smove(c, argv):
     return 1
 
 
-@command("sismember", 3, "readonly fast", (1, 1, 1), group="set")
+@command("sismember", 3, "readonly fast", (1, 1, 1), group="set", key_flags="RO")
 def sismember(c, argv):
     """Determines whether a member belongs to a set."""
     s = _get(c, argv[1])
@@ -134,7 +134,7 @@ def smismember(c, argv):
     return [1 if m in s else 0 for m in argv[2:]]
 
 
-@command("scard", 2, "readonly fast", (1, 1, 1), group="set")
+@command("scard", 2, "readonly fast", (1, 1, 1), group="set", key_flags="RO")
 def scard(c, argv):
     """Returns the number of members in a set."""
     s = _get(c, argv[1])
@@ -170,7 +170,7 @@ def _one(s):
     return random_member(s)
 
 
-@command("spop", -2, "write fast", (1, 1, 1), group="set")
+@command("spop", -2, "write fast", (1, 1, 1), group="set", key_flags="RW access delete")
 def spop(c, argv):
     """Returns one or more random members from a set after removing them."""
     db = c.db
@@ -387,14 +387,3 @@ def sscan(c, argv):
     nxt, members = scan_container(s, cursor, count, match, set_small(c, s))
     return [b"%d" % nxt, members]
 
-
-# COMMAND INFO key-spec flags where Valkey's differ from the generic ones
-# (server_cmds.KEY_SPEC_FLAGS is the table COMMAND reads).
-from .server_cmds import KEY_SPEC_FLAGS as _KEY_SPEC_FLAGS  # noqa: E402
-_KEY_SPEC_FLAGS.update({
-    "sadd": ("RW", "insert"),
-    "srem": ("RW", "delete"),
-    "sismember": ("RO",),
-    "scard": ("RO",),
-    "spop": ("RW", "access", "delete"),
-})

@@ -31,9 +31,9 @@ Semantics kept from Redis, rule for rule:
 
 COMMAND INFO: the categories are Valkey's explicit ones (no @keyspace); the
 key specs are Valkey's three (the sorted key RO, then "unknown" specs for
-BY/GET and for STORE) declared on the @command lines; the STORE
-destination's flags for GETKEYSANDFLAGS (no spec locates it) are registered
-in server_cmds' KEY_ROLE_FLAGS at import.
+BY/GET and for STORE) declared on the @command lines, with the STORE
+destination's flags for GETKEYSANDFLAGS (no spec locates it) as SORT's
+second ``key_flags`` role.
 """
 
 from __future__ import annotations
@@ -318,7 +318,8 @@ _SORT_STORE_SPEC = spec("OW update", "unknown", "unknown",
 
 @command("sort", -2, "write denyoom", keys_fn=_sort_keys, group="generic",
          acl=("set", "sortedset", "list", "dangerous"),
-         key_specs=(spec("RO access"), _SORT_BY_GET_SPEC, _SORT_STORE_SPEC))
+         key_specs=(spec("RO access"), _SORT_BY_GET_SPEC, _SORT_STORE_SPEC),
+         key_flags=("RO access", "OW update"))
 def sort(c, argv):
     """Sorts the elements in a list, a set, or a sorted set, optionally storing the result."""
     return _sort(c, argv, False)
@@ -335,11 +336,10 @@ def sort_ro(c, argv):
 def _command_metadata():
     """COMMAND INFO as Valkey shows it: SORT's categories are explicit (no
     @keyspace), SORT_RO's key may move (BY/GET name keys), and the sorted
-    key is only read while a STORE destination is overwritten."""
-    from . import server_cmds
+    key is only read while a STORE destination is overwritten (the key
+    flags on SORT's @command)."""
     for fn in (sort, sort_ro):
         fn.command.acl_categories = fn.command.acl_categories - {"keyspace"}
-    server_cmds.KEY_ROLE_FLAGS.setdefault("sort", (("RO", "access"), ("OW", "update")))
 
 
 _command_metadata()

@@ -187,19 +187,21 @@ def set_(c, argv):
     return set_generic(c, argv, flags, argv[1], argv[2], expire, "set")
 
 
-@command("setnx", 3, "write denyoom fast", (1, 1, 1), group="string")
+@command("setnx", 3, "write denyoom fast", (1, 1, 1), group="string", key_flags="OW insert")
 def setnx(c, argv):
     """Set the value of a key only if it does not exist."""
     return set_generic(c, argv, NX, argv[1], argv[2], None, "setnx", 1, 0)
 
 
-@command("setex", 4, "write denyoom", (1, 1, 1), group="string", since="2.0.0")
+@command("setex", 4, "write denyoom", (1, 1, 1), group="string", since="2.0.0",
+         key_flags="OW update")
 def setex(c, argv):
     """Set the value and expiration (seconds) of a key."""
     return set_generic(c, argv, EX, argv[1], argv[3], argv[2], "setex")
 
 
-@command("psetex", 4, "write denyoom", (1, 1, 1), group="string", since="2.6.0")
+@command("psetex", 4, "write denyoom", (1, 1, 1), group="string", since="2.6.0",
+         key_flags="OW update")
 def psetex(c, argv):
     """Set the value and expiration (milliseconds) of a key."""
     return set_generic(c, argv, PX, argv[1], argv[3], argv[2], "psetex")
@@ -217,7 +219,8 @@ def getset(c, argv):
     return old
 
 
-@command("getdel", 2, "write fast", (1, 1, 1), group="string", since="6.2.0")
+@command("getdel", 2, "write fast", (1, 1, 1), group="string", since="6.2.0",
+         key_flags="RW access delete")
 def getdel(c, argv):
     """Get the value of a key and delete the key."""
     db = c.db
@@ -284,13 +287,15 @@ def _mset(c, argv, nx: bool):
     return 1 if nx else OK
 
 
-@command("mset", -3, "write denyoom", (1, -1, 2), group="string", since="1.0.1")
+@command("mset", -3, "write denyoom", (1, -1, 2), group="string", since="1.0.1",
+         key_flags="OW update")
 def mset(c, argv):
     """Set multiple keys to multiple values."""
     return _mset(c, argv, False)
 
 
-@command("msetnx", -3, "write denyoom", (1, -1, 2), group="string", since="1.0.1")
+@command("msetnx", -3, "write denyoom", (1, -1, 2), group="string", since="1.0.1",
+         key_flags="OW insert")
 def msetnx(c, argv):
     """Set multiple keys to multiple values, only if none of the keys exist."""
     return _mset(c, argv, True)
@@ -377,7 +382,8 @@ def incrbyfloat(c, argv):
 # Ranges
 # ----------------------------------------------------------------------
 
-@command("append", 3, "write denyoom fast", (1, 1, 1), group="string", since="2.0.0")
+@command("append", 3, "write denyoom fast", (1, 1, 1), group="string", since="2.0.0",
+         key_flags="RW insert")
 def append(c, argv):
     """Append a value to a key."""
     db = c.db
@@ -395,7 +401,7 @@ def append(c, argv):
     return total
 
 
-@command("strlen", 2, "readonly fast", (1, 1, 1), group="string", since="2.2.0")
+@command("strlen", 2, "readonly fast", (1, 1, 1), group="string", since="2.2.0", key_flags="RO")
 def strlen(c, argv):
     """Get the length of the value stored in a key."""
     v = read_string(c.db, argv[1])
@@ -440,7 +446,8 @@ def substr(c, argv):
     return _getrange(c, argv)
 
 
-@command("setrange", 4, "write denyoom", (1, 1, 1), group="string", since="2.2.0")
+@command("setrange", 4, "write denyoom", (1, 1, 1), group="string", since="2.2.0",
+         key_flags="RW update")
 def setrange(c, argv):
     """Overwrite part of a string at key starting at the specified offset."""
     offset = string2ll(argv[2])

@@ -90,7 +90,7 @@ def exec_(c, argv):
 
 
 @command("watch", -2, "noscript loading stale fast no_multi allow_busy", keys=(1, -1, 1),
-         group="transactions", since="2.2.0")
+         group="transactions", since="2.2.0", key_flags="RO")
 def watch(c, argv):
     """Monitor changes to keys to determine the execution of a transaction."""
     if c.multi:

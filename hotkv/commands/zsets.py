@@ -358,7 +358,8 @@ def _zadd(c, argv, key, pairs_start, incr, nx, xx, gt, lt, ch):
     return added + updated if ch else added
 
 
-@command("zadd", -4, "write denyoom fast", (1, 1, 1), group="sorted_set", since="1.2.0")
+@command("zadd", -4, "write denyoom fast", (1, 1, 1), group="sorted_set", since="1.2.0",
+         key_flags="RW update")
 def zadd(c, argv):
     """Adds one or more members to a sorted set, or updates their scores."""
     return _zadd_options(c, argv, False)
@@ -396,7 +397,8 @@ def zincrby(c, argv):
     return _zadd_options(c, argv, True)
 
 
-@command("zrem", -3, "write fast", (1, 1, 1), group="sorted_set", since="1.2.0")
+@command("zrem", -3, "write fast", (1, 1, 1), group="sorted_set", since="1.2.0",
+         key_flags="RW delete")
 def zrem(c, argv):
     """Removes one or more members from a sorted set."""
     db = c.db
@@ -420,7 +422,7 @@ def zrem(c, argv):
 # Reads
 # ----------------------------------------------------------------------
 
-@command("zcard", 2, "readonly fast", (1, 1, 1), group="sorted_set", since="1.2.0")
+@command("zcard", 2, "readonly fast", (1, 1, 1), group="sorted_set", since="1.2.0", key_flags="RO")
 def zcard(c, argv):
     """Returns the number of members in a sorted set."""
     z = _get(c, argv[1])
@@ -701,19 +703,22 @@ def _zremrange(c, argv, rangetype, event):
     return deleted
 
 
-@command("zremrangebyrank", 4, "write", (1, 1, 1), group="sorted_set", since="2.0.0")
+@command("zremrangebyrank", 4, "write", (1, 1, 1), group="sorted_set", since="2.0.0",
+         key_flags="RW delete")
 def zremrangebyrank(c, argv):
     """Removes members in a sorted set within a range of indexes."""
     return _zremrange(c, argv, RANK, "zremrangebyrank")
 
 
-@command("zremrangebyscore", 4, "write", (1, 1, 1), group="sorted_set", since="1.2.0")
+@command("zremrangebyscore", 4, "write", (1, 1, 1), group="sorted_set", since="1.2.0",
+         key_flags="RW delete")
 def zremrangebyscore(c, argv):
     """Removes members in a sorted set within a range of scores."""
     return _zremrange(c, argv, SCORE, "zremrangebyscore")
 
 
-@command("zremrangebylex", 4, "write", (1, 1, 1), group="sorted_set", since="2.8.9")
+@command("zremrangebylex", 4, "write", (1, 1, 1), group="sorted_set", since="2.8.9",
+         key_flags="RW delete")
 def zremrangebylex(c, argv):
     """Removes members in a sorted set within a lexicographical range."""
     return _zremrange(c, argv, LEX, "zremrangebylex")
@@ -763,13 +768,15 @@ def _zpop_cmd(c, argv, where_max):
     return out
 
 
-@command("zpopmin", -2, "write fast", (1, 1, 1), group="sorted_set", since="5.0.0")
+@command("zpopmin", -2, "write fast", (1, 1, 1), group="sorted_set", since="5.0.0",
+         key_flags="RW access delete")
 def zpopmin(c, argv):
     """Returns the lowest-scoring members from a sorted set after removing them."""
     return _zpop_cmd(c, argv, False)
 
 
-@command("zpopmax", -2, "write fast", (1, 1, 1), group="sorted_set", since="5.0.0")
+@command("zpopmax", -2, "write fast", (1, 1, 1), group="sorted_set", since="5.0.0",
+         key_flags="RW access delete")
 def zpopmax(c, argv):
     """Returns the highest-scoring members from a sorted set after removing them."""
     return _zpop_cmd(c, argv, True)
@@ -798,14 +805,16 @@ def _bzpop(c, argv, where_max):
     return [key, m, s]
 
 
-@command("bzpopmin", -3, "write blocking fast", (1, -2, 1), group="sorted_set", since="5.0.0")
+@command("bzpopmin", -3, "write blocking fast", (1, -2, 1), group="sorted_set", since="5.0.0",
+         key_flags="RW access delete")
 def bzpopmin(c, argv):
     """Removes and returns the member with the lowest score from one or more
     sorted sets, or blocks until one is available."""
     return _bzpop(c, argv, False)
 
 
-@command("bzpopmax", -3, "write blocking fast", (1, -2, 1), group="sorted_set", since="5.0.0")
+@command("bzpopmax", -3, "write blocking fast", (1, -2, 1), group="sorted_set", since="5.0.0",
+         key_flags="RW access delete")
 def bzpopmax(c, argv):
     """Removes and returns the member with the highest score from one or more
     sorted sets, or blocks until one is available."""
@@ -1170,19 +1179,3 @@ def zscan(c, argv):
         out.append(format_double(d[m]))
     return [b"%d" % nxt, out]
 
-
-# COMMAND INFO key-spec flags where Valkey's differ from the generic ones
-# (server_cmds.KEY_SPEC_FLAGS is the table COMMAND reads).
-from .server_cmds import KEY_SPEC_FLAGS as _KEY_SPEC_FLAGS  # noqa: E402
-_KEY_SPEC_FLAGS.update({
-    "bzpopmin": ("RW", "access", "delete"),
-    "bzpopmax": ("RW", "access", "delete"),
-    "zadd": ("RW", "update"),
-    "zrem": ("RW", "delete"),
-    "zcard": ("RO",),
-    "zremrangebyscore": ("RW", "delete"),
-    "zremrangebyrank": ("RW", "delete"),
-    "zremrangebylex": ("RW", "delete"),
-    "zpopmin": ("RW", "access", "delete"),
-    "zpopmax": ("RW", "access", "delete"),
-})
