@@ -5,11 +5,13 @@ entries over many nodes, lists of thousands of items over many quicklist
 nodes, consumer groups reading, acking, claiming and trimming them) on the
 session's hotkv and the reference Valkey, every reply compared byte for byte
 and then the whole final state (see volume.py).  With the fix of 4a32dcf
-reverted, every one of the CI seeds diverges at an XREADGROUP > without
-COUNT (or an XRANGE without COUNT) some hundreds of commands in.
+reverted, all 16 CI runs diverge, each at an XREADGROUP > (commands
+1027-1429 of 6000).  One known divergence is tolerated and counted, not
+hidden: OBJECT ENCODING of a list (volume.known_divergence), reproduced by
+the strict xfail below.
 
 CI runs HOTKV_VOLUME_SEEDS=8 seeds (0..7) of HOTKV_VOLUME_COMMANDS=6000
-commands in each protocol (~20 s on 2 cores).  More:
+commands in each protocol (~30 s on 2 idle cores, ~21 s of CPU).  More:
 
     HOTKV_VOLUME_SEEDS=0-199 HOTKV_VOLUME_COMMANDS=10000 python -m pytest -q compat/test_volume.py
 
@@ -43,9 +45,36 @@ COMMANDS = int(os.environ.get("HOTKV_VOLUME_COMMANDS", "6000"))
 @pytest.mark.parametrize("resp3", [False, True], ids=["resp2", "resp3"])
 @pytest.mark.parametrize("seed", _seeds())
 def test_volume_differential(server, ref_server, seed, resp3):
+    known: dict = {}
     n = compare(seed, COMMANDS, resp3, hotkv_addr=(server.host, server.port),
-                valkey_addr=(ref_server.host, ref_server.port))
+                valkey_addr=(ref_server.host, ref_server.port), known=known)
     assert n == COMMANDS
+    if known:
+        print("seed %d: known divergences tolerated: %r" % (seed, known))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="open: hotkv's OBJECT ENCODING of a list follows its "
+                   "contents, Valkey's its history (volume.known_divergence 'list-encoding')")
+@pytest.mark.parametrize("case", ["shrinking", "big-element-count-limit"])
+def test_list_encoding_follows_valkey(diff, case):
+    """The divergence volume.py tolerates as "list-encoding", reproduced:
+    Valkey turns a quicklist back into a listpack only once it is down to
+    half the limit (5 items under a limit of 4 make a quicklist; popping one
+    leaves it one), and under a count limit an element over 8 kB still makes
+    a quicklist.  When hotkv follows, this XPASSes (strict: fails) -- then
+    drop the tolerance in volume.known_divergence."""
+    try:
+        if case == "shrinking":
+            diff("CONFIG", "SET", "list-max-listpack-size", "4")
+            diff("RPUSH", "l", "a", "b", "c", "d", "e")
+            assert diff("OBJECT", "ENCODING", "l") == b"$9\r\nquicklist\r\n"
+            diff("RPOP", "l")
+        else:
+            diff("CONFIG", "SET", "list-max-listpack-size", "128")
+            diff("RPUSH", "l", "x" * 9000)
+        diff("OBJECT", "ENCODING", "l")
+    finally:
+        diff("CONFIG", "SET", "list-max-listpack-size", "-2")
 
 
 def _chunks(script, size):

