@@ -1,4 +1,5 @@
-"""Server commands (hotkv/commands/server_cmds.py): INFO, CONFIG, COMMAND,
+"""Server commands (hotkv/commands/: server_cmds, info, config_cmds,
+debug, introspection, placeholders): INFO, CONFIG, COMMAND,
 DBSIZE, FLUSH*, TIME, LASTSAVE, SAVE/BGSAVE, SHUTDOWN, DEBUG, MEMORY,
 FUNCTION FLUSH -- against Valkey byte for byte where the output is
 deterministic, by shape and fields where it is not."""
@@ -189,13 +190,13 @@ def test_rdb_changes_save_and_lastsave(raw, diff):
 
 
 def test_info_extension_hook(raw):
-    from hotkv.commands import server_cmds
-    server_cmds.add_info_fields("stats", lambda server: [("hotkv_test_field", 42)])
+    from hotkv.commands import info
+    info.add_info_fields("stats", lambda server: [("hotkv_test_field", 42)])
     try:
         assert info_of(raw, "stats")["hotkv_test_field"] == "42"
         assert "hotkv_test_field" not in info_of(raw, "server")
     finally:
-        server_cmds.INFO_SECTIONS["stats"].extra.pop()
+        info.INFO_SECTIONS["stats"].extra.pop()
     assert "hotkv_test_field" not in info_of(raw, "stats")
 
 

@@ -3,6 +3,14 @@
 One module per area, as Redis's t_*.c files: each holds the handlers of its
 commands, registered with ``hotkv.registry.command``.  Adding a command
 touches one module (and its test).
+
+The order of ``MODULES`` matters: commands are registered in it, and that
+order is COMMAND's (and COMMAND DOCS', COMMAND LIST's) and the ACL bit of
+each command; the server's init, cron, reset and disconnect hooks run in
+the order the modules appended them (SLOWLOG's init before INFO's).  The
+server-command modules (server_cmds to introspection) keep the order they
+had as one module.  A module that imports another command module must be
+listed after it, or it registers that module's commands early.
 """
 
 from importlib import import_module
@@ -14,6 +22,13 @@ MODULES = [
     "strings",
     "lists",
     "server_cmds",
+    "monitor",
+    "slowlog",
+    "info",
+    "config_cmds",
+    "debug",
+    "placeholders",
+    "introspection",
     "client_cmds",
     "streams",
     "pubsub",

@@ -30,10 +30,10 @@ from .. import blocking, errors
 from ..client import REPLY_OFF, REPLY_ON, REPLY_SKIP
 from ..errors import CommandError
 from ..registry import command, container
+from ..replies import help_reply
 from ..resp import OK, Verbatim
 from ..util import string2ll
 from .connection import validate_client_name
-from .server_cmds import help_reply
 
 container("client", group="server")
 

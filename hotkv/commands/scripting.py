@@ -18,10 +18,10 @@ from .. import errors
 from ..blocking import BLOCKED
 from ..errors import CommandError
 from ..registry import command, container, spec
+from ..replies import help_reply
 from ..resp import OK
 from ..scripting import ScriptError, engine, feed_monitors
 from ..util import string2ll
-from .server_cmds import help_reply
 
 NOSCRIPT = "NOSCRIPT No matching script."
 
