@@ -455,7 +455,10 @@ class ServeWhileBlocked:
             if client is skip or client.closed or client.closing or client.fd < 0:
                 continue
             transport = getattr(client, "transport", None)
-            if transport is not None and type(transport) is not _HeldTransport:
+            if type(transport) is _HeldTransport:
+                if transport.state is _LOOP:   # TLS accepted in an earlier busy spell
+                    transport.read_lower()
+            elif transport is not None:
                 _read_loop_owned(client, transport)
         if self.held:
             for held in list(self.held):
@@ -673,6 +676,15 @@ class _HeldTransport(asyncio.Protocol):
         except Exception as e:   # pragma: no cover - the loop refused the socket
             log.warning("could not hand a connection over to the event loop: %s", e)
             self.lost(e)
+
+    def read_lower(self):
+        """A later busy spell: read the loop transport's socket by hand."""
+        try:
+            data = os.read(self.sock.fileno(), 65536)
+        except OSError:
+            return
+        if data:
+            self._received(data)
 
     # -- the protocol of the loop transport after the hand-over ---------------
     def connection_made(self, transport):

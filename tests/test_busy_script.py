@@ -261,24 +261,23 @@ def test_a_pipeline_from_a_new_connection(srv):
         assert new.read_available(0.05) == b""
 
 
-def test_script_kill_from_a_new_connection_refused_after_a_write_shutdown_nosave_ends_it(
-        request, tmp_path):
+@pytest.mark.parametrize("name", ["hotkv", "valkey"])
+def test_script_kill_from_a_new_connection_refused_after_a_write_shutdown_nosave_ends_it(name):
     """On a server of its own: SHUTDOWN NOSAVE from a new connection ends
     the server even though the script wrote; neither the new connection nor
     the script's caller gets a reply."""
-    for name in ("hotkv", "valkey"):
-        if name == "hotkv":
-            hot = EmbeddedServer(port=0, lua_time_limit=int(THRESHOLD_MS)).start()
-            request.addfinalizer(hot.stop)
-            s = Srv(name, hot.host, hot.port, None)
-        else:
-            ref = ReferenceValkey("--busy-reply-threshold", THRESHOLD_MS).start()
-            request.addfinalizer(ref.stop)
-            s = Srv(name, ref.host, ref.port, None)
-        busy = Busy(s, script=WRITE_LOOP).__enter__()
+    if name == "hotkv":
+        hot = EmbeddedServer(port=0, lua_time_limit=int(THRESHOLD_MS)).start()
+        s = Srv(name, hot.host, hot.port, None)
+    else:
+        ref = ReferenceValkey("--busy-reply-threshold", THRESHOLD_MS).start()
+        s = Srv(name, ref.host, ref.port, None)
+    busy = Busy(s, script=WRITE_LOOP)
+    try:
+        busy.__enter__()
         new = busy.client()
-        assert new.call("SCRIPT", "KILL") == UNKILLABLE, name
-        assert new.call("SHUTDOWN") == BUSY, name
+        assert new.call("SCRIPT", "KILL") == UNKILLABLE
+        assert new.call("SHUTDOWN") == BUSY
         new.send("SHUTDOWN", "NOSAVE")
         with pytest.raises(ConnectionError):
             new.read_reply()
@@ -291,8 +290,21 @@ def test_script_kill_from_a_new_connection_refused_after_a_write_shutdown_nosave
             assert ref.proc.wait(TIMEOUT) == 0
         with pytest.raises(OSError):
             s.tcp()
+    finally:
+        # The script cannot be killed: if the server is still up, the
+        # connection made before the script ends it.
+        try:
+            busy.old.send("SHUTDOWN", "NOSAVE")
+        except (OSError, AttributeError):
+            pass
         for c in busy.clients:
             c.close()
+        if name == "hotkv":
+            hot._thread.join(TIMEOUT)
+            if not hot._thread.is_alive():   # else stop() would wait for ever
+                hot.stop()
+        else:
+            ref.stop()
 
 
 def _hotkv_process(port):
@@ -362,7 +374,6 @@ def test_tls_connections_during_a_busy_script(hotkv_server_factory, pki):
     with Busy(s) as busy:
         assert old_tls.call("PING") == BUSY
         new = _tls_client(hot.tls_port, pki)     # its handshake runs while busy
-        busy.clients.append(new)
         assert new.call("PING") == BUSY
         assert new.call("MULTI") == b"+OK\r\n"
         assert new.call("DISCARD") == b"+OK\r\n"
@@ -394,4 +405,12 @@ def test_tls_connections_during_a_busy_script(hotkv_server_factory, pki):
         assert connected_clients(busy.old) == 5   # old, runner, old_tls, new, late
         assert late.call("QUIT") == b"+OK\r\n"
         assert wait_for(lambda: connected_clients(busy.old) == 4, timeout=TIMEOUT)
+    # A second busy spell: the connection accepted during the first one is
+    # served again (its TLS now runs over a loop transport).
+    with Busy(s) as busy:
+        assert new.call("PING") == BUSY
+        assert new.call("SCRIPT", "KILL") == b"+OK\r\n"
+        assert busy.runner.read_reply() == KILLED
+        assert new.call("PING") == b"+PONG\r\n"
+    new.close()
     old_tls.close()
