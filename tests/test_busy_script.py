@@ -334,7 +334,15 @@ def test_sigterm_during_a_busy_script_waits_for_its_end(name):
             for _ in range(5):    # still serving, from new connections
                 assert busy.client().call("PING") == BUSY
             assert proc.poll() is None
-            assert busy.client().call("SCRIPT", "KILL") == b"+OK\r\n"
+            killer = busy.client()
+            killer.send("SCRIPT", "KILL")
+            try:
+                reply = killer.read_reply()
+            except ConnectionError:
+                # Valkey's shutdown may run before this reply is written
+                # (about one run in ten): the kill was done all the same.
+                reply = None
+            assert reply in (b"+OK\r\n", None)
             assert proc.wait(TIMEOUT) == 0
     finally:
         if proc.poll() is None:
