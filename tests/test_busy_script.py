@@ -21,6 +21,7 @@ ends with its dedicated server.  The whole file takes about 5 s.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import signal
@@ -28,10 +29,12 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 
 import pytest
 
 from hotkv import EmbeddedServer
+from hotkv.embedded import AsyncEmbeddedServer
 from support import RawClient, ReferenceValkey, free_port, valkey_server_binary, wait_for
 
 BUSY = (b"-BUSY Valkey is busy running a script. You can only call SCRIPT KILL or "
@@ -350,6 +353,8 @@ def test_sigterm_during_a_busy_script_waits_for_its_end(name):
         proc.wait(TIMEOUT)
         if name == "valkey":
             ref.stop()
+        else:
+            proc.stdout.close()
 
 
 # ----------------------------------------------------------------------
@@ -422,3 +427,53 @@ def test_tls_connections_during_a_busy_script(hotkv_server_factory, pki):
         assert new.call("PING") == b"+PONG\r\n"
     new.close()
     old_tls.close()
+
+
+def test_on_asyncio_default_event_loop(pki):
+    """The same serving on asyncio's own loop (AsyncEmbeddedServer, no
+    uvloop): its TLS transports are fed by hand too, and new connections
+    join it after the script."""
+    cert, key = pki["server"]
+    state = {}
+
+    def run():
+        loop = asyncio.SelectorEventLoop()   # whatever the event loop policy says
+
+        async def main():
+            server = AsyncEmbeddedServer(port=0, lua_time_limit=int(THRESHOLD_MS), tls_port=0,
+                                         tls_cert_file=cert, tls_key_file=key,
+                                         tls_ca_cert_file=pki["ca"][0], tls_auth_clients="yes")
+            await server.start()
+            state["stop"] = asyncio.Event()
+            state.update(server=server, loop=loop)
+            await state["stop"].wait()
+            await server.stop()
+        try:
+            loop.run_until_complete(main())
+        finally:
+            loop.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert wait_for(lambda: "loop" in state, timeout=TIMEOUT)
+    hot = state["server"]
+    assert isinstance(state["loop"], asyncio.SelectorEventLoop)
+    try:
+        old_tls = _tls_client(hot.tls_port, pki)
+        assert old_tls.call("PING") == b"+PONG\r\n"
+        with Busy(Srv("hotkv", hot.host, hot.port, None)) as busy:
+            busy.clients.append(old_tls)
+            assert old_tls.call("PING") == BUSY
+            new = busy.client()
+            new_tls = _tls_client(hot.tls_port, pki)
+            busy.clients.append(new_tls)
+            assert new.call("PING") == BUSY
+            assert new_tls.call("PING") == BUSY
+            assert new_tls.call("SCRIPT", "KILL") == b"+OK\r\n"
+            assert busy.runner.read_reply() == KILLED
+            assert [c.call("PING") for c in (new, new_tls, old_tls)] == [b"+PONG\r\n"] * 3
+            assert connected_clients(new) == 5
+    finally:
+        state["loop"].call_soon_threadsafe(state["stop"].set)
+        thread.join(TIMEOUT)
+    assert not thread.is_alive()
