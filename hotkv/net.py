@@ -16,7 +16,8 @@ Flow control, as Redis and uvicorn do it:
 
 ``Listener`` starts TCP / unix-socket servers for a ``Server`` and the
 periodic cron; ``run_server`` is what ``hotkv serve`` and the embedded
-server call.
+server call.  ``ServeWhileBlocked`` serves the clients -- new connections
+included -- while a busy script holds the event loop.
 """
 
 from __future__ import annotations

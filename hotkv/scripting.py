@@ -621,9 +621,19 @@ class Engine:
         busy_error = run.busy_error
 
         def busy_gate(client, cmd, argv):
-            if "allow_busy" not in cmd.flags or (cmd.name == "shutdown"
-                                                 and _shutdown_saves(argv)):
+            if "allow_busy" not in cmd.flags:
                 reject(client, busy_error, cmd)
+                return True
+            if cmd.name == "shutdown" and _shutdown_saves(argv):
+                # Valkey refuses it inside the command (before any save):
+                # counted as a call that failed, not as a rejected one.
+                cmd.calls += 1
+                cmd.failed_calls += 1
+                server.stat_numcommands += 1
+                client.ncmds += 1
+                client.last_cmd = cmd.name
+                server.count_error(busy_error)
+                client.add_error(busy_error)
                 return True
             return prev(client, cmd, argv) if prev is not None else False
         run.prev_gate = (prev, busy_gate)
