@@ -12,9 +12,10 @@ divergence is counted, not hidden: stream node layout after a rewrite
 (persistence.LAYOUT), reproduced by the strict xfail below.
 
 CI runs HOTKV_PERSIST_SEEDS=4 seeds (0..3, both kill variants, crossing on
-all) of HOTKV_PERSIST_COMMANDS=1500 commands (~20 s on 2 cores).  More:
+all) of HOTKV_PERSIST_COMMANDS=1500 commands (~15-26 s on 2 cores).  More:
 
-    HOTKV_PERSIST_SEEDS=0-99 HOTKV_PERSIST_COMMANDS=3000 python -m pytest -q compat/test_persistence.py
+    HOTKV_PERSIST_SEEDS=0-99 HOTKV_PERSIST_COMMANDS=3000 \
+        python -m pytest -q compat/test_persistence.py
 
 or, without pytest, ``python compat/persistence.py --seeds 0-499 --commands 3000``.
 """
