@@ -6,7 +6,7 @@ that belong to none of them (so they live here, below ``hotkv.commands``):
 * ``help_reply``: Redis's addReplyHelp, the shape of every ``<CMD> HELP``
   reply (a header line, the given lines, then HELP and its description);
 * ``quoted``: Redis's sdscatrepr, how MONITOR (and a script's commands fed
-  to MONITOR by ``hotkv.scripting``) shows each argument;
+  to MONITOR by ``hotkv.lua.engine``) shows each argument;
 * ``redacted``: the arguments a command is echoed with by MONITOR and
   SLOWLOG -- AUTH's and HELLO's credentials replaced by ``(redacted)``.
 

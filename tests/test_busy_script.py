@@ -1,4 +1,4 @@
-"""A runaway script must not lock anyone out (hotkv.scripting's busy state,
+"""A runaway script must not lock anyone out (hotkv.lua.engine's busy state,
 hotkv.net.ServeWhileBlocked), checked against hotkv and valkey-server 8.1.8.
 
 While a script runs past busy-reply-threshold, Valkey keeps serving every

@@ -1,7 +1,8 @@
 """EVAL / EVALSHA / EVAL_RO / EVALSHA_RO and SCRIPT.
 
-The Lua runtime, the sandbox and the conversions live in hotkv.scripting;
-this module parses the commands and hands the reply over.
+The Lua runtime, the sandbox and the conversions live in hotkv.lua
+(``hotkv.lua.engine``); this module parses the commands and hands the
+reply over.
 
 Invariants:
 * a script's effects are propagated command by command (each redis.call that
@@ -17,10 +18,10 @@ from __future__ import annotations
 from .. import errors
 from ..blocking import BLOCKED
 from ..errors import CommandError
+from ..lua.engine import ScriptError, engine, feed_monitors
 from ..registry import command, container, spec
 from ..replies import help_reply
 from ..resp import OK
-from ..scripting import ScriptError, engine, feed_monitors
 from ..util import string2ll
 
 NOSCRIPT = "NOSCRIPT No matching script."

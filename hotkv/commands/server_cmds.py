@@ -27,9 +27,6 @@ from .. import errors
 from ..blocking import BLOCKED
 from ..errors import CommandError
 from ..registry import command
-# Re-exported for hotkv/scripting.py, which imports them from here; it is
-# to import them from hotkv.replies (their home) instead, then these go.
-from ..replies import quoted, redacted as _redacted  # noqa: F401
 from ..resp import OK, Simple
 
 log = logging.getLogger("hotkv")

@@ -1,0 +1,18 @@
+"""Lua scripting (EVAL / EVALSHA / SCRIPT's runtime), following Valkey's
+script_lua.c / eval.c / script.c.  No sockets here; the commands live in
+``hotkv.commands.scripting``.
+
+* ``engine`` -- the Engine (one per server): the Lua state, the script
+  cache, the redis.* API, the conversions between Lua values and RESP, the
+  busy-script state;
+* ``prelude.lua`` -- the Lua half of the engine: the API table, the
+  sandbox, the error handler, the timeout hook (package data, loaded by
+  ``engine``);
+* ``values`` -- Lua 5.1's number and type semantics as Python functions;
+* ``libs`` -- the libraries Valkey ships to scripts, written in Python:
+  cjson, cmsgpack, struct, bit.
+
+Invariant: the dependencies point one way -- engine -> libs -> values; no
+library knows the engine or the server.  This package imports nothing on
+its own, so importing one of its modules loads only what that module needs.
+"""

@@ -1,0 +1,806 @@
+"""The Lua engine: the runtime behind EVAL / EVALSHA / SCRIPT (no sockets).
+
+Owns ``Engine`` (one per server, ``server.scripting``, created lazily by
+``engine(server)``): a Lua 5.1 state from lupa, the script cache (sha1 hex ->
+Script; EVAL-created scripts evicted beyond 500, least recently used first,
+SCRIPT LOAD ones kept), the Python side of the ``redis`` / ``server`` API,
+the script timeout, and the conversions between Lua values and RESP,
+following Valkey's script_lua.c / eval.c / script.c.  Its Lua side -- the
+API table, the sandbox, the error handler, the timeout hook -- is
+``prelude.lua`` (run once per Lua state); the libraries are ``hotkv.lua.libs``:
+
+* a script's ``redis.call`` runs through ``hotkv.dispatch.call`` with a fake
+  client (the caller's db and user, RESP2 unless ``redis.setresp(3)``), so a
+  command behaves exactly as when a client sends it (WATCH, blocked clients,
+  keyspace events, effects propagation); its encoded reply is parsed back
+  into Lua values (status -> {ok=}, error -> {err=}, nil -> false in RESP2,
+  maps/sets/doubles/big numbers as tables in RESP3).  Arity, noscript, ACL,
+  read-only (EVAL_RO, ``#!lua flags=no-writes``), MISCONF and OOM checks are
+  made here with Valkey's script texts;
+* the script's return value is encoded straight to RESP for the caller
+  (numbers truncated to integers, arrays stop at the first nil, true -> 1 /
+  false -> nil in RESP2 ...);
+* errors carry Valkey's texts: ``ERR user_script:1: ... script: <sha>, on
+  @user_script:1.``; the error handler finds the user's frame skipping C
+  functions and our own Lua glue (chunk ``=hotkv``).  The API and library
+  functions are Python callables -- C functions to Lua -- so a user's
+  ``return redis.call(...)`` is no Lua tail call that would lose its line;
+  they raise ``LuaError(error table)`` or ``LibError(message)``, which the
+  handler (and our ``pcall``) unwrap;
+* the sandbox: globals are read-only ("Attempt to modify a readonly table"),
+  reading an unknown global fails ("Script attempted to access nonexistent
+  global variable"), KEYS/ARGV are served by the globals' metatable, the
+  library tables are read-only proxies (so ``pairs(string)`` sees nothing),
+  lupa's ``python`` global is removed and Python attributes are never
+  reachable (``attribute_filter``); io, package, require, dofile, loadfile,
+  print, debug, getfenv, setfenv, newproxy and os (but os.clock) are gone.
+  The libraries (cjson, bit, cmsgpack, struct, in ``hotkv.lua.libs``)
+  get their tables built in the prelude from callables made here; table
+  iteration order (maps, cjson objects) is stock Lua 5.1's, not Valkey's
+  (its Lua hashes strings with murmur32);
+* script timeout: past ``lua-time-limit`` (busy-reply-threshold) a count
+  hook (every 100000 instructions) serves the other clients -- the event
+  loop cannot be re-entered, so ``hotkv.net.ServeWhileBlocked`` accepts new
+  connections (TCP, unix, TLS), reads every socket and writes the replies
+  itself -- and their commands meet a gate installed as
+  ``server.pause_check`` for the script's duration, in Valkey's place after
+  the AUTH and ACL checks: those without ``allow_busy``, and a SHUTDOWN
+  without NOSAVE, get BUSY; SCRIPT KILL ends a script that has not written;
+  SHUTDOWN NOSAVE ends any.  A SIGTERM is left to the event loop, so the
+  shutdown it asks for happens once the script ends, as in Valkey.
+
+Invariants:
+* a script runs to completion inside one ``call``, so it is atomic; blocking
+  commands act non-blocking because the fake client cannot block;
+* ``engine.run`` is the running script's context exactly while one runs;
+* Python exceptions never cross into Lua unasked: callbacks catch their own
+  errors and raise only the two error carriers above.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+from collections import OrderedDict
+from importlib import resources
+
+from lupa import lua51
+
+from .. import errors
+from ..client import Client
+from ..dispatch import call, reject
+from ..registry import lookup
+from ..replies import quoted, redacted
+from ..resp import Double, encode, format_double
+from .libs import LibError, bit, cjson, cmsgpack, lib
+from .libs import struct as lua_struct
+from .values import lua_num_str, lua_tonumber, truncate
+
+log = logging.getLogger("hotkv")
+
+# The Lua half of the engine (package data next to this module).
+_PRELUDE = resources.files(__package__).joinpath("prelude.lua").read_bytes()
+
+MAX_REPLY_DEPTH = 200
+LRU_LENGTH = 500
+BUSY_SCRIPT = ("BUSY Valkey is busy running a script. You can only call SCRIPT KILL or "
+               "SHUTDOWN NOSAVE.")
+# Valkey's text while a function (FCALL) is busy: a RunCtx's busy_error when
+# functions come.
+BUSY_FUNCTION = ("BUSY Valkey is busy running a script. You can only call FUNCTION KILL or "
+                 "SHUTDOWN NOSAVE.")
+
+_SHUTDOWN_OPTIONS = {b"nosave", b"save", b"now", b"force", b"abort"}
+
+
+def _shutdown_saves(argv) -> bool:
+    """A well-formed SHUTDOWN that is neither NOSAVE nor ABORT: refused BUSY
+    while a script is busy (Valkey checks after the syntax and ABORT, so
+    those still get the command's own replies)."""
+    opts = {a.lower() for a in argv[1:]}
+    if not opts <= _SHUTDOWN_OPTIONS or b"abort" in opts:
+        return False
+    return b"nosave" not in opts
+
+
+def _number_arg(n) -> bytes:
+    """A Lua number as a command argument: integral values in full, others as
+    the shortest round-trip form (Valkey's double2ll / fpconv_dtoa)."""
+    if type(n) is int:
+        return b"%d" % n
+    if n == n and -9.2233720368547758e18 < n < 9.2233720368547758e18 and n == int(n):
+        return b"%d" % int(n)
+    return format_double(n)
+
+
+SHEBANG_FLAGS = {
+    b"no-writes": "no_writes", b"allow-oom": "allow_oom", b"allow-stale": "allow_stale",
+    b"no-cluster": "no_cluster", b"allow-cross-slot-keys": "allow_cross_slot",
+}
+
+
+def parse_shebang(body: bytes):
+    """(flags or None for compat mode, shebang length); raises ValueError(text)."""
+    if not body.startswith(b"#!"):
+        return None, 0
+    end = body.find(b"\n")
+    if end < 0:
+        raise ValueError("Invalid script shebang")
+    parts = body[:end].split()
+    if not parts:
+        raise ValueError("Invalid engine in script shebang")
+    if parts[0] != b"#!lua":
+        raise ValueError("Could not find scripting engine '%s'"
+                         % parts[0][2:].decode("utf-8", "surrogateescape"))
+    flags = set()
+    for part in parts[1:]:
+        if part.startswith(b"flags="):
+            for f in part[6:].split(b","):
+                if f not in SHEBANG_FLAGS:
+                    raise ValueError("Unexpected flag in script shebang: %s"
+                                     % f.decode("utf-8", "surrogateescape"))
+                flags.add(SHEBANG_FLAGS[f])
+        else:
+            raise ValueError("Unknown lua shebang option: %s"
+                             % part.decode("utf-8", "surrogateescape"))
+    return flags, end
+
+
+class ScriptError(Exception):
+    """An error reply for the caller; ``counted`` False when the error was
+    already counted in the error stats (the command inside the script)."""
+
+    def __init__(self, message: str, counted: bool = True):
+        super().__init__(message)
+        self.message = message
+        self.counted = counted
+
+
+class RunCtx:
+    __slots__ = ("caller", "fake", "sha", "readonly", "write_dirty", "flags", "killed",
+                 "start", "busy", "prev_gate", "prev_shutdown", "shutdown", "prop_mark",
+                 "busy_error", "serving")
+
+    def __init__(self, caller, fake, sha, readonly, flags):
+        self.caller = caller
+        self.fake = fake
+        self.sha = sha
+        self.readonly = readonly
+        self.write_dirty = False
+        self.flags = flags
+        self.killed = False
+        self.start = time.monotonic()
+        self.busy = False
+        self.prev_gate = None
+        self.prev_shutdown = None
+        self.shutdown = False
+        self.prop_mark = 0
+        self.busy_error = BUSY_SCRIPT
+        self.serving = None     # hotkv.net.ServeWhileBlocked while busy
+
+
+class Script:
+    __slots__ = ("body", "func", "flags")
+
+    def __init__(self, body, func, flags):
+        self.body = body
+        self.func = func
+        self.flags = flags
+
+
+
+
+class Engine:
+    def __init__(self, server):
+        self.server = server
+        self.scripts: dict[bytes, Script] = {}
+        # Scripts EVAL created (not SCRIPT LOAD), oldest first: beyond
+        # LRU_LENGTH the oldest is dropped, as Valkey does.
+        self.lru: OrderedDict[bytes, None] = OrderedDict()
+        self.evicted = 0
+        self.run: RunCtx | None = None
+        self.fake = None
+        self._init_lua()
+
+    # ------------------------------------------------------------------
+    def _init_lua(self):
+        self.lua = lua = lua51.LuaRuntime(encoding=None, unpack_returned_tuples=True,
+                                          register_eval=False, register_builtins=False,
+                                          attribute_filter=_no_attributes)
+        self.lua_type = lua51.lua_type
+        prelude = lua.execute("return loadstring(...)", _PRELUDE, b"=hotkv")
+        if not callable(prelude):
+            raise RuntimeError("scripting prelude failed to compile")
+        self._null = None
+        self._compile, self._run, self._rawequal, self._null, self._classify, \
+            self._errinfo = prelude(
+            self._lua_call, self._lua_pcall, self._py_setresp, self._py_log, self._py_sha1,
+            # (the lambdas read self._null / self._table when called: both
+            # exist only once the prelude has run)
+            lib(lambda v: cjson.encode(v, self._null, self._rawequal)),
+            lib(lambda s: cjson.decode(s, self._null, self._table)),
+            lambda name: lib(lambda *a: bit.op(name, *a)),
+            self._py_aclcheck, _unwrap, self._py_interrupt,
+            cmsgpack.pack,
+            lib(lambda s=None: cmsgpack.unpack(s, 0, 0, False, self._table), multi=True),
+            lib(lambda s=None, offset=0: cmsgpack.unpack(s, offset, 1, True, self._table),
+                multi=True),
+            lib(lambda s=None, limit=0, offset=0:
+                cmsgpack.unpack(s, offset, limit, True, self._table), multi=True),
+            lambda name: lua_struct.fn(name.decode()))
+        self._table = lua.table
+
+    def flush(self):
+        """SCRIPT FLUSH: a new Lua state and an empty cache."""
+        self.scripts = {}
+        self.lru = OrderedDict()
+        self._init_lua()
+
+    # ------------------------------------------------------------------
+    # The cache
+    # ------------------------------------------------------------------
+    def create(self, body: bytes, load: bool = False) -> bytes:
+        """Compile and cache ``body`` (once); returns its sha1 hex.  Raises
+        ScriptError with Valkey's text when it does not compile.  A script
+        EVAL creates may be evicted later; one SCRIPT LOAD created (or
+        loaded again) stays until SCRIPT FLUSH."""
+        sha = hashlib.sha1(body).hexdigest().encode()
+        if sha in self.scripts:
+            if load:
+                self.lru.pop(sha, None)
+            return sha
+        try:
+            flags, skip = parse_shebang(body)
+        except ValueError as e:
+            raise ScriptError("ERR " + str(e))
+        res = self._compile(body[skip:] if skip else body)
+        if isinstance(res, tuple):
+            func, err = res[0], res[1] if len(res) > 1 else b""
+        else:
+            func, err = res, b""
+        if func is None:
+            text = err.decode("utf-8", "surrogateescape") if isinstance(err, bytes) else str(err)
+            raise ScriptError("ERR Error compiling script (new function): " + text)
+        if not load:
+            lru = self.lru
+            while len(lru) >= LRU_LENGTH:
+                old, _ = lru.popitem(last=False)
+                del self.scripts[old]
+                self.evicted += 1
+            lru[sha] = None
+        self.scripts[sha] = Script(body, func, flags)
+        return sha
+
+    def touch(self, sha: bytes):
+        if sha in self.lru:
+            self.lru.move_to_end(sha)
+
+    # ------------------------------------------------------------------
+    # Running
+    # ------------------------------------------------------------------
+    def execute(self, c, script: Script, sha: bytes, keys, args, ro: bool):
+        """Run a cached script for client c; returns the encoded reply chunks."""
+        flags = script.flags
+        server = self.server
+        readonly = ro
+        if flags is not None:
+            if "no_writes" not in flags:
+                if server.disk_error is not None:
+                    raise ScriptError(
+                        "MISCONF Valkey is configured to persist data to AOF, but it's currently "
+                        "unable to persist to disk. Writable scripts are blocked. Use 'no-writes' "
+                        "flag for read only scripts. AOF error: "
+                        + server.disk_error.split("AOF error: ")[-1])
+                if ro:
+                    raise ScriptError(
+                        "ERR Can not execute a script with write flag using *_ro command.")
+                if server.maxmemory and "allow_oom" not in flags and server.over_maxmemory():
+                    raise ScriptError("OOM allow-oom flag is not set on the script, can not "
+                                      "run it when used memory > 'maxmemory'")
+            else:
+                readonly = True
+        fake = self.fake
+        if fake is None:
+            fake = self.fake = Client(server, fake=True)
+            fake.kind = "lua"
+        fake.db = c.db
+        fake.user = c.user
+        fake.authenticated = True
+        fake.resp3 = False
+        fake.reply_mode = 0
+        fake.skip_this = False
+        fake.out = []
+        run = RunCtx(c, fake, sha, readonly, flags)
+        run.prop_mark = len(server.prop_pending)
+        self.run = run
+        try:
+            lua = self.lua
+            kt = lua.table_from(keys) if keys else lua.table()
+            at = lua.table_from(args) if args else lua.table()
+            res = self._run(script.func, kt, at, server.config.values["lua-time-limit"] > 0)
+        finally:
+            self.run = None
+            if run.busy:
+                self._leave_busy(run)
+            if run.shutdown:
+                # SHUTDOWN NOSAVE during the script: its effects are never
+                # logged, and its caller gets no reply (Valkey's process exits).
+                del server.prop_pending[run.prop_mark:]
+                c.skip_this = True
+        if type(res) is tuple:
+            ok = res[0]
+            value = res[1] if len(res) > 1 else None
+        else:
+            ok, value = res, None
+        if not ok:
+            raise self._error_from(value, sha)
+        out: list = []
+        self._reply(value, out, c.resp3, fake.resp3)
+        return out
+
+    def _error_from(self, err, sha: bytes) -> ScriptError:
+        if self.lua_type(err) != "table":
+            text = err.decode("utf-8", "surrogateescape") if isinstance(err, bytes) else \
+                ("execution failure" if err is None else str(err))
+            return ScriptError("ERR Error running script f_%s, %.100s" % (sha.decode(), text))
+        msg, source, line, ignore = self._errinfo(err)
+        counted = not ignore
+        if isinstance(msg, bytes):
+            text = msg.decode("utf-8", "surrogateescape")
+        elif isinstance(msg, (int, float)) and not isinstance(msg, bool):
+            text = lua_num_str(msg)
+        else:
+            text = "ERR unknown error"
+        if isinstance(source, bytes) and line is not None and not isinstance(line, bool):
+            text += " script: %s, on %s:%s." % (
+                sha.decode(), source.decode("utf-8", "surrogateescape"),
+                lua_num_str(line) if not isinstance(line, bytes) else line.decode())
+        return ScriptError(text, counted)
+
+    # Script timeout ----------------------------------------------------
+    def _py_interrupt(self):
+        run = self.run
+        if run is None:
+            return False
+        try:
+            if not run.busy:
+                limit = self.server.config.values["lua-time-limit"]
+                if limit <= 0 or (time.monotonic() - run.start) * 1000 < limit:
+                    return False
+                self._enter_busy(run)
+            self._process_events(run)
+        except Exception:   # the hook must never raise a Python error into Lua
+            log.exception("scripting: busy-script event processing failed")
+        return run.killed
+
+    def _enter_busy(self, run):
+        """Past the time limit: from now on other clients are served from the
+        interrupt hook and answered BUSY, except for the commands flagged
+        allow_busy (SCRIPT KILL, SHUTDOWN NOSAVE, AUTH, MULTI...)."""
+        # (at call time: net is the event loop's side, and whether it leads
+        # back to the command modules is its own business)
+        from ..net import ServeWhileBlocked
+        server = self.server
+        run.busy = True
+        log.warning("Slow script detected: still in execution after %d milliseconds. "
+                    "You can try killing the script using the SCRIPT KILL command. "
+                    "Script name is: %s.", int((time.monotonic() - run.start) * 1000),
+                    run.sha.decode())
+        prev = server.pause_check
+        busy_error = run.busy_error
+
+        def busy_gate(client, cmd, argv):
+            if "allow_busy" not in cmd.flags:
+                reject(client, busy_error, cmd)
+                return True
+            if cmd.name == "shutdown" and _shutdown_saves(argv):
+                # Valkey refuses it inside the command (before any save):
+                # counted as a call that failed, not as a rejected one.
+                cmd.calls += 1
+                cmd.failed_calls += 1
+                server.stat_numcommands += 1
+                client.ncmds += 1
+                client.last_cmd = cmd.name
+                server.count_error(busy_error)
+                client.add_error(busy_error)
+                return True
+            return prev(client, cmd, argv) if prev is not None else False
+        run.prev_gate = (prev, busy_gate)
+        server.pause_check = busy_gate
+        # SHUTDOWN NOSAVE ends the script even if it wrote, as the process
+        # exit does in Valkey.
+        down = server.shutdown_cb
+        if down is not None:
+            def shutdown_gate():
+                run.killed = run.shutdown = True
+                down()
+            run.prev_shutdown = (down, shutdown_gate)
+            server.shutdown_cb = shutdown_gate
+        run.serving = ServeWhileBlocked(server)
+
+    def _leave_busy(self, run):
+        server = self.server
+        prev, gate = run.prev_gate
+        if server.pause_check is gate:
+            server.pause_check = prev
+        if run.prev_shutdown is not None:
+            down, gate = run.prev_shutdown
+            if server.shutdown_cb is gate:
+                server.shutdown_cb = down
+        if run.serving is not None:
+            serving, run.serving = run.serving, None
+            serving.stop()   # new connections join the event loop
+
+    def _process_events(self, run):
+        """Serve the other clients while the script runs (Valkey's
+        processEventsWhileBlocked): see hotkv.net.ServeWhileBlocked."""
+        run.serving.pump(skip=run.caller)
+
+    # Lua -> RESP -------------------------------------------------------
+    def _reply(self, v, out: list, resp3: bool, script_resp3: bool, depth: int = 0):
+        t = type(v)
+        if t is bytes:
+            encode(v, out, resp3)
+        elif t is bool:
+            if not script_resp3:
+                out.append(b":1\r\n" if v else (b"_\r\n" if resp3 else b"$-1\r\n"))
+            elif resp3:
+                out.append(b"#t\r\n" if v else b"#f\r\n")
+            else:
+                out.append(b":1\r\n" if v else b":0\r\n")
+        elif t is int or t is float:
+            out.append(b":%d\r\n" % truncate(v))
+        elif self.lua_type(v) == "table":
+            if depth >= MAX_REPLY_DEPTH:
+                # Valkey nests until the Lua C stack is full (~8000 levels);
+                # we stop earlier, with its error text.
+                out.append(b"-ERR reached lua stack limit\r\n")
+                return
+            self._reply_table(v, out, resp3, script_resp3, depth + 1)
+        else:
+            out.append(b"_\r\n" if resp3 else b"$-1\r\n")
+
+    def _reply_table(self, v, out, resp3, script_resp3, depth):
+        res = self._classify(v)
+        kind = res[0]
+        if kind == b"array":
+            n = res[1]
+            out.append(b"*%d\r\n" % n)
+            for i in range(1, n + 1):
+                self._reply(v[i], out, resp3, script_resp3, depth)
+        elif kind == b"err":
+            err = res[1]
+            if not res[2]:
+                self.server.count_error(err.decode("utf-8", "surrogateescape"))
+            out.append(b"-" + err.replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n")
+        elif kind == b"ok":
+            out.append(b"+" + res[1].replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n")
+        elif kind == b"double":
+            encode(Double(res[1]), out, resp3)
+        elif kind == b"big":
+            big = res[1].replace(b"\r", b" ").replace(b"\n", b" ")
+            if resp3:
+                out.append(b"(" + big + b"\r\n")
+            else:
+                out.append(b"$%d\r\n%b\r\n" % (len(big), big))
+        elif kind == b"verbatim":
+            s, fmt = res[1], res[2]
+            if resp3:
+                out.append(b"=%d\r\n%b:%b\r\n" % (len(s) + 4, fmt[:3], s))
+            else:
+                out.append(b"$%d\r\n%b\r\n" % (len(s), s))
+        elif kind == b"map":
+            items = list(res[1].items())
+            out.append((b"%%%d\r\n" if resp3 else b"*%d\r\n") % (len(items) * (1 if resp3 else 2)))
+            for k, val in items:
+                self._reply(k, out, resp3, script_resp3, depth)
+                self._reply(val, out, resp3, script_resp3, depth)
+        else:   # set
+            keys = list(res[1].keys())
+            out.append((b"~%d\r\n" if resp3 else b"*%d\r\n") % len(keys))
+            for k in keys:
+                self._reply(k, out, resp3, script_resp3, depth)
+
+    # ------------------------------------------------------------------
+    # Callbacks from Lua: each returns (ok, value), never raises
+    # ------------------------------------------------------------------
+    def _py_call(self, raise_error, *args):
+        try:
+            return self._command(raise_error, args)
+        except Exception as e:   # a bug costs one error reply, never the server
+            log.exception("scripting: redis.call failed")
+            return False, self._err_table("ERR internal error in script call: %s"
+                                          % type(e).__name__)
+
+    def _lua_call(self, *args):
+        ok, v = self._py_call(True, *args)
+        if not ok:
+            raise lua51.LuaError(v)
+        return v
+
+    def _lua_pcall(self, *args):
+        return self._py_call(False, *args)[1]
+
+    def _err_table(self, text: str, ignore_stats: bool = False):
+        t = self._table()
+        t[b"err"] = text.encode("utf-8", "surrogateescape")
+        if ignore_stats:
+            t[b"ignore_error_stats_update"] = True
+        return t
+
+    def _rejected(self, text, cmd=None):
+        """A command the script may not run: counted as Valkey counts it."""
+        message = "ERR " + text
+        self.server.count_error(message)
+        if cmd is not None:
+            cmd.rejected_calls += 1
+        return False, self._err_table(message, True)
+
+    def _command(self, raise_error, args):
+        run = self.run
+        server = self.server
+        if run is None:
+            return False, self._err_table("ERR redis.call is only valid inside a script")
+        if not args:
+            return False, self._err_table("ERR Please specify at least one argument for this call")
+        argv = []
+        for a in args:
+            t = type(a)
+            if t is bytes:
+                argv.append(a)
+            elif (t is int or t is float):
+                argv.append(_number_arg(a))
+            else:
+                return False, self._err_table("ERR Command arguments must be strings or integers")
+        fake = run.fake
+
+        cmd = server.command_table.get(argv[0])
+        if cmd is None:
+            cmd = server.command_table.get(argv[0].lower())
+        if cmd is not None and cmd.subcommands is not None:
+            if len(argv) >= 2:
+                sub = cmd.subcommands.get(argv[1]) or cmd.subcommands.get(argv[1].lower())
+                cmd = sub
+        if cmd is None:
+            return self._rejected("Unknown command called from script")
+        n = len(argv)
+        if (cmd.arity > 0 and n != cmd.arity) or n < -cmd.arity:
+            return self._rejected("Wrong number of args calling command from script", cmd)
+        if "noscript" in cmd.flags:
+            return self._rejected("This Redis command is not allowed from script", cmd)
+        if server.acl_check is not None:
+            denied = server.acl_check(fake, cmd, argv)
+            if denied is not None:
+                if denied.startswith("NOPERM "):
+                    denied = denied[7:]
+                return self._rejected("ACL failure in script: " + denied, cmd)
+        if run.readonly and (cmd.write or "may_replicate" in cmd.flags):
+            return self._rejected("Write commands are not allowed from read-only scripts.", cmd)
+        if cmd.write and not run.write_dirty and server.disk_error is not None:
+            message = server.disk_error
+            server.count_error(message)
+            cmd.rejected_calls += 1
+            return False, self._err_table(message, True)
+        if server.maxmemory and cmd.denyoom and not run.write_dirty and \
+                (run.flags is None or "allow_oom" not in run.flags) and server.over_maxmemory():
+            server.count_error(errors.OOM)
+            cmd.rejected_calls += 1
+            return False, self._err_table(errors.OOM, True)
+        if cmd.write:
+            run.write_dirty = True
+        fake.out = []
+        call(fake, cmd, argv)
+        if server.monitors and not cmd.admin and "skip_monitor" not in cmd.flags:
+            feed_monitors(server, fake.db.index, b"lua", cmd, argv)
+        data = b"".join(fake.out)
+        fake.out = []
+        if not data:    # the command replied nothing (CLIENT REPLY OFF, say)
+            return True, None
+        value, _ = self._parse(data, 0)
+        if raise_error and data[:1] == b"-":
+            return False, value
+        return True, value
+
+    # RESP -> Lua -------------------------------------------------------
+    def _parse(self, data: bytes, pos: int):
+        end = data.index(b"\r\n", pos)
+        kind = data[pos:pos + 1]
+        line = data[pos + 1:end]
+        pos = end + 2
+        if kind == b"$":
+            n = int(line)
+            if n < 0:
+                return False, pos
+            return data[pos:pos + n], pos + n + 2
+        if kind == b":":
+            return int(line), pos
+        if kind == b"+":
+            t = self._table()
+            t[b"ok"] = line
+            return t, pos
+        if kind == b"-":
+            text = line
+            sp = text.find(b" ")
+            if sp < 0:
+                text = b"ERR " + text
+            t = self._table()
+            t[b"err"] = text.rstrip(b"\r\n")
+            t[b"ignore_error_stats_update"] = True
+            return t, pos
+        if kind == b"*" or kind == b">":
+            n = int(line)
+            if n < 0:
+                return False, pos
+            t = self._table()
+            for i in range(1, n + 1):
+                v, pos = self._parse(data, pos)
+                t[i] = v
+            return t, pos
+        if kind == b"%":
+            n = int(line)
+            inner = self._table()
+            for _ in range(n):
+                k, pos = self._parse(data, pos)
+                v, pos = self._parse(data, pos)
+                if k is not None:
+                    inner[k] = v
+            t = self._table()
+            t[b"map"] = inner
+            return t, pos
+        if kind == b"~":
+            n = int(line)
+            inner = self._table()
+            for _ in range(n):
+                k, pos = self._parse(data, pos)
+                if k is not None:
+                    inner[k] = True
+            t = self._table()
+            t[b"set"] = inner
+            return t, pos
+        if kind == b"_":
+            return None, pos
+        if kind == b"#":
+            return line == b"t", pos
+        if kind == b",":
+            t = self._table()
+            t[b"double"] = _parse_double(line)
+            return t, pos
+        if kind == b"(":
+            t = self._table()
+            t[b"big_number"] = line
+            return t, pos
+        if kind == b"=":
+            n = int(line)
+            raw = data[pos:pos + n]
+            inner = self._table()
+            inner[b"string"] = raw[4:]
+            inner[b"format"] = raw[:3]
+            t = self._table()
+            t[b"verbatim_string"] = inner
+            return t, pos + n + 2
+        if kind == b"|":
+            n = int(line)
+            for _ in range(2 * n):
+                _, pos = self._parse(data, pos)
+            return self._parse(data, pos)
+        raise ValueError("unexpected reply type %r" % kind)
+
+    # ------------------------------------------------------------------
+    def _py_setresp(self, *args):
+        n = len(args)
+        if n != 1:
+            raise lua51.LuaError(self._err_table("ERR server.setresp() requires one argument."))
+        v = args[0]
+        try:
+            resp = truncate(lua_tonumber(v))
+        except (TypeError, ValueError):
+            resp = 0
+        if resp not in (2, 3):
+            raise lua51.LuaError(self._err_table("ERR RESP version must be 2 or 3."))
+        if self.run is not None:
+            self.run.fake.resp3 = resp == 3
+        return None
+
+    def _py_log(self, *args):
+        n = len(args)
+        if n < 2:
+            raise lua51.LuaError(self._err_table(
+                "ERR server.log() requires two arguments or more."))
+        try:
+            level = truncate(lua_tonumber(args[0]))
+        except (TypeError, ValueError):
+            raise lua51.LuaError(self._err_table(
+                "ERR First argument must be a number (log level)."))
+        if level < 0 or level > 3:
+            raise lua51.LuaError(self._err_table("ERR Invalid log level."))
+        parts = []
+        for a in args[1:]:
+            if type(a) is bytes:
+                parts.append(a.decode("utf-8", "surrogateescape"))
+            elif type(a) in (int, float):
+                parts.append(lua_num_str(a))
+        log.log((logging.DEBUG, logging.INFO, logging.INFO, logging.WARNING)[level],
+                "%s", " ".join(parts))
+        return None
+
+    def _py_sha1(self, *args):
+        n = len(args)
+        if n != 1:
+            raise lua51.LuaError(self._err_table("ERR wrong number of arguments"))
+        v = args[0]
+        if type(v) in (int, float):
+            v = lua_num_str(v).encode()
+        elif type(v) is not bytes:
+            v = b""
+        return hashlib.sha1(v).hexdigest().encode()
+
+    def _py_aclcheck(self, *args):
+        run = self.run
+        argv = []
+        for a in args:
+            if type(a) is bytes:
+                argv.append(a)
+            elif type(a) in (int, float):
+                argv.append(_number_arg(a))
+            else:
+                raise lua51.LuaError(self._err_table(
+                    "ERR Command arguments must be strings or integers"))
+        if not argv:
+            raise lua51.LuaError(self._err_table(
+                "ERR Please specify at least one argument for this call"))
+        cmd = lookup(argv[0])
+        if cmd is not None and cmd.subcommands is not None and len(argv) >= 2:
+            cmd = cmd.subcommands.get(argv[1]) or cmd.subcommands.get(argv[1].lower())
+        if cmd is None:
+            raise lua51.LuaError(self._err_table(
+                "ERR Invalid command passed to server.acl_check_cmd()"))
+        server = self.server
+        if server.acl_check is None or run is None:
+            return True
+        return server.acl_check(run.fake, cmd, argv) is None
+
+
+def _no_attributes(obj, name, setting):
+    # Scripts get Python callables; none of their attributes (no escape hatch).
+    raise AttributeError("access denied")
+
+
+def _unwrap(err):
+    """What a Python callback raised (lupa hands Lua the exception): an error
+    table, or (message, True) for a library error."""
+    if isinstance(err, LibError):
+        return err.message, True
+    if isinstance(err, lua51.LuaError) and err.args and lua51.lua_type(err.args[0]) == "table":
+        return err.args[0]
+    return None
+
+
+def _parse_double(line: bytes) -> float:
+    s = line.decode()
+    if s in ("inf", "+inf"):
+        return math.inf
+    if s == "-inf":
+        return -math.inf
+    return float(s)
+
+
+def feed_monitors(server, dbindex: int, origin: bytes, cmd, argv):
+    """MONITOR lines the dispatcher does not write: the EVAL itself (flagged
+    skip_monitor, shown before it runs, as Valkey does) and the script's
+    commands, shown as coming from "lua"."""
+    line = b"+%.6f [%d %s] %s\r\n" % (time.time(), dbindex, origin,
+                                        b" ".join([quoted(a) for a in redacted(cmd, argv)]))
+    for mon in list(server.monitors):
+        if not mon.closed:
+            mon.add_raw(line)
+            mon.schedule_flush()
+
+
+def engine(server) -> Engine:
+    eng = getattr(server, "scripting", None)
+    if eng is None:
+        eng = Engine(server)
+        server.scripting = eng
+    return eng

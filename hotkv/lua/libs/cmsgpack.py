@@ -1,0 +1,226 @@
+"""cmsgpack for scripts: lua-cmsgpack 0.4.0's pack / unpack /
+unpack_one / unpack_limit as Redis ships it.
+
+Owns the MessagePack encoding of Lua values and back: integers in the
+smallest form, non-integral numbers as float32 when exact, else float64;
+strings as str8/16/32 (fixstr below 32); a table whose keys are exactly
+1..n is an array, any other a map; tables nested deeper than 16 encode as
+nil, as lua-cmsgpack's limit; decoding accepts bin and str alike, drops
+nil array items and map pairs with a nil, and turns 64-bit integers
+beyond 2^53 into doubles (a Lua 5.1 number).  Error texts are
+lua-cmsgpack's.
+
+Invariant: ``pack`` raises only ``LibError``; ``unpack`` returns (True, n,
+values...) or (False, message) and never raises; they see the Lua state
+only through the table constructor they are passed.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+from lupa import lua51
+
+from ..values import lua_num_str, lua_tonumber
+from . import LibError
+
+
+class MsgpackError(Exception):
+    pass
+
+
+def pack(*args):
+    """cmsgpack.pack(...): the values' encodings, concatenated."""
+    if not args:
+        raise LibError(b"bad argument #0 to 'pack' (MessagePack pack needs input.)")
+    out = bytearray()
+    for v in args:
+        _encode(v, out, 0)
+    return bytes(out)
+
+
+def _encode(v, out: bytearray, depth: int):
+    t = type(v)
+    if v is None:
+        out.append(0xC0)
+    elif t is bool:
+        out.append(0xC3 if v else 0xC2)
+    elif t is int or t is float:
+        if t is float and (v != v or v in (math.inf, -math.inf) or v != int(v)
+                           or not -(1 << 63) <= v < (1 << 63)):
+            f32 = struct.unpack("<f", struct.pack("<f", v))[0] \
+                if abs(v) < 3.5e38 or v != v or v in (math.inf, -math.inf) else None
+            if f32 is not None and (f32 == v or (v != v and f32 != f32)):
+                out += b"\xca" + struct.pack(">f", v)
+            else:
+                out += b"\xcb" + struct.pack(">d", v)
+        else:
+            _encode_int(int(v), out)
+    elif t is bytes:
+        n = len(v)
+        if n < 32:
+            out.append(0xA0 | n)
+        elif n < 256:
+            out += b"\xd9" + bytes([n])
+        elif n < 65536:
+            out += b"\xda" + struct.pack(">H", n)
+        else:
+            out += b"\xdb" + struct.pack(">I", n)
+        out += v
+    elif lua51.lua_type(v) == "table":
+        if depth >= 16:     # lua-cmsgpack's nesting limit: deeper tables are nil
+            out.append(0xC0)
+            return
+        items = list(v.items())
+        n = len(items)
+        is_array = all(type(k) in (int, float) and not isinstance(k, bool) and k >= 1
+                       and k == int(k) for k, _ in items) and \
+            (not items or max(int(k) for k, _ in items) == n)
+        if is_array:
+            if n < 16:
+                out.append(0x90 | n)
+            elif n < 65536:
+                out += b"\xdc" + struct.pack(">H", n)
+            else:
+                out += b"\xdd" + struct.pack(">I", n)
+            for i in range(1, n + 1):
+                _encode(v[i], out, depth + 1)
+        else:
+            if n < 16:
+                out.append(0x80 | n)
+            elif n < 65536:
+                out += b"\xde" + struct.pack(">H", n)
+            else:
+                out += b"\xdf" + struct.pack(">I", n)
+            for k, x in items:
+                _encode(k, out, depth + 1)
+                _encode(x, out, depth + 1)
+    else:
+        out.append(0xC0)
+
+
+def _encode_int(n: int, out: bytearray):
+    if n >= 0:
+        if n < 128:
+            out.append(n)
+        elif n < 256:
+            out += b"\xcc" + bytes([n])
+        elif n < 65536:
+            out += b"\xcd" + struct.pack(">H", n)
+        elif n < (1 << 32):
+            out += b"\xce" + struct.pack(">I", n)
+        else:
+            out += b"\xcf" + struct.pack(">Q", n)
+    elif n >= -32:
+        out.append(n + 256)
+    elif n >= -128:
+        out += b"\xd0" + struct.pack(">b", n)
+    elif n >= -32768:
+        out += b"\xd1" + struct.pack(">h", n)
+    elif n >= -(1 << 31):
+        out += b"\xd2" + struct.pack(">i", n)
+    else:
+        out += b"\xd3" + struct.pack(">q", n)
+
+
+def unpack(s, offset, limit, with_offset, new_table):
+    """Decode from byte offset, at most limit values (0: all); with_offset
+    puts the next offset (-1 at the end) first.  (True, n, values...) or
+    (False, message)."""
+    if type(s) in (int, float):
+        s = lua_num_str(s).encode()
+    if type(s) is not bytes:
+        return False, b"bad argument #1 to 'unpack' (string expected)"
+    try:
+        offset = int(lua_tonumber(offset))
+        limit = int(lua_tonumber(limit))
+    except (TypeError, ValueError):
+        return False, b"bad argument #2 to 'unpack' (number expected)"
+    if offset < 0 or offset > len(s):
+        return False, (b"Start offset %d greater than input length %d."
+                       % (offset, len(s)))
+    values = []
+    pos = offset
+    try:
+        while pos < len(s) and (limit <= 0 or len(values) < limit):
+            v, pos = _decode(s, pos, new_table)
+            values.append(v)
+    except (IndexError, struct.error, MsgpackError):
+        return False, b"Bad data format in input."
+    if with_offset:
+        values.insert(0, -1 if pos >= len(s) else pos)
+    return (True, len(values), *values)
+
+
+_FIXED = {0xCA: (">f", 4), 0xCB: (">d", 8), 0xCC: (">B", 1), 0xCD: (">H", 2),
+          0xCE: (">I", 4), 0xCF: (">Q", 8), 0xD0: (">b", 1), 0xD1: (">h", 2),
+          0xD2: (">i", 4), 0xD3: (">q", 8)}
+
+
+def _decode(s: bytes, pos: int, new_table):
+    b = s[pos]
+    pos += 1
+    if b <= 0x7F:
+        return b, pos
+    if b >= 0xE0:
+        return b - 256, pos
+    if 0xA0 <= b <= 0xBF:
+        n = b & 0x1F
+        if pos + n > len(s):
+            raise MsgpackError()
+        return s[pos:pos + n], pos + n
+    if 0x90 <= b <= 0x9F:
+        return _decode_array(s, pos, b & 0x0F, new_table)
+    if 0x80 <= b <= 0x8F:
+        return _decode_map(s, pos, b & 0x0F, new_table)
+    if b == 0xC0:
+        return None, pos
+    if b == 0xC2:
+        return False, pos
+    if b == 0xC3:
+        return True, pos
+    fixed = _FIXED.get(b)
+    if fixed is not None:
+        fmt, size = fixed
+        if pos + size > len(s):
+            raise MsgpackError()
+        v = struct.unpack(fmt, s[pos:pos + size])[0]
+        if b in (0xCF, 0xD3) and not -(1 << 53) <= v <= (1 << 53):
+            v = float(v)      # a Lua 5.1 number is a double
+        return v, pos + size
+    if b in (0xC4, 0xC5, 0xC6, 0xD9, 0xDA, 0xDB):
+        size = {0xC4: 1, 0xD9: 1, 0xC5: 2, 0xDA: 2, 0xC6: 4, 0xDB: 4}[b]
+        n = int.from_bytes(s[pos:pos + size], "big")
+        pos += size
+        if pos + n > len(s) or len(s[pos - size:pos]) != size:
+            raise MsgpackError()
+        return s[pos:pos + n], pos + n
+    if b in (0xDC, 0xDD):
+        size = 2 if b == 0xDC else 4
+        n = int.from_bytes(s[pos:pos + size], "big")
+        return _decode_array(s, pos + size, n, new_table)
+    if b in (0xDE, 0xDF):
+        size = 2 if b == 0xDE else 4
+        n = int.from_bytes(s[pos:pos + size], "big")
+        return _decode_map(s, pos + size, n, new_table)
+    raise MsgpackError()
+
+
+def _decode_array(s, pos, n, new_table):
+    t = new_table()
+    for i in range(1, n + 1):
+        v, pos = _decode(s, pos, new_table)
+        if v is not None:
+            t[i] = v
+    return t, pos
+
+
+def _decode_map(s, pos, n, new_table):
+    t = new_table()
+    for _ in range(n):
+        k, pos = _decode(s, pos, new_table)
+        v, pos = _decode(s, pos, new_table)
+        if k is not None and v is not None:
+            t[k] = v
+    return t, pos

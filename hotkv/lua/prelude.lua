@@ -1,0 +1,247 @@
+-- The Lua side of hotkv's scripting engine (hotkv/lua/engine.py), run once
+-- per Lua state as the chunk "=hotkv".
+--
+-- Owns: the error handler (errh) that positions an error at the user's
+-- frame, the redis / server API table, the library tables (cjson, bit,
+-- cmsgpack, struct: their functions are the Python callables passed in),
+-- the sandbox (removed globals, read-only tables, KEYS / ARGV served by the
+-- globals' metatable), the instruction-count hook of the script timeout,
+-- and the raw readers the engine uses on returned tables (classify,
+-- errinfo).
+--
+-- Invariants: receives the Python callbacks as its varargs, in the order
+-- the engine passes them, and returns compile, run, rawequal, null,
+-- classify, errinfo; no frame of this chunk is ever shown as an error's
+-- position (errh skips the source "=hotkv"); no script can reach lupa's
+-- "python" global or change a table it shares with the next script.
+local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, py_bit,
+      py_aclcheck, py_unwrap, py_interrupt, py_mp_pack, py_mp_unpack, py_mp_unpack_one,
+      py_mp_unpack_limit, py_struct = ...
+local dbg = debug
+local sethook = debug.sethook
+local error, type, tostring, rawget, rawset, setmetatable, select, xpcall, lua_pcall, rawequal =
+      error, type, tostring, rawget, rawset, setmetatable, select, xpcall, pcall, rawequal
+
+local function errh(err)
+  local lvl = 2
+  local i = dbg.getinfo(lvl, 'nSl')
+  if i and i.what == 'C' then lvl = 3; i = dbg.getinfo(lvl, 'nSl') end
+  while i and (i.source == '=hotkv' or i.what == 'C') do
+    lvl = lvl + 1; i = dbg.getinfo(lvl, 'nSl')
+  end
+  if type(err) == 'userdata' then
+    local u, msg = py_unwrap(err)
+    if msg and i and i.currentline > 0 then
+      -- A library function's error, positioned as luaL_error would.
+      err = i.short_src .. ':' .. i.currentline .. ': ' .. u
+    elseif u ~= nil then
+      err = u
+    end
+  end
+  if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
+  if i then err['source'] = i.source; err['line'] = i.currentline end
+  return err
+end
+
+-- The API functions are Python callables (C functions to Lua), so a user's
+-- "return redis.call(...)" keeps its frame for the error handler's line.
+local redis = {}
+redis.call = py_call
+redis.pcall = py_pcall
+redis.setresp = py_setresp
+redis.log = py_log
+redis.sha1hex = py_sha1
+redis.acl_check_cmd = py_aclcheck
+redis.replicate_commands = function() return true end
+redis.breakpoint = function() return false end
+redis.debug = function() end
+local function single(field, n, v)
+  if n ~= 1 or type(v) ~= 'string' then
+    return {err = 'ERR wrong number or type of arguments'}
+  end
+  return {[field] = v}
+end
+redis.status_reply = function(...) return single('ok', select('#', ...), ...) end
+redis.error_reply = function(...)
+  local n, v = select('#', ...), ...
+  if n ~= 1 or type(v) ~= 'string' then
+    return {err = 'ERR wrong number or type of arguments'}
+  end
+  if v:sub(1, 1) == '-' then v = v:sub(2) end
+  local sp = v:find(' ', 1, true)
+  if sp then return {err = v:sub(1, sp - 1) .. ' ' .. v:sub(sp + 1):gsub('[\r\n]+$', '')} end
+  return {err = 'ERR ' .. v:gsub('[\r\n]+$', '')}
+end
+redis.set_repl = function(...)
+  local n, f = select('#', ...), ...
+  if n ~= 1 then error({err = 'ERR server.set_repl() requires one argument.'}) end
+  if type(f) ~= 'number' or f < 0 or f > 3 then
+    error({err = 'ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or '
+                 .. 'REPL_NONE.'})
+  end
+end
+redis.REPL_NONE = 0; redis.REPL_AOF = 1; redis.REPL_SLAVE = 2; redis.REPL_REPLICA = 2
+redis.REPL_ALL = 3
+redis.LOG_DEBUG = 0; redis.LOG_VERBOSE = 1; redis.LOG_NOTICE = 2; redis.LOG_WARNING = 3
+redis.REDIS_VERSION_NUM = 459268; redis.REDIS_VERSION = '7.2.4'
+redis.VALKEY_VERSION_NUM = 524552; redis.VALKEY_VERSION = '8.1.8'
+redis.SERVER_NAME = 'valkey'
+
+local function fix_pcall(ok, ...)
+  if ok then return ok, ... end
+  local e = ...
+  if type(e) == 'userdata' then
+    local u = py_unwrap(e)
+    if u ~= nil then e = u end
+  end
+  if type(e) == 'table' then
+    local m = rawget(e, 'err')
+    if type(m) == 'string' or type(m) == 'number' then return false, m end
+  end
+  return false, e
+end
+_G.pcall = function(...) return fix_pcall(lua_pcall(...)) end
+
+local cjson = {}
+cjson.null = newproxy(false)
+local null = cjson.null
+-- The library functions are Python callables (C functions to Lua, so a
+-- user's "return cjson.decode(x)" keeps its frame for the error position).
+cjson.encode = py_json_enc
+cjson.decode = py_json_dec
+cjson.encode_keep_buffer = function() end
+cjson.encode_max_depth = function() end
+cjson.decode_max_depth = function() end
+cjson.encode_number_precision = function() end
+cjson.encode_sparse_array = function() end
+cjson.encode_invalid_numbers = function() end
+cjson.decode_invalid_numbers = function() end
+
+local bit = {}
+for _, name in ipairs({'tobit', 'bnot', 'band', 'bor', 'bxor', 'lshift', 'rshift',
+                       'arshift', 'rol', 'ror', 'bswap', 'tohex'}) do
+  bit[name] = py_bit(name)
+end
+
+local cmsgpack = {_NAME = 'lua-cmsgpack', _VERSION = 'lua-cmsgpack 0.4.0',
+                  _COPYRIGHT = 'Copyright (C) 2012, Salvatore Sanfilippo',
+                  _DESCRIPTION = 'MessagePack C implementation for Lua'}
+cmsgpack.pack = py_mp_pack
+cmsgpack.unpack = py_mp_unpack
+cmsgpack.unpack_one = py_mp_unpack_one
+cmsgpack.unpack_limit = py_mp_unpack_limit
+
+-- The sandbox.
+io = nil; package = nil; require = nil; module = nil; dofile = nil; loadfile = nil
+print = nil; debug = nil; getfenv = nil; setfenv = nil; newproxy = nil
+python = nil   -- lupa's bridge to Python: never reachable from a script
+os = {clock = os.clock}
+local struct = {pack = py_struct('pack'), unpack = py_struct('unpack'),
+                size = py_struct('size')}
+_G.cjson = cjson; _G.bit = bit; _G.cmsgpack = cmsgpack; _G.struct = struct
+
+local function ro_error() error('Attempt to modify a readonly table', 2) end
+-- Tables no script may change (state must never leak from one script to
+-- the next): rawset / setmetatable on them fail as Valkey's read-only
+-- tables do.
+local protected = setmetatable({}, {__mode = 'k'})
+local function readonly(t)
+  local p = setmetatable({}, {__index = t, __newindex = ro_error, __metatable = false})
+  protected[p] = true
+  protected[t] = true
+  return p
+end
+for _, name in ipairs({'string', 'math', 'table', 'os', 'coroutine', 'cjson', 'bit',
+                       'cmsgpack', 'struct'}) do
+  _G[name] = readonly(_G[name])
+end
+-- ("x"):upper() goes through the string metatable: hide the real table.
+local strmeta = getmetatable('')
+strmeta.__index = _G.string
+protected[strmeta] = true
+strmeta.__metatable = readonly(strmeta)
+local lua_rawset, lua_setmetatable = rawset, setmetatable
+_G.rawset = function(t, k, v)
+  if protected[t] then error('Attempt to modify a readonly table', 0) end
+  return lua_rawset(t, k, v)
+end
+_G.setmetatable = function(t, m)
+  if protected[t] then error('Attempt to modify a readonly table', 0) end
+  return lua_setmetatable(t, m)
+end
+local api = readonly(redis)
+protected[_G] = true
+_G.redis = api
+_G.server = api
+_G.__server__err__handler = errh
+_G.__redis__err__handler = errh
+
+-- KEYS and ARGV are served by the metatable so that they stay read-only.
+local cur_keys, cur_argv
+setmetatable(_G, {
+  __index = function(t, k)
+    if k == 'KEYS' then return cur_keys elseif k == 'ARGV' then return cur_argv end
+    -- lupa looks debug up (for tracebacks) from outside any protected call.
+    if k == 'debug' then return nil end
+    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+  end,
+  __newindex = function(t, k, v) error('Attempt to modify a readonly table', 2) end,
+  __metatable = false,
+})
+
+local G = _G
+local loadstring = loadstring
+local function compile(body) return loadstring(body, '@user_script') end
+-- Every 100000 instructions the hook lets the server answer other clients
+-- once the script is over the time limit; after SCRIPT KILL it raises on
+-- every line, so a script catching the error with pcall still ends.
+local hook
+hook = function()
+  if py_interrupt() then
+    -- Only in the user's code: never in our glue or the error handler.
+    local i = dbg.getinfo(2, 'S')
+    if i and i.source == '@user_script' then
+      sethook(hook, 'l')
+      error({err = 'ERR Script killed by user with SCRIPT KILL.'})
+    end
+  end
+end
+local function run(f, keys, argv, timed)
+  cur_keys, cur_argv = keys, argv
+  if timed then sethook(hook, '', 100000) end
+  local ok, v = xpcall(f, errh)
+  if timed then sethook() end
+  return ok, v
+end
+-- Raw reads of a returned table (metamethods never run while replying).
+local function classify(t)
+  local e = rawget(t, 'err')
+  if type(e) == 'string' then return 'err', e, rawget(t, 'ignore_error_stats_update') end
+  local ok = rawget(t, 'ok')
+  if type(ok) == 'string' then return 'ok', ok end
+  local d = rawget(t, 'double')
+  if type(d) == 'number' then return 'double', d end
+  local b = rawget(t, 'big_number')
+  if type(b) == 'string' then return 'big', b end
+  local v = rawget(t, 'verbatim_string')
+  if type(v) == 'table' then
+    local f, s = rawget(v, 'format'), rawget(v, 'string')
+    if type(f) == 'string' and type(s) == 'string' then return 'verbatim', s, f end
+  end
+  local m = rawget(t, 'map')
+  if type(m) == 'table' then return 'map', m end
+  local st = rawget(t, 'set')
+  if type(st) == 'table' then return 'set', st end
+  local n = 0
+  while rawget(t, n + 1) ~= nil do n = n + 1 end
+  return 'array', n
+end
+local function errinfo(t)
+  local ok, e, s, l, ig = lua_pcall(function()
+    return t.err, t.source, t.line, t.ignore_error_stats_update
+  end)
+  if ok then return e, s, l, ig end
+  return rawget(t, 'err'), rawget(t, 'source'), rawget(t, 'line'),
+         rawget(t, 'ignore_error_stats_update')
+end
+return compile, run, rawequal, null, classify, errinfo
