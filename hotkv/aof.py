@@ -36,8 +36,9 @@ ftruncate so the file never ends inside a record we still hold.
 
 Rewrite (BGREWRITEAOF, the auto trigger, CONFIG SET appendonly yes): as
 Redis does it, with fork(): the child sees a copy-on-write snapshot, writes
-the smallest command set rebuilding it (SET/RPUSH/HSET/SADD/ZADD batches,
-streams via ``hotkv.streams.rewrite_commands``, PEXPIREAT) to
+the smallest command set rebuilding it (each type's ``rewrite`` through the
+type table hotkv/types/table.py: SET/RPUSH/HSET/SADD/ZADD batches, XADD...
+for streams; then PEXPIREAT) to
 ``temp-rewriteaof-bg-<pid>.aof`` and fsyncs it.  Meanwhile the parent keeps
 serving and keeps everything it feeds in a rewrite buffer as well.  When the
 child exits, the parent appends that buffer (a big one is first appended and
@@ -95,10 +96,10 @@ import hiredis
 from . import net
 from .client import Client, REPLY_OFF
 from .config import param
-from .db import ListValue, HashValue, SetValue, TYPE_NAMES
 from .errors import CommandError
 from .resp import _BULK_HDR_CACHE
 from .server import SERVER_INIT_HOOKS, CRON_HOOKS
+from .types.table import BY_CLASS
 
 log = logging.getLogger("hotkv")
 
@@ -106,7 +107,6 @@ log = logging.getLogger("hotkv")
 param("aof-rewrite-incremental-fsync", "bool", True, inert=True)
 param("aof-timestamp-enabled", "bool", False, inert=True)
 
-ITEMS_PER_CMD = 64            # Redis's AOF_REWRITE_ITEMS_PER_CMD
 WRITE_CHUNK = 1 << 20         # child: write to the file every MiB
 LOAD_CHUNK = 16 << 10         # loader: bytes fed to hiredis at a time (hiredis
                               # memmoves its buffer as it consumes: keep it small)
@@ -115,16 +115,6 @@ CATCH_UP_MIN = 256 << 10      # rewrite: a buffer this big is fsynced off the lo
 MISCONF = "MISCONF Errors writing to the AOF file: %s"
 
 OFF, ON, WAIT_REWRITE = 0, 1, 2
-
-# type -> fn(key, value) -> iterable of argv lists, for value types defined
-# outside hotkv.db (zsets, streams...).  A type with no rewriter fails the
-# rewrite loudly rather than silently dropping keys.
-REWRITERS: dict = {}
-
-
-def register_rewriter(cls, fn):
-    REWRITERS[cls] = fn
-
 
 class AOFLoadError(Exception):
     """The AOF cannot be loaded: the server must not start."""
@@ -191,92 +181,14 @@ def _enc_len(argv) -> int:
 # The rewrite: the commands that rebuild a database
 # ----------------------------------------------------------------------
 
-def _batches(cmd, key, items, per):
-    it = iter(items)
-    while True:
-        chunk = []
-        for x in it:
-            chunk.append(x)
-            if len(chunk) == per:
-                break
-        if not chunk:
-            return
-        yield [cmd, key, *chunk]
-
-
-def _pairs(d):
-    for k, v in d.items():
-        yield k
-        yield v
-
-
 def rewrite_value(key: bytes, value):
-    """The argv lists that recreate ``value`` at ``key`` (no expiry)."""
-    t = type(value)
-    if t is bytes:
-        return ([b"SET", key, value],)
-    if t is ListValue:
-        return _batches(b"RPUSH", key, value, ITEMS_PER_CMD)
-    if t is HashValue:
-        return _batches(b"HSET", key, _pairs(value), 2 * ITEMS_PER_CMD)
-    if t is SetValue:
-        return _batches(b"SADD", key, value, ITEMS_PER_CMD)
-    fn = REWRITERS.get(t)
-    if fn is None:
-        fn = _find_rewriter(t)
-    return fn(key, value)
-
-
-def _find_rewriter(t):
-    name = TYPE_NAMES.get(t)
-    if name == b"stream":
-        from . import streams
-        fn = getattr(streams, "rewrite_commands", None)
-        if fn is not None:
-            REWRITERS[t] = fn
-            return fn
-    if name == b"zset":
-        REWRITERS[t] = _rewrite_zset
-        return _rewrite_zset
-    generic = {b"list": lambda k, v: _batches(b"RPUSH", k, v, ITEMS_PER_CMD),
-               b"hash": lambda k, v: _batches(b"HSET", k, _pairs(v), 2 * ITEMS_PER_CMD),
-               b"set": lambda k, v: _batches(b"SADD", k, v, ITEMS_PER_CMD)}.get(name)
-    if generic is not None:
-        REWRITERS[t] = generic
-        return generic
-    raise TypeError("no AOF rewrite for values of type %r" % (name or t,))
-
-
-def _zset_pairs(z):
-    """(member, score) pairs of a zset, whatever its layout."""
-    for attr in ("dict", "scores", "members", "map", "d"):
-        d = getattr(z, attr, None)
-        if isinstance(d, dict):
-            return d.items()
-    if isinstance(z, dict):
-        return z.items()
-    items = getattr(z, "items", None)
-    if callable(items):
-        return items()
-    raise TypeError("unknown zset layout")
-
-
-def _score(s: float) -> bytes:
-    if s != s:
-        raise ValueError("NaN score")
-    if s == float("inf"):
-        return b"+inf"
-    if s == float("-inf"):
-        return b"-inf"
-    return repr(float(s)).encode()
-
-
-def _rewrite_zset(key, z):
-    def flat():
-        for member, score in _zset_pairs(z):
-            yield _score(score)
-            yield member
-    return _batches(b"ZADD", key, flat(), 2 * ITEMS_PER_CMD)
+    """The argv lists that recreate ``value`` at ``key`` (no expiry).  A
+    type with no row in the type table fails the rewrite loudly rather than
+    silently dropping keys."""
+    t = BY_CLASS.get(type(value))
+    if t is None:
+        raise TypeError("no AOF rewrite for values of type %r" % (type(value),))
+    return t.rewrite(key, value)
 
 
 def write_snapshot(server, fd: int, now_ms: int) -> int:
@@ -1474,5 +1386,4 @@ CRON_HOOKS.append(_cron)
 net.START_HOOKS.append(_start)
 net.STOP_HOOKS.append(_stop)
 
-__all__ = ["AOF", "AOFLoadError", "encode_command", "write_snapshot", "rewrite_value",
-           "register_rewriter", "REWRITERS"]
+__all__ = ["AOF", "AOFLoadError", "encode_command", "write_snapshot", "rewrite_value"]

@@ -1,9 +1,9 @@
 """The keyspace: databases, expiry, and the hooks every write goes through.
 
 Owns ``Database`` (one numbered keyspace: a dict of values, a dict of expiry
-times, the clients WATCHing and blocked on its keys) and the value type
-registry (which Python class is which Redis type).  Knows nothing of
-sockets or asyncio.
+times, the clients WATCHing and blocked on its keys).  The values are the
+types' (hotkv/types/, listed in hotkv/types/table.py); this module stores
+them without looking inside.  Knows nothing of sockets or asyncio.
 
 Invariants:
 * ``data`` never holds an empty container: a list, stream-less-than-a-stream
@@ -24,51 +24,8 @@ Invariants:
 
 from __future__ import annotations
 
-from collections import deque
-
 from .errors import WrongType
 from .keyindex import KeyIndex
-
-
-class ListValue(deque):
-    """A Redis list: O(1) pushes and pops at both ends."""
-    __slots__ = ()
-    type_name = b"list"
-
-
-class HashValue(dict):
-    __slots__ = ()
-    type_name = b"hash"
-
-    def copy(self):
-        # dict.copy would return a plain dict; values are immutable bytes
-        return HashValue(self)
-
-
-class SetValue(set):
-    __slots__ = ()
-    type_name = b"set"
-
-    def copy(self):
-        # set.copy would return a plain set; members are immutable bytes
-        return SetValue(self)
-
-
-# type(value) -> TYPE reply.  Modules that add a type register it here.
-TYPE_NAMES: dict[type, bytes] = {
-    bytes: b"string",
-    ListValue: b"list",
-    HashValue: b"hash",
-    SetValue: b"set",
-}
-
-
-def register_type(cls: type, name: bytes):
-    TYPE_NAMES[cls] = name
-
-
-def type_name(value) -> bytes:
-    return TYPE_NAMES[type(value)]
 
 
 class Database:
@@ -306,11 +263,4 @@ class Database:
         return None
 
 
-def check_list(value):
-    if type(value) is not ListValue:
-        raise WrongType()
-    return value
-
-
-__all__ = ["Database", "ListValue", "HashValue", "SetValue", "TYPE_NAMES",
-           "register_type", "type_name", "deque"]
+__all__ = ["Database"]

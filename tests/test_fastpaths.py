@@ -40,8 +40,11 @@ from bisect import bisect_left, bisect_right
 import pytest
 from sortedcontainers import SortedDict
 
-from hotkv.streams import (LISTPACK_MAX_SIZE, MASK64, MAX_ID, NACK, PEL, Node, Stream,
-                           _deltas_size, _int_elsize, _node_listpack, _str_elsize, id_bytes)
+from hotkv.types.codec import lp_int_size as _int_elsize, lp_str_size as _str_elsize
+from hotkv.types.stream import LISTPACK_MAX_SIZE, Node, Stream, _deltas_size
+from hotkv.types.stream_groups import NACK, PEL
+from hotkv.types.stream_ids import MASK64, MAX_ID, id_bytes
+from hotkv.types.stream_persist import node_listpack as _node_listpack
 
 SCALE = max(1, int(os.environ.get("HOTKV_FASTPATH_SCALE", "1")))
 TOP = MASK64                      # 2**64 - 1, the largest ms and seq

@@ -1,4 +1,4 @@
-"""Stream consumer groups (hotkv/commands/streams.py, hotkv/streams.py):
+"""Stream consumer groups (hotkv/commands/streams.py, hotkv/types/stream*.py):
 XGROUP, XREADGROUP (blocking too), XACK, XPENDING, XCLAIM, XAUTOCLAIM,
 XINFO GROUPS / CONSUMERS -- byte for byte against the reference Valkey where
 no clock is involved, the blocking wake-ups against both servers, the
@@ -669,7 +669,9 @@ def test_aof_rewrite_rebuilds_streams(hotkv_server_factory, tmp_path):
 
 
 def test_rewrite_commands_are_minimal():
-    from hotkv.streams import Group, NACK, Stream, rewrite_commands
+    from hotkv.types.stream import Stream
+    from hotkv.types.stream_groups import NACK, Group
+    from hotkv.types.stream_persist import rewrite_commands
     s = Stream()
     s.append(1 << 64, [b"a", b"1"], 0, 4096, 100)
     s.append(2 << 64, [b"b", b"2", b"c", b"3"], 0, 4096, 100)

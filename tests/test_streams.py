@@ -1,4 +1,4 @@
-"""Streams without consumer groups (hotkv/streams.py, hotkv/commands/streams.py):
+"""Streams without consumer groups (hotkv/types/stream.py, hotkv/commands/streams.py):
 XADD, XLEN, XRANGE, XREVRANGE, XREAD (blocking too), XDEL, XTRIM, XSETID,
 XINFO STREAM, TYPE -- byte for byte against the reference Valkey where IDs
 are explicit, through valkey-py and redis-py RESP3, and the AOF forms.
@@ -390,7 +390,7 @@ def test_entries_cost_little_more_than_their_payload():
     itself (the field name lives once per node), IDs take 16 bytes, so what
     the structure adds stays under a quarter of the payload's bytes."""
     import sys
-    from hotkv.streams import Stream
+    from hotkv.types.stream import Stream
     payloads = [os.urandom(50).hex().encode() for _ in range(100_000)]
     payload_bytes = sum(sys.getsizeof(p) for p in payloads)
     s = Stream()
@@ -409,7 +409,7 @@ def test_entries_cost_little_more_than_their_payload():
 
 
 # ----------------------------------------------------------------------
-# RDB payloads (hotkv.streams.rdb_save / rdb_load), checked against Valkey
+# RDB payloads (hotkv.types.stream_persist.rdb_save / rdb_load), checked against Valkey
 # ----------------------------------------------------------------------
 
 def _crc64(data: bytes) -> int:
@@ -436,7 +436,7 @@ RDB_OPS = [
 
 
 def _layout(s):
-    from hotkv.streams import MAX_ID
+    from hotkv.types.stream_ids import MAX_ID
     return dict(
         keys=s.node_keys, nodes=[(n.live, n.deleted, n.nbytes, n.ids) for n in s.nodes],
         meta=(s.length, s.last_id, s.first_id, s.max_deleted_id, s.entries_added),
@@ -449,7 +449,7 @@ def _layout(s):
 def test_rdb_load_reads_valkey_dump_exactly(diff, server):
     """A payload DUMPed by Valkey loads into the same nodes (byte sizes
     included), entries, counters, groups and PELs that hotkv built."""
-    from hotkv.streams import rdb_load
+    from hotkv.types.stream_persist import rdb_load
     for cmd in RDB_OPS:
         diff(*cmd)
     ref = valkey.Valkey(host=diff.theirs.sock.getpeername()[0], port=diff.theirs.sock.getpeername()[1])
@@ -465,7 +465,7 @@ def test_rdb_load_reads_valkey_dump_exactly(diff, server):
 def test_rdb_save_restores_in_valkey(diff, server):
     """hotkv's payload, framed as DUMP frames it, RESTOREs in Valkey into
     the stream Valkey itself holds (clock fields aside)."""
-    from hotkv.streams import rdb_save
+    from hotkv.types.stream_persist import rdb_save
     for cmd in RDB_OPS:
         diff(*cmd)
     host, port = diff.theirs.sock.getpeername()[:2]
@@ -501,7 +501,7 @@ def _tcl_payloads():
 def test_rdb_load_reads_legacy_redis_payloads():
     """Payloads DUMPed by Redis 5 (type 15) and Redis 7.0 (type 19), as
     Valkey's own suite restores them: read counters and times migrate."""
-    from hotkv.streams import rdb_load
+    from hotkv.types.stream_persist import rdb_load
     v5, v7 = _tcl_payloads()
     s, _ = rdb_load(v5[0], v5, 1)
     assert (s.max_deleted_id, s.entries_added, s.length) == (0, 2, 2)
@@ -517,7 +517,9 @@ def test_rdb_load_reads_legacy_redis_payloads():
 
 
 def test_rdb_load_rejects_garbage():
-    from hotkv.streams import RDBError, rdb_load, rdb_save, Stream
+    from hotkv.types.codec import RDBError
+    from hotkv.types.stream import Stream
+    from hotkv.types.stream_persist import rdb_load, rdb_save
     s = Stream()
     s.append(1 << 64, [b"f", b"v"], 0, 4096, 100)
     rdb_type, body = rdb_save(s)

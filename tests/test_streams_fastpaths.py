@@ -1,4 +1,4 @@
-"""The fast paths of the stream code (hotkv/streams.py,
+"""The fast paths of the stream code (hotkv/types/stream*.py,
 hotkv/commands/streams.py) against what they shortcut: XADD's ``*`` and
 ``MAXLEN|MINID ~|= n *`` shapes against the general option parser, the
 batched XREADGROUP delivery and XACK against Valkey, the ``PEL`` against a
@@ -13,7 +13,10 @@ import random
 import pytest
 from sortedcontainers import SortedDict
 
-from hotkv.streams import (MAX_ID, NACK, PEL, Stream, _node_listpack, id_bytes, rdb_load)
+from hotkv.types.stream import Stream
+from hotkv.types.stream_groups import NACK, PEL
+from hotkv.types.stream_ids import MAX_ID, id_bytes
+from hotkv.types.stream_persist import node_listpack as _node_listpack, rdb_load
 
 
 # ----------------------------------------------------------------------

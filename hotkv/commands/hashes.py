@@ -1,6 +1,6 @@
 """Hash commands (Redis's t_hash.c): HSET ... HSCAN.
 
-Owns the commands on ``hotkv.db.HashValue`` (a dict field -> value, both
+Owns the commands on ``hotkv.types.hashes.HashValue`` (a dict field -> value, both
 ``bytes``).  Also owns helpers the set and sorted-set modules share:
 
 * the *SCAN machinery (``parse_cursor``, ``scan_args``, ``scan_container``);
@@ -28,11 +28,11 @@ import re
 from bisect import bisect_left
 
 from .. import errors
-from ..db import HashValue
 from ..errors import CommandError
 from ..longdouble import INF, LD_ZERO, add as add_ld, format_long_double, parse_long_double
 from ..registry import command
 from ..resp import OK
+from ..types.hashes import HashValue
 from ..util import LLONG_MAX, compile_glob, string2ll
 
 # --------------------------------------------------------------------------

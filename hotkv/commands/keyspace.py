@@ -36,10 +36,13 @@ import re
 from collections import deque
 
 from .. import errors
-from ..db import TYPE_NAMES, HashValue, ListValue, SetValue
 from ..errors import CommandError
 from ..registry import command, container, spec
 from ..resp import OK, Simple
+from ..types.hashes import HashValue
+from ..types.lists import ListValue
+from ..types.sets import SetValue
+from ..types.table import TYPE_NAMES
 from ..util import LLONG_MAX, LLONG_MIN, compile_glob, string2ll
 from .strings import already_expired, delete_expired_overwrite
 

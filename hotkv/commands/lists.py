@@ -1,6 +1,6 @@
 """The list type: LPUSH ... LMPOP and the blocking pops (Redis's t_list.c).
 
-A list is a ``hotkv.db.ListValue`` (a deque): pushes and pops at either end
+A list is a ``hotkv.types.lists.ListValue`` (a deque): pushes and pops at either end
 are O(1); LRANGE/LINDEX/LSET walk from the nearer end.  This module is the
 core of the job-queue use case: LPUSH + BRPOP, and the reliable queue
 (BLMOVE into a processing list, LREM to acknowledge, LMOVE to requeue).
@@ -37,10 +37,10 @@ from __future__ import annotations
 from itertools import islice
 
 from .. import blocking
-from ..db import ListValue
 from ..errors import CommandError, WrongType, wrong_args
 from ..registry import command, spec
 from ..resp import NULL_ARRAY, OK
+from ..types.lists import ListValue
 from ..util import string2ll
 
 LEFT, RIGHT = 0, 1

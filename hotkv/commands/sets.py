@@ -1,6 +1,6 @@
 """Set commands (Redis's t_set.c): SADD ... SSCAN.
 
-Owns the commands on ``hotkv.db.SetValue`` (a Python set of ``bytes``).
+Owns the commands on ``hotkv.types.sets.SetValue`` (a Python set of ``bytes``).
 
 Invariants:
 * a set is never empty in the keyspace: the command that removes its last
@@ -18,9 +18,9 @@ from __future__ import annotations
 import random
 
 from .. import errors
-from ..db import SetValue
 from ..errors import CommandError, WrongType
 from ..registry import command, spec
+from ..types.sets import SetValue
 from ..util import LLONG_MAX, string2ll
 from .hashes import RANDOM_REPLY_LIMIT, cfg, random_member, parse_cursor, scan_args, scan_container
 

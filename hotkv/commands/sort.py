@@ -42,9 +42,10 @@ import math
 import re
 from itertools import islice
 
-from ..db import ListValue, TYPE_NAMES
 from ..errors import CommandError, WrongType
 from ..registry import command, spec
+from ..types.lists import ListValue
+from ..types.table import TYPE_NAMES
 from ..util import string2ll
 
 SYNTAX = "ERR syntax error"

@@ -1,7 +1,8 @@
 """Stream commands: XADD ... XINFO, with Valkey 8's replies, errors and
 propagation (Valkey's t_stream.c is the spec).
 
-The data structure lives in hotkv/streams.py; this module parses
+The data structure lives in hotkv/types/stream.py (groups:
+hotkv/types/stream_groups.py); this module parses
 arguments, replies, announces changes and chooses what the AOF logs:
 * XADD with ``*`` / ``ms-*`` is logged with the ID it assigned, and
   ``MAXLEN ~ n`` / ``MINID ~ id`` as ``=`` with the exact resulting length
@@ -50,8 +51,9 @@ from ..blocking import block, parse_timeout
 from ..errors import CommandError, WrongType
 from ..registry import command, container, spec
 from ..resp import NULL_ARRAY, OK, Entries, Simple
-from ..streams import (MASK64, MAX_ID, INVALID_ENTRIES_READ, NACK, Stream, id_bytes,
-                       make_id)
+from ..types.stream import Stream
+from ..types.stream_groups import NACK
+from ..types.stream_ids import INVALID_ENTRIES_READ, MASK64, MAX_ID, id_bytes, make_id
 from ..util import string2ll
 
 ERR_INVALID_ID = "ERR Invalid stream ID specified as stream command argument"

@@ -1,13 +1,11 @@
-"""Sorted-set commands (Redis's t_zset.c) and the sorted-set type.
+"""Sorted-set commands (Redis's t_zset.c).
 
-Owns ``ZSetValue``, registered as Redis type ``zset``: a dict member ->
-score for O(1) ZSCORE, plus a ``SortedList`` of ``(score, member)`` tuples
-kept in Redis's order (score, then member bytewise), so rank, range and pop
-are O(log n + k).  Also owns every Z* command, the blocking pops
-(BZPOPMIN/BZPOPMAX/BZMPOP through ``hotkv.blocking``) and ZSCAN.
+Owns every Z* command, the blocking pops (BZPOPMIN/BZPOPMAX/BZMPOP through
+``hotkv.blocking``) and ZSCAN.  The value, ``ZSetValue`` (a dict member ->
+score plus a ``SortedList`` of ``(score, member)`` in Redis's order, so rank,
+range and pop are O(log n + k)), is hotkv/types/zsets.py's.
 
 Invariants:
-* ``d`` and ``sl`` hold exactly the same pairs; no score is NaN;
 * a sorted set is never empty in the keyspace: the command that removes its
   last member deletes the key (and emits ``del``), a *STORE whose result is
   empty deletes the destination;
@@ -27,101 +25,17 @@ import re
 from sortedcontainers import SortedList
 
 from .. import blocking, errors
-from ..db import SetValue, register_type
 from ..errors import CommandError, WrongType
 from ..registry import command, spec
 from ..resp import NULL_ARRAY
+from ..types.sets import SetValue
+from ..types.zsets import ZSetValue
 from ..util import LLONG_MAX, string2ll
 from .hashes import RANDOM_REPLY_LIMIT, cfg, random_member, parse_cursor, scan_args, scan_container
 
 _INF = math.inf
 _nextafter = math.nextafter
 
-
-class ZSetValue:
-    """A Redis sorted set.
-
-    ``big`` mirrors Redis's encoding, which shows in replies: it turns True
-    (skiplist) when the set outgrows zset-max-listpack-entries/-value and,
-    as in Redis, never turns back.  A small (listpack) set stores scores as
-    text, so a -0 score reads back as 0 there and as -0 in a big one; an
-    out-of-range negative LIMIT offset also behaves per encoding."""
-    __slots__ = ("d", "sl", "big")
-    type_name = b"zset"
-
-    def __init__(self):
-        self.d = {}
-        self.sl = SortedList()
-        self.big = False
-
-    def encoding(self):
-        return b"skiplist" if self.big else b"listpack"
-
-    def __len__(self):
-        return len(self.d)
-
-    def __bool__(self):
-        return bool(self.d)
-
-    def __contains__(self, member):
-        return member in self.d
-
-    def __iter__(self):
-        return iter(self.d)
-
-    def copy(self):
-        new = ZSetValue()
-        new.d = dict(self.d)
-        new.sl = SortedList(self.sl)
-        new.big = self.big
-        return new
-
-    def score(self, member):
-        return self.d.get(member)
-
-    def set(self, member, score):
-        """Insert or update; returns the old score or None."""
-        d = self.d
-        old = d.get(member)
-        if old is not None:
-            if old == score:
-                return old
-            self.sl.remove((old, member))
-        d[member] = score
-        self.sl.add((score, member))
-        return old
-
-    def remove(self, member) -> bool:
-        old = self.d.pop(member, None)
-        if old is None:
-            return False
-        self.sl.remove((old, member))
-        return True
-
-    def rank(self, member):
-        s = self.d.get(member)
-        if s is None:
-            return None
-        return self.sl.bisect_left((s, member))
-
-    def del_range(self, start: int, stop: int) -> int:
-        """Remove positions [start, stop)."""
-        if stop <= start:
-            return 0
-        sl = self.sl
-        d = self.d
-        items = list(sl.islice(start, stop))
-        if len(items) == len(sl):
-            sl.clear()
-            d.clear()
-        else:
-            del sl[start:stop]
-            for _, m in items:
-                del d[m]
-        return len(items)
-
-
-register_type(ZSetValue, b"zset")
 
 # ----------------------------------------------------------------------
 # Parsing

@@ -1,0 +1,23 @@
+"""The data types: one module per Redis type, values and algorithms only.
+
+Each module owns one type's value class (a string is plain ``bytes``), the
+algorithms on it, and its persistence: ``rewrite`` (the AOF rewrite's
+commands that rebuild a value), ``rdb_save`` / ``rdb_load`` (its DUMP/RDB
+payload, Valkey's layout).  None knows of clients, sockets, commands,
+replies or asyncio; command modules (hotkv/commands/) import from here,
+never the reverse.
+
+* ``table`` -- the static type table (name, class, persistence functions,
+  RDB type codes) that TYPE, SCAN TYPE, hotkv/aof.py and hotkv/rdb.py read;
+* ``codec`` -- byte formats the types share (RDB lengths/strings, listpacks,
+  ziplist/zipmap/intset readers, the rewrite's batching);
+* ``strings``, ``lists``, ``hashes``, ``sets``, ``zsets``;
+* the stream in three: ``stream_ids`` (the 128-bit ID as one int),
+  ``stream`` (entries in nodes, trimming, ranges), ``stream_groups``
+  (consumer groups, consumers, PELs), ``stream_persist`` (its rewrite and
+  RDB layout).
+
+Adding a type: its module here, a row in ``table``, its command module.
+This package imports nothing at import time (its modules import each
+other explicitly).
+"""

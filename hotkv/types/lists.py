@@ -1,0 +1,102 @@
+"""The list type: ``ListValue``, a deque of ``bytes`` elements.
+
+Owns the value class (O(1) pushes and pops at both ends; the list commands
+are in hotkv/commands/lists.py) and its persistence:
+* ``rewrite``: RPUSH batches of ``ITEMS_PER_CMD`` elements;
+* ``rdb_save``: RDB type 18 (quicklist 2), listpack nodes split by
+  ``list-max-listpack-size`` as a list grown by RPUSH would be, or one
+  node when OBJECT ENCODING says listpack;
+* ``rdb_load``: types 1 (plain), 10 (ziplist), 14 (quicklist of ziplists)
+  and 18 (quicklist 2: listpack or plain nodes).
+
+Invariant: a list in the keyspace is never empty (the command that empties
+it deletes the key); ``rdb_load`` refuses an empty one.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from .codec import (DEFAULT_LIMITS, ITEMS_PER_CMD, T_LIST, T_LIST_QUICKLIST,
+                    T_LIST_QUICKLIST_2, T_LIST_ZIPLIST, RDBError, Reader, batches,
+                    listpack_elements, lp_entry, lp_from_entries, put_len, ziplist_elements)
+
+RDB_TYPES = (T_LIST, T_LIST_ZIPLIST, T_LIST_QUICKLIST, T_LIST_QUICKLIST_2)
+
+_QL_PLAIN, _QL_PACKED = 1, 2        # quicklist 2 node containers
+
+
+class ListValue(deque):
+    """A Redis list: O(1) pushes and pops at both ends."""
+    __slots__ = ()
+
+
+def rewrite(key: bytes, value: ListValue):
+    return batches(b"RPUSH", key, value, ITEMS_PER_CMD)
+
+
+def _nodes(lst, fill: int):
+    """Split a list into listpacks the way a quicklist grown at the tail
+    would be (Redis's node limits: bytes for a negative fill, entries --
+    within the 8 kB safety limit -- for a positive one)."""
+    if fill < 0:
+        max_bytes = 4096 << min(-fill - 1, 4)
+        max_count = 1 << 62
+    else:
+        max_bytes = 8192
+        max_count = max(fill, 1)
+    nodes = []
+    cur, size = [], 7
+    for e in lst:
+        ent = lp_entry(e)
+        if cur and (len(cur) + 1 > max_count or size + len(ent) > max_bytes):
+            nodes.append(lp_from_entries(cur, len(cur)))
+            cur, size = [], 7
+        cur.append(ent)
+        size += len(ent)
+    if cur:
+        nodes.append(lp_from_entries(cur, len(cur)))
+    return nodes
+
+
+def rdb_save(value: ListValue, encoding: bytes = b"", limits=DEFAULT_LIMITS):
+    out = bytearray()
+    if encoding == b"listpack":
+        nodes = [lp_from_entries([lp_entry(e) for e in value], len(value))]
+    else:
+        nodes = _nodes(value, limits.list_fill)
+    put_len(len(nodes), out)
+    for lp in nodes:
+        put_len(_QL_PACKED, out)
+        put_len(len(lp), out)
+        out += lp
+    return T_LIST_QUICKLIST_2, bytes(out)
+
+
+def rdb_load(rdb_type: int, buf: bytes, pos: int = 0, limits=DEFAULT_LIMITS):
+    r = Reader(buf, pos)
+    if rdb_type == T_LIST:
+        n = r.num()
+        lst = ListValue(bytes(r.string()) for _ in range(n))
+    elif rdb_type == T_LIST_ZIPLIST:
+        lst = ListValue(ziplist_elements(bytes(r.string())))
+    else:
+        lst = ListValue()
+        for _ in range(r.num()):
+            container = _QL_PACKED
+            if rdb_type == T_LIST_QUICKLIST_2:
+                container = r.num()
+                if container not in (_QL_PACKED, _QL_PLAIN):
+                    raise RDBError("bad quicklist container")
+            blob = bytes(r.string())
+            if not blob:
+                raise RDBError("empty quicklist node")
+            if container == _QL_PLAIN:
+                lst.append(blob)
+            elif rdb_type == T_LIST_QUICKLIST_2:
+                lst.extend(listpack_elements(blob))
+            else:
+                lst.extend(ziplist_elements(blob))
+    if not lst:
+        raise RDBError("empty list")
+    return lst, r.pos

@@ -1,0 +1,279 @@
+"""A stream's persistence: its AOF rewrite and its RDB (DUMP) layout.
+
+Owns ``rewrite_commands`` (the commands that rebuild a stream, groups and
+PELs included) and ``rdb_save`` / ``rdb_load`` (Valkey's listpack layout:
+written as type 21, read as 15, 19 or 21, LZF-compressed strings
+included, so payloads DUMPed by Redis 5+ / Valkey restore).  ``rewrite`` is
+``rewrite_commands`` under the name every type module uses.  The stream
+itself is hotkv/types/stream.py, its groups stream_groups.py; the framing
+of a payload (RDB version, CRC64) is hotkv/rdb.py's.
+
+Invariants: ``node_listpack(node)`` is byte for byte the listpack Valkey
+holds for the same entries (its length is ``node.lp_bytes()``);
+``rdb_load`` validates everything (counts, order, PEL ownership) and
+raises ``RDBError`` rather than build a half-consistent stream.
+"""
+
+from __future__ import annotations
+
+from ..util import string2ll
+from .codec import (DEFAULT_LIMITS, T_STREAM_1, T_STREAM_2, T_STREAM_3, RDBError, Reader,
+                    el_bytes, lp_build, lp_int_size, lp_parse, put_len, put_string)
+from .stream import Node, Stream
+from .stream_groups import NACK
+from .stream_ids import MASK64, MAX_ID, id_bytes, int64_delta, make_id
+
+RDB_TYPES = (T_STREAM_1, T_STREAM_2, T_STREAM_3)
+
+
+# ----------------------------------------------------------------------
+# AOF rewrite
+# ----------------------------------------------------------------------
+
+def rewrite_commands(key: bytes, stream: Stream) -> list:
+    """The commands that rebuild ``stream`` at ``key`` (Valkey's
+    rewriteStreamObject): an XADD per entry (or the XADD MAXLEN 0 trick for
+    an empty stream), XSETID with ENTRIESADDED and MAXDELETEDID, then per
+    group XGROUP CREATE ... ENTRIESREAD, and per consumer either an XCLAIM
+    (TIME, RETRYCOUNT, JUSTID FORCE) per pending entry or XGROUP
+    CREATECONSUMER when it has none.  A NACK whose entry was trimmed or
+    deleted gets its XCLAIM too: replayed while loading, XCLAIM FORCE
+    restores it (hotkv/commands/streams.py's xclaim), as Valkey's RDB preamble
+    keeps it; Valkey itself, with aof-use-rdb-preamble no, drops it."""
+    cmds = []
+    if stream.length:
+        for eid, items in stream.range(0, MAX_ID):
+            cmds.append([b"XADD", key, id_bytes(eid), *items])
+    else:
+        cmds.append([b"XADD", key, b"MAXLEN", b"0", b"0-1", b"x", b"y"])
+    cmds.append([b"XSETID", key, id_bytes(stream.last_id), b"ENTRIESADDED",
+                 b"%d" % stream.entries_added, b"MAXDELETEDID", id_bytes(stream.max_deleted_id)])
+    for g in stream.sorted_groups():
+        cmds.append([b"XGROUP", b"CREATE", key, g.name, id_bytes(g.last_id), b"ENTRIESREAD",
+                     b"%d" % g.entries_read])
+        for c in g.sorted_consumers():
+            if not c.pel:
+                cmds.append([b"XGROUP", b"CREATECONSUMER", key, g.name, c.name])
+                continue
+            for i, nack in c.pel.items():
+                cmds.append([b"XCLAIM", key, g.name, c.name, b"0", id_bytes(i), b"TIME",
+                             b"%d" % nack.delivery_time, b"RETRYCOUNT",
+                             b"%d" % nack.delivery_count, b"JUSTID", b"FORCE"])
+    return cmds
+
+
+def rewrite(key: bytes, stream: Stream) -> list:
+    return rewrite_commands(key, stream)
+
+
+# ----------------------------------------------------------------------
+# RDB serialization (the DUMP / RESTORE payload of a stream value)
+# ----------------------------------------------------------------------
+#
+# Valkey writes a stream as RDB_TYPE_STREAM_LISTPACKS_3 (21): the listpacks
+# of its radix tree (node key + listpack bytes), the stream's counters, then
+# every group with its PEL and consumers.  ``rdb_save`` produces that
+# layout from our nodes (byte-compatible listpacks, no LZF compression:
+# valid for any loader); ``rdb_load`` reads types 15, 19 and 21, including
+# LZF-compressed strings, so payloads DUMPed by Redis 5+ / Valkey restore.
+# The DUMP/RESTORE commands (framing: RDB version + CRC64) live elsewhere.
+
+
+def _as_int(e) -> int:
+    if type(e) is int:
+        return e
+    v = string2ll(e)
+    if v is None:
+        raise RDBError("expected an integer in a stream listpack")
+    return v
+
+
+def node_listpack(node: Node) -> bytes:
+    """The listpack Valkey holds for node (flags, deltas, master fields)."""
+    fields = node.fields
+    els = [node.live, node.deleted, len(fields), *fields, 0]
+    mms, mseq = node.master >> 64, node.master & MASK64
+    for j, eid in enumerate(node.ids):
+        items = node.entry(j)
+        # hotkv keeps no fields for a tombstone: it is written with none
+        # (and the deleted flag), which every loader skips.
+        deleted = items is None
+        flat = () if deleted else items
+        same = len(flat) == 2 * len(fields) and all(
+            flat[2 * k] == fields[k] for k in range(len(fields)))
+        flags = (1 if deleted else 0) | (2 if same else 0)
+        els.append(flags)
+        els.append(int64_delta(eid >> 64, mms))
+        els.append(int64_delta(eid & MASK64, mseq))
+        nf = len(flat) // 2
+        if same:
+            els.extend(flat[1::2])
+            els.append(nf + 3)
+        else:
+            els.append(nf)
+            els.extend(flat)
+            els.append(2 * nf + 4)
+    return lp_build(els)
+
+
+def rdb_save(stream: Stream, encoding: bytes = b"", limits=DEFAULT_LIMITS):
+    """(RDB type, payload) of a stream value, as Valkey 8 writes it."""
+    out = bytearray()
+    put_len(len(stream.nodes), out)
+    for node in stream.nodes:
+        put_string(node.master.to_bytes(16, "big"), out)
+        put_string(node_listpack(node), out)
+    put_len(stream.length, out)
+    for i in (stream.last_id, stream.first_id, stream.max_deleted_id):
+        put_len(i >> 64, out)
+        put_len(i & MASK64, out)
+    put_len(stream.entries_added, out)
+    groups = stream.sorted_groups()
+    put_len(len(groups), out)
+    for g in groups:
+        put_string(g.name, out)
+        put_len(g.last_id >> 64, out)
+        put_len(g.last_id & MASK64, out)
+        put_len(g.entries_read, out)
+        put_len(len(g.pel), out)
+        for i, nack in g.pel.items():
+            out += i.to_bytes(16, "big")
+            out += (nack.delivery_time & MASK64).to_bytes(8, "little")
+            put_len(nack.delivery_count, out)
+        consumers = g.sorted_consumers()
+        put_len(len(consumers), out)
+        for c in consumers:
+            put_string(c.name, out)
+            out += (c.seen_time & MASK64).to_bytes(8, "little")
+            out += (c.active_time & MASK64).to_bytes(8, "little")
+            put_len(len(c.pel), out)
+            for i in c.pel:
+                out += i.to_bytes(16, "big")
+    return T_STREAM_3, bytes(out)
+
+
+def node_from_listpack(master: int, lp: bytes) -> Node:
+    els = lp_parse(lp)
+    try:
+        live, deleted, nmaster = _as_int(els[0]), _as_int(els[1]), _as_int(els[2])
+        fields = tuple(bytes(f) if type(f) is not int else b"%d" % f
+                       for f in els[3:3 + nmaster])
+        p = 3 + nmaster
+        if _as_int(els[p]) != 0:
+            raise RDBError("bad master entry terminator")
+        p += 1
+        node = Node(master, fields)
+        mms, mseq = master >> 64, master & MASK64
+        seen_live = seen_deleted = 0
+        while p < len(els):
+            flags = _as_int(els[p])
+            eid = make_id((mms + _as_int(els[p + 1])) & MASK64,
+                          (mseq + _as_int(els[p + 2])) & MASK64)
+            p += 3
+            if flags & 2:
+                nf = nmaster
+                vals = els[p:p + nf]
+                p += nf
+                flat = []
+                for k in range(nf):
+                    flat.append(fields[k])
+                    flat.append(el_bytes(vals[k]))
+            else:
+                nf = _as_int(els[p])
+                p += 1
+                flat = [el_bytes(e) for e in els[p:p + 2 * nf]]
+                for k in range(nf):
+                    if k < nmaster and flat[2 * k] == fields[k]:
+                        flat[2 * k] = fields[k]
+                p += 2 * nf
+            p += 1                                  # lp-count
+            node.ids.append(eid)
+            if flags & 1:
+                node.items.append(None)
+                seen_deleted += 1
+            elif len(flat) == 2 and nmaster == 1 and flat[0] is fields[0]:
+                node.items.append(flat[1])
+                seen_live += 1
+            else:
+                node.items.append(tuple(flat))
+                seen_live += 1
+        if p != len(els) or seen_live != live or seen_deleted != deleted:
+            raise RDBError("stream listpack counts do not match its entries")
+    except (IndexError, TypeError):
+        raise RDBError("truncated stream listpack") from None
+    node.live = live
+    node.deleted = deleted
+    node.nbytes = len(lp) - lp_int_size(live) - lp_int_size(deleted)
+    ids = list(node.ids)
+    if ids and ids != sorted(set(ids)):
+        raise RDBError("stream listpack IDs out of order")
+    return node
+
+
+def rdb_load(rdb_type: int, buf: bytes, pos: int = 0, limits=DEFAULT_LIMITS):
+    """Read a stream value of RDB type 15, 19 or 21 from buf at pos.
+    Returns (stream, position after it); raises RDBError when malformed."""
+    if rdb_type not in RDB_TYPES:
+        raise RDBError("not a stream RDB type")
+    r = Reader(buf, pos)
+    s = Stream()
+    for _ in range(r.num()):
+        key = r.string()
+        if len(key) != 16:
+            raise RDBError("stream node key is not the size of a stream ID")
+        master = int.from_bytes(key, "big")
+        lp = r.string()
+        node = node_from_listpack(master, lp)
+        if not node.ids:
+            raise RDBError("empty listpack inside stream")
+        if s.node_keys and (master <= s.node_keys[-1] or node.ids[0] <= s.nodes[-1].ids[-1]):
+            raise RDBError("stream nodes out of order")
+        s.nodes.append(node)
+        s.node_keys.append(master)
+    s.length = r.num()
+    if s.length != sum(n.live for n in s.nodes):
+        raise RDBError("stream length inconsistent with its entries")
+    s.last_id = make_id(r.num(), r.num())
+    if rdb_type >= T_STREAM_2:
+        s.first_id = make_id(r.num(), r.num())
+        s.max_deleted_id = make_id(r.num(), r.num())
+        s.entries_added = r.num()
+    else:
+        s.entries_added = s.length
+        # Valkey's first-edge lookup yields the maximal ID when there is none.
+        s.first_id = s.first_valid_id() if s.length else MAX_ID
+    for _ in range(r.num()):
+        name = r.string()
+        last = make_id(r.num(), r.num())
+        if rdb_type >= T_STREAM_2:
+            er = r.num()
+            entries_read = er - (1 << 64) if er >= 1 << 63 else er
+        else:
+            entries_read = s.estimate_distance(last)
+        g = s.create_group(name, last, entries_read)
+        if g is None:
+            raise RDBError("duplicated consumer group name")
+        for _ in range(r.num()):
+            i = int.from_bytes(r.take(16), "big")
+            t = r.mstime()
+            if i in g.pel:
+                raise RDBError("duplicated PEL entry")
+            g.pel[i] = NACK(t, None, r.num())
+        for _ in range(r.num()):
+            cname = r.string()
+            seen = r.mstime()
+            c = g.create_consumer(cname, seen)
+            if c is None:
+                raise RDBError("duplicated consumer")
+            c.active_time = r.mstime() if rdb_type >= T_STREAM_3 else seen
+            for _ in range(r.num()):
+                i = int.from_bytes(r.take(16), "big")
+                nack = g.pel.get(i)
+                if nack is None or nack.consumer is not None:
+                    raise RDBError("consumer PEL entry not in the group PEL")
+                nack.consumer = c
+                c.pel[i] = nack
+        if any(n.consumer is None for n in g.pel.values()):
+            raise RDBError("group PEL entry without a consumer")
+    return s, r.pos
+
