@@ -171,6 +171,11 @@ CASES = [
     ("EVAL", "return {bit.bnot(0), bit.lshift(1,31), bit.rshift(-1, 28), bit.arshift(-256, 4), "
              "bit.bxor(5,3), bit.bor(1,2,4), bit.tobit(2^32+5), bit.rol(1,33), bit.ror(1,1)}", "0"),
     ("EVAL", "return bit.tohex(-1, -4)", "0"),
+    # LuaBitOp takes the low 32 bits of n + 2^52 + 2^51: halves round to even,
+    # numbers past 2^51 keep what the double's mantissa holds.
+    ("EVAL", "return {bit.tobit(0.5), bit.tobit(2.5), bit.tobit(-2.5), bit.tobit(3.5), "
+             "bit.band(2.5, 7), bit.tobit(2^31 + 0.5), bit.tobit(2^60 + 4096), "
+             "bit.tobit(1e20), bit.tobit(-1e20), bit.tobit(1e300), bit.tohex(2^53 + 2)}", "0"),
     ("EVAL", "return bit.band()", "0"),
     ("EVAL", "return bit.band('x')", "0"),
     ("EVAL", "return cjson.decode('[')", "0"),

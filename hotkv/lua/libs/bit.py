@@ -2,8 +2,8 @@
 lshift, rshift, arshift, rol, ror, bswap, tohex) as Redis ships them.
 
 Owns 32-bit integer arithmetic on Lua numbers: every argument is first
-rounded to an integer (a half upwards; NaN and Inf give 0) and
-normalised modulo 2^32 to a signed 32-bit value; results are signed
+made a signed 32-bit value as LuaBitOp does (``tobit``: rounded to the
+nearest integer, a half to even, modulo 2^32); results are signed
 32-bit; shift counts use their low 5 bits; tohex's width defaults to 8,
 a negative width gives upper-case digits.  Error texts are LuaBitOp's.
 
@@ -13,7 +13,7 @@ and touches no Lua state.
 
 from __future__ import annotations
 
-import math
+import struct
 
 from ..values import lua_tonumber, lua_type_name
 
@@ -23,12 +23,15 @@ def signed(u: int) -> int:
 
 
 def tobit(n) -> int:
-    # LuaBitOp: the number normalised modulo 2^32 (via the 2^52+2^51 trick).
-    if type(n) is float:
-        if n != n or n in (math.inf, -math.inf):
-            return 0
-        n = math.floor(n + 0.5) if n - math.floor(n) == 0.5 else round(n)
-    return signed(int(n) & 0xFFFFFFFF)
+    """LuaBitOp's barg: the low 32 bits of the double n + 2^52 + 2^51.  For
+    |n| < 2^51 that is n rounded to the nearest integer (a half to even, as
+    the FPU rounds the sum) modulo 2^32; beyond, whatever the sum's mantissa
+    holds; NaN and Inf give 0."""
+    try:
+        x = float(n) + 6755399441055744.0
+    except OverflowError:   # an integer beyond any double: strtod's HUGE_VAL
+        return 0
+    return signed(struct.unpack("<Q", struct.pack("<d", x))[0] & 0xFFFFFFFF)
 
 
 def op(name, *args):
