@@ -3,15 +3,16 @@
 Public API: ``EmbeddedServer`` / ``AsyncEmbeddedServer`` (a real server on an
 ephemeral port, for tests and in-process use) and ``Server`` (the state
 machine, for those who run their own event loop).
+
+Importing the package registers every command (``hotkv.commands``); no other
+module of hotkv imports this one (the versions are ``hotkv.version``'s), so
+the package stays at the top of the import graph.
 """
 
-__version__ = "0.1.0"
-# The Redis version reported to clients (INFO redis_version, HELLO), as
-# Valkey does for client-library compatibility.
-REDIS_COMPAT_VERSION = "7.2.4"
+from . import commands  # noqa: F401  (registers every command)
+from .embedded import AsyncEmbeddedServer, EmbeddedServer
+from .server import Server
+from .version import REDIS_COMPAT_VERSION, __version__
 
-from . import commands  # noqa: E402,F401  (registers every command)
-from .server import Server  # noqa: E402
-from .embedded import EmbeddedServer, AsyncEmbeddedServer  # noqa: E402
-
-__all__ = ["Server", "EmbeddedServer", "AsyncEmbeddedServer", "__version__"]
+__all__ = ["Server", "EmbeddedServer", "AsyncEmbeddedServer", "__version__",
+           "REDIS_COMPAT_VERSION"]

@@ -1,15 +1,16 @@
 """Users and permissions: Redis's ACL model (src/acl.c), one instance per server.
 
-Owns ``server.acl`` (an ``AclState``): the users by name, the ACL log, the
-denial counters INFO reports, and the ``aclfile``.  Installs itself through
-the core hooks:
+Owns ``server.acl`` (an ``AclState``, made by ``init_server``, which the
+``Server`` calls): the users by name, the ACL log, the denial counters INFO
+reports, and the ``aclfile``.  Used by name:
 
-* ``connection.AUTHENTICATE_HOOK`` -- AUTH / HELLO AUTH check a username and
-  password against the users (passwords are kept only as SHA-256 hex, as
-  Redis does, and compared with ``hmac.compare_digest``); a failure is
-  logged in the ACL LOG;
-* ``server.AUTH_HOOK`` / ``server.USER_HOOK`` -- whether new connections
-  must authenticate, and the ``default`` user they start as;
+* ``authenticate`` -- AUTH / HELLO AUTH check a username and password
+  against the users (passwords are kept only as SHA-256 hex, as Redis does,
+  and compared with ``hmac.compare_digest``); a failure is logged in the
+  ACL LOG;
+* ``AclState.auth_required`` / ``AclState.default`` -- whether new
+  connections must authenticate (``Server.auth_required``), and the
+  ``default`` user they start as;
 * ``server.acl_check`` -- the dispatcher's permission check.  It is left
   ``None`` while every user may run every command on every key and channel
   (the default ``+@all ~* &*``), so an unrestricted server pays nothing.
@@ -46,10 +47,12 @@ import os
 import re
 import time
 
-from . import errors, server as server_mod
+from . import errors
+from .clientinfo import client_info_line
 from .config import ConfigError, param
 from .errors import CommandError
 from .registry import TABLE, all_commands
+from .resp import Double
 from .util import compile_glob
 
 # Category names, in Redis's order (ACL CAT, COMMAND INFO).
@@ -697,6 +700,10 @@ class AclState:
         self.denied = {"auth": 0, "cmd": 0, "key": 0, "channel": 0}
         self._aclfile = None
 
+    def auth_required(self) -> bool:
+        """Whether a new connection must authenticate first."""
+        return not (self.default.nopass and self.default.enabled)
+
     # -- users ------------------------------------------------------------
     def setuser(self, name: bytes, ops, current=None) -> str | None:
         """ACL SETUSER: apply every rule or none; returns an error text."""
@@ -824,7 +831,6 @@ class AclState:
         del self.log[maxlen:]
 
     def log_reply(self, count: int):
-        from .resp import Double
         now = int(time.time() * 1000)
         out = []
         for e in self.log[:count]:
@@ -951,7 +957,6 @@ class AclState:
 def client_info(client) -> bytes:
     """The CLIENT LIST line of a client, for the ACL log."""
     try:
-        from .commands.client_cmds import client_info_line
         line = client_info_line(client)
     except Exception:   # CLIENT LIST not available: the essentials
         line = ""
@@ -1040,7 +1045,8 @@ def check_channels(client, channels, is_pattern: bool):
 
 
 def authenticate(c, username: bytes | None, password: bytes) -> None:
-    """AUTHENTICATE_HOOK: AUTH [username] password and HELLO ... AUTH."""
+    """AUTH [username] password and HELLO ... AUTH: authenticate c or raise
+    the error reply (``username`` None is the one-argument AUTH form)."""
     acl = c.server.acl
     if username is None:
         if acl.default.nopass:
@@ -1067,7 +1073,9 @@ def set_default_password(server, password: str):
     server.acl.changed()
 
 
-def _init_server(server):
+def init_server(server):
+    """Create ``server.acl`` from the settings (requirepass, user, aclfile);
+    RuntimeError when they conflict or the ACL file has errors."""
     server.acl = AclState(server)
     values = server.config.values
     if values["requirepass"]:
@@ -1088,33 +1096,5 @@ def _init_server(server):
     server.acl.changed()
 
 
-def _auth_required(server) -> bool:
-    acl = getattr(server, "acl", None)
-    if acl is None:
-        return False
-    return not (acl.default.nopass and acl.default.enabled)
-
-
-def _default_user(server):
-    acl = getattr(server, "acl", None)
-    return acl.default if acl is not None else None
-
-
-def _user_exists(server, name: bytes) -> bool:
-    acl = getattr(server, "acl", None)
-    return name in acl.users if acl is not None else name == b"default"
-
-
-def install():
-    from .commands import connection
-    connection.AUTHENTICATE_HOOK[0] = authenticate
-    from .commands import client_cmds
-    client_cmds.USER_EXISTS[0] = _user_exists
-    server_mod.AUTH_HOOK[0] = _auth_required
-    server_mod.USER_HOOK[0] = _default_user
-    if _init_server not in server_mod.SERVER_INIT_HOOKS:
-        server_mod.SERVER_INIT_HOOKS.append(_init_server)
-
-
 __all__ = ["AclState", "User", "acl_check", "check_channels", "authenticate", "CATEGORIES",
-           "install", "lookup_command", "error_message"]
+           "init_server", "lookup_command", "error_message"]

@@ -52,7 +52,7 @@ Without fork (not POSIX) the rewrite runs synchronously.  Cost: the child's
 reads touch reference counts, so its pages are copied as it goes -- up to
 the dataset's size in extra memory during a rewrite.
 
-Loading (a START_HOOK, before cron starts): the file is parsed with hiredis
+Loading (``Server.load_data``, before cron starts): the file is parsed with hiredis
 and replayed by a fake client straight through the command handlers, as
 Redis's loader does (no replies, stats or propagation; EXEC runs its queue
 through ``dispatch.call``); ``server.loading`` makes the dispatcher answer
@@ -93,12 +93,10 @@ import time
 
 import hiredis
 
-from . import net
 from .client import Client, REPLY_OFF
 from .config import param
 from .errors import CommandError
 from .resp import _BULK_HDR_CACHE
-from .server import SERVER_INIT_HOOKS, CRON_HOOKS
 from .types.table import BY_CLASS
 
 log = logging.getLogger("hotkv")
@@ -370,7 +368,6 @@ class AOF:
         self.loaded_keys = 0
         self.load_seconds = 0.0
         self.load_truncated_at = None
-        server.before_sleep_hooks.append(self.before_sleep)
         listeners = server.config.listeners
         listeners["appendonly"] = self._set_appendonly
         listeners["appendfsync"] = self._set_appendfsync
@@ -1346,44 +1343,5 @@ class _Loader:
             self.errors += 1
             server.log_exception(cmd, argv, e)
 
-
-# ----------------------------------------------------------------------
-# Hooks
-# ----------------------------------------------------------------------
-
-def _init(server):
-    server.aof_manager = AOF(server)
-    server.aof = None
-
-
-async def _start(listener, loop):
-    server = listener.server
-    aof = getattr(server, "aof_manager", None)
-    if aof is None or not server.config.values["appendonly"]:
-        return
-    try:
-        await aof.load()
-    except AOFLoadError as e:
-        log.error("%s", e)
-        raise
-    aof.start()
-
-
-async def _stop(listener):
-    aof = getattr(listener.server, "aof_manager", None)
-    if aof is not None:
-        aof.stop(final=True)
-
-
-def _cron(server):
-    aof = getattr(server, "aof_manager", None)
-    if aof is not None:
-        aof.cron()
-
-
-SERVER_INIT_HOOKS.append(_init)
-CRON_HOOKS.append(_cron)
-net.START_HOOKS.append(_start)
-net.STOP_HOOKS.append(_stop)
 
 __all__ = ["AOF", "AOFLoadError", "encode_command", "write_snapshot", "rewrite_value"]

@@ -5,9 +5,11 @@ call ``block()``, which registers a ``Waiter`` at the tail of every key's
 queue (``Database.blocking``).  A write to a key someone waits on marks it
 ready (``Server.signal_ready``: once per key, and only if a waiter exists).
 After each command -- after the whole EXEC for a transaction -- the
-dispatcher calls ``serve_ready_keys``: for each ready key, in the order the
-keys became ready, the waiters are taken first come, first served and their
-command is executed again.  Serving may make more keys ready (BLMOVE pushes
+dispatcher serves the ready keys (``hotkv.dispatch.serve_ready_keys``, there
+because it re-runs commands: this module runs none, so it sits below the
+dispatcher): for each ready key, in the order the keys became ready, the
+waiters are taken first come, first served and their command is executed
+again.  Serving may make more keys ready (BLMOVE pushes
 into a list others wait on), so the pass repeats until nothing is ready.
 
 A waiter whose ``data`` has ``still_waiting(waiter)`` is asked first: if
@@ -44,7 +46,9 @@ from .util import parse_int
 
 BLOCKED = object()   # a handler's return value: "no reply yet"
 _now = time.time
-_seq = itertools.count()
+# Waiters are numbered in the order they block: the dispatcher serves a
+# ready key only to waiters numbered below a fence (hotkv.dispatch).
+waiter_seq = itertools.count()
 
 
 class _Queue(deque):
@@ -72,7 +76,7 @@ class Waiter:
         self.btype = btype
         self.timeout_reply = timeout_reply
         self.unblock_on_nokey = unblock_on_nokey
-        self.seq = next(_seq)
+        self.seq = next(waiter_seq)
         self.data = data
 
 
@@ -153,7 +157,7 @@ def block(client, keys, deadline: int, btype, timeout_reply=NULL_ARRAY, *,
     return BLOCKED
 
 
-def _detach(waiter):
+def detach(waiter):
     """Remove waiter from all its key queues."""
     db = waiter.db
     server = waiter.client.server
@@ -181,7 +185,7 @@ def unblock(client, reply=None, error: str | None = None):
     waiter = client.blocked
     if waiter is None:
         return
-    _detach(waiter)
+    detach(waiter)
     # The command ends here without being executed again: count it now
     # (a blocked command is counted once, when it completes).
     cmd = waiter.cmd
@@ -204,7 +208,7 @@ def unblock(client, reply=None, error: str | None = None):
 def drop(client):
     """A client is going away: leave no waiter behind."""
     if client.blocked is not None:
-        _detach(client.blocked)
+        detach(client.blocked)
 
 
 def expire_timeouts(server, now_ms: int):
@@ -222,101 +226,11 @@ def expire_timeouts(server, now_ms: int):
     return 0
 
 
-_call = None
-
-
-def serve_ready_keys(server):
-    """Serve waiters on every ready key, first come first served, until no
-    key is ready (serving one key can make another ready)."""
-    global _call
-    if _call is None:   # bound on first use: hotkv.dispatch imports this module
-        from .dispatch import call as _call
-    call = _call
-    # Re-run commands change no ACL: one read of the gate (a property) per pass.
-    acl_check = server.acl_check
-    while server.ready_keys:
-        ready = server.ready_keys
-        server.ready_keys = []
-        server.ready_set.clear()
-        for db, key in ready:
-            q = db.blocking.get(key)
-            if not q:
-                continue
-            # Only the waiters present now (their seq is below the fence): a
-            # re-blocked one goes to the tail and must not be served twice in
-            # this pass.  Walked by position, not copied: a push to a queue
-            # with thousands of workers serves the head and stops.
-            fence = next(_seq)
-            pos = 0
-            while pos < len(q):
-                waiter = q[pos]
-                if waiter.seq > fence:
-                    break
-                client = waiter.client
-                if client.blocked is not waiter:   # pragma: no cover - invariant
-                    pos += 1
-                    continue
-                if client.closed or client.closing:
-                    # Going away (killed, aborted) before connection_lost ran:
-                    # serving it would pop a job nobody receives.
-                    _detach(waiter)
-                    continue
-                value = db.data.get(key)
-                if value is not None and db.expires and db.is_expired(key):
-                    value = None
-                if value is None:
-                    if not waiter.unblock_on_nokey:
-                        if not q.nokey:
-                            break     # nobody left here wants a missing key
-                        pos += 1
-                        continue
-                elif type(value) is not waiter.btype and not waiter.unblock_on_nokey:
-                    pos += 1
-                    continue
-                # A command may say, cheaply, that re-running it would only
-                # block again (XREAD/XREADGROUP woken by an unrelated write):
-                # it then keeps its place, as re-blocking in order would.
-                data = waiter.data
-                if data is not None:
-                    check = getattr(data, "still_waiting", None)
-                    if check is not None and not (acl_check and acl_check(
-                            client, waiter.cmd, waiter.argv)) and check(waiter):
-                        pos += 1
-                        continue
-                _detach(waiter)
-                # Whatever runs now may change the queue anywhere: start again
-                # from its head (waiters passed over are only checked again).
-                pos = 0
-                denied = acl_check and acl_check(client, waiter.cmd, waiter.argv)
-                if denied:
-                    # Its permissions changed while it waited: Redis re-checks.
-                    from .dispatch import reject
-                    reject(client, denied, waiter.cmd)
-                    client.schedule_flush()
-                    server.resume_client(client)
-                    continue
-                # A blocked client runs nothing else, so it is still on the
-                # database it blocked in; re-run the command there.
-                client.db = waiter.db
-                client.reprocessing = waiter
-                try:
-                    call(client, waiter.cmd, waiter.argv)
-                finally:
-                    client.reprocessing = None
-                if client.blocked is None:
-                    # Redis counts the reply it writes as interaction: a worker
-                    # blocked longer than `timeout` must not be dropped as idle
-                    # right after getting its job.
-                    client.last_interaction = _now()
-                    client.schedule_flush()
-                    server.resume_client(client)
-
-
 def unblock_on_deleted(server, db, key):
     """A key some waiters need to exist (XREADGROUP's group) was deleted."""
     if key in db.blocking:
         server.signal_ready(db, key)
 
 
-__all__ = ["BLOCKED", "block", "unblock", "drop", "parse_timeout", "serve_ready_keys",
+__all__ = ["BLOCKED", "block", "unblock", "drop", "detach", "parse_timeout", "waiter_seq",
            "expire_timeouts", "Waiter"]

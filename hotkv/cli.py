@@ -10,8 +10,9 @@ Options given on the command line win over the file.
 
 Once the server accepts connections it prints exactly one line on stdout
 saying where it listens; logs go to stderr (or ``--logfile``).  SIGINT and
-SIGTERM shut it down cleanly (exit code 0, the AOF flushed by the network
-layer's stop hooks).  It runs on uvloop when installed.
+SIGTERM shut it down cleanly (exit code 0, the AOF flushed by
+``Server.shutdown``, which the listener's stop calls).  ``python -m hotkv``
+is the same command (``hotkv/__main__.py``).  It runs on uvloop when installed.
 
 Exit codes: 0 after a clean shutdown, 1 when the server cannot start (port
 in use, unreadable config file), 2 for bad command-line usage or an invalid
@@ -26,7 +27,10 @@ import os
 import signal
 import sys
 
-from . import __version__
+from .config import ALIASES, PARAMS, Config, ConfigError, parse_config_file
+from .net import Listener, close_loop, new_event_loop
+from .server import Server
+from .version import __version__
 
 USAGE = """usage: hotkv serve [CONFIG_FILE] [--name value ...]
        hotkv --version
@@ -78,7 +82,6 @@ def build_config(path: str | None, cli: list):
     """A ``Config`` from a config file and command-line settings, applied in
     order (the command line last, so it wins); every name and value is
     checked and an error names where it came from."""
-    from .config import ALIASES, PARAMS, Config, ConfigError, parse_config_file
     pairs: list = []   # (name, value, where)
 
     def read(file_path: str, depth: int):
@@ -148,7 +151,6 @@ def _where(listener, values) -> str:
 
 
 async def _serve(server, ready_line: bool = True) -> int:
-    from .net import Listener
     loop = asyncio.get_running_loop()
     listener = Listener(server)
     await listener.start(loop)
@@ -185,8 +187,6 @@ def serve(args: list[str]) -> int:
     except UsageError as e:
         sys.stderr.write("hotkv serve: %s\n" % e)
         return 2
-    from .net import new_event_loop
-    from .server import Server
     _setup_logging(config.values)
     try:
         server = Server(config)
@@ -215,7 +215,7 @@ def serve(args: list[str]) -> int:
     except OSError as e:
         sys.stderr.write("hotkv serve: cannot listen: %s\n" % (e.strerror or e))
         return 1
-    except Exception as e:  # a start hook failed (AOF unreadable, TLS files...)
+    except Exception as e:  # the start failed (AOF unreadable, TLS files...)
         logging.getLogger("hotkv").exception("start-up failed")
         sys.stderr.write("hotkv serve: cannot start: %s\n" % e)
         return 1
@@ -223,14 +223,8 @@ def serve(args: list[str]) -> int:
         return 0
     finally:
         try:
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for t in pending:
-                t.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
+            close_loop(loop)
         finally:
-            loop.close()
             if values["pidfile"]:
                 try:
                     os.unlink(values["pidfile"])

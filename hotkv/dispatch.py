@@ -8,6 +8,11 @@ ACL permission, OOM, disk errors, RESP2 subscribed mode and AOF loading --
 in Redis's order and with Redis's texts -- then either queue it (inside
 MULTI) or ``call`` it and serve blocked clients whose keys became ready.
 
+``serve_ready_keys`` is Valkey's handleClientsBlockedOnKeys: it re-runs
+the commands of clients whose keys became ready (the waiters' bookkeeping
+is ``hotkv.blocking``'s, which runs no command and so sits below this
+module).
+
 ``call`` is Redis's call(): runs the handler, times it, counts it, encodes
 its reply, and -- if the data changed (``server.dirty`` moved) -- hands the
 command, or the deterministic form the handler asked for, to propagation
@@ -25,8 +30,9 @@ from __future__ import annotations
 import time
 
 from . import errors
-from .blocking import BLOCKED, serve_ready_keys
+from .blocking import BLOCKED, detach, waiter_seq
 from .errors import CommandError
+from .multi import discard_transaction
 from .resp import QUEUED, encode
 
 _time = time.time
@@ -58,7 +64,6 @@ def reject(client, message: str, cmd=None):
         cmd.rejected_calls += 1
         if cmd.name == "exec":
             # A refused EXEC aborts the transaction (Redis's execCommandAbort).
-            from .commands.transactions import discard_transaction
             discard_transaction(client)
             message = "EXECABORT Transaction discarded because of: " + message
     client.server.count_error(message)
@@ -264,3 +269,85 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
     if client.skip_this:
         client.skip_this = False
     return end
+
+
+def serve_ready_keys(server):
+    """Serve waiters on every ready key, first come first served, until no
+    key is ready (serving one key can make another ready)."""
+    # Re-run commands change no ACL: one read of the gate (a property) per pass.
+    acl_check = server.acl_check
+    while server.ready_keys:
+        ready = server.ready_keys
+        server.ready_keys = []
+        server.ready_set.clear()
+        for db, key in ready:
+            q = db.blocking.get(key)
+            if not q:
+                continue
+            # Only the waiters present now (their seq is below the fence): a
+            # re-blocked one goes to the tail and must not be served twice in
+            # this pass.  Walked by position, not copied: a push to a queue
+            # with thousands of workers serves the head and stops.
+            fence = next(waiter_seq)
+            pos = 0
+            while pos < len(q):
+                waiter = q[pos]
+                if waiter.seq > fence:
+                    break
+                client = waiter.client
+                if client.blocked is not waiter:   # pragma: no cover - invariant
+                    pos += 1
+                    continue
+                if client.closed or client.closing:
+                    # Going away (killed, aborted) before connection_lost ran:
+                    # serving it would pop a job nobody receives.
+                    detach(waiter)
+                    continue
+                value = db.data.get(key)
+                if value is not None and db.expires and db.is_expired(key):
+                    value = None
+                if value is None:
+                    if not waiter.unblock_on_nokey:
+                        if not q.nokey:
+                            break     # nobody left here wants a missing key
+                        pos += 1
+                        continue
+                elif type(value) is not waiter.btype and not waiter.unblock_on_nokey:
+                    pos += 1
+                    continue
+                # A command may say, cheaply, that re-running it would only
+                # block again (XREAD/XREADGROUP woken by an unrelated write):
+                # it then keeps its place, as re-blocking in order would.
+                data = waiter.data
+                if data is not None:
+                    check = getattr(data, "still_waiting", None)
+                    if check is not None and not (acl_check and acl_check(
+                            client, waiter.cmd, waiter.argv)) and check(waiter):
+                        pos += 1
+                        continue
+                detach(waiter)
+                # Whatever runs now may change the queue anywhere: start again
+                # from its head (waiters passed over are only checked again).
+                pos = 0
+                denied = acl_check and acl_check(client, waiter.cmd, waiter.argv)
+                if denied:
+                    # Its permissions changed while it waited: Redis re-checks.
+                    reject(client, denied, waiter.cmd)
+                    client.schedule_flush()
+                    server.resume_client(client)
+                    continue
+                # A blocked client runs nothing else, so it is still on the
+                # database it blocked in; re-run the command there.
+                client.db = waiter.db
+                client.reprocessing = waiter
+                try:
+                    call(client, waiter.cmd, waiter.argv)
+                finally:
+                    client.reprocessing = None
+                if client.blocked is None:
+                    # Redis counts the reply it writes as interaction: a worker
+                    # blocked longer than `timeout` must not be dropped as idle
+                    # right after getting its job.
+                    client.last_interaction = _time()
+                    client.schedule_flush()
+                    server.resume_client(client)

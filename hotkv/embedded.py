@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from .net import Listener, new_event_loop
+from .net import Listener, close_loop, new_event_loop
 from .server import Server
 
 
@@ -116,14 +116,10 @@ class EmbeddedServer(_Common):
         try:
             loop.run_until_complete(self._listener.closed)
         finally:
-            loop.run_until_complete(self._listener.stop())
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for t in pending:
-                t.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
+            try:
+                loop.run_until_complete(self._listener.stop())
+            finally:
+                close_loop(loop)
 
     def stop(self):
         if self._thread is None:

@@ -1,9 +1,10 @@
 """Connection guards and resource limits that are not part of one command.
 
 Owns:
-* protected mode (a ``CONNECT_HOOK``): while ``protected-mode`` is yes and
-  the ``default`` user needs no password, connections from anywhere but the
-  loopback interface or a unix socket are refused with Redis's DENIED text;
+* protected mode (``protected_mode_refusal``, asked by the server for every
+  new connection): while ``protected-mode`` is yes and the ``default`` user
+  needs no password, connections from anywhere but the loopback interface
+  or a unix socket are refused with Redis's DENIED text;
 * ``rename-command OLD NEW`` (config file / startup option, repeatable):
   the server gets its own command table in which OLD is unknown and NEW
   (when not empty) runs the command.  ACL rules keep using original names,
@@ -11,10 +12,14 @@ Owns:
 * the ``normal`` class of ``client-output-buffer-limit``: the hard limit
   is checked by ``Connection.flush`` as replies are written (through
   ``server.obuf_hard_normal``, kept current here), the soft limit (over it
-  for the given seconds) by a ``CRON_HOOK``.  The pub/sub class is the
-  pub/sub module's;
+  for the given seconds) by ``cron``, which the server's cron calls.  The
+  pub/sub class is the pub/sub module's;
 * ``timeout`` in the same cron: idle clients are closed (blocked and
   subscribed clients are exempt, as in Redis).
+
+The server calls ``init_server``, ``protected_mode_refusal``, ``cron`` and
+``obuf_changed`` by name (``hotkv.server``); this module imports no other
+part of the server.
 
 Invariants: a check costs nothing when its setting is off (0 / empty); the
 cron scans clients only when a limit is set; every limit closes the client
@@ -28,7 +33,6 @@ import logging
 import shlex
 import time
 
-from . import net, server as server_mod
 from .config import ConfigError, param, parse_memory
 from .registry import TABLE
 
@@ -108,7 +112,9 @@ def is_loopback(conn) -> bool:
     return ip.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
-def protected_mode_hook(conn):
+def protected_mode_refusal(conn):
+    """The DENIED text when protected mode refuses conn (the server asks on
+    every connection), else None."""
     server = conn.server
     if not server.config.values["protected-mode"]:
         return None
@@ -155,7 +161,8 @@ class _CronState:
         self.last_timeout_scan = 0.0
 
 
-def limits_cron(server):
+def cron(server):
+    """The server's cron: output-buffer soft limits and idle timeouts."""
     state = getattr(server, "_limits_state", None)
     if state is None:
         state = server._limits_state = _CronState()
@@ -213,22 +220,16 @@ def _close_for_output(server, c, size):
     c.kill()
 
 
-def _init_server(server):
+def init_server(server):
+    """Apply rename-command and read the normal output-buffer class.  The
+    server calls ``obuf_changed`` when CONFIG SET changes the setting (after
+    hotkv.pubsub merged the new value over the old, as the setting may name
+    only some classes)."""
     apply_renames(server)
-    name = "client-output-buffer-limit"
-    server.obuf_hard_normal = normal_limits(server.config.values[name])[0]
-    previous = server.config.listeners.get(name)   # hotkv.pubsub merges partial updates
-
-    def on_set(value):
-        if previous is not None:
-            previous(value)
-        server.obuf_hard_normal = normal_limits(server.config.values[name])[0]
-    server.config.listeners[name] = on_set
+    obuf_changed(server)
 
 
-if protected_mode_hook not in net.CONNECT_HOOKS:
-    net.CONNECT_HOOKS.append(protected_mode_hook)
-if limits_cron not in server_mod.CRON_HOOKS:
-    server_mod.CRON_HOOKS.append(limits_cron)
-if _init_server not in server_mod.SERVER_INIT_HOOKS:
-    server_mod.SERVER_INIT_HOOKS.append(_init_server)
+def obuf_changed(server):
+    """Keep ``server.obuf_hard_normal`` (read by Connection.flush) current."""
+    value = server.config.values["client-output-buffer-limit"]
+    server.obuf_hard_normal = normal_limits(value)[0]

@@ -14,9 +14,12 @@ Flow control, as Redis and uvicorn do it:
   paused until it is unblocked;
 * a query buffer over ``client-query-buffer-limit`` closes the connection.
 
-``Listener`` starts TCP / unix-socket servers for a ``Server`` and the
-periodic cron; ``run_server`` is what ``hotkv serve`` and the embedded
-server call.  ``ServeWhileBlocked`` serves the clients -- new connections
+``Listener`` starts TCP / unix-socket servers (and, through ``hotkv.tls``,
+TLS ones) for a ``Server`` and the periodic cron, and tells the server of
+every connection's life (``Server.refusal``, ``Server.client_gone``) and of
+its own (``Server.load_data``, ``Server.shutdown``).  ``new_event_loop`` and
+``close_loop`` are the loop's birth and end for ``hotkv serve`` and the
+embedded server alike.  ``ServeWhileBlocked`` serves the clients -- new connections
 included -- while a busy script holds the event loop.
 """
 
@@ -30,9 +33,10 @@ import ssl
 import time
 
 from .client import Client
-from .dispatch import process_commands
+from .dispatch import process_commands, serve_ready_keys
+from .limits import output_limit_reached
 from .resp import RequestParser, encode_error
-from . import blocking
+from .tls import HANDSHAKE_TIMEOUT, start_listeners as start_tls_listeners
 
 log = logging.getLogger("hotkv")
 
@@ -75,7 +79,7 @@ class Connection(Client, asyncio.Protocol):
             transport.close()
             self.closed = True
             return
-        refusal = CONNECT_HOOKS and _run_connect_hooks(self)
+        refusal = server.refusal(self)
         if refusal:
             transport.write(encode_error(refusal))
             transport.close()
@@ -159,7 +163,7 @@ class Connection(Client, asyncio.Protocol):
         error, self.pending_error = self.pending_error, None
         self._run(commands, error)
         if self.server.ready_keys:  # pragma: no cover - process_commands serves them
-            blocking.serve_ready_keys(self.server)
+            serve_ready_keys(self.server)
 
     def eof_received(self):
         return False
@@ -168,9 +172,7 @@ class Connection(Client, asyncio.Protocol):
         self.closed = True
         server = self.server
         server.clients.pop(self.id, None)
-        blocking.drop(self)
-        for hook in DISCONNECT_HOOKS:
-            hook(self)
+        server.client_gone(self)
         self.out.clear()
         self.pending.clear()
 
@@ -192,7 +194,6 @@ class Connection(Client, asyncio.Protocol):
                 hard = self.server.obuf_hard_normal   # hotkv.limits; pub/sub has its own
                 if hard and len(data) + self.transport.get_write_buffer_size() >= hard \
                         and self.kind == "normal" and not self.subscribed:
-                    from .limits import output_limit_reached
                     output_limit_reached(self.server, self, len(data))
                     return
                 self.server.stat_net_output_bytes += len(data)
@@ -270,18 +271,6 @@ def _fmt_addr(addr, unix_path):
     return f"{addr or unix_path}:0"
 
 
-CONNECT_HOOKS: list = []      # fn(connection) -> refusal text or None
-DISCONNECT_HOOKS: list = []   # fn(connection)
-
-
-def _run_connect_hooks(conn):
-    for hook in CONNECT_HOOKS:
-        refusal = hook(conn)
-        if refusal:
-            return refusal
-    return None
-
-
 class Listener:
     """Runs a Server on an event loop: sockets, cron, shutdown."""
 
@@ -325,8 +314,12 @@ class Listener:
             if values["unixsocketperm"]:
                 os.chmod(path, int(str(values["unixsocketperm"]), 8))
             self.servers.append(srv)
-        for hook in START_HOOKS:
-            await hook(self, loop)
+        # Then, in this order: the TLS listeners (a TLS setting that cannot
+        # work stops the start before any data is read), the data (the AOF
+        # load yields to the loop, so clients connected meanwhile are
+        # answered LOADING), and only then the cron.
+        await start_tls_listeners(self, loop, factory)
+        await server.load_data()
         self._schedule_cron()
         server.shutdown_cb = self.request_shutdown
         return self
@@ -363,8 +356,7 @@ class Listener:
                 await asyncio.wait_for(srv.wait_closed(), 1.0)
             except (asyncio.TimeoutError, Exception):
                 pass
-        for hook in STOP_HOOKS:
-            await hook(self)
+        self.server.shutdown()   # after the last client's output left: the AOF's final fsync
         path = self.server.config.values["unixsocket"]
         if path:
             try:
@@ -374,10 +366,6 @@ class Listener:
         self.servers = []
 
 
-START_HOOKS: list = []   # async fn(listener, loop): TLS listeners, AOF load...
-STOP_HOOKS: list = []    # async fn(listener)
-
-
 def new_event_loop():
     """uvloop when it is installed, else asyncio's default loop."""
     try:
@@ -385,6 +373,21 @@ def new_event_loop():
         return uvloop.new_event_loop()
     except ImportError:  # pragma: no cover - platform without uvloop
         return asyncio.new_event_loop()
+
+
+def close_loop(loop):
+    """End a loop the server ran on (after ``Listener.stop``): cancel the
+    tasks still pending and let them finish, finalise async generators,
+    close.  The loop is closed even when a task's end raises."""
+    try:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in pending:
+            t.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()
 
 
 # ----------------------------------------------------------------------
@@ -547,7 +550,6 @@ class _HeldTransport(asyncio.Protocol):
         self.extra = {"socket": sock, "peername": peer, "sockname": local}
         self.tls = None
         if ctx is not None:
-            from .tls import HANDSHAKE_TIMEOUT
             self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
             self.tls = ctx.wrap_bio(self.incoming, self.outgoing, server_side=True)
             self.handshaken = False

@@ -1,11 +1,12 @@
 """Keyspace and keyevent notifications (``notify-keyspace-events``).
 
 Owns the parameter (parsed into Redis's flag bits, formatted back the way
-Redis's CONFIG GET shows it: "KA" reads back as "AK") and installs
-``server.notify`` -- ``fn(db, key, cls, event)``, called by
-``Server.written`` / ``Server.event`` / ``Server.key_expired`` -- which
-publishes ``__keyspace@<db>__:<key>`` -> event and
-``__keyevent@<db>__:<event>`` -> key through ``server.pubsub``.
+Redis's CONFIG GET shows it: "KA" reads back as "AK") and, from
+``init_server`` (which the server calls), ``server.notify`` --
+``fn(db, key, cls, event)``, called by ``Server.written`` /
+``Server.event`` / ``Server.key_expired`` -- which publishes
+``__keyspace@<db>__:<key>`` -> event and ``__keyevent@<db>__:<event>`` ->
+key through ``server.pubsub``.
 
 Invariants:
 * ``server.notify`` is None unless some class is enabled together with K
@@ -106,7 +107,8 @@ def apply(server, flags: int):
     server.notify_new = server.notify is not None and bool(flags & NEW)
 
 
-def _init_server(server):
+def init_server(server):
+    """Install ``server.notify`` from the setting, and keep it in step with CONFIG SET."""
     value = server.config.values["notify-keyspace-events"]
     if isinstance(value, str):   # set before this module took the parameter over
         value = parse_flags(value)
@@ -115,10 +117,4 @@ def _init_server(server):
     server.config.listeners["notify-keyspace-events"] = lambda flags: apply(server, flags)
 
 
-def install():
-    from . import server as _server
-    if _init_server not in _server.SERVER_INIT_HOOKS:
-        _server.SERVER_INIT_HOOKS.append(_init_server)
-
-
-__all__ = ["parse_flags", "format_flags", "make_notify", "install", "ALL"]
+__all__ = ["parse_flags", "format_flags", "make_notify", "init_server", "ALL"]

@@ -1,9 +1,10 @@
 """Pub/Sub: the channel and pattern registry, message fan-out, and the
 output-buffer limit that protects the server from slow subscribers.
 
-Owns ``PubSub`` (one per server, ``server.pubsub``), the
-``client-output-buffer-limit`` parameter, and the cleanup of a client's
-subscriptions on RESET and disconnect.  No sockets: messages are appended
+Owns ``PubSub`` (one per server, ``server.pubsub``, made by ``init_server``),
+the ``client-output-buffer-limit`` parameter, and the cleanup of a client's
+subscriptions (``client_gone``, which the server calls on RESET and
+disconnect).  No sockets: messages are appended
 to ``client.out`` and the client is scheduled for the once-per-loop-turn
 flush (``Client.schedule_flush``).
 
@@ -314,8 +315,9 @@ class PubSub:
             else:
                 c.close()
 
-    def _new_turn(self):
-        """Before replies leave: the flush empties every queue we measured."""
+    def new_turn(self):
+        """Before replies leave (Server.before_sleep): the flush empties every
+        queue we measured."""
         if self._queued:
             self._queued.clear()
 
@@ -347,36 +349,28 @@ class PubSub:
 
 
 # ----------------------------------------------------------------------
-# Wiring
+# What the server calls, by name (hotkv.server)
 # ----------------------------------------------------------------------
 
-def _init_server(server):
+def init_server(server) -> PubSub:
+    """The server's PubSub, its output-buffer limits from the settings.  The
+    server routes CONFIG SET client-output-buffer-limit to ``set_obuf_limits``
+    (hotkv.limits reads the normal class from the merged value)."""
     ps = PubSub(server)
-    server.pubsub = ps
     # The configured value may name only some classes (a config line, an
     # override): complete it over the defaults.
     ps.set_obuf_limits(server.config.values["client-output-buffer-limit"])
-    server.config.listeners["client-output-buffer-limit"] = ps.set_obuf_limits
-    server.before_sleep_hooks.append(ps._new_turn)
+    return ps
 
 
-def _client_gone(c):
+def client_gone(c):
+    """c disconnected or RESET: drop its subscriptions and its measured output."""
     ps = c.server.pubsub
-    if ps is not None and (c.channels or c.patterns or c.shard_channels):
+    if c.channels or c.patterns or c.shard_channels:
         ps.unsubscribe_all(c)
-    elif ps is not None:
+    else:
         ps._queued.pop(c, None)
 
 
-def install():
-    from . import server as _server, net as _net
-    from .commands import connection as _connection
-    if _init_server not in _server.SERVER_INIT_HOOKS:
-        _server.SERVER_INIT_HOOKS.append(_init_server)
-    if _client_gone not in _net.DISCONNECT_HOOKS:
-        _net.DISCONNECT_HOOKS.append(_client_gone)
-    if _client_gone not in _connection.RESET_HOOKS:
-        _connection.RESET_HOOKS.append(_client_gone)
-
-
-__all__ = ["PubSub", "install", "parse_obuf_limits", "format_obuf_limits", "OBUF_DEFAULT"]
+__all__ = ["PubSub", "init_server", "client_gone", "parse_obuf_limits", "format_obuf_limits",
+           "OBUF_DEFAULT"]

@@ -1,10 +1,36 @@
-"""The server's state and the hooks that tie modules together.
+"""The server: its state, its subsystems, and the order they are called in.
 
 ``Server`` owns the databases, the configuration, the connected clients, the
 statistics INFO reports, the ready-keys list of the blocking machinery and
 the propagation buffer the AOF reads.  It knows no sockets: the network
-layer (``hotkv.net``) gives it an event loop through ``attach_loop`` and
-calls ``before_sleep`` once per loop turn through ``wake``.
+layer (``hotkv.net``) gives it an event loop through ``attach_loop``, calls
+``before_sleep`` once per loop turn through ``wake``, and tells it of every
+connection's life: ``refusal`` (a new connection), ``client_gone``
+(disconnection), ``load_data`` (at start) and ``shutdown`` (at stop).
+
+Subsystems, made in this order by ``_make_subsystems`` (as uvicorn's Server
+owns its parts) and then called by name, never through a registry a module
+fills when imported:
+
+====================  ============================  ==========================
+subsystem             made as                       called by the server in
+====================  ============================  ==========================
+slow log, MONITOR     ``cmdlog.init_slowlog``       client_gone, reset_client
+pub/sub               ``pubsub.init_server``        before_sleep, client_gone,
+                                                    reset_client
+keyspace events       ``notify.init_server``        (written, key_expired)
+limits                ``limits.init_server``        refusal, cron
+ACL                   ``acl.init_server``           auth_required, default_user
+AOF                   ``aof.AOF``                   before_sleep, cron,
+                                                    load_data, shutdown
+====================  ============================  ==========================
+
+The instantaneous metrics (``hotkv.stats``) are sampled by ``cron``; TLS
+listeners are the network layer's (``Listener.start``).  Valkey's order is
+kept where it shows: ``client_gone`` is freeClient (blocking queues, WATCH,
+MONITOR, pub/sub), ``reset_client`` is clearClientConnectionState, ``cron``
+is serverCron (active expiry, then the subsystems).  A new subsystem is one
+line in ``_make_subsystems`` and one in each lifecycle method it needs.
 
 The hooks every command module uses:
 * ``written(db, key, event_class, event)`` after changing a key: bumps the
@@ -15,7 +41,8 @@ The hooks every command module uses:
 * ``key_expired(db, key)`` (from Database) propagates a DEL.
 
 Invariants: ``dirty`` only grows; ``prop_pending`` is flushed to the AOF at
-the end of each outermost ``call``; ``ready_set`` mirrors ``ready_keys``.
+the end of each outermost ``call``; ``ready_set`` mirrors ``ready_keys``;
+every subsystem exists once the constructor returns (no ``None`` checks).
 """
 
 from __future__ import annotations
@@ -28,11 +55,14 @@ import sys
 import time
 import traceback
 
-from . import __version__
-from .blocking import expire_timeouts
+from . import acl, cmdlog, limits, notify, pubsub, stats
+from .aof import AOF, AOFLoadError
+from .blocking import drop as drop_blocked, expire_timeouts
 from .config import Config
 from .db import Database
+from .multi import discard_transaction, unwatch_all
 from .registry import TABLE as _COMMAND_TABLE
+from .version import __version__
 
 log = logging.getLogger("hotkv")
 
@@ -114,7 +144,6 @@ class Server:
         # output
         self.pending_flush: list = []
         self._wake_scheduled = False
-        self.before_sleep_hooks: list = []   # fn() run before replies leave (AOF)
         # stats
         self.stat_numcommands = 0
         self.stat_numconnections = 0
@@ -130,23 +159,85 @@ class Server:
         self.stat_client_outbuf_limit_disconnections = 0
         self.errorstats: dict = {}
         self.lastsave = int(time.time())
-        # extension points filled by feature modules
-        self.notify = None          # fn(db, key, cls, event) for keyspace events
-        self.aof = None
-        self.pubsub = None
+        self.notify = None          # fn(db, key, cls, event) for keyspace events (notify)
         self.notify_new = False     # the notify module: emit "new" when a key is created
         self.current_client = None  # the client whose command runs (outermost call)
-        self.monitors: list = []     # MONITOR clients; feed_monitors set by server_cmds
-        self.pause_check = None      # set by CLIENT PAUSE (client_cmds) while a pause is on
-        self.slowlog_threshold = float("inf")   # seconds; SLOWLOG (server_cmds) sets it
-        self.slowlog_push = None
-        self.feed_monitors = None
+        self.monitors: list = []     # MONITOR clients (hotkv.cmdlog feeds them)
+        self.feed_monitors = cmdlog.feed_monitors
+        self.pause_check = None      # set by hotkv.pause while a CLIENT PAUSE is on
         self.pending_push: list = []  # pushes to current_client, sent after its reply
         self.shutdown_cb = None     # set by the network layer
         self.listeners_info: list = []
         self._apply_config()
-        for hook in SERVER_INIT_HOOKS:
-            hook(self)
+        self._make_subsystems()
+
+    def _make_subsystems(self):
+        """Every subsystem, in this order: one that reads another's state at
+        its start comes after it (limits reads the output-buffer limits
+        pub/sub merged; the AOF, last, may replay into all of them)."""
+        cmdlog.init_slowlog(self)                 # slowlog, slowlog_push, threshold
+        self.startup_memory = used_memory()       # INFO used_memory_startup
+        self.pubsub = pubsub.init_server(self)
+        notify.init_server(self)                  # notify, notify_new (publishes via pubsub)
+        limits.init_server(self)                  # command_table (rename-command), obuf
+        acl.init_server(self)                     # acl (may raise: aclfile errors)
+        self.aof_manager = AOF(self)
+        self.aof = None                           # the AOF while it is on (aof_manager.start)
+        # A setting two subsystems read: pub/sub merges a partial value over
+        # the old one first, then limits reads the normal class from it.
+        self.config.listeners["client-output-buffer-limit"] = self._set_obuf_limits
+
+    def _set_obuf_limits(self, value):
+        self.pubsub.set_obuf_limits(value)
+        limits.obuf_changed(self)
+
+    # ------------------------------------------------------------------
+    # A client's life (called by the network layer and RESET)
+    # ------------------------------------------------------------------
+    def refusal(self, conn):
+        """The error text a new connection is refused with, or None."""
+        return limits.protected_mode_refusal(conn)
+
+    def client_gone(self, c):
+        """c disconnected (Valkey's freeClient): take it out of everything."""
+        drop_blocked(c)
+        unwatch_all(c)
+        cmdlog.stop_monitoring(c)
+        pubsub.client_gone(c)
+
+    def reset_client(self, c):
+        """RESET (Valkey's clearClientConnectionState)."""
+        cmdlog.stop_monitoring(c)
+        pubsub.client_gone(c)
+        discard_transaction(c)
+        c.db = self.dbs[0]
+        c.resp3 = False
+        c.name = b""
+        c.reply_mode = 0
+        c.no_evict = False
+        c.no_touch = False
+        c.authenticated = not self.auth_required()
+        c.user = self.default_user()
+
+    # ------------------------------------------------------------------
+    # Start and stop (called by the network layer)
+    # ------------------------------------------------------------------
+    async def load_data(self):
+        """At start, before the cron: load the AOF (when appendonly is on)
+        and start appending to it.  AOFLoadError stops the start."""
+        if not self.config.values["appendonly"]:
+            return
+        aof = self.aof_manager
+        try:
+            await aof.load()
+        except AOFLoadError as e:
+            log.error("%s", e)
+            raise
+        aof.start()
+
+    def shutdown(self):
+        """At stop, after the clients' last output: the AOF's final write and fsync."""
+        self.aof_manager.stop(final=True)
 
     # ------------------------------------------------------------------
     def _apply_config(self):
@@ -164,10 +255,10 @@ class Server:
         return next(self._client_ids)
 
     def auth_required(self) -> bool:
-        return bool(self.config.values["requirepass"]) or AUTH_HOOK[0](self)
+        return bool(self.config.values["requirepass"]) or self.acl.auth_required()
 
     def default_user(self):
-        return USER_HOOK[0](self)
+        return self.acl.default
 
     def protected_denied(self, client, cmd):
         if cmd.name == "debug" or cmd.name.startswith("debug|"):
@@ -278,8 +369,8 @@ class Server:
     def before_sleep(self):
         """Redis's beforeSleep: persistence first, then replies."""
         self._wake_scheduled = False
-        for hook in self.before_sleep_hooks:
-            hook()
+        self.pubsub.new_turn()            # the flush below empties what it measured
+        self.aof_manager.before_sleep()   # the AOF is written before any reply leaves
         pending = self.pending_flush
         if pending:
             self.pending_flush = []
@@ -330,8 +421,9 @@ class Server:
                         break
         if self.prop_pending and self.current_client is None:
             self.flush_propagation()
-        for hook in CRON_HOOKS:
-            hook(self)
+        stats.track_instantaneous(self)
+        limits.cron(self)
+        self.aof_manager.cron()
         self.wake()
 
     # ------------------------------------------------------------------
@@ -357,17 +449,10 @@ def _is_local(client) -> bool:
     return client.addr.startswith(("127.", "[::1]", "::1", "/")) or client.addr == ""
 
 
-# Feature modules register callbacks here at import time.
-SERVER_INIT_HOOKS: list = []
-CRON_HOOKS: list = []
-AUTH_HOOK = [lambda server: False]     # ACL module: "do new clients need AUTH?"
-USER_HOOK = [lambda server: None]      # ACL module: the default user object
-
-
 def peak_rss() -> int:
     import resource
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss if sys.platform == "darwin" else rss * 1024
 
 
-__all__ = ["Server", "used_memory", "SERVER_INIT_HOOKS", "CRON_HOOKS", "heapq"]
+__all__ = ["Server", "used_memory", "peak_rss", "heapq"]

@@ -1,8 +1,10 @@
 """TLS: a second listener that speaks RESP over TLS, with Python's ``ssl``.
 
-Owns the ``tls-*`` settings (declared in hotkv.config) and a ``START_HOOK``
-that, when ``tls-port`` is set, opens a TLS listener on every ``bind``
-address next to the plain one, with the very same ``Connection`` protocol:
+Owns the ``tls-*`` settings (declared in hotkv.config) and ``start_listeners``
+(``hotkv.net.Listener.start`` calls it, after the plain listeners) that,
+when ``tls-port`` is set, opens a TLS listener on every ``bind`` address next
+to the plain one, with the very same ``Connection`` protocol (the listener
+passes its factory, so this module does not import the network layer):
 after the handshake a TLS client is an ordinary client (AUTH, ACL, limits
 all apply).  ``tls-port -1`` (what ``EmbeddedServer(tls_port=0)`` passes)
 binds an ephemeral port; the bound port is written back to ``tls-port``.
@@ -25,8 +27,6 @@ aborts handshakes after ``HANDSHAKE_TIMEOUT`` seconds).
 from __future__ import annotations
 
 import ssl
-
-from . import net
 
 HANDSHAKE_TIMEOUT = 10.0
 
@@ -80,7 +80,9 @@ def make_context(values) -> ssl.SSLContext:
     return ctx
 
 
-async def _start_tls(listener, loop):
+async def start_listeners(listener, loop, factory):
+    """Open the TLS listeners when tls-port is set (TLSConfigError when the
+    settings cannot work); factory() makes each connection's protocol."""
     server = listener.server
     values = server.config.values
     port = values["tls-port"]
@@ -89,7 +91,6 @@ async def _start_tls(listener, loop):
     ctx = make_context(values)
     if port < 0:
         port = 0
-    factory = lambda: net.Connection(server)  # noqa: E731
     hosts = values["bind"].split() or ["127.0.0.1"]
     bound = []
     for host in hosts:
@@ -106,6 +107,3 @@ async def _start_tls(listener, loop):
     values["tls-port"] = port
     server.tls_bound = bound
 
-
-if _start_tls not in net.START_HOOKS:
-    net.START_HOOKS.append(_start_tls)

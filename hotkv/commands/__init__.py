@@ -6,11 +6,13 @@ touches one module (and its test).
 
 The order of ``MODULES`` matters: commands are registered in it, and that
 order is COMMAND's (and COMMAND DOCS', COMMAND LIST's) and the ACL bit of
-each command; the server's init, cron, reset and disconnect hooks run in
-the order the modules appended them (SLOWLOG's init before INFO's).  The
-server-command modules (server_cmds to introspection) keep the order they
-had as one module.  A module that imports another command module must be
-listed after it, or it registers that module's commands early.
+each command.  The server-command modules (server_cmds to introspection)
+keep the order they had as one module.  A module that imports another
+command module must be listed after it, or it registers that module's
+commands early.  Importing a command module registers its commands and
+nothing else: the server's subsystems are made and called by the server
+(``hotkv.server``), and no module here is imported by the core
+(tests/test_layers.py).
 """
 
 from importlib import import_module

@@ -3,9 +3,8 @@ LOG / GENPASS / DRYRUN / LOAD / SAVE / HELP.
 
 The model (users, rules, checks, the log, the ACL file) lives in
 ``hotkv.acl``; this module only parses arguments and shapes replies, as
-Valkey's aclCommand does.  Importing it also installs the security hooks:
-ACL (``hotkv.acl``), TLS listeners (``hotkv.tls``) and the connection and
-resource guards (``hotkv.limits``).
+Valkey's aclCommand does.  The server creates the ACL state itself
+(``hotkv.server.Server._make_subsystems``).
 """
 
 from __future__ import annotations
@@ -13,13 +12,10 @@ from __future__ import annotations
 import os
 
 from .. import acl as aclmod
-from .. import limits, tls  # noqa: F401  (register their hooks)
 from ..errors import CommandError
 from ..registry import TABLE, container, command
 from ..resp import OK, SetReply, Simple
 from ..util import string2ll
-
-aclmod.install()
 
 container("acl", group="server", summary="A container for Access List Control commands.",
           since="6.0.0")

@@ -1,14 +1,12 @@
 """AOF commands: BGREWRITEAOF.
 
-Importing this module installs the append-only file (``hotkv.aof``: the
-server hooks that create ``server.aof``, load the file at start and write it
-before replies leave).  The command only asks ``server.aof`` for a rewrite;
-all the state lives there (``server.aof_manager``).
+The append-only file itself is ``hotkv.aof``'s, and the server creates,
+loads, feeds and stops it by name (``hotkv.server``).  The command only asks
+``server.aof_manager`` for a rewrite; all the state lives there.
 """
 
 from __future__ import annotations
 
-from .. import aof as _aof  # noqa: F401  (installs the AOF hooks)
 from ..errors import CommandError
 from ..registry import command
 from ..resp import Simple

@@ -18,8 +18,8 @@ Invariants:
   pause ends (timeout or UNPAUSE).  WRITE pauses writes (and EXEC of a
   transaction that writes), ALL pauses everything, UNPAUSE included.
 
-Hooks: ``USER_EXISTS[0]`` is ``fn(server, name) -> bool`` for the USER
-filters; the ACL module replaces it (without one, only "default" exists).
+The CLIENT LIST line itself is ``hotkv.clientinfo``'s (the ACL LOG shows it
+too) and the pause state ``hotkv.pause``'s (the dispatcher consults it).
 """
 
 from __future__ import annotations
@@ -28,94 +28,19 @@ import time
 
 from .. import blocking, errors
 from ..client import REPLY_OFF, REPLY_ON, REPLY_SKIP
+from ..clientinfo import as_str as _s, client_info_line, client_type, user_name
+from ..clientinfo import validate_client_name
 from ..errors import CommandError
+from ..pause import PAUSED, pause_clients, unpause_clients
 from ..registry import command, container
 from ..replies import help_reply
 from ..resp import OK, Verbatim
 from ..util import string2ll
-from .connection import validate_client_name
 
 container("client", group="server")
 
-USER_EXISTS = [lambda server, name: name == b"default"]
-
 _TYPES = {b"normal": "normal", b"slave": "replica", b"replica": "replica",
           b"pubsub": "pubsub", b"master": "primary", b"primary": "primary"}
-
-
-def _s(b) -> str:
-    return b.decode("utf-8", "surrogateescape") if isinstance(b, (bytes, bytearray)) else str(b)
-
-
-def client_type(cl) -> str:
-    if cl.channels or cl.patterns or cl.shard_channels:
-        return "pubsub"
-    return "normal" if cl.kind in ("normal", "", None) else cl.kind
-
-
-def user_name(cl) -> str:
-    user = cl.user
-    if user is None:
-        return "default"
-    name = getattr(user, "name", user)
-    return _s(name)
-
-
-def client_flags(cl) -> str:
-    f = "O" if cl in cl.server.monitors else ""
-    if cl.channels or cl.patterns or cl.shard_channels:
-        f += "P"
-    if cl.multi:
-        f += "x"
-    if cl.blocked is not None:
-        f += "b"
-    if cl.tracking:
-        f += "t"
-    if cl.dirty_cas:
-        f += "d"
-    if cl.closing:
-        f += "c"
-    if cl.addr == cl.laddr and cl.addr:   # a unix socket: both are <path>:0
-        f += "U"
-    if cl.no_evict:
-        f += "e"
-    if cl.no_touch:
-        f += "T"
-    return f or "N"
-
-
-def client_info_line(cl, now: float | None = None) -> str:
-    """One CLIENT LIST line (without the trailing newline)."""
-    if now is None:
-        now = time.time()
-    cmd = cl.last_cmd
-    current = cl.server.current_cmd
-    if current is not None and cl.server.current_client is cl:
-        cmd = current.name
-    parser = getattr(cl, "parser", None)
-    qbuf = parser.pending if parser is not None else 0
-    try:
-        omem = cl.output_size()
-    except Exception:  # a transport already gone
-        omem = 0
-    transport = getattr(cl, "transport", None)
-    events = "r" if transport is not None and not cl.closed else ""
-    if events and omem:
-        events += "w"
-    multi_mem = sum(len(a) for _, argv in cl.multi_queue for a in argv) if cl.multi else 0
-    return (
-        "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s capa= db=%d "
-        "sub=%d psub=%d ssub=%d multi=%d watch=%d qbuf=%d qbuf-free=%d argv-mem=0 "
-        "multi-mem=%d rbs=16384 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=%s cmd=%s "
-        "user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s tot-net-in=%d tot-net-out=%d "
-        "tot-cmds=%d" % (
-            cl.id, cl.addr, cl.laddr, cl.fd, _s(cl.name), int(now - cl.created),
-            int(now - cl.last_interaction), client_flags(cl), cl.db.index,
-            len(cl.channels), len(cl.patterns), len(cl.shard_channels),
-            len(cl.multi_queue) if cl.multi else -1, len(cl.watched), qbuf,
-            0, multi_mem, omem, 16384 + qbuf + omem + multi_mem, events, cmd,
-            user_name(cl), 3 if cl.resp3 else 2, _s(cl.lib_name), _s(cl.lib_ver),
-            cl.net_in, cl.net_out, cl.ncmds))
 
 
 class _Filter:
@@ -189,7 +114,7 @@ def _parse_filters(c, argv, start: int, skipme: bool) -> _Filter:
         elif opt == b"laddr" and more:
             flt.laddr = _s(argv[i + 1])
         elif opt == b"user" and more:
-            if not USER_EXISTS[0](c.server, argv[i + 1]):
+            if argv[i + 1] not in c.server.acl.users:
                 raise CommandError("ERR No such user '%s'" % _s(argv[i + 1]))
             flt.user = _s(argv[i + 1])
         elif opt == b"skipme" and more:
@@ -284,7 +209,7 @@ def client_unblock(c, argv):
     if cid is None:
         raise CommandError(errors.NOT_INTEGER)
     target = c.server.clients.get(cid)
-    if target is None or target.blocked is None or target.blocked.data is _PAUSED:
+    if target is None or target.blocked is None or target.blocked.data is PAUSED:
         return 0
     if error:
         blocking.unblock(target, error=errors.UNBLOCKED)
@@ -372,95 +297,7 @@ def client_capa(c, argv):
     return OK
 
 
-# -- CLIENT PAUSE / UNPAUSE ------------------------------------------------------
-#
-# A paused client's command is postponed, not refused: it goes back to the
-# head of the client's pending commands and the client is marked blocked (a
-# key-less Waiter, so reading stops and CLIENT LIST shows "b"), exactly the
-# state a blocking command leaves (counted in blocked_clients, as Valkey 8
-# does); when the pause ends every postponed client is resumed in order and
-# runs its commands.  ``server.pause_check`` is set
-# only while a pause is on, so an unpaused server pays one attribute test.
-
-_PAUSED = "client-pause"
-
-
-class _Pause:
-    __slots__ = ("end_ms", "all", "postponed", "timer")
-
-    def __init__(self, end_ms, all_mode):
-        self.end_ms = end_ms
-        self.all = all_mode
-        self.postponed = []
-        self.timer = None
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def pause_info(server) -> tuple:
-    """(paused_reason, paused_actions, paused_timeout_milliseconds) for INFO."""
-    p = getattr(server, "client_pause", None)
-    if p is None:
-        return "none", "none", 0
-    return "client_pause", "all" if p.all else "write", max(0, p.end_ms - _now_ms())
-
-
-def _pause_check(client, cmd, argv) -> bool:
-    server = client.server
-    p = server.client_pause
-    if p is None or client.is_fake:
-        return False
-    if _now_ms() >= p.end_ms:
-        _lift(server)
-        return False
-    if not p.all and not (cmd.write or "may_replicate" in cmd.flags or (
-            cmd.name == "exec" and client.multi_flags & 2)):
-        return False
-    client.pending.appendleft(argv)
-    waiter = blocking.Waiter(client, client.db, [], 0, cmd, argv, None, None, False, _PAUSED)
-    client.blocked = waiter
-    server.blocked_clients += 1
-    p.postponed.append(waiter)
-    return True
-
-
-def _lift(server):
-    p = getattr(server, "client_pause", None)
-    server.client_pause = None
-    server.pause_check = None
-    if p is None:
-        return
-    if p.timer is not None:
-        p.timer.cancel()
-    for waiter in p.postponed:
-        cl = waiter.client
-        if cl.blocked is waiter:
-            blocking.drop(cl)   # key-less: just clears the blocked state
-            server.resume_client(cl)
-
-
-def _arm(server):
-    p = server.client_pause
-    if server.loop is None or p is None:
-        return
-    if p.timer is not None:
-        p.timer.cancel()
-    p.timer = server.loop.call_later(max(0, p.end_ms - _now_ms()) / 1000.0, _on_timer, server)
-
-
-def _on_timer(server):
-    p = getattr(server, "client_pause", None)
-    if p is None:
-        return
-    p.timer = None
-    if _now_ms() >= p.end_ms:
-        _lift(server)
-        server.wake()
-    else:
-        _arm(server)
-
+# -- CLIENT PAUSE / UNPAUSE (the state and its effect: hotkv.pause) -------------
 
 @command("client|pause", -3, "admin noscript loading stale", group="connection")
 def client_pause(c, argv):
@@ -477,23 +314,14 @@ def client_pause(c, argv):
         raise CommandError("ERR timeout is not an integer or out of range")
     if ms < 0:
         raise CommandError(errors.TIMEOUT_NEGATIVE)
-    server = c.server
-    end = c.server.cmd_time_ms + ms if ms > 0 else 0
-    p = getattr(server, "client_pause", None)
-    if p is None:
-        server.client_pause = _Pause(end, all_mode)
-        server.pause_check = _pause_check
-    else:
-        p.end_ms = max(p.end_ms, end)
-        p.all = p.all or all_mode
-    _arm(server)
+    pause_clients(c.server, c.server.cmd_time_ms + ms if ms > 0 else 0, all_mode)
     return OK
 
 
 @command("client|unpause", 2, "admin noscript loading stale", group="connection")
 def client_unpause(c, argv):
     """Resumes processing of clients that were paused."""
-    _lift(c.server)
+    unpause_clients(c.server)
     return OK
 
 

@@ -5,9 +5,9 @@ defaults, parsing and formatting) are ``hotkv.config``'s, and a subsystem
 that must act when a parameter changes registers a listener in
 ``server.config.listeners``.
 
-* ``RESETSTAT_HOOKS``: ``fn(server)`` run by CONFIG RESETSTAT after the
-  server's own counters, the command statistics and the error statistics
-  are zeroed.
+* CONFIG RESETSTAT zeroes the server's counters, the command and error
+  statistics, the ACL denial counters and the instantaneous metrics
+  (``hotkv.stats``), each by name.
 * CONFIG REWRITE keeps the file's comments and order (``rewrite_config_file``).
 
 Invariants: a failed CONFIG SET leaves every parameter as it was -- all
@@ -27,12 +27,10 @@ from ..errors import CommandError
 from ..registry import all_commands, command, container
 from ..replies import cstr, help_reply
 from ..resp import OK
+from ..stats import reset_instantaneous
 from ..util import stringmatch
-from .info import reset_instantaneous
 
 log = logging.getLogger("hotkv")
-
-RESETSTAT_HOOKS: list = []
 
 container("config", group="server")
 
@@ -176,8 +174,6 @@ def reset_stats(server):
     for cmd in all_commands():
         cmd.reset_stats()
     reset_instantaneous(server)
-    for hook in RESETSTAT_HOOKS:
-        hook(server)
 
 
 @command("config|resetstat", 2, "admin noscript loading stale", group="server")

@@ -1,19 +1,22 @@
 """Connection commands: PING, ECHO, HELLO, AUTH, SELECT, SWAPDB, QUIT, RESET.
 
 Owns the per-connection protocol state (RESP version, selected database,
-authentication).  Authentication checks a password through
-``authenticate``; the ACL module replaces it when named users exist.
+authentication).  AUTH and HELLO AUTH check a password through
+``hotkv.acl.authenticate`` (the ``default`` user holds requirepass); RESET
+asks the server to reset the client (``Server.reset_client``: every
+subsystem, by name).
 """
 
 from __future__ import annotations
 
-import hmac
-
-from .. import REDIS_COMPAT_VERSION, errors
+from .. import errors
+from ..acl import authenticate
+from ..clientinfo import validate_client_name
 from ..errors import CommandError
 from ..registry import command
 from ..resp import OK, PONG, Simple
 from ..util import string2ll
+from ..version import REDIS_COMPAT_VERSION
 
 
 @command("ping", -1, "fast", group="connection")
@@ -40,28 +43,6 @@ def quit_(c, argv):
 
 
 # -- authentication -----------------------------------------------------------
-
-def authenticate(c, username: bytes | None, password: bytes) -> None:
-    """Authenticate c or raise the error reply.  ``username`` None is the
-    one-argument AUTH form."""
-    hook = AUTHENTICATE_HOOK[0]
-    if hook is not None:
-        return hook(c, username, password)
-    requirepass = c.server.config.values["requirepass"].encode()
-    if username is None and not requirepass:
-        raise CommandError(
-            "ERR AUTH <password> called without any password configured for the default "
-            "user. Are you sure your configuration is correct?")
-    if username is not None and username != b"default":
-        raise CommandError(errors.WRONGPASS)
-    if requirepass and not hmac.compare_digest(password, requirepass):
-        raise CommandError(errors.WRONGPASS)
-    c.authenticated = True
-
-
-# The ACL module installs fn(client, username_or_None, password) here.
-AUTHENTICATE_HOOK = [None]
-
 
 @command("auth", -2, "noscript loading stale fast no_auth allow_busy", group="connection")
 def auth(c, argv):
@@ -124,13 +105,6 @@ def hello(c, argv):
     }
 
 
-def validate_client_name(name: bytes):
-    for ch in name:
-        if ch < 33 or ch > 126:
-            raise CommandError("ERR Client names cannot contain spaces, newlines or special "
-                               "characters.")
-
-
 # -- databases ------------------------------------------------------------------
 
 def db_index(c, arg: bytes) -> int:
@@ -177,20 +151,5 @@ def swapdb(c, argv):
          since="6.2.0")
 def reset(c, argv):
     """Reset the connection."""
-    for fn in RESET_HOOKS:
-        fn(c)
-    from .transactions import discard_transaction
-    discard_transaction(c)
-    c.db = c.server.dbs[0]
-    c.resp3 = False
-    c.name = b""
-    c.reply_mode = 0
-    c.no_evict = False
-    c.no_touch = False
-    c.authenticated = not c.server.auth_required()
-    c.user = c.server.default_user()
+    c.server.reset_client(c)
     return Simple(b"RESET")
-
-
-# Modules with per-connection state (pub/sub, tracking) register a cleanup.
-RESET_HOOKS: list = []

@@ -19,8 +19,8 @@ Extension points (for other modules, at import time):
 
 Invariants: sections come out in the table's order, separated by one blank
 line, each line ``field:value`` ended by CRLF; unknown section names are
-ignored, as Redis ignores them.  ``reset_instantaneous`` (CONFIG RESETSTAT)
-restarts the sampling.
+ignored, as Redis ignores them.  The instantaneous metrics are sampled by
+``hotkv.stats`` (the server's cron calls it).
 """
 
 from __future__ import annotations
@@ -32,10 +32,12 @@ import resource
 import sys
 import time
 
-from .. import REDIS_COMPAT_VERSION, __version__
+from ..pause import pause_info
 from ..registry import all_commands, command
 from ..resp import Verbatim
-from ..server import CRON_HOOKS, SERVER_INIT_HOOKS, peak_rss, used_memory
+from ..server import peak_rss, used_memory
+from ..stats import instantaneous
+from ..version import REDIS_COMPAT_VERSION, __version__
 
 class InfoSection:
     __slots__ = ("name", "title", "fn", "default", "extra")
@@ -161,9 +163,6 @@ def _info_clients(server):
         watched_keys += len(db.watched)
     del nokey_dummy
     timeouts = sum(1 for cl in clients if cl.blocked is not None and cl.blocked.deadline)
-    # client_cmds registers its commands after this module (the order of
-    # COMMAND's output): imported when INFO first runs, not at import.
-    from .client_cmds import pause_info
     reason, actions, remaining = pause_info(server)
     return [
         ("connected_clients", len(server.clients)),
@@ -278,7 +277,7 @@ def _info_stats(server):
     patterns = ps.get("pubsub_patterns", 0)
     shard = ps.get("pubsubshard_channels", 0)
     denied = getattr(getattr(server, "acl", None), "denied", None) or {}
-    ops, kin, kout = _instantaneous(server)
+    ops, kin, kout = instantaneous(server)
     return [
         ("total_connections_received", server.stat_numconnections),
         ("total_commands_processed", server.stat_numcommands),
@@ -476,52 +475,3 @@ def info_text(server, args=()) -> bytes:
 def info(c, argv):
     """Returns information and statistics about the server."""
     return Verbatim(info_text(c.server, argv[1:]))
-
-
-# -- instantaneous metrics: sampled by the cron, as Redis's trackInstantaneousMetric
-_SAMPLES = 16
-
-
-def _track(server):
-    now = time.monotonic()
-    state = getattr(server, "_inst_samples", None)
-    if state is None:
-        state = server._inst_samples = {"last": None, "ops": [], "in": [], "out": []}
-    cur = (now, server.stat_numcommands, server.stat_net_input_bytes,
-           server.stat_net_output_bytes)
-    last = state["last"]
-    if last is not None and now - last[0] >= 0.1:
-        dt = now - last[0]
-        for key, i in (("ops", 1), ("in", 2), ("out", 3)):
-            samples = state[key]
-            samples.append((cur[i] - last[i]) / dt)
-            if len(samples) > _SAMPLES:
-                del samples[0]
-        state["last"] = cur
-    elif last is None:
-        state["last"] = cur
-
-
-def _instantaneous(server):
-    state = getattr(server, "_inst_samples", None)
-    if not state or not state["ops"]:
-        return 0, 0.0, 0.0
-
-    def avg(xs):
-        return sum(xs) / len(xs)
-    return int(avg(state["ops"])), avg(state["in"]) / 1024, avg(state["out"]) / 1024
-
-
-def reset_instantaneous(server):
-    """Forget the samples (CONFIG RESETSTAT): the rates restart from 0."""
-    server._inst_samples = None
-
-
-CRON_HOOKS.append(_track)
-
-
-def _note_startup_memory(server):
-    server.startup_memory = used_memory()
-
-
-SERVER_INIT_HOOKS.append(_note_startup_memory)

@@ -16,15 +16,10 @@ dispatcher's (``hotkv.dispatch``).
 
 from __future__ import annotations
 
-from .. import notify as _notify
-from .. import pubsub as _pubsub
 from ..blocking import BLOCKED
 from ..errors import CommandError
 from ..registry import command, container, spec
 from ..resp import Simple
-
-_pubsub.install()
-_notify.install()
 
 _HDR2 = b"*3\r\n"
 _HDR3 = b">3\r\n"

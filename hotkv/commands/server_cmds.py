@@ -6,12 +6,11 @@ source files: INFO (``info``), CONFIG (``config_cmds``), DEBUG and MEMORY
 (``debug``), COMMAND (``introspection``), SLOWLOG (``slowlog``), MONITOR
 (``monitor``), FUNCTION and MODULE (``placeholders``).
 
-* ``SAVE_HOOKS``: ``fn(server)`` run by SAVE, BGSAVE and SHUTDOWN SAVE.
-  hotkv keeps no RDB snapshot: what can be made durable is the AOF, which
-  already writes every change before its reply leaves; this is where a
-  persistence module hooks an explicit flush+fsync.  SAVE then reports
-  success and resets ``rdb_changes_since_last_save`` and LASTSAVE, as Redis
-  does, so tools that SAVE and poll LASTSAVE keep working.
+* SAVE, BGSAVE and SHUTDOWN SAVE: hotkv keeps no RDB snapshot; what can be
+  made durable is the AOF, which already writes every change before its
+  reply leaves (and is flushed and fsynced when the server stops).  SAVE
+  reports success and resets ``rdb_changes_since_last_save`` and LASTSAVE,
+  as Redis does, so tools that SAVE and poll LASTSAVE keep working.
 
 Invariants: a flush adds the number of keys it removed to the dirty
 counter and is propagated (AOF) even when it removed nothing; SHUTDOWN
@@ -30,9 +29,6 @@ from ..registry import command
 from ..resp import OK, Simple
 
 log = logging.getLogger("hotkv")
-
-SAVE_HOOKS: list = []
-
 
 def _flush_mode(argv):
     if len(argv) > 2:
@@ -95,8 +91,6 @@ def lastsave(c, argv):
 
 
 def do_save(server):
-    for hook in SAVE_HOOKS:
-        hook(server)
     server.dirty_at_save = server.dirty
     server.lastsave = int(time.time())
 
@@ -141,9 +135,8 @@ def shutdown(c, argv):
     server = c.server
     if server.shutdown_cb is None:
         raise CommandError("ERR Errors trying to SHUTDOWN. Check logs.")
-    if save_ or (not nosave and server.config.values["save"]):
-        for hook in SAVE_HOOKS:
-            hook(server)
+    # SAVE / NOSAVE / the save setting change nothing here: hotkv keeps no
+    # snapshot, and the AOF is flushed and fsynced when the server stops.
     log.warning("User requested shutdown...")
     server.shutdown_cb()
     # No reply: the connection closes, as with Redis.

@@ -1,83 +1,18 @@
-"""SLOWLOG: the log of commands that ran longer than slowlog-log-slower-than.
+"""SLOWLOG: the command that reads and clears the slow log.
 
-Owns the log (``server.slowlog``, newest first, at most slowlog-max-len
-entries), how an entry is made (Redis's slowlogCreateEntry: at most 32
-arguments and 128 bytes an argument, credentials redacted as MONITOR
-redacts them) and the SLOWLOG command.
-
-Invariants: the dispatcher compares each command's duration with
-``server.slowlog_threshold`` (seconds, infinite when disabled) and calls
-``server.slowlog_push`` only for the slow ones; config listeners keep the
-threshold and the log's length in step with CONFIG SET at once.
+Owns SLOWLOG GET / LEN / RESET / HELP.  The log itself (``server.slowlog``,
+newest first, at most slowlog-max-len entries) and how an entry is made are
+``hotkv.cmdlog``'s: the dispatcher feeds it, and the server creates it.
 """
 
 from __future__ import annotations
 
-import time
-from collections import deque
-
 from ..errors import CommandError
 from ..registry import command, container
-from ..replies import cstr, help_reply, redacted
+from ..replies import cstr, help_reply
 from ..resp import OK
-from ..server import SERVER_INIT_HOOKS
 from ..util import string2ll
 
-SLOWLOG_MAX_ARGC = 32
-SLOWLOG_MAX_ARGLEN = 128
-
-
-class SlowlogEntry:
-    __slots__ = ("id", "time", "usec", "argv", "peer", "name")
-
-
-def slowlog_push(client, cmd, argv, duration: float):
-    """Called by the dispatcher for a command that ran at least
-    slowlog-log-slower-than microseconds (Redis's slowlogPushEntryIfNeeded)."""
-    if "skip_slowlog" in cmd.flags or client.is_fake:
-        return
-    server = client.server
-    args = redacted(cmd, argv)
-    if len(args) > SLOWLOG_MAX_ARGC:
-        args = args[:SLOWLOG_MAX_ARGC - 1] + [
-            b"... (%d more arguments)" % (len(args) - SLOWLOG_MAX_ARGC + 1)]
-    out = []
-    for a in args:
-        if len(a) > SLOWLOG_MAX_ARGLEN:
-            a = a[:SLOWLOG_MAX_ARGLEN] + b"... (%d more bytes)" % (len(a) - SLOWLOG_MAX_ARGLEN)
-        out.append(a)
-    e = SlowlogEntry()
-    e.id = server.slowlog_next_id
-    server.slowlog_next_id += 1
-    e.time = int(time.time())
-    e.usec = int(duration * 1_000_000)
-    e.argv = out
-    e.peer = client.addr.encode()
-    e.name = client.name
-    log_ = server.slowlog
-    log_.appendleft(e)
-    limit = server.config.values["slowlog-max-len"]
-    while len(log_) > limit:
-        log_.pop()
-
-
-def _slowlog_init(server):
-    server.slowlog = deque()
-    server.slowlog_next_id = 0
-    server.slowlog_push = slowlog_push
-
-    def set_threshold(us):
-        server.slowlog_threshold = float("inf") if us < 0 else us / 1_000_000
-    set_threshold(server.config.values["slowlog-log-slower-than"])
-    server.config.listeners["slowlog-log-slower-than"] = set_threshold
-
-    def set_max_len(n):
-        while len(server.slowlog) > max(n, 0):
-            server.slowlog.pop()
-    server.config.listeners["slowlog-max-len"] = set_max_len
-
-
-SERVER_INIT_HOOKS.append(_slowlog_init)
 container("slowlog", group="server")
 
 

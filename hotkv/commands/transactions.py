@@ -1,7 +1,9 @@
 """MULTI / EXEC / DISCARD / WATCH / UNWATCH.
 
 Queueing itself happens in the dispatcher (it is a rule about every
-command); this module owns what the transaction commands do.
+command), and leaving a transaction or a WATCH without a command (RESET,
+disconnection, a refused EXEC) is ``hotkv.multi``'s; this module owns what
+the transaction commands do.
 
 Invariants:
 * EXEC runs the queue with ``client.in_exec`` set, so blocking commands act
@@ -16,14 +18,17 @@ Invariants:
 from __future__ import annotations
 
 from .. import errors
+from ..acl import exec_recheck
 from ..blocking import BLOCKED
 from ..dispatch import call
 from ..errors import CommandError
+from ..multi import discard_transaction, unwatch_all
 from ..registry import command
 from ..resp import OK, NULL_ARRAY
 
 
-@command("multi", 1, "noscript loading stale fast no_multi allow_busy", group="transactions", since="1.2.0")
+@command("multi", 1, "noscript loading stale fast no_multi allow_busy", group="transactions",
+         since="1.2.0")
 def multi(c, argv):
     """Mark the start of a transaction block."""
     if c.multi:
@@ -33,14 +38,6 @@ def multi(c, argv):
     c.multi_error = False
     c.multi_flags = 0
     return OK
-
-
-def discard_transaction(c):
-    c.multi = False
-    c.multi_queue = []
-    c.multi_error = False
-    c.multi_flags = 0
-    unwatch_all(c)
 
 
 @command("discard", 1, "noscript loading stale fast allow_busy", group="transactions",
@@ -75,7 +72,6 @@ def exec_(c, argv):
     try:
         for cmd, args in queue:
             if server.acl_check is not None:   # ACLs may have changed since MULTI
-                from ..acl import exec_recheck
                 denied = exec_recheck(c, cmd, args)
                 if denied is not None:
                     server.count_error(denied)
@@ -116,13 +112,3 @@ def unwatch(c, argv):
     unwatch_all(c)
     return OK
 
-
-def unwatch_all(c):
-    for (index, key), db in c.watched.items():
-        watchers = db.watched.get(key)
-        if watchers is not None:
-            watchers.pop(c, None)
-            if not watchers:
-                del db.watched[key]
-    c.watched = {}
-    c.dirty_cas = False

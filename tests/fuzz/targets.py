@@ -217,7 +217,7 @@ class Dispatcher:
             signal.alarm(0)
             signal.signal(signal.SIGALRM, old)
         if c.multi:
-            from hotkv.commands.transactions import discard_transaction
+            from hotkv.multi import discard_transaction
             discard_transaction(c)
         out = b"".join(c.out)
         c.out.clear()

@@ -1,0 +1,117 @@
+"""CLIENT PAUSE's state: which commands wait, until when, and who resumes them.
+
+Owns ``server.client_pause`` and the dispatcher gate ``server.pause_check``
+(set only while a pause is on, so an unpaused server pays one attribute
+test per command), ``pause_info`` for INFO, and the timer that lifts the
+pause.  The CLIENT PAUSE / UNPAUSE commands (``hotkv.commands.client_cmds``)
+only call ``pause_clients`` / ``unpause_clients``; this sits below
+``commands/`` because the dispatcher calls into it.
+
+Invariants: a postponed command is never refused nor reordered: it goes
+back to the head of its client's pending commands, and the client is marked
+blocked with a key-less ``Waiter`` (reading stops, CLIENT LIST shows "b",
+counted in blocked_clients as Valkey 8 counts it); when the pause ends
+every postponed client is resumed in the order it was paused.  WRITE pauses
+writes (and EXEC of a transaction that writes), ALL pauses everything.
+"""
+
+from __future__ import annotations
+
+import time
+
+from . import blocking
+
+# The data of a paused client's Waiter: CLIENT UNBLOCK leaves such clients alone.
+PAUSED = "client-pause"
+
+
+class _Pause:
+    __slots__ = ("end_ms", "all", "postponed", "timer")
+
+    def __init__(self, end_ms, all_mode):
+        self.end_ms = end_ms
+        self.all = all_mode
+        self.postponed = []
+        self.timer = None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def pause_info(server) -> tuple:
+    """(paused_reason, paused_actions, paused_timeout_milliseconds) for INFO."""
+    p = getattr(server, "client_pause", None)
+    if p is None:
+        return "none", "none", 0
+    return "client_pause", "all" if p.all else "write", max(0, p.end_ms - _now_ms())
+
+
+def _pause_check(client, cmd, argv) -> bool:
+    """server.pause_check while a pause is on: True when the command was postponed."""
+    server = client.server
+    p = server.client_pause
+    if p is None or client.is_fake:
+        return False
+    if _now_ms() >= p.end_ms:
+        unpause_clients(server)
+        return False
+    if not p.all and not (cmd.write or "may_replicate" in cmd.flags or (
+            cmd.name == "exec" and client.multi_flags & 2)):
+        return False
+    client.pending.appendleft(argv)
+    waiter = blocking.Waiter(client, client.db, [], 0, cmd, argv, None, None, False, PAUSED)
+    client.blocked = waiter
+    server.blocked_clients += 1
+    p.postponed.append(waiter)
+    return True
+
+
+def unpause_clients(server):
+    """End the pause (CLIENT UNPAUSE, its timeout): resume the postponed clients in order."""
+    p = getattr(server, "client_pause", None)
+    server.client_pause = None
+    server.pause_check = None
+    if p is None:
+        return
+    if p.timer is not None:
+        p.timer.cancel()
+    for waiter in p.postponed:
+        cl = waiter.client
+        if cl.blocked is waiter:
+            blocking.drop(cl)   # key-less: just clears the blocked state
+            server.resume_client(cl)
+
+
+def _arm(server):
+    p = server.client_pause
+    if server.loop is None or p is None:
+        return
+    if p.timer is not None:
+        p.timer.cancel()
+    p.timer = server.loop.call_later(max(0, p.end_ms - _now_ms()) / 1000.0, _on_timer, server)
+
+
+def _on_timer(server):
+    p = getattr(server, "client_pause", None)
+    if p is None:
+        return
+    p.timer = None
+    if _now_ms() >= p.end_ms:
+        unpause_clients(server)
+        server.wake()
+    else:
+        _arm(server)
+
+
+def pause_clients(server, end_ms: int, all_mode: bool):
+    """CLIENT PAUSE: pause until end_ms (absolute; 0 with a 0 timeout), writes
+    only unless all_mode.  A second pause extends the first, never shortens it."""
+    p = getattr(server, "client_pause", None)
+    if p is None:
+        server.client_pause = _Pause(end_ms, all_mode)
+        server.pause_check = _pause_check
+    else:
+        p.end_ms = max(p.end_ms, end_ms)
+        p.all = p.all or all_mode
+    _arm(server)
