@@ -43,7 +43,6 @@ import os
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -186,7 +185,8 @@ def redis_benchmark(port: int, tests: str, clients: int, requests: int, pipeline
                          capture_output=True, text=True, timeout=600)
     result = {name.split()[0]: v for name, v in _parse_csv(out.stdout).items()}
     if not result:
-        raise RuntimeError(f"redis-benchmark gave no figures: {out.stdout[-500:]}{out.stderr[-500:]}")
+        raise RuntimeError(f"redis-benchmark gave no figures: "
+                           f"{out.stdout[-500:]}{out.stderr[-500:]}")
     return result
 
 
@@ -268,7 +268,8 @@ def _raw_worker(port, argv, count, pipeline, q):
     done = 0
     while done < count:
         k = min(pipeline, count - done)
-        conn.send(b"".join(resp_command(*[a.replace("__rand_int__", "%012d" % random.randrange(10**12))
+        conn.send(b"".join(resp_command(*[a.replace("__rand_int__",
+                                                    "%012d" % random.randrange(10**12))
                                           for a in argv]) for _ in range(k)))
         conn.replies(k)
         done += k
@@ -362,7 +363,8 @@ def scenario_lists(targets, quick):
     rows = []
     for pipeline in (1, 16):
         def measure(t):
-            n = 20000 if t.name == "fakeredis" else (50000 if quick else 200000) * (1 if pipeline == 1 else 4)
+            n = (20000 if t.name == "fakeredis"
+                 else (50000 if quick else 200000) * (1 if pipeline == 1 else 4))
             res = load(t.port, "lpush,rpush,lpop,rpop", 50, n, pipeline)
             c = RawConn(t.port)
             c.call("DEL", "mylist")   # what the pops left: memory stays flat across runs
@@ -409,7 +411,8 @@ def scenario_queue(targets, quick):
             t.start()
             try:
                 q = mp.Queue()
-                cons = [mp.Process(target=_consumer, args=(t.port, n // 4, "q", q)) for _ in range(4)]
+                cons = [mp.Process(target=_consumer,
+                                   args=(t.port, n // 4, "q", q)) for _ in range(4)]
                 prods = [mp.Process(target=_producer, args=(t.port, n // 4, pipeline, "q"))
                          for _ in range(4)]
                 for p in cons:
@@ -475,7 +478,8 @@ def _xproducer(port, n, pipeline, start_evt):
     while sent < n:
         k = min(pipeline, n - sent)
         # The payload carries the send time (CLOCK_MONOTONIC is system-wide).
-        conn.send(b"".join(resp_command(b"XADD", b"s", b"*", b"f", b"%019d%b" % (time.monotonic_ns(), pad))
+        conn.send(b"".join(resp_command(b"XADD", b"s", b"*", b"f",
+                                        b"%019d%b" % (time.monotonic_ns(), pad))
                            for _ in range(k)))
         conn.replies(k)
         sent += k
@@ -558,7 +562,8 @@ def scenario_streams(targets, quick):
     rows = []
     for pipeline in (1, 16):
         def measure(t):
-            n = 20000 if t.name == "fakeredis" else (50000 if quick else 200000) * (1 if pipeline == 1 else 4)
+            n = (20000 if t.name == "fakeredis"
+                 else (50000 if quick else 200000) * (1 if pipeline == 1 else 4))
             return {"XADD": bench_command(t.port, XADD_ARGV, 50, n, pipeline)}
         for (server, _), ops in interleaved(targets, measure).items():
             rows.append({"test": f"XADD MAXLEN~ 100B P{pipeline}", "server": server, "value": ops,
@@ -850,8 +855,10 @@ def main(argv=None):
     rows = []
     try:
         # fakeredis serves ~2k ops/s: with it a quick run takes 7 minutes instead of 2.
-        targets = make_targets(workdir, not args.no_fakeredis and (args.fakeredis or not args.quick))
-        print(f"load generator: {'redis-benchmark' if shutil.which('redis-benchmark') else 'python'}; "
+        targets = make_targets(workdir,
+                               not args.no_fakeredis and (args.fakeredis or not args.quick))
+        generator = "redis-benchmark" if shutil.which("redis-benchmark") else "python"
+        print(f"load generator: {generator}; "
               f"servers: {', '.join(t.name for t in targets)}; cpus: {os.cpu_count()}", flush=True)
         for name in args.only.split(","):
             t0 = time.time()

@@ -19,7 +19,7 @@ import os
 
 import pytest
 from hypothesis import HealthCheck, settings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
+from hypothesis.stateful import RuleBasedStateMachine, rule
 
 from differential import UNORDERED, Pair
 
@@ -48,9 +48,11 @@ STRINGS = st.one_of(
 )
 LISTS = st.one_of(
     _c(st.sampled_from([b"LPUSH", b"RPUSH", b"LPUSHX", b"RPUSHX"]), KEYS, VALUES, VALUES),
-    _c(st.sampled_from([b"LPOP", b"RPOP"]), KEYS), _c(st.sampled_from([b"LPOP", b"RPOP"]), KEYS, INTS),
+    _c(st.sampled_from([b"LPOP", b"RPOP"]), KEYS),
+    _c(st.sampled_from([b"LPOP", b"RPOP"]), KEYS, INTS),
     _c(b"LLEN", KEYS), _c(b"LRANGE", KEYS, INTS, INTS), _c(b"LINDEX", KEYS, INTS),
-    _c(b"LSET", KEYS, INTS, VALUES), _c(b"LREM", KEYS, INTS, VALUES), _c(b"LTRIM", KEYS, INTS, INTS),
+    _c(b"LSET", KEYS, INTS, VALUES), _c(b"LREM", KEYS, INTS, VALUES),
+    _c(b"LTRIM", KEYS, INTS, INTS),
     _c(b"LINSERT", KEYS, st.sampled_from([b"BEFORE", b"AFTER", b"MIDDLE"]), VALUES, VALUES),
     _c(b"LPOS", KEYS, VALUES), _c(b"LPOS", KEYS, VALUES, b"RANK", INTS),
     _c(b"LPOS", KEYS, VALUES, b"COUNT", INTS), _c(b"RPOPLPUSH", KEYS, KEYS),
@@ -62,7 +64,8 @@ LISTS = st.one_of(
 KEYSPACE = st.one_of(
     _c(b"DEL", KEYS, KEYS), _c(b"EXISTS", KEYS, KEYS), _c(b"TYPE", KEYS), _c(b"UNLINK", KEYS),
     _c(b"RENAME", KEYS, KEYS), _c(b"RENAMENX", KEYS, KEYS), _c(b"COPY", KEYS, KEYS),
-    _c(b"COPY", KEYS, KEYS, b"REPLACE"), _c(b"EXPIRE", KEYS, st.sampled_from([b"1000", b"-1", b"x"])),
+    _c(b"COPY", KEYS, KEYS, b"REPLACE"),
+    _c(b"EXPIRE", KEYS, st.sampled_from([b"1000", b"-1", b"x"])),
     _c(b"EXPIRE", KEYS, b"1000", st.sampled_from([b"NX", b"XX", b"GT", b"LT", b"ZZ"])),
     _c(b"PERSIST", KEYS), _c(b"TTL", KEYS), _c(b"EXPIRETIME", KEYS), _c(b"KEYS", b"k*"),
     _c(b"DBSIZE"), _c(b"TOUCH", KEYS, KEYS), _c(b"MOVE", KEYS, b"1"),
@@ -70,7 +73,8 @@ KEYSPACE = st.one_of(
 HASHES = st.one_of(
     _c(b"HSET", KEYS, VALUES, VALUES), _c(b"HGET", KEYS, VALUES), _c(b"HDEL", KEYS, VALUES),
     _c(b"HLEN", KEYS), _c(b"HGETALL", KEYS), _c(b"HINCRBY", KEYS, VALUES, INTS),
-    _c(b"HEXISTS", KEYS, VALUES), _c(b"HMGET", KEYS, VALUES, VALUES), _c(b"HSETNX", KEYS, VALUES, VALUES),
+    _c(b"HEXISTS", KEYS, VALUES), _c(b"HMGET", KEYS, VALUES, VALUES),
+    _c(b"HSETNX", KEYS, VALUES, VALUES),
 )
 SETS = st.one_of(
     _c(b"SADD", KEYS, VALUES, VALUES), _c(b"SREM", KEYS, VALUES), _c(b"SCARD", KEYS),
@@ -212,7 +216,8 @@ SCRIPTS = {
         [b"XREADGROUP", b"GROUP", b"g", b"c2", b"STREAMS", b"s", b">"],
         [b"XREADGROUP", b"GROUP", b"g", b"c2", b"STREAMS", b"s", b"0"],
         [b"XLEN", b"s"], [b"XDEL", b"s", b"1-2"], [b"XTRIM", b"s", b"MAXLEN", b"0"],
-        [b"XGROUP", b"CREATE", b"s2", b"g", b"$"], [b"XGROUP", b"CREATE", b"s2", b"g", b"$", b"MKSTREAM"],
+        [b"XGROUP", b"CREATE", b"s2", b"g", b"$"],
+        [b"XGROUP", b"CREATE", b"s2", b"g", b"$", b"MKSTREAM"],
     ],
 }
 

@@ -25,7 +25,7 @@ import os
 import pytest
 
 from support import RawClient
-from volume import LISTS, STREAMS, compare, workload, _run_batch
+from volume import LISTS, STREAMS, _run_batch, compare, workload
 
 
 def _seeds() -> list[int]:
@@ -53,7 +53,8 @@ def test_volume_differential(server, ref_server, seed, resp3):
         print("seed %d: known divergences tolerated: %r" % (seed, known))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="open: hotkv's OBJECT ENCODING of a list follows its "
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="open: hotkv's OBJECT ENCODING of a list follows its "
                    "contents, Valkey's its history (volume.known_divergence 'list-encoding')")
 @pytest.mark.parametrize("case", ["shrinking", "big-element-count-limit"])
 def test_list_encoding_follows_valkey(diff, case):

@@ -303,7 +303,6 @@ class _Workload:
 
     def xreadgroup(self):
         key = self.skey()
-        s = self.streams[key]
         g = self.group_for(key)
         c = self.rng.choice(CONSUMERS)
         args = [b"XREADGROUP", b"GROUP", g, c]

@@ -70,7 +70,8 @@ class Param:
         if self.kind == "enum":
             t = text.lower()
             if t not in self.choices:
-                raise ConfigError("argument(s) must be one of the following: " + ", ".join(self.choices))
+                raise ConfigError("argument(s) must be one of the following: "
+                                  + ", ".join(self.choices))
             return t
         return text
 
@@ -190,7 +191,8 @@ param("auto-aof-rewrite-min-size", "memory", 64 * 1024 * 1024, lo=0)
 param("aof-load-truncated", "bool", True)
 param("aof-use-rdb-preamble", "bool", False, inert=True)
 param("no-appendfsync-on-rewrite", "bool", False)
-param("client-output-buffer-limit", "string", "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60")
+param("client-output-buffer-limit", "string",
+      "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60")
 param("tls-port", "int", 0, mutable=False)
 param("tls-cert-file", "string", "")
 param("tls-key-file", "string", "")
@@ -230,7 +232,8 @@ for _name, _kind, _default, _aliases in (
     else:
         param(_name, _kind, _default, aliases=_aliases, inert=True)
 # Redis's ranges for the knobs clients and test suites set.
-for _name, _lo, _hi in (("list-max-listpack-size", -INT_MAX - 1, INT_MAX), ("list-compress-depth", 0, INT_MAX),
+for _name, _lo, _hi in (("list-max-listpack-size", -INT_MAX - 1, INT_MAX),
+                        ("list-compress-depth", 0, INT_MAX),
                         ("hash-max-listpack-entries", 0, LLONG_MAX),
                         ("hash-max-listpack-value", 0, LLONG_MAX),
                         ("zset-max-listpack-entries", 0, LLONG_MAX),

@@ -14,7 +14,7 @@ import math
 import re
 from bisect import bisect_right
 
-from .errors import CommandError, NOT_INTEGER, NOT_FLOAT, SYNTAX
+from .errors import NOT_FLOAT, NOT_INTEGER, SYNTAX, CommandError
 
 LLONG_MAX = 9223372036854775807
 LLONG_MIN = -9223372036854775808

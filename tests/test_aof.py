@@ -19,7 +19,6 @@ import hotkv.aof
 from hotkv.aof import AOFLoadError
 from support import RawClient, ReferenceValkey, encode_command, parse_aof
 
-
 # ----------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------

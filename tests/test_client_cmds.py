@@ -360,7 +360,7 @@ def test_client_pause_postponed_client_can_be_killed(raw, raw_factory):
 def test_unix_socket_client_addr(tmp_path, hotkv_server_factory):
     import socket
     path = str(tmp_path / "hk.sock")
-    srv = hotkv_server_factory(unixsocket=path)
+    hotkv_server_factory(unixsocket=path)
     s = socket.socket(socket.AF_UNIX)
     s.connect(path)
     s.sendall(b"*2\r\n$6\r\nCLIENT\r\n$4\r\nINFO\r\n")

@@ -170,12 +170,14 @@ MOVABLE_ARGVS = [
     ("SINTERCARD", "2", "a", "b"), ("ZMPOP", "2", "a", "b", "MIN"),
     ("BZMPOP", "0", "2", "a", "b", "MAX", "COUNT", "2"), ("LMPOP", "2", "a", "b", "LEFT"),
     ("BLMPOP", "1", "1", "a", "RIGHT"), ("XREAD", "COUNT", "2", "STREAMS", "a", "b", "0", "0"),
-    ("XREAD", "STREAMS", "a", "0"), ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "a", "b", "0", "0"),
+    ("XREAD", "STREAMS", "a", "0"),
+    ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "a", "b", "0", "0"),
     ("XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "BLOCK", "0", "NOACK", "STREAMS", "s", ">"),
     ("SORT", "k"), ("SORT", "k", "BY", "w", "GET", "x", "STORE", "d"), ("SORT_RO", "k", "BY", "w"),
     ("SMOVE", "a", "b", "m"), ("RENAME", "a", "b"), ("RENAMENX", "a", "b"), ("COPY", "a", "b"),
     ("COPY", "a", "b", "DB", "1", "REPLACE"), ("LMOVE", "a", "b", "LEFT", "RIGHT"),
-    ("BLMOVE", "a", "b", "LEFT", "RIGHT", "0"), ("RPOPLPUSH", "a", "b"), ("BRPOPLPUSH", "a", "b", "0"),
+    ("BLMOVE", "a", "b", "LEFT", "RIGHT", "0"), ("RPOPLPUSH", "a", "b"),
+    ("BRPOPLPUSH", "a", "b", "0"),
     ("SINTERSTORE", "d", "a", "b"), ("SUNIONSTORE", "d", "a"), ("SDIFFSTORE", "d", "a", "b", "c"),
     ("ZRANGESTORE", "d", "s", "0", "1"), ("SET", "k", "v"), ("SET", "k", "v", "GET"),
     ("SET", "k", "v", "NX", "EX", "10"), ("GETEX", "k", "PERSIST"), ("XADD", "s", "*", "f", "v"),
@@ -211,14 +213,16 @@ def test_legacy_range_derivation():
     # one plain range: taken as is
     assert legacy_range([spec("RW update")]) == ((1, 1, 1), False)
     # a source and a destination next to each other: one range
-    assert legacy_range([spec("RW access delete"), spec("RW insert", "index 2")]) == ((1, 2, 1), False)
+    assert legacy_range([spec("RW access delete"), spec("RW insert", "index 2")]) == ((1, 2, 1),
+                                                                                      False)
     # destination then "all the rest": the from-the-end last wins
     assert legacy_range([spec("OW update"), spec("RO access", "index 2", "range -1 1 0")]) \
         == ((1, -1, 1), False)
     # a keynum spec cannot be a range: movable, the range keeps what it can
     assert legacy_range([spec("OW update"), spec("RO access", "index 2", "keynum 0 1 1")]) \
         == ((1, 1, 1), True)
-    assert legacy_range([spec("RO access", "keyword STREAMS 1", "range -1 1 2")]) == ((0, 0, 0), True)
+    assert legacy_range([spec("RO access", "keyword STREAMS 1", "range -1 1 2")]) == ((0, 0, 0),
+                                                                                      True)
     assert legacy_range([]) == ((0, 0, 0), False)
 
 

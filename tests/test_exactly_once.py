@@ -39,8 +39,7 @@ import random
 
 import pytest
 
-from jobcount import (SENTINEL, HotkvProcess, QueueRun, exactly_once_report, jobs_per_test,
-                      make_jobs)
+from jobcount import SENTINEL, HotkvProcess, QueueRun, exactly_once_report, jobs_per_test, make_jobs
 from support import RawClient, ReferenceValkey, valkey_server_binary
 
 JOBS = jobs_per_test(6000)

@@ -88,7 +88,8 @@ def test_reference_document_node_code_runs_unchanged_over_tls(hotkv_server_facto
     pytest.importorskip("cryptography.x509", reason="needs the cryptography package")
     pki = make_pki(tmp_path, "hotkv streams test CA")
     (cert, key), ca = pki["server"], pki["ca"][0]
-    srv = hotkv_server_factory(tls_port=0, tls_cert_file=cert, tls_key_file=key, tls_ca_cert_file=ca,
+    srv = hotkv_server_factory(tls_port=0, tls_cert_file=cert, tls_key_file=key,
+                               tls_ca_cert_file=ca,
                                tls_auth_clients="no", requirepass="admin-pw")
     admin = valkey.Valkey(host=srv.host, port=srv.port, password="admin-pw", decode_responses=True)
     admin.acl_setuser("app", enabled=True, passwords=["+app-s3cret"], keys=["jobs:*"],

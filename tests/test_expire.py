@@ -12,8 +12,15 @@ import time
 import pytest
 import valkey
 
-from support import (KeyEvents, RawClient, aof_commands, exec_after_watch, scenario_tests,
-                     start_aof_server, wait_for)
+from support import (
+    KeyEvents,
+    RawClient,
+    aof_commands,
+    exec_after_watch,
+    scenario_tests,
+    start_aof_server,
+    wait_for,
+)
 
 LLMAX = "9223372036854775807"
 LLMIN = "-9223372036854775808"
@@ -24,27 +31,35 @@ SCENARIOS = {
     "expire_errors": [
         ("SET", "k", "v"), ("EXPIRE", "k", "abc"), ("EXPIRE", "k", "1.5"), ("EXPIRE", "k", ""),
         ("EXPIRE", "k", "10", "FOO"), ("EXPIRE", "k", "abc", "FOO"), ("EXPIRE", "k", "abc", "NX"),
-        ("EXPIRE", "k", "10", "NX", "XX"), ("EXPIRE", "k", "10", "NX", "GT"), ("EXPIRE", "k", "10", "LT", "NX"),
+        ("EXPIRE", "k", "10", "NX", "XX"), ("EXPIRE", "k", "10", "NX", "GT"),
+        ("EXPIRE", "k", "10", "LT", "NX"),
         ("EXPIRE", "k", "10", "GT", "LT"), ("EXPIRE", "k", "10", "XX", "GT", "LT"),
         ("EXPIRE", "k", "9223372036854775"), ("EXPIRE", "k", "9223372036854776"),
         ("EXPIRE", "k", "-9223372036854775"), ("EXPIRE", "k", "-9223372036854776"),
         ("PEXPIRE", "k", LLMAX), ("PEXPIRE", "k", LLMIN), ("EXPIREAT", "k", "9223372036854776"),
-        ("PEXPIREAT", "k", LLMAX), ("TTL", "k"), ("EXPIRE", "nok", "abc"), ("EXPIRE", "nok", "10", "FOO"),
+        ("PEXPIREAT", "k", LLMAX), ("TTL", "k"), ("EXPIRE", "nok", "abc"),
+        ("EXPIRE", "nok", "10", "FOO"),
         ("EXPIRE", "nok", "9223372036854776"), ("PEXPIRE", "k", "1", "nx", "nx"), ("TTL", "k"),
     ],
     "expire_basics": [
-        ("EXPIRE", "nok", "100"), ("SET", "k", "v"), ("TTL", "k"), ("PTTL", "k"), ("EXPIRETIME", "k"),
-        ("PEXPIRETIME", "k"), ("TTL", "nok"), ("PTTL", "nok"), ("EXPIRETIME", "nok"), ("PEXPIRETIME", "nok"),
+        ("EXPIRE", "nok", "100"), ("SET", "k", "v"), ("TTL", "k"), ("PTTL", "k"),
+        ("EXPIRETIME", "k"),
+        ("PEXPIRETIME", "k"), ("TTL", "nok"), ("PTTL", "nok"), ("EXPIRETIME", "nok"),
+        ("PEXPIRETIME", "nok"),
         ("EXPIRE", "k", "100"), ("TTL", "k"), ("PEXPIRE", "k", "200000"), ("TTL", "k"),
         ("EXPIREAT", "k", FAR), ("EXPIRETIME", "k"), ("PEXPIRETIME", "k"),
-        ("PEXPIREAT", "k", "4102444800499"), ("EXPIRETIME", "k"), ("PEXPIREAT", "k", "4102444800500"),
+        ("PEXPIREAT", "k", "4102444800499"), ("EXPIRETIME", "k"),
+        ("PEXPIREAT", "k", "4102444800500"),
         ("EXPIRETIME", "k"), ("PEXPIRETIME", "k"), ("PERSIST", "k"), ("PERSIST", "k"), ("TTL", "k"),
-        ("PERSIST", "nok"), ("RPUSH", "l", "a"), ("EXPIRE", "l", "100"), ("TTL", "l"), ("PERSIST", "l"),
+        ("PERSIST", "nok"), ("RPUSH", "l", "a"), ("EXPIRE", "l", "100"), ("TTL", "l"),
+        ("PERSIST", "l"),
         ("TTL", "l"),
     ],
     "expire_in_the_past_deletes": [
-        ("SET", "a", "1"), ("EXPIRE", "a", "-1"), ("EXISTS", "a"), ("SET", "a", "1"), ("EXPIRE", "a", "0"),
-        ("EXISTS", "a"), ("SET", "a", "1"), ("PEXPIRE", "a", "-100"), ("EXISTS", "a"), ("SET", "a", "1"),
+        ("SET", "a", "1"), ("EXPIRE", "a", "-1"), ("EXISTS", "a"), ("SET", "a", "1"),
+        ("EXPIRE", "a", "0"),
+        ("EXISTS", "a"), ("SET", "a", "1"), ("PEXPIRE", "a", "-100"), ("EXISTS", "a"),
+        ("SET", "a", "1"),
         ("EXPIREAT", "a", "1"), ("EXISTS", "a"), ("SET", "a", "1"), ("PEXPIREAT", "a", "0"),
         ("EXISTS", "a"), ("SET", "a", "1"), ("PEXPIREAT", "a", LLMIN), ("EXISTS", "a"),
         ("EXPIRE", "a", "-1"), ("RPUSH", "l", "x"), ("EXPIRE", "l", "-5"), ("EXISTS", "l"),
@@ -71,8 +86,10 @@ SCENARIOS = {
         ("EXPIRE", "k", "100", "GT"), ("EXPIRE", "k", "100", "LT"), ("TTL", "k"),
     ],
     "ttl_rounding": [
-        ("SET", "k", "v", "EX", "100"), ("TTL", "k"), ("SET", "k", "v", "PX", "100400"), ("TTL", "k"),
-        ("SET", "k", "v", "PX", "1200"), ("TTL", "k"), ("SET", "k", "v", "PX", "10000"), ("TTL", "k"),
+        ("SET", "k", "v", "EX", "100"), ("TTL", "k"), ("SET", "k", "v", "PX", "100400"),
+        ("TTL", "k"),
+        ("SET", "k", "v", "PX", "1200"), ("TTL", "k"), ("SET", "k", "v", "PX", "10000"),
+        ("TTL", "k"),
         ("SETEX", "k", "1", "v"), ("TTL", "k"), ("PSETEX", "k", "1900", "v"), ("TTL", "k"),
     ],
 }
@@ -164,7 +181,8 @@ def test_expire_touches_watched_keys(r):
     # Conditions that do not hold change nothing and touch nothing.
     r.flushall()
     r.set("w", "v", ex=50)
-    assert exec_after_watch(r, "w", ("EXPIRE", "w", "100", "NX"), ("EXPIRE", "w", "10", "GT")) == [b"v"]
+    assert exec_after_watch(r, "w", ("EXPIRE", "w", "100", "NX"),
+                            ("EXPIRE", "w", "10", "GT")) == [b"v"]
 
 
 # ----------------------------------------------------------------------

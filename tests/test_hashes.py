@@ -36,7 +36,8 @@ SCENARIOS = {
         ("HSTRLEN", "h", "z"), ("HSTRLEN", "noh", "a"), ("HMGET", "h"),
     ],
     "hdel": [
-        ("HSET", "h", "a", "1", "b", "2", "c", "3"), ("HDEL", "h", "z"), ("HDEL", "h", "a", "a", "z"),
+        ("HSET", "h", "a", "1", "b", "2", "c", "3"), ("HDEL", "h", "z"),
+        ("HDEL", "h", "a", "a", "z"),
         ("HDEL", "noh", "a"), ("HLEN", "h"), ("HDEL", "h", "b", "c", "d"), ("HLEN", "h"),
         ("HGETALL", "h"), ("HSETNX", "h", "x", "1"), ("HGETALL", "h"), ("HDEL", "h"),
     ],
@@ -75,9 +76,11 @@ SCENARIOS = {
          "k3", "k4", "k5"),
     ],
     "hrandfield_errors": [
-        ("HRANDFIELD", "noh"), ("HRANDFIELD", "noh", "3"), ("HRANDFIELD", "noh", "-3", "WITHVALUES"),
+        ("HRANDFIELD", "noh"), ("HRANDFIELD", "noh", "3"),
+        ("HRANDFIELD", "noh", "-3", "WITHVALUES"),
         ("HRANDFIELD", "noh", "x"), ("HSET", "h", "a", "1"), ("HRANDFIELD", "h"),
-        ("HRANDFIELD", "h", "1"), ("HRANDFIELD", "h", "-2"), ("HRANDFIELD", "h", "-2", "WITHVALUES"),
+        ("HRANDFIELD", "h", "1"), ("HRANDFIELD", "h", "-2"),
+        ("HRANDFIELD", "h", "-2", "WITHVALUES"),
         ("HRANDFIELD", "h", "0"), ("HRANDFIELD", "h", "0", "withvalues"), ("HRANDFIELD", "h", "x"),
         ("HRANDFIELD", "h", "1", "WITHSCORES"), ("HRANDFIELD", "h", "1", "WITHVALUES", "x"),
         ("HRANDFIELD", "h", "-9223372036854775808"),
@@ -171,7 +174,8 @@ def test_resp3_shapes(r3, raw):
     pairs = raw.call("HRANDFIELD", "h", "-3", "WITHVALUES")
     assert pairs.startswith(b"*3\r\n*2\r\n")
     # HSCAN stays a flat array in RESP3
-    assert raw.call("HSCAN", "h", "0") == b"*2\r\n$1\r\n0\r\n*4\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n"
+    assert raw.call("HSCAN", "h",
+                    "0") == b"*2\r\n$1\r\n0\r\n*4\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n"
 
 
 def test_hrandfield_properties(r):

@@ -249,7 +249,7 @@ def test_client_kill_by_user(hotkv_server_factory):
 
 def _stat(c: RawClient, name: bytes) -> int:
     info = c.call("INFO", "stats")
-    line = next(l for l in info.split(b"\r\n") if l.startswith(name + b":"))
+    line = next(ln for ln in info.split(b"\r\n") if ln.startswith(name + b":"))
     return int(line.split(b":")[1])
 
 

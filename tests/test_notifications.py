@@ -228,7 +228,8 @@ def test_new_key_events_match_valkey(rec):
         r.cmd.call("CONFIG", "SET", "notify-keyspace-events", "En")
     events = compare(rec, [("SET", "foo", "bar"), ("SET", "foo", "baz"), ("SET", "bar", "bar"),
                            ("LPUSH", "l", "a"), ("LPUSH", "l", "b"), ("HSET", "h", "f", "v"),
-                           ("SADD", "s", "m"), ("ZADD", "z", "1", "m"), ("XADD", "x", "*", "f", "v"),
+                           ("SADD", "s", "m"), ("ZADD", "z", "1", "m"),
+                           ("XADD", "x", "*", "f", "v"),
                            ("INCR", "n"), ("APPEND", "ap", "x"), ("RENAME", "foo", "moved"),
                            ("SUNIONSTORE", "su", "s")])
     assert (b"__keyevent@0__:new", b"foo") in events

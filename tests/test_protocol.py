@@ -10,10 +10,19 @@ import time
 
 import pytest
 
-from hotkv.resp import RequestParser, encode, split_inline_args, NULL_ARRAY, Push, Verbatim, \
-    Double, Entries, ErrorReply, Simple
+from hotkv.resp import (
+    NULL_ARRAY,
+    Double,
+    Entries,
+    ErrorReply,
+    Push,
+    RequestParser,
+    Simple,
+    Verbatim,
+    encode,
+    split_inline_args,
+)
 from support import RawClient, encode_command
-
 
 # -- the parser on its own -------------------------------------------------
 

@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from support import RawClient
 from hotkv.util import compile_glob, stringmatch
+from support import RawClient
 
 
 def bulk(v) -> bytes:

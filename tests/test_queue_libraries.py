@@ -133,6 +133,7 @@ def test_taskiq_stream_broker_acks_and_reclaims_a_dead_workers_message(server):
     once a's message has been idle past idle_timeout, XAUTOCLAIMs it.
     Every message reaches exactly one live worker; nothing stays pending."""
     import asyncio
+
     import redis
     from taskiq.message import BrokerMessage
     from taskiq_redis import RedisStreamBroker
@@ -191,7 +192,9 @@ def test_taskiq_stream_broker_acks_and_reclaims_a_dead_workers_message(server):
 BULLMQ_SCRIPT = r"""
 import { Queue, Worker } from 'bullmq';
 import IORedis from 'ioredis';
-const connection = new IORedis({ host: process.env.HOST, port: Number(process.env.PORT), maxRetriesPerRequest: null });
+const connection = new IORedis({
+  host: process.env.HOST, port: Number(process.env.PORT), maxRetriesPerRequest: null,
+});
 const queue = new Queue('jobs', { connection });
 const results = [];
 let failures = 0;
@@ -224,6 +227,7 @@ def test_bullmq_worker_on_ioredis(server):
     import subprocess
 
     import redis
+
     from support import npm_packages_dir
     node_dir = npm_packages_dir("bullmq@6", "ioredis@5")
     redis.Redis(host=server.host, port=server.port).flushall()
@@ -232,7 +236,8 @@ def test_bullmq_worker_on_ioredis(server):
         f.write(BULLMQ_SCRIPT)
     try:
         proc = subprocess.run(["node", script], cwd=node_dir, capture_output=True, text=True,
-                              timeout=60, env=dict(os.environ, HOST=server.host, PORT=str(server.port)))
+                              timeout=60,
+                              env=dict(os.environ, HOST=server.host, PORT=str(server.port)))
     finally:
         os.unlink(script)
     assert proc.returncode == 0, proc.stderr

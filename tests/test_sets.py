@@ -376,7 +376,8 @@ EVENT_SCRIPT_SETS = [
     ("SMOVE", "s", "t", "b"), ("SMOVE", "s", "t", "c"), ("SPOP", "t", "1"), ("SADD", "u", "x", "y"),
     ("SPOP", "u", "5"), ("SADD", "u", "z"), ("SPOP", "u"), ("SADD", "a", "1", "2"),
     ("SADD", "b", "2", "3"), ("SINTERSTORE", "d", "a", "b"), ("SUNIONSTORE", "d", "a", "b"),
-    ("SDIFFSTORE", "d", "a", "b"), ("SINTERSTORE", "d", "a", "nos"), ("SINTERSTORE", "d", "a", "nos"),
+    ("SDIFFSTORE", "d", "a", "b"), ("SINTERSTORE", "d", "a", "nos"),
+    ("SINTERSTORE", "d", "a", "nos"),
     ("SREM", "a", "1", "2"),
 ]
 
@@ -403,7 +404,8 @@ def _random_set_command(rnd):
     if op == 7:
         return [rnd.choice(["SINTER", "SUNION", "SDIFF"])] + rnd.sample(keys, rnd.randrange(1, 4))
     if op == 8:
-        return [rnd.choice(["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]), rnd.choice(["d", "s3"])] + \
+        return [rnd.choice(["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]),
+                rnd.choice(["d", "s3"])] + \
             rnd.sample(keys, rnd.randrange(1, 4))
     if op == 9:
         srcs = rnd.sample(keys, rnd.randrange(1, 4))

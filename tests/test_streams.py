@@ -16,7 +16,6 @@ import valkey
 
 from support import aof_bytes, scenario_tests
 
-
 # Each scenario runs in order on hotkv and on Valkey; replies must be equal bytes.
 SCENARIOS = {
     "xadd_ids": [
@@ -24,15 +23,19 @@ SCENARIOS = {
         ("XADD", "s", "1-1", "a", "1"), ("XADD", "s", "1-2", "a", "1"),
         ("XADD", "s", "0-0", "a", "1"), ("XADD", "s", "0-*", "a", "1"),
         ("XADD", "t", "0-*", "a", "1"), ("XADD", "t", "0-0", "a", "1"),
-        ("XADD", "u", "5", "a", "1"), ("XADD", "u", "5-*", "a", "1"), ("XADD", "u", "4-*", "a", "1"),
+        ("XADD", "u", "5", "a", "1"), ("XADD", "u", "5-*", "a", "1"),
+        ("XADD", "u", "4-*", "a", "1"),
         ("XADD", "v", "1-18446744073709551615", "a", "b"), ("XADD", "v", "1-*", "c", "d"),
         ("XADD", "v", "2-*", "c", "d"),
         ("XADD", "w", "18446744073709551615-18446744073709551615", "a", "b"),
         ("XADD", "w", "*", "c", "d"), ("XADD", "w", "18446744073709551615-*", "c", "d"),
-        ("XADD", "x", "18446744073709551616-0", "a", "b"), ("XADD", "x", "1-18446744073709551616", "a", "b"),
+        ("XADD", "x", "18446744073709551616-0", "a", "b"),
+        ("XADD", "x", "1-18446744073709551616", "a", "b"),
         ("XADD", "x", "-1", "a", "b"), ("XADD", "x", "+", "a", "b"), ("XADD", "x", "-", "a", "b"),
-        ("XADD", "x", "1-a", "a", "b"), ("XADD", "x", "a-1", "a", "b"), ("XADD", "x", "1-1-1", "a", "b"),
-        ("XADD", "x", "+5", "a", "b"), ("XADD", "x", " 6", "a", "b"), ("XADD", "x", "007-01", "a", "b"),
+        ("XADD", "x", "1-a", "a", "b"), ("XADD", "x", "a-1", "a", "b"),
+        ("XADD", "x", "1-1-1", "a", "b"),
+        ("XADD", "x", "+5", "a", "b"), ("XADD", "x", " 6", "a", "b"),
+        ("XADD", "x", "007-01", "a", "b"),
         ("XADD", "x", "", "a", "b"), ("XADD", "x", "1" * 130, "a", "b"),
         ("XRANGE", "x", "-", "+"), ("EXISTS", "x"),
         ("XADD", "y", "1-0", "f", "v"), ("XADD", "y", "2-0", "f", "v", "g"),
@@ -43,10 +46,13 @@ SCENARIOS = {
         ("XADD", "s", "NOMKSTREAM", "1-0", "a", "1"), ("EXISTS", "s"),
         ("XADD", "s", "1-0", "a", "1"), ("XADD", "s", "nomkstream", "2-0", "a", "1"),
         ("XADD", "s", "MAXLEN", "1", "3-0", "a", "1"), ("XRANGE", "s", "-", "+"),
-        ("XADD", "s", "MAXLEN", "=", "1", "4-0", "a", "1"), ("XADD", "s", "maxlen", "~", "1", "5-0", "a", "1"),
+        ("XADD", "s", "MAXLEN", "=", "1", "4-0", "a", "1"),
+        ("XADD", "s", "maxlen", "~", "1", "5-0", "a", "1"),
         ("XLEN", "s"), ("XADD", "s", "MINID", "5-0", "6-0", "a", "1"), ("XRANGE", "s", "-", "+"),
-        ("XADD", "s", "MINID", "=", "7", "7-0", "a", "1"), ("XADD", "s", "MINID", "~", "7", "8-0", "a", "1"),
-        ("XADD", "s", "MAXLEN", "-1", "9-0", "a", "1"), ("XADD", "s", "MAXLEN", "x", "9-0", "a", "1"),
+        ("XADD", "s", "MINID", "=", "7", "7-0", "a", "1"),
+        ("XADD", "s", "MINID", "~", "7", "8-0", "a", "1"),
+        ("XADD", "s", "MAXLEN", "-1", "9-0", "a", "1"),
+        ("XADD", "s", "MAXLEN", "x", "9-0", "a", "1"),
         ("XADD", "s", "MAXLEN", "1", "MINID", "1", "9-0", "a", "1"),
         ("XADD", "s", "MINID", "1", "MAXLEN", "1", "9-0", "a", "1"),
         ("XADD", "s", "MINID", "-", "9-0", "a", "1"), ("XADD", "s", "MINID", "+", "9-0", "a", "1"),
@@ -63,17 +69,20 @@ SCENARIOS = {
     "xrange": [
         *[("XADD", "s", f"{i}-{j}", "f", f"v{i}{j}") for i in (1, 2, 3) for j in (0, 1, 2)],
         ("XADD", "s", "3-18446744073709551615", "f", "max"),
-        ("XRANGE", "s", "-", "+"), ("XRANGE", "s", "2", "2"), ("XRANGE", "s", "2-1", "+", "COUNT", "2"),
+        ("XRANGE", "s", "-", "+"), ("XRANGE", "s", "2", "2"),
+        ("XRANGE", "s", "2-1", "+", "COUNT", "2"),
         ("XRANGE", "s", "(2-1", "(3-1"), ("XRANGE", "s", "(2", "+"), ("XRANGE", "s", "-", "(2"),
         ("XRANGE", "s", "(-", "+"), ("XRANGE", "s", "-", "(+"), ("XRANGE", "s", "(", "+"),
         ("XRANGE", "s", "(18446744073709551615-18446744073709551615", "+"),
-        ("XRANGE", "s", "-", "(0-0"), ("XRANGE", "s", "3", "1"), ("XRANGE", "s", "-", "+", "COUNT", "0"),
+        ("XRANGE", "s", "-", "(0-0"), ("XRANGE", "s", "3", "1"),
+        ("XRANGE", "s", "-", "+", "COUNT", "0"),
         ("XRANGE", "s", "-", "+", "COUNT", "-5"), ("XRANGE", "s", "-", "+", "COUNT", "x"),
         ("XRANGE", "s", "-", "+", "COUNT"), ("XRANGE", "s", "-", "+", "LIMIT", "1"),
         ("XRANGE", "s", "-", "+", "COUNT", "1", "COUNT", "3"), ("XRANGE", "s", "x", "+"),
         ("XRANGE", "nokey", "-", "+"), ("XRANGE", "nokey", "-", "+", "COUNT", "0"),
         ("XREVRANGE", "s", "+", "-"), ("XREVRANGE", "s", "3", "2", "COUNT", "2"),
-        ("XREVRANGE", "s", "(3-2", "(1"), ("XREVRANGE", "s", "-", "+"), ("XREVRANGE", "s", "+", "-", "COUNT", "0"),
+        ("XREVRANGE", "s", "(3-2", "(1"), ("XREVRANGE", "s", "-", "+"),
+        ("XREVRANGE", "s", "+", "-", "COUNT", "0"),
         ("XREVRANGE", "nokey", "+", "-"), ("XDEL", "s", "2-1", "3-0"), ("XRANGE", "s", "-", "+"),
         ("XREVRANGE", "s", "+", "-"), ("XRANGE", "s", "2-1", "2-1"),
         ("SET", "str", "v"), ("XRANGE", "str", "-", "+"), ("XRANGE", "str", "x", "+"),
@@ -81,44 +90,58 @@ SCENARIOS = {
     ],
     "xdel_xtrim_xsetid": [
         *[("XADD", "s", f"{i}-0", "f", "v") for i in range(1, 11)],
-        ("XDEL", "s", "1-0", "5-0", "99-0", "5-0"), ("XDEL", "s", "bad"), ("XDEL", "s", "2-0", "bad"),
+        ("XDEL", "s", "1-0", "5-0", "99-0", "5-0"), ("XDEL", "s", "bad"),
+        ("XDEL", "s", "2-0", "bad"),
         ("XDEL", "nokey", "1-0"), ("XLEN", "s"), ("XINFO", "STREAM", "s"),
         ("XTRIM", "s", "MAXLEN", "6"), ("XTRIM", "s", "MINID", "=", "7"), ("XRANGE", "s", "-", "+"),
-        ("XTRIM", "s"), ("XTRIM", "s", "MAXLEN"), ("XTRIM", "s", "FOO", "1"), ("XTRIM", "s", "MAXLEN", "1", "FOO"),
-        ("XTRIM", "s", "MAXLEN", "1", "LIMIT", "5"), ("XTRIM", "s", "MAXLEN", "~", "1", "LIMIT", "5"),
-        ("XTRIM", "s", "MINID", "~", "99"), ("XTRIM", "nokey", "MAXLEN", "0"), ("XTRIM", "nokey", "FOO", "0"),
+        ("XTRIM", "s"), ("XTRIM", "s", "MAXLEN"), ("XTRIM", "s", "FOO", "1"),
+        ("XTRIM", "s", "MAXLEN", "1", "FOO"),
+        ("XTRIM", "s", "MAXLEN", "1", "LIMIT", "5"),
+        ("XTRIM", "s", "MAXLEN", "~", "1", "LIMIT", "5"),
+        ("XTRIM", "s", "MINID", "~", "99"), ("XTRIM", "nokey", "MAXLEN", "0"),
+        ("XTRIM", "nokey", "FOO", "0"),
         ("XTRIM", "s", "MAXLEN", "0"), ("XLEN", "s"), ("EXISTS", "s"), ("XINFO", "STREAM", "s"),
         ("XSETID", "s", "5-0"), ("XSETID", "s", "20-0"), ("XSETID", "s", "+"), ("XSETID", "s", "x"),
         ("XSETID", "nokey", "1-0"), ("XSETID", "s", "21-0", "ENTRIESADDED"),
-        ("XSETID", "s", "21-0", "ENTRIESADDED", "-1"), ("XSETID", "s", "21-0", "MAXDELETEDID", "22-0"),
-        ("XSETID", "s", "21-0", "ENTRIESADDED", "50", "MAXDELETEDID", "15-0"), ("XINFO", "STREAM", "s"),
+        ("XSETID", "s", "21-0", "ENTRIESADDED", "-1"),
+        ("XSETID", "s", "21-0", "MAXDELETEDID", "22-0"),
+        ("XSETID", "s", "21-0", "ENTRIESADDED", "50", "MAXDELETEDID", "15-0"),
+        ("XINFO", "STREAM", "s"),
         ("XSETID", "s", "14-0"), ("XADD", "s", "21-0", "f", "v"), ("XADD", "s", "21-*", "f", "v"),
         ("XSETID", "s", "21-1", "ENTRIESADDED", "0"), ("XSETID", "s", "0", "FOO", "1"),
-        ("SET", "str", "v"), ("XDEL", "str", "1"), ("XTRIM", "str", "MAXLEN", "1"), ("XSETID", "str", "1"),
+        ("SET", "str", "v"), ("XDEL", "str", "1"), ("XTRIM", "str", "MAXLEN", "1"),
+        ("XSETID", "str", "1"),
         ("XLEN", "str"), ("TYPE", "s"),
     ],
     "xread": [
-        ("XADD", "s", "1-0", "a", "1"), ("XADD", "s", "2-0", "b", "2"), ("XADD", "t", "5-0", "c", "3"),
+        ("XADD", "s", "1-0", "a", "1"), ("XADD", "s", "2-0", "b", "2"),
+        ("XADD", "t", "5-0", "c", "3"),
         ("XREAD", "STREAMS", "s", "0"), ("XREAD", "COUNT", "1", "STREAMS", "s", "t", "0", "0"),
         ("XREAD", "STREAMS", "s", "t", "nokey", "1", "4", "0"), ("XREAD", "STREAMS", "s", "$"),
         ("XREAD", "STREAMS", "s", "+"), ("XREAD", "STREAMS", "s", "t", "nokey", "+", "+", "+"),
         ("XREAD", "COUNT", "5", "STREAMS", "s", "+"), ("XREAD", "STREAMS", "s", "s", "0", "1"),
-        ("XREAD", "STREAMS", "s", "2"), ("XREAD", "STREAMS", "s", "(1"), ("XREAD", "STREAMS", "s", "-"),
-        ("XREAD", "STREAMS", "s", ">"), ("XREAD", "STREAMS", "s"), ("XREAD", "STREAMS", "s", "t", "0"),
+        ("XREAD", "STREAMS", "s", "2"), ("XREAD", "STREAMS", "s", "(1"),
+        ("XREAD", "STREAMS", "s", "-"),
+        ("XREAD", "STREAMS", "s", ">"), ("XREAD", "STREAMS", "s"),
+        ("XREAD", "STREAMS", "s", "t", "0"),
         ("XREAD", "COUNT", "x", "STREAMS", "s", "0"), ("XREAD", "COUNT", "-1", "STREAMS", "s", "0"),
         ("XREAD", "BLOCK", "-1", "STREAMS", "s", "0"), ("XREAD", "BLOCK", "x", "STREAMS", "s", "0"),
-        ("XREAD", "BLOCK", "1.5", "STREAMS", "s", "0"), ("XREAD", "BLOCK", "0", "STREAMS", "s", "0"),
+        ("XREAD", "BLOCK", "1.5", "STREAMS", "s", "0"),
+        ("XREAD", "BLOCK", "0", "STREAMS", "s", "0"),
         ("XREAD", "GROUP", "g", "c", "STREAMS", "s", "0"), ("XREAD", "NOACK", "STREAMS", "s", "0"),
         ("XREAD", "FOO", "STREAMS", "s", "0"), ("XREAD", "COUNT", "1", "s", "0"),
         ("XDEL", "s", "2-0"), ("XREAD", "STREAMS", "s", "+"), ("XREAD", "STREAMS", "s", "1"),
         ("MULTI",), ("XREAD", "BLOCK", "0", "STREAMS", "s", "$"), ("EXEC",),
-        ("SET", "str", "v"), ("XREAD", "STREAMS", "s", "str", "0", "0"), ("XREAD", "STREAMS", "str", "x"),
+        ("SET", "str", "v"), ("XREAD", "STREAMS", "s", "str", "0", "0"),
+        ("XREAD", "STREAMS", "str", "x"),
     ],
     "xinfo_stream": [
         ("XINFO", "STREAM", "nokey"), ("XADD", "s", "1-0", "a", "1", "b", "2"),
         *[("XADD", "s", f"{i}-0", "f", f"v{i}") for i in range(2, 15)],
-        ("XINFO", "STREAM", "s"), ("XINFO", "STREAM", "s", "FULL"), ("XINFO", "STREAM", "s", "FULL", "COUNT", "2"),
-        ("XINFO", "STREAM", "s", "FULL", "COUNT", "0"), ("XINFO", "STREAM", "s", "FULL", "COUNT", "-3"),
+        ("XINFO", "STREAM", "s"), ("XINFO", "STREAM", "s", "FULL"),
+        ("XINFO", "STREAM", "s", "FULL", "COUNT", "2"),
+        ("XINFO", "STREAM", "s", "FULL", "COUNT", "0"),
+        ("XINFO", "STREAM", "s", "FULL", "COUNT", "-3"),
         ("XINFO", "STREAM", "s", "FULL", "COUNT", "x"), ("XINFO", "STREAM", "s", "FULL", "COUNT"),
         ("XINFO", "STREAM", "s", "PARTIAL"), ("XINFO", "STREAM", "s", "FULL", "LIMIT", "2"),
         ("XDEL", "s", "1-0", "14-0"), ("XINFO", "STREAM", "s", "FULL", "COUNT", "1"),
@@ -133,9 +156,11 @@ test_matches_valkey_resp2, test_matches_valkey_resp3 = scenario_tests(SCENARIOS)
 
 
 def test_arity_errors(diff):
-    for cmd in [("XADD", "s"), ("XADD", "s", "*"), ("XADD", "s", "*", "f"), ("XLEN",), ("XLEN", "a", "b"),
+    for cmd in [("XADD", "s"), ("XADD", "s", "*"), ("XADD", "s", "*", "f"), ("XLEN",),
+                ("XLEN", "a", "b"),
                 ("XRANGE", "s", "-"), ("XREVRANGE", "s"), ("XDEL", "s"), ("XTRIM", "s", "MAXLEN"),
-                ("XSETID", "s"), ("XREAD", "STREAMS", "s"), ("XINFO", "STREAM"), ("XGROUP", "HELP", "x")]:
+                ("XSETID", "s"), ("XREAD", "STREAMS", "s"), ("XINFO", "STREAM"),
+                ("XGROUP", "HELP", "x")]:
         diff(*cmd)
 
 
@@ -150,11 +175,13 @@ def _value(rnd):
     if k < 0.5:
         return "x" * rnd.choice([1, 62, 63, 64, 65, 1000, 4094, 4095, 4096, 5000])
     if k < 0.6:
-        return rnd.choice(["0", "-0", "01", "9223372036854775807", "9223372036854775808", "127", "128"])
+        return rnd.choice(["0", "-0", "01", "9223372036854775807", "9223372036854775808", "127",
+                           "128"])
     return "v%d" % rnd.randint(0, 10 ** 6)
 
 
-@pytest.mark.parametrize("entries,nbytes", [("100", "4096"), ("7", "4096"), ("0", "300"), ("1", "0")])
+@pytest.mark.parametrize("entries,nbytes",
+                         [("100", "4096"), ("7", "4096"), ("0", "300"), ("1", "0")])
 def test_approximate_trimming_matches_valkey_node_layout(diff, entries, nbytes):
     rnd = random.Random(int(entries) * 31 + int(nbytes))
     try:
@@ -176,7 +203,8 @@ def test_approximate_trimming_matches_valkey_node_layout(diff, entries, nbytes):
                 diff("XTRIM", "s", "MINID", "~", str(ms - rnd.randint(0, 5000)))
                 diff("XADD", "s", f"{ms}-*", *fields)
             elif op < 0.22:
-                diff("XTRIM", "s", "MAXLEN", "~", str(rnd.randint(0, 300)), "LIMIT", str(rnd.randint(0, 50)))
+                diff("XTRIM", "s", "MAXLEN", "~", str(rnd.randint(0, 300)), "LIMIT",
+                     str(rnd.randint(0, 50)))
             else:
                 diff("XADD", "s", f"{ms}-*", *fields)
             if j % 100 == 0:
@@ -299,7 +327,8 @@ def test_xread_plus_blocks_then_gets_first_entry(target):
     w.send("XREAD", "BLOCK", "0", "STREAMS", "s", "+")
     target.wait_blocked(a, 1)
     a.call("XADD", "s", "1-0", "k", "v")
-    assert w.read_reply() == b"*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\nk\r\n$1\r\nv\r\n"
+    assert w.read_reply() == (b"*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-0\r\n"
+                              b"*2\r\n$1\r\nk\r\n$1\r\nv\r\n")
 
 
 def test_xadd_then_del_in_multi_does_not_wake(target):
@@ -390,6 +419,7 @@ def test_entries_cost_little_more_than_their_payload():
     itself (the field name lives once per node), IDs take 16 bytes, so what
     the structure adds stays under a quarter of the payload's bytes."""
     import sys
+
     from hotkv.types.stream import Stream
     payloads = [os.urandom(50).hex().encode() for _ in range(100_000)]
     payload_bytes = sum(sys.getsizeof(p) for p in payloads)
@@ -452,7 +482,8 @@ def test_rdb_load_reads_valkey_dump_exactly(diff, server):
     from hotkv.types.stream_persist import rdb_load
     for cmd in RDB_OPS:
         diff(*cmd)
-    ref = valkey.Valkey(host=diff.theirs.sock.getpeername()[0], port=diff.theirs.sock.getpeername()[1])
+    ref = valkey.Valkey(host=diff.theirs.sock.getpeername()[0],
+                        port=diff.theirs.sock.getpeername()[1])
     dump = ref.dump("s")
     ref.close()
     payload = dump[:-10]
@@ -485,7 +516,8 @@ def test_rdb_save_restores_in_valkey(diff, server):
 
 def _tcl_payloads():
     import glob
-    paths = glob.glob("/work/shared/conformance/tcl/tests/unit/type/stream-cgroups.tcl") + glob.glob(
+    paths = glob.glob("/work/shared/conformance/tcl/tests/unit/type/stream-cgroups.tcl")
+    paths += glob.glob(
         os.path.join(os.path.dirname(__file__), "..", "..", "shared", "conformance", "tcl", "tests",
                      "unit", "type", "stream-cgroups.tcl"))
     if not paths:

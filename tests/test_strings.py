@@ -40,34 +40,43 @@ SCENARIOS = {
         ("SET", "k", "v", "EX"), ("SET", "k", "v", "PX"), ("SET", "k", "v", "EX", "10", "PX", "10"),
         ("SET", "k", "v", "EX", "10", "EX", "10"), ("SET", "k", "v", "EXAT", "10", "PXAT", "10"),
         ("SET", "k", "v", "KEEPTTL", "EX", "10"), ("SET", "k", "v", "EX", "10", "KEEPTTL"),
-        ("SET", "k", "v", "PERSIST"), ("SET", "k", "v", "NX", "NX"), ("SET", "k", "v", "KEEPTTL", "KEEPTTL"),
-        ("SET", "k", "v", "ex", "abc"), ("SET", "k", "v", "EX", "1.5"), ("SET", "k", "v", "EX", "0"),
+        ("SET", "k", "v", "PERSIST"), ("SET", "k", "v", "NX", "NX"),
+        ("SET", "k", "v", "KEEPTTL", "KEEPTTL"),
+        ("SET", "k", "v", "ex", "abc"), ("SET", "k", "v", "EX", "1.5"),
+        ("SET", "k", "v", "EX", "0"),
         ("SET", "k", "v", "EX", "-1"), ("SET", "k", "v", "PX", "0"), ("SET", "k", "v", "PXAT", "0"),
         ("SET", "k", "v", "EXAT", "-5"), ("SET", "k", "v", "PX", LLMAX),
         ("SET", "k", "v", "EX", "9223372036854775"), ("SET", "k", "v", "EX", "9223372036854776"),
-        ("SET", "k", "v", "EXAT", "9223372036854776"), ("SET", "k", "v", "EX", "99999999999999999999"),
+        ("SET", "k", "v", "EXAT", "9223372036854776"),
+        ("SET", "k", "v", "EX", "99999999999999999999"),
         ("EXISTS", "k"),
         # the expire value is checked before GET's type check
-        ("RPUSH", "l", "x"), ("SET", "l", "v", "GET", "EX", "0"), ("SET", "l", "v", "GET", "EX", "5"),
+        ("RPUSH", "l", "x"), ("SET", "l", "v", "GET", "EX", "0"),
+        ("SET", "l", "v", "GET", "EX", "5"),
         ("SET", "k"), ("SET",),
     ],
     "set_expiry": [
-        ("SET", "k", "v", "EX", "100"), ("TTL", "k"), ("SET", "k", "v", "PX", "100000"), ("TTL", "k"),
+        ("SET", "k", "v", "EX", "100"), ("TTL", "k"), ("SET", "k", "v", "PX", "100000"),
+        ("TTL", "k"),
         ("SET", "k", "v", "EXAT", "4102444800"), ("EXPIRETIME", "k"),
         ("SET", "k", "v", "PXAT", "4102444800123"), ("PEXPIRETIME", "k"), ("EXPIRETIME", "k"),
         ("SET", "k", "w", "KEEPTTL"), ("PEXPIRETIME", "k"), ("SET", "k", "x"), ("TTL", "k"),
-        ("SET", "k", "y", "EX", "100", "GET"), ("TTL", "k"), ("SET", "k", "z", "XX", "KEEPTTL", "GET"),
+        ("SET", "k", "y", "EX", "100", "GET"), ("TTL", "k"),
+        ("SET", "k", "z", "XX", "KEEPTTL", "GET"),
         ("TTL", "k"), ("SET", "k", "z", "NX", "EX", "5"), ("TTL", "k"),
         # an absolute time in the past deletes the key
         ("SET", "k", "gone", "PXAT", "1"), ("EXISTS", "k"), ("SET", "k", "v"),
         ("SET", "k", "gone", "EXAT", "1", "GET"), ("EXISTS", "k"),
         ("SET", "nok", "x", "PXAT", "1", "GET"), ("EXISTS", "nok"),
-        ("SET", "nok", "x", "PXAT", "1", "XX"), ("SET", "nok", "x", "EXAT", "1", "NX"), ("EXISTS", "nok"),
+        ("SET", "nok", "x", "PXAT", "1", "XX"), ("SET", "nok", "x", "EXAT", "1", "NX"),
+        ("EXISTS", "nok"),
     ],
     "setnx_setex_psetex": [
-        ("SETNX", "k", "v"), ("SETNX", "k", "w"), ("GET", "k"), ("RPUSH", "l", "a"), ("SETNX", "l", "x"),
+        ("SETNX", "k", "v"), ("SETNX", "k", "w"), ("GET", "k"), ("RPUSH", "l", "a"),
+        ("SETNX", "l", "x"),
         ("SETEX", "k", "100", "v2"), ("TTL", "k"), ("GET", "k"), ("SETEX", "k", "0", "v"),
-        ("SETEX", "k", "-10", "v"), ("SETEX", "k", "abc", "v"), ("SETEX", "k", "9223372036854776", "v"),
+        ("SETEX", "k", "-10", "v"), ("SETEX", "k", "abc", "v"),
+        ("SETEX", "k", "9223372036854776", "v"),
         ("PSETEX", "k", "100000", "v3"), ("TTL", "k"), ("PSETEX", "k", "0", "v"),
         ("PSETEX", "k", "-1", "v"), ("PSETEX", "k", "x", "v"), ("PSETEX", "k", LLMAX, "v"),
         ("SETEX", "l", "10", "s"), ("TYPE", "l"), ("SETEX", "k", "10"), ("SETNX", "k"),
@@ -103,7 +112,8 @@ SCENARIOS = {
         ("INCRBY", "n", "-20"), ("DECRBY", "n", "-5"), ("GET", "n"), ("DECR", "fresh"),
         ("SET", "n", LLMAX), ("INCR", "n"), ("INCRBY", "n", "0"), ("DECRBY", "n", "-1"),
         ("SET", "n", LLMIN), ("DECR", "n"), ("INCRBY", "n", "-1"), ("INCRBY", "n", LLMAX),
-        ("DECRBY", "x", LLMIN), ("DECRBY", "x", "-9223372036854775807"), ("INCRBY", "x", "9223372036854775808"),
+        ("DECRBY", "x", LLMIN), ("DECRBY", "x", "-9223372036854775807"),
+        ("INCRBY", "x", "9223372036854775808"),
         ("INCRBY", "x", "1.5"), ("INCRBY", "x", ""), ("INCRBY", "x", "+1"), ("INCRBY", "x", " 1"),
         ("INCRBY", "x", "01"), ("INCRBY", "x", "-0"),
         ("SET", "s", "abc"), ("INCR", "s"), ("SET", "s", " 1"), ("INCR", "s"), ("SET", "s", "1 "),
@@ -118,8 +128,10 @@ SCENARIOS = {
         ("INCRBYFLOAT", "f", "1e3"), ("INCRBYFLOAT", "f", "1.5e-3"), ("INCRBYFLOAT", "f", ".5"),
         ("INCRBYFLOAT", "f", "5."), ("INCRBYFLOAT", "f", "+7"), ("INCRBYFLOAT", "f", "-1E2"),
         ("INCRBYFLOAT", "f", "0x10"), ("INCRBYFLOAT", "f", "0x1.8p1"), ("GET", "f"),
-        ("INCRBYFLOAT", "f", "1e300"), ("INCRBYFLOAT", "f", "1e4000"), ("INCRBYFLOAT", "f", "-1e4000"),
-        ("INCRBYFLOAT", "f", "1e5000"), ("INCRBYFLOAT", "f", "1e-5000"), ("INCRBYFLOAT", "f", "0e99999"),
+        ("INCRBYFLOAT", "f", "1e300"), ("INCRBYFLOAT", "f", "1e4000"),
+        ("INCRBYFLOAT", "f", "-1e4000"),
+        ("INCRBYFLOAT", "f", "1e5000"), ("INCRBYFLOAT", "f", "1e-5000"),
+        ("INCRBYFLOAT", "f", "0e99999"),
         ("INCRBYFLOAT", "g", "3.0e3"), ("INCRBYFLOAT", "g", "1.23456789012345678901"),
         ("INCRBYFLOAT", "g", "-3000"), ("INCRBYFLOAT", "g", "0.00000000000000001"),
         ("INCRBYFLOAT", "g", "0.000000000000000004"), ("INCRBYFLOAT", "g", "-1e-30"),
@@ -127,9 +139,11 @@ SCENARIOS = {
         ("INCRBYFLOAT", "f", "abc"), ("INCRBYFLOAT", "f", ""), ("INCRBYFLOAT", "f", " 1"),
         ("INCRBYFLOAT", "f", "1 "), ("INCRBYFLOAT", "f", "1e"), ("INCRBYFLOAT", "f", "0x"),
         ("INCRBYFLOAT", "f", b"1\x00"), ("INCRBYFLOAT", "f", "1" * 5200),
-        ("SET", "s", "abc"), ("INCRBYFLOAT", "s", "1"), ("SET", "s", "1\x002"), ("INCRBYFLOAT", "s", "1"),
+        ("SET", "s", "abc"), ("INCRBYFLOAT", "s", "1"), ("SET", "s", "1\x002"),
+        ("INCRBYFLOAT", "s", "1"),
         ("SET", "s", "10"), ("INCRBYFLOAT", "s", "-10"), ("GET", "s"),
-        ("SET", "s", "1.5e3"), ("INCRBYFLOAT", "s", "0"), ("SET", "s", "inf"), ("INCRBYFLOAT", "s", "1"),
+        ("SET", "s", "1.5e3"), ("INCRBYFLOAT", "s", "0"), ("SET", "s", "inf"),
+        ("INCRBYFLOAT", "s", "1"),
         ("SET", "s", "0x1p-16445"), ("INCRBYFLOAT", "s", "0"),
         ("RPUSH", "l", "1"), ("INCRBYFLOAT", "l", "1"), ("INCRBYFLOAT", "l", "x"),
         ("SET", "t", "1"), ("EXPIRE", "t", "100"), ("INCRBYFLOAT", "t", "1.1"), ("TTL", "t"),
@@ -137,15 +151,19 @@ SCENARIOS = {
     ],
     "append_strlen": [
         ("APPEND", "k", "ab"), ("APPEND", "k", "cd"), ("GET", "k"), ("STRLEN", "k"),
-        ("APPEND", "k", ""), ("APPEND", "e", ""), ("EXISTS", "e"), ("STRLEN", "e"), ("STRLEN", "nok"),
+        ("APPEND", "k", ""), ("APPEND", "e", ""), ("EXISTS", "e"), ("STRLEN", "e"),
+        ("STRLEN", "nok"),
         ("SET", "n", "12"), ("APPEND", "n", "34"), ("INCR", "n"), ("EXPIRE", "n", "100"),
-        ("APPEND", "n", "x"), ("TTL", "n"), ("RPUSH", "l", "a"), ("APPEND", "l", "x"), ("STRLEN", "l"),
+        ("APPEND", "n", "x"), ("TTL", "n"), ("RPUSH", "l", "a"), ("APPEND", "l", "x"),
+        ("STRLEN", "l"),
     ],
     "getrange_substr": [
         ("SET", "k", "Hello World"), ("GETRANGE", "k", "0", "4"), ("GETRANGE", "k", "-5", "-1"),
         ("GETRANGE", "k", "0", "-1"), ("GETRANGE", "k", "5", "3"), ("GETRANGE", "k", "-1", "-5"),
-        ("GETRANGE", "k", "-100", "100"), ("GETRANGE", "k", "20", "30"), ("GETRANGE", "k", "0", "0"),
-        ("GETRANGE", "k", "-1", "-1"), ("GETRANGE", "k", LLMIN, LLMAX), ("GETRANGE", "k", "-20", "-15"),
+        ("GETRANGE", "k", "-100", "100"), ("GETRANGE", "k", "20", "30"),
+        ("GETRANGE", "k", "0", "0"),
+        ("GETRANGE", "k", "-1", "-1"), ("GETRANGE", "k", LLMIN, LLMAX),
+        ("GETRANGE", "k", "-20", "-15"),
         ("GETRANGE", "k", "a", "1"), ("GETRANGE", "k", "1", "b"), ("GETRANGE", "nok", "0", "-1"),
         ("GETRANGE", "nok", "x", "1"), ("SUBSTR", "k", "1", "3"), ("SUBSTR", "k", "-3", "-1"),
         ("SUBSTR", "nok", "0", "1"), ("SET", "e", ""), ("GETRANGE", "e", "0", "-1"),
@@ -154,8 +172,10 @@ SCENARIOS = {
     ],
     "setrange": [
         ("SETRANGE", "k", "0", "abc"), ("GET", "k"), ("SETRANGE", "k", "1", "X"), ("GET", "k"),
-        ("SETRANGE", "k", "5", "Y"), ("GET", "k"), ("SETRANGE", "k", "2", ""), ("SETRANGE", "nok", "3", ""),
-        ("EXISTS", "nok"), ("SETRANGE", "nok", "3", "z"), ("GET", "nok"), ("SETRANGE", "k", "-1", "x"),
+        ("SETRANGE", "k", "5", "Y"), ("GET", "k"), ("SETRANGE", "k", "2", ""),
+        ("SETRANGE", "nok", "3", ""),
+        ("EXISTS", "nok"), ("SETRANGE", "nok", "3", "z"), ("GET", "nok"),
+        ("SETRANGE", "k", "-1", "x"),
         ("SETRANGE", "k", "abc", "x"), ("SETRANGE", "k", "1.5", "x"), ("SETRANGE", "k", "0", ""),
         ("SETRANGE", "k", "536870911", "xx"), ("SETRANGE", "k", "536870912", ""),
         ("SETRANGE", "big", "536870912", "x"), ("SETRANGE", "big", LLMAX, "x"), ("EXISTS", "big"),
@@ -167,26 +187,31 @@ SCENARIOS = {
     "lcs": [
         ("MSET", "a", "ohmytext", "b", "mynewtext"), ("LCS", "a", "b"), ("LCS", "a", "b", "LEN"),
         ("LCS", "a", "b", "IDX"), ("LCS", "a", "b", "IDX", "WITHMATCHLEN"),
-        ("LCS", "a", "b", "IDX", "MINMATCHLEN", "4"), ("LCS", "a", "b", "idx", "minmatchlen", "-3", "withmatchlen"),
+        ("LCS", "a", "b", "IDX", "MINMATCHLEN", "4"),
+        ("LCS", "a", "b", "idx", "minmatchlen", "-3", "withmatchlen"),
         ("LCS", "a", "b", "LEN", "IDX"), ("LCS", "a", "b", "FOO"), ("LCS", "a", "b", "MINMATCHLEN"),
         ("LCS", "a", "b", "MINMATCHLEN", "x"), ("LCS", "a", "nok"), ("LCS", "nok", "nok2", "IDX"),
         ("LCS", "nok", "nok2", "LEN"), ("LCS", "a", "a"), ("LCS", "a", "a", "IDX", "WITHMATCHLEN"),
         ("RPUSH", "l", "x"), ("LCS", "a", "l"), ("LCS", "l", "nok", "FOO"), ("LCS", "a"),
     ],
     "bits": [
-        ("SETBIT", "b", "7", "1"), ("GET", "b"), ("SETBIT", "b", "7", "1"), ("SETBIT", "b", "7", "0"),
+        ("SETBIT", "b", "7", "1"), ("GET", "b"), ("SETBIT", "b", "7", "1"),
+        ("SETBIT", "b", "7", "0"),
         ("SETBIT", "b", "100", "1"), ("STRLEN", "b"), ("GETBIT", "b", "100"), ("GETBIT", "b", "99"),
         ("GETBIT", "b", "100000"), ("GETBIT", "nok", "0"), ("SETBIT", "b", "0", "2"),
         ("SETBIT", "b", "0", "-1"), ("SETBIT", "b", "0", "x"), ("SETBIT", "b", "-1", "1"),
         ("SETBIT", "b", "x", "1"), ("SETBIT", "b", "4294967296", "1"), ("GETBIT", "b", "-1"),
         ("GETBIT", "b", "4294967296"), ("GETBIT", "b", "4294967295"), ("SETBIT", "z", "10", "0"),
-        ("GET", "z"), ("SET", "n", "12"), ("GETBIT", "n", "2"), ("SETBIT", "n", "7", "1"), ("GET", "n"),
+        ("GET", "z"), ("SET", "n", "12"), ("GETBIT", "n", "2"), ("SETBIT", "n", "7", "1"),
+        ("GET", "n"),
         ("BITCOUNT", "n"), ("BITCOUNT", "nok"), ("BITCOUNT", "nok", "0", "-1"),
-        ("SET", "s", "foobar"), ("BITCOUNT", "s"), ("BITCOUNT", "s", "0", "0"), ("BITCOUNT", "s", "1", "1"),
+        ("SET", "s", "foobar"), ("BITCOUNT", "s"), ("BITCOUNT", "s", "0", "0"),
+        ("BITCOUNT", "s", "1", "1"),
         ("BITCOUNT", "s", "1"), ("BITCOUNT", "s", "-2", "-1"), ("BITCOUNT", "s", "-1", "-2"),
         ("BITCOUNT", "s", "5", "30", "BIT"), ("BITCOUNT", "s", "5", "30", "bit"),
         ("BITCOUNT", "s", "1", "2", "BYTE"), ("BITCOUNT", "s", "-7", "-3", "BIT"),
-        ("BITCOUNT", "s", "0", "-1", "FOO"), ("BITCOUNT", "s", "a", "1"), ("BITCOUNT", "s", "1", "b"),
+        ("BITCOUNT", "s", "0", "-1", "FOO"), ("BITCOUNT", "s", "a", "1"),
+        ("BITCOUNT", "s", "1", "b"),
         ("BITCOUNT", "s", "0", "1", "BIT", "x"), ("BITCOUNT", "s", LLMIN, LLMAX),
         ("RPUSH", "l", "a"), ("SETBIT", "l", "0", "1"), ("GETBIT", "l", "0"), ("BITCOUNT", "l"),
         ("SET", "t", "x"), ("EXPIRE", "t", "100"), ("SETBIT", "t", "100", "1"), ("TTL", "t"),
@@ -200,7 +225,8 @@ test_matches_valkey_resp2, test_matches_valkey_resp3 = scenario_tests(SCENARIOS)
 def test_arity_errors(diff):
     for cmd in [("GET",), ("GET", "a", "b"), ("SET", "k"), ("SETNX", "k"), ("SETEX", "k", "1"),
                 ("PSETEX", "k", "1"), ("GETSET", "k"), ("GETDEL",), ("GETEX",), ("MGET",),
-                ("MSET", "k"), ("MSETNX", "k"), ("MSET", "a", "1", "b"), ("INCR",), ("DECR", "a", "b"),
+                ("MSET", "k"), ("MSETNX", "k"), ("MSET", "a", "1", "b"), ("INCR",),
+                ("DECR", "a", "b"),
                 ("INCRBY", "k"), ("DECRBY", "k"), ("INCRBYFLOAT", "k"), ("APPEND", "k"),
                 ("STRLEN",), ("GETRANGE", "k", "0"), ("SUBSTR", "k", "0"), ("SETRANGE", "k", "0"),
                 ("LCS", "a"), ("SETBIT", "k", "0"), ("GETBIT", "k"), ("BITCOUNT",)]:
@@ -240,9 +266,11 @@ def test_incrbyfloat_matches_valkey_on_random_sums(diff):
             diff("SET", "f", _rand_float(rng))
         diff("INCRBYFLOAT", "f", _rand_float(rng))
     # Known spots where a double differs from a long double.
-    for start, incr in [("0.1", "0.2"), ("1.1", "2.2"), ("3", "1.0e-17"), ("0", "0.3333333333333333333"),
+    for start, incr in [("0.1", "0.2"), ("1.1", "2.2"), ("3", "1.0e-17"),
+                        ("0", "0.3333333333333333333"),
                         ("1e20", "1"), ("5.0e3", "2.0e2"), ("10.5", "-10.4999999999999999"),
-                        ("123456789012345678", "0.1"), ("0", "1e-17"), ("0", "5e-18"), ("0", "-5e-18")]:
+                        ("123456789012345678", "0.1"), ("0", "1e-17"), ("0", "5e-18"),
+                        ("0", "-5e-18")]:
         diff("SET", "g", start)
         diff("INCRBYFLOAT", "g", incr)
 
@@ -360,11 +388,13 @@ def test_proto_max_bulk_len_is_enforced(r):
     assert r.config_set("proto-max-bulk-len", 1024 * 1024) is True
     try:
         r.set("k", "x" * 1000)
-        with pytest.raises(valkey.ResponseError, match=r"string exceeds maximum allowed size \(proto-max-bulk-len\)"):
+        with pytest.raises(valkey.ResponseError,
+                           match=r"string exceeds maximum allowed size \(proto-max-bulk-len\)"):
             r.setrange("k", 1024 * 1024, "y")
         with pytest.raises(valkey.ResponseError, match="proto-max-bulk-len"):
             r.append("k", "z" * (1024 * 1024))
-        with pytest.raises(valkey.ResponseError, match="bit offset is not an integer or out of range"):
+        with pytest.raises(valkey.ResponseError,
+                           match="bit offset is not an integer or out of range"):
             r.setbit("k", 8 * 1024 * 1024, 1)
         assert r.setbit("k", 8 * 1024 * 1024 - 1, 1) == 0
         assert r.strlen("k") == 1024 * 1024

@@ -60,7 +60,8 @@ def test_resp3_exec(diff):
 
 def _pair(server, ref_server):
     return [(RawClient(server.host, server.port), RawClient(server.host, server.port)),
-            (RawClient(ref_server.host, ref_server.port), RawClient(ref_server.host, ref_server.port))]
+            (RawClient(ref_server.host, ref_server.port),
+             RawClient(ref_server.host, ref_server.port))]
 
 
 def test_watch_fails_on_other_client_write(server, ref_server):
@@ -190,7 +191,7 @@ def test_hot_writes_are_counted_watched_and_notified(target, setup, write):
         sub.call("SUBSCRIBE", "__keyspace@0__:k")
         a.call(*write)
         event = write[0].lower().encode()
-        assert sub.read_reply() == b"*3\r\n$7\r\nmessage\r\n$16\r\n__keyspace@0__:k\r\n$%d\r\n%b\r\n" % (
-            len(event), event)
+        assert sub.read_reply() == (b"*3\r\n$7\r\nmessage\r\n$16\r\n__keyspace@0__:k\r\n"
+                                    b"$%d\r\n%b\r\n" % (len(event), event))
     finally:
         a.call("CONFIG", "SET", "notify-keyspace-events", "")

@@ -23,7 +23,8 @@ SCENARIOS = {
         ("ZADD", "z", "nan", "a"), ("ZADD", "z", "1", "a", "x", "b"), ("ZRANGE", "z", "0", "-1"),
         ("ZADD", "z", " 1", "a"), ("ZADD", "z", "1 ", "a"), ("ZADD", "z", "", "a"),
         ("ZADD", "z", "1e400", "a"), ("ZADD", "z", "1e-400", "a"), ("ZADD", "z", "0x10", "hx"),
-        ("ZADD", "z", "-inf", "lo", "+inf", "hi", "infinity", "hi2"), ("ZADD", "z", "1e-310", "den"),
+        ("ZADD", "z", "-inf", "lo", "+inf", "hi", "infinity", "hi2"),
+        ("ZADD", "z", "1e-310", "den"),
         ("ZADD", "z", "-0", "negz"), ("ZSCORE", "z", "negz"), ("ZADD", "z", ".5", "p"),
         ("ZADD", "z", "5.", "q"), ("ZADD", "z", "1_0", "u"), ("ZADD", "z", "+3", "plus"),
         ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
@@ -33,7 +34,8 @@ SCENARIOS = {
         ("ZADD", "z", "1", "a", "2", "b"), ("ZADD", "z", "NX", "5", "a", "3", "c"),
         ("ZADD", "z", "XX", "5", "a", "4", "d"), ("ZADD", "z", "XX", "CH", "6", "a", "2", "b"),
         ("ZADD", "z", "CH", "7", "a", "1", "e", "2", "b"), ("ZADD", "z", "GT", "1", "a"),
-        ("ZADD", "z", "GT", "CH", "8", "a", "0", "b"), ("ZADD", "z", "LT", "CH", "9", "a", "0", "b"),
+        ("ZADD", "z", "GT", "CH", "8", "a", "0", "b"),
+        ("ZADD", "z", "LT", "CH", "9", "a", "0", "b"),
         ("ZADD", "z", "GT", "10", "new"), ("ZADD", "z", "XX", "GT", "11", "new", "1", "nope"),
         ("ZADD", "z", "NX", "XX", "1", "a"), ("ZADD", "z", "NX", "GT", "1", "a"),
         ("ZADD", "z", "LT", "NX", "1", "a"), ("ZADD", "z", "GT", "LT", "1", "a"),
@@ -56,13 +58,15 @@ SCENARIOS = {
         ("ZINCRBY", "noz", "GT", "5"),
     ],
     "zrem_zcard": [
-        ("ZADD", "z", "1", "a", "2", "b", "3", "c"), ("ZREM", "z", "x"), ("ZREM", "z", "a", "a", "x"),
+        ("ZADD", "z", "1", "a", "2", "b", "3", "c"), ("ZREM", "z", "x"),
+        ("ZREM", "z", "a", "a", "x"),
         ("ZREM", "noz", "a"), ("ZCARD", "z"), ("ZREM", "z", "b", "c"), ("ZCARD", "z"),
         ("ZRANGE", "z", "0", "-1"), ("ZREM", "z"),
     ],
     "zmscore_zrank": [
         ("ZADD", "z", "1", "a", "2", "b", "3", "c", "2", "bb"), ("ZMSCORE", "z", "a", "x", "c"),
-        ("ZMSCORE", "noz", "a", "b"), ("ZRANK", "z", "a"), ("ZRANK", "z", "bb"), ("ZRANK", "z", "x"),
+        ("ZMSCORE", "noz", "a", "b"), ("ZRANK", "z", "a"), ("ZRANK", "z", "bb"),
+        ("ZRANK", "z", "x"),
         ("ZRANK", "noz", "a"), ("ZREVRANK", "z", "a"), ("ZREVRANK", "z", "c"),
         ("ZRANK", "z", "b", "WITHSCORE"), ("ZREVRANK", "z", "b", "withscore"),
         ("ZRANK", "z", "x", "WITHSCORE"), ("ZRANK", "noz", "x", "WITHSCORE"),
@@ -75,11 +79,14 @@ SCENARIOS = {
         ("ZCOUNT", "z", "2", "2"), ("ZCOUNT", "z", "(2", "2"), ("ZCOUNT", "z", "x", "1"),
         ("ZCOUNT", "z", "1", "(x"), ("ZCOUNT", "noz", "0", "1"), ("ZCOUNT", "noz", "x", "1"),
         ("ZCOUNT", "z", " 2", "3"), ("ZCOUNT", "z", "", "5"), ("ZCOUNT", "z", "(", "5"),
-        ("ZCOUNT", "z", "1e400", "inf"), ("ZCOUNT", "z", "nan", "1"), ("ZCOUNT", "z", "(inf", "inf"),
+        ("ZCOUNT", "z", "1e400", "inf"), ("ZCOUNT", "z", "nan", "1"),
+        ("ZCOUNT", "z", "(inf", "inf"),
         ("ZCOUNT", "z", "-inf", "(-inf"), ("ZCOUNT", "z", "0x1", "0x3"),
         ("ZADD", "l", "0", "a", "0", "b", "0", "c", "0", "d"), ("ZLEXCOUNT", "l", "-", "+"),
-        ("ZLEXCOUNT", "l", "[b", "[c"), ("ZLEXCOUNT", "l", "(b", "(c"), ("ZLEXCOUNT", "l", "+", "-"),
-        ("ZLEXCOUNT", "l", "b", "c"), ("ZLEXCOUNT", "l", "[b", "+x"), ("ZLEXCOUNT", "noz", "-", "+"),
+        ("ZLEXCOUNT", "l", "[b", "[c"), ("ZLEXCOUNT", "l", "(b", "(c"),
+        ("ZLEXCOUNT", "l", "+", "-"),
+        ("ZLEXCOUNT", "l", "b", "c"), ("ZLEXCOUNT", "l", "[b", "+x"),
+        ("ZLEXCOUNT", "noz", "-", "+"),
         ("ZLEXCOUNT", "noz", "x", "+"), ("ZLEXCOUNT", "l", "[", "(e"),
     ],
     "zrange_rank": [
@@ -106,9 +113,11 @@ SCENARIOS = {
         ("ZRANGEBYSCORE", "z", "-inf", "+inf", "LIMIT", "5", "10", "WITHSCORES"),
         ("ZRANGEBYSCORE", "z", "-inf", "+inf", "LIMIT", "6", "10"),
         ("ZRANGEBYSCORE", "z", "4", "2"), ("ZRANGEBYSCORE", "z", "x", "2"),
-        ("ZRANGEBYSCORE", "z", "1", "2", "LIMIT", "x", "1"), ("ZRANGEBYSCORE", "z", "1", "2", "REV"),
+        ("ZRANGEBYSCORE", "z", "1", "2", "LIMIT", "x", "1"),
+        ("ZRANGEBYSCORE", "z", "1", "2", "REV"),
         ("ZRANGEBYSCORE", "z", "1", "2", "BYLEX"), ("ZRANGEBYSCORE", "z", "1", "2", "LIMIT", "0"),
-        ("ZREVRANGEBYSCORE", "z", "+inf", "-inf"), ("ZREVRANGEBYSCORE", "z", "4", "(2", "WITHSCORES"),
+        ("ZREVRANGEBYSCORE", "z", "+inf", "-inf"),
+        ("ZREVRANGEBYSCORE", "z", "4", "(2", "WITHSCORES"),
         ("ZREVRANGEBYSCORE", "z", "4", "2", "LIMIT", "1", "2"),
         ("ZREVRANGEBYSCORE", "z", "(4", "(2", "LIMIT", "0", "-5"),
         ("ZREVRANGEBYSCORE", "z", "2", "4"),
@@ -140,7 +149,8 @@ SCENARIOS = {
     ],
     "zrangestore": [
         ("ZADD", "z", "1", "a", "2", "b", "3", "c"), ("ZRANGESTORE", "d", "z", "0", "1"),
-        ("ZRANGE", "d", "0", "-1", "WITHSCORES"), ("ZRANGESTORE", "d", "z", "(1", "+inf", "BYSCORE"),
+        ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
+        ("ZRANGESTORE", "d", "z", "(1", "+inf", "BYSCORE"),
         ("ZRANGE", "d", "0", "-1", "WITHSCORES"), ("ZRANGESTORE", "d", "z", "5", "6"),
         ("ZCARD", "d"), ("ZRANGESTORE", "d", "noz", "0", "-1"),
         ("ZRANGESTORE", "d", "z", "0", "-1", "WITHSCORES"),
@@ -195,7 +205,8 @@ SCENARIOS = {
         ("ZUNIONSTORE", "d", "2", "a", "b"), ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
         ("ZUNIONSTORE", "d", "3", "a", "b", "s", "WEIGHTS", "2", "0.5", "10"),
         ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
-        ("ZUNIONSTORE", "d", "2", "a", "b", "AGGREGATE", "MIN"), ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
+        ("ZUNIONSTORE", "d", "2", "a", "b", "AGGREGATE", "MIN"),
+        ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
         ("ZUNIONSTORE", "d", "2", "a", "b", "AGGREGATE", "max", "WEIGHTS", "1", "-1"),
         ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
         ("ZINTERSTORE", "d", "2", "a", "b"), ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
@@ -204,11 +215,13 @@ SCENARIOS = {
         ("ZRANGE", "d", "0", "-1", "WITHSCORES"), ("ZINTERSTORE", "d", "2", "a", "a"),
         ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
         ("ZINTERSTORE", "d", "2", "a", "noz"), ("ZCARD", "d"), ("ZUNIONSTORE", "d", "1", "noz"),
-        ("ZUNIONSTORE", "d", "0", "a"), ("ZUNIONSTORE", "d", "-1", "a"), ("ZUNIONSTORE", "d", "x", "a"),
+        ("ZUNIONSTORE", "d", "0", "a"), ("ZUNIONSTORE", "d", "-1", "a"),
+        ("ZUNIONSTORE", "d", "x", "a"),
         ("ZUNIONSTORE", "d", "3", "a", "b"), ("ZUNIONSTORE", "d", "2", "a", "b", "WEIGHTS", "1"),
         ("ZUNIONSTORE", "d", "2", "a", "b", "WEIGHTS", "1", "x"),
         ("ZUNIONSTORE", "d", "2", "a", "b", "AGGREGATE", "AVG"),
-        ("ZUNIONSTORE", "d", "2", "a", "b", "AGGREGATE"), ("ZUNIONSTORE", "d", "2", "a", "b", "FOO"),
+        ("ZUNIONSTORE", "d", "2", "a", "b", "AGGREGATE"),
+        ("ZUNIONSTORE", "d", "2", "a", "b", "FOO"),
         ("ZUNIONSTORE", "d", "1", "a", "WITHSCORES"),
         ("ZADD", "i", "inf", "x", "-inf", "y"), ("ZADD", "j", "-inf", "x", "inf", "y"),
         ("ZUNIONSTORE", "d", "2", "i", "j"), ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
@@ -226,11 +239,13 @@ SCENARIOS = {
         ("ZDIFF", "2", "a", "b", "WITHSCORES"), ("ZDIFF", "1", "a"), ("ZDIFF", "2", "noz", "a"),
         ("ZDIFF", "2", "a", "b", "WEIGHTS", "1", "1"), ("ZDIFF", "2", "a", "b", "AGGREGATE", "MIN"),
         ("ZDIFFSTORE", "d", "2", "a", "b"), ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
-        ("ZDIFFSTORE", "d", "2", "a", "a"), ("ZCARD", "d"), ("ZDIFFSTORE", "d", "1", "a", "WITHSCORES"),
+        ("ZDIFFSTORE", "d", "2", "a", "a"), ("ZCARD", "d"),
+        ("ZDIFFSTORE", "d", "1", "a", "WITHSCORES"),
         ("ZINTERCARD", "2", "a", "b"), ("ZINTERCARD", "2", "a", "b", "LIMIT", "1"),
         ("ZINTERCARD", "2", "a", "b", "LIMIT", "0"), ("ZINTERCARD", "2", "a", "b", "LIMIT", "-1"),
         ("ZINTERCARD", "0", "a"), ("ZINTERCARD", "3", "a", "b"), ("ZINTERCARD", "x", "a"),
-        ("ZINTERCARD", "2", "a", "b", "WITHSCORES"), ("ZINTERCARD", "2", "a", "b", "WEIGHTS", "1", "2"),
+        ("ZINTERCARD", "2", "a", "b", "WITHSCORES"),
+        ("ZINTERCARD", "2", "a", "b", "WEIGHTS", "1", "2"),
         ("ZUNION", "0", "a"), ("ZUNION", "1", "a", "WITHSCORES", "WITHSCORES"),
     ],
     "zrandmember_errors": [
@@ -243,7 +258,8 @@ SCENARIOS = {
         ("ZRANDMEMBER", "z", "4611686018427387904", "WITHSCORES"),
     ],
     "zscan": [
-        ("ZSCAN", "noz", "0"), ("ZSCAN", "noz", "x"), ("ZADD", "z", "1", "a1", "2.5", "a2", "3", "b1"),
+        ("ZSCAN", "noz", "0"), ("ZSCAN", "noz", "x"),
+        ("ZADD", "z", "1", "a1", "2.5", "a2", "3", "b1"),
         ("ZSCAN", "z", "0"), ("ZSCAN", "z", "0", "MATCH", "a*"), ("ZSCAN", "z", "0", "NOSCORES"),
         ("ZSCAN", "z", "0", "NOVALUES"), ("ZSCAN", "z", "0", "COUNT", "0"), ("ZSCAN", "z", "-1"),
         ("ZADD", "z", "1e-7", "tiny", "-0", "zero", "1e300", "huge"), ("ZSCAN", "z", "0"),
@@ -251,8 +267,10 @@ SCENARIOS = {
     "wrongtype": [
         ("SADD", "s", "x"), ("ZADD", "s", "1", "a"), ("ZINCRBY", "s", "1", "a"), ("ZREM", "s", "a"),
         ("ZCARD", "s"), ("ZSCORE", "s", "a"), ("ZMSCORE", "s", "a"), ("ZRANK", "s", "a"),
-        ("ZREVRANK", "s", "a", "WITHSCORE"), ("ZCOUNT", "s", "0", "1"), ("ZLEXCOUNT", "s", "-", "+"),
-        ("ZRANGE", "s", "0", "-1"), ("ZRANGEBYSCORE", "s", "0", "1"), ("ZRANGEBYLEX", "s", "-", "+"),
+        ("ZREVRANK", "s", "a", "WITHSCORE"), ("ZCOUNT", "s", "0", "1"),
+        ("ZLEXCOUNT", "s", "-", "+"),
+        ("ZRANGE", "s", "0", "-1"), ("ZRANGEBYSCORE", "s", "0", "1"),
+        ("ZRANGEBYLEX", "s", "-", "+"),
         ("ZREVRANGE", "s", "0", "1"), ("ZREMRANGEBYRANK", "s", "0", "1"),
         ("ZREMRANGEBYSCORE", "s", "0", "1"), ("ZREMRANGEBYLEX", "s", "-", "+"), ("ZPOPMIN", "s"),
         ("ZPOPMAX", "s", "2"), ("BZPOPMIN", "s", "0"), ("ZMPOP", "1", "s", "MIN"),
@@ -276,7 +294,8 @@ test_scenario, test_scenario_resp3 = scenario_tests(SCENARIOS)
 SCORES = ["0", "1", "-1", "1.5", "0.1", "0.30000000000000004", "1e-7", "1e-6", "123456.789",
           "1e15", "1e16", "1e17", "4611686018427387904", "4611686018427387905", "1e21", "1e22",
           "1.7976931348623157e308", "5e-324", "2.2250738585072014e-308", "-1e-300", "3.14159",
-          "100", "1e100", "12345678901234567890", "0.000001234", "-0.5", "2.5e-5", "99999999999999999"]
+          "100", "1e100", "12345678901234567890", "0.000001234", "-0.5", "2.5e-5",
+          "99999999999999999"]
 
 
 @pytest.mark.parametrize("resp3", [False, True])
@@ -529,9 +548,11 @@ def test_aof_replay_rebuilds_types(hotkv_server_factory, tmp_path):
     c = RawClient(srv.host, srv.port)
     script = [("HSET", "h", "a", "1", "b", "2"), ("HINCRBYFLOAT", "h", "a", "0.5"),
               ("HDEL", "h", "b"), ("SADD", "s", *[str(i) for i in range(50)]), ("SPOP", "s", "7"),
-              ("SPOP", "s"), ("ZADD", "z", *[x for i in range(30) for x in (str(i * 1.5), "m%d" % i)]),
+              ("SPOP", "s"),
+              ("ZADD", "z", *[x for i in range(30) for x in (str(i * 1.5), "m%d" % i)]),
               ("ZPOPMIN", "z", "2"), ("ZREMRANGEBYSCORE", "z", "10", "20"),
-              ("ZUNIONSTORE", "u", "2", "z", "s", "WEIGHTS", "2", "1"), ("ZINCRBY", "z", "0.1", "m29")]
+              ("ZUNIONSTORE", "u", "2", "z", "s", "WEIGHTS", "2", "1"),
+              ("ZINCRBY", "z", "0.1", "m29")]
     for args in script:
         c.call(*args)
     reads = [("HGETALL", "h"), ("SMEMBERS", "s"), ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
@@ -565,14 +586,16 @@ zinterstore zdiffstore zunion zinter zintercard zdiff zrandmember zscan""".split
 
 def test_command_info_matches_valkey(diff):
     differ = [name for name in ALL_COMMANDS
-              if diff.ours.call("COMMAND", "INFO", name) != diff.theirs.call("COMMAND", "INFO", name)]
+              if diff.ours.call("COMMAND", "INFO", name) != diff.theirs.call("COMMAND", "INFO",
+                                                                             name)]
     assert differ == [], "COMMAND INFO differs from Valkey's for these"
 
 
 @pytest.mark.parametrize("args", [
     ("ZADD", "z", "1", "a"), ("BZMPOP", "0", "2", "a", "b", "MIN"), ("ZMPOP", "2", "a", "b", "MIN"),
     ("ZUNIONSTORE", "d", "2", "a", "b", "WEIGHTS", "1", "2"), ("ZUNION", "2", "a", "b"),
-    ("ZINTERCARD", "2", "a", "b"), ("SINTERCARD", "2", "a", "b"), ("ZRANGESTORE", "d", "s", "0", "1"),
+    ("ZINTERCARD", "2", "a", "b"), ("SINTERCARD", "2", "a", "b"),
+    ("ZRANGESTORE", "d", "s", "0", "1"),
     ("SMOVE", "a", "b", "m"), ("BZPOPMIN", "a", "b", "0"), ("SINTERSTORE", "d", "a", "b"),
     ("ZDIFFSTORE", "d", "2", "a", "b"), ("HSET", "h", "f", "v", "g", "w"),
 ])
@@ -647,7 +670,8 @@ def _random_zset_command(rnd):
     if op == 15:
         return ["ZREMRANGEBYLEX", "lex", lexb(), lexb()]
     if op == 16:
-        return [rnd.choice(["ZPOPMIN", "ZPOPMAX"]), k] + rnd.choice([[], [str(rnd.randrange(0, 4))]])
+        return [rnd.choice(["ZPOPMIN", "ZPOPMAX"]),
+                k] + rnd.choice([[], [str(rnd.randrange(0, 4))]])
     if op == 17:
         srcs = rnd.sample(keys[:3], rnd.randrange(1, 4))
         cmd = [rnd.choice(["ZUNIONSTORE", "ZINTERSTORE"]), rnd.choice(["d", "z3"]),

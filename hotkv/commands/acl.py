@@ -13,7 +13,7 @@ import os
 
 from .. import acl as aclmod
 from ..errors import CommandError
-from ..registry import TABLE, container, command
+from ..registry import TABLE, command, container
 from ..resp import OK, SetReply, Simple
 from ..util import string2ll
 

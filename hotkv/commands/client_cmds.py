@@ -28,8 +28,13 @@ import time
 
 from .. import blocking, errors
 from ..client import REPLY_OFF, REPLY_ON, REPLY_SKIP
-from ..clientinfo import as_str as _s, client_info_line, client_type, user_name
-from ..clientinfo import validate_client_name
+from ..clientinfo import (
+    as_str as _s,
+    client_info_line,
+    client_type,
+    user_name,
+    validate_client_name,
+)
 from ..errors import CommandError
 from ..pause import PAUSED, pause_clients, unpause_clients
 from ..registry import command, container

@@ -39,6 +39,7 @@ from ..server import peak_rss, used_memory
 from ..stats import instantaneous
 from ..version import REDIS_COMPAT_VERSION, __version__
 
+
 class InfoSection:
     __slots__ = ("name", "title", "fn", "default", "extra")
 

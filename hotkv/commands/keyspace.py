@@ -73,9 +73,10 @@ def del_(c, argv):
     return _del(c, argv)
 
 
-@command("unlink", -2, "write fast", (1, -1, 1), since="4.0.0", key_flags="RM delete")
+@command("unlink", -2, "write fast", (1, -1, 1), since="4.0.0", key_flags="RM delete",
+         summary="Delete a key asynchronously in another thread. Otherwise it is just as DEL, "
+                  "but non blocking.")
 def unlink(c, argv):
-    """Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking."""
     return _del(c, argv)
 
 

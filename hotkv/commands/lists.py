@@ -530,9 +530,10 @@ def _mpop_keys(numkeys_idx: int):
 
 
 @command("lmpop", -4, "write", keys_fn=_mpop_keys(1), group="list", since="7.0.0",
-         key_specs=(spec("RW access delete", "index 1", "keynum 0 1 1"),))
+         key_specs=(spec("RW access delete", "index 1", "keynum 0 1 1"),),
+         summary="Returns multiple elements from a list after removing them. Deletes the list if"
+                  " the last element was popped.")
 def lmpop(c, argv):
-    """Returns multiple elements from a list after removing them. Deletes the list if the last element was popped."""
     keys, where, count = _parse_mpop(argv, 1)
     db = c.db
     for key in keys:
@@ -572,18 +573,20 @@ def _lmove(c, src, dst, wherefrom: int, whereto: int):
 
 
 @command("lmove", 5, "write denyoom", group="list", since="6.2.0",
-         key_specs=(spec("RW access delete"), spec("RW insert", "index 2")))
+         key_specs=(spec("RW access delete"), spec("RW insert", "index 2")),
+         summary="Returns an element after popping it from one list and pushing it to another. "
+                  "Deletes the list if the last element was moved.")
 def lmove(c, argv):
-    """Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved."""
     wherefrom = _where(argv[3])
     whereto = _where(argv[4])
     return _lmove(c, argv[1], argv[2], wherefrom, whereto)
 
 
 @command("rpoplpush", 3, "write denyoom", group="list", since="1.2.0",
-         key_specs=(spec("RW access delete"), spec("RW insert", "index 2")))
+         key_specs=(spec("RW access delete"), spec("RW insert", "index 2")),
+         summary="Returns the last element of a list after removing and pushing it to another "
+                  "list. Deletes the list if the last element was popped.")
 def rpoplpush(c, argv):
-    """Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped."""
     return _lmove(c, argv[1], argv[2], RIGHT, LEFT)
 
 
@@ -609,25 +612,28 @@ def _blocking_pop(c, keys, where: int, deadline: int, count: int):
 
 
 @command("blpop", -3, "write blocking", keys=(1, -2, 1), group="list", since="2.0.0",
-         key_flags="RW access delete")
+         key_flags="RW access delete",
+         summary="Removes and returns the first element in a list. Blocks until an element is "
+                  "available otherwise. Deletes the list if the last element was popped.")
 def blpop(c, argv):
-    """Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."""
     deadline = blocking.parse_timeout(c.server, argv[-1])
     return _blocking_pop(c, argv[1:-1], LEFT, deadline, -1)
 
 
 @command("brpop", -3, "write blocking", keys=(1, -2, 1), group="list", since="2.0.0",
-         key_flags="RW access delete")
+         key_flags="RW access delete",
+         summary="Removes and returns the last element in a list. Blocks until an element is "
+                  "available otherwise. Deletes the list if the last element was popped.")
 def brpop(c, argv):
-    """Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."""
     deadline = blocking.parse_timeout(c.server, argv[-1])
     return _blocking_pop(c, argv[1:-1], RIGHT, deadline, -1)
 
 
 @command("blmpop", -5, "write blocking", keys_fn=_mpop_keys(2), group="list", since="7.0.0",
-         key_specs=(spec("RW access delete", "index 2", "keynum 0 1 1"),))
+         key_specs=(spec("RW access delete", "index 2", "keynum 0 1 1"),),
+         summary="Pops the first element from one of multiple lists. Blocks until an element is "
+                  "available otherwise. Deletes the list if the last element was popped.")
 def blmpop(c, argv):
-    """Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped."""
     keys, where, count = _parse_mpop(argv, 2)
     deadline = blocking.parse_timeout(c.server, argv[1])
     return _blocking_pop(c, keys, where, deadline, count)
@@ -645,9 +651,11 @@ def _blmove(c, argv, wherefrom: int, whereto: int, deadline: int, logged: list):
 
 
 @command("blmove", 6, "write denyoom blocking", group="list", since="6.2.0",
-         key_specs=(spec("RW access delete"), spec("RW insert", "index 2")))
+         key_specs=(spec("RW access delete"), spec("RW insert", "index 2")),
+         summary="Pops an element from a list, pushes it to another list and returns it. Blocks "
+                  "until an element is available otherwise. Deletes the list if the last element "
+                  "was moved.")
 def blmove(c, argv):
-    """Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved."""
     wherefrom = _where(argv[3])
     whereto = _where(argv[4])
     deadline = blocking.parse_timeout(c.server, argv[5])
@@ -656,8 +664,10 @@ def blmove(c, argv):
 
 
 @command("brpoplpush", 4, "write denyoom blocking", group="list", since="2.2.0",
-         key_specs=(spec("RW access delete"), spec("RW insert", "index 2")))
+         key_specs=(spec("RW access delete"), spec("RW insert", "index 2")),
+         summary="Pops an element from a list, pushes it to another list and returns it. Block "
+                  "until an element is available otherwise. Deletes the list if the last element "
+                  "was popped.")
 def brpoplpush(c, argv):
-    """Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped."""
     deadline = blocking.parse_timeout(c.server, argv[3])
     return _blmove(c, argv, RIGHT, LEFT, deadline, [b"RPOPLPUSH", argv[1], argv[2]])

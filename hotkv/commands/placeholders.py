@@ -19,7 +19,6 @@ from ..registry import COMMANDS, command, container
 from ..replies import cstr, help_reply
 from ..resp import OK
 
-
 if "function" not in COMMANDS:
     container("function", group="scripting")
 

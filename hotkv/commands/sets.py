@@ -22,7 +22,7 @@ from ..errors import CommandError, WrongType
 from ..registry import command, spec
 from ..types.sets import SetValue
 from ..util import LLONG_MAX, string2ll
-from .hashes import RANDOM_REPLY_LIMIT, cfg, random_member, parse_cursor, scan_args, scan_container
+from .hashes import RANDOM_REPLY_LIMIT, cfg, parse_cursor, random_member, scan_args, scan_container
 
 _SRAND_LIMIT = "ERR value is out of range, value must between -9223372036854775807 and " \
                "9223372036854775807"

@@ -56,7 +56,8 @@ GET_DENIED = "ERR GET option of SORT denied due to insufficient ACL permissions.
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 _DEC = re.compile(rb"[+-]?(?:([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\Z")
-_HEX = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?\Z")
+_HEX = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)"
+                  rb"(?:[pP][+-]?[0-9]+)?\Z")
 _INFWORD = re.compile(rb"([+-]?)(?:inf|infinity)\Z", re.IGNORECASE)
 
 

@@ -25,7 +25,6 @@ Invariants and rules, all Redis's:
 
 from __future__ import annotations
 
-
 from .. import errors
 from ..errors import CommandError, WrongType
 from ..longdouble import INF, LD_ZERO, add as _ld_add, format_long_double, parse_long_double

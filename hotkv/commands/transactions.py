@@ -24,7 +24,7 @@ from ..dispatch import call
 from ..errors import CommandError
 from ..multi import discard_transaction, unwatch_all
 from ..registry import command
-from ..resp import OK, NULL_ARRAY
+from ..resp import NULL_ARRAY, OK
 
 
 @command("multi", 1, "noscript loading stale fast no_multi allow_busy", group="transactions",

@@ -74,8 +74,7 @@ from ..dispatch import call, reject
 from ..registry import lookup
 from ..replies import quoted, redacted
 from ..resp import Double, encode, format_double
-from .libs import LibError, bit, cjson, cmsgpack, lib
-from .libs import struct as lua_struct
+from .libs import LibError, bit, cjson, cmsgpack, lib, struct as lua_struct
 from .values import lua_num_str, lua_tonumber, truncate
 
 log = logging.getLogger("hotkv")

@@ -14,9 +14,24 @@ class (fields and values are immutable bytes, so it is a deep copy);
 
 from __future__ import annotations
 
-from .codec import (DEFAULT_LIMITS, ITEMS_PER_CMD, T_HASH, T_HASH_LISTPACK, T_HASH_ZIPLIST,
-                    T_HASH_ZIPMAP, RDBError, Reader, batches, listpack_elements, lp_build,
-                    pairs, put_len, put_string, ziplist_elements, zipmap_elements)
+from .codec import (
+    DEFAULT_LIMITS,
+    ITEMS_PER_CMD,
+    T_HASH,
+    T_HASH_LISTPACK,
+    T_HASH_ZIPLIST,
+    T_HASH_ZIPMAP,
+    RDBError,
+    Reader,
+    batches,
+    listpack_elements,
+    lp_build,
+    pairs,
+    put_len,
+    put_string,
+    ziplist_elements,
+    zipmap_elements,
+)
 
 RDB_TYPES = (T_HASH, T_HASH_ZIPMAP, T_HASH_ZIPLIST, T_HASH_LISTPACK)
 

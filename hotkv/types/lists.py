@@ -17,9 +17,22 @@ from __future__ import annotations
 
 from collections import deque
 
-from .codec import (DEFAULT_LIMITS, ITEMS_PER_CMD, T_LIST, T_LIST_QUICKLIST,
-                    T_LIST_QUICKLIST_2, T_LIST_ZIPLIST, RDBError, Reader, batches,
-                    listpack_elements, lp_entry, lp_from_entries, put_len, ziplist_elements)
+from .codec import (
+    DEFAULT_LIMITS,
+    ITEMS_PER_CMD,
+    T_LIST,
+    T_LIST_QUICKLIST,
+    T_LIST_QUICKLIST_2,
+    T_LIST_ZIPLIST,
+    RDBError,
+    Reader,
+    batches,
+    listpack_elements,
+    lp_entry,
+    lp_from_entries,
+    put_len,
+    ziplist_elements,
+)
 
 RDB_TYPES = (T_LIST, T_LIST_ZIPLIST, T_LIST_QUICKLIST, T_LIST_QUICKLIST_2)
 

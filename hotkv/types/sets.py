@@ -14,9 +14,21 @@ Invariants: a set in the keyspace is never empty; ``copy`` keeps the class;
 from __future__ import annotations
 
 from ..util import string2ll
-from .codec import (DEFAULT_LIMITS, ITEMS_PER_CMD, T_SET, T_SET_INTSET, T_SET_LISTPACK,
-                    RDBError, Reader, batches, intset_elements, listpack_elements, lp_build,
-                    put_len, put_string)
+from .codec import (
+    DEFAULT_LIMITS,
+    ITEMS_PER_CMD,
+    T_SET,
+    T_SET_INTSET,
+    T_SET_LISTPACK,
+    RDBError,
+    Reader,
+    batches,
+    intset_elements,
+    listpack_elements,
+    lp_build,
+    put_len,
+    put_string,
+)
 
 RDB_TYPES = (T_SET, T_SET_INTSET, T_SET_LISTPACK)
 

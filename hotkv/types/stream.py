@@ -54,9 +54,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right
 
-from .codec import INTISH as _INTISH
-from .codec import lp_int_size as _int_elsize
-from .codec import lp_str_size as _str_elsize
+from .codec import INTISH as _INTISH, lp_int_size as _int_elsize, lp_str_size as _str_elsize
 from .stream_groups import NACK, Consumer, Group
 from .stream_ids import INVALID_ENTRIES_READ, MASK64, MAX_ID
 

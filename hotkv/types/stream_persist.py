@@ -17,8 +17,20 @@ raises ``RDBError`` rather than build a half-consistent stream.
 from __future__ import annotations
 
 from ..util import string2ll
-from .codec import (DEFAULT_LIMITS, T_STREAM_1, T_STREAM_2, T_STREAM_3, RDBError, Reader,
-                    el_bytes, lp_build, lp_int_size, lp_parse, put_len, put_string)
+from .codec import (
+    DEFAULT_LIMITS,
+    T_STREAM_1,
+    T_STREAM_2,
+    T_STREAM_3,
+    RDBError,
+    Reader,
+    el_bytes,
+    lp_build,
+    lp_int_size,
+    lp_parse,
+    put_len,
+    put_string,
+)
 from .stream import Node, Stream
 from .stream_groups import NACK
 from .stream_ids import MASK64, MAX_ID, id_bytes, int64_delta, make_id

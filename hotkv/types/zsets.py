@@ -27,10 +27,26 @@ import struct
 from sortedcontainers import SortedList
 
 from ..resp import format_double
-from .codec import (DEFAULT_LIMITS, ITEMS_PER_CMD, T_ZSET, T_ZSET_2, T_ZSET_LISTPACK,
-                    T_ZSET_ZIPLIST, RDBError, Reader, batches, listpack_elements,
-                    lp_encode_int, lp_encode_str, lp_entry, lp_from_entries, pairs, put_len,
-                    put_string, ziplist_elements)
+from .codec import (
+    DEFAULT_LIMITS,
+    ITEMS_PER_CMD,
+    T_ZSET,
+    T_ZSET_2,
+    T_ZSET_LISTPACK,
+    T_ZSET_ZIPLIST,
+    RDBError,
+    Reader,
+    batches,
+    listpack_elements,
+    lp_encode_int,
+    lp_encode_str,
+    lp_entry,
+    lp_from_entries,
+    pairs,
+    put_len,
+    put_string,
+    ziplist_elements,
+)
 
 RDB_TYPES = (T_ZSET, T_ZSET_2, T_ZSET_ZIPLIST, T_ZSET_LISTPACK)
 

@@ -21,7 +21,8 @@ for _name, _fn in list(vars(hotkv.resp.RequestParser).items()):
     if callable(_fn) and hasattr(_fn, "__code__"):
         setattr(hotkv.resp.RequestParser, _name, atheris.instrument_func(_fn))
     elif isinstance(_fn, staticmethod):
-        setattr(hotkv.resp.RequestParser, _name, staticmethod(atheris.instrument_func(_fn.__func__)))
+        setattr(hotkv.resp.RequestParser, _name,
+                staticmethod(atheris.instrument_func(_fn.__func__)))
 hotkv.resp.split_inline_args = atheris.instrument_func(hotkv.resp.split_inline_args)
 hotkv.resp._string2ll = atheris.instrument_func(hotkv.resp._string2ll)
 
