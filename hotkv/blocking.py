@@ -226,11 +226,5 @@ def expire_timeouts(server, now_ms: int):
     return 0
 
 
-def unblock_on_deleted(server, db, key):
-    """A key some waiters need to exist (XREADGROUP's group) was deleted."""
-    if key in db.blocking:
-        server.signal_ready(db, key)
-
-
 __all__ = ["BLOCKED", "block", "unblock", "drop", "detach", "parse_timeout", "waiter_seq",
            "expire_timeouts", "Waiter"]

@@ -34,7 +34,7 @@ class Client:
         "closing", "closed", "created", "last_interaction", "last_cmd",
         "addr", "laddr", "fd", "no_evict", "no_touch", "is_fake", "kind",
         "flush_scheduled", "reprocessing", "tracking", "multi_flags",
-        "output_soft_since", "unblock_error",
+        "output_soft_since",
         "net_in", "net_out", "ncmds",   # CLIENT LIST tot-net-in / tot-net-out / tot-cmds
     )
 
@@ -81,17 +81,12 @@ class Client:
         self.reprocessing = False
         self.tracking = False
         self.output_soft_since = 0.0
-        self.unblock_error = None
         self.net_in = self.net_out = self.ncmds = 0
 
     # ------------------------------------------------------------------
     @property
     def subscribed(self) -> bool:
         return bool(self.channels or self.patterns or self.shard_channels)
-
-    @property
-    def subscription_count(self) -> int:
-        return len(self.channels) + len(self.patterns)
 
     def add_reply(self, value):
         if self.reply_mode == REPLY_ON and not self.skip_this:
@@ -128,6 +123,3 @@ class Client:
     def close(self):
         """Close after pending output is flushed (overridden)."""
         self.closing = True
-
-    def info_line(self) -> str:
-        return ""

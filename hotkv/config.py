@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import shlex
 
-from .util import stringmatch
-
 _MEM_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2,
               "g": 1000**3, "gb": 1024**3}
 
@@ -109,10 +107,6 @@ def param(name, kind, default, **kw) -> Param:
     for a in p.aliases:
         ALIASES[a] = name
     return p
-
-
-def _save_fmt(v):
-    return v
 
 
 INT_MAX = 2**31 - 1
@@ -278,22 +272,6 @@ class Config:
             cb(value)
         return canon
 
-    def matching(self, pattern: bytes) -> dict:
-        """CONFIG GET: name -> formatted value for names (or aliases) matching."""
-        out = {}
-        pat = pattern.lower()
-        plain = not any(c in pat for c in b"*?[")
-        for name, p in PARAMS.items():
-            names = (name,) + p.aliases
-            for n in names:
-                nb = n.encode()
-                if (nb == pat) if plain else stringmatch(pat, nb, nocase=True):
-                    out[n] = p.format(self.values[name])
-        return out
-
-    def rewrite_lines(self):
-        return [f"{n} {PARAMS[n].format(v)}" for n, v in self.values.items()
-                if v != PARAMS[n].default]
 
 
 def _to_text(value) -> str:

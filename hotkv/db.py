@@ -89,15 +89,6 @@ class Database:
     def exists(self, key) -> bool:
         return self.lookup(key) is not None
 
-    def ttl_ms(self, key):
-        """Remaining ms, -1 for no expiry, -2 for no key."""
-        if self.lookup(key) is None:
-            return -2
-        when = self.expires.get(key)
-        if when is None:
-            return -1
-        return max(0, when - self.server.cmd_time_ms)
-
     def is_expired(self, key) -> bool:
         when = self.expires.get(key)
         return when is not None and when <= self.server.cmd_time_ms

@@ -42,15 +42,12 @@ log = logging.getLogger("hotkv")
 
 
 class Connection(Client, asyncio.Protocol):
-    __slots__ = ("transport", "parser", "reading_paused", "writing_paused",
-                 "_pause_reasons")
+    __slots__ = ("transport", "parser", "_pause_reasons")
 
     def __init__(self, server):
         Client.__init__(self, server)
         self.transport = None
         self.parser = RequestParser(server.config.values["proto-max-bulk-len"])
-        self.reading_paused = False
-        self.writing_paused = False
         self._pause_reasons = 0   # bit 1: blocked, bit 2: output backlog
 
     # -- asyncio callbacks ------------------------------------------------
@@ -147,9 +144,6 @@ class Connection(Client, asyncio.Protocol):
         elif self.closing:
             self.flush()
 
-    def last_interaction_now(self):
-        self.last_interaction = _now()
-
     def resume(self):
         """Called (soon) after this client was unblocked."""
         if self.closed or self.blocked is not None:
@@ -177,11 +171,9 @@ class Connection(Client, asyncio.Protocol):
         self.pending.clear()
 
     def pause_writing(self):
-        self.writing_paused = True
         self._pause(2)
 
     def resume_writing(self):
-        self.writing_paused = False
         self._unpause(2)
 
     # -- Client overrides ---------------------------------------------------

@@ -167,7 +167,6 @@ class Server:
         self.pause_check = None      # set by hotkv.pause while a CLIENT PAUSE is on
         self.pending_push: list = []  # pushes to current_client, sent after its reply
         self.shutdown_cb = None     # set by the network layer
-        self.listeners_info: list = []
         self._apply_config()
         self._make_subsystems()
 
@@ -427,9 +426,6 @@ class Server:
         self.wake()
 
     # ------------------------------------------------------------------
-    def db_sizes(self):
-        return [(db.index, len(db.data), len(db.expires)) for db in self.dbs if db.data]
-
     def uptime(self) -> int:
         return int(time.time() - self.start_time)
 

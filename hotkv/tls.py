@@ -105,5 +105,4 @@ async def start_listeners(listener, loop, factory):
         if port == 0 and bound:
             port = bound[0][1]
     values["tls-port"] = port
-    server.tls_bound = bound
 

@@ -1,8 +1,9 @@
 """Argument parsing and matching rules shared by command modules.
 
 Redis is strict about numbers: ``string2ll`` accepts an optional '-' and
-digits with no leading zeros, nothing else, within a signed 64-bit range;
-``strtold``-style floats accept what C accepts, but never NaN.  Glob
+digits with no leading zeros, nothing else, within a signed 64-bit range
+(floats are parsed where their rules live: hotkv.longdouble for
+(H)INCRBYFLOAT, commands/zsets for scores, commands/sort for sort keys).  Glob
 matching follows ``stringmatchlen`` (``*``, ``?``, ``[...]`` with ranges and
 ``^`` negation, ``\\`` escapes; byte-wise, optionally case-insensitive).
 Everything here is pure: no state, no I/O.
@@ -10,11 +11,10 @@ Everything here is pure: no state, no I/O.
 
 from __future__ import annotations
 
-import math
 import re
 from bisect import bisect_right
 
-from .errors import NOT_FLOAT, NOT_INTEGER, SYNTAX, CommandError
+from .errors import NOT_INTEGER, CommandError
 
 LLONG_MAX = 9223372036854775807
 LLONG_MIN = -9223372036854775808
@@ -37,47 +37,6 @@ def parse_int(data: bytes, message: str = NOT_INTEGER) -> int:
     if v is None:
         raise CommandError(message)
     return v
-
-
-def parse_positive_int(data: bytes, message: str) -> int:
-    v = string2ll(data)
-    if v is None or v < 0:
-        raise CommandError(message)
-    return v
-
-
-_FLOAT_RE = re.compile(
-    rb"[ \t\n\v\f\r]*[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?)\Z",
-    re.IGNORECASE)
-
-
-def string2d(data: bytes):
-    """A float as Redis's string2d/strtod accepts it (no NaN, no trailing
-    space); None when it is not one."""
-    if not data or data[-1:].isspace() or _FLOAT_RE.match(data) is None:
-        return None
-    try:
-        v = float(data)
-    except ValueError:
-        return None
-    if math.isnan(v):
-        return None
-    return v
-
-
-def parse_float(data: bytes, message: str = NOT_FLOAT) -> float:
-    v = string2d(data)
-    if v is None:
-        raise CommandError(message)
-    return v
-
-
-def ll2bytes(v: int) -> bytes:
-    return b"%d" % v
-
-
-def syntax_error():
-    return CommandError(SYNTAX)
 
 
 def upper(arg: bytes) -> bytes:

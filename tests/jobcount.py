@@ -112,10 +112,6 @@ class Ledger:
         self.deadline = deadline
         self.last_progress = time.monotonic()
 
-    def next_seq(self) -> int:
-        with self.cond:
-            return next(self.seq)
-
     @property
     def distinct(self) -> int:
         return len(self.deliveries)

@@ -37,7 +37,16 @@ from __future__ import annotations
 from itertools import islice
 
 from .. import blocking
-from ..errors import CommandError, WrongType, wrong_args
+from ..errors import (
+    NO_SUCH_KEY,
+    NOT_INTEGER,
+    NOT_POSITIVE,
+    OUT_OF_RANGE,
+    SYNTAX,
+    CommandError,
+    WrongType,
+    wrong_args,
+)
 from ..registry import command, spec
 from ..resp import NULL_ARRAY, OK
 from ..types.lists import ListValue
@@ -46,13 +55,8 @@ from ..util import string2ll
 LEFT, RIGHT = 0, 1
 _LONG_MAX = 9223372036854775807
 
-NOT_INTEGER = "ERR value is not an integer or out of range"
-MUST_BE_POSITIVE = "ERR value is out of range, must be positive"
 RANGE_LONG = ("ERR value is out of range, value must between -9223372036854775807 "
               "and 9223372036854775807")
-INDEX_OUT_OF_RANGE = "ERR index out of range"
-NO_SUCH_KEY = "ERR no such key"
-SYNTAX = "ERR syntax error"
 NUMKEYS = "ERR numkeys should be greater than 0"
 COUNT_POSITIVE = "ERR count should be greater than 0"
 RANK_ZERO = ("ERR RANK can't be zero: use 1 to start from the first match, 2 from the "
@@ -74,7 +78,7 @@ def _long(arg: bytes, message: str = NOT_INTEGER) -> int:
     return v
 
 
-def _positive(arg: bytes, message: str = MUST_BE_POSITIVE) -> int:
+def _positive(arg: bytes, message: str = NOT_POSITIVE) -> int:
     v = string2ll(arg)
     if v is None or v < 0:
         raise CommandError(message)
@@ -345,7 +349,7 @@ def lset(c, argv):
     if index < 0:
         index += n
     if index < 0 or index >= n:
-        raise CommandError(INDEX_OUT_OF_RANGE)
+        raise CommandError(OUT_OF_RANGE)
     lst[index] = argv[3]
     c.server.written(db, key, "l", "lset")
     return OK

@@ -239,7 +239,7 @@ def srandmember(c, argv):
     return _one(s)
 
 
-def _sets(c, keys, missing_ok=True):
+def _sets(c, keys):
     """The sets at keys (None for a missing key); WRONGTYPE for any other type."""
     db = c.db
     out = []

@@ -86,10 +86,6 @@ MAX_REPLY_DEPTH = 200
 LRU_LENGTH = 500
 BUSY_SCRIPT = ("BUSY Valkey is busy running a script. You can only call SCRIPT KILL or "
                "SHUTDOWN NOSAVE.")
-# Valkey's text while a function (FCALL) is busy: a RunCtx's busy_error when
-# functions come.
-BUSY_FUNCTION = ("BUSY Valkey is busy running a script. You can only call FUNCTION KILL or "
-                 "SHUTDOWN NOSAVE.")
 
 _SHUTDOWN_OPTIONS = {b"nosave", b"save", b"now", b"force", b"abort"}
 

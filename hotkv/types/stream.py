@@ -761,13 +761,3 @@ class Stream:
                     ng.pel[i] = nn
                     owner.pel[i] = nn
         return s
-
-    def memory_usage(self) -> int:
-        """A rough byte count (MEMORY USAGE)."""
-        total = 200
-        for node in self.nodes:
-            total += 120 + node.ids.nbytes() + 8 * len(node.items) + node.lp_bytes()
-        if self.groups:
-            for g in self.groups.values():
-                total += 200 + 64 * len(g.pel) + 100 * len(g.consumers)
-        return total
