@@ -22,9 +22,7 @@ Conventions (Redis's):
   otherwise) declares them: ``key_flags="RW insert"``, or one string per
   key role in the order the keys come, the last covering the rest
   (``key_flags=("RO access", "OW update")``).  COMMAND INFO and
-  GETKEYSANDFLAGS read them (hotkv.commands.introspection).  The one
-  exception, until hotkv/commands/streams.py declares its own: the stream
-  commands' flags are introspection's ``STREAM_KEY_FLAGS`` table.
+  GETKEYSANDFLAGS read them (hotkv.commands.introspection).
 
 A handler is ``fn(client, argv) -> reply``; it raises ``CommandError`` for an
 error reply.  Handlers never check arity: the dispatcher already did.

@@ -15,7 +15,7 @@ import time
 import pytest
 import valkey
 
-import hotkv.aof
+import hotkv.aof.rewrite
 from hotkv.aof import AOFLoadError
 from support import RawClient, ReferenceValkey, encode_command, parse_aof
 
@@ -358,7 +358,7 @@ def test_writes_during_a_rewrite_are_kept(hotkv_server_factory, aof_dir, monkeyp
                                          catch_up):
     # catch-up: what arrived during the rewrite is appended and fsynced by the
     # fsync thread first (normally only for a buffer over CATCH_UP_MIN).
-    monkeypatch.setattr(hotkv.aof, "CATCH_UP_MIN", 1 if catch_up else 1 << 40)
+    monkeypatch.setattr(hotkv.aof.rewrite, "CATCH_UP_MIN", 1 if catch_up else 1 << 40)
     caplog.set_level(logging.INFO, logger="hotkv")
     s = start(hotkv_server_factory, aof_dir, appendfsync="everysec")
     c = conn(s)

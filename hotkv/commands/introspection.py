@@ -280,20 +280,6 @@ def command_getkeysandflags(c, argv):
             for i, (p, cmd) in enumerate(_getkeys(args, True))]
 
 
-# The stream commands' key-spec flags, until hotkv/commands/streams.py
-# declares them with ``key_flags=`` on its @command lines as every other
-# command module does (hotkv.registry); kept here only because that module
-# was being edited elsewhere when the table was split up.  Data, by full name.
-STREAM_KEY_FLAGS: dict = {}
-for _flags, _names in (
-        (("RW", "insert"), "xgroup|create xgroup|createconsumer"),
-        (("RO",), "xlen"),
-        (("RW", "update"), "xack xclaim xgroup|setid xsetid"),
-        (("RW", "delete"), "xautoclaim xdel xgroup|delconsumer xgroup|destroy xtrim")):
-    for _name in _names.split():
-        STREAM_KEY_FLAGS[_name] = (_flags,)
-
-
 def _key_flags(cmd, argv=None, nth: int = 0, pos: int = -1) -> list:
     if cmd.name == "set" and argv is not None:
         # SET's flags depend on its arguments: with GET it reads the old value.
@@ -307,7 +293,7 @@ def _key_flags(cmd, argv=None, nth: int = 0, pos: int = -1) -> list:
     # Declared flags (``key_flags`` on the @command): one entry per key
     # role, the last covering the rest (SORT's STORE destination, which no
     # key spec locates, is its second role).
-    roles = cmd.key_flags or STREAM_KEY_FLAGS.get(cmd.name)
+    roles = cmd.key_flags
     if roles is not None:
         return [Simple(f.encode()) for f in roles[min(nth, len(roles) - 1)]]
     if "write" in cmd.flags:

@@ -1,0 +1,521 @@
+"""The AOF writer: ``AOF``, the object the server feeds.
+
+Owns the appendonly file's descriptor and size, the buffer of records not
+yet written, the fsync policies and their thread, the disk-error state,
+turning the AOF on and off (``start``, ``stop``, CONFIG SET appendonly /
+appendfsync), cron and the INFO persistence fields.  The rewrite's parent
+side comes from ``RewriteMixin`` (hotkv.aof.rewrite), loading from
+``LoadMixin`` (hotkv.aof.loader).
+
+How a write reaches the disk (the dispatcher hands us each outermost call's
+deterministic ``(db, argv)`` entries through ``feed``):
+* ``feed`` encodes them into ``buf``; replies wait for the server's
+  before-sleep pass, as every reply does (hotkv.net);
+* the before-sleep hook writes ``buf`` with one write(2) -- and, with
+  ``appendfsync always``, one fdatasync for every client of the loop turn
+  (group commit) -- and only then does the server hand replies to sockets;
+* ``everysec``: a thread fsyncs once a second, off the event loop;
+  ``no``: the kernel decides.
+So after a process crash every acknowledged write is in the file, and with
+``always`` it also survives a machine crash.
+
+Disk faults: a failed write(2)/fsync sets ``server.disk_error`` to Redis's
+``MISCONF`` text (the dispatcher then refuses writes and serves reads) and
+``aof_last_write_status:err``.  The replies of that loop turn are *held*
+(their output is taken off the clients and the barrier stays up, so no
+flush path -- not even shutdown -- sends them): a write is never
+acknowledged before its record reached the file.  Cron retries; when a
+write succeeds again the error clears and the held replies go out.  A
+partial write is cut back with ftruncate so the file never ends inside a
+record we still hold.
+
+Invariants:
+* ``buf`` holds only complete records, appended in feed order; the file
+  holds a prefix of the records fed (plus, briefly, a written part of one
+  record that is cut back or completed);
+* no reply leaves before the record it acknowledges: replies leave in the
+  server's before-sleep pass, after this module's hook wrote ``buf``, and
+  ``held`` keeps those whose records could not be written;
+* while a rewrite child runs, every record fed also goes to ``rw_buf``, and
+  both streams start with a SELECT (``cur_db`` is reset at fork);
+* ``server.aof is self`` exactly when ``state != OFF or rw_buf is not None``
+  (``_attach``).
+"""
+
+from __future__ import annotations
+
+import collections
+import errno as _errno
+import logging
+import os
+import threading
+import time
+
+from ..config import param
+from .files import (
+    _EXEC,
+    _MULTI,
+    OFF,
+    ON,
+    WAIT_REWRITE,
+    _fsync,
+    _fsync_dir,
+    _select,
+    _write_all,
+    encode_into,
+)
+from .loader import LoadMixin
+from .rewrite import RewriteMixin
+
+log = logging.getLogger("hotkv")
+
+# Settings this module owns beyond those declared in hotkv/config.py.
+param("aof-rewrite-incremental-fsync", "bool", True, inert=True)
+param("aof-timestamp-enabled", "bool", False, inert=True)
+
+MISCONF = "MISCONF Errors writing to the AOF file: %s"
+
+
+# ----------------------------------------------------------------------
+# The fsync thread (everysec), Redis's bio
+# ----------------------------------------------------------------------
+
+class _Bio(threading.Thread):
+    def __init__(self):
+        super().__init__(name="hotkv-aof-fsync", daemon=True)
+        self.jobs = collections.deque()
+        self.cond = threading.Condition()
+        self.pending_fsync = 0
+        self.error = 0           # errno of the last failed fsync, 0 when fine
+
+    def submit(self, kind: str, fd: int, done=None, data=None):
+        """kind: "fsync" (the AOF: counted, errors kept in ``error``),
+        "sync" (append ``data`` if given, fsync, then ``done(errno or 0)``)
+        or "close"."""
+        with self.cond:
+            if kind == "fsync":
+                self.pending_fsync += 1
+            self.jobs.append((kind, fd, done, data))
+            self.cond.notify()
+
+    def stop(self):
+        with self.cond:
+            self.jobs.append(None)
+            self.cond.notify()
+
+    def run(self):
+        while True:
+            with self.cond:
+                while not self.jobs:
+                    self.cond.wait()
+                job = self.jobs.popleft()
+            if job is None:
+                return
+            kind, fd, done, data = job
+            if kind == "fsync":
+                try:
+                    _fsync(fd)
+                    self.error = 0
+                except OSError as e:
+                    if e.errno != _errno.EBADF:
+                        self.error = e.errno or _errno.EIO
+                with self.cond:
+                    self.pending_fsync -= 1
+            elif kind == "sync":
+                try:
+                    if data:
+                        _write_all(fd, data)
+                    _fsync(fd)
+                    done(0)
+                except OSError as e:
+                    done(e.errno or _errno.EIO)
+            else:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+# ----------------------------------------------------------------------
+# The AOF
+# ----------------------------------------------------------------------
+
+class AOF(RewriteMixin, LoadMixin):
+    def __init__(self, server):
+        self.server = server
+        values = server.config.values
+        self.state = OFF
+        self.start_cwd = os.getcwd()
+        self.fsync_mode = values["appendfsync"]
+        self.fd = None
+        self.path = None
+        self.buf = bytearray()
+        self.cur_db = -1
+        self.loading = False
+        self.current_size = 0
+        self.base_size = 0
+        self.unsynced = False        # written since the last fsync
+        self.last_fsync = time.monotonic()
+        self.bio = None
+        # disk errors
+        self.write_errno = 0
+        self.fsync_errno = 0
+        self.held: list = []
+        self.last_error_log = 0.0
+        # rewrite
+        self.rw_pid = 0
+        self.rw_tmp = None
+        self.rw_fd = None            # catch-up phase: the child's file, open
+        self.rw_synced = None        # errno of its background fsync, None while pending
+        self.rw_buf = None
+        self.rw_start = 0.0
+        self.rw_scheduled = False
+        self.rw_retry_at = 0.0
+        self.rw_last_time = -1
+        self.rw_last_ok = True
+        self.rw_count = 0
+        self.rw_failures = 0
+        # loading statistics
+        self.loaded_commands = 0
+        self.loaded_keys = 0
+        self.load_seconds = 0.0
+        self.load_truncated_at = None
+        listeners = server.config.listeners
+        listeners["appendonly"] = self._set_appendonly
+        listeners["appendfsync"] = self._set_appendfsync
+
+    # -- paths --------------------------------------------------------------
+    def file_path(self) -> str:
+        # A relative dir means relative to where the server started: ``hotkv
+        # serve`` chdirs into dir after the server (and this object) exist.
+        values = self.server.config.values
+        return os.path.abspath(os.path.join(self.start_cwd, values["dir"] or ".",
+                                            values["appendfilename"]))
+
+    @property
+    def rewriting(self) -> bool:
+        return bool(self.rw_pid) or self.rw_fd is not None
+
+    def _attach(self):
+        """Propagation reaches us only while someone needs the records."""
+        needed = (self.state != OFF or self.rw_buf is not None) and not self.loading
+        self.server.aof = self if needed else None
+
+    # -- feeding ------------------------------------------------------------
+    def feed(self, entries):
+        """One outermost call's (dbindex, argv) entries: one atomic record."""
+        state = self.state
+        if state == OFF and self.rw_buf is None or self.loading:
+            return
+        if state == ON and self.rw_buf is None and len(entries) == 1:
+            # The usual record: one command, no rewrite running.
+            dbindex, argv = entries[0]
+            buf = self.buf
+            if not buf:
+                self.server.wake()
+            if dbindex != self.cur_db:
+                buf += _select(dbindex)
+                self.cur_db = dbindex
+            encode_into(buf, argv)
+            return
+        out = bytearray()
+        cur = self.cur_db
+        multi = len(entries) > 1
+        if multi:
+            first = entries[0][0]
+            if first != cur:
+                out += _select(first)
+                cur = first
+            out += _MULTI
+        for dbindex, argv in entries:
+            if dbindex != cur:
+                out += _select(dbindex)
+                cur = dbindex
+            encode_into(out, argv)
+        if multi:
+            out += _EXEC
+        self.cur_db = cur
+        if self.rw_buf is not None:
+            self.rw_buf += out
+        if state == ON:
+            if not self.buf:
+                self.server.wake()
+            self.buf += out
+
+    # -- writing ------------------------------------------------------------
+    def before_sleep(self):
+        """Before replies leave: write (and with 'always', fsync) the buffer."""
+        if not self.buf:
+            return
+        if self.write_errno or self.fsync_errno:
+            return       # cron retries; replies of this turn are held
+        ok = self._write_buf()
+        if ok and self.fsync_mode == "always":
+            ok = self._fsync_now()
+        if not ok:
+            self._hold_pending()
+
+    def _hold_pending(self):
+        """Keep this turn's replies: their writes are not in the file.  The
+        output is taken off the client too, so no flush at all (QUIT, server
+        shutdown) can send it; flush_scheduled stays True, so the client is
+        not queued again and its later replies wait behind the held ones."""
+        server = self.server
+        if server.pending_flush:
+            for client in server.pending_flush:
+                self.held.append((client, client.out))
+                client.out = []
+            server.pending_flush = []
+
+    def _release_held(self):
+        held, self.held = self.held, []
+        for client, out in held:
+            out.extend(client.out)
+            client.out = out
+            client.flush_scheduled = False
+            client.schedule_flush()
+        self.server.wake()
+
+    def _write_buf(self) -> bool:
+        buf = self.buf
+        fd = self.fd
+        if fd is None:
+            return True
+        total = len(buf)
+        done = 0
+        err = 0
+        view = memoryview(buf)
+        try:
+            while done < total:
+                done += os.write(fd, view[done:])
+        except OSError as e:
+            err = e.errno or _errno.EIO
+        finally:
+            view.release()
+        if not err:
+            self.buf = bytearray()
+            self.current_size += total
+            self.unsynced = True
+            if self.write_errno:
+                self._write_ok()
+            return True
+        if done:
+            # Cut the partial record back so the file ends on a record we
+            # still hold; if that fails, keep what was written and drop it
+            # from the buffer: the rest completes it on the next try.
+            try:
+                os.ftruncate(fd, self.current_size)
+            except OSError:
+                del buf[:done]
+                self.current_size += done
+        self._write_failed(err)
+        return False
+
+    def _fsync_now(self) -> bool:
+        try:
+            _fsync(self.fd)
+        except OSError as e:
+            self._fsync_failed(e.errno or _errno.EIO)
+            return False
+        self.unsynced = False
+        self.last_fsync = time.monotonic()
+        if self.fsync_errno:
+            self.fsync_errno = 0
+            self._maybe_clear_error()
+        return True
+
+    def _write_failed(self, err: int):
+        first = not self.write_errno
+        self.write_errno = err
+        self._set_disk_error(err, "Error writing to the AOF file", first)
+
+    def _fsync_failed(self, err: int):
+        first = not self.fsync_errno
+        self.fsync_errno = err
+        self._set_disk_error(err, "Error fsyncing the AOF file", first)
+
+    def _set_disk_error(self, err, what, first):
+        text = os.strerror(err)
+        self.server.disk_error = MISCONF % text
+        now = time.monotonic()
+        if first or now - self.last_error_log > 30:
+            self.last_error_log = now
+            log.warning("%s: %s (writes are refused until it works again)", what, text)
+
+    def _write_ok(self):
+        self.write_errno = 0
+        self._maybe_clear_error()
+
+    def _maybe_clear_error(self):
+        if not self.write_errno and not self.fsync_errno and not (
+                self.bio is not None and self.bio.error):
+            if self.server.disk_error is not None and self.server.disk_error.startswith(
+                    "MISCONF Errors writing to the AOF"):
+                self.server.disk_error = None
+                log.warning("AOF write error looks solved. The server can write again.")
+
+    def _clear_errors(self):
+        self.write_errno = self.fsync_errno = 0
+        if self.bio is not None:
+            self.bio.error = 0
+        self._maybe_clear_error()
+        if self.held:
+            self._release_held()
+
+    def _retry(self):
+        """Cron: try again after a disk error."""
+        if self.fd is None:
+            return
+        ok = True
+        if self.buf:
+            saved, self.write_errno = self.write_errno, 0
+            ok = self._write_buf()
+            if not ok and not self.write_errno:
+                self.write_errno = saved
+        if ok and (self.fsync_errno or self.fsync_mode == "always"
+                   or (self.bio is not None and self.bio.error)):
+            ok = self._fsync_now()
+            if ok and self.bio is not None:
+                self.bio.error = 0
+        if ok:
+            self._clear_errors()
+
+    # -- opening and closing ------------------------------------------------
+    def _open(self, path: str, create_ok: bool = True):
+        flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT if create_ok else 0)
+        existed = os.path.exists(path)
+        fd = os.open(path, flags, 0o644)
+        if not existed:
+            _fsync_dir(path)
+        self.fd = fd
+        self.path = path
+        self.current_size = os.fstat(fd).st_size
+        self.cur_db = -1
+
+    def _ensure_bio(self):
+        if self.bio is None or not self.bio.is_alive():
+            self.bio = _Bio()
+            self.bio.start()
+
+    def _close_fd(self, fd):
+        if self.bio is not None and self.bio.is_alive():
+            self.bio.submit("close", fd)
+        else:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def start(self):
+        """Open the AOF for appending (after loading it)."""
+        path = self.file_path()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self._open(path)
+        self.base_size = self.current_size
+        self.state = ON
+        self._ensure_bio()
+        self._attach()
+
+    def stop(self, final: bool = False):
+        """Flush, fsync and close; the AOF is off afterwards."""
+        self.kill_rewrite()
+        if self.fd is not None:
+            if self.buf:
+                self.write_errno = 0      # one last try
+                self._write_buf()
+            try:
+                _fsync(self.fd)
+            except OSError:
+                pass
+            # Through the fsync thread: an fsync it still has queued must not
+            # hit a reused descriptor number.
+            self._close_fd(self.fd)
+            self.fd = None
+        self.state = OFF
+        self.buf = bytearray()
+        self.write_errno = self.fsync_errno = 0
+        if self.bio is not None:
+            self.bio.error = 0
+        self._maybe_clear_error()
+        if final:
+            self.held = []     # never acknowledged: those writes are not on disk
+        elif self.held:
+            self._release_held()   # AOF turned off: nothing to wait for any more
+        self._attach()
+        if final and self.bio is not None:
+            self.bio.stop()
+            self.bio.join(5)
+            self.bio = None
+
+    # -- config ---------------------------------------------------------------
+    def _set_appendonly(self, value):
+        if value and self.state == OFF:
+            self.state = WAIT_REWRITE
+            if self.rewriting:
+                self.kill_rewrite()
+            self.rw_scheduled = True
+            self._attach()
+            self.cron_rewrite()
+        elif not value and self.state != OFF:
+            self.stop()
+
+    def _set_appendfsync(self, value):
+        self.fsync_mode = value
+        if value == "always" and self.fd is not None and self.unsynced:
+            if self._fsync_now():
+                pass
+
+    # -- cron -----------------------------------------------------------------
+    def cron(self):
+        if self.rw_pid:
+            self._poll_rewrite()
+        elif self.rw_fd is not None and self.rw_synced is not None:
+            if self.rw_synced:
+                log.warning("Error writing the rewritten AOF: %s", os.strerror(self.rw_synced))
+                self._abort_catch_up()
+            else:
+                self._finish_rewrite()
+        if self.write_errno or self.fsync_errno or (self.bio is not None and self.bio.error):
+            if self.bio is not None and self.bio.error and not self.fsync_errno:
+                self._fsync_failed(self.bio.error)
+            self._retry()
+        if self.state == ON and self.fd is not None and self.fsync_mode == "everysec" \
+                and self.unsynced and not self.fsync_errno:
+            now = time.monotonic()
+            if now - self.last_fsync >= 1.0 and self.bio is not None and \
+                    self.bio.pending_fsync == 0:
+                self.unsynced = False
+                self.last_fsync = now
+                self.bio.submit("fsync", self.fd)
+        if not self.rewriting:
+            self.cron_rewrite()
+
+    # -- INFO ---------------------------------------------------------------------
+    def info_fields(self) -> dict:
+        ok = not (self.write_errno or self.fsync_errno or (self.bio is not None and self.bio.error))
+        running = self.rewriting
+        fields = {
+            "aof_enabled": int(self.state != OFF),
+            "aof_rewrite_in_progress": int(running),
+            "aof_rewrite_scheduled": int(self.rw_scheduled),
+            "aof_last_rewrite_time_sec": self.rw_last_time,
+            "aof_current_rewrite_time_sec":
+                int(time.monotonic() - self.rw_start) if running else -1,
+            "aof_last_bgrewrite_status": "ok" if self.rw_last_ok else "err",
+            "aof_rewrites": self.rw_count,
+            "aof_rewrites_consecutive_failures": self.rw_failures,
+            "aof_last_write_status": "ok" if ok else "err",
+            "aof_last_cow_size": 0,
+            "module_fork_in_progress": 0,
+            "module_fork_last_cow_size": 0,
+        }
+        if self.state != OFF:
+            fields.update({
+                "aof_current_size": self.current_size,
+                "aof_base_size": self.base_size,
+                "aof_pending_rewrite": int(self.rw_scheduled),
+                "aof_buffer_length": len(self.buf),
+                "aof_pending_bio_fsync": self.bio.pending_fsync if self.bio is not None else 0,
+                "aof_delayed_fsync": 0,
+            })
+        return fields
