@@ -164,132 +164,118 @@ def _full_key_access(c, argv, readonly: bool) -> bool:
     return all_keys_readable(c, (sort_ro if readonly else sort).command, argv)
 
 
-def _sort(c, argv, readonly: bool):
-    desc = alpha = dontsort = False
-    limit_start, limit_count = 0, -1
-    sortby = storekey = None
-    gets = []
+class _SortArgs:
+    """SORT's options as parsed, in Valkey's defaults."""
+    __slots__ = ("desc", "alpha", "dontsort", "limit_start", "limit_count", "sortby",
+                 "storekey", "gets")
+
+    def __init__(self):
+        self.desc = self.alpha = self.dontsort = False
+        self.limit_start, self.limit_count = 0, -1
+        self.sortby = self.storekey = None
+        self.gets = []
+
+
+def _parse_sort(c, argv, readonly: bool) -> _SortArgs:
+    o = _SortArgs()
     j, argc = 2, len(argv)
     while j < argc:
         left = argc - j - 1
         word = argv[j].lower()
         if word == b"asc":
-            desc = False
+            o.desc = False
         elif word == b"desc":
-            desc = True
+            o.desc = True
         elif word == b"alpha":
-            alpha = True
+            o.alpha = True
         elif word == b"limit" and left >= 2:
-            limit_start = _long(argv[j + 1])
-            limit_count = _long(argv[j + 2])
+            o.limit_start = _long(argv[j + 1])
+            o.limit_count = _long(argv[j + 2])
             j += 2
         elif not readonly and word == b"store" and left >= 1:
-            storekey = argv[j + 1]
+            o.storekey = argv[j + 1]
             j += 1
         elif word == b"by" and left >= 1:
-            sortby = argv[j + 1]
-            if b"*" not in sortby:
-                dontsort = True
+            o.sortby = argv[j + 1]
+            if b"*" not in o.sortby:
+                o.dontsort = True
             elif not _full_key_access(c, argv, readonly):
                 raise CommandError(BY_DENIED)
             j += 1
         elif word == b"get" and left >= 1:
             if not _full_key_access(c, argv, readonly):
                 raise CommandError(GET_DENIED)
-            gets.append(argv[j + 1])
+            o.gets.append(argv[j + 1])
             j += 1
         else:
             raise CommandError(SYNTAX)
         j += 1
+    return o
 
-    db = c.db
-    value = db.lookup_read(argv[1])
-    kind = None
-    if value is not None:
-        kind = TYPE_NAMES.get(type(value))
-        if kind not in (b"list", b"set", b"zset"):
-            raise WrongType()
-    else:
-        kind = b"list"
-    if dontsort and kind == b"set" and storekey is not None:
-        dontsort, alpha, sortby = False, True, None
 
-    vlen = 0 if value is None else len(value)
-    start = min(max(limit_start, 0), vlen)
-    limit_count = min(max(limit_count, -1), vlen)
+def _limit_range(o: _SortArgs, vlen: int) -> tuple[int, int]:
+    """LIMIT -> the (start, end) indexes, inclusive, clamped as Valkey does."""
+    start = min(max(o.limit_start, 0), vlen)
+    limit_count = min(max(o.limit_count, -1), vlen)
     end = vlen - 1 if limit_count < 0 else start + limit_count - 1
     if start >= vlen:
         start, end = vlen - 1, vlen - 2
     if end >= vlen:
         end = vlen - 1
+    return start, end
 
-    if value is None:
+
+def _unsorted_slice(o: _SortArgs, kind, value, vlen: int, start: int, end: int):
+    """A list or zset taken in its own order (BY a constant): only the LIMIT
+    window is read; returns (elements, start, end) with the window rebased."""
+    if kind == b"list":
+        if end < start:
+            return [], start, end
+        it = reversed(value) if o.desc else iter(value)
+        return list(islice(it, start, end + 1)), 0, end - start
+    sl = value.sl
+    n = end - start + 1
+    if n <= 0:
         elements = []
-    elif dontsort and kind == b"list":
-        if end >= start:
-            it = reversed(value) if desc else iter(value)
-            elements = list(islice(it, start, end + 1))
-            end -= start
-            start = 0
-        else:
-            elements = []
-    elif dontsort and kind == b"zset":
-        sl = value.sl
-        n = end - start + 1
-        if n > 0:
-            if desc:
-                elements = [m for _, m in sl.islice(vlen - start - n, vlen - start, reverse=True)]
-            else:
-                elements = [m for _, m in sl.islice(start, start + n)]
-        else:
-            elements = []
-        end -= start
-        start = 0
-    elif kind == b"set":
-        elements = _set_order(c, value) if dontsort else list(value)
-    elif kind == b"zset":
-        elements = list(value.d)
+    elif o.desc:
+        elements = [m for _, m in sl.islice(vlen - start - n, vlen - start, reverse=True)]
     else:
-        elements = list(value)
+        elements = [m for _, m in sl.islice(start, start + n)]
+    return elements, 0, end - start
 
-    if not dontsort and elements:
-        if alpha:
-            if sortby is not None:
-                # a missing weight sorts first
-                keyed = [(w is not None, w or b"", e) for e, w in
-                         ((e, _by_pattern(db, sortby, e)) for e in elements)]
-                keyed.sort(key=lambda t: (t[0], t[1]), reverse=desc)
-                elements = [t[2] for t in keyed]
-            else:
-                elements.sort(reverse=desc)
+
+def _order(db, o: _SortArgs, elements: list) -> list:
+    """elements sorted by themselves or their BY weights (ALPHA or numeric)."""
+    sortby = o.sortby
+    if o.alpha:
+        if sortby is None:
+            elements.sort(reverse=o.desc)
+            return elements
+        # a missing weight sorts first
+        keyed = [(w is not None, w or b"", e) for e, w in
+                 ((e, _by_pattern(db, sortby, e)) for e in elements)]
+        keyed.sort(key=lambda t: (t[0], t[1]), reverse=o.desc)
+        return [t[2] for t in keyed]
+    bad = False
+    keyed = []
+    for e in elements:
+        w = _by_pattern(db, sortby, e) if sortby is not None else e
+        if w is None:
+            score = 0.0
         else:
-            bad = False
-            keyed = []
-            for e in elements:
-                w = _by_pattern(db, sortby, e) if sortby is not None else e
-                if w is None:
-                    score = 0.0
-                else:
-                    score = _weight(w)
-                    if score is None:
-                        bad = True
-                        score = 0.0
-                keyed.append((score, e))
-            if bad:
-                raise CommandError(NOT_DOUBLE)
-            keyed.sort(reverse=desc)
-            elements = [e for _, e in keyed]
+            score = _weight(w)
+            if score is None:
+                bad = True
+                score = 0.0
+        keyed.append((score, e))
+    if bad:
+        raise CommandError(NOT_DOUBLE)
+    keyed.sort(reverse=o.desc)
+    return [e for _, e in keyed]
 
-    picked = elements[start:end + 1] if end >= start else []
-    if storekey is None:
-        if not gets:
-            return picked
-        out = []
-        for e in picked:
-            for pattern in gets:
-                out.append(_by_pattern(db, pattern, e))
-        return out
 
+def _store(c, db, storekey: bytes, gets: list, picked: list) -> int:
+    """SORT ... STORE: the result list replaces storekey (deleted when empty)."""
     if gets:
         result = ListValue()
         for e in picked:
@@ -306,6 +292,45 @@ def _sort(c, argv, readonly: bool):
         db.delete(storekey)
         c.server.written(db, storekey, "g", "del")
     return n
+
+
+def _sort(c, argv, readonly: bool):
+    o = _parse_sort(c, argv, readonly)
+    db = c.db
+    value = db.lookup_read(argv[1])
+    kind = None
+    if value is not None:
+        kind = TYPE_NAMES.get(type(value))
+        if kind not in (b"list", b"set", b"zset"):
+            raise WrongType()
+    else:
+        kind = b"list"
+    if o.dontsort and kind == b"set" and o.storekey is not None:
+        o.dontsort, o.alpha, o.sortby = False, True, None
+
+    vlen = 0 if value is None else len(value)
+    start, end = _limit_range(o, vlen)
+
+    if value is None:
+        elements = []
+    elif o.dontsort and kind != b"set":
+        elements, start, end = _unsorted_slice(o, kind, value, vlen, start, end)
+    elif kind == b"set":
+        elements = _set_order(c, value) if o.dontsort else list(value)
+    elif kind == b"zset":
+        elements = list(value.d)
+    else:
+        elements = list(value)
+
+    if not o.dontsort and elements:
+        elements = _order(db, o, elements)
+
+    picked = elements[start:end + 1] if end >= start else []
+    if o.storekey is not None:
+        return _store(c, db, o.storekey, o.gets, picked)
+    if not o.gets:
+        return picked
+    return [_by_pattern(db, pattern, e) for e in picked for pattern in o.gets]
 
 
 # Key specs beyond the sorted key, as Redis declares them: BY/GET name keys
