@@ -490,7 +490,7 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
        subject=st.lists(st.sampled_from([b"a", b"b", b".", b"\n", b"(", b"x"]),
                         max_size=6).map(b"".join))
 def test_glob_matcher_agrees_with_stringmatch(pattern, subject):
-    from hotkv.acl import glob_matcher
+    from hotkv.acl_rules import glob_matcher
     from hotkv.util import stringmatch
     assert bool(glob_matcher(pattern)(subject)) == stringmatch(pattern, subject)
 

@@ -23,7 +23,7 @@ Pairs covered here:
   formatting (``test_encode_caches_equal_plain_formatting``);
 * ``commands.stream_args._ll`` vs ``string2ll``, ``parse_id``'s digit-only form
   vs its C-string form (``test_ll_and_parse_id_fast_forms``);
-* ``acl.glob_matcher``'s shortcuts vs ``util.stringmatch``
+* ``acl_rules.glob_matcher``'s shortcuts vs ``util.stringmatch``
   (``test_glob_matcher_shortcuts_equal_stringmatch``).
 
 Every test is bounded (seeded, fixed counts); together they take a few
@@ -475,7 +475,7 @@ def test_ll_and_parse_id_fast_forms():
 
 
 def test_glob_matcher_shortcuts_equal_stringmatch():
-    from hotkv.acl import glob_matcher
+    from hotkv.acl_rules import glob_matcher
     from hotkv.util import stringmatch
     rnd = random.Random(42)
     alphabet = b"ab*?"

@@ -25,7 +25,6 @@ from ..replies import help_reply
 from ..resp import SetReply, Simple
 from ..util import stringmatch
 
-
 _FLAG_ORDER = ("write", "readonly", "denyoom", "module", "admin", "pubsub", "noscript",
                "blocking", "loading", "stale", "skip_monitor", "skip_slowlog", "asking",
                "fast", "no_auth", "no_mandatory_keys", "no_async_loading", "no_multi",

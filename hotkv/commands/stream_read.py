@@ -203,17 +203,10 @@ def _still_empty(db, server, st: _Blocked, group_mode: bool) -> bool:
     return True
 
 
-def _xread(c, argv, group_mode: bool):
-    server = c.server
-    waiter = c.reprocessing
-    if waiter and type(waiter.data) is _Blocked and waiter.data.quick:
-        # Woken by a write to one of its keys: most wake-ups of an idle
-        # worker find nothing for it -- re-block without re-parsing.
-        st = waiter.data
-        if _still_empty(c.db, server, st, group_mode):
-            return block(c, st.keys, 0, Stream, NULL_ARRAY, unblock_on_nokey=group_mode,
-                         data=st)
-    db = c.db
+def _xread_options(server, argv, group_mode: bool):
+    """XREAD / XREADGROUP's options, up to STREAMS: (deadline, count,
+    position of the first key, number of streams, noack, group, consumer);
+    the errors Valkey gives, in its order."""
     name = "xreadgroup" if group_mode else "xread"
     deadline = None
     count = 0
@@ -260,6 +253,50 @@ def _xread(c, argv, group_mode: bool):
         raise CommandError(errors.SYNTAX)
     if group_mode and gname is None:
         raise CommandError(ERR_MISSING_GROUP)
+    return deadline, count, streams_arg, nstreams, noack, gname, cname
+
+
+def _read_id(s, arg: bytes, k: int, resolved, group_mode: bool) -> int:
+    """The ID the k-th stream is read after: ``$`` its last ID (or what it
+    meant when the read first ran: ``resolved``), ``+`` one before its last
+    entry, ``>`` (groups) MAX_ID, else the ID given."""
+    if arg == b"$":
+        if group_mode:
+            raise CommandError(ERR_DOLLAR_IN_GROUP)
+        if resolved is not None and k in resolved:
+            return resolved[k]
+        else:
+            return s.last_id if s is not None else 0
+    elif arg == b"+":
+        if group_mode:
+            raise CommandError(ERR_PLUS_IN_GROUP)
+        if s is not None:
+            if s.last_id == 0:
+                raise CommandError(ERR_LAST_ZERO)
+            return s.last_id - 1
+        else:
+            return 0
+    elif arg == b">":
+        if not group_mode:
+            raise CommandError(ERR_GT_NOT_IN_GROUP)
+        return MAX_ID
+    else:
+        return parse_id(arg, 0, strict=True)[0]
+
+
+def _xread(c, argv, group_mode: bool):
+    server = c.server
+    waiter = c.reprocessing
+    if waiter and type(waiter.data) is _Blocked and waiter.data.quick:
+        # Woken by a write to one of its keys: most wake-ups of an idle
+        # worker find nothing for it -- re-block without re-parsing.
+        st = waiter.data
+        if _still_empty(c.db, server, st, group_mode):
+            return block(c, st.keys, 0, Stream, NULL_ARRAY, unblock_on_nokey=group_mode,
+                         data=st)
+    db = c.db
+    deadline, count, streams_arg, nstreams, noack, gname, cname = \
+        _xread_options(server, argv, group_mode)
 
     keys = argv[streams_arg:streams_arg + nstreams]
     id_args = argv[streams_arg + nstreams:]
@@ -278,29 +315,7 @@ def _xread(c, argv, group_mode: bool):
                     "NOGROUP No such key '%s' or consumer group '%s' in XREADGROUP with GROUP "
                     "option" % (_fmt(key), _fmt(gname)))
             groups[k] = g
-        arg = id_args[k]
-        if arg == b"$":
-            if group_mode:
-                raise CommandError(ERR_DOLLAR_IN_GROUP)
-            if resolved is not None and k in resolved:
-                ids[k] = resolved[k]
-            else:
-                ids[k] = s.last_id if s is not None else 0
-        elif arg == b"+":
-            if group_mode:
-                raise CommandError(ERR_PLUS_IN_GROUP)
-            if s is not None:
-                if s.last_id == 0:
-                    raise CommandError(ERR_LAST_ZERO)
-                ids[k] = s.last_id - 1
-            else:
-                ids[k] = 0
-        elif arg == b">":
-            if not group_mode:
-                raise CommandError(ERR_GT_NOT_IN_GROUP)
-            ids[k] = MAX_ID
-        else:
-            ids[k] = parse_id(arg, 0, strict=True)[0]
+        ids[k] = _read_id(s, id_args[k], k, resolved, group_mode)
 
     results = []
     props = [] if c.server.aof is not None else None   # None: nothing logs

@@ -3,7 +3,8 @@
 Owns every Z* command, the blocking pops (BZPOPMIN/BZPOPMAX/BZMPOP through
 ``hotkv.blocking``) and ZSCAN.  The value, ``ZSetValue`` (a dict member ->
 score plus a ``SortedList`` of ``(score, member)`` in Redis's order, so rank,
-range and pop are O(log n + k)), is hotkv/types/zsets.py's.
+range and pop are O(log n + k)), is hotkv/types/zsets.py's; parsing range
+bounds and finding what a range selects is hotkv/commands/zset_ranges.py's.
 
 Invariants:
 * a sorted set is never empty in the keyspace: the command that removes its
@@ -18,9 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
-import math
 import random
-import re
 
 from sortedcontainers import SortedList
 
@@ -31,145 +30,26 @@ from ..resp import NULL_ARRAY
 from ..types.sets import SetValue
 from ..types.zsets import ZSetValue
 from ..util import LLONG_MAX, string2ll
-from .hashes import RANDOM_REPLY_LIMIT, cfg, random_member, parse_cursor, scan_args, scan_container
-
-_INF = math.inf
-_nextafter = math.nextafter
-
-
-# ----------------------------------------------------------------------
-# Parsing
-# ----------------------------------------------------------------------
-
-_STRTOD_DEC = re.compile(
-    rb"[ \t\n\v\f\r]*([+-]?)(?:([0-9]*\.?[0-9]*)(?:[eE][+-]?[0-9]+)?|(inf(?:inity)?|nan)|"
-    rb"(0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?))\Z",
-    re.IGNORECASE)
-
-
-def _strtod(data: bytes, strict: bool):
-    """C strtod over the whole of data.  Returns the float or None.  strict
-    (string2d): no leading space, no overflow/underflow to zero."""
-    if strict and (not data or data[:1].isspace()):
-        return None
-    m = _STRTOD_DEC.match(data)
-    if m is None:
-        return None
-    sign, dec, word, hexa = m.groups()
-    if word is not None:
-        if word.lower() == b"nan":
-            return None
-        return -_INF if sign == b"-" else _INF
-    if hexa is not None:
-        try:
-            v = float.fromhex(data.strip().decode())
-        except (ValueError, OverflowError):
-            return None if strict else (-_INF if sign == b"-" else _INF)
-        return v
-    if not dec or dec == b".":
-        if strict:
-            return None
-        # strtod converts nothing: value 0 and the end pointer at the start
-        return 0.0 if not data else None
-    v = float(data)
-    if strict:
-        if math.isinf(v):
-            return None
-        if v == 0.0 and dec.strip(b"0.") != b"":
-            return None
-    return v
-
-
-def parse_score(data: bytes, message: str = errors.NOT_FLOAT) -> float:
-    v = _strtod(data, True)
-    if v is None:
-        raise CommandError(message)
-    return v
-
-
-def _range_bound(data: bytes):
-    ex = data[:1] == b"("
-    v = _strtod(data[1:] if ex else data, False)
-    if v is None or v != v:
-        raise CommandError("ERR min or max is not a float")
-    return v, ex
-
-
-def _lex_bound(data: bytes):
-    """(kind, value, exclusive): kind -1 is '-', 1 is '+', 0 a string."""
-    c = data[:1]
-    if c == b"+" and len(data) == 1:
-        return (1, b"", True)
-    if c == b"-" and len(data) == 1:
-        return (-1, b"", True)
-    if c == b"(":
-        return (0, data[1:], True)
-    if c == b"[":
-        return (0, data[1:], False)
-    raise CommandError("ERR min or max not valid string range item")
-
-
-def _long(data: bytes) -> int:
-    v = string2ll(data)
-    if v is None:
-        raise CommandError(errors.NOT_INTEGER)
-    return v
-
-
-# ----------------------------------------------------------------------
-# Range search
-# ----------------------------------------------------------------------
-
-def _score_lo(sl, score, ex) -> int:
-    """First position whose score is >= score (> if ex)."""
-    if ex:
-        if score == _INF:
-            return len(sl)
-        score = _nextafter(score, _INF)
-    return sl.bisect_left((score,))
-
-
-def _score_span(z, mn, mnex, mx, mxex):
-    sl = z.sl
-    lo = _score_lo(sl, mn, mnex)
-    hi = _score_lo(sl, mx, not mxex)
-    return lo, max(lo, hi)
-
-
-def _lex_first(sl, pred) -> int:
-    """First position whose member satisfies pred (pred monotonic)."""
-    lo, hi = 0, len(sl)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if pred(sl[mid][1]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-def _lex_span(z, mn, mx):
-    sl = z.sl
-    kind, v, ex = mn
-    if kind == -1:
-        lo = 0
-    elif kind == 1:
-        lo = len(sl)
-    elif ex:
-        lo = _lex_first(sl, lambda m: m > v)
-    else:
-        lo = _lex_first(sl, lambda m: m >= v)
-    kind, v, ex = mx
-    if kind == 1:
-        hi = len(sl)
-    elif kind == -1:
-        hi = 0
-    elif ex:
-        hi = _lex_first(sl, lambda m: m >= v)
-    else:
-        hi = _lex_first(sl, lambda m: m > v)
-    return lo, max(lo, hi)
-
+from .hashes import (
+    RANDOM_REPLY_LIMIT,
+    cfg,
+    parse_cursor,
+    random_member,
+    scan_args,
+    scan_container,
+)
+from .zset_ranges import (
+    LEX,
+    RANK,
+    SCORE,
+    _lex_bound,
+    _lex_span,
+    _long,
+    _range_bound,
+    _range_items,
+    _score_span,
+    parse_score,
+)
 
 # ----------------------------------------------------------------------
 # Helpers
@@ -418,63 +298,6 @@ def zlexcount(c, argv):
         return 0
     lo, hi = _lex_span(z, mn, mx)
     return hi - lo
-
-
-RANK, SCORE, LEX = 0, 1, 2
-
-
-def _range_items(z, rangetype, reverse, a, b, offset, limit):
-    """(score, member) items in reply order."""
-    sl = z.sl
-    n = len(sl)
-    if rangetype == RANK:
-        start, end = a, b
-        if start < 0:
-            start += n
-        if end < 0:
-            end += n
-        if start < 0:
-            start = 0
-        if start > end or start >= n:
-            return []
-        if end >= n:
-            end = n - 1
-        if reverse:
-            return list(sl.islice(n - 1 - end, n - start, reverse=True))
-        return list(sl.islice(start, end + 1))
-    if (offset > 0 and offset >= n) or limit == 0:
-        return []
-    if rangetype == SCORE:
-        lo, hi = _score_span(z, a[0], a[1], b[0], b[1])
-    else:
-        lo, hi = _lex_span(z, a, b)
-    if offset < 0:
-        # A listpack walks |offset| steps off the end: nothing.  A skiplist
-        # counts a negative offset from the far end of the range.
-        if not z.big:
-            return []
-        k = -offset
-        take = k if limit < 0 else min(limit, k)
-        if reverse:
-            p = lo + k - 1
-            if p >= hi:
-                return []
-            return list(sl.islice(p + 1 - take, p + 1, reverse=True))
-        p = hi - k
-        if p < lo:
-            return []
-        return list(sl.islice(p, p + take))
-    if reverse:
-        hi -= offset
-        if hi <= lo:
-            return []
-        start = lo if limit < 0 else max(lo, hi - limit)
-        return list(sl.islice(start, hi, reverse=True))
-    lo += offset
-    if lo >= hi:
-        return []
-    stop = hi if limit < 0 else min(hi, lo + limit)
-    return list(sl.islice(lo, stop))
 
 
 def _zrange_generic(c, argv, first, store, rangetype, reverse):
@@ -858,6 +681,41 @@ def _aggregate(a, b, how):
     return b if b > a else a
 
 
+# AGGREGATE's argument -> _aggregate's ``how``.
+_AGGREGATES = {b"sum": 0, b"min": 1, b"max": 2}
+
+
+def _inter(srcs, weights, order, how, cardinality_only, limit, result) -> int:
+    """ZINTER's members and scores into ``result`` (sources taken in
+    ``order``); with ``cardinality_only`` only counts them, up to a non-zero
+    ``limit``.  Returns the count (0 unless cardinality_only)."""
+    maps = [_src_items(srcs[i]) for i in order]
+    ws = [weights[i] for i in order]
+    first = maps[0]
+    count = 0
+    for m, s0 in first.items():
+        score = ws[0] * s0
+        if score != score:
+            score = 0.0
+        for k in range(1, len(maps)):
+            if maps[k] is first:
+                v = s0 * ws[k]
+            else:
+                v = maps[k].get(m)
+                if v is None:
+                    break
+                v *= ws[k]
+            score = _aggregate(score, v, how)
+        else:
+            if cardinality_only:
+                count += 1
+                if limit and count >= limit:
+                    break
+            else:
+                result[m] = score
+    return count
+
+
 def _zsetop(c, argv, numkeys_idx, op, dst, cardinality_only, name):
     """op: 'union', 'inter', 'diff'.  Returns the reply."""
     setnum = _long(argv[numkeys_idx])
@@ -888,14 +746,8 @@ def _zsetop(c, argv, numkeys_idx, op, dst, cardinality_only, name):
                 weights[i] = parse_score(argv[j], "ERR weight value is not a float")
                 j += 1
         elif op != "diff" and not cardinality_only and remaining >= 2 and opt == b"aggregate":
-            agg = argv[j + 1].lower()
-            if agg == b"sum":
-                how = 0
-            elif agg == b"min":
-                how = 1
-            elif agg == b"max":
-                how = 2
-            else:
+            how = _AGGREGATES.get(argv[j + 1].lower())
+            if how is None:
                 raise CommandError(errors.SYNTAX)
             j += 2
         elif remaining >= 1 and dst is None and not cardinality_only and opt == b"withscores":
@@ -913,30 +765,7 @@ def _zsetop(c, argv, numkeys_idx, op, dst, cardinality_only, name):
     # decides ties such as MIN(-0, 0) and the order sums are taken in.
     order = sorted(range(setnum), key=lambda i: 0 if srcs[i] is None else len(srcs[i]))
     if op == "inter":
-        maps = [_src_items(srcs[i]) for i in order]
-        ws = [weights[i] for i in order]
-        first = maps[0]
-        count = 0
-        for m, s0 in first.items():
-            score = ws[0] * s0
-            if score != score:
-                score = 0.0
-            for k in range(1, setnum):
-                if maps[k] is first:
-                    v = s0 * ws[k]
-                else:
-                    v = maps[k].get(m)
-                    if v is None:
-                        break
-                    v *= ws[k]
-                score = _aggregate(score, v, how)
-            else:
-                if cardinality_only:
-                    count += 1
-                    if limit and count >= limit:
-                        break
-                else:
-                    result[m] = score
+        count = _inter(srcs, weights, order, how, cardinality_only, limit, result)
         if cardinality_only:
             return count
     elif op == "union":
@@ -1092,4 +921,3 @@ def zscan(c, argv):
         out.append(m)
         out.append(format_double(d[m]))
     return [b"%d" % nxt, out]
-
