@@ -18,7 +18,6 @@ from hotkv.types.stream_groups import NACK, PEL
 from hotkv.types.stream_ids import MAX_ID, id_bytes
 from hotkv.types.stream_persist import node_listpack as _node_listpack, rdb_load
 
-
 # ----------------------------------------------------------------------
 # XADD: the fast shapes leave what the general parser leaves
 # ----------------------------------------------------------------------
