@@ -164,6 +164,12 @@ param("daemonize", "bool", False, mutable=False)
 param("pidfile", "string", "", mutable=False)
 param("save", "string", "", parse_fn=_parse_save)
 param("dbfilename", "string", "dump.rdb")
+# RDB snapshots (hotkv/snapshot): Valkey's defaults; rdb-key-save-delay (microseconds per
+# key, as Valkey) lets tests hold a BGSAVE child open.
+param("rdbcompression", "bool", True)
+param("rdbchecksum", "bool", True, mutable=False)
+param("stop-writes-on-bgsave-error", "bool", True)
+param("rdb-key-save-delay", "int", 0, lo=-INT_MAX - 1, hi=INT_MAX)
 param("notify-keyspace-events", "string", "")
 param("lua-time-limit", "int", 5000, inert=True, aliases=("busy-reply-threshold",))
 param("slowlog-log-slower-than", "int", 10000)
