@@ -1,4 +1,4 @@
-"""ACL and authentication (hotkv.acl, hotkv.commands.acl), against the reference
+"""ACL and authentication (hotkv.acl, hotkv.commands.acl_cmds), against the reference
 Valkey where replies are deterministic, and behaviourally where they are not
 (password hashes are deterministic; GENPASS, LOG timestamps and client info
 are not)."""

@@ -1,4 +1,4 @@
-"""Pub/Sub (hotkv/pubsub.py, hotkv/commands/pubsub.py) and glob matching
+"""Pub/Sub (hotkv/pubsub.py, hotkv/commands/pubsub_cmds.py) and glob matching
 (hotkv.util.stringmatch).
 
 * Transcripts against the reference Valkey, byte for byte: confirmations,
