@@ -1,4 +1,4 @@
-"""Stream consumer groups (hotkv/commands/streams.py, hotkv/types/stream*.py):
+"""Stream consumer groups (hotkv/commands/stream_groups.py, hotkv/types/stream*.py):
 XGROUP, XREADGROUP (blocking too), XACK, XPENDING, XCLAIM, XAUTOCLAIM,
 XINFO GROUPS / CONSUMERS -- byte for byte against the reference Valkey where
 no clock is involved, the blocking wake-ups against both servers, the

@@ -1,5 +1,5 @@
 """The fast paths of the stream code (hotkv/types/stream*.py,
-hotkv/commands/streams.py) against what they shortcut: XADD's ``*`` and
+hotkv/commands/streams.py, stream_groups.py) against what they shortcut: XADD's ``*`` and
 ``MAXLEN|MINID ~|= n *`` shapes against the general option parser, the
 batched XREADGROUP delivery and XACK against Valkey, the ``PEL`` against a
 SortedDict, the written-out listpack size arithmetic against the encoder

@@ -3,7 +3,7 @@
 Owns ``Stream`` and its entry storage (``Node``, ``IdArray``); its consumer
 groups are hotkv/types/stream_groups.py, its IDs stream_ids.py, its AOF
 rewrite and RDB layout stream_persist.py.  No sockets, no commands, no
-replies (hotkv/commands/streams.py does those).
+replies (hotkv/commands/streams.py and stream_groups.py do those).
 
 Layout.  An entry ID is one int, ``ms << 64 | seq``.  Entries live in
 ``Node``s, each mirroring one listpack of Redis's radix tree: a master ID
