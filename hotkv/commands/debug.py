@@ -27,10 +27,11 @@ import sys
 import time
 
 from .. import errors
+from ..digest import dataset_digest, value_digest
 from ..errors import CommandError
 from ..registry import command, container
 from ..replies import cstr, help_reply
-from ..resp import OK, Verbatim
+from ..resp import OK, Simple, Verbatim
 from ..server import peak_rss, used_memory
 from ..util import string2ll
 
@@ -105,6 +106,18 @@ def debug_sleep(c, argv):
 @debug_subcommand("error", 3)
 def debug_error(c, argv):
     raise CommandError(cstr(argv[2]))
+
+
+@debug_subcommand("digest", 2)
+def debug_digest(c, argv):
+    # Every database, logically expired keys included (hotkv.digest).
+    return Simple(dataset_digest(c.server.dbs).hex().encode())
+
+
+@debug_subcommand("digest-value", -2)
+def debug_digest_value(c, argv):
+    db = c.db
+    return [Simple(value_digest(db, key).hex().encode()) for key in argv[2:]]
 
 
 # ==========================================================================
