@@ -14,12 +14,26 @@ Invariants:
   half-built value, never an IndexError to the caller of a ``*_elements``);
 * writers produce exactly the bytes Valkey 8.1 writes for the same element
   (integers in listpack integer encoding when the string is a canonical
-  int64), uncompressed.
+  int64); strings > 20 bytes LZF-compressed as Valkey's rdbSaveRawString
+  does only while ``lzf_compression`` is on (an RDB file save with
+  ``rdbcompression yes``) -- DUMP payloads stay uncompressed.
+
+LZF: the compressor is python-lzf (liblzf, the library Valkey bundles);
+without it strings are written raw, which every loader reads.  The switch
+is module state: a file save runs either in a forked child or synchronously
+on the event loop, so no DUMP can run while it is on.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from ..util import string2ll
+
+try:
+    import lzf as _lzf
+except ImportError:  # pragma: no cover - python-lzf is a dependency
+    _lzf = None
 
 MASK64 = (1 << 64) - 1
 
@@ -271,11 +285,48 @@ def put_string(s: bytes, out: bytearray):
             if -2147483648 <= v <= 2147483647:
                 out += b"\xc2" + (v & 0xFFFFFFFF).to_bytes(4, "little")
                 return
-    put_len(len(s), out)
+    n = len(s)
+    if _compress and n > 20:
+        # Valkey keeps the compressed form only when it saves 4+ bytes.
+        c = _lzf.compress(s, n - 4)
+        if c is not None and len(c) <= n - 4:
+            out.append(0xC3)
+            put_len(len(c), out)
+            put_len(n, out)
+            out += c
+            return
+    put_len(n, out)
     out += s
 
 
+_compress = False
+
+
+@contextmanager
+def lzf_compression(on: bool):
+    """put_string LZF-compresses (when python-lzf is there) inside this block."""
+    global _compress
+    old = _compress
+    _compress = bool(on) and _lzf is not None
+    try:
+        yield
+    finally:
+        _compress = old
+
+
 def _lzf_decompress(data: bytes, expected: int) -> bytes:
+    if _lzf is not None and expected > 0:
+        try:
+            out = _lzf.decompress(data, expected)
+        except ValueError:
+            out = None
+        if out is None or len(out) != expected:
+            raise RDBError("LZF decompression failed")
+        return out
+    return _lzf_decompress_py(data, expected)
+
+
+def _lzf_decompress_py(data: bytes, expected: int) -> bytes:
     out = bytearray()
     i = 0
     n = len(data)
