@@ -127,6 +127,7 @@ class Server:
         self.prop_override = None
         self.prop_pending: list = []
         self.loading = False
+        self.active_expire_enabled = True     # DEBUG SET-ACTIVE-EXPIRE
         self.disk_error = None          # MISCONF text while the AOF cannot be written
         self.maxmemory = 0
         self.acl_check = None           # set by the ACL module when users exist
@@ -412,7 +413,7 @@ class Server:
         if self.maxmemory:
             self.used_memory_cached = used_memory()
         budget = 20 * self.config.values["active-expire-effort"]
-        for db in self.dbs:
+        for db in self.dbs if self.active_expire_enabled else ():
             if db.expires:
                 # Keep going while a quarter of the samples were expired, within bounds.
                 for _ in range(16):

@@ -22,18 +22,23 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
+import random
 import re
 import sys
 import time
 
-from .. import errors
+from .. import errors, rdb
+from ..config import parse_memory
 from ..digest import dataset_digest, value_digest
 from ..errors import CommandError
 from ..registry import command, container
 from ..replies import cstr, help_reply
 from ..resp import OK, Simple, Verbatim
 from ..server import peak_rss, used_memory
-from ..util import string2ll
+from ..types.lists import ListValue, _nodes as list_nodes
+from ..util import string2ll, stringmatch
+from .keyspace import object_encoding
 
 log = logging.getLogger("hotkv")
 
@@ -118,6 +123,108 @@ def debug_digest(c, argv):
 def debug_digest_value(c, argv):
     db = c.db
     return [Simple(value_digest(db, key).hex().encode()) for key in argv[2:]]
+
+
+def _atoi(data: bytes) -> int:
+    """C's atoi: the leading decimal digits (after blanks and a sign), else 0."""
+    m = re.match(rb"\s*([+-]?\d+)", data)
+    return int(m.group(1)) if m else 0
+
+
+@debug_subcommand("set-active-expire", 3)
+def debug_set_active_expire(c, argv):
+    # Switches the cron's active expiry (Server.cron); lazy expiry stays.
+    c.server.active_expire_enabled = _atoi(argv[2]) != 0
+    return OK
+
+
+# Valkey's quicklistSetPackedThreshold bounds: up to 4 GB less 1 MB; 0 is
+# its 1 GB default.  hotkv keeps list elements in one representation, so
+# the threshold is validated and kept (quicklist_packed_threshold) but
+# changes no layout here.
+_PACKED_MAX = (1 << 32) - (1 << 20)
+
+
+@debug_subcommand("quicklist-packed-threshold", 3)
+def debug_quicklist_packed_threshold(c, argv):
+    size = parse_memory(argv[2].decode("latin-1"))
+    if size is None or size > _PACKED_MAX:
+        raise CommandError("ERR argument must be a memory value bigger than 1 and "
+                           "smaller than 4gb")
+    c.server.quicklist_packed_threshold = size or (1 << 30)
+    return OK
+
+
+@debug_subcommand("change-repl-id", 2)
+def debug_change_repl_id(c, argv):
+    # A new master_replid for INFO replication (hotkv has no replicas, so
+    # there is no second ID to keep).
+    log.warning("Changing replication IDs after receiving DEBUG change-repl-id")
+    c.server.replid = os.urandom(20).hex()
+    return OK
+
+
+_FUZZ_ALPHABET = b"*?[]^-\\ab\x00\xff"
+
+
+@debug_subcommand("stringmatch-test", 2)
+def debug_stringmatch_test(c, argv):
+    # Valkey fuzzes stringmatchlen with random patterns and strings; the
+    # test is that nothing crashes.  Here: hotkv's glob matcher, bounded.
+    rng = random.Random()
+    for _ in range(2000):
+        pattern = bytes(rng.choice(_FUZZ_ALPHABET) for _ in range(rng.randrange(12)))
+        string = bytes(rng.choice(_FUZZ_ALPHABET) for _ in range(rng.randrange(12)))
+        stringmatch(pattern, string, rng.random() < 0.5)
+    return Simple(b"Apparently the server did not crash: test passed")
+
+
+def _lru_fields(c, now: float) -> tuple:
+    """(lru, idle seconds, lfu freq, lfu minutes) as Valkey derives them from
+    an object's 24-bit lru field.  hotkv tracks no access times, so every
+    object is as just touched: the LRU clock now, or, under an LFU policy,
+    the minutes now with LFU_INIT_VAL (5) -- what OBJECT IDLETIME (0) and
+    OBJECT FREQ (5) report."""
+    minutes = int(now // 60) & 0xFFFF
+    policy = str(c.server.config.values.get("maxmemory-policy", "noeviction"))
+    lru = (minutes << 8) | 5 if "lfu" in policy else int(now) & 0xFFFFFF
+    ldt, counter = lru >> 8, lru & 255
+    elapsed = minutes - ldt if minutes >= ldt else 65535 - ldt + minutes
+    decay = c.server.config.values.get("lfu-decay-time", 1) or 0
+    periods = elapsed // decay if decay else 0
+    return lru, 0, max(0, counter - periods), ldt
+
+
+@debug_subcommand("object", -3)
+def debug_object(c, argv):
+    if len(argv) > 4:
+        raise CommandError("ERR unknown subcommand or wrong number of arguments for "
+                           "'%s'. Try DEBUG HELP." % cstr(argv[1]))
+    fast = len(argv) == 4 and argv[3].lower() == b"fast"
+    key = argv[2]
+    value = c.db.data.get(key)      # as Valkey: logically expired keys too
+    if value is None:
+        raise CommandError("ERR no such key")
+    encoding = object_encoding(c, key, value)
+    fill = c.server.config.values.get("list-max-listpack-size", -2)
+    out = b"Value at:0x%x refcount:1 encoding:%s" % (id(value), encoding)
+    if not fast:
+        # The RDB body's length (the DUMP payload less its type byte and
+        # its 10-byte footer), as rdbSavedObjectLen.
+        body = rdb.serialize(value, encoding, fill)
+        out += b" serializedlength:%d" % (len(body) - 1)
+    lru, idle, freq, minutes = _lru_fields(c, time.time())
+    out += b" lru:%d lru_seconds_idle:%d lfu_freq:%d lfu_access_time_minutes:%d" % (
+        lru, idle, freq, minutes)
+    if encoding == b"quicklist" and type(value) is ListValue:
+        # The nodes hotkv's RDB writes (a list grown at the tail).
+        nodes = list_nodes(value, fill)
+        compress = c.server.config.values.get("list-compress-depth", 0)
+        out += b" ql_nodes:%d ql_avg_node:%.2f ql_listpack_max:%d ql_compressed:%d" % (
+            len(nodes), len(value) / len(nodes), fill, 1 if compress else 0)
+        if not fast:
+            out += b" ql_uncompressed_size:%d" % sum(len(n) for n in nodes)
+    return Simple(out)
 
 
 # ==========================================================================
