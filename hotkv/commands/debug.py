@@ -1,7 +1,9 @@
 """DEBUG and MEMORY: the commands that look at the server's insides.
 
 Owns DEBUG (a dispatcher over registered subcommands: HELP, LOG, SLEEP,
-ERROR here, more from other modules) and MEMORY (USAGE, STATS, DOCTOR,
+ERROR, DIGEST / DIGEST-VALUE (computed by hotkv.digest, Valkey's values),
+OBJECT, SET-ACTIVE-EXPIRE, QUICKLIST-PACKED-THRESHOLD, CHANGE-REPL-ID,
+STRINGMATCH-TEST here, more from other modules) and MEMORY (USAGE, STATS, DOCTOR,
 MALLOC-STATS, PURGE, HELP), as Valkey's debug.c and object.c.
 
 * ``DEBUG_SUBCOMMANDS``: ``name -> (fn(c, argv), argc)``, filled with the
