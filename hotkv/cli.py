@@ -26,8 +26,10 @@ import logging
 import os
 import signal
 import sys
+import time
 
 from .config import ALIASES, PARAMS, Config, ConfigError, parse_config_file
+from .config_table import DEPRECATED
 from .net import Listener, close_loop, new_event_loop
 from .server import Server
 from .version import __version__
@@ -78,6 +80,9 @@ def parse_serve_args(args: list[str]) -> tuple[str | None, list]:
     return path, settings
 
 
+SERVE_DEFAULT_SAVE = "3600 1 300 100 60 10000"   # valkey-server's default save points
+
+
 def build_config(path: str | None, cli: list):
     """A ``Config`` from a config file and command-line settings, applied in
     order (the command line last, so it wins); every name and value is
@@ -106,9 +111,19 @@ def build_config(path: str | None, cli: list):
         read(path, 0)
     pairs.extend((name, value, "option --%s" % name) for name, value in cli)
     config = Config()
+    # `hotkv serve` keeps Valkey's default save points (EmbeddedServer has
+    # none); a first "save" setting replaces them, as in redis.conf.
+    config.set_from_text("save", SERVE_DEFAULT_SAVE, startup=True)
+    config.given = set()   # the settings the file or the command line set
+    config.deprecated = []
     seen_save = False
     for name, value, where in pairs:
         canon = name if name in PARAMS else ALIASES.get(name)
+        if canon is None and name in DEPRECATED and value and len(value.split()) == 1:
+            config.deprecated.append(name)   # accepted and ignored, as valkey-server does
+            continue
+        if canon is None and name == "loadmodule":
+            raise UsageError("'loadmodule' (%s): hotkv does not load Valkey modules" % where)
         if canon is None:
             raise UsageError("unknown setting '%s' (%s)" % (name, where))
         if value is None:
@@ -119,6 +134,7 @@ def build_config(path: str | None, cli: list):
             # redis.conf lists one "save <seconds> <changes>" rule a line.
             value = config.values["save"] + " " + value
         seen_save = seen_save or canon == "save"
+        config.given.add(canon)
         try:
             config.set_from_text(canon, value, startup=True)
         except ConfigError as e:
@@ -126,19 +142,110 @@ def build_config(path: str | None, cli: list):
     return config
 
 
+class ValkeyLogFormat(logging.Formatter):
+    """valkey-server's log lines: ``log-format`` legacy (``pid:M 01 Dec 2026
+    12:14:37.643 * message``) or logfmt, the timestamp as ``log-timestamp-format``
+    says (legacy, iso8601, milliseconds); both read live, as CONFIG SET changes them."""
+
+    _CHAR = {"debug": ".", "verbose": "-", "notice": "*", "warning": "#"}
+    _LOGFMT = {"debug": "debug", "verbose": "info", "notice": "notice", "warning": "warning"}
+
+    def __init__(self, values):
+        super().__init__()
+        self.values = values
+
+    def format(self, record) -> str:
+        level = _valkey_level(record.levelno)
+        msg = record.getMessage()
+        if record.exc_info:
+            msg += "\n" + self.formatException(record.exc_info)
+        stamp = self._stamp(record.created)
+        if self.values.get("log-format") == "logfmt":
+            safe = msg.replace('"', "'").replace("\n", " ").replace("\r", " ")
+            return 'pid=%d role=primary timestamp="%s" level=%s message="%s"' % (
+                os.getpid(), stamp, self._LOGFMT[level], safe)
+        return "%d:M %s %s %s" % (os.getpid(), stamp, self._CHAR[level], msg)
+
+    def _stamp(self, created: float) -> str:
+        kind = self.values.get("log-timestamp-format", "legacy")
+        if kind == "milliseconds":
+            return "%d" % int(created * 1000)
+        t = time.localtime(created)
+        ms = int(created * 1000) % 1000
+        if kind == "iso8601":
+            off = t.tm_gmtoff // 60
+            return "%s.%03d%s%02d:%02d" % (time.strftime("%Y-%m-%dT%H:%M:%S", t), ms,
+                                           "-" if off < 0 else "+", abs(off) // 60, abs(off) % 60)
+        return "%s.%03d" % (time.strftime("%d %b %Y %H:%M:%S", t), ms)
+
+
+_LEVEL_ORDER = ("debug", "verbose", "notice", "warning", "nothing")
+
+
+def _valkey_level(levelno: int) -> str:
+    if levelno <= logging.DEBUG:
+        return "debug"
+    return "notice" if levelno < logging.WARNING else "warning"
+
+
+class _Verbosity(logging.Filter):
+    """``loglevel`` read at each record, so CONFIG SET loglevel takes effect."""
+
+    def __init__(self, values):
+        super().__init__()
+        self.values = values
+
+    def filter(self, record) -> bool:
+        want = _LEVEL_ORDER.index(self.values.get("loglevel", "notice"))
+        return _LEVEL_ORDER.index(_valkey_level(record.levelno)) >= want
+
+
 def _setup_logging(values):
-    level = _LOGLEVELS.get(values["loglevel"], logging.INFO)
     logger = logging.getLogger("hotkv")
-    logger.setLevel(level)
+    logger.setLevel(logging.DEBUG)
     if values["logfile"]:
         handler = logging.FileHandler(values["logfile"])
-    else:
+    else:   # stdout carries the one "listening" line: the log goes to stderr
         handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(
-        "%(process)d:M %(asctime)s.%(msecs)03d %(levelname)s %(message)s",
-        "%d %b %Y %H:%M:%S"))
+    handler.setFormatter(ValkeyLogFormat(values))
+    handler.addFilter(_Verbosity(values))
     logger.addHandler(handler)
     logger.propagate = False
+    return handler
+
+
+def _startup_lines(config, log):
+    """The lines valkey-server prints as it starts (with hotkv's name), and one
+    line naming the settings given that hotkv accepts but does not act on."""
+    log.info("oO0OoO0OoO0Oo hotkv is starting oO0OoO0OoO0Oo")
+    log.info("hotkv version=%s, bits=64, commit=00000000, modified=0, pid=%d, just started",
+             __version__, os.getpid())
+    log.info("Configuration loaded")
+    inert = sorted({PARAMS[n].name for n in getattr(config, "given", ()) if PARAMS[n].inert})
+    for name in getattr(config, "deprecated", ()):
+        log.warning("Ignoring the deprecated directive '%s'", name)
+    if inert:
+        log.warning("Settings accepted and kept but with no effect in hotkv: %s",
+                    ", ".join(inert))
+
+
+def help_config() -> str:
+    """``hotkv serve --help-config``: every setting, its default, and whether
+    hotkv acts on it ("(inert)": accepted, kept, reported, no effect)."""
+    out = ["Settings of valkey.conf / redis.conf (--name value, or a config file line).",
+           "(inert): accepted, kept, reported by CONFIG GET and written by CONFIG REWRITE,",
+           "but with no effect in hotkv.  (immutable): not changed by CONFIG SET.", ""]
+    for name in sorted(PARAMS):
+        p = PARAMS[name]
+        try:
+            default = p.conf_text(p.default) if p.default is not None else ""
+        except (TypeError, ValueError):
+            default = str(p.default)
+        marks = ("  (immutable)" if not p.mutable else "") + ("  (inert)" if p.inert else "")
+        out.append("%-40s %s%s" % (name, default if default != "" else '""', marks))
+        if p.aliases:
+            out.append("    alias: %s" % ", ".join(p.aliases))
+    return "\n".join(out) + "\n"
 
 
 def _where(listener, values) -> str:
@@ -160,6 +267,11 @@ async def _serve(server, ready_line: bool = True) -> int:
         except (NotImplementedError, RuntimeError):  # pragma: no cover - not on a main thread
             pass
     values = server.config.values
+    log = logging.getLogger("hotkv")
+    log.info("Running mode=standalone, port=%d.", values["port"])
+    for kind, on in (("tcp", True), ("unix", values["unixsocket"]), ("tls", values["tls-port"])):
+        if on:
+            log.info("Ready to accept connections %s", kind)
     if ready_line:
         sys.stdout.write("hotkv %s listening on %s\n" % (__version__, _where(listener, values)))
         sys.stdout.flush()
@@ -179,6 +291,9 @@ def serve(args: list[str]) -> int:
     if args and args[0] in ("-h", "--help"):
         sys.stdout.write(USAGE)
         return 0
+    if args and args[0] == "--help-config":
+        sys.stdout.write(help_config())
+        return 0
     try:
         path, cli = parse_serve_args(args)
         if path is not None:
@@ -188,11 +303,13 @@ def serve(args: list[str]) -> int:
         sys.stderr.write("hotkv serve: %s\n" % e)
         return 2
     _setup_logging(config.values)
+    _startup_lines(config, logging.getLogger("hotkv"))
     try:
         server = Server(config)
     except Exception as e:  # an aclfile with errors, say: say why, no traceback
         sys.stderr.write("hotkv serve: cannot start: %s\n" % e)
         return 1
+    logging.getLogger("hotkv").info("Server initialized")
     server.config_file = path
     values = server.config.values
     log = logging.getLogger("hotkv")

@@ -25,7 +25,7 @@ class ConfigError(Exception):
 
 class Param:
     __slots__ = ("name", "kind", "default", "mutable", "aliases", "choices", "lo", "hi",
-                 "inert", "on_set", "fmt", "parse_fn", "multi")
+                 "inert", "on_set", "fmt", "parse_fn", "multi", "flags")
 
     def __init__(self, name, kind, default, mutable=True, aliases=(), choices=(), lo=None,
                  hi=None, inert=False, on_set=None, fmt=None, parse_fn=None, multi=False):
@@ -42,6 +42,7 @@ class Param:
         self.fmt = fmt
         self.parse_fn = parse_fn
         self.multi = multi
+        self.flags = ""   # config_table's U (unsigned), % (percent), 8 (octal), ...
 
     def parse(self, text: str):
         """Text -> value, or raise ConfigError with Redis's reason."""
@@ -54,17 +55,8 @@ class Param:
             if t == "no":
                 return False
             raise ConfigError("argument must be 'yes' or 'no'")
-        if self.kind == "int":
-            try:
-                v = int(text)
-            except ValueError:
-                raise ConfigError("argument couldn't be parsed into an integer") from None
-            return self._range(v)
-        if self.kind == "memory":
-            v = parse_memory(text)
-            if v is None:
-                raise ConfigError("argument must be a memory value")
-            return self._range(v)
+        if self.kind in ("int", "memory"):
+            return self._range(self._number(text))
         if self.kind == "enum":
             t = text.lower()
             if t not in self.choices:
@@ -73,7 +65,44 @@ class Param:
             return t
         return text
 
+    def _number(self, text: str) -> int:
+        """Valkey's numericParseString: memory, then percent, then octal, then a
+        plain long long; the error names the first form the setting accepts."""
+        if self.kind == "memory":
+            v = parse_memory(text)
+            if v is not None:
+                return v
+        if "%" in self.flags and len(text) > 1 and text.endswith("%") \
+                and _is_ll(text[:-1]) and int(text[:-1]) >= 0:
+            return -int(text[:-1])   # a percentage is kept negative, as Valkey does
+        if "8" in self.flags:
+            try:
+                return int(text, 8)
+            except ValueError:
+                pass
+        elif self.kind == "int" and _is_ll(text):
+            return int(text)
+        if self.kind == "memory":
+            raise ConfigError("argument must be a memory or percent value" if "%" in self.flags
+                              else "argument must be a memory value")
+        if "8" in self.flags:
+            raise ConfigError("argument couldn't be parsed as an octal number")
+        raise ConfigError("argument couldn't be parsed into an integer")
+
     def _range(self, v):
+        if "U" in self.flags and self.lo is not None and self.hi is not None:
+            u = v & (2**64 - 1)   # C's unsigned comparison: -1 is 2^64-1
+            if u < self.lo or u > self.hi:
+                if "8" in self.flags:
+                    raise ConfigError("argument must be between %o and %o inclusive"
+                                      % (self.lo, self.hi))
+                raise ConfigError("argument must be between %d and %d inclusive"
+                                  % (self.lo, self.hi))
+            return u
+        if "%" in self.flags and v < 0:
+            if self.lo is not None and v < self.lo:
+                raise ConfigError("percentage argument must be less or equal to %d" % -self.lo)
+            return v
         if (self.lo is not None and v < self.lo) or (self.hi is not None and v > self.hi):
             lo = -LLONG_MAX - 1 if self.lo is None else self.lo
             hi = LLONG_MAX if self.hi is None else self.hi
@@ -85,16 +114,42 @@ class Param:
             return self.fmt(value)
         if self.kind == "bool":
             return "yes" if value else "no"
+        if "%" in self.flags and value < 0:
+            return "%d%%" % -value
+        if "U" in self.flags and "Q" not in self.flags and value >= 2**63:
+            return str(value - 2**64)   # Valkey prints every number as a long long
+        if "8" in self.flags:
+            return "%o" % value
         return str(value)
+
+    def conf_text(self, value) -> str:
+        """The value as CONFIG REWRITE writes it: memory in the largest exact
+        unit (200mb, not 209715200), as Valkey's rewriteConfigFormatMemory."""
+        if self.kind == "memory" and self.fmt is None and isinstance(value, int) and value > 0:
+            for unit, size in (("gb", 1024**3), ("mb", 1024**2), ("kb", 1024)):
+                if value % size == 0:
+                    return "%d%s" % (value // size, unit)
+        return self.format(value)
+
+
+def _is_ll(text: str) -> bool:
+    """string2ll's syntax: an optional '-', digits, no leading zeros, in range."""
+    if not text or len(text) > 20:
+        return False
+    body = text[1:] if text[0] == "-" else text
+    if not body.isdigit() or not body.isascii() or (len(body) > 1 and body[0] == "0"):
+        return False
+    return -2**63 <= int(text) < 2**63
 
 
 def parse_memory(text: str):
     t = text.strip().lower()
     num = t.rstrip("kmgb")
     unit = t[len(num):]
-    if unit not in _MEM_UNITS or not num or not num.isdigit():
+    if unit not in _MEM_UNITS or not num or not num.isdigit() or not num.isascii():
         return None
-    return int(num) * _MEM_UNITS[unit]
+    # strtoull saturates, the multiplication wraps: what memtoull gives.
+    return (min(int(num), 2**64 - 1) * _MEM_UNITS[unit]) % 2**64
 
 
 PARAMS: dict[str, Param] = {}
@@ -115,10 +170,9 @@ LLONG_MAX = 2**63 - 1
 
 def _parse_hz(text: str) -> int:
     """Redis accepts 0..INT_MAX and clamps to 1..500."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise ConfigError("argument couldn't be parsed into an integer") from None
+    if not _is_ll(text):
+        raise ConfigError("argument couldn't be parsed into an integer")
+    v = int(text)
     if v < 0 or v > INT_MAX:
         raise ConfigError("argument must be between 0 and %d inclusive" % INT_MAX)
     return min(max(v, 1), 500)
@@ -241,6 +295,204 @@ for _name, _lo, _hi in (("list-max-listpack-size", -INT_MAX - 1, INT_MAX),
                         ("stream-node-max-entries", 0, LLONG_MAX),
                         ("stream-node-max-bytes", 0, LLONG_MAX)):
     PARAMS[_name].lo, PARAMS[_name].hi = _lo, _hi
+
+
+# Where hotkv keeps its own default on purpose (tests/test_config_parity.py lists why).
+_OWN_DEFAULT = {"dir", "port", "bind", "save", "aof-use-rdb-preamble",
+                "lazyfree-lazy-eviction", "lazyfree-lazy-expire", "lazyfree-lazy-server-del",
+                "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush"}
+# tls-port -1 asks hotkv for a free port (tests use it): wider than Valkey's 0..65535.
+_OWN_RANGE = {"tls-port"}
+# Settings Valkey changes at run time that hotkv cannot (its listeners are bound once).
+_OWN_IMMUTABLE = {"port", "bind", "tls-port"}
+
+
+def _check_activedefrag(text):
+    if text.lower() == "yes":
+        raise ConfigError("Active defragmentation cannot be enabled: it requires a server "
+                          "compiled with a modified Jemalloc like the one shipped by default "
+                          "with the source distribution")
+    if text.lower() == "no":
+        return False
+    raise ConfigError("argument must be 'yes' or 'no'")
+
+
+def _ip_check(what):
+    def check(text):
+        import socket
+        family = socket.AF_INET if what == "IPv4" else socket.AF_INET6
+        if text:
+            try:
+                socket.inet_pton(family, text)
+            except (OSError, ValueError):
+                raise ConfigError("Invalid %s address" % what) from None
+        return text
+    return check
+
+
+def _check_hostname(text):
+    if len(text.encode()) >= 256:
+        raise ConfigError("Hostnames must be less than 256 characters")
+    if any(not (ch.isascii() and (ch.isalnum() or ch in "-.")) for ch in text):
+        raise ConfigError("Hostnames may only contain alphanumeric characters, hyphens or dots")
+    return text
+
+
+_TITLE_VARS = {"title": "", "listen-addr": "*:0", "server-mode": "", "port": "0",
+               "tls-port": "0", "unixsocket": "", "config-file": ""}
+
+
+def _check_proc_title(text):
+    """validateProcTitleTemplate: known {variables}, not empty once expanded."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "{":
+            j = text.find("}", i)
+            if j < 0 or text[i + 1:j] not in _TITLE_VARS:
+                raise ConfigError("template format is invalid or contains unknown variables")
+            out.append(_TITLE_VARS[text[i + 1:j]])
+            i = j + 1
+        elif text[i] == "}":
+            raise ConfigError("template format is invalid or contains unknown variables")
+        else:
+            out.append(text[i])
+            i += 1
+    if not "".join(out).strip():
+        raise ConfigError("template format is invalid or contains unknown variables")
+    return text
+
+
+def _check_locale(text):
+    """updateLocaleCollate: setlocale(LC_COLLATE) must know the name (the process's
+    collation is put back: hotkv compares bytes)."""
+    import locale
+    old = locale.setlocale(locale.LC_COLLATE)
+    try:
+        locale.setlocale(locale.LC_COLLATE, text)
+    except locale.Error:
+        raise ConfigError("Invalid locale name") from None
+    finally:
+        locale.setlocale(locale.LC_COLLATE, old)
+    return text
+
+
+def _check_oom_values(text):
+    parts = text.split()
+    if len(parts) != 3:
+        raise ConfigError("wrong number of arguments")
+    for part in parts:
+        if not _is_ll(part) or not -2000 <= int(part) <= 2000:
+            raise ConfigError("Invalid oom-score-adj-values, elements must be between -2000 "
+                              "and 2000.")
+    return " ".join(str(int(x)) for x in parts)
+
+
+def _check_percentiles(text):
+    parts = text.split()
+    for part in parts:
+        try:
+            v = float(part)
+        except ValueError:
+            v = None
+        if v is None or part.strip() != part or part.lower() in ("nan", "inf", "-inf"):
+            raise ConfigError("Invalid latency-tracking-info-percentiles parameters")
+        if not 0.0 <= v <= 100.0:
+            raise ConfigError("latency-tracking-info-percentiles parameters should sit "
+                              "between [0.0,100.0]")
+    return " ".join(_fmt_double(float(x)) for x in parts)
+
+
+def _fmt_double(v: float) -> str:
+    return "%d" % v if v == int(v) else repr(v)
+
+
+_SHUTDOWN_FLAGS = (("default", 0), ("save", 1), ("nosave", 2), ("now", 4), ("force", 8))
+
+
+def _parse_shutdown_flags(text):
+    """A multi-argument enum: flags OR-ed; SAVE and NOSAVE exclude each other."""
+    words, value = text.split(), 0
+    names = dict(_SHUTDOWN_FLAGS)
+    if not words or any(w.lower() not in names for w in words):
+        raise ConfigError("argument(s) must be one of the following: "
+                          + ", ".join(n for n, _ in _SHUTDOWN_FLAGS))
+    for w in words:
+        value |= names[w.lower()]
+    if value & 1 and value & 2:
+        raise ConfigError("shutdown options SAVE and NOSAVE can't be used simultaneously")
+    return value
+
+
+def _format_shutdown_flags(value):
+    return next((n for n, v in _SHUTDOWN_FLAGS if v == value), None) or \
+        " ".join(n for n, v in _SHUTDOWN_FLAGS if v and value & v == v)
+
+
+def _parse_perm(text):
+    """unixsocketperm: read as octal (Valkey's range 0..777 octal), kept as the octal
+    digits (700 is 0o700), the form hotkv.net reads."""
+    p = PARAMS["unixsocketperm"]
+    return int("%o" % p._range(p._number(text)))
+
+
+def bind_addresses(text: str) -> list[str]:
+    """``bind`` as Valkey reads it: ``*`` every IPv4 address, ``::*`` every IPv6
+    one, a leading ``-`` marks an address as optional (hotkv binds it like any)."""
+    hosts = [h.lstrip("-") for h in text.split()] or ["127.0.0.1"]
+    return [{"*": "0.0.0.0", "::*": "::"}.get(h, h) for h in hosts]
+
+
+_PARSERS = {
+    "unixsocketperm": _parse_perm,
+    "activedefrag": _check_activedefrag,
+    "cluster-announce-client-ipv4": _ip_check("IPv4"),
+    "cluster-announce-client-ipv6": _ip_check("IPv6"),
+    "cluster-announce-hostname": _check_hostname,
+    "proc-title-template": _check_proc_title,
+    "locale-collate": _check_locale,
+    "oom-score-adj-values": _check_oom_values,
+    "latency-tracking-info-percentiles": _check_percentiles,
+    "shutdown-on-sigint": _parse_shutdown_flags,
+    "shutdown-on-sigterm": _parse_shutdown_flags,
+}
+
+
+def _load_table():
+    """Valkey's table (hotkv.config_table) over the parameters above: aliases, flags,
+    ranges, mutability and defaults come from it; a setting hotkv does not define
+    is added, accepted and inert."""
+    from .config_table import ROWS
+    for name, kind, default, flags, aliases, extra in ROWS:
+        p = PARAMS.get(name)
+        if p is None:   # hotkv names the setting by an alias (slowlog-max-len, lua-time-limit)
+            p = next((PARAMS[a] for a in aliases if a in PARAMS), None)
+            names = (name,) + tuple(aliases)
+        else:
+            names = aliases
+        if p is None:
+            p = param(name, kind, None, inert=True)
+        for a in names:
+            if a != p.name and a not in p.aliases:
+                p.aliases += (a,)
+                ALIASES[a] = p.name
+        p.flags = flags
+        if p.name not in _OWN_IMMUTABLE:
+            p.mutable = "I" not in flags
+        if kind in ("int", "memory") and p.parse_fn is None and p.name not in _OWN_RANGE:
+            p.kind, (p.lo, p.hi) = kind, extra
+        elif kind == "enum" and p.parse_fn is None:
+            p.kind, p.choices = kind, extra
+        if name in _PARSERS and p.parse_fn is None:
+            p.parse_fn = _PARSERS[name]
+            if name.startswith("shutdown-on-"):
+                p.fmt = _format_shutdown_flags
+            elif name == "unixsocketperm":
+                p.fmt = str
+        if p.name not in _OWN_DEFAULT and (p.default is None or p.parse_fn is None):
+            p.default = p.parse(default) if kind != "string" else default
+
+
+_load_table()
 
 
 class Config:

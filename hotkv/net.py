@@ -33,6 +33,7 @@ import ssl
 import time
 
 from .client import Client
+from .config import bind_addresses
 from .dispatch import process_commands, serve_ready_keys
 from .limits import output_limit_reached
 from .resp import RequestParser, encode_error
@@ -284,9 +285,8 @@ class Listener:
         factory = lambda: Connection(server)  # noqa: E731
         port = values["port"]
         if port or not values["unixsocket"]:
-            hosts = values["bind"].split() or ["127.0.0.1"]
+            hosts = bind_addresses(values["bind"])
             for host in hosts:
-                host = host.lstrip("-")
                 srv = await loop.create_server(factory, host, port, backlog=values["tcp-backlog"],
                                                reuse_address=True)
                 self.servers.append(srv)

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import ssl
 
+from .config import bind_addresses
+
 HANDSHAKE_TIMEOUT = 10.0
 
 _PROTOCOLS = {
@@ -91,10 +93,9 @@ async def start_listeners(listener, loop, factory):
     ctx = make_context(values)
     if port < 0:
         port = 0
-    hosts = values["bind"].split() or ["127.0.0.1"]
+    hosts = bind_addresses(values["bind"])
     bound = []
     for host in hosts:
-        host = host.lstrip("-")
         srv = await loop.create_server(factory, host, port, ssl=ctx,
                                        backlog=values["tcp-backlog"], reuse_address=True,
                                        ssl_handshake_timeout=HANDSHAKE_TIMEOUT)

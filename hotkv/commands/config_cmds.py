@@ -51,6 +51,8 @@ def config_get(c, argv):
                 matches[name] = PARAMS[canon].format(values[canon])
             continue
         for canon, p in PARAMS.items():
+            if canon in HIDDEN:
+                continue
             for n in (canon,) + p.aliases:
                 if n in matches:
                     continue
@@ -69,6 +71,10 @@ def _protected_allowed(c) -> bool:
         return addr.startswith(("127.", "[::1]", "::1", "/")) or addr == ""
     return False
 
+
+# Settings a pattern does not list (Valkey's hidden or non-table directives);
+# CONFIG GET by their exact name still answers.
+HIDDEN = {"rename-command", "user", "rdb-key-save-delay", "close-on-oom"}
 
 # Parameters CONFIG SET may only change when enable-protected-configs allows.
 PROTECTED = {"dir", "dbfilename"}
@@ -112,6 +118,10 @@ def config_set(c, argv):
         for canon, name, text in todo:
             try:
                 parsed.append((canon, name, PARAMS[canon].parse(text)))
+                flags = PARAMS[canon].flags
+                if "R" in flags or ("r" in flags and parsed[-1][2] != config.values[canon]):
+                    # Valkey's apply step (only for a changed value), built without RDMA
+                    raise ConfigError("No RDMA building support.")
             except ConfigError as e:
                 errstr, err_name, failed = str(e), name, True
                 break
@@ -238,7 +248,7 @@ _MULTI_ARG = {"save", "client-output-buffer-limit", "bind"}
 
 def _conf_line(canon, value) -> str:
     p = PARAMS[canon]
-    text = p.format(value)
+    text = p.conf_text(value)
     if text == "" or (any(ch in text for ch in " \t\"'\\#")
                       and canon not in _MULTI_ARG and not p.multi):
         text = '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
