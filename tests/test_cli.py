@@ -9,6 +9,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -19,6 +20,10 @@ LINE = re.compile(r"^hotkv \S+ listening on (.+)\n$")
 
 
 def start(*args, cwd=None):
+    # A server of its own directory: `hotkv serve` saves dump.rdb there on
+    # exit (Valkey's default save points) and loads it at start.
+    if cwd is None:
+        cwd = tempfile.mkdtemp(prefix="hotkv-cli-")
     proc = subprocess.Popen([sys.executable, "-m", "hotkv.cli", "serve", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
                             text=True)

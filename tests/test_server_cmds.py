@@ -180,6 +180,8 @@ def test_rdb_changes_save_and_lastsave(raw, diff):
     lastsave = int(raw.call("LASTSAVE")[1:-2])
     assert abs(lastsave - time.time()) < 5
     assert raw.call("BGSAVE") == b"+Background saving started\r\n"
+    # The child's save counts once it has finished (bounded wait).
+    assert wait_for(lambda: info_of(raw, "persistence")["rdb_bgsave_in_progress"] == "0", 10)
     assert info_of(raw, "persistence")["rdb_changes_since_last_save"] == "0"
     assert info_of(raw, "persistence")["aof_enabled"] == "0"
     diff("SAVE")

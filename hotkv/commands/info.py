@@ -243,18 +243,13 @@ def _info_persistence(server):
         ("async_loading", 0),
         ("current_cow_peak", 0),
         ("current_cow_size", 0),
+        ("current_cow_size_age", 0),
         ("current_fork_perc", "0.00"),
         ("current_save_keys_processed", 0),
         ("current_save_keys_total", 0),
-        ("rdb_changes_since_last_save", server.dirty - server.dirty_at_save),
-        ("rdb_bgsave_in_progress", 0),
-        ("rdb_last_save_time", server.lastsave),
-        ("rdb_last_bgsave_status", "ok"),
-        ("rdb_last_bgsave_time_sec", -1),
-        ("rdb_current_bgsave_time_sec", -1),
-        ("rdb_saves", 0),
-        ("rdb_last_cow_size", 0),
     ]
+    # The rdb_* fields are the snapshot state's (hotkv.snapshots).
+    out.extend(server.snapshots.info_fields())
     # aof_manager exists even while the AOF is off (server.aof is then None).
     aof_fields = getattr(getattr(server, "aof_manager", None) or server.aof, "info_fields", None)
     if aof_fields is not None:

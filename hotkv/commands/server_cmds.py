@@ -6,11 +6,13 @@ source files: INFO (``info``), CONFIG (``config_cmds``), DEBUG and MEMORY
 (``debug``), COMMAND (``introspection``), SLOWLOG (``slowlog``), MONITOR
 (``monitor``), FUNCTION and MODULE (``placeholders``).
 
-* SAVE, BGSAVE and SHUTDOWN SAVE: hotkv keeps no RDB snapshot; what can be
-  made durable is the AOF, which already writes every change before its
-  reply leaves (and is flushed and fsynced when the server stops).  SAVE
-  reports success and resets ``rdb_changes_since_last_save`` and LASTSAVE,
-  as Redis does, so tools that SAVE and poll LASTSAVE keep working.
+* SAVE, BGSAVE, SHUTDOWN [SAVE|NOSAVE]: the RDB file of ``dir`` /
+  ``dbfilename`` (hotkv/snapshots.py, format hotkv/rdbfile.py).  SAVE
+  replies OK only once the file is renamed into place and fsynced; BGSAVE
+  forks a child (scheduled when an AOF rewrite child runs and SCHEDULE is
+  given or inside EXEC, as Valkey).  SHUTDOWN saves when save points are
+  set (or SAVE is given) and refuses to stop when that save fails, unless
+  FORCE.
 
 Invariants: a flush adds the number of keys it removed to the dirty
 counter and is propagated (AOF) even when it removed nothing; SHUTDOWN
@@ -90,15 +92,17 @@ def lastsave(c, argv):
     return c.server.lastsave
 
 
-def do_save(server):
-    server.dirty_at_save = server.dirty
-    server.lastsave = int(time.time())
+_IN_PROGRESS = "ERR Background save already in progress"
 
 
 @command("save", 1, "admin noscript no_async_loading no_multi", group="server")
 def save(c, argv):
     """Synchronously save the dataset to disk."""
-    do_save(c.server)
+    snaps = c.server.snapshots
+    if snaps.in_progress:
+        raise CommandError(_IN_PROGRESS)
+    if not snaps.save():
+        raise CommandError("ERR")
     return OK
 
 
@@ -107,23 +111,34 @@ def bgsave(c, argv):
     """Asynchronously save the dataset to disk."""
     if len(argv) > 2 or (len(argv) == 2 and argv[1].lower() != b"schedule"):
         raise CommandError(errors.SYNTAX)
-    # Nothing to fork: the "background" save is over before the reply.
-    do_save(c.server)
+    snaps = c.server.snapshots
+    if snaps.in_progress:
+        raise CommandError(_IN_PROGRESS)
+    if snaps.other_child() or c.in_exec:
+        if len(argv) == 2 or c.in_exec:
+            snaps.scheduled = True
+            return Simple(b"Background saving scheduled")
+        raise CommandError("ERR Another child process is active (AOF?): can't BGSAVE right now. "
+                           "Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.")
+    if not snaps.bgsave():
+        raise CommandError("ERR")
     return Simple(b"Background saving started")
 
 
 @command("shutdown", -1, "admin noscript loading stale no_multi allow_busy", group="server")
 def shutdown(c, argv):
     """Synchronously save the dataset to disk and then shut down the server."""
-    nosave = save_ = abort = False
+    nosave = save_ = abort = force = False
     for arg in argv[1:]:
         a = arg.lower()
         if a == b"nosave":
             nosave = True
         elif a == b"save":
             save_ = True
-        elif a in (b"now", b"force"):
+        elif a == b"now":
             pass
+        elif a == b"force":
+            force = True
         elif a == b"abort":
             abort = True
         else:
@@ -135,9 +150,17 @@ def shutdown(c, argv):
     server = c.server
     if server.shutdown_cb is None:
         raise CommandError("ERR Errors trying to SHUTDOWN. Check logs.")
-    # SAVE / NOSAVE / the save setting change nothing here: hotkv keeps no
-    # snapshot, and the AOF is flushed and fsynced when the server stops.
     log.warning("User requested shutdown...")
+    if server.loading:
+        nosave, save_ = True, False
+    snaps = server.snapshots
+    if nosave:
+        snaps.kill_child()
+    elif not snaps.shutdown_save(save_) and not force:
+        log.warning("Errors trying to shut down the server. Check the logs for more "
+                    "information.")
+        raise CommandError("ERR Errors trying to SHUTDOWN. Check logs.")
+    server.shutdown_saved = True   # Server.shutdown must not save again
     server.shutdown_cb()
     # No reply: the connection closes, as with Redis.
     c.closing = True

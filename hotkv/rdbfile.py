@@ -1,0 +1,363 @@
+"""Whole RDB files in Valkey 8.1's format: writing a dataset, reading one.
+
+Owns the file layer around the per-value encoding (hotkv/rdb.py, the type
+table hotkv/types/table.py): the ``REDIS0011`` header, the aux fields
+valkey-server 8.1.8 writes (``valkey-ver``, ``redis-bits``, ``ctime``,
+``used-mem``, ``aof-base``), per non-empty database ``SELECTDB`` +
+``RESIZEDB``, per key an ``EXPIRETIME_MS`` opcode when it has a TTL, then
+type, key and value; ``EOF`` and the CRC64 of everything before it (eight
+zero bytes with ``rdbchecksum no``, as Valkey).  Strings > 20 bytes are
+LZF-compressed with ``rdbcompression yes`` (hotkv.types.codec).
+
+``write_file`` writes to ``temp-<pid>.rdb`` in the target's directory,
+fsyncs it, renames it over the target and fsyncs the directory: at every
+instant the target name is either the previous complete file or the new
+complete one.  It runs in the BGSAVE child or, for SAVE, on the loop.
+
+``read_file`` reads every opcode Valkey 7.x-9.x and Redis 7.x write (AUX,
+RESIZEDB, SELECTDB, EXPIRETIME, EXPIRETIME_MS, FREQ, IDLE, SLOT_INFO, EOF;
+FUNCTION2 is skipped with a warning since hotkv has no FUNCTION; module
+data is refused) into fresh dictionaries, checks the CRC, and only then
+does ``install`` put them in the server.  Anything wrong -- truncation, a
+bad length, an unknown type, a CRC mismatch, a duplicate key -- raises
+``RDBLoadError`` naming the byte offset and what was wrong: a server never
+starts with half a file.  Keys already expired are dropped while loading,
+as a Valkey primary does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time
+
+from .rdb import RDB_VERSION, crc64, load_value, serialize
+from .types.codec import RDBError, Reader, lzf_compression, put_len, put_string
+
+log = logging.getLogger("hotkv")
+
+# Opcodes (Valkey's rdb.h).
+OP_SLOT_INFO, OP_FUNCTION2, OP_FUNCTION_PRE_GA, OP_MODULE_AUX = 0xF4, 0xF5, 0xF6, 0xF7
+OP_IDLE, OP_FREQ, OP_AUX, OP_RESIZEDB = 0xF8, 0xF9, 0xFA, 0xFB
+OP_EXPIRETIME_MS, OP_EXPIRETIME, OP_SELECTDB, OP_EOF = 0xFC, 0xFD, 0xFE, 0xFF
+
+# The Valkey release whose file layout this is (the reader logs it).
+FORMAT_VALKEY_VERSION = b"8.1.8"
+WRITE_CHUNK = 1 << 20
+# Versions read: Redis/Valkey up to 12 (Redis 7.4+), Valkey 9's 80.
+READ_VERSIONS = set(range(1, 13)) | {80}
+
+
+class RDBLoadError(Exception):
+    """The file cannot be loaded: the server must not start with it."""
+
+
+# ----------------------------------------------------------------------
+# Writing
+# ----------------------------------------------------------------------
+
+class _Ctx:
+    """What keyspace.object_encoding reads of a client: its db and server."""
+    __slots__ = ("db", "server")
+
+    def __init__(self, db, server):
+        self.db = db
+        self.server = server
+
+
+def _aux(out: bytearray, name: bytes, value: bytes):
+    out.append(OP_AUX)
+    put_string(name, out)
+    put_string(value, out)
+
+
+class _Sink:
+    """Buffered writes to fd with a running CRC."""
+
+    def __init__(self, fd: int, checksum: bool):
+        self.fd = fd
+        self.checksum = checksum
+        self.crc = 0
+        self.size = 0
+
+    def write(self, buf):
+        if self.checksum:
+            self.crc = crc64(buf, self.crc)
+        view = memoryview(buf)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+        self.size += len(buf)
+
+
+def write_dataset(server, fd: int, aof_base: bool = False) -> int:
+    """Write the whole dataset as an RDB file to fd; returns its size."""
+    from .commands.keyspace import object_encoding  # the commands import us
+    values = server.config.values
+    sink = _Sink(fd, values["rdbchecksum"])
+    delay = values.get("rdb-key-save-delay", 0)
+    delay_s = delay / 1e6 if delay > 0 else 0.0
+    list_fill = values.get("list-max-listpack-size", -2)
+    out = bytearray(b"REDIS%04d" % RDB_VERSION)
+    _aux(out, b"valkey-ver", FORMAT_VALKEY_VERSION)
+    _aux(out, b"redis-bits", b"64")
+    _aux(out, b"ctime", b"%d" % int(time.time()))
+    _aux(out, b"used-mem", b"%d" % _used_memory())
+    _aux(out, b"aof-base", b"1" if aof_base else b"0")
+    with lzf_compression(values["rdbcompression"]):
+        for db in server.dbs:
+            data = db.data
+            if not data:
+                continue
+            expires = db.expires
+            out.append(OP_SELECTDB)
+            put_len(db.index, out)
+            out.append(OP_RESIZEDB)
+            put_len(len(data), out)
+            put_len(len(expires), out)
+            ctx = _Ctx(db, server)
+            for key, value in data.items():
+                when = expires.get(key) if expires else None
+                if when is not None:
+                    out.append(OP_EXPIRETIME_MS)
+                    out += struct.pack("<q", when)
+                body = serialize(value, object_encoding(ctx, key, value), list_fill)
+                out.append(body[0])
+                put_string(key, out)
+                out += memoryview(body)[1:]
+                if len(out) >= WRITE_CHUNK:
+                    sink.write(out)
+                    out = bytearray()
+                if delay_s:
+                    time.sleep(delay_s)   # rdb-key-save-delay: tests hold a save open
+    out.append(OP_EOF)
+    sink.write(out)
+    crc = sink.crc if sink.checksum else 0
+    sink.write(crc.to_bytes(8, "little"))
+    return sink.size
+
+
+def _used_memory() -> int:
+    try:
+        from .server import used_memory
+        return used_memory()
+    except Exception:  # pragma: no cover - /proc unreadable
+        return 0
+
+
+def temp_path(target: str, pid: int) -> str:
+    return os.path.join(os.path.dirname(target) or ".", "temp-%d.rdb" % pid)
+
+
+def write_file(server, target: str, pid: int | None = None) -> int:
+    """Write the dataset to target atomically (temp file, fsync, rename,
+    fsync of the directory); returns the size.  Raises OSError (the temp
+    file removed) when any step fails."""
+    tmp = temp_path(target, os.getpid() if pid is None else pid)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        try:
+            size = write_dataset(server, fd)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_dir(target)
+    return size
+
+
+def fsync_dir(path: str):
+    try:
+        dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+# ----------------------------------------------------------------------
+# Reading
+# ----------------------------------------------------------------------
+
+class Loaded:
+    """A file's content, read in full and checked, not yet installed."""
+
+    def __init__(self, databases: int):
+        self.dbs = [dict() for _ in range(databases)]        # key -> value
+        self.expires = [dict() for _ in range(databases)]    # key -> ms
+        self.aux: dict = {}
+        self.keys_loaded = 0
+        self.keys_expired = 0
+        self.version = 0
+        self.functions_skipped = 0
+
+
+def _header(buf: bytes) -> tuple[int, int]:
+    """(RDB version, position after the magic)."""
+    if buf[:5] == b"REDIS" and buf[5:9].isdigit():
+        version, pos = int(buf[5:9]), 9
+    elif buf[:6] == b"VALKEY" and buf[6:9].isdigit():
+        version, pos = int(buf[6:9]), 9
+    else:
+        raise RDBLoadError("Wrong signature trying to load DB from file (offset 0)")
+    if version not in READ_VERSIONS:
+        raise RDBLoadError("Can't handle RDB format version %d (offset 5)" % version)
+    return version, pos
+
+
+def read_bytes(buf: bytes, databases: int = 16, now_ms: int | None = None,
+               zset_entries: int = 128, zset_value: int = 64) -> Loaded:
+    """Parse a whole RDB file held in buf; raises RDBLoadError."""
+    if now_ms is None:
+        now_ms = int(time.time() * 1000)
+    out = Loaded(databases)
+    out.version, pos = _header(buf)
+    r = Reader(buf, pos)
+    db = 0
+    expire = None
+    what = "an opcode"
+    start = pos
+    try:
+        while True:
+            start = r.pos
+            what = "an opcode"
+            op = r.take(1)[0]
+            if op == OP_EOF:
+                break
+            if op == OP_EXPIRETIME_MS:
+                what = "an expire time"
+                expire = r.mstime()
+            elif op == OP_EXPIRETIME:
+                what = "an expire time"
+                expire = int.from_bytes(r.take(4), "little", signed=True) * 1000
+            elif op == OP_SELECTDB:
+                what = "a database number"
+                db = r.num()
+                if db >= databases:
+                    raise RDBLoadError(
+                        "Data file was created with a server configured to handle more than "
+                        "%d databases (SELECTDB %d at offset %d)" % (databases, db, start))
+            elif op == OP_RESIZEDB:
+                what = "RESIZEDB sizes"
+                r.num()
+                r.num()
+            elif op == OP_AUX:
+                what = "an AUX field"
+                name = r.string()
+                out.aux[name] = r.string()
+            elif op == OP_FREQ:
+                what = "an LFU frequency"
+                r.take(1)
+            elif op == OP_IDLE:
+                what = "an LRU idle time"
+                r.num()
+            elif op == OP_SLOT_INFO:
+                what = "slot info"
+                r.num()
+                r.num()
+                r.num()
+            elif op == OP_FUNCTION2:
+                what = "a function library"
+                code = r.string()
+                out.functions_skipped += 1
+                log.warning("RDB function library at offset %d skipped (hotkv has no "
+                            "FUNCTION): %r", start, code[:60])
+            elif op in (OP_MODULE_AUX, OP_FUNCTION_PRE_GA):
+                raise RDBLoadError("%s at offset %d: hotkv has no modules or pre-GA functions"
+                                   % ("Module aux data" if op == OP_MODULE_AUX
+                                      else "A pre-GA function", start))
+            else:
+                what = "a key"
+                key = r.string()
+                vpos = r.pos
+                what = "the value of type %d" % op
+                try:
+                    value, r.pos = load_value(op, buf, r.pos, zset_entries, zset_value)
+                except RDBError as e:
+                    if str(e).startswith("unsupported RDB type"):
+                        raise RDBLoadError("Unknown RDB value type %d at offset %d"
+                                           % (op, start)) from None
+                    raise RDBError("%s (value at offset %d)" % (e, vpos)) from None
+                keys = out.dbs[db]
+                if key in keys:
+                    raise RDBLoadError("RDB has duplicated key '%s' in DB %d (offset %d)"
+                                       % (key.decode("latin-1"), db, start))
+                if expire is not None and expire < now_ms:
+                    out.keys_expired += 1
+                else:
+                    keys[key] = value
+                    if expire is not None:
+                        out.expires[db][key] = expire
+                    out.keys_loaded += 1
+                expire = None
+    except RDBLoadError:
+        raise
+    except (RDBError, IndexError, ValueError, OverflowError, struct.error) as e:
+        if r.pos >= len(buf) or "too short" in str(e):
+            raise RDBLoadError("Short read or truncated file: end of data while reading %s "
+                               "at offset %d (file size %d)" % (what, start, len(buf))) from None
+        raise RDBLoadError("Corrupt RDB: bad %s at offset %d: %s" % (what, start, e)) from None
+    eof = r.pos
+    if out.version >= 5:
+        if len(buf) < eof + 8:
+            raise RDBLoadError("Short read or truncated file: the checksum after EOF at offset "
+                               "%d is missing (file size %d)" % (eof - 1, len(buf)))
+        stored = int.from_bytes(buf[eof:eof + 8], "little")
+        if stored:
+            got = crc64(memoryview(buf)[:eof])
+            if got != stored:
+                raise RDBLoadError("Wrong RDB checksum expected: (%x) got (%x) (checksum at "
+                                   "offset %d)" % (stored, got, eof))
+        eof += 8
+    if eof != len(buf):
+        raise RDBLoadError("Trailing data after the RDB's end at offset %d (file size %d)"
+                           % (eof, len(buf)))
+    return out
+
+
+def read_file(path: str, server) -> Loaded:
+    with open(path, "rb") as f:
+        buf = f.read()
+    values = server.config.values
+    return read_bytes(buf, len(server.dbs), int(time.time() * 1000),
+                      values.get("zset-max-listpack-entries", 128),
+                      values.get("zset-max-listpack-value", 64))
+
+
+def install(server, loaded: Loaded):
+    """Put a checked file's keys into the server's (empty) databases."""
+    for db, keys, expires in zip(server.dbs, loaded.dbs, loaded.expires):
+        for key, value in keys.items():
+            db.add(key, value)
+        for key, when in expires.items():
+            db.set_expire(key, when)
+
+
+def load_at_start(server, path: str) -> Loaded:
+    """Read, check and install path, logging as valkey-server does."""
+    t0 = time.monotonic()
+    loaded = read_file(path, server)
+    aux = loaded.aux
+    ver = aux.get(b"valkey-ver") or aux.get(b"redis-ver")
+    if ver:
+        log.info("Loading RDB produced by %s version %s",
+                 "valkey" if b"valkey-ver" in aux else "redis", ver.decode("latin-1"))
+    ctime = aux.get(b"ctime")
+    if ctime and ctime.lstrip(b"-").isdigit():
+        log.info("RDB age %d seconds", int(time.time()) - int(ctime))
+    install(server, loaded)
+    log.info("Done loading RDB, keys loaded: %d, keys expired: %d.",
+             loaded.keys_loaded, loaded.keys_expired)
+    log.info("DB loaded from disk: %.3f seconds", time.monotonic() - t0)
+    return loaded
