@@ -28,10 +28,11 @@ tests/test_fastpaths.py::test_encode_caches_equal_plain_formatting.
 
 from __future__ import annotations
 
-import math
 import re
 
 import hiredis
+
+from .fpconv import d2string
 
 __all__ = [
     "ProtocolError", "RequestParser", "encode", "Simple", "Verbatim", "Push",
@@ -114,45 +115,11 @@ _ARR_HDR_CACHE = [b"*%d\r\n" % i for i in range(0, 256)]
 
 
 def format_double(value: float) -> bytes:
-    """Format a double as Redis's d2string does: integers up to 2**62 in
-    full, otherwise the shortest round-trip digits laid out as fpconv_dtoa
-    (plain up to 21 integer digits / 6 leading zeros, else ``1.5e+20``)."""
-    if value != value:
-        return b"nan"
-    if value == _INF_F or value == -_INF_F:
-        return b"inf" if value > 0 else b"-inf"
-    if value == 0:
-        return b"-0" if math.copysign(1.0, value) < 0 else b"0"
-    if -4611686018427387904.0 <= value <= 4611686018427387904.0 and value == int(value):
-        return b"%d" % int(value)
-    text = repr(value)
-    neg = text[0] == "-"
-    if neg:
-        text = text[1:]
-    mant, _, exp = text.partition("e")
-    ip, _, fp = mant.partition(".")
-    digits = (ip + fp).lstrip("0")
-    k = (int(exp) if exp else 0) - len(fp)
-    stripped = digits.rstrip("0")
-    k += len(digits) - len(stripped)
-    digits = stripped
-    nd = len(digits)
-    e = abs(k + nd - 1)
-    if k >= 0 and e < nd + 7:
-        out = digits + "0" * k
-    elif k < 0 and (k > -7 or e < 4):
-        offset = nd + k
-        if offset <= 0:
-            out = "0." + "0" * (-offset) + digits
-        else:
-            out = digits[:offset] + "." + digits[offset:]
-    else:
-        out = digits[0] + ("." + digits[1:] if nd > 1 else "") + "e" + \
-            ("-" if k + nd - 1 < 0 else "+") + str(e)
-    return (("-" + out) if neg else out).encode()
+    """A double as Valkey's d2string writes it (hotkv.fpconv: integral
+    values within +-2**62 in full, else fpconv_dtoa's Grisu2 digits)."""
+    return d2string(value)
 
 
-_INF_F = float("inf")
 
 
 def encode(value, out: list, resp3: bool) -> None:

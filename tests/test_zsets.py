@@ -5,6 +5,8 @@ connections; the ZSCAN cursor guarantee."""
 
 from __future__ import annotations
 
+import random
+import struct
 import threading
 import time
 
@@ -766,3 +768,44 @@ def test_aof_rewrite_keeps_exact_scores(hotkv_server_factory, tmp_path):
         assert [c.call(*q) for q in reads] == before
     finally:
         c.close()
+
+
+@pytest.mark.parametrize("resp3", [False, True])
+def test_scores_print_as_valkeys_grisu2_digits(diff, resp3):
+    """Scores come back in fpconv_dtoa's text, whose Grisu2 digits are not
+    always the shortest round trip (5e22 -> 49999999999999996000000; about
+    one double in a thousand, at any magnitude).  Python's repr digits gave
+    '5e+22'.  Thousands of doubles -- random bit patterns, short decimals
+    at every exponent, timestamps -- through ZADD, ZRANGE WITHSCORES,
+    ZSCORE, ZINCRBY and a listpack-encoded zset (its scores are stored as
+    text)."""
+    if resp3:
+        diff.resp3()
+    rnd = random.Random(5022)
+    values = [5e22, -5e22, 1945088398766704.2, 2.8681705516121664e+58]
+    while len(values) < 3000:
+        kind = rnd.random()
+        if kind < 0.4:
+            v = struct.unpack("<d", rnd.getrandbits(64).to_bytes(8, "little"))[0]
+            if v != v or v in (float("inf"), float("-inf")):
+                continue
+        elif kind < 0.8:
+            nd = rnd.randint(1, 17)
+            v = float("%de%d" % (rnd.randint(10 ** (nd - 1), 10 ** nd - 1),
+                                 rnd.randint(-40, 40) - nd))
+        else:
+            v = rnd.uniform(1.6e9, 1.8e9)
+        values.append(v)
+    for start in range(0, len(values), 500):
+        args = []
+        for i, v in enumerate(values[start:start + 500]):
+            args += [repr(v), "m%d" % (start + i)]
+        diff("ZADD", "big", *args)
+    diff("ZRANGE", "big", "0", "-1", "WITHSCORES")
+    for i in range(0, len(values), 7):
+        diff("ZSCORE", "big", "m%d" % i)
+    diff("ZINCRBY", "big", "0", "m0")
+    for i in range(0, 120):
+        diff("ZADD", "small", repr(values[i]), "m%d" % i)
+    diff("OBJECT", "ENCODING", "small")
+    diff("ZRANGE", "small", "0", "-1", "WITHSCORES")
