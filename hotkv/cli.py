@@ -83,9 +83,6 @@ def parse_serve_args(args: list[str]) -> tuple[str | None, list]:
 SERVE_DEFAULT_SAVE = "3600 1 300 100 60 10000"   # valkey-server's default save points
 
 
-SERVE_DEFAULT_SAVE = "3600 1 300 100 60 10000"   # valkey-server's default save points
-
-
 def build_config(path: str | None, cli: list):
     """A ``Config`` from a config file and command-line settings, applied in
     order (the command line last, so it wins); every name and value is
@@ -114,9 +111,6 @@ def build_config(path: str | None, cli: list):
         read(path, 0)
     pairs.extend((name, value, "option --%s" % name) for name, value in cli)
     config = Config()
-    # `hotkv serve` keeps Valkey's default save points (EmbeddedServer has
-    # none); a first "save" setting replaces them, as in redis.conf.
-    config.set_from_text("save", SERVE_DEFAULT_SAVE, startup=True)
     # `hotkv serve` keeps Valkey's default save points (EmbeddedServer has
     # none); a first "save" setting replaces them, as in redis.conf.
     config.set_from_text("save", SERVE_DEFAULT_SAVE, startup=True)

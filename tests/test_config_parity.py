@@ -14,6 +14,7 @@ Runs in a few seconds; nothing is timed.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -241,7 +242,7 @@ def _stop(proc):
 def _adjusted(text: str) -> str:
     """A stock file with the lines a deployment changes anyway taken out (the
     command line sets port/dir/logfile/daemonize)."""
-    drop = ("port ", "dir ", "logfile ", "daemonize ", "pidfile ", "include ", "supervised ")
+    drop = ("port ", "dir ", "logfile ", "daemonize ")
     return "\n".join(ln for ln in text.splitlines() if not ln.startswith(drop)) + "\n"
 
 
@@ -253,9 +254,12 @@ def test_debian_stock_redis_conf_starts(tmp_path):
         pytest.skip("%s missing: apt-get install redis-server provides it" % DEBIAN_CONF)
     with open(DEBIAN_CONF) as f:
         text = f.read()
-    proc, port, _, _ = _serve(tmp_path, _adjusted(text))
+    # Its pidfile (/run/redis/) is the package's service's: the command line moves it.
+    pidfile = tmp_path / "hotkv.pid"
+    proc, port, _, _ = _serve(tmp_path, _adjusted(text), "--pidfile", str(pidfile))
     try:
         c = _connect(proc, port)
+        assert pidfile.read_text().strip() == str(proc.pid)
         assert c.call("CONFIG", "GET", "maxmemory-policy") == (
             b"*2\r\n$16\r\nmaxmemory-policy\r\n$10\r\nnoeviction\r\n")
         c.close()
@@ -307,3 +311,76 @@ def test_config_rewrite_keeps_comments_order_and_units(tmp_path):
     assert lines[:5] == ["# my settings", "maxmemory 200mb", "", "# policy",
                          "maxmemory-policy allkeys-lfu"]
     assert "repl-backlog-size 64mb" in lines
+
+
+def test_config_file_include_quotes_repeats_and_command_line_override(tmp_path):
+    (tmp_path / "extra.conf").write_text("maxmemory-policy allkeys-lru\nhz 20\n")
+    conf = ("include %s\n"
+            'requirepass "pass word"\n'
+            "save 900 1\n"
+            "save 300 10\n"
+            "hz 15\n"
+            "slave-read-only no\n" % (tmp_path / "extra.conf"))
+    proc, port, _, _ = _serve(tmp_path, conf, "--hz", "30")
+    try:
+        c = _connect(proc, port)
+        assert c.call("AUTH", "pass word") == b"+OK\r\n"
+        got = _pairs(c.call("CONFIG", "GET", "maxmemory-policy"))
+        got.update(_pairs(c.call("CONFIG", "GET", "save")))
+        got.update(_pairs(c.call("CONFIG", "GET", "hz")))
+        got.update(_pairs(c.call("CONFIG", "GET", "replica-read-only")))
+        c.close()
+    finally:
+        _stop(proc)
+    assert got == {"maxmemory-policy": "allkeys-lru", "save": "900 1 300 10", "hz": "30",
+                   "replica-read-only": "no"}
+
+
+@pytest.mark.parametrize("line, message", [
+    ("loadmodule /x/y.so", "hotkv does not load Valkey modules"),
+    ("no-such-setting 1", "unknown setting 'no-such-setting'"),
+    ("maxmemory 12xb", "argument must be a memory value"),
+    ("appendfsync sometimes", "argument(s) must be one of the following: everysec, always, no"),
+])
+def test_config_file_errors_are_named(tmp_path, line, message):
+    conf = tmp_path / "bad.conf"
+    conf.write_text("port 0\n%s\n" % line)
+    out = subprocess.run([sys.executable, "-m", "hotkv", "serve", str(conf)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert message in out.stderr
+
+
+LEGACY_LINE = re.compile(r"^(\d+):M (\d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d\.\d{3}) "
+                         r"([.\-*#]) (.*)$")
+
+
+def test_log_lines_in_valkey_format(tmp_path):
+    proc, port, _, log = _serve(tmp_path, "disable-thp yes\njemalloc-bg-thread no\n",
+                                "--loglevel", "notice", "--enable-debug-command", "yes")
+    try:
+        c = _connect(proc, port)
+        assert c.call("CONFIG", "SET", "log-format", "logfmt") == b"+OK\r\n"
+        assert c.call("CONFIG", "SET", "log-timestamp-format", "milliseconds") == b"+OK\r\n"
+        assert c.call("DEBUG", "LOG", 'a "quoted"\nline') == b"+OK\r\n"
+        c.close()
+    finally:
+        _stop(proc)
+    lines = log.read_text().splitlines()
+    legacy = [LEGACY_LINE.match(ln) for ln in lines if not ln.startswith("pid=")]
+    assert legacy and all(legacy), lines
+    assert {m.group(1) for m in legacy} == {str(proc.pid)}
+    messages = [m.group(4) for m in legacy]
+    for expected in ("oO0OoO0OoO0Oo hotkv is starting oO0OoO0OoO0Oo", "Configuration loaded",
+                     "Server initialized", "Ready to accept connections tcp"):
+        assert expected in messages
+    assert any(m.startswith("hotkv version=") and "pid=%d" % proc.pid in m for m in messages)
+    inert = [m for m in legacy if "no effect in hotkv" in m.group(4)]
+    assert len(inert) == 1 and inert[0].group(3) == "#"
+    assert inert[0].group(4).endswith("disable-thp, jemalloc-bg-thread")
+    # After CONFIG SET log-format logfmt: logfmt lines with a millisecond timestamp.
+    logfmt = [ln for ln in lines if ln.startswith("pid=")]
+    assert logfmt, lines
+    for ln in logfmt:
+        assert re.match(r'^pid=%d role=primary timestamp="\d{13}" level=(debug|info|notice|'
+                        r'warning) message=".*"$' % proc.pid, ln), ln
