@@ -229,6 +229,39 @@ def _startup_lines(config, log):
                     ", ".join(inert))
 
 
+class Systemd:
+    """``supervised systemd`` (or ``auto`` with $NOTIFY_SOCKET set): the sd_notify
+    datagrams valkey-server sends -- STATUS while loading, STATUS + READY=1 once it
+    accepts connections, STOPPING=1 when the shutdown begins."""
+
+    def __init__(self, values, log):
+        mode = values.get("supervised", "no")
+        self.path = os.environ.get("NOTIFY_SOCKET", "")
+        self.log = log
+        self.on = mode == "systemd" or (mode == "auto" and bool(self.path))
+        if mode == "upstart" or (mode == "auto" and os.environ.get("UPSTART_JOB")):
+            log.warning("upstart supervision requested: hotkv supports systemd only")
+        if self.on and self.notify("STATUS=hotkv is loading...\n"):
+            log.info("Supervised by systemd. Please make sure you set appropriate values for "
+                     "TimeoutStartSec and TimeoutStopSec in your service unit.")
+
+    def notify(self, message: str) -> bool:
+        if not self.on:
+            return False
+        if not self.path:
+            self.log.warning("systemd supervision error: NOTIFY_SOCKET not found!")
+            return False
+        import socket
+        addr = "\0" + self.path[1:] if self.path.startswith("@") else self.path
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+                sock.sendto(message.encode(), addr)
+        except OSError as e:
+            self.log.warning("systemd supervision error: sd_notify: %s", e)
+            return False
+        return True
+
+
 def help_config() -> str:
     """``hotkv serve --help-config``: every setting, its default, and whether
     hotkv acts on it ("(inert)": accepted, kept, reported, no effect)."""
@@ -257,7 +290,7 @@ def _where(listener, values) -> str:
     return ", ".join(dict.fromkeys(parts))
 
 
-async def _serve(server, ready_line: bool = True) -> int:
+async def _serve(server, ready_line: bool = True, systemd=None) -> int:
     loop = asyncio.get_running_loop()
     listener = Listener(server)
     await listener.start(loop)
@@ -272,12 +305,17 @@ async def _serve(server, ready_line: bool = True) -> int:
     for kind, on in (("tcp", True), ("unix", values["unixsocket"]), ("tls", values["tls-port"])):
         if on:
             log.info("Ready to accept connections %s", kind)
+    if systemd is not None and systemd.on:
+        systemd.notify("STATUS=Ready to accept connections\n")
+        systemd.notify("READY=1\n")
     if ready_line:
         sys.stdout.write("hotkv %s listening on %s\n" % (__version__, _where(listener, values)))
         sys.stdout.flush()
     try:
         await listener.closed
     finally:
+        if systemd is not None and systemd.on:
+            systemd.notify("STOPPING=1\n")
         await listener.stop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
@@ -304,6 +342,7 @@ def serve(args: list[str]) -> int:
         return 2
     _setup_logging(config.values)
     _startup_lines(config, logging.getLogger("hotkv"))
+    systemd = Systemd(config.values, logging.getLogger("hotkv"))
     try:
         server = Server(config)
     except Exception as e:  # an aclfile with errors, say: say why, no traceback
@@ -328,7 +367,7 @@ def serve(args: list[str]) -> int:
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        return loop.run_until_complete(_serve(server))
+        return loop.run_until_complete(_serve(server, systemd=systemd))
     except OSError as e:
         sys.stderr.write("hotkv serve: cannot listen: %s\n" % (e.strerror or e))
         return 1

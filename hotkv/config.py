@@ -301,6 +301,9 @@ for _name, _lo, _hi in (("list-max-listpack-size", -INT_MAX - 1, INT_MAX),
 _OWN_DEFAULT = {"dir", "port", "bind", "save", "aof-use-rdb-preamble",
                 "lazyfree-lazy-eviction", "lazyfree-lazy-expire", "lazyfree-lazy-server-del",
                 "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush"}
+# Table settings hotkv acts on in ``hotkv serve`` (hotkv.cli: logging, supervision); an
+# embedded server has no log or supervisor of its own.
+_SERVE_ONLY = {"log-format", "log-timestamp-format", "supervised"}
 # tls-port -1 asks hotkv for a free port (tests use it): wider than Valkey's 0..65535.
 _OWN_RANGE = {"tls-port"}
 # Settings Valkey changes at run time that hotkv cannot (its listeners are bound once).
@@ -470,7 +473,7 @@ def _load_table():
         else:
             names = aliases
         if p is None:
-            p = param(name, kind, None, inert=True)
+            p = param(name, kind, None, inert=name not in _SERVE_ONLY)
         for a in names:
             if a != p.name and a not in p.aliases:
                 p.aliases += (a,)

@@ -384,3 +384,48 @@ def test_log_lines_in_valkey_format(tmp_path):
     for ln in logfmt:
         assert re.match(r'^pid=%d role=primary timestamp="\d{13}" level=(debug|info|notice|'
                         r'warning) message=".*"$' % proc.pid, ln), ln
+
+
+UNIT = os.path.join(os.path.dirname(__file__), "..", "examples", "hotkv.service")
+
+
+def test_systemd_unit_command_notifies_ready_and_stopping(tmp_path):
+    """examples/hotkv.service's ExecStart (binary and config file swapped for this
+    checkout's) against a notify socket of our own: STATUS, READY=1, then on
+    SIGTERM STOPPING=1 and exit 0."""
+    import shlex
+    import signal
+    import socket
+    with open(UNIT) as f:
+        exec_start = next(ln for ln in f if ln.startswith("ExecStart="))
+    argv = shlex.split(exec_start[len("ExecStart="):])
+    assert argv[:2] == ["/usr/local/bin/hotkv", "serve"]
+    conf = tmp_path / "hotkv.conf"
+    port = free_port()
+    conf.write_text("port %d\ndir %s\nlogfile %s\n" % (port, tmp_path, tmp_path / "log"))
+    argv = [sys.executable, "-m", "hotkv", "serve", str(conf)] + argv[3:]
+    sock_path = str(tmp_path / "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(sock_path)
+    sock.settimeout(30)
+    env = dict(os.environ, NOTIFY_SOCKET=sock_path)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    got = []
+    try:
+        for _ in range(3):   # loading, ready status, READY=1
+            got.append(sock.recv(4096).decode())
+        c = RawClient("127.0.0.1", port)
+        assert c.call("PING") == b"+PONG\r\n"
+        c.close()
+        proc.send_signal(signal.SIGTERM)
+        got.append(sock.recv(4096).decode())
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        proc.stderr.close()
+        sock.close()
+    assert got == ["STATUS=hotkv is loading...\n", "STATUS=Ready to accept connections\n",
+                   "READY=1\n", "STOPPING=1\n"]
