@@ -262,6 +262,21 @@ class Systemd:
         return True
 
 
+def _daemonize() -> bool:
+    """``daemonize yes``: fork, the child leaves the session and its terminal
+    (stdin/stdout/stderr on /dev/null: its log is ``logfile``); True in the parent.
+    Runs before any thread or event loop exists."""
+    if os.fork():
+        return True
+    os.setsid()
+    fd = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2):
+        os.dup2(fd, target)
+    if fd > 2:
+        os.close(fd)
+    return False
+
+
 def help_config() -> str:
     """``hotkv serve --help-config``: every setting, its default, and whether
     hotkv acts on it ("(inert)": accepted, kept, reported, no effect)."""
@@ -341,6 +356,8 @@ def serve(args: list[str]) -> int:
         sys.stderr.write("hotkv serve: %s\n" % e)
         return 2
     _setup_logging(config.values)
+    if config.values["daemonize"] and _daemonize():
+        return 0   # the parent, as valkey-server's: the daemon goes on alone
     _startup_lines(config, logging.getLogger("hotkv"))
     systemd = Systemd(config.values, logging.getLogger("hotkv"))
     try:

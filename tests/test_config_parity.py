@@ -207,7 +207,7 @@ def _serve(tmp_path, conf_text: str, *extra: str):
     log = tmp_path / "hotkv.log"
     proc = subprocess.Popen([sys.executable, "-m", "hotkv", "serve", str(conf), "--port",
                              str(port), "--dir", str(tmp_path), "--logfile", str(log),
-                             "--daemonize", "no", *extra],
+                             *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return proc, port, conf, log
 
@@ -429,3 +429,30 @@ def test_systemd_unit_command_notifies_ready_and_stopping(tmp_path):
         sock.close()
     assert got == ["STATUS=hotkv is loading...\n", "STATUS=Ready to accept connections\n",
                    "READY=1\n", "STOPPING=1\n"]
+
+
+def test_daemonize_with_pidfile(tmp_path):
+    import signal
+    pidfile = tmp_path / "d.pid"
+    proc, port, _, log = _serve(tmp_path, "daemonize yes\npidfile %s\n" % pidfile)
+    assert proc.wait(30) == 0   # the parent returns at once
+    proc.stdout.close()
+    proc.stderr.close()
+    assert wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), timeout=30)
+    pid = int(pidfile.read_text())
+    assert pid != proc.pid
+    def pong():
+        try:
+            c = RawClient("127.0.0.1", port, timeout=5)
+        except OSError:
+            return False
+        try:
+            return c.call("PING") == b"+PONG\r\n"
+        finally:
+            c.close()
+    try:
+        assert wait_for(pong, timeout=30, interval=0.05)
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    assert wait_for(lambda: not pidfile.exists(), timeout=30)   # removed at a clean exit
+    assert "Ready to accept connections tcp" in log.read_text()
