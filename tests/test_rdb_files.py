@@ -433,3 +433,17 @@ def test_save_bgsave_lastsave_info_replies_as_valkey(hotkv_server_factory, tmpdi
             assert replies[0] == replies[1], "RESP%s" % resp
             assert replies[0][0] == b"+Background saving started\r\n"
             assert fields[0] == fields[1], "RESP%s INFO persistence fields" % resp
+
+
+def test_flushall_with_save_points_saves_as_valkey(hotkv_server_factory, tmpdir_):
+    srv = hotkv_server_factory(dir=tmpdir_, save="3600 1")
+    with ReferenceValkey("--save", "3600 1") as ref:
+        got = []
+        for c in (_client(srv), RawClient(ref.host, ref.port)):
+            c.call("SET", "a", "1")
+            save_ok(c)
+            c.call("SET", "b", "2")
+            got.append([c.call("FLUSHALL"), _info(c, b"rdb_changes_since_last_save")])
+        assert got[0] == got[1] == [b"+OK\r\n", b"0"]
+    srv.stop()
+    assert _client(hotkv_server_factory(dir=tmpdir_)).call("DBSIZE") == b":0\r\n"

@@ -62,6 +62,12 @@ def flushall(c, argv):
     for db in c.server.dbs:
         removed += flush_db(c.server, db)
     _force_propagation(c, argv, removed)
+    # As Valkey: a running BGSAVE would write the old data; with save points
+    # the (now empty) dataset is saved at once.
+    snaps = c.server.snapshots
+    snaps.kill_child()
+    if snaps.points:
+        snaps.save()
     return OK
 
 
