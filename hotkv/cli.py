@@ -9,7 +9,14 @@ next ``--option``, so ``--save 900 1 300 10`` works as with redis-server.
 Options given on the command line win over the file.
 
 Once the server accepts connections it prints exactly one line on stdout
-saying where it listens; logs go to stderr (or ``--logfile``).  SIGINT and
+saying where it listens; logs go to stderr (or ``--logfile``) in valkey-server's
+line format (``log-format``, ``log-timestamp-format``, ``loglevel`` read live),
+starting with Valkey's startup lines and one line naming the inert settings
+given.  ``--help-config`` lists every setting and marks the inert ones.
+``daemonize yes`` forks (the parent exits 0); ``supervised systemd`` sends
+sd_notify's STATUS/READY=1/STOPPING=1 (``Systemd``, examples/hotkv.service).
+Directives valkey-server accepts and ignores (``config_table.DEPRECATED``) are
+ignored with a warning; ``loadmodule`` is refused.  SIGINT and
 SIGTERM shut it down cleanly (exit code 0, the AOF flushed by
 ``Server.shutdown``, which the listener's stop calls).  ``python -m hotkv``
 is the same command (``hotkv/__main__.py``).  It runs on uvloop when installed.

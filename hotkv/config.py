@@ -7,6 +7,14 @@ table serves CONFIG GET/SET, ``hotkv serve --name value`` and config files.
 Settings hotkv does not act on (encoding tuning knobs, say) are accepted and
 stored so tools that set them keep working; they are marked inert.
 
+Valkey 8.1.8's own table is ``hotkv.config_table``; ``_load_table`` lays it over
+the parameters defined here: every Valkey name exists (227 in ``CONFIG GET *``),
+with Valkey's aliases, ranges, mutability, defaults and parse errors, and one
+Valkey has that hotkv does not define is added inert.  Where hotkv keeps its own
+default, range or mutability, ``_OWN_DEFAULT``/``_OWN_RANGE``/``_OWN_IMMUTABLE``
+say so (and tests/test_config_parity.py says why).  Invariant: a parameter is
+inert unless something in hotkv reads its value.
+
 A module that owns a behaviour registers the parameters it reads with
 ``param(...)`` at import time and reads ``server.config.values[name]``.
 """

@@ -8,7 +8,11 @@ that must act when a parameter changes registers a listener in
 * CONFIG RESETSTAT zeroes the server's counters, the command and error
   statistics, the ACL denial counters and the instantaneous metrics
   (``hotkv.stats``), each by name.
-* CONFIG REWRITE keeps the file's comments and order (``rewrite_config_file``).
+* CONFIG REWRITE keeps the file's comments and order (``rewrite_config_file``)
+  and writes memory sizes in units, as Valkey (``maxmemory 200mb``).
+* CONFIG GET with a pattern lists Valkey's table (``HIDDEN``: directives such as
+  rename-command and user answer only by exact name, as in Valkey).
+* A changed RDMA setting fails as on a Valkey built without RDMA.
 
 Invariants: a failed CONFIG SET leaves every parameter as it was -- all
 values are parsed before any is applied, and a listener's refusal rolls
