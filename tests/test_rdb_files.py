@@ -447,3 +447,23 @@ def test_flushall_with_save_points_saves_as_valkey(hotkv_server_factory, tmpdir_
         assert got[0] == got[1] == [b"+OK\r\n", b"0"]
     srv.stop()
     assert _client(hotkv_server_factory(dir=tmpdir_)).call("DBSIZE") == b":0\r\n"
+
+
+@pytest.mark.parametrize("fill", ["-1", "-2", "-5", "0", "3"])
+def test_list_quicklist_nodes_byte_equal_to_valkey(raw, fill):
+    """A list grown by RPUSH is written with Valkey's node split (the raw
+    length + 8 overestimate, elements over the byte limit as plain nodes):
+    DUMP equal byte for byte to the reference's without compression."""
+    with ReferenceValkey("--rdbcompression", "no") as ref:
+        theirs = RawClient(ref.host, ref.port)
+        for data in ([("j%d" % i) * (1 + i % 13) for i in range(3000)],
+                     ["q" * 5000, "z" * 70000, "1", "2", "y" * 8192, "y" * 8193, "x" * 8000]):
+            got = []
+            for c in (raw, theirs):
+                c.call("CONFIG", "SET", "list-max-listpack-size", fill)
+                c.call("DEL", "x")
+                c.call("RPUSH", "x", "a", "b", "c")
+                c.call("RPUSH", "x", *data)
+                got.append(c.call("DUMP", "x"))
+            raw.call("CONFIG", "SET", "list-max-listpack-size", "-2")
+            assert got[0] == got[1]

@@ -31,6 +31,7 @@ from .codec import (
     lp_entry,
     lp_from_entries,
     put_len,
+    put_string,
     ziplist_elements,
 )
 
@@ -49,40 +50,51 @@ def rewrite(key: bytes, value: ListValue):
 
 
 def _nodes(lst, fill: int):
-    """Split a list into listpacks the way a quicklist grown at the tail
-    would be (Redis's node limits: bytes for a negative fill, entries --
-    within the 8 kB safety limit -- for a positive one)."""
+    """Split a list into quicklist nodes the way Valkey 8.1's quicklist grown
+    at the tail (RPUSH) would be: an element longer than a negative fill's
+    byte limit (8 kB for a positive fill) is a plain node of its own; otherwise an element joins the
+    tail listpack unless its bytes, plus the raw element length plus 8 (the
+    quicklist's deliberate overestimate), pass the byte limit -- or, for a
+    positive fill, the entry count passes fill or the bytes 8 kB.  Returns
+    [(container, blob)]."""
     if fill < 0:
         max_bytes = 4096 << min(-fill - 1, 4)
         max_count = 1 << 62
+        large = max_bytes
     else:
-        max_bytes = 8192
+        max_bytes = large = 8192
         max_count = max(fill, 1)
     nodes = []
     cur, size = [], 7
     for e in lst:
-        ent = lp_entry(e)
-        if cur and (len(cur) + 1 > max_count or size + len(ent) > max_bytes):
-            nodes.append(lp_from_entries(cur, len(cur)))
+        n = len(e)
+        if n > large:
+            if cur:
+                nodes.append((_QL_PACKED, lp_from_entries(cur, len(cur))))
+                cur, size = [], 7
+            nodes.append((_QL_PLAIN, e))
+            continue
+        if cur and (len(cur) + 1 > max_count or size + n + 8 > max_bytes):
+            nodes.append((_QL_PACKED, lp_from_entries(cur, len(cur))))
             cur, size = [], 7
+        ent = lp_entry(e)
         cur.append(ent)
         size += len(ent)
     if cur:
-        nodes.append(lp_from_entries(cur, len(cur)))
+        nodes.append((_QL_PACKED, lp_from_entries(cur, len(cur))))
     return nodes
 
 
 def rdb_save(value: ListValue, encoding: bytes = b"", limits=DEFAULT_LIMITS):
     out = bytearray()
     if encoding == b"listpack":
-        nodes = [lp_from_entries([lp_entry(e) for e in value], len(value))]
+        nodes = [(_QL_PACKED, lp_from_entries([lp_entry(e) for e in value], len(value)))]
     else:
         nodes = _nodes(value, limits.list_fill)
     put_len(len(nodes), out)
-    for lp in nodes:
-        put_len(_QL_PACKED, out)
-        put_len(len(lp), out)
-        out += lp
+    for container, blob in nodes:
+        put_len(container, out)
+        put_string(blob, out)     # as rdbSaveRawString: LZF in files, when it pays
     return T_LIST_QUICKLIST_2, bytes(out)
 
 
