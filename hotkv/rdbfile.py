@@ -32,7 +32,9 @@ import os
 import struct
 import time
 
+from .encodings import object_encoding
 from .rdb import RDB_VERSION, crc64, load_value, serialize
+from .stats import used_memory
 from .types.codec import RDBError, Reader, lzf_compression, put_len, put_string
 
 log = logging.getLogger("hotkv")
@@ -58,7 +60,7 @@ class RDBLoadError(Exception):
 # ----------------------------------------------------------------------
 
 class _Ctx:
-    """What keyspace.object_encoding reads of a client: its db and server."""
+    """What encodings.object_encoding reads of a client: its db and server."""
     __slots__ = ("db", "server")
 
     def __init__(self, db, server):
@@ -93,7 +95,6 @@ class _Sink:
 
 def write_dataset(server, fd: int, aof_base: bool = False) -> int:
     """Write the whole dataset as an RDB file to fd; returns its size."""
-    from .commands.keyspace import object_encoding  # the commands import us
     values = server.config.values
     sink = _Sink(fd, values["rdbchecksum"])
     delay = values.get("rdb-key-save-delay", 0)
@@ -103,7 +104,7 @@ def write_dataset(server, fd: int, aof_base: bool = False) -> int:
     _aux(out, b"valkey-ver", FORMAT_VALKEY_VERSION)
     _aux(out, b"redis-bits", b"64")
     _aux(out, b"ctime", b"%d" % int(time.time()))
-    _aux(out, b"used-mem", b"%d" % _used_memory())
+    _aux(out, b"used-mem", b"%d" % used_memory())
     _aux(out, b"aof-base", b"1" if aof_base else b"0")
     with lzf_compression(values["rdbcompression"]):
         for db in server.dbs:
@@ -136,14 +137,6 @@ def write_dataset(server, fd: int, aof_base: bool = False) -> int:
     crc = sink.crc if sink.checksum else 0
     sink.write(crc.to_bytes(8, "little"))
     return sink.size
-
-
-def _used_memory() -> int:
-    try:
-        from .server import used_memory
-        return used_memory()
-    except Exception:  # pragma: no cover - /proc unreadable
-        return 0
 
 
 def temp_path(target: str, pid: int) -> str:

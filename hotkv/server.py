@@ -48,11 +48,9 @@ every subsystem exists once the constructor returns (no ``None`` checks).
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
 import os
-import sys
 import time
 import traceback
 
@@ -179,7 +177,7 @@ class Server:
         its start comes after it (limits reads the output-buffer limits
         pub/sub merged; the AOF, last, may replay into all of them)."""
         cmdlog.init_slowlog(self)                 # slowlog, slowlog_push, threshold
-        self.startup_memory = used_memory()       # INFO used_memory_startup
+        self.startup_memory = stats.used_memory()  # INFO used_memory_startup
         self.pubsub = pubsub.init_server(self)
         notify.init_server(self)                  # notify, notify_new (publishes via pubsub)
         limits.init_server(self)                  # command_table (rename-command), obuf
@@ -259,13 +257,13 @@ class Server:
     def _apply_config(self):
         self.maxmemory = self.config.values["maxmemory"]
         if self.maxmemory:
-            self.used_memory_cached = used_memory()
+            self.used_memory_cached = stats.used_memory()
         self.config.listeners["maxmemory"] = self._set_maxmemory
 
     def _set_maxmemory(self, v):
         self.maxmemory = v
         if v:
-            self.used_memory_cached = used_memory()
+            self.used_memory_cached = stats.used_memory()
 
     def next_client_id(self) -> int:
         return next(self._client_ids)
@@ -427,7 +425,7 @@ class Server:
         """Periodic work (hz times a second): active expiry, idle clients."""
         self.cmd_time_ms = int(time.time() * 1000)
         if self.maxmemory:
-            self.used_memory_cached = used_memory()
+            self.used_memory_cached = stats.used_memory()
         budget = 20 * self.config.values["active-expire-effort"]
         for db in self.dbs if self.active_expire_enabled else ():
             if db.expires:
@@ -448,25 +446,8 @@ class Server:
         return int(time.time() - self.start_time)
 
 
-def used_memory() -> int:
-    """Resident memory of this process, in bytes."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:  # not Linux
-        import resource
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return rss if sys.platform == "darwin" else rss * 1024
-
-
 def _is_local(client) -> bool:
     return client.addr.startswith(("127.", "[::1]", "::1", "/")) or client.addr == ""
 
 
-def peak_rss() -> int:
-    import resource
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return rss if sys.platform == "darwin" else rss * 1024
-
-
-__all__ = ["Server", "used_memory", "peak_rss", "heapq"]
+__all__ = ["Server"]

@@ -4,7 +4,9 @@ Owns the samples behind ``instantaneous_ops_per_sec``,
 ``instantaneous_input_kbps`` and ``instantaneous_output_kbps`` (Valkey's
 trackInstantaneousMetric): the server's cron calls ``track_instantaneous``,
 INFO reads ``instantaneous``, CONFIG RESETSTAT calls
-``reset_instantaneous``.  Below ``commands/`` because the cron calls it.
+``reset_instantaneous``; and the process's memory readings
+(``used_memory``, ``peak_rss``) that INFO, MEMORY, maxmemory and the RDB's
+aux fields use.  Below ``commands/`` because the cron calls it.
 
 Invariants: at most ``_SAMPLES`` samples per metric; samples closer than
 0.1 s are not taken (a rate over a tiny interval is noise); after a reset
@@ -13,6 +15,8 @@ the rates read 0 until two samples exist.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 
 _SAMPLES = 16
@@ -53,3 +57,19 @@ def instantaneous(server):
 def reset_instantaneous(server):
     """Forget the samples (CONFIG RESETSTAT): the rates restart from 0."""
     server._inst_samples = None
+
+
+def used_memory() -> int:
+    """Resident memory of this process, in bytes."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:  # not Linux
+        return peak_rss()
+
+
+def peak_rss() -> int:
+    """The process's peak resident memory, in bytes."""
+    import resource  # Unix only; imported where it is needed
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss if sys.platform == "darwin" else rss * 1024

@@ -12,7 +12,7 @@ MALLOC-STATS, PURGE, HELP), as Valkey's debug.c and object.c.
   ``enable-debug-command`` in the dispatcher (its ``protected`` flag).
 * MEMORY USAGE is an estimate from ``sys.getsizeof``, sampling containers
   as Redis's objectComputeSize does; MEMORY STATS reports the process's
-  memory (``hotkv.server.used_memory``) against the memory noted at startup
+  memory (``hotkv.stats.used_memory``) against the memory noted at startup
   by INFO's init hook.
 
 Invariants: DEBUG HELP lists this module's subcommands and then every
@@ -33,14 +33,14 @@ import time
 from .. import errors, rdb
 from ..config import parse_memory
 from ..digest import dataset_digest, value_digest
+from ..encodings import object_encoding
 from ..errors import CommandError
 from ..registry import command, container
 from ..replies import cstr, help_reply
 from ..resp import OK, Simple, Verbatim
-from ..server import peak_rss, used_memory
-from ..types.lists import ListValue, _nodes as list_nodes
+from ..stats import peak_rss, used_memory
+from ..types.lists import ListValue, quicklist_nodes
 from ..util import string2ll, stringmatch
-from .keyspace import object_encoding
 
 log = logging.getLogger("hotkv")
 
@@ -221,12 +221,12 @@ def debug_object(c, argv):
         lru, idle, freq, minutes)
     if encoding == b"quicklist" and type(value) is ListValue:
         # The nodes hotkv's RDB writes (a list grown at the tail).
-        nodes = list_nodes(value, fill)
+        nodes = quicklist_nodes(value, fill)
         compress = c.server.config.values.get("list-compress-depth", 0)
         out += b" ql_nodes:%d ql_avg_node:%.2f ql_listpack_max:%d ql_compressed:%d" % (
             len(nodes), len(value) / len(nodes), fill, 1 if compress else 0)
         if not fast:
-            out += b" ql_uncompressed_size:%d" % sum(len(n) for n in nodes)
+            out += b" ql_uncompressed_size:%d" % sum(len(blob) for _, blob in nodes)
     return Simple(out)
 
 

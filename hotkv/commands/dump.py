@@ -20,11 +20,11 @@ it overwrites its key without reading it) are declared on its @command.
 from __future__ import annotations
 
 from .. import rdb
+from ..encodings import object_encoding
 from ..errors import NOT_INTEGER, SYNTAX, CommandError
 from ..registry import command
 from ..resp import OK
 from ..util import string2ll
-from .keyspace import object_encoding
 
 BUSYKEY = "BUSYKEY Target key name already exists."
 BAD_TTL = "ERR Invalid TTL value, must be >= 0"

@@ -35,8 +35,7 @@ import time
 from ..pause import pause_info
 from ..registry import all_commands, command
 from ..resp import Verbatim
-from ..server import peak_rss, used_memory
-from ..stats import instantaneous
+from ..stats import instantaneous, peak_rss, used_memory
 from ..version import REDIS_COMPAT_VERSION, __version__
 
 

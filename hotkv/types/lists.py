@@ -49,7 +49,7 @@ def rewrite(key: bytes, value: ListValue):
     return batches(b"RPUSH", key, value, ITEMS_PER_CMD)
 
 
-def _nodes(lst, fill: int):
+def quicklist_nodes(lst, fill: int):
     """Split a list into quicklist nodes the way Valkey 8.1's quicklist grown
     at the tail (RPUSH) would be: an element longer than a negative fill's
     byte limit (8 kB for a positive fill) is a plain node of its own; otherwise an element joins the
@@ -90,7 +90,7 @@ def rdb_save(value: ListValue, encoding: bytes = b"", limits=DEFAULT_LIMITS):
     if encoding == b"listpack":
         nodes = [(_QL_PACKED, lp_from_entries([lp_entry(e) for e in value], len(value)))]
     else:
-        nodes = _nodes(value, limits.list_fill)
+        nodes = quicklist_nodes(value, limits.list_fill)
     put_len(len(nodes), out)
     for container, blob in nodes:
         put_len(container, out)
