@@ -33,7 +33,7 @@ import signal
 import time
 
 from . import rdbfile
-from .aof.rewrite import _die_with_parent, _inherited_fds, _load_prctl
+from .forkchild import die_with_parent, inherited_fds, load_prctl
 
 log = logging.getLogger("hotkv")
 
@@ -137,7 +137,7 @@ class Snapshots:
             self.last_ok = ok
             self._misconf()
             return ok
-        _load_prctl()      # before fork: the child imports nothing
+        load_prctl()      # before fork: the child imports nothing
         parent = os.getpid()
         self.dirty_at_fork = server.dirty
         try:
@@ -151,8 +151,8 @@ class Snapshots:
             code = 1
             try:
                 gc.disable()
-                _die_with_parent(parent)
-                for fd in _inherited_fds():   # the parent's sockets stay its own
+                die_with_parent(parent)
+                for fd in inherited_fds():   # the parent's sockets stay its own
                     if fd > 2:
                         try:
                             os.close(fd)

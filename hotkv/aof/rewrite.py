@@ -24,7 +24,7 @@ whose methods run on the ``AOF`` (hotkv.aof.writer) and use its state.
 Invariants: at every instant the AOF's name points at a complete file: the
 old one until the rename, the new one after; everything fed after the fork
 is in ``rw_buf`` until it is appended to the new file; the child imports
-nothing after the fork (``_load_prctl`` runs before it).
+nothing after the fork (``forkchild.load_prctl`` runs before it).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import os
 import signal
 import time
 
+from ..forkchild import die_with_parent, inherited_fds, load_prctl
 from ..types.table import BY_CLASS
 from .files import (
     OFF,
@@ -93,42 +94,6 @@ def write_snapshot(server, fd: int, now_ms: int) -> int:
     return total
 
 
-_prctl = None
-
-
-def _load_prctl():
-    global _prctl
-    if _prctl is None:
-        try:
-            import ctypes
-            _prctl = ctypes.CDLL(None, use_errno=True).prctl
-        except Exception:
-            _prctl = False
-
-
-def _die_with_parent(parent: int):
-    """Linux: the rewrite child is killed when the server (thread) dies --
-    also when it died before the child got here (then getppid changed)."""
-    if _prctl:
-        try:
-            _prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
-        except Exception:
-            pass
-    if os.getppid() != parent:
-        os._exit(1)
-
-
-def _inherited_fds():
-    try:
-        return [int(x) for x in os.listdir("/proc/self/fd")]
-    except OSError:
-        try:
-            top = min(os.sysconf("SC_OPEN_MAX"), 65536)
-        except (ValueError, OSError):
-            top = 4096
-        return range(3, top)
-
-
 # ----------------------------------------------------------------------
 # The parent's side
 # ----------------------------------------------------------------------
@@ -177,7 +142,7 @@ class RewriteMixin:
         now_ms = int(time.time() * 1000)
         if not hasattr(os, "fork"):
             return self._rewrite_sync(path, now_ms)
-        _load_prctl()   # before fork: the child must not import anything
+        load_prctl()   # before fork: the child must not import anything
         self.cur_db = -1
         self.rw_buf = bytearray()
         self.rw_start = time.monotonic()
@@ -195,11 +160,11 @@ class RewriteMixin:
             code = 1
             try:
                 gc.disable()
-                _die_with_parent(parent)
+                die_with_parent(parent)
                 tmp = os.path.join(directory, "temp-rewriteaof-bg-%d.aof" % os.getpid())
                 # Listening and client sockets stay the parent's only: a
                 # parent killed mid-rewrite must free its port at once.
-                for fd in _inherited_fds():
+                for fd in inherited_fds():
                     if fd > 2:
                         try:
                             os.close(fd)
