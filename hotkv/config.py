@@ -251,7 +251,7 @@ param("appendfsync", "enum", "everysec", choices=("everysec", "always", "no"))
 param("auto-aof-rewrite-percentage", "int", 100, lo=0, hi=INT_MAX)
 param("auto-aof-rewrite-min-size", "memory", 64 * 1024 * 1024, lo=0)
 param("aof-load-truncated", "bool", True)
-param("aof-use-rdb-preamble", "bool", False, inert=True)
+param("aof-use-rdb-preamble", "bool", True)
 param("no-appendfsync-on-rewrite", "bool", False, inert=True)
 param("client-output-buffer-limit", "string",
       "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60")
@@ -306,7 +306,7 @@ for _name, _lo, _hi in (("list-max-listpack-size", -INT_MAX - 1, INT_MAX),
 
 
 # Where hotkv keeps its own default on purpose (tests/test_config_parity.py lists why).
-_OWN_DEFAULT = {"dir", "port", "bind", "save", "aof-use-rdb-preamble",
+_OWN_DEFAULT = {"dir", "port", "bind", "save",
                 "lazyfree-lazy-eviction", "lazyfree-lazy-expire", "lazyfree-lazy-server-del",
                 "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush"}
 # Table settings hotkv acts on in ``hotkv serve`` (hotkv.cli: logging, supervision); an

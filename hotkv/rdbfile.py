@@ -22,7 +22,9 @@ does ``install`` put them in the server.  Anything wrong -- truncation, a
 bad length, an unknown type, a CRC mismatch, a duplicate key -- raises
 ``RDBLoadError`` naming the byte offset and what was wrong: a server never
 starts with half a file.  Keys already expired are dropped while loading,
-as a Valkey primary does.
+as a Valkey primary does.  ``read_preamble`` is the AOF loader's entry
+point (hotkv/aof/loader.py): the same checks on an AOF's RDB preamble, the
+commands after its checksum left to the AOF loader, expired keys kept.
 """
 
 from __future__ import annotations
@@ -194,6 +196,7 @@ class Loaded:
         self.keys_expired = 0
         self.version = 0
         self.functions_skipped = 0
+        self.end = 0              # offset after the checksum
 
 
 def _header(buf: bytes) -> tuple[int, int]:
@@ -210,8 +213,13 @@ def _header(buf: bytes) -> tuple[int, int]:
 
 
 def read_bytes(buf: bytes, databases: int = 16, now_ms: int | None = None,
-               zset_entries: int = 128, zset_value: int = 64) -> Loaded:
-    """Parse a whole RDB file held in buf; raises RDBLoadError."""
+               zset_entries: int = 128, zset_value: int = 64,
+               preamble: bool = False) -> Loaded:
+    """Parse a whole RDB file held in buf; raises RDBLoadError.  With
+    ``preamble`` (an AOF's RDB part) the AOF's commands may follow the
+    checksum (``Loaded.end`` is where they start) and keys already expired
+    are kept, as Valkey loads a preamble: the commands after it may still
+    touch them."""
     if now_ms is None:
         now_ms = int(time.time() * 1000)
     out = Loaded(databases)
@@ -313,10 +321,21 @@ def read_bytes(buf: bytes, databases: int = 16, now_ms: int | None = None,
                 raise RDBLoadError("Wrong RDB checksum expected: (%x) got (%x) (checksum at "
                                    "offset %d)" % (stored, got, eof))
         eof += 8
-    if eof != len(buf):
+    out.end = eof
+    if eof != len(buf) and not preamble:
         raise RDBLoadError("Trailing data after the RDB's end at offset %d (file size %d)"
                            % (eof, len(buf)))
     return out
+
+
+def read_preamble(buf: bytes, server) -> Loaded:
+    """The RDB preamble at the start of an AOF held in buf (the AOF loader's
+    entry point): checked like a file, expired keys kept, commands may
+    follow from ``Loaded.end``."""
+    values = server.config.values
+    return read_bytes(buf, len(server.dbs), -(1 << 63),
+                      values.get("zset-max-listpack-entries", 128),
+                      values.get("zset-max-listpack-value", 64), preamble=True)
 
 
 def read_file(path: str, server) -> Loaded:

@@ -266,15 +266,19 @@ def test_expired_key_is_logged_as_del_and_served_blocking_pop_as_plain(hotkv_ser
 # round trips
 # ----------------------------------------------------------------------
 
-def test_dataset_survives_restart_and_rewrite(hotkv_server_factory, aof_dir):
-    s = start(hotkv_server_factory, aof_dir, appendfsync="always")
+@pytest.mark.parametrize("preamble", ["yes", "no"])
+def test_dataset_survives_restart_and_rewrite(hotkv_server_factory, aof_dir, preamble):
+    """Every type survives a restart, a rewrite in either form (RDB preamble,
+    the default, or commands) and a restart after more writes."""
+    s = start(hotkv_server_factory, aof_dir, appendfsync="always",
+              aof_use_rdb_preamble=preamble)
     c = conn(s)
     build_dataset(c)
     want = snapshot(c)
     assert len(want) > 20
     s.stop()
 
-    s = start(hotkv_server_factory, aof_dir)
+    s = start(hotkv_server_factory, aof_dir, aof_use_rdb_preamble=preamble)
     c = conn(s)
     assert snapshot(c) == want
     for i in range(300):                  # churn: the log grows, the data does not
@@ -296,8 +300,15 @@ def test_dataset_survives_restart_and_rewrite(hotkv_server_factory, aof_dir):
     s = start(hotkv_server_factory, aof_dir)
     c = conn(s)
     assert snapshot(c) == want
+    data = open(aof_path(aof_dir), "rb").read()
+    if preamble == "yes":
+        # An RDB file (aof-base 1), then the write made after the rewrite.
+        assert data.startswith(b"REDIS0011") and b"\x08aof-base\xc0\x01" in data
+        assert data.endswith(encode_command("SELECT", "0") + encode_command("SET", "after",
+                                                                             "rewrite"))
+        return
     # The rewritten file uses only the compact forms.
-    names = {cmd[0] for cmd in parse_aof(open(aof_path(aof_dir), "rb").read())}
+    names = {cmd[0] for cmd in parse_aof(data)}
     assert names <= {b"SELECT", b"SET", b"RPUSH", b"HSET", b"SADD", b"ZADD", b"PEXPIREAT",
                      b"XADD", b"XSETID", b"XGROUP", b"XCLAIM"}
 
@@ -309,15 +320,22 @@ def valkey_cli():
     return cli if cli and os.access(cli, os.X_OK) else None
 
 
-@pytest.mark.parametrize("rewritten", [False, True], ids=["log", "rewritten"])
+@pytest.mark.parametrize("rewritten", [None, "yes", "no"],
+                         ids=["log", "rewritten-preamble", "rewritten-commands"])
 def test_valkey_loads_the_same_file_to_the_same_data(hotkv_server_factory, aof_dir, tmp_path,
                                                      rewritten):
-    s = start(hotkv_server_factory, aof_dir)
+    """hotkv's AOF -- the log, or a rewrite with an RDB preamble or in
+    commands, followed by more writes -- loads in valkey-server 8.1.8."""
+    s = start(hotkv_server_factory, aof_dir, aof_use_rdb_preamble=rewritten or "yes")
     c = conn(s)
     build_dataset(c)
     if rewritten:
         c.execute_command("BGREWRITEAOF")
         wait_rewrite_done(c)
+        c.set("after", "rewrite")
+        c.rpush("list-after", "a", "b")
+        data = open(aof_path(aof_dir), "rb").read()
+        assert data.startswith(b"REDIS") == (rewritten == "yes")
     want = snapshot(c)
     s.stop()
     vdir = tmp_path / "valkey"
@@ -402,7 +420,7 @@ def test_writes_during_a_rewrite_are_kept(hotkv_server_factory, aof_dir, monkeyp
 
 
 def test_bgrewriteaof_inside_multi_is_scheduled(hotkv_server_factory, aof_dir):
-    s = start(hotkv_server_factory, aof_dir)
+    s = start(hotkv_server_factory, aof_dir, aof_use_rdb_preamble="no")   # commands: readable
     raw = RawClient(s.host, s.port)
     raw.call("SET", "a", "1")
     raw.call("MULTI")
@@ -451,7 +469,7 @@ def test_info_persistence_reports_the_aof(hotkv_server_factory, aof_dir):
 
 def test_auto_rewrite_on_growth(hotkv_server_factory, aof_dir):
     s = start(hotkv_server_factory, aof_dir, auto_aof_rewrite_min_size="10kb",
-              auto_aof_rewrite_percentage=100)
+              auto_aof_rewrite_percentage=100, aof_use_rdb_preamble="no")
     c = conn(s)
     record = len(encode_command("SET", "same", "x" * 50))
     for i in range(400):
@@ -553,11 +571,91 @@ def test_unknown_command_in_the_file_is_refused(hotkv_server_factory, aof_dir):
         start(hotkv_server_factory, aof_dir)
 
 
-def test_rdb_preamble_is_refused_with_a_hint(hotkv_server_factory, aof_dir):
+def _preamble_aof(hotkv_server_factory, aof_dir) -> tuple[bytes, int]:
+    """A rewritten AOF (RDB preamble) with one command after it, and the
+    offset where that command starts; the server is stopped."""
+    s = start(hotkv_server_factory, aof_dir)
+    c = conn(s)
+    c.set("a", "1")
+    c.rpush("l", *range(50))
+    c.execute_command("BGREWRITEAOF")
+    wait_rewrite_done(c)
+    size = os.path.getsize(aof_path(aof_dir))
+    c.set("b", "2")
+    s.stop()
+    data = open(aof_path(aof_dir), "rb").read()
+    assert data.startswith(b"REDIS0011")
+    assert data[size:] == encode_command("SELECT", "0") + encode_command("SET", "b", "2")
+    return data, size
+
+
+def test_corrupt_rdb_preamble_is_refused_with_its_offset(hotkv_server_factory, aof_dir):
+    """As Valkey aborts loading on a bad preamble: refused with the offset,
+    whatever aof-load-truncated says; the file is left as it was."""
+    data, end = _preamble_aof(hotkv_server_factory, aof_dir)
+    bad_crc = data[:end - 1] + bytes([data[end - 1] ^ 0xFF]) + data[end:]
+    cut = data[:end - 20]
+    unknown = b"REDIS0011\xfa\tredis-ver\x057.2.4" + GOOD    # '*' is no RDB opcode
+    cases = [(bad_crc, r"checksum .*offset %d" % (end - 8)),
+             (cut, r"truncated.*offset"),
+             (unknown, r"Unknown RDB value type 42 at offset 26")]
+    for blob, why in cases:
+        with open(aof_path(aof_dir), "wb") as f:
+            f.write(blob)
+        with pytest.raises(AOFLoadError, match="Bad RDB preamble.*" + why):
+            start(hotkv_server_factory, aof_dir, aof_load_truncated=True)
+        assert open(aof_path(aof_dir), "rb").read() == blob
+
+
+def test_torn_tail_after_a_preamble_is_cut(hotkv_server_factory, aof_dir):
+    data, end = _preamble_aof(hotkv_server_factory, aof_dir)
     with open(aof_path(aof_dir), "wb") as f:
-        f.write(b"REDIS0011\xfa\tredis-ver\x057.2.4" + GOOD)
-    with pytest.raises(AOFLoadError, match="aof-use-rdb-preamble no"):
-        start(hotkv_server_factory, aof_dir)
+        f.write(data[:-3])
+    s = start(hotkv_server_factory, aof_dir)
+    c = conn(s)
+    assert c.get("a") == b"1" and c.llen("l") == 50 and c.get("b") is None
+    fields = info(c)
+    s.stop()
+    # the cut is where the unfinished command started: after the SELECT
+    assert os.path.getsize(aof_path(aof_dir)) == end + len(encode_command("SELECT", "0"))
+    assert fields["aof_current_size"] == str(end + len(encode_command("SELECT", "0")))
+
+
+def test_valkeys_preamble_aof_loads_in_hotkv(hotkv_server_factory, aof_dir, tmp_path):
+    """Valkey's rewrite (aof-use-rdb-preamble yes, its default) writes an RDB
+    base file; that base followed by its incr file, as one old-style AOF,
+    loads in hotkv to Valkey's state, INFO counting the preamble's keys."""
+    vdir = tmp_path / "valkey"
+    vdir.mkdir()
+    with ReferenceValkey("--appendonly", "yes", "--appendfsync", "always",
+                         "--dir", str(vdir)) as ref:
+        rc = conn(ref)
+        build_dataset(rc)
+        rc.execute_command("BGREWRITEAOF")
+        wait_rewrite_done(rc)
+        rc.set("after", "rewrite")
+        rc.delete("after")
+        rc.set("after2", "x")
+        want = snapshot(rc)
+        rc.close()
+    adir = vdir / "appendonlydir"
+    base = sorted(adir.glob("*.base.rdb"))
+    incr = sorted(adir.glob("*.incr.aof"), key=lambda p: int(p.name.split(".")[-3]))
+    assert len(base) == 1 and incr
+    blob = base[0].read_bytes() + b"".join(p.read_bytes() for p in incr)
+    assert blob.startswith(b"REDIS")
+    with open(aof_path(aof_dir), "wb") as f:
+        f.write(blob)
+    load_fields = ("rdb_last_load_keys_loaded", "rdb_last_load_keys_expired")
+    with ReferenceValkey("--appendonly", "yes", "--dir", str(vdir)) as ref:
+        rc = conn(ref)
+        theirs = {k: rc.info("persistence")[k] for k in load_fields}
+        rc.close()
+    s = start(hotkv_server_factory, aof_dir)
+    c = conn(s)
+    assert snapshot(c) == want
+    ours = {k: c.info("persistence")[k] for k in load_fields}
+    assert theirs["rdb_last_load_keys_loaded"] > 20 and ours == theirs
 
 
 def test_a_database_the_server_does_not_have_is_refused(hotkv_server_factory, aof_dir):
@@ -684,26 +782,49 @@ def _pel_sequence(c, restart):
     return before, after, forced, claimed, second, third, auto
 
 
+@pytest.mark.parametrize("preamble", ["yes", "no"])
 def test_pending_entries_of_trimmed_entries_survive_rewrite_and_restart(hotkv_server_factory,
-                                                                         aof_dir, tmp_path):
-    """Valkey keeps them (its rewrite's RDB preamble holds the PEL as is);
-    hotkv's rewrite writes XCLAIM ... FORCE per NACK, which must restore a
-    NACK whose entry is gone when replayed from a rewrite -- and only then."""
+                                                                         aof_dir, tmp_path,
+                                                                         preamble):
+    """Issue 22.  Valkey keeps them (its rewrite's RDB preamble, the default,
+    holds the PEL as is), and so does hotkv's preamble.  With
+    aof-use-rdb-preamble no, hotkv's rewrite writes XCLAIM ... FORCE per
+    NACK, which must restore a NACK whose entry is gone when replayed from a
+    rewrite -- and only then (Valkey's own command form drops them: compared
+    with the reference in the preamble form only)."""
     box = {}
+    settings = dict(appendfsync="always", aof_use_rdb_preamble=preamble)
 
     def hotkv_restart(c):
         c.close()
         box["s"].stop()
-        box["s"] = start(hotkv_server_factory, aof_dir, appendfsync="always")
+        if "file" not in box:
+            box["file"] = open(aof_path(aof_dir), "rb").read()     # the rewritten one
+        box["s"] = start(hotkv_server_factory, aof_dir, **settings)
         return _raw_conn(box["s"])
 
-    box["s"] = start(hotkv_server_factory, aof_dir, appendfsync="always")
+    box["s"] = start(hotkv_server_factory, aof_dir, **settings)
     got = _pel_sequence(_raw_conn(box["s"]), hotkv_restart)
+    box["s"].stop()
     before, after, forced, claimed, second, third, auto = got
     assert after == before
+    assert after[0][0] == 5
     assert forced == []
     assert claimed == [b"4-0"] and second[0][0] == 4 and third == second
     assert auto == [b"0-0", [b"4-0", b"5-0"], [b"2-0", b"3-0"]]
+    assert box["file"].startswith(b"REDIS") == (preamble == "yes")
+    if preamble == "no":
+        return
+
+    # hotkv's rewritten (preamble) file in valkey-server: every NACK kept.
+    xdir = tmp_path / "valkey-from-hotkv"
+    xdir.mkdir()
+    (xdir / "appendonly.aof").write_bytes(box["file"])
+    with ReferenceValkey("--appendonly", "yes", "--dir", str(xdir)) as ref:
+        rc = _raw_conn(ref)
+        crossed = _pel_state(rc)
+        rc.close()
+    assert crossed == before
 
     vdir = str(tmp_path / "valkey")
     os.mkdir(vdir)

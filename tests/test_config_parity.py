@@ -29,8 +29,6 @@ from support import RawClient, ReferenceValkey, free_port, wait_for
 GET_DIFFERENCES = {
     "dir": "each server runs in its own directory",
     "port": "each server listens on its own free port",
-    "aof-use-rdb-preamble": "hotkv writes no RDB preamble in its AOF (its loader reads "
-                            "Valkey's); yes would claim a format it does not write",
     **{"lazyfree-lazy-" + k: "Valkey 8.1 defaults to yes and logs an expired key's deletion "
        "as UNLINK; hotkv keeps no and logs DEL (tests/test_expire.py and test_aof.py pin "
        "DEL): an open divergence, see the report of issue 21"

@@ -672,8 +672,13 @@ def test_aof_replays_group_state(hotkv_server_factory, tmp_path):
     r2.close()
 
 
-def test_aof_rewrite_rebuilds_streams(hotkv_server_factory, tmp_path):
-    srv = hotkv_server_factory(appendonly="yes", dir=str(tmp_path))
+@pytest.mark.parametrize("preamble", ["yes", "no"])
+def test_aof_rewrite_rebuilds_streams(hotkv_server_factory, tmp_path, preamble):
+    """Groups, PELs, an empty stream with a group and a stream whose only
+    entry was deleted survive a rewrite and a restart, in both forms of the
+    rewrite: the RDB preamble (the default) and the commands."""
+    srv = hotkv_server_factory(appendonly="yes", dir=str(tmp_path),
+                               aof_use_rdb_preamble=preamble)
     r = valkey.Valkey(host=srv.host, port=srv.port)
     _mutate_groups(r)
     r.xgroup_create("empty", "g", id="$", mkstream=True)
@@ -691,7 +696,10 @@ def test_aof_rewrite_rebuilds_streams(hotkv_server_factory, tmp_path):
     r.close()
     srv.stop()
     text = aof_bytes(tmp_path)
-    assert b"$6\r\nXSETID\r\n" in text and b"ENTRIESREAD" in text
+    if preamble == "yes":
+        assert text.startswith(b"REDIS0011") and b"XSETID" not in text
+    else:
+        assert b"$6\r\nXSETID\r\n" in text and b"ENTRIESREAD" in text
     srv2 = hotkv_server_factory(appendonly="yes", dir=str(tmp_path))
     r2 = valkey.Valkey(host=srv2.host, port=srv2.port)
     assert _group_state(r2) == before

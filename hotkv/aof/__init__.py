@@ -7,11 +7,15 @@ disk-error state.  ``server.aof`` -- what the dispatcher propagates to -- is
 the same object while the AOF is on or a rewrite runs, and None otherwise,
 so a server without AOF pays nothing for propagation.
 
-Format: a plain sequence of RESP multibulk commands, ``SELECT`` whenever the
+Format: after a rewrite with ``aof-use-rdb-preamble yes`` (the default, as
+Valkey's) the file starts with an RDB preamble (hotkv/rdbfile.py's format,
+aux ``aof-base`` 1) and the commands follow it; otherwise, and after the
+preamble, a plain sequence of RESP multibulk commands, ``SELECT`` whenever the
 database changes, a multi-command unit (a MULTI/EXEC that wrote more than
 one command, a command plus the lazy-expiry DELs it caused) wrapped in
-``MULTI`` ... ``EXEC`` -- exactly what ``valkey-check-aof`` and
-``valkey-cli --pipe`` read, so the file can be replayed into Valkey/Redis.
+``MULTI`` ... ``EXEC`` -- exactly what ``valkey-check-aof`` reads and valkey-server 8.1.8 loads as
+an old-style AOF (either form); the command form also replays through
+``valkey-cli --pipe``.
 
 Layout (one object, three concerns, as Valkey's aof.c is feed/flush,
 loadAppendOnlyFile and rewriteAppendOnlyFileBackground):

@@ -13,6 +13,14 @@ offset and a hint.  What looks like a cut record but is followed by
 complete commands up to EOF (a corrupt length swallowing them) is
 corruption too: Redis would truncate those commands away.
 
+A file that starts with ``REDIS`` (what a rewrite writes with
+``aof-use-rdb-preamble yes``, hotkv's or Valkey's) begins with an RDB
+preamble: it is read and checked whole by hotkv/rdbfile.py
+(``read_preamble``; a corrupt or truncated preamble refuses to start, with
+the offset, as Valkey aborts loading), installed, and the commands after its
+checksum are replayed as above (offsets stay the file's).  Its key counts
+are INFO's ``rdb_last_load_keys_loaded`` / ``_expired``, as in Valkey.
+
 Invariants: the command statistics (calls, errors) are as before loading
 (``_save_stats`` / ``_restore_stats``); ``server.loading`` and the AOF's
 ``loading`` are set exactly while the replay runs; an offset in an error
@@ -32,6 +40,7 @@ import hiredis
 
 from ..client import REPLY_OFF, Client
 from ..errors import CommandError
+from ..rdbfile import RDBLoadError, install, read_preamble
 from ..registry import TABLE
 from .files import _unlink
 
@@ -62,13 +71,22 @@ class LoadMixin:
             return
         if size == 0:
             return
-        with open(path, "rb") as f:
-            if f.read(5) == b"REDIS":
-                raise AOFLoadError(
-                    "The append only file %s starts with an RDB preamble, which hotkv "
-                    "does not read: in Redis/Valkey run CONFIG SET aof-use-rdb-preamble "
-                    "no and BGREWRITEAOF, then use the rewritten file" % path)
         server = self.server
+        with open(path, "rb") as f:
+            preamble = f.read(5) == b"REDIS"
+        rdb = None
+        if preamble:
+            with open(path, "rb") as f:
+                buf = f.read()
+            try:
+                rdb = read_preamble(buf, server)
+            except RDBLoadError as e:
+                raise AOFLoadError(
+                    "Bad RDB preamble in the append only file %s: %s. The server will not "
+                    "start: make a backup of the file, then check it with "
+                    "valkey-check-aof" % (path, e)) from None
+            del buf
+            log.info("Reading RDB preamble from AOF file %s", path)
         start = time.monotonic()
         self.loading = True
         server.loading = True
@@ -76,9 +94,14 @@ class LoadMixin:
         saved_stats = _save_stats(server)
         loader = None
         try:
+            if rdb is not None:
+                install(server, rdb)
+                server.snapshots.keys_loaded = rdb.keys_loaded
+                server.snapshots.keys_expired = rdb.keys_expired
+                log.info("Reading the remaining AOF tail...")
             with open(path, "rb") as f:
                 mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                loader = _Loader(server, mm, size, path)
+                loader = _Loader(server, mm, size, path, rdb.end if rdb is not None else 0)
                 try:
                     await loader.run(yield_to_loop)
                 finally:
@@ -226,8 +249,9 @@ def _intact_records_after(mm, pos, size, table, min_records=2,
 
 
 class _Loader:
-    def __init__(self, server, mm, size, path):
+    def __init__(self, server, mm, size, path, start=0):
         self.table = TABLE
+        self.start = start        # where the commands begin (after a preamble)
         self.server = server
         self.mm = mm
         self.size = size
@@ -240,7 +264,7 @@ class _Loader:
         # commands (no subcommands, not MULTI/EXEC/DISCARD)
         self.cache: dict = {}
         self.truncate_at = None
-        self.before_multi = 0
+        self.before_multi = start
 
     def fail(self, offset, why, start=None):
         where = "offset %d" % offset
@@ -274,7 +298,7 @@ class _Loader:
         client = self.client
         server = self.server
         cache = self.cache
-        pos = 0
+        pos = self.start
         deadline = time.monotonic() + LOAD_SLICE
         view = memoryview(mm)
         try:

@@ -1,11 +1,16 @@
-"""The AOF rewrite: the commands that rebuild the dataset, written by a
-forked child while the parent keeps serving.
+"""The AOF rewrite: the dataset written anew by a forked child while the
+parent keeps serving.
 
-As Redis does it, with fork(): the child sees a copy-on-write snapshot,
-writes the smallest command set rebuilding it (``write_snapshot``: each
-type's ``rewrite`` through the type table hotkv/types/table.py:
-SET/RPUSH/HSET/SADD/ZADD batches, XADD... for streams; then PEXPIREAT) to
-``temp-rewriteaof-bg-<pid>.aof`` and fsyncs it.  Meanwhile the parent
+As Redis does it, with fork(): the child sees a copy-on-write snapshot and
+writes it to ``temp-rewriteaof-bg-<pid>.aof`` (``write_base``), then fsyncs
+it.  With ``aof-use-rdb-preamble yes`` (the default, as Valkey's) that is an
+RDB file (hotkv/rdbfile.py ``write_dataset``, aux ``aof-base`` 1), which
+keeps what commands cannot say: a stream's node layout, tombstones
+included, and the NACKs of entries no longer in the stream.  With ``no`` it
+is the smallest command set rebuilding it (``write_snapshot``: each type's
+``rewrite`` through the type table hotkv/types/table.py:
+SET/RPUSH/HSET/SADD/ZADD batches, XADD... for streams; then PEXPIREAT).
+Either way the rewrite buffer's commands follow it.  Meanwhile the parent
 keeps serving and keeps everything it feeds in a rewrite buffer as well.
 When the child exits, the parent appends that buffer (a big one is first
 appended and fsynced by the fsync thread, so the loop only syncs the last
@@ -36,6 +41,7 @@ import signal
 import time
 
 from ..forkchild import die_with_parent, inherited_fds, load_prctl
+from ..rdbfile import write_dataset
 from ..types.table import BY_CLASS
 from .files import (
     OFF,
@@ -94,6 +100,13 @@ def write_snapshot(server, fd: int, now_ms: int) -> int:
     return total
 
 
+def write_base(server, fd: int, now_ms: int, preamble: bool) -> int:
+    """The new AOF's start: an RDB preamble or the command form; returns bytes."""
+    if preamble:
+        return write_dataset(server, fd, aof_base=True)
+    return write_snapshot(server, fd, now_ms)
+
+
 # ----------------------------------------------------------------------
 # The parent's side
 # ----------------------------------------------------------------------
@@ -140,8 +153,10 @@ class RewriteMixin:
             self._rewrite_failed()
             return False
         now_ms = int(time.time() * 1000)
+        # Read in the parent: the child must see the setting as of the fork.
+        preamble = bool(server.config.values["aof-use-rdb-preamble"])
         if not hasattr(os, "fork"):
-            return self._rewrite_sync(path, now_ms)
+            return self._rewrite_sync(path, now_ms, preamble)
         load_prctl()   # before fork: the child must not import anything
         self.cur_db = -1
         self.rw_buf = bytearray()
@@ -171,7 +186,7 @@ class RewriteMixin:
                         except OSError:
                             pass
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                write_snapshot(server, fd, now_ms)
+                write_base(server, fd, now_ms, preamble)
                 os.fsync(fd)
                 os.close(fd)
                 code = 0
@@ -188,7 +203,7 @@ class RewriteMixin:
         log.info("Background append only file rewriting started by pid %d", pid)
         return True
 
-    def _rewrite_sync(self, path, now_ms) -> bool:
+    def _rewrite_sync(self, path, now_ms, preamble) -> bool:
         tmp = os.path.join(os.path.dirname(path), "temp-rewriteaof-%d.aof" % os.getpid())
         self.cur_db = -1
         self.rw_buf = bytearray()
@@ -196,7 +211,7 @@ class RewriteMixin:
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
-                write_snapshot(self.server, fd, now_ms)
+                write_base(self.server, fd, now_ms, preamble)
                 os.fsync(fd)
             finally:
                 os.close(fd)
