@@ -11,8 +11,11 @@ state comparison come from compat/volume.py (``workload(seed, n)`` and
 fields left out); its node limits are given to both servers at start-up
 (a CONFIG SET would not outlive the restarts).
 
-One seed is one chain on one pair of servers; the workload is cut into four
-parts at top level (never inside MULTI ... EXEC):
+One seed is one chain on one pair of servers, both with the same
+``aof-use-rdb-preamble``: ``yes`` (the default of both, so every rewrite
+writes an RDB preamble) except on seeds = 3 mod 4, which run both with
+``no`` (rewrites in commands).  The workload is cut into four parts at top
+level (never inside MULTI ... EXEC):
   part 0, then (a) restart both (SIGTERM, start on the same dir) -- compare
      (exactly: both replay their logs);
   part 1, then (c) BGREWRITEAOF on each, its rewrite child (found by parent
@@ -36,37 +39,35 @@ difference after a restart is a persistence difference and nothing else.
 With appendfsync always every acknowledged write is in the file, so after
 (c) both must hold everything acknowledged.
 
-Known divergence (LAYOUT, counted per stream, ``--strict`` fails on it):
-after a restart from a rewritten file, XINFO STREAM's radix-tree-keys and
-radix-tree-nodes differ -- hotkv's rewrite rebuilds a stream with one XADD
-per live entry (nodes packed anew), Valkey's RDB preamble keeps each node
-with its tombstones -- and so can a later MAXLEN ~ / MINID ~ trim, which
-drops whole nodes only (test_persistence.py's strict xfail).  The chain
-runs the completed rewrite last so no part runs on differing layouts.
+With the preamble every comparison is exact: both keep each stream's
+nodes as they were (tombstones included, so XINFO STREAM's radix-tree
+fields and later ``~`` trims agree) and every NACK, its entry deleted or
+not.  With ``aof-use-rdb-preamble no`` a rewrite writes an XCLAIM ...
+FORCE per NACK (rewriteStreamObject's form); replaying it, Valkey drops
+the NACK of an entry no longer in the stream while hotkv restores it (its
+state before the restart): after a restart from such a rewrite hotkv must
+equal its own live state exactly and Valkey's modulo those PEL rows
+(``dropped_by_valkey`` counts them).  When that happens at (c) the chain
+ends there (part 3 would run on differing states); ``cut_short`` counts it.
 
-Crossing implementations (``cross``, after the chain): what loads today --
+Crossing implementations (``cross``, after the chain), in the seed's mode:
 * hotkv's file into Valkey: Valkey 8 takes a plain file named
-  ``appendfilename`` as a pre-7 AOF, migrates it into its multi-part
-  directory and loads it.  hotkv's rewrite writes Valkey's own text form
-  (rewriteStreamObject's): an XCLAIM ... FORCE per NACK, which Valkey's
-  XCLAIM ignores for an entry no longer in the stream, so Valkey drops
-  the NACKs of trimmed/deleted entries (exactly what Valkey does with its
-  own file under ``aof-use-rdb-preamble no``).  The comparison is exact
-  after removing, on both sides, the PEL rows whose entry is gone; how many
-  were dropped is reported.
-* Valkey's files into hotkv: Valkey's rewrite writes an RDB preamble by
-  default, which hotkv's AOF loader refuses (RDB loading is open).  So the
-  reference is switched to ``aof-use-rdb-preamble no``, rewritten, given a
-  few writes (into a new incr file), stopped; hotkv loads the manifest's
-  base + incr files concatenated, and must equal the reference's live state
-  before the stop (hotkv keeps the NACKs of deleted entries there; Valkey
-  itself, loading the same files, drops them -- that is compared too,
-  modulo those rows).
+  ``appendfilename`` as a pre-7 AOF (an RDB preamble included), migrates it
+  into its multi-part directory and loads it: equal to hotkv's state
+  (modulo the dropped NACKs in the ``no`` mode).
+* Valkey's files into hotkv: the reference is rewritten, given a few writes
+  (into a new incr file), stopped; hotkv loads the manifest's base (RDB or
+  commands) + incr files concatenated as one old-style AOF and must equal
+  the reference's live state before the stop (in the ``no`` mode but for
+  the node layout: the live nodes are not what a command-form base says);
+  then Valkey loads the same files and must equal hotkv, node layout
+  included (modulo the dropped NACKs in the ``no`` mode).
 
 Command line (the long run; CI runs a few seeds through test_persistence.py):
 
     python compat/persistence.py --seeds 0-499 --commands 3000
     python compat/persistence.py --seeds 7 --commands 3000 --no-cross   # one seed
+    python compat/persistence.py --seeds 0-99 --preamble no      # all seeds in one mode
 
 It prints a line per seed and a summary; exit 1 if any seed diverged.
 """
@@ -300,47 +301,25 @@ def without_deleted_nacks(snap: dict) -> tuple[dict, int]:
     return out, dropped
 
 
-# Known divergence: hotkv's rewrite rebuilds a stream with one XADD per live
-# entry, so its nodes come out packed (stream-node-max-entries/-bytes) while
-# Valkey's RDB preamble keeps every node as it was, tombstones included:
-# XINFO STREAM's radix-tree-keys/-nodes differ after a rewrite, and so can a
-# later MAXLEN ~ / MINID ~ trim (it drops whole nodes only).  Open; see
-# test_persistence.py's strict xfail.  Valkey with aof-use-rdb-preamble no
-# packs its nodes the same way hotkv does.
 def deleted_nacks(snap: dict) -> int:
     return without_deleted_nacks(snap)[1]
 
 
-LAYOUT = "stream-layout-after-rewrite"
-_LAYOUT_FIELDS = (b"radix-tree-keys", b"radix-tree-nodes")
+DROPPED = "valkey-drops-nacks-of-deleted-entries (aof-use-rdb-preamble no)"
 
 
-def without_layout(snap: dict, other: dict | None = None) -> tuple[dict, int]:
-    """snap with the node-layout fields of its streams blanked, and how many
-    streams have them different from other's."""
-    import copy
-    out = copy.deepcopy(snap)
-    n = 0
-    for key, item in out.items():
-        if item["type"] != b"stream":
-            continue
-        info = item["value"]["info"]
-        theirs = (other or {}).get(key)
-        if theirs is not None and theirs["type"] == b"stream" and any(
-                info.get(f) != theirs["value"]["info"].get(f) for f in _LAYOUT_FIELDS):
-            n += 1
-        for f in _LAYOUT_FIELDS:
-            info[f] = None
-    return out, n
+def preamble_mode(seed: int) -> str:
+    """The seed's aof-use-rdb-preamble, on both servers."""
+    return "no" if seed % 4 == 3 else "yes"
 
 
 class Pair:
     """hotkv and the reference, each a Proc, fed the same commands."""
 
-    def __init__(self, seed: int, config: dict, root: str, strict: bool = False):
+    def __init__(self, seed: int, config: dict, root: str):
         self.seed = seed
-        self.strict = strict
         self.config = config
+        self.preamble = config.get("aof-use-rdb-preamble", "yes") == "yes"
         self.root = root
         self.hotkv = Proc("hotkv", self._dir("hotkv"), config)
         self.valkey = Proc("valkey", self._dir("valkey"), config)
@@ -398,21 +377,22 @@ class Pair:
             a.close()
             b.close()
 
-    def compare(self, step: str, live=None, layout: bool = False):
+    def compare(self, step: str, live=None, rewritten: bool = False) -> bool:
         """The states must be equal; ``live`` (the states before the
-        restart) says whose side moved when they are not.  ``layout``: the
-        restart loaded a rewritten file, so stream node layouts may differ
-        (LAYOUT, counted as known unless strict)."""
+        restart) says whose side moved when they are not.  ``rewritten``:
+        the restart loaded a rewritten file; without the preamble Valkey
+        drops the NACKs of deleted entries there (DROPPED), and hotkv must
+        still hold its live state.  Returns False when they differ that way."""
         ours, theirs = self.snapshots()
         if ours == theirs:
-            return ours
+            return True
         a, b = ours, theirs
-        if layout and not self.strict:
-            a, n = without_layout(ours, theirs)
-            b, _ = without_layout(theirs, ours)
+        if rewritten and not self.preamble and live is not None and ours == live[0]:
+            a, n = without_deleted_nacks(ours)
+            b, _ = without_deleted_nacks(theirs)
             if a == b:
-                self.known[LAYOUT] = self.known.get(LAYOUT, 0) + n
-                return ours
+                self.known[DROPPED] = self.known.get(DROPPED, 0) + n
+                return False
         msg = "%s: states differ after the restart: %s" % (self.where(step), _snap_diff(a, b))
         if live is not None:
             msg += "\n hotkv kept its state: %s; valkey kept its state: %s" % (
@@ -505,17 +485,19 @@ def split_parts(script, n: int = 4) -> list:
 # ----------------------------------------------------------------------
 
 def run_seed(seed: int, n_commands: int, cross: bool = True, root: str | None = None,
-             stats: dict | None = None, strict: bool = False) -> dict:
+             stats: dict | None = None, preamble: str | None = None) -> dict:
     """Run seed's chain (see the module doc); raise Divergence at the first
-    difference.  Returns the seed's counts; known divergences go to stats."""
+    difference.  ``preamble`` (yes/no) overrides the seed's mode.  Returns
+    the seed's counts; known divergences go to stats."""
     config, script = volume.workload(seed, n_commands)
+    config["aof-use-rdb-preamble"] = preamble or preamble_mode(seed)
     parts = split_parts(script)
     offsets = [sum(len(q) for q in parts[:k]) for k in range(4)]
     own_root = root is None
     root = root or tempfile.mkdtemp(prefix="hotkv-persist-%d-" % seed)
-    pair = Pair(seed, config, root, strict)
+    pair = Pair(seed, config, root)
     out = {"commands": 0, "scenarios": 0, "interrupted": 0, "crossed": 0,
-           "dropped_by_valkey": 0}
+           "dropped_by_valkey": 0, "cut_short": 0, "preamble": pair.preamble}
     try:
         pair.start()
         # (a) restart: both replay their logs, nothing rewritten
@@ -523,7 +505,7 @@ def run_seed(seed: int, n_commands: int, cross: bool = True, root: str | None = 
         live = pair.compare_live("(a) before the restart")
         pair.hotkv.restart()
         pair.valkey.restart()
-        pair.compare("(a) restart", live, layout=False)
+        pair.compare("(a) restart", live)
         out["scenarios"] += 1
         # (c) a rewrite killed while it runs
         pair.run(parts[1], "part 1", offsets[1])
@@ -553,10 +535,17 @@ def run_seed(seed: int, n_commands: int, cross: bool = True, root: str | None = 
         pair.valkey.kill()
         pair.hotkv.start()
         pair.valkey.start()
-        pair.compare("(c) %s killed during a rewrite + restart"
-                     % ("the rewrite child" if kill_child else "the server"), live,
-                     layout=not stopped)
+        same = pair.compare("(c) %s killed during a rewrite + restart"
+                            % ("the rewrite child" if kill_child else "the server"), live,
+                            rewritten=not stopped)
         out["scenarios"] += 1
+        if not same:
+            # aof-use-rdb-preamble no: Valkey dropped NACKs hotkv kept
+            out["cut_short"] = 1
+            out["dropped_by_valkey"] += deleted_nacks(live[0]) - deleted_nacks(
+                pair.snapshots()[1])
+            out["commands"] = pair.replies
+            return out
         # (b) a rewrite that completes, more writes, restart
         pair.rewrite()
         pair.wait_rewrites()
@@ -564,11 +553,13 @@ def run_seed(seed: int, n_commands: int, cross: bool = True, root: str | None = 
         live = pair.compare_live("(b) before the restart")
         pair.hotkv.restart()
         pair.valkey.restart()
-        pair.compare("(b) rewrite + more writes + restart", live, layout=True)
+        if not pair.compare("(b) rewrite + more writes + restart", live, rewritten=True):
+            out["dropped_by_valkey"] += deleted_nacks(live[0]) - deleted_nacks(
+                pair.snapshots()[1])
         out["scenarios"] += 1
         out["commands"] = pair.replies
         if cross:
-            out["dropped_by_valkey"] = cross_check(pair)
+            out["dropped_by_valkey"] += cross_check(pair)
             out["crossed"] = 1
         return out
     except Divergence:
@@ -609,28 +600,39 @@ def _manifest_files(appenddir: str) -> list[str]:
     return [os.path.join(appenddir, n) for n in base + [f for _, f in sorted(incr)]]
 
 
-def _equal_modulo(pair: Pair, a: dict, b: dict, nacks: bool = False, layout: bool = False):
-    """a == b, or (when allowed) equal once the NACKs of deleted entries
-    and/or the node-layout fields are left out (layout counted as known
-    unless strict).  Returns None when equal, else the difference."""
+_LAYOUT_FIELDS = (b"radix-tree-keys", b"radix-tree-nodes")
+
+
+def without_layout(snap: dict) -> dict:
+    """snap with its streams' node-layout fields blanked."""
+    import copy
+    out = copy.deepcopy(snap)
+    for item in out.values():
+        if item["type"] == b"stream":
+            for f in _LAYOUT_FIELDS:
+                item["value"]["info"][f] = None
+    return out
+
+
+def _equal_modulo(a: dict, b: dict, nacks: bool = False, layout: bool = False):
+    """None when a == b, or when they are equal once the NACKs of deleted
+    entries (``nacks``) and/or the streams' node layout (``layout``) are
+    left out; else the difference."""
     if a == b:
         return None
     if nacks:
         a, b = without_deleted_nacks(a)[0], without_deleted_nacks(b)[0]
-    if a != b and layout and not pair.strict:
-        a2, n = without_layout(a, b)
-        b2, _ = without_layout(b, a)
-        if a2 == b2:
-            pair.known[LAYOUT] = pair.known.get(LAYOUT, 0) + n
-            return None
+    if layout:
+        a, b = without_layout(a), without_layout(b)
     return None if a == b else _snap_diff(a, b)
 
 
 def cross_check(pair: Pair) -> int:
     """Each implementation's file loaded by the other (see the module doc).
     Returns how many NACKs of deleted entries Valkey dropped loading hotkv's
-    file."""
+    file (0 with the preamble: compared exactly)."""
     root = pair.root
+    nacks = not pair.preamble
     # hotkv's file -> Valkey
     live_h = pair.snapshots()[0]
     pair.hotkv.stop()
@@ -649,16 +651,11 @@ def cross_check(pair: Pair) -> int:
     finally:
         v.kill()
     dropped = deleted_nacks(live_h) - deleted_nacks(loaded)
-    why = _equal_modulo(pair, loaded, live_h, nacks=True)
+    why = _equal_modulo(loaded, live_h, nacks=nacks)
     if why is not None:
         raise Divergence("%s: valkey loading hotkv's AOF differs from hotkv's state: %s"
                          % (pair.where("cross hotkv->valkey"), why))
-    # Valkey's files (aof-use-rdb-preamble no) -> hotkv
-    c = pair.valkey.client()
-    try:
-        assert c.call("CONFIG", "SET", "aof-use-rdb-preamble", "no") == b"+OK\r\n"
-    finally:
-        c.close()
+    # Valkey's files (its base an RDB file or commands, as the mode) -> hotkv
     pair.rewrite(pair.valkey)
     pair.wait_rewrites(pair.valkey)
     c = pair.valkey.client()
@@ -676,7 +673,8 @@ def cross_check(pair: Pair) -> int:
     for path in files:
         with open(path, "rb") as f:
             chunk = f.read()
-        assert not chunk.startswith(b"REDIS"), "an RDB preamble in %s" % path
+        if path is files[0]:
+            assert chunk.startswith(b"REDIS") == pair.preamble, path
         data += chunk
     hdir = os.path.join(root, "hotkv-from-valkey")
     os.makedirs(hdir)
@@ -693,8 +691,10 @@ def cross_check(pair: Pair) -> int:
     finally:
         h.kill()
     names = ", ".join(os.path.basename(p) for p in files)
-    # hotkv keeps every NACK: it must hold valkey's live state (nodes repacked)
-    why = _equal_modulo(pair, loaded, live_v, layout=True)
+    # hotkv keeps every NACK: it must hold valkey's live state -- nodes and
+    # all from a preamble; a command-form base packs the nodes anew (as it
+    # does in Valkey: its layout is compared with Valkey's own load below)
+    why = _equal_modulo(loaded, live_v, layout=nacks)
     if why is not None:
         raise Divergence("%s: hotkv loading valkey's AOF (%s) differs from valkey's live "
                          "state: %s" % (pair.where("cross valkey->hotkv"), names, why))
@@ -705,7 +705,7 @@ def cross_check(pair: Pair) -> int:
         reloaded = volume.snapshot(c)
     finally:
         c.close()
-    why = _equal_modulo(pair, loaded, reloaded, nacks=True)
+    why = _equal_modulo(loaded, reloaded, nacks=nacks)
     if why is not None:
         raise Divergence("%s: hotkv and valkey loading valkey's AOF (%s) differ: %s"
                          % (pair.where("cross valkey files"), names, why))
@@ -722,12 +722,13 @@ def main(argv=None) -> int:
     p.add_argument("--commands", type=int, default=3000)
     p.add_argument("--no-cross", action="store_true", help="skip the crossing step")
     p.add_argument("--stop", action="store_true", help="stop at the first divergence")
-    p.add_argument("--strict", action="store_true",
-                   help="fail on the known divergence too (LAYOUT)")
+    p.add_argument("--preamble", choices=("yes", "no"),
+                   help="aof-use-rdb-preamble on both for every seed (default: per seed, "
+                        "no on seeds = 3 mod 4)")
     args = p.parse_args(argv)
     seeds = volume._seeds(args.seeds)
     totals = {"commands": 0, "scenarios": 0, "interrupted": 0, "crossed": 0,
-              "dropped_by_valkey": 0}
+              "dropped_by_valkey": 0, "cut_short": 0, "preamble": 0}
     failures = []
     done = 0
     known: dict = {}
@@ -737,7 +738,7 @@ def main(argv=None) -> int:
             t = time.time()
             try:
                 got = run_seed(seed, args.commands, cross=not args.no_cross, stats=known,
-                               strict=args.strict)
+                               preamble=args.preamble)
             except Divergence as e:
                 done += 1
                 failures.append(seed)
@@ -748,18 +749,21 @@ def main(argv=None) -> int:
             done += 1
             for k, v in got.items():
                 totals[k] += v
-            print("seed %d: %d commands, 3 scenarios equal%s%s (%.1fs)" % (
-                seed, got["commands"], ", rewrite interrupted" if got["interrupted"] else "",
+            print("seed %d (preamble %s): %d commands, %d scenarios equal%s%s (%.1fs)" % (
+                seed, "yes" if got["preamble"] else "no", got["commands"], got["scenarios"],
+                ", rewrite interrupted" if got["interrupted"] else "",
                 ", crossed (valkey dropped %d NACKs of deleted entries)"
                 % got["dropped_by_valkey"] if got["crossed"] else "",
                 time.time() - t), flush=True)
     finally:
-        print("summary: %d seeds finished, %d passed (x3 scenarios: restart, rewrite+restart, "
-              "killed rewrite+restart), %d commands, %d rewrites interrupted by the kill, "
-              "%d crossed both ways (valkey dropped %d NACKs of deleted entries); "
-              "diverged: %s; known divergences tolerated (name: streams or replies): %s; %.0fs" % (
-                  done, done - len(failures), totals["commands"],
-                  totals["interrupted"], totals["crossed"], totals["dropped_by_valkey"],
+        print("summary: %d seeds finished (%d with the RDB preamble), %d passed, %d scenarios "
+              "(restart, killed rewrite+restart, rewrite+restart), %d commands, %d rewrites "
+              "interrupted by the kill, %d chains cut short, %d crossed both ways (valkey "
+              "dropped %d NACKs of deleted entries, preamble no only); diverged: %s; known "
+              "divergences tolerated (name: count): %s; %.0fs" % (
+                  done, totals["preamble"], done - len(failures), totals["scenarios"],
+                  totals["commands"], totals["interrupted"], totals["cut_short"],
+                  totals["crossed"], totals["dropped_by_valkey"],
                   failures or "none", known or "none", time.time() - t0), flush=True)
     return 1 if failures else 0
 
