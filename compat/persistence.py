@@ -313,6 +313,20 @@ def preamble_mode(seed: int) -> str:
     return "no" if seed % 4 == 3 else "yes"
 
 
+_LAYOUT_FIELDS = (b"radix-tree-keys", b"radix-tree-nodes")
+
+
+def without_layout(snap: dict) -> dict:
+    """snap with its streams' node-layout fields blanked."""
+    import copy
+    out = copy.deepcopy(snap)
+    for item in out.values():
+        if item["type"] == b"stream":
+            for f in _LAYOUT_FIELDS:
+                item["value"]["info"][f] = None
+    return out
+
+
 class Pair:
     """hotkv and the reference, each a Proc, fed the same commands."""
 
@@ -381,17 +395,21 @@ class Pair:
         """The states must be equal; ``live`` (the states before the
         restart) says whose side moved when they are not.  ``rewritten``:
         the restart loaded a rewritten file; without the preamble Valkey
-        drops the NACKs of deleted entries there (DROPPED), and hotkv must
-        still hold its live state.  Returns False when they differ that way."""
+        drops the NACKs of deleted entries there (DROPPED) where hotkv keeps
+        them: equal but for those rows, hotkv holding at least Valkey's.
+        (Neither keeps its live state exactly there: a command-form rewrite
+        packs the nodes anew, and the delivery counts history reads added
+        after it are not logged -- on both.)  Returns False when they
+        differ that way."""
         ours, theirs = self.snapshots()
         if ours == theirs:
             return True
         a, b = ours, theirs
-        if rewritten and not self.preamble and live is not None and ours == live[0]:
+        if rewritten and not self.preamble and deleted_nacks(ours) > deleted_nacks(theirs):
             a, n = without_deleted_nacks(ours)
-            b, _ = without_deleted_nacks(theirs)
+            b, m = without_deleted_nacks(theirs)
             if a == b:
-                self.known[DROPPED] = self.known.get(DROPPED, 0) + n
+                self.known[DROPPED] = self.known.get(DROPPED, 0) + n - m
                 return False
         msg = "%s: states differ after the restart: %s" % (self.where(step), _snap_diff(a, b))
         if live is not None:
@@ -542,8 +560,8 @@ def run_seed(seed: int, n_commands: int, cross: bool = True, root: str | None = 
         if not same:
             # aof-use-rdb-preamble no: Valkey dropped NACKs hotkv kept
             out["cut_short"] = 1
-            out["dropped_by_valkey"] += deleted_nacks(live[0]) - deleted_nacks(
-                pair.snapshots()[1])
+            ours, theirs = pair.snapshots()
+            out["dropped_by_valkey"] += deleted_nacks(ours) - deleted_nacks(theirs)
             out["commands"] = pair.replies
             return out
         # (b) a rewrite that completes, more writes, restart
@@ -554,8 +572,8 @@ def run_seed(seed: int, n_commands: int, cross: bool = True, root: str | None = 
         pair.hotkv.restart()
         pair.valkey.restart()
         if not pair.compare("(b) rewrite + more writes + restart", live, rewritten=True):
-            out["dropped_by_valkey"] += deleted_nacks(live[0]) - deleted_nacks(
-                pair.snapshots()[1])
+            ours, theirs = pair.snapshots()
+            out["dropped_by_valkey"] += deleted_nacks(ours) - deleted_nacks(theirs)
         out["scenarios"] += 1
         out["commands"] = pair.replies
         if cross:
@@ -598,20 +616,6 @@ def _manifest_files(appenddir: str) -> list[str]:
             elif kind == "i":
                 incr.append((int(fields["seq"]), fields["file"]))
     return [os.path.join(appenddir, n) for n in base + [f for _, f in sorted(incr)]]
-
-
-_LAYOUT_FIELDS = (b"radix-tree-keys", b"radix-tree-nodes")
-
-
-def without_layout(snap: dict) -> dict:
-    """snap with its streams' node-layout fields blanked."""
-    import copy
-    out = copy.deepcopy(snap)
-    for item in out.values():
-        if item["type"] == b"stream":
-            for f in _LAYOUT_FIELDS:
-                item["value"]["info"][f] = None
-    return out
 
 
 def _equal_modulo(a: dict, b: dict, nacks: bool = False, layout: bool = False):
