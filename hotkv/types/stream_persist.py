@@ -9,7 +9,9 @@ itself is hotkv/types/stream.py, its groups stream_groups.py; the framing
 of a payload (RDB version, CRC64) is hotkv/rdb.py's.
 
 Invariants: ``node_listpack(node)`` is byte for byte the listpack Valkey
-holds for the same entries (its length is ``node.lp_bytes()``);
+holds for the same entries when the node has no tombstone; with
+tombstones (written without fields, hotkv keeps none) it is as long as
+Valkey's, ``node.lp_bytes()``, as far as a padding form fits;
 ``rdb_load`` validates everything (counts, order, PEL ownership) and
 raises ``RDBError`` rather than build a half-consistent stream.
 """
@@ -101,14 +103,18 @@ def _as_int(e) -> int:
 
 
 def node_listpack(node: Node) -> bytes:
-    """The listpack Valkey holds for node (flags, deltas, master fields)."""
+    """The listpack Valkey holds for node (flags, deltas, master fields).
+    A tombstone is written without its fields (hotkv keeps none), and the
+    last one padded so that the listpack has the node's byte size
+    (``lp_bytes()``, which counts each tombstone as the entry it was):
+    the size is what decides a later split on ``stream-node-max-bytes``."""
     fields = node.fields
     els = [node.live, node.deleted, len(fields), *fields, 0]
     mms, mseq = node.master >> 64, node.master & MASK64
+    tail = None                 # where the last tombstone's fields go in els
     for j, eid in enumerate(node.ids):
         items = node.entry(j)
-        # hotkv keeps no fields for a tombstone: it is written with none
-        # (and the deleted flag), which every loader skips.
+        # A tombstone: no fields (and the deleted flag); loaders skip it.
         deleted = items is None
         flat = () if deleted else items
         same = len(flat) == 2 * len(fields) and all(
@@ -117,6 +123,8 @@ def node_listpack(node: Node) -> bytes:
         els.append(flags)
         els.append(int64_delta(eid >> 64, mms))
         els.append(int64_delta(eid & MASK64, mseq))
+        if deleted:
+            tail = len(els)
         nf = len(flat) // 2
         if same:
             els.extend(flat[1::2])
@@ -125,7 +133,59 @@ def node_listpack(node: Node) -> bytes:
             els.append(nf)
             els.extend(flat)
             els.append(2 * nf + 4)
+    lp = lp_build(els)
+    if tail is None:
+        return lp
+    pad = node.lp_bytes() - len(lp)
+    form = _tombstone_padding(pad, len(fields)) if pad > 0 else None
+    if form is None:
+        return lp
+    same, tail_els = form
+    if same:
+        els[tail - 3] = 3                   # deleted + same fields as the master
+    els[tail:tail + 2] = tail_els           # was [0 fields, lp-count 4]
     return lp_build(els)
+
+
+def _str_size(n: int) -> int:
+    """Listpack bytes of an n-byte (non-numeric) string element."""
+    head = 1 if n < 64 else 2 if n < 4096 else 5
+    body = head + n
+    return body + (1 if body < 128 else 2 if body < 16384 else 3 if body < 2097152 else
+                   4 if body < 268435456 else 5)
+
+
+def _strings_of_size(total: int, count: int):
+    """count filler strings whose listpack bytes add up to total, or None."""
+    if count == 1:
+        for n in (total - 2, total - 3, total - 4, total - 6, total - 7, total - 8):
+            if n >= 0 and _str_size(n) == total:
+                return [b"x" * n]
+        return None
+    for first in range(0, 4):
+        rest = _strings_of_size(total - _str_size(first), count - 1)
+        if rest is not None:
+            return [b"x" * first] + rest
+    return None
+
+
+def _tombstone_padding(pad: int, nmaster: int):
+    """A tombstone's fields ``pad`` bytes bigger than none at all: (same
+    form?, the elements replacing [0, 4]), or None when no form fits."""
+    # [1 field, "", value, lp-count 6]: 2 strings instead of nothing
+    pair = _strings_of_size(pad, 2) if pad >= 4 else None
+    if pair is not None:
+        return False, [1, *pair, 6]
+    if nmaster >= 1:
+        # same form: nmaster values (int 0 costs 2 bytes) then lp-count
+        # nmaster + 3, instead of [0, 4] (4 bytes)
+        rest = pad + 2 - 2 * (nmaster - 1)
+        one = _strings_of_size(rest, 1) if rest >= 2 else None
+        if rest == 2:
+            one = [0]
+        if one is not None and nmaster + 3 < 128:
+            return True, [*([0] * (nmaster - 1)), *one, nmaster + 3]
+    return None
 
 
 def rdb_save(stream: Stream, encoding: bytes = b"", limits=DEFAULT_LIMITS):
