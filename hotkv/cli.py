@@ -207,18 +207,148 @@ class _Verbosity(logging.Filter):
         return _LEVEL_ORDER.index(_valkey_level(record.levelno)) >= want
 
 
+class LogFile(logging.Handler):
+    """``logfile``: opened in append mode, written and closed for every line, as
+    valkey-server does, so logrotate's move-and-create (no copytruncate, no
+    signal) works; a line that cannot be written is dropped, as Valkey's."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+    def emit(self, record):
+        try:
+            line = self.format(record) + "\n"
+            with open(self.path, "a") as f:
+                f.write(line)
+        except OSError:
+            pass
+        except Exception:  # pragma: no cover - a formatting bug
+            self.handleError(record)
+
+
+# syslog(3) priorities of Valkey's levels (debug, verbose/notice, warning) and the
+# facilities of ``syslog-facility``.
+_SYSLOG_PRIORITY = {"debug": 7, "notice": 5, "warning": 4}
+_SYSLOG_FACILITY = {"user": 1, **{"local%d" % i: 16 + i for i in range(8)}}
+# Where the syslog daemon listens; HOTKV_SYSLOG_SOCKET overrides it (tests use
+# their own datagram socket instead of the machine's /dev/log).
+SYSLOG_PATHS = ("/dev/log", "/var/run/syslog", "/var/run/log")
+
+
+def syslog_path() -> str:
+    env = os.environ.get("HOTKV_SYSLOG_SOCKET")
+    if env:
+        return env
+    return next((p for p in SYSLOG_PATHS if os.path.exists(p)), SYSLOG_PATHS[0])
+
+
+class Syslog(logging.Handler):
+    """``syslog-enabled yes``: every line the log gets (same ``loglevel``) also
+    goes to syslog as glibc's syslog(3) with ``openlog(syslog-ident, LOG_PID,
+    syslog-facility)`` sends it: ``<PRI>Mmm dd hh:mm:ss ident[pid]: message``
+    (the bare message, no Valkey prefix) in one datagram to the syslog socket.
+    The socket is (re)connected when a send fails, as glibc does; when there is
+    no syslog daemon the lines are dropped and the log says so once (Valkey's
+    syslog(3) drops them silently)."""
+
+    def __init__(self, values, address: str):
+        super().__init__()
+        self.values = values
+        self.address = address
+        self.sock = None
+        self.warned = False
+
+    def _send(self, data: bytes):
+        import socket
+        if self.sock is None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            try:
+                sock.connect(self.address)
+            except OSError:
+                sock.close()
+                raise
+            self.sock = sock
+        self.sock.send(data)
+
+    def emit(self, record):
+        facility = _SYSLOG_FACILITY[self.values.get("syslog-facility", "local0")]
+        pri = facility * 8 + _SYSLOG_PRIORITY[_valkey_level(record.levelno)]
+        msg = record.getMessage()
+        if record.exc_info:
+            msg += "\n" + logging.Formatter().formatException(record.exc_info)
+        t = time.localtime(record.created)
+        stamp = "%s %2d %s" % (time.strftime("%b", t), t.tm_mday, time.strftime("%H:%M:%S", t))
+        data = ("<%d>%s %s[%d]: %s" % (pri, stamp, self.values.get("syslog-ident", "valkey"),
+                                        os.getpid(), msg)).encode("utf-8", "replace")
+        for _attempt in range(2):   # a dead socket (syslogd restarted): reconnect once
+            try:
+                self._send(data)
+                return
+            except OSError as e:
+                error = e
+                if self.sock is not None:
+                    self.sock.close()
+                    self.sock = None
+        if not self.warned:
+            self.warned = True   # before logging: this warning must not come back here
+            logging.getLogger("hotkv").warning(
+                "syslog-enabled: cannot send to the syslog socket %s (%s): log lines go to "
+                "the log only", self.address, error.strerror or error)
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        super().close()
+
+
+def check_logfile(path: str) -> str | None:
+    """Valkey's check of ``logfile`` at start: None, or why it cannot be opened."""
+    if not path:
+        return None
+    try:
+        with open(path, "a"):
+            return None
+    except OSError as e:
+        return "Can't open the log file: %s" % (e.strerror or e)
+
+
 def _setup_logging(values):
     logger = logging.getLogger("hotkv")
     logger.setLevel(logging.DEBUG)
     if values["logfile"]:
-        handler = logging.FileHandler(values["logfile"])
+        handler = LogFile(values["logfile"])
     else:   # stdout carries the one "listening" line: the log goes to stderr
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(ValkeyLogFormat(values))
     handler.addFilter(_Verbosity(values))
     logger.addHandler(handler)
+    if values["syslog-enabled"]:
+        sys_handler = Syslog(values, syslog_path())
+        sys_handler.addFilter(_Verbosity(values))
+        logger.addHandler(sys_handler)
     logger.propagate = False
     return handler
+
+
+def raw_log_line(values, text: str):
+    """What Valkey's signal handler logs (serverLogRawFromHandler, warning level):
+    ``pid:signal-handler (unix time) text``, straight to the log file (or
+    stderr, hotkv's stdout), in every log-format, never to syslog, not at all
+    when daemonized without a logfile."""
+    if _LEVEL_ORDER.index(values.get("loglevel", "notice")) > _LEVEL_ORDER.index("warning"):
+        return
+    line = "%d:signal-handler (%d) %s\n" % (os.getpid(), int(time.time()), text)
+    try:
+        if values["logfile"]:
+            with open(values["logfile"], "a") as f:
+                f.write(line)
+        elif not values["daemonize"]:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+    except OSError:
+        pass
 
 
 def _startup_lines(config, log):
@@ -284,6 +414,13 @@ def _daemonize() -> bool:
     return False
 
 
+# Why an inert setting has no effect, where the name alone does not say it.
+INERT_WHY = {
+    "shutdown-timeout": "it bounds the wait for replicas to catch up at shutdown; hotkv "
+                        "has no replication, so a shutdown never waits",
+}
+
+
 def help_config() -> str:
     """``hotkv serve --help-config``: every setting, its default, and whether
     hotkv acts on it ("(inert)": accepted, kept, reported, no effect)."""
@@ -298,6 +435,8 @@ def help_config() -> str:
             default = str(p.default)
         marks = ("  (immutable)" if not p.mutable else "") + ("  (inert)" if p.inert else "")
         out.append("%-40s %s%s" % (name, default if default != "" else '""', marks))
+        if p.inert and name in INERT_WHY:
+            out.append("    inert: %s" % INERT_WHY[name])
         if p.aliases:
             out.append("    alias: %s" % ", ".join(p.aliases))
     return "\n".join(out) + "\n"
@@ -312,13 +451,64 @@ def _where(listener, values) -> str:
     return ", ".join(dict.fromkeys(parts))
 
 
+# The flags of shutdown-on-sigint / shutdown-on-sigterm (hotkv.config._SHUTDOWN_FLAGS).
+SHUTDOWN_SAVE, SHUTDOWN_NOSAVE, SHUTDOWN_NOW, SHUTDOWN_FORCE = 1, 2, 4, 8
+
+
+class SignalShutdown:
+    """SIGINT/SIGTERM as valkey-server handles them: the handler logs the raw
+    "Received SIGTERM scheduling shutdown..." line and the shutdown runs on the
+    next turn of the loop with the flags of ``shutdown-on-sigterm`` /
+    ``shutdown-on-sigint`` (read then, so CONFIG SET counts): default saves when
+    save points are set, ``save`` always, ``nosave`` never (a BGSAVE child is
+    killed either way), ``force`` exits even when that save fails, ``now`` skips
+    the wait for replicas (hotkv has none: nothing to skip).  Without force a
+    failed save cancels the shutdown -- the server keeps serving and a later
+    signal tries again -- as Valkey does.  A signal while one is being handled
+    is ignored (Valkey's "You insist" exit on a second SIGINT needs a shutdown
+    that waits, which hotkv's never does: no replicas)."""
+
+    def __init__(self, server, listener):
+        self.server = server
+        self.listener = listener
+        self.pending = False
+
+    def __call__(self, sig: int):
+        if self.pending:
+            return
+        self.pending = True
+        name = "SIGINT" if sig == signal.SIGINT else "SIGTERM"
+        raw_log_line(self.server.config.values, "Received %s scheduling shutdown..." % name)
+        self.server.loop.call_soon(self._shutdown, sig)
+
+    def _shutdown(self, sig: int):
+        server = self.server
+        values = server.config.values
+        flags = values["shutdown-on-sigint" if sig == signal.SIGINT else "shutdown-on-sigterm"]
+        log = logging.getLogger("hotkv")
+        log.info("User requested shutdown...")
+        if server.loading:   # a half-loaded dataset must not replace the file
+            flags = (flags & ~SHUTDOWN_SAVE) | SHUTDOWN_NOSAVE
+        snaps = server.snapshots
+        if flags & SHUTDOWN_NOSAVE:
+            snaps.kill_child()
+        elif not snaps.shutdown_save(bool(flags & SHUTDOWN_SAVE), bool(flags & SHUTDOWN_FORCE)):
+            log.warning("Errors trying to shut down the server. Check the logs for more "
+                        "information.")
+            self.pending = False
+            return
+        server.shutdown_saved = True   # Server.shutdown must not save again
+        self.listener.request_shutdown()
+
+
 async def _serve(server, ready_line: bool = True, systemd=None) -> int:
     loop = asyncio.get_running_loop()
     listener = Listener(server)
     await listener.start(loop)
+    on_signal = SignalShutdown(server, listener)
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, listener.request_shutdown)
+            loop.add_signal_handler(sig, on_signal, sig)
         except (NotImplementedError, RuntimeError):  # pragma: no cover - not on a main thread
             pass
     values = server.config.values
@@ -344,6 +534,9 @@ async def _serve(server, ready_line: bool = True, systemd=None) -> int:
                 loop.remove_signal_handler(sig)
             except (NotImplementedError, RuntimeError):  # pragma: no cover
                 pass
+        if values["pidfile"]:
+            log.info("Removing the pid file.")
+        log.warning("hotkv is now ready to exit, bye bye...")
     return 0
 
 
@@ -361,6 +554,10 @@ def serve(args: list[str]) -> int:
         config = build_config(path, cli)
     except UsageError as e:
         sys.stderr.write("hotkv serve: %s\n" % e)
+        return 2
+    problem = check_logfile(config.values["logfile"])
+    if problem:
+        sys.stderr.write("hotkv serve: %s\n" % problem)
         return 2
     _setup_logging(config.values)
     if config.values["daemonize"] and _daemonize():

@@ -311,7 +311,8 @@ _OWN_DEFAULT = {"dir", "port", "bind", "save",
                 "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush"}
 # Table settings hotkv acts on in ``hotkv serve`` (hotkv.cli: logging, supervision); an
 # embedded server has no log or supervisor of its own.
-_SERVE_ONLY = {"log-format", "log-timestamp-format", "supervised"}
+_SERVE_ONLY = {"log-format", "log-timestamp-format", "supervised", "syslog-enabled",
+               "syslog-ident", "syslog-facility", "shutdown-on-sigint", "shutdown-on-sigterm"}
 # tls-port -1 asks hotkv for a free port (tests use it): wider than Valkey's 0..65535.
 _OWN_RANGE = {"tls-port"}
 # Settings Valkey changes at run time that hotkv cannot (its listeners are bound once).

@@ -252,14 +252,19 @@ class Snapshots:
         self.keys_loaded = loaded.keys_loaded
         self.keys_expired = loaded.keys_expired
 
-    def shutdown_save(self, force_save: bool = False) -> bool:
+    def shutdown_save(self, force_save: bool = False, force: bool = False) -> bool:
         """At shutdown: kill a BGSAVE child, then save when save points are
-        set (or SHUTDOWN SAVE); False when the save failed."""
+        set (or SHUTDOWN SAVE / a ``save`` shutdown-on-sig* flag); False when the
+        save failed and the shutdown must not go on -- with ``force`` (FORCE) a
+        failed save is logged and the shutdown goes on, as Valkey's."""
         self.kill_child()
         if not (self.points or force_save):
             return True
         log.info("Saving the final RDB snapshot before exiting.")
         if self.save():
+            return True
+        if force:
+            log.warning("Error trying to save the DB. Exit anyway.")
             return True
         log.warning("Error trying to save the DB, can't exit.")
         return False
