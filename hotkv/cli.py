@@ -16,10 +16,20 @@ given.  ``--help-config`` lists every setting and marks the inert ones.
 ``daemonize yes`` forks (the parent exits 0); ``supervised systemd`` sends
 sd_notify's STATUS/READY=1/STOPPING=1 (``Systemd``, examples/hotkv.service).
 Directives valkey-server accepts and ignores (``config_table.DEPRECATED``) are
-ignored with a warning; ``loadmodule`` is refused.  SIGINT and
-SIGTERM shut it down cleanly (exit code 0, the AOF flushed by
-``Server.shutdown``, which the listener's stop calls).  ``python -m hotkv``
-is the same command (``hotkv/__main__.py``).  It runs on uvloop when installed.
+ignored with a warning; ``loadmodule`` is refused.  SIGINT and SIGTERM shut it
+down as valkey-server does (``SignalShutdown``): the flags of
+``shutdown-on-sigint``/``shutdown-on-sigterm`` decide the final save, a failed
+save without ``force`` keeps the server running, otherwise exit code 0 with the
+AOF flushed by ``Server.shutdown`` (the listener's stop calls it).
+``shutdown-timeout`` is inert: it bounds a wait for replicas hotkv never has.
+
+``logfile`` is opened for every line, as Valkey's, so logrotate can move it
+away with no signal.  ``syslog-enabled yes`` also sends each line to syslog as
+glibc's syslog(3) would (``Syslog``: ``syslog-ident``, ``syslog-facility``, the
+socket /dev/log or the platform's; the environment variable
+``HOTKV_SYSLOG_SOCKET`` names another datagram socket -- the tests' knob).
+``python -m hotkv`` is the same command (``hotkv/__main__.py``).  It runs on
+uvloop when installed.
 
 Exit codes: 0 after a clean shutdown, 1 when the server cannot start (port
 in use, unreadable config file), 2 for bad command-line usage or an invalid
