@@ -21,7 +21,7 @@ A module that owns a behaviour registers the parameters it reads with
 
 from __future__ import annotations
 
-import shlex
+from .resp import split_inline_args
 
 _MEM_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2,
               "g": 1000**3, "gb": 1024**3}
@@ -557,10 +557,12 @@ def parse_config_file(text: str) -> list[tuple[str, str]]:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        try:
-            parts = shlex.split(line, posix=True)
-        except ValueError as e:
-            raise ConfigError(f"line {lineno}: {e}") from None
+        # Split as valkey-server does (sdssplitargs): "..." with \n \t \xHH
+        # escapes, '...' with \' only, a closing quote followed by a space.
+        words = split_inline_args(line.encode("utf-8", "surrogateescape"))
+        if words is None:
+            raise ConfigError(f"line {lineno}: Unbalanced quotes in configuration line")
+        parts = [w.decode("utf-8", "surrogateescape") for w in words]
         if not parts:
             continue
         name = parts[0].lower()

