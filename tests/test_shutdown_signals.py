@@ -29,7 +29,7 @@ import time
 
 import pytest
 
-from tests.support import free_port, valkey_server_binary
+from support import free_port, valkey_server_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LEGACY = re.compile(r"^(\d+):M \d\d \w{3} \d{4} \d\d:\d\d:\d\d\.\d{3} ([.\-*#]) (.*)$")
