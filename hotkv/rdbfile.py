@@ -169,6 +169,7 @@ def write_file(server, target: str, pid: int | None = None) -> int:
 
 
 def fsync_dir(path: str):
+    """fsync the directory holding path, so a rename into it is durable."""
     try:
         dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
     except OSError:

@@ -94,19 +94,6 @@ def _fsync(fd: int):
     (os.fdatasync if hasattr(os, "fdatasync") else os.fsync)(fd)
 
 
-def _fsync_dir(path: str):
-    try:
-        dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
-
-
 def _unlink(path):
     if path:
         try:
