@@ -41,14 +41,13 @@ import signal
 import time
 
 from ..forkchild import die_with_parent, inherited_fds, load_prctl
-from ..rdbfile import write_dataset
+from ..rdbfile import fsync_dir, write_dataset
 from ..types.table import BY_CLASS
 from .files import (
     OFF,
     ON,
     WAIT_REWRITE,
     _fsync,
-    _fsync_dir,
     _select,
     _unlink,
     _write_all,
@@ -303,7 +302,7 @@ class RewriteMixin:
             _unlink(tmp)
             self._rewrite_failed()
             return False
-        _fsync_dir(path)
+        fsync_dir(path)
         size = os.fstat(fd).st_size
         old = self.fd
         if self.state == OFF:

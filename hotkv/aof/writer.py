@@ -52,6 +52,7 @@ import threading
 import time
 
 from ..config import param
+from ..rdbfile import fsync_dir
 from .files import (
     _EXEC,
     _MULTI,
@@ -59,7 +60,6 @@ from .files import (
     ON,
     WAIT_REWRITE,
     _fsync,
-    _fsync_dir,
     _select,
     _write_all,
     encode_into,
@@ -386,7 +386,7 @@ class AOF(RewriteMixin, LoadMixin):
         existed = os.path.exists(path)
         fd = os.open(path, flags, 0o644)
         if not existed:
-            _fsync_dir(path)
+            fsync_dir(path)
         self.fd = fd
         self.path = path
         self.current_size = os.fstat(fd).st_size
