@@ -730,7 +730,7 @@ def main(argv=None) -> int:
                    help="aof-use-rdb-preamble on both for every seed (default: per seed, "
                         "no on seeds = 3 mod 4)")
     args = p.parse_args(argv)
-    seeds = volume._seeds(args.seeds)
+    seeds = volume.parse_seeds(args.seeds)
     totals = {"commands": 0, "scenarios": 0, "interrupted": 0, "crossed": 0,
               "dropped_by_valkey": 0, "cut_short": 0, "preamble": 0}
     failures = []

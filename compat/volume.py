@@ -1186,7 +1186,8 @@ def compare(seed: int, n_commands: int, resp3: bool = False, *, hotkv_addr, valk
 # Command line
 # ----------------------------------------------------------------------
 
-def _seeds(text: str) -> list[int]:
+def parse_seeds(text: str) -> list[int]:
+    """"0-999" or "3,7,10-20" -> the seeds (the CLIs' --seeds, the tests' env vars)."""
     out = []
     for part in text.split(","):
         lo, _, hi = part.partition("-")
@@ -1223,7 +1224,7 @@ def main(argv=None) -> int:
     total = 0
     t0 = time.time()
     try:
-        for seed in _seeds(args.seeds):
+        for seed in parse_seeds(args.seeds):
             for resp3 in protocols:
                 t = time.time()
                 name = "seed %d %s" % (seed, "RESP3" if resp3 else "RESP2")
@@ -1244,7 +1245,7 @@ def main(argv=None) -> int:
             embedded.stop()
         print("summary: %d runs (%s seeds x %d protocol(s)), %d commands compared in the "
               "runs that matched, %d diverged%s; known divergences tolerated: %s; %.0fs" % (
-                  len(_seeds(args.seeds)) * len(protocols), args.seeds, len(protocols), total,
+                  len(parse_seeds(args.seeds)) * len(protocols), args.seeds, len(protocols), total,
                   len(failures), (": " + ", ".join(failures)) if failures else "",
                   known or "none", time.time() - t0), flush=True)
     return 1 if failures else 0
