@@ -73,6 +73,17 @@ class Proc:
         if self.sock is None:
             self.kill()
             pytest.fail("%s did not start: %r" % (kind, self.proc.stderr.read()))
+        # Valkey accepts connections a moment before it logs that it is ready:
+        # tests that read or move the log wait for that line (bounded).
+        while time.time() < deadline and not self._ready_logged():
+            time.sleep(0.02)
+
+    def _ready_logged(self) -> bool:
+        try:
+            with open(self.log) as f:
+                return "Ready to accept connections" in f.read()
+        except OSError:
+            return False
 
     def call(self, payload: bytes) -> bytes:
         self.sock.sendall(payload)
