@@ -43,6 +43,11 @@ MODULES = [
     "sort",
     "dump",
     "scripting",
+    "functions",
+    "bits",
+    "hll",
+    "geo",
+    "latency",
 ]
 
 for _name in MODULES:

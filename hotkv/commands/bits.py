@@ -1,0 +1,1 @@
+"""bits commands (being written)."""

@@ -1,0 +1,1 @@
+"""functions commands (being written)."""

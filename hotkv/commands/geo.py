@@ -1,0 +1,1 @@
+"""geo commands (being written)."""

@@ -1,0 +1,1 @@
+"""hll commands (being written)."""

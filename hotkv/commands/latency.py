@@ -1,0 +1,1 @@
+"""latency commands (being written)."""
