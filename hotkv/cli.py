@@ -28,6 +28,11 @@ away with no signal.  ``syslog-enabled yes`` also sends each line to syslog as
 glibc's syslog(3) would (``Syslog``: ``syslog-ident``, ``syslog-facility``, the
 socket /dev/log or the platform's; the environment variable
 ``HOTKV_SYSLOG_SOCKET`` names another datagram socket -- the tests' knob).
+``hotkv valkey-server [CONFIG_FILE] [--name value ...]`` is valkey-server's own
+command line (``valkey_server``; compat/valkey-server-shim runs it for Valkey's
+Tcl harness): the log on stdout, the banner of ``always-show-logo`` (with the
+``PID:`` line the harness waits for) before "Server initialized", Valkey's
+"FATAL CONFIG FILE ERROR" and "Failed listening on port" exits.
 ``python -m hotkv`` is the same command (``hotkv/__main__.py``).  It runs on
 uvloop when installed.
 
@@ -52,6 +57,8 @@ from .server import Server
 from .version import __version__
 
 USAGE = """usage: hotkv serve [CONFIG_FILE] [--name value ...]
+       hotkv check-rdb FILE
+       hotkv check-aof [--fix|--truncate-to-timestamp TS] FILE.manifest|FILE.aof
        hotkv --version
 
 Any redis.conf parameter hotkv knows can be given as --name value, e.g.
@@ -174,6 +181,8 @@ class ValkeyLogFormat(logging.Formatter):
     def format(self, record) -> str:
         level = _valkey_level(record.levelno)
         msg = record.getMessage()
+        if getattr(record, "raw", False):   # the banner: no prefix (Valkey's serverLogRaw)
+            return msg
         if record.exc_info:
             msg += "\n" + self.formatException(record.exc_info)
         stamp = self._stamp(record.created)
@@ -324,13 +333,22 @@ def check_logfile(path: str) -> str | None:
         return "Can't open the log file: %s" % (e.strerror or e)
 
 
+# Where the log goes without a logfile: stderr for ``hotkv serve`` (its stdout
+# carries the one "listening" line), stdout for the valkey-server command line.
+_LOG_TO_STDOUT = False
+
+
+def _log_stream():
+    return sys.stdout if _LOG_TO_STDOUT else sys.stderr
+
+
 def _setup_logging(values):
     logger = logging.getLogger("hotkv")
     logger.setLevel(logging.DEBUG)
     if values["logfile"]:
         handler = LogFile(values["logfile"])
-    else:   # stdout carries the one "listening" line: the log goes to stderr
-        handler = logging.StreamHandler(sys.stderr)
+    else:
+        handler = logging.StreamHandler(_log_stream())
     handler.setFormatter(ValkeyLogFormat(values))
     handler.addFilter(_Verbosity(values))
     logger.addHandler(handler)
@@ -355,8 +373,8 @@ def raw_log_line(values, text: str):
             with open(values["logfile"], "a") as f:
                 f.write(line)
         elif not values["daemonize"]:
-            sys.stderr.write(line)
-            sys.stderr.flush()
+            _log_stream().write(line)
+            _log_stream().flush()
     except OSError:
         pass
 
@@ -374,6 +392,15 @@ def _startup_lines(config, log):
     if inert:
         log.warning("Settings accepted and kept but with no effect in hotkv: %s",
                     ", ".join(inert))
+
+
+def banner(values) -> str:
+    """What ``always-show-logo yes`` logs before "Server initialized" (Valkey's
+    logo stands there): the mode, the configured port and the pid, in the
+    ``Port: N`` / ``PID: N`` lines Valkey's test harness looks for."""
+    return ("\n    hotkv %s (Redis protocol, valkey-server 8.1.8 semantics) 64 bit\n"
+            "    Running in standalone mode\n    Port: %d\n    PID: %d\n"
+            % (__version__, values["port"], os.getpid()))
 
 
 class Systemd:
@@ -511,7 +538,7 @@ class SignalShutdown:
         self.listener.request_shutdown()
 
 
-async def _serve(server, ready_line: bool = True, systemd=None) -> int:
+async def _serve(server, ready_line: bool = True, systemd=None, running_line=True) -> int:
     loop = asyncio.get_running_loop()
     listener = Listener(server)
     await listener.start(loop)
@@ -523,7 +550,8 @@ async def _serve(server, ready_line: bool = True, systemd=None) -> int:
             pass
     values = server.config.values
     log = logging.getLogger("hotkv")
-    log.info("Running mode=standalone, port=%d.", values["port"])
+    if running_line:
+        log.info("Running mode=standalone, port=%d.", values["port"])
     for kind, on in (("tcp", True), ("unix", values["unixsocket"]), ("tls", values["tls-port"])):
         if on:
             log.info("Ready to accept connections %s", kind)
@@ -569,20 +597,87 @@ def serve(args: list[str]) -> int:
     if problem:
         sys.stderr.write("hotkv serve: %s\n" % problem)
         return 2
+    return _run(config, path, valkey=False)
+
+
+def valkey_server(args: list[str]) -> int:
+    """valkey-server's command line, ``[CONFIG_FILE] [--name value ...]``, as
+    Valkey's test harness spawns it (compat/valkey-server-shim): the log goes to
+    stdout without a ``logfile`` and no "listening" line is printed; a bad
+    setting is a "FATAL CONFIG FILE ERROR" on stderr, exit 1; a port in use is
+    logged as "Failed listening on port N (tcp), aborting.", exit 1; the banner
+    (``always-show-logo``) or "Running mode=" comes before "Server initialized",
+    and the data loads after it, as in valkey-server."""
+    global _LOG_TO_STDOUT
+    if args and args[0] in ("-v", "--version"):
+        sys.stdout.write("hotkv %s (valkey-server 8.1.8 command line)\n" % __version__)
+        return 0
+    try:
+        path, cli = parse_serve_args(args)
+        if path == "-":   # valkey-server reads the config from stdin
+            cli = [(n, v) for n, v in parse_config_file(sys.stdin.read())] + cli
+            path = None
+        if path is not None:
+            path = os.path.abspath(path)
+        config = build_config(path, cli)
+    except (UsageError, ConfigError) as e:
+        sys.stderr.write("\n*** FATAL CONFIG FILE ERROR (hotkv %s) ***\n%s\n" % (__version__, e))
+        return 1
+    problem = check_logfile(config.values["logfile"])
+    if problem:
+        sys.stderr.write("%s\n" % problem)
+        return 1
+    _LOG_TO_STDOUT = True
+    return _run(config, path, valkey=True)
+
+
+def _port_in_use(values) -> str | None:
+    """The valkey-server command line binds before "Server initialized": a
+    port taken is found here, with Valkey's warning, before that line."""
+    import socket
+    port = values["port"]
+    if not port:
+        return None
+    from .config import bind_addresses
+    for host in bind_addresses(values["bind"]):
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError as e:
+                return "Could not create server TCP listening socket %s:%d: bind: %s" % (
+                    host, port, e.strerror or e)
+    return None
+
+
+def _run(config, path, valkey: bool) -> int:
     _setup_logging(config.values)
     if config.values["daemonize"] and _daemonize():
         return 0   # the parent, as valkey-server's: the daemon goes on alone
-    _startup_lines(config, logging.getLogger("hotkv"))
-    systemd = Systemd(config.values, logging.getLogger("hotkv"))
+    log = logging.getLogger("hotkv")
+    _startup_lines(config, log)
+    systemd = Systemd(config.values, log)
     try:
         server = Server(config)
     except Exception as e:  # an aclfile with errors, say: say why, no traceback
+        if valkey:
+            log.warning("%s", e)
         sys.stderr.write("hotkv serve: cannot start: %s\n" % e)
         return 1
-    logging.getLogger("hotkv").info("Server initialized")
-    server.config_file = path
     values = server.config.values
-    log = logging.getLogger("hotkv")
+    if valkey:
+        problem = _port_in_use(values)
+        if problem:
+            log.warning("Warning: %s", problem)
+            log.warning("Failed listening on port %d (tcp), aborting.", values["port"])
+            return 1
+    if values["always-show-logo"]:
+        log.info(banner(values), extra={"raw": True})
+    elif valkey:
+        log.info("Running mode=standalone, port=%d.", values["port"])
+    log.info("Server initialized")
+    server.config_file = path
     if values["dir"] and values["dir"] != ".":
         try:
             os.chdir(values["dir"])
@@ -598,12 +693,15 @@ def serve(args: list[str]) -> int:
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        return loop.run_until_complete(_serve(server, systemd=systemd))
+        return loop.run_until_complete(_serve(server, ready_line=not valkey, systemd=systemd,
+                                              running_line=not valkey))
     except OSError as e:
+        if valkey:
+            log.warning("Failed listening on port %d (tcp), aborting.", values["port"])
         sys.stderr.write("hotkv serve: cannot listen: %s\n" % (e.strerror or e))
         return 1
     except Exception as e:  # the start failed (AOF unreadable, TLS files...)
-        logging.getLogger("hotkv").exception("start-up failed")
+        log.exception("start-up failed")
         sys.stderr.write("hotkv serve: cannot start: %s\n" % e)
         return 1
     except KeyboardInterrupt:  # pragma: no cover - a second Ctrl-C during shutdown
@@ -629,6 +727,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv[0] == "serve":
         return serve(argv[1:])
+    if argv[0] in ("check-rdb", "check-aof"):
+        from . import checks
+        run = checks.check_rdb if argv[0] == "check-rdb" else checks.check_aof
+        return run(argv[1:])
+    if argv[0] == "valkey-server":
+        return valkey_server(argv[1:])
     sys.stderr.write("hotkv: unknown command '%s'\n%s" % (argv[0], USAGE))
     return 2
 

@@ -21,6 +21,7 @@ A module that owns a behaviour registers the parameters it reads with
 
 from __future__ import annotations
 
+from .config_table import HIDDEN_ROWS
 from .resp import split_inline_args
 
 _MEM_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2,
@@ -311,8 +312,9 @@ _OWN_DEFAULT = {"dir", "port", "bind", "save",
                 "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush"}
 # Table settings hotkv acts on in ``hotkv serve`` (hotkv.cli: logging, supervision); an
 # embedded server has no log or supervisor of its own.
-_SERVE_ONLY = {"log-format", "log-timestamp-format", "supervised", "syslog-enabled",
-               "syslog-ident", "syslog-facility", "shutdown-on-sigint", "shutdown-on-sigterm"}
+_SERVE_ONLY = {"always-show-logo", "log-format", "log-timestamp-format", "supervised",
+               "syslog-enabled", "syslog-ident", "syslog-facility", "shutdown-on-sigint",
+               "shutdown-on-sigterm"}
 # tls-port -1 asks hotkv for a free port (tests use it): wider than Valkey's 0..65535.
 _OWN_RANGE = {"tls-port"}
 # Settings Valkey changes at run time that hotkv cannot (its listeners are bound once).
@@ -474,7 +476,7 @@ def _load_table():
     ranges, mutability and defaults come from it; a setting hotkv does not define
     is added, accepted and inert."""
     from .config_table import ROWS
-    for name, kind, default, flags, aliases, extra in ROWS:
+    for name, kind, default, flags, aliases, extra in ROWS + HIDDEN_ROWS:
         p = PARAMS.get(name)
         if p is None:   # hotkv names the setting by an alias (slowlog-max-len, lua-time-limit)
             p = next((PARAMS[a] for a in aliases if a in PARAMS), None)
@@ -505,6 +507,8 @@ def _load_table():
 
 
 _load_table()
+# Valkey's hidden settings: answered by exact name, never listed for a pattern.
+HIDDEN = frozenset(row[0] for row in HIDDEN_ROWS)
 
 
 class Config:

@@ -240,6 +240,25 @@ ROWS = (
     ('rdma-completion-vector', 'int', '-1', 'I', (), (-1, 2147483647)),
 )
 
+# Valkey's hidden settings (HIDDEN_CONFIG): CONFIG GET answers them by exact name
+# only, never for a pattern; Valkey's test harness config (tests/assets/default.conf)
+# and its tests set them.  Same row format as ROWS.
+HIDDEN_ROWS = (
+    ('enable-debug-assert', 'bool', 'no', 'I', (), None),
+    ('use-exit-on-panic', 'bool', 'no', '', (), None),
+    ('aof-disable-auto-gc', 'bool', 'no', '', (), None),
+    ('lua-enable-deprecated-api', 'bool', 'no', 'P', (), None),
+    ('lua-enable-insecure-api', 'bool', 'no', 'P', (), None),
+    ('cluster-ping-interval', 'int', '0', '', (), (0, 2147483647)),
+    ('events-per-io-thread', 'int', '2', '', (), (0, 2147483647)),
+    ('key-load-delay', 'int', '0', '', (), (-2147483648, 2147483647)),
+    ('loading-process-events-interval-bytes', 'int', '2097152', '', (),
+     (1024, 2147483647)),
+    ('rdb-key-save-delay', 'int', '0', '', (), (-2147483648, 2147483647)),
+    ('watchdog-period', 'int', '0', '', (), (0, 2147483647)),
+    ('debug-context', 'string', '', '', (), None),
+)
+
 # Directives valkey-server 8.1.8 still accepts in a config file (one argument) and
 # ignores; CONFIG GET/SET do not know them.
 DEPRECATED = ("dynamic-hz", "list-max-ziplist-entries", "list-max-ziplist-value",

@@ -26,7 +26,7 @@ import logging
 import os
 
 from .. import errors
-from ..config import ALIASES, PARAMS, ConfigError, parse_config_file
+from ..config import ALIASES, HIDDEN as HIDDEN_SETTINGS, PARAMS, ConfigError, parse_config_file
 from ..errors import CommandError
 from ..registry import all_commands, command, container
 from ..replies import cstr, help_reply
@@ -78,7 +78,7 @@ def _protected_allowed(c) -> bool:
 
 # Settings a pattern does not list (Valkey's hidden or non-table directives);
 # CONFIG GET by their exact name still answers.
-HIDDEN = {"rename-command", "user", "rdb-key-save-delay", "close-on-oom"}
+HIDDEN = {"rename-command", "user", "close-on-oom"} | HIDDEN_SETTINGS
 
 # Parameters CONFIG SET may only change when enable-protected-configs allows.
 PROTECTED = {"dir", "dbfilename"}
