@@ -67,6 +67,12 @@ class Double(float):
     __slots__ = ()
 
 
+class DoubleText(bytes):
+    """A double already written as text (GEOPOS's long-double coordinates):
+    RESP3 sends it as a double (``,``), RESP2 as bulk."""
+    __slots__ = ()
+
+
 class Push(list):
     """An out-of-band message: RESP3 push (``>``), RESP2 plain array."""
     __slots__ = ()
@@ -177,6 +183,11 @@ def encode(value, out: list, resp3: bool) -> None:
             out.append(b"," + text + _CRLF)
         else:
             out.append(b"$%d\r\n%b\r\n" % (len(text), text))
+    elif t is DoubleText:
+        if resp3:
+            out.append(b"," + value + _CRLF)
+        else:
+            out.append(b"$%d\r\n%b\r\n" % (len(value), value))
     elif t is Verbatim:
         if resp3:
             out.append(b"=%d\r\ntxt:%b\r\n" % (len(value) + 4, value))

@@ -1,1 +1,449 @@
-"""geo commands (being written)."""
+"""Geo commands (Valkey's geo.c): GEOADD, GEODIST, GEOHASH, GEOPOS,
+GEOSEARCH, GEOSEARCHSTORE, GEORADIUS, GEORADIUSBYMEMBER and the _RO forms.
+
+A geo set is a plain sorted set (hotkv/types/zsets.py) whose scores are
+52-bit interleaved geohashes; the arithmetic (hashes, search cells,
+distances, reply text) is hotkv/types/geo.py's.  This module parses the
+arguments in Valkey's order (so the same bad command gets the same error),
+walks the sorted set over the score ranges of the search cells and builds
+the replies.
+
+Invariants:
+* GEOADD is ZADD (Valkey rewrites it into one): it is logged to the AOF as
+  the ZADD it became, notifies ``zadd`` and replies as ZADD;
+* a search reads its source with a read lookup (keyspace hits/misses), even
+  for the STORE forms; a STORE form whose result is empty deletes its
+  destination (``del``) and replies 0, else it replaces it (``georadiusstore``
+  or ``geosearchstore``, the dirty count raised by the number stored) and is
+  logged as sent;
+* results are ordered as Valkey orders them: unsorted in scan order, sorted
+  by distance with a stable sort, or, when COUNT cuts the result, with
+  Valkey's partial quicksort (types.geo.partial_sort), so ties come out the
+  same.
+"""
+
+from __future__ import annotations
+
+from .. import errors
+from ..errors import CommandError, WrongType
+from ..registry import command, spec
+from ..resp import NULL_ARRAY, DoubleText
+from ..types import geo
+from ..types.zsets import ZSetValue
+from ..util import parse_int
+from . import zsets
+from .hashes import cfg
+from .zset_ranges import parse_score
+
+UNIT_ERROR = "ERR unsupported unit provided. please use M, KM, FT, MI"
+DECODE_ERROR = "ERR could not decode requested zset member"
+
+# georadiusGeneric's flags.
+_COORDS = 1
+_MEMBER = 2
+_NOSTORE = 4
+_SEARCH = 8
+_SEARCHSTORE = 16
+
+_SORT_NONE, _SORT_ASC, _SORT_DESC = 0, 1, 2
+
+
+def _read(c, key):
+    """The sorted set at key for a read (counted as a hit or a miss)."""
+    v = c.db.lookup_read(key)
+    if v is not None and type(v) is not ZSetValue:
+        raise WrongType()
+    return v
+
+
+def _lonlat(lon_arg: bytes, lat_arg: bytes):
+    lon = parse_score(lon_arg)
+    lat = parse_score(lat_arg)
+    if lon < geo.LON_MIN or lon > geo.LON_MAX or lat < geo.LAT_MIN or lat > geo.LAT_MAX:
+        raise CommandError("ERR invalid longitude,latitude pair %f,%f" % (lon, lat))
+    return lon, lat
+
+
+def _unit(arg: bytes) -> float:
+    to_m = geo.UNITS.get(arg.lower())
+    if to_m is None:
+        raise CommandError(UNIT_ERROR)
+    return to_m
+
+
+def _member_point(z, member):
+    score = z.score(member)
+    if score is None:
+        raise CommandError(DECODE_ERROR)
+    return geo.score_lonlat(score)
+
+
+# ----------------------------------------------------------------------
+# GEOADD / GEODIST / GEOHASH / GEOPOS
+# ----------------------------------------------------------------------
+
+@command("geoadd", -5, "write denyoom", group="geo", since="3.2.0",
+         key_specs=(spec("RW update"),))
+def geoadd(c, argv):
+    """Adds one or more members to a geospatial index. The key is created if
+    it doesn't exist."""
+    n = len(argv)
+    i = 2
+    nx = xx = False
+    while i < n:
+        opt = argv[i].lower()
+        if opt == b"nx":
+            nx = True
+        elif opt == b"xx":
+            xx = True
+        elif opt != b"ch":
+            break
+        i += 1
+    if (n - i) % 3 or (xx and nx):
+        raise CommandError(errors.SYNTAX)
+    zargv = [b"ZADD", *argv[1:i]]
+    for j in range(i, n, 3):
+        lon, lat = _lonlat(argv[j], argv[j + 1])
+        zargv.append(b"%d" % geo.encode_score(lon, lat))
+        zargv.append(argv[j + 2])
+    # Valkey turns the command into this ZADD: logged as such when it writes.
+    c.server.propagate_as(zargv)
+    return zsets.zadd(c, zargv)
+
+
+@command("geodist", -4, "readonly", (1, 1, 1), group="geo", since="3.2.0")
+def geodist(c, argv):
+    """Returns the distance between two members of a geospatial index."""
+    to_m = 1.0
+    if len(argv) == 5:
+        to_m = _unit(argv[4])
+    elif len(argv) > 5:
+        raise CommandError(errors.SYNTAX)
+    z = _read(c, argv[1])
+    if z is None:
+        return None
+    s1 = z.score(argv[2])
+    s2 = z.score(argv[3])
+    if s1 is None or s2 is None:
+        return None
+    lon1, lat1 = geo.score_lonlat(s1)
+    lon2, lat2 = geo.score_lonlat(s2)
+    return geo.format_distance(geo.distance(lon1, lat1, lon2, lat2) / to_m)
+
+
+@command("geohash", -2, "readonly", (1, 1, 1), group="geo", since="3.2.0")
+def geohash(c, argv):
+    """Returns members from a geospatial index as geohash strings."""
+    z = _read(c, argv[1])
+    out = []
+    for member in argv[2:]:
+        score = None if z is None else z.score(member)
+        out.append(None if score is None else geo.geohash_text(score))
+    return out
+
+
+@command("geopos", -2, "readonly", (1, 1, 1), group="geo", since="3.2.0")
+def geopos(c, argv):
+    """Returns the longitude and latitude of members from a geospatial index."""
+    z = _read(c, argv[1])
+    out = []
+    for member in argv[2:]:
+        score = None if z is None else z.score(member)
+        if score is None:
+            out.append(NULL_ARRAY)
+        else:
+            lon, lat = geo.score_lonlat(score)
+            out.append([DoubleText(geo.format_coord(lon)), DoubleText(geo.format_coord(lat))])
+    return out
+
+
+# ----------------------------------------------------------------------
+# Searches
+# ----------------------------------------------------------------------
+
+def _scan(z, shape, limit):
+    """Points of z inside shape, in Valkey's scan order: [member, score,
+    lon, lat, dist] lists; stops once ``limit`` (non-zero) are found."""
+    found = []
+    sl = z.sl
+    cells = geo.search_boxes(shape)
+    last = 0
+    for i, cell in enumerate(cells):
+        if cell is None:
+            continue
+        # Huge radii make neighbours coincide: a cell equal to the last one
+        # scanned is skipped (the centre cell is never compared, as in Valkey).
+        if last and cell == cells[last]:
+            continue
+        if limit and len(found) >= limit:
+            break
+        lo, hi = geo.box_scores(*cell)
+        lo = float(lo)
+        hi = float(hi)
+        for score, member in sl.islice(sl.bisect_left((lo,))):
+            if not score < hi:
+                break
+            hit = shape.within(score)
+            if hit is not None:
+                found.append([member, score, hit[0], hit[1], hit[2]])
+                if limit and len(found) >= limit:
+                    break
+        last = i
+    return found
+
+
+def _asc(a, b):
+    da, db = a[4], b[4]
+    if da > db:
+        return 1
+    return 0 if da == db else -1
+
+
+def _desc(a, b):
+    return -_asc(a, b)
+
+
+def _search(c, argv, src_index, flags):
+    store = None
+    storedist = False
+    z = _read(c, argv[src_index])
+    shape = geo.Shape()
+    n = len(argv)
+    if flags & _COORDS:
+        base = 6
+        shape.kind = geo.CIRCLE
+        shape.lon, shape.lat = _lonlat(argv[2], argv[3])
+        shape.radius, shape.conversion = _distance_args(argv[4], argv[5])
+    elif flags & _MEMBER:
+        base = 5
+        if z is not None:
+            shape.kind = geo.CIRCLE
+            shape.lon, shape.lat = _member_point(z, argv[2])
+            shape.radius, shape.conversion = _distance_args(argv[3], argv[4])
+    else:
+        base = 2
+        if flags & _SEARCHSTORE:
+            base = 3
+            store = argv[1]
+    withdist = withhash = withcoord = False
+    frommember = fromloc = byradius = bybox = False
+    sort = _SORT_NONE
+    any_ = False
+    count = 0
+    i = base
+    search = flags & _SEARCH
+    storing = not (flags & _NOSTORE) and not search
+    while i < n:
+        arg = argv[i].lower()
+        more = n - 1 - i          # arguments after this one
+        if arg == b"withdist":
+            withdist = True
+        elif arg == b"withhash":
+            withhash = True
+        elif arg == b"withcoord":
+            withcoord = True
+        elif arg == b"any":
+            any_ = True
+        elif arg == b"asc":
+            sort = _SORT_ASC
+        elif arg == b"desc":
+            sort = _SORT_DESC
+        elif arg == b"count" and more >= 1:
+            count = parse_int(argv[i + 1])
+            if count <= 0:
+                raise CommandError("ERR COUNT must be > 0")
+            i += 1
+        elif arg == b"store" and more >= 1 and storing:
+            store = argv[i + 1]
+            storedist = False
+            i += 1
+        elif arg == b"storedist" and more >= 1 and storing:
+            store = argv[i + 1]
+            storedist = True
+            i += 1
+        elif arg == b"storedist" and search and flags & _SEARCHSTORE:
+            storedist = True
+        elif arg == b"frommember" and more >= 1 and search and not fromloc:
+            if z is not None:
+                shape.lon, shape.lat = _member_point(z, argv[i + 1])
+            frommember = True
+            i += 1
+        elif arg == b"fromlonlat" and more >= 2 and search and not frommember:
+            shape.lon, shape.lat = _lonlat(argv[i + 1], argv[i + 2])
+            fromloc = True
+            i += 2
+        elif arg == b"byradius" and more >= 2 and search and not bybox:
+            shape.radius, shape.conversion = _distance_args(argv[i + 1], argv[i + 2])
+            shape.kind = geo.CIRCLE
+            byradius = True
+            i += 2
+        elif arg == b"bybox" and more >= 3 and search and not byradius:
+            shape.width, shape.height, shape.conversion = _box_args(
+                argv[i + 1], argv[i + 2], argv[i + 3])
+            shape.kind = geo.BOX
+            bybox = True
+            i += 3
+        else:
+            raise CommandError(errors.SYNTAX)
+        i += 1
+
+    if store is not None and (withdist or withhash or withcoord):
+        raise CommandError("ERR %s is not compatible with WITHDIST, WITHHASH and WITHCOORD "
+                           "options" % ("GEOSEARCHSTORE" if flags & _SEARCHSTORE
+                                        else "STORE option in GEORADIUS"))
+    name = argv[0].decode("utf-8", "surrogateescape")
+    if search and not (frommember or fromloc):
+        raise CommandError("ERR exactly one of FROMMEMBER or FROMLONLAT can be specified "
+                           "for %s" % name)
+    if search and not (byradius or bybox):
+        raise CommandError("ERR exactly one of BYRADIUS and BYBOX can be specified for %s"
+                           % name)
+    if any_ and not count:
+        raise CommandError("ERR the ANY argument requires COUNT argument")
+
+    if z is None:
+        if store is not None:
+            _delete_dest(c, store)
+            return 0
+        return []
+
+    if count and sort == _SORT_NONE and not any_:
+        sort = _SORT_ASC       # the nearest COUNT need a sort
+    found = _scan(z, shape, count if any_ else 0)
+    if not found and store is None:
+        return []
+    total = len(found)
+    returned = total if not count or total < count else count
+    if sort != _SORT_NONE:
+        if returned == total:
+            # glibc's qsort is a merge sort: stable, as Python's.
+            found.sort(key=_dist, reverse=sort == _SORT_DESC)
+        else:
+            geo.partial_sort(found, _asc if sort == _SORT_ASC else _desc, 0, returned - 1)
+    conversion = shape.conversion
+    if store is None:
+        out = []
+        plain = not (withdist or withhash or withcoord)
+        for k in range(returned):
+            member, score, lon, lat, dist = found[k]
+            if plain:
+                out.append(member)
+                continue
+            item = [member]
+            if withdist:
+                item.append(geo.format_distance(dist / conversion))
+            if withhash:
+                item.append(int(score))
+            if withcoord:
+                item.append([DoubleText(geo.format_coord(lon)),
+                             DoubleText(geo.format_coord(lat))])
+            out.append(item)
+        return out
+    if not returned:
+        _delete_dest(c, store)
+        return 0
+    z_out = ZSetValue()
+    maxlen = 0
+    for k in range(returned):
+        member, score, _, _, dist = found[k]
+        z_out.set(member, dist / conversion if storedist else score)
+        if len(member) > maxlen:
+            maxlen = len(member)
+    z_out.big = (returned > cfg(c, "zset-max-listpack-entries", 128)
+                 or maxlen > cfg(c, "zset-max-listpack-value", 64))
+    db = c.db
+    db.set(store, z_out)
+    c.server.written(db, store, "z", "geosearchstore" if search else "georadiusstore",
+                     returned)
+    return returned
+
+
+def _dist(p):
+    return p[4]
+
+
+def _distance_args(value: bytes, unit: bytes):
+    """(radius, metres per unit) of a ``<radius> <unit>`` pair."""
+    d = parse_score(value, "ERR need numeric radius")
+    if d < 0:
+        raise CommandError("ERR radius cannot be negative")
+    return d, _unit(unit)
+
+
+def _box_args(width: bytes, height: bytes, unit: bytes):
+    w = parse_score(width, "ERR need numeric width")
+    h = parse_score(height, "ERR need numeric height")
+    if h < 0 or w < 0:
+        raise CommandError("ERR height or width cannot be negative")
+    return w, h, _unit(unit)
+
+
+def _delete_dest(c, key):
+    db = c.db
+    if db.lookup(key) is not None:
+        db.delete(key)
+        c.server.written(db, key, "g", "del")
+
+
+def _georadius_keys(argv):
+    """The source key and the last STORE/STOREDIST destination (Valkey's
+    georadiusGetKeys, which looks from the 6th argument on)."""
+    stored = -1
+    i = 5
+    n = len(argv)
+    while i < n:
+        if argv[i].lower() in (b"store", b"storedist") and i + 1 < n:
+            stored = i + 1
+            i += 1
+        i += 1
+    return [1] if stored < 0 else [1, stored]
+
+
+def _store_specs(start: int):
+    return (spec("RO access"), spec("OW update", "keyword STORE %d" % start),
+            spec("OW update", "keyword STOREDIST %d" % start))
+
+
+@command("georadius", -6, "write denyoom", group="geo", since="3.2.0",
+         keys_fn=_georadius_keys, key_specs=_store_specs(6))
+def georadius(c, argv):
+    """Queries a geospatial index for members within a distance from a
+    coordinate, optionally stores the result."""
+    return _search(c, argv, 1, _COORDS)
+
+
+@command("georadius_ro", -6, "readonly", (1, 1, 1), group="geo", since="3.2.10")
+def georadius_ro(c, argv):
+    """Returns members from a geospatial index that are within a distance
+    from a coordinate."""
+    return _search(c, argv, 1, _COORDS | _NOSTORE)
+
+
+@command("georadiusbymember", -5, "write denyoom", group="geo", since="3.2.0",
+         keys_fn=_georadius_keys, key_specs=_store_specs(5))
+def georadiusbymember(c, argv):
+    """Queries a geospatial index for members within a distance from a
+    member, optionally stores the result."""
+    return _search(c, argv, 1, _MEMBER)
+
+
+@command("georadiusbymember_ro", -5, "readonly", (1, 1, 1), group="geo", since="3.2.10")
+def georadiusbymember_ro(c, argv):
+    """Returns members from a geospatial index that are within a distance
+    from a member."""
+    return _search(c, argv, 1, _MEMBER | _NOSTORE)
+
+
+@command("geosearch", -7, "readonly", (1, 1, 1), group="geo", since="6.2.0")
+def geosearch(c, argv):
+    """Queries a geospatial index for members inside an area of a box or a
+    circle."""
+    return _search(c, argv, 1, _SEARCH)
+
+
+@command("geosearchstore", -8, "write denyoom", group="geo", since="6.2.0",
+         key_specs=(spec("OW update"), spec("RO access", "index 2")))
+def geosearchstore(c, argv):
+    """Queries a geospatial index for members inside an area of a box or a
+    circle, optionally stores the result."""
+    return _search(c, argv, 2, _SEARCH | _SEARCHSTORE)
