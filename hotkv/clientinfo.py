@@ -52,8 +52,13 @@ def client_flags(cl) -> str:
         f += "x"
     if cl.blocked is not None:
         f += "b"
-    if cl.tracking:
+    tracking = cl.tracking
+    if tracking:   # hotkv.tracking.TrackingState
         f += "t"
+        if tracking.broken:
+            f += "R"
+        if tracking.bcast:
+            f += "B"
     if cl.dirty_cas:
         f += "d"
     if cl.closing:
@@ -90,12 +95,13 @@ def client_info_line(cl, now: float | None = None) -> str:
         "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s capa= db=%d "
         "sub=%d psub=%d ssub=%d multi=%d watch=%d qbuf=%d qbuf-free=%d argv-mem=0 "
         "multi-mem=%d rbs=16384 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=%s cmd=%s "
-        "user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s tot-net-in=%d tot-net-out=%d "
+        "user=%s redir=%d resp=%d lib-name=%s lib-ver=%s tot-net-in=%d tot-net-out=%d "
         "tot-cmds=%d" % (
             cl.id, cl.addr, cl.laddr, cl.fd, as_str(cl.name), int(now - cl.created),
             int(now - cl.last_interaction), client_flags(cl), cl.db.index,
             len(cl.channels), len(cl.patterns), len(cl.shard_channels),
             len(cl.multi_queue) if cl.multi else -1, len(cl.watched), qbuf,
             0, multi_mem, omem, 16384 + qbuf + omem + multi_mem, events, cmd,
-            user_name(cl), 3 if cl.resp3 else 2, as_str(cl.lib_name), as_str(cl.lib_ver),
+            user_name(cl), cl.tracking.redirect if cl.tracking else -1,
+            3 if cl.resp3 else 2, as_str(cl.lib_name), as_str(cl.lib_ver),
             cl.net_in, cl.net_out, cl.ncmds))

@@ -16,11 +16,16 @@ fills when imported:
 subsystem             made as                       called by the server in
 ====================  ============================  ==========================
 slow log, MONITOR     ``cmdlog.init_slowlog``       client_gone, reset_client
+latency monitor       ``latency.init_server``       cron (expire-cycle events,
+                                                    histogram folding)
 pub/sub               ``pubsub.init_server``        before_sleep, client_gone,
                                                     reset_client
 keyspace events       ``notify.init_server``        (written, key_expired)
 limits                ``limits.init_server``        refusal, cron
 ACL                   ``acl.init_server``           auth_required, default_user
+client-side caching   ``tracking.init_server``      written, key_expired,
+                                                    before_sleep, cron,
+                                                    client_gone, reset_client
 RDB snapshots         ``snapshots.Snapshots``       cron, load_data, shutdown
 AOF                   ``aof.AOF``                   before_sleep, cron,
                                                     load_data, shutdown
@@ -54,7 +59,7 @@ import os
 import time
 import traceback
 
-from . import acl, cmdlog, limits, notify, pubsub, stats
+from . import acl, cmdlog, latency, limits, notify, pubsub, stats, tracking
 from .aof import AOF, AOFLoadError
 from .blocking import drop as drop_blocked, expire_timeouts
 from .config import Config
@@ -83,7 +88,8 @@ def _gate(name: str):
         d[slot] = value
         self.gated = bool(d.get("_gate_acl_check") is not None or d.get("_gate_maxmemory")
                           or d.get("_gate_disk_error") is not None or d.get("_gate_loading")
-                          or d.get("_gate_pause_check") is not None)
+                          or d.get("_gate_pause_check") is not None
+                          or d.get("_gate_tracking_over"))
     return property(fget, fset)
 
 
@@ -97,13 +103,14 @@ class Server:
         "feed_monitors", "slowlog_threshold", "slowlog_push", "stat_numcommands", "aof",
         "command_table", "ready_keys", "ready_set", "notify", "notify_new",
         "stat_net_input_bytes", "stat_net_output_bytes", "obuf_hard_normal",
-        "pending_flush", "dbs", "config", "__dict__",
+        "pending_flush", "dbs", "config", "tracking_on", "slow_gate", "__dict__",
     )
     acl_check = _gate("acl_check")
     maxmemory = _gate("maxmemory")
     disk_error = _gate("disk_error")
     loading = _gate("loading")
     pause_check = _gate("pause_check")
+    tracking_over = _gate("tracking_over")   # hotkv.tracking: the table is over its limit
 
     def __init__(self, config: Config | dict | None = None):
         if not isinstance(config, Config):
@@ -177,11 +184,13 @@ class Server:
         its start comes after it (limits reads the output-buffer limits
         pub/sub merged; the AOF, last, may replay into all of them)."""
         cmdlog.init_slowlog(self)                 # slowlog, slowlog_push, threshold
+        latency.init_server(self)                 # LATENCY events, slow_gate, on_slow
         self.startup_memory = stats.used_memory()  # INFO used_memory_startup
         self.pubsub = pubsub.init_server(self)
         notify.init_server(self)                  # notify, notify_new (publishes via pubsub)
         limits.init_server(self)                  # command_table (rename-command), obuf
         acl.init_server(self)                     # acl (may raise: aclfile errors)
+        self.tracking = tracking.init_server(self)  # client-side caching (tracking_on)
         self.snapshots = Snapshots(self)          # SAVE/BGSAVE, save points (hotkv.snapshots)
         self.aof_manager = AOF(self)
         self.aof = None                           # the AOF while it is on (aof_manager.start)
@@ -206,11 +215,13 @@ class Server:
         unwatch_all(c)
         cmdlog.stop_monitoring(c)
         pubsub.client_gone(c)
+        tracking.client_gone(c)
 
     def reset_client(self, c):
         """RESET (Valkey's clearClientConnectionState)."""
         cmdlog.stop_monitoring(c)
         pubsub.client_gone(c)
+        tracking.client_gone(c)
         discard_transaction(c)
         c.db = self.dbs[0]
         c.resp3 = False
@@ -304,6 +315,8 @@ class Server:
             db.touch_watched(key)
         if key in db.blocking:
             self.signal_ready(db, key)
+        if self.tracking_on:
+            self.tracking.invalidate(key)
         if self.notify is not None and event:
             self.notify(db, key, cls, event)
 
@@ -332,6 +345,8 @@ class Server:
                                   else b"DEL", key])
         if self.notify is not None:
             self.notify(db, key, "x", "expired")
+        if self.tracking_on:
+            self.tracking.invalidate(key, None)
 
     def propagate_as(self, *argvs, db=None):
         """Log these argvs instead of the command as sent (when it wrote)."""
@@ -383,6 +398,8 @@ class Server:
     def before_sleep(self):
         """Redis's beforeSleep: persistence first, then replies."""
         self._wake_scheduled = False
+        if self.tracking.bcast_dirty:      # BCAST invalidations of this turn
+            self.tracking.before_sleep()
         self.pubsub.new_turn()            # the flush below empties what it measured
         self.aof_manager.before_sleep()   # the AOF is written before any reply leaves
         pending = self.pending_flush
@@ -427,16 +444,20 @@ class Server:
         if self.maxmemory:
             self.used_memory_cached = stats.used_memory()
         budget = 20 * self.config.values["active-expire-effort"]
+        start = time.time()
         for db in self.dbs if self.active_expire_enabled else ():
             if db.expires:
                 # Keep going while a quarter of the samples were expired, within bounds.
                 for _ in range(16):
                     if db.active_expire(budget) * 4 < budget:
                         break
+        latency.timed(self, "expire-cycle", start)
+        latency.cron(self)
         if self.prop_pending and self.current_client is None:
             self.flush_propagation()
         stats.track_instantaneous(self)
         limits.cron(self)
+        self.tracking.cron()
         self.aof_manager.cron()
         self.snapshots.cron()
         self.wake()

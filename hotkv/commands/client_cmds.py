@@ -1,7 +1,8 @@
 """CLIENT: connection introspection and control.
 
 Owns the CLIENT subcommands -- ID, SETNAME, GETNAME, SETINFO, INFO, LIST,
-KILL, UNBLOCK, REPLY, NO-EVICT, NO-TOUCH, PAUSE, UNPAUSE, CAPA, HELP -- and
+KILL, UNBLOCK, REPLY, NO-EVICT, NO-TOUCH, PAUSE, UNPAUSE, CAPA, HELP, and
+client-side caching's TRACKING, CACHING, GETREDIR, TRACKINGINFO -- and
 the CLIENT LIST line format, which follows Valkey 8's field for field so
 tools that split it on spaces and ``=`` keep working.
 
@@ -19,7 +20,9 @@ Invariants:
   transaction that writes), ALL pauses everything, UNPAUSE included.
 
 The CLIENT LIST line itself is ``hotkv.clientinfo``'s (the ACL LOG shows it
-too) and the pause state ``hotkv.pause``'s (the dispatcher consults it).
+too), the pause state ``hotkv.pause``'s (the dispatcher consults it) and the
+tracking state ``hotkv.tracking``'s (these commands check options in
+Valkey's order, with its texts, and hand the result to it).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from ..errors import CommandError
 from ..pause import PAUSED, pause_clients, unpause_clients
 from ..registry import command, container
 from ..replies import help_reply
-from ..resp import OK, Verbatim
+from ..resp import OK, SetReply, Verbatim
 from ..util import string2ll
 
 container("client", group="server")
@@ -302,6 +305,131 @@ def client_capa(c, argv):
     return OK
 
 
+# -- client-side caching (the tracking state and its messages: hotkv.tracking) -------
+
+@command("client|tracking", -3, "noscript loading stale", group="connection", since="6.0.0")
+def client_tracking(c, argv):
+    """Controls server-assisted client-side caching for the connection."""
+    redirect = 0
+    bcast = optin = optout = noloop = False
+    prefixes = []
+    n = len(argv)
+    j = 3
+    while j < n:
+        opt = argv[j].lower()
+        more = j < n - 1
+        if opt == b"redirect" and more:
+            j += 1
+            if redirect:
+                raise CommandError("ERR A client can only redirect to a single other client")
+            v = string2ll(argv[j])
+            if v is None:
+                raise CommandError(errors.NOT_INTEGER)
+            redirect = v
+            if v not in c.server.clients:
+                raise CommandError("ERR The client ID you want redirect to does not exist")
+        elif opt == b"bcast":
+            bcast = True
+        elif opt == b"optin":
+            optin = True
+        elif opt == b"optout":
+            optout = True
+        elif opt == b"noloop":
+            noloop = True
+        elif opt == b"prefix" and more:
+            j += 1
+            prefixes.append(argv[j])
+        else:
+            raise CommandError(errors.SYNTAX)
+        j += 1
+    mode = argv[2].lower()
+    tracking = c.server.tracking
+    if mode == b"off":
+        tracking.disable(c)
+        return OK
+    if mode != b"on":
+        raise CommandError(errors.SYNTAX)
+    st = c.tracking
+    if prefixes and not bcast:
+        raise CommandError("ERR PREFIX option requires BCAST mode to be enabled")
+    if st and st.bcast != bcast:
+        raise CommandError("ERR You can't switch BCAST mode on/off before disabling tracking "
+                           "for this client, and then re-enabling it with a different mode.")
+    if bcast and (optin or optout):
+        raise CommandError("ERR OPTIN and OPTOUT are not compatible with BCAST")
+    if optin and optout:
+        raise CommandError("ERR You can't specify both OPTIN mode and OPTOUT mode")
+    if st and ((optin and st.optout) or (optout and st.optin)):
+        raise CommandError("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking "
+                           "for this client, and then re-enabling it with a different mode.")
+    if bcast:
+        collision = tracking.prefix_collision(c, prefixes)
+        if collision is not None:
+            message, stop = collision
+            if stop:
+                raise CommandError(message)
+            # Valkey replies the error and still enables tracking (+OK): see
+            # hotkv.tracking's docstring.
+            c.server.count_error(message)
+            c.add_error(message)
+    tracking.enable(c, redirect, bcast, optin, optout, noloop, prefixes)
+    return OK
+
+
+@command("client|caching", 3, "noscript loading stale", group="connection", since="6.0.0")
+def client_caching(c, argv):
+    """Instructs the server whether to track the keys in the next request."""
+    st = c.tracking
+    if not st:
+        raise CommandError("ERR CLIENT CACHING can be called only when the client is in "
+                           "tracking mode with OPTIN or OPTOUT mode enabled")
+    opt = argv[2].lower()
+    if opt == b"yes":
+        if not st.optin:
+            raise CommandError("ERR CLIENT CACHING YES is only valid when tracking is enabled "
+                               "in OPTIN mode.")
+    elif opt == b"no":
+        if not st.optout:
+            raise CommandError("ERR CLIENT CACHING NO is only valid when tracking is enabled "
+                               "in OPTOUT mode.")
+    else:
+        raise CommandError(errors.SYNTAX)
+    st.caching = True
+    return OK
+
+
+@command("client|getredir", 2, "noscript loading stale", group="connection", since="6.0.0")
+def client_getredir(c, argv):
+    """Returns the client ID to which the connection's tracking notifications are redirected."""
+    return c.tracking.redirect if c.tracking else -1
+
+
+@command("client|trackinginfo", 2, "noscript loading stale", group="connection",
+         since="6.2.0")
+def client_trackinginfo(c, argv):
+    """Returns information about server-assisted client-side caching for the connection."""
+    st = c.tracking
+    if not st:
+        return {b"flags": SetReply([b"off"]), b"redirect": -1, b"prefixes": []}
+    flags = [b"on"]
+    if st.bcast:
+        flags.append(b"bcast")
+    if st.optin:
+        flags.append(b"optin")
+        if st.caching:
+            flags.append(b"caching-yes")
+    if st.optout:
+        flags.append(b"optout")
+        if st.caching:
+            flags.append(b"caching-no")
+    if st.noloop:
+        flags.append(b"noloop")
+    if st.broken:
+        flags.append(b"broken_redirect")
+    return {b"flags": SetReply(flags), b"redirect": st.redirect,
+            b"prefixes": sorted(st.prefixes)}
+
+
 # -- CLIENT PAUSE / UNPAUSE (the state and its effect: hotkv.pause) -------------
 
 @command("client|pause", -3, "admin noscript loading stale", group="connection")
@@ -334,8 +462,12 @@ def client_unpause(c, argv):
 def client_help(c, argv):
     """Returns helpful text about the different subcommands."""
     return help_reply("CLIENT", [
+        "CACHING (YES|NO)",
+        "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
         "CAPA <option> [options...]",
         "    The client claims its some capability options.",
+        "GETREDIR",
+        "    Return the client ID we are redirecting to when tracking is enabled.",
         "GETNAME",
         "    Return the name of the current connection.",
         "ID",
@@ -390,6 +522,11 @@ def client_help(c, argv):
         "    * LIB-VER: the client lib version.",
         "UNBLOCK <clientid> [TIMEOUT|ERROR]",
         "    Unblock the specified blocked client.",
+        "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+        "         [OPTIN] [OPTOUT] [NOLOOP]",
+        "    Control server assisted client side caching.",
+        "TRACKINGINFO",
+        "    Report tracking status for the current connection.",
         "NO-EVICT (ON|OFF)",
         "    Protect current client connection from eviction.",
         "NO-TOUCH (ON|OFF)",

@@ -145,15 +145,13 @@ def _pubsub_fields(server) -> dict:
 
 def _info_clients(server):
     clients = server.clients.values()
-    pubsub = watching = tracking = 0
+    pubsub = watching = 0
     max_in = max_out = 0
     for cl in clients:
         if cl.channels or cl.patterns or cl.shard_channels:
             pubsub += 1
         if cl.watched:
             watching += 1
-        if cl.tracking:
-            tracking += 1
         parser = getattr(cl, "parser", None)
         if parser is not None and parser.pending > max_in:
             max_in = parser.pending
@@ -171,7 +169,7 @@ def _info_clients(server):
         ("client_recent_max_input_buffer", max_in),
         ("client_recent_max_output_buffer", max_out),
         ("blocked_clients", server.blocked_clients),
-        ("tracking_clients", tracking),
+        ("tracking_clients", server.tracking.clients),
         ("pubsub_clients", _pubsub_fields(server).get("pubsub_clients", pubsub)),
         ("watching_clients", watching),
         ("clients_in_timeout_table", timeouts),
@@ -313,9 +311,9 @@ def _info_stats(server):
         ("active_defrag_key_misses", 0),
         ("total_active_defrag_time", 0),
         ("current_active_defrag_time", 0),
-        ("tracking_total_keys", 0),
-        ("tracking_total_items", 0),
-        ("tracking_total_prefixes", 0),
+        ("tracking_total_keys", len(server.tracking.table)),
+        ("tracking_total_items", server.tracking.total_items),
+        ("tracking_total_prefixes", len(server.tracking.prefixes)),
         ("unexpected_error_replies", server.stat_unexpected_error_replies),
         ("total_error_replies", server.stat_total_error_replies),
         ("dump_payload_sanitizations", 0),

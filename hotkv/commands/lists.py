@@ -187,7 +187,8 @@ def _pusher(where: int, only_existing: bool, doc: str):
         # Server.written, inlined for what most pushes (and pops, and
         # XADDs) meet: nobody watches, waits on or listens to the key, so
         # counting the change is all there is to do.
-        if key in db.watched or key in db.blocking or server.notify is not None:
+        if key in db.watched or key in db.blocking or server.notify is not None \
+                or server.tracking_on:
             server.written(db, key, "l", event, len(argv) - 2)
         else:
             server.dirty += len(argv) - 2
@@ -470,7 +471,8 @@ def _popper(where: int, doc: str):
         if count == -1:
             value = lst.popleft() if left else lst.pop()
             server = c.server
-            if lst and key not in db.watched and key not in db.blocking and server.notify is None:
+            if lst and key not in db.watched and key not in db.blocking \
+                    and server.notify is None and not server.tracking_on:
                 server.dirty += 1       # Server.written, inlined (see _pusher)
             else:
                 _removed(c, db, key, lst, where, 1)

@@ -61,6 +61,8 @@ def flushall(c, argv):
     removed = 0
     for db in c.server.dbs:
         removed += flush_db(c.server, db)
+    if c.server.tracking_on:   # one "all keys" invalidation (hotkv.tracking)
+        c.server.tracking.flushed()
     _force_propagation(c, argv, removed)
     # As Valkey: a running BGSAVE would write the old data; with save points
     # the (now empty) dataset is saved at once.
@@ -75,7 +77,10 @@ def flushall(c, argv):
 def flushdb(c, argv):
     """Remove all keys from the current database."""
     _flush_mode(argv)
-    _force_propagation(c, argv, flush_db(c.server, c.db))
+    removed = flush_db(c.server, c.db)
+    if c.server.tracking_on:   # one "all keys" invalidation (hotkv.tracking)
+        c.server.tracking.flushed()
+    _force_propagation(c, argv, removed)
     return OK
 
 

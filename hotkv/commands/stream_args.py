@@ -233,6 +233,8 @@ def _touched(c, key, event: str, n: int = 1):
     server.dirty += n
     if key in db.watched:
         db.touch_watched(key)
+    if server.tracking_on:   # client-side caching (hotkv.tracking)
+        server.tracking.invalidate(key)
     if event:
         server.event(db, key, "t", event)
 

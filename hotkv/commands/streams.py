@@ -252,7 +252,8 @@ def xadd(c, argv):
             raise CommandError(ERR_TOO_LARGE)
         s.append(new, argv, idpos + 1, values["stream-node-max-bytes"],
                  values["stream-node-max-entries"])
-    if key in db.watched or key in db.blocking or server.notify is not None:
+    if key in db.watched or key in db.blocking or server.notify is not None \
+            or server.tracking_on:
         server.written(db, key, "t", "xadd")
     else:
         server.dirty += 1   # Server.written, inlined (see lists._pusher)
