@@ -217,7 +217,13 @@ class AclState:
         if username is None:
             username = client.user.name if client.user is not None else b"default"
         now = int(time.time() * 1000)
-        context = "multi" if client.multi else "toplevel"
+        if client.kind == "lua":
+            # A script's call: Valkey logs the context "lua" and the info of the
+            # client running the script (cmd=eval), not of the script's own client.
+            context = "lua"
+            client = self.server.current_client or client
+        else:
+            context = "multi" if client.multi else "toplevel"
         for i, entry in enumerate(self.log[:10]):
             if (entry["reason"] == reason and entry["context"] == context
                     and abs(now - entry["ctime"]) <= LOG_GROUPING_MS
@@ -388,6 +394,9 @@ def acl_check(client, cmd, argv):
         return None
     reason, idx = denied
     acl = client.server.acl
+    # Valkey looks the command up (its lastcmd: CLIENT LIST's cmd=) before the
+    # ACL check, so the log's client-info and later CLIENT LIST name the denied one.
+    client.last_cmd = cmd.name
     acl.add_log(client, reason, cmd.name.encode() if reason == DENIED_CMD else argv[idx])
     return "NOPERM " + error_message(reason, user, cmd, argv[idx], False)
 
