@@ -32,6 +32,7 @@ import time
 from . import errors
 from .blocking import BLOCKED, detach, waiter_seq
 from .errors import CommandError
+from .latency import FOLD_AT, fold as fold_latency
 from .multi import discard_transaction
 from .resp import QUEUED, encode
 
@@ -233,12 +234,14 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
     end = _time()
     duration = end - start
     cmd.seconds += duration
+    if duration >= server.slow_gate:
+        # The slow log and the latency monitor (hotkv.latency.on_slow).
+        server.on_slow(client, cmd, argv, duration)
     if client.blocked is None:
-        if duration >= server.slowlog_threshold:
-            server.slowlog_push(client, cmd, argv, duration)
         # A command that blocked is counted once, when it is served or
         # times out (blocking.unblock), as Redis does.
         cmd.calls += 1
+        cmd.lat_pending.append(duration)    # its latency histogram (hotkv.latency)
         server.stat_numcommands += 1
         client.ncmds += 1
     if server.monitors:
@@ -255,6 +258,8 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
         server.prop_override = None
     if outer is not None:
         server.current_cmd, server.current_argv = prev_cmd, prev_argv
+        if len(cmd.lat_pending) > FOLD_AT:   # a script's millionth call: no cron ran
+            fold_latency(cmd)
         return end
     # current_cmd / current_argv are left as they are: only the command that
     # runs reads them, and it has just set them.

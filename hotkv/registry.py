@@ -193,6 +193,7 @@ class Command:
         "acl_categories", "write", "readonly", "denyoom", "noauth", "no_multi",
         "multi_exempt", "pubsub_ok", "blocking", "admin", "bit",
         "calls", "seconds", "rejected_calls", "failed_calls", "plain",
+        "lat_pending", "lat_hist",
     )
 
     def __init__(self, name, func, arity, flags, keys, keys_fn, group, summary, since,
@@ -253,6 +254,10 @@ class Command:
         # A small integer id per command, for ACL bitmaps.
         self.bit = 0
         self.calls = self.seconds = self.rejected_calls = self.failed_calls = 0
+        # Durations not yet in the latency histogram, and the histogram
+        # (hotkv.latency: us -> calls; None until the command runs).
+        self.lat_pending: list = []
+        self.lat_hist = None
         del base
 
     @property
@@ -272,6 +277,8 @@ class Command:
 
     def reset_stats(self):
         self.calls = self.seconds = self.rejected_calls = self.failed_calls = 0
+        self.lat_hist = None
+        self.lat_pending.clear()
 
 
 # name (bytes, as sent lower- or upper-case) -> Command

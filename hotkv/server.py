@@ -16,6 +16,8 @@ fills when imported:
 subsystem             made as                       called by the server in
 ====================  ============================  ==========================
 slow log, MONITOR     ``cmdlog.init_slowlog``       client_gone, reset_client
+latency monitor       ``latency.init_server``       cron (expire-cycle events,
+                                                    histogram folding)
 pub/sub               ``pubsub.init_server``        before_sleep, client_gone,
                                                     reset_client
 keyspace events       ``notify.init_server``        (written, key_expired)
@@ -57,7 +59,7 @@ import os
 import time
 import traceback
 
-from . import acl, cmdlog, limits, notify, pubsub, stats, tracking
+from . import acl, cmdlog, latency, limits, notify, pubsub, stats, tracking
 from .aof import AOF, AOFLoadError
 from .blocking import drop as drop_blocked, expire_timeouts
 from .config import Config
@@ -182,6 +184,7 @@ class Server:
         its start comes after it (limits reads the output-buffer limits
         pub/sub merged; the AOF, last, may replay into all of them)."""
         cmdlog.init_slowlog(self)                 # slowlog, slowlog_push, threshold
+        latency.init_server(self)                 # LATENCY events, slow_gate, on_slow
         self.startup_memory = stats.used_memory()  # INFO used_memory_startup
         self.pubsub = pubsub.init_server(self)
         notify.init_server(self)                  # notify, notify_new (publishes via pubsub)
@@ -441,12 +444,15 @@ class Server:
         if self.maxmemory:
             self.used_memory_cached = stats.used_memory()
         budget = 20 * self.config.values["active-expire-effort"]
+        start = time.time()
         for db in self.dbs if self.active_expire_enabled else ():
             if db.expires:
                 # Keep going while a quarter of the samples were expired, within bounds.
                 for _ in range(16):
                     if db.active_expire(budget) * 4 < budget:
                         break
+        latency.timed(self, "expire-cycle", start)
+        latency.cron(self)
         if self.prop_pending and self.current_client is None:
             self.flush_propagation()
         stats.track_instantaneous(self)

@@ -41,6 +41,7 @@ _NDO, _NDOO = "nondeterministic_output", "nondeterministic_output_order"
 _ALL_NODES = ("request_policy:all_nodes", "response_policy:all_succeeded")
 _ALL_SHARDS = ("request_policy:all_shards", "response_policy:all_succeeded")
 _SPECIAL = (_NDO, "request_policy:all_shards", "response_policy:special")
+_NODES_SPECIAL = (_NDO, "request_policy:all_nodes", "response_policy:special")
 _MULTI_SUM = ("request_policy:multi_shard", "response_policy:agg_sum")
 COMMAND_TIPS = {
     "acl|deluser": _ALL_NODES, "acl|save": _ALL_NODES, "acl|setuser": _ALL_NODES,
@@ -56,6 +57,9 @@ COMMAND_TIPS = {
     "function|stats": _SPECIAL, "hgetall": (_NDOO,), "hkeys": (_NDOO,),
     "hrandfield": (_NDO,), "hscan": (_NDO,), "hvals": (_NDOO,), "info": _SPECIAL,
     "keys": ("request_policy:all_shards", _NDOO), "lastsave": (_NDO,),
+    "latency|doctor": _NODES_SPECIAL, "latency|graph": _NODES_SPECIAL, "latency|histogram": _NODES_SPECIAL,
+    "latency|history": _NODES_SPECIAL, "latency|latest": _NODES_SPECIAL,
+    "latency|reset": ("request_policy:all_nodes", "response_policy:agg_sum"),
     "memory|doctor": _SPECIAL, "memory|malloc-stats": _SPECIAL,
     "memory|purge": _ALL_SHARDS, "memory|stats": _SPECIAL,
     "mget": ("request_policy:multi_shard",),
