@@ -32,6 +32,7 @@ import resource
 import sys
 import time
 
+from .. import latency
 from ..pause import pause_info
 from ..registry import all_commands, command
 from ..resp import Verbatim
@@ -392,7 +393,7 @@ def _info_errorstats(server):
 
 
 def _info_latencystats(server):
-    return []
+    return latency.info_lines(server)    # per-command percentiles (hotkv.latency)
 
 
 def _info_cluster(server):
