@@ -24,13 +24,20 @@ Invariants:
 
 from __future__ import annotations
 
+import time
+
 from .errors import WrongType
 from .keyindex import KeyIndex
 
 
+def lru_clock() -> int:
+    """Valkey's LRU clock: unix seconds in 24 bits (hotkv.access reads it)."""
+    return int(time.time()) & 0xFFFFFF
+
+
 class Database:
     __slots__ = ("index", "server", "data", "expires", "watched", "blocking",
-                 "avg_ttl", "keyindex", "volatile", "expire_cursor")
+                 "avg_ttl", "keyindex", "volatile", "expire_cursor", "access", "clock")
 
     def __init__(self, index: int, server):
         self.index = index
@@ -47,6 +54,10 @@ class Database:
         self.keyindex = KeyIndex()
         self.volatile = KeyIndex()
         self.expire_cursor = 0
+        # key -> its last access (hotkv.access: the LRU clock, or the LFU
+        # field once an LFU policy is on); ``clock`` is the cron's LRU clock.
+        self.access: dict = {}
+        self.clock = lru_clock()
 
     # ------------------------------------------------------------------
     # Reads
@@ -56,11 +67,29 @@ class Database:
         (never while the AOF loads: replayed commands must meet the keys
         they met when logged, and the log holds the deletions)."""
         value = self.data.get(key)
+        if value is not None:
+            if self.expires:
+                when = self.expires.get(key)
+                if when is not None and when <= self.server.cmd_time_ms \
+                        and not self.server.loading:
+                    self.expire_now(key)
+                    return None
+            self.access[key] = self.clock     # an access (hotkv.access)
+        return value
+
+    def lookup_notouch(self, key):
+        """lookup() that leaves the key's access time alone (TTL, TYPE,
+        EXISTS, OBJECT: Valkey's LOOKUP_NOTOUCH); counts a hit or miss."""
+        value = self.data.get(key)
         if value is not None and self.expires:
             when = self.expires.get(key)
             if when is not None and when <= self.server.cmd_time_ms and not self.server.loading:
                 self.expire_now(key)
-                return None
+                value = None
+        if value is None:
+            self.server.stat_keyspace_misses += 1
+        else:
+            self.server.stat_keyspace_hits += 1
         return value
 
     def lookup_read(self, key):
@@ -81,8 +110,10 @@ class Database:
         return value
 
     def get_string(self, key):
+        """The string at key (bytes, or the bytearray a string becomes once
+        changed in place: hotkv/types/strings.py), or None; else WRONGTYPE."""
         value = self.lookup(key)
-        if value is not None and type(value) is not bytes:
+        if value is not None and type(value) is not bytes and type(value) is not bytearray:
             raise WrongType()
         return value
 
@@ -111,6 +142,7 @@ class Database:
         data = self.data
         if key not in data:
             self.keyindex.add(key)
+            self.access[key] = self.clock     # a new key's first access time
             if self.server.notify_new:
                 self.server.notify(self, key, "n", "new")
         data[key] = value
@@ -120,6 +152,7 @@ class Database:
         if self.data.pop(key, None) is None:
             return False
         self.keyindex.discard(key)
+        self.access.pop(key, None)
         if self.expires:
             if self.expires.pop(key, None) is not None:
                 self.volatile.discard(key)
@@ -141,6 +174,7 @@ class Database:
         """Delete an expired key as Redis does: propagated as DEL, 'expired' event."""
         if self.data.pop(key, None) is not None:
             self.keyindex.discard(key)
+            self.access.pop(key, None)
         if self.expires.pop(key, None) is not None:
             self.volatile.discard(key)
         self.server.key_expired(self, key)
@@ -149,6 +183,8 @@ class Database:
         n = len(self.data)
         self.data = {}
         self.expires = {}
+        # The access times go too (an LFU / no-touch tracker stays one).
+        self.access = {} if type(self.access) is dict else self.access.fresh(self)
         self.keyindex = KeyIndex()
         self.volatile = KeyIndex()
         self.expire_cursor = 0
@@ -160,6 +196,10 @@ class Database:
         self.expires, other.expires = other.expires, self.expires
         self.keyindex, other.keyindex = other.keyindex, self.keyindex
         self.volatile, other.volatile = other.volatile, self.volatile
+        self.access, other.access = other.access, self.access
+        for db in (self, other):
+            if type(db.access) is not dict:
+                db.access.db = db
         self.expire_cursor = other.expire_cursor = 0
 
     def checked_keyindex(self) -> KeyIndex:

@@ -40,6 +40,8 @@ def object_encoding(c, key, value) -> bytes:
             return b"int"
         budget = _EMBSTR_BUDGET - (8 if key in c.db.expires else 0)
         return b"embstr" if len(key) + len(value) <= budget else b"raw"
+    if t is bytearray:      # changed in place (APPEND, SETRANGE, SETBIT...)
+        return b"raw"
     enc = getattr(value, "encoding", None)
     if enc is not None:
         enc = enc() if callable(enc) else enc

@@ -288,6 +288,11 @@ def _key_flags(cmd, argv=None, nth: int = 0, pos: int = -1) -> list:
         # SET's flags depend on its arguments: with GET it reads the old value.
         get = any(a.lower() == b"get" for a in argv[3:])
         return [Simple(f) for f in ((b"RW", b"access", b"update") if get else (b"OW", b"update"))]
+    flags_fn = getattr(cmd.func, "key_flags_fn", None)
+    if flags_fn is not None and argv is not None:
+        # A variable_flags command whose flags depend on its arguments
+        # (BITFIELD: read-only with GETs only), as Valkey's getkeys procs.
+        return [Simple(f) for f in flags_fn(argv)]
     if cmd.key_specs is not None and argv is not None:
         # The flags of the spec that finds this key (as Redis reports them).
         for s in cmd.key_specs:

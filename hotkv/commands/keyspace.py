@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from .. import errors
+from .. import access, errors
 from ..encodings import cfg as _cfg, object_encoding
 from ..errors import CommandError
 from ..registry import command, container, spec
@@ -84,7 +84,7 @@ def unlink(c, argv):
 @command("exists", -2, "readonly fast", (1, -1, 1), key_flags="RO")
 def exists(c, argv):
     """Determine if a key exists."""
-    lookup = c.db.lookup_read
+    lookup = c.db.lookup_notouch     # no access: Valkey's LOOKUP_NOTOUCH
     n = 0
     for key in argv[1:]:
         if lookup(key) is not None:
@@ -95,7 +95,12 @@ def exists(c, argv):
 @command("touch", -2, "readonly fast", (1, -1, 1), since="3.2.1", key_flags="RO")
 def touch(c, argv):
     """Alters the last access time of a key(s). Returns the number of existing keys specified."""
-    return exists(c, argv)
+    lookup = c.db.lookup_read        # an access (hotkv.access), even under CLIENT NO-TOUCH
+    n = 0
+    for key in argv[1:]:
+        if lookup(key) is not None:
+            n += 1
+    return n
 
 
 _TYPE_REPLIES: dict = {}
@@ -104,7 +109,7 @@ _TYPE_REPLIES: dict = {}
 @command("type", 2, "readonly fast", (1, 1, 1), key_flags="RO")
 def type_(c, argv):
     """Determine the type stored at key."""
-    v = c.db.lookup_read(argv[1])
+    v = c.db.lookup_notouch(argv[1])
     if v is None:
         return Simple(b"none")
     name = TYPE_NAMES[type(v)]
@@ -317,6 +322,8 @@ def copy_value(value):
     t = type(value)
     if t is bytes:
         return value
+    if t is bytearray:      # a string changed in place: the copy is the new key's own
+        return bytearray(value)
     if t is ListValue or t is HashValue or t is SetValue:
         return t(value)
     for klass in t.__mro__:
@@ -456,7 +463,7 @@ def pexpireat(c, argv):
 def _ttl(c, argv, ms: bool, absolute: bool):
     db = c.db
     key = argv[1]
-    if db.lookup_read(key) is None:
+    if db.lookup_notouch(key) is None:
         return -2
     when = db.expires.get(key)
     if when is None:
@@ -542,7 +549,7 @@ def _lfu(c) -> bool:
 @command("object|encoding", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO")
 def object_encoding_cmd(c, argv):
     """Inspect the internal encoding of a Redis object."""
-    value = c.db.lookup_read(argv[2])
+    value = c.db.lookup_notouch(argv[2])
     if value is None:
         return None
     return object_encoding(c, argv[2], value)
@@ -552,30 +559,27 @@ def object_encoding_cmd(c, argv):
 def object_refcount(c, argv):
     """Get the number of references to the value of the key."""
     # Valkey 8.1 never shares a value stored in the keyspace.
-    return None if c.db.lookup_read(argv[2]) is None else 1
+    return None if c.db.lookup_notouch(argv[2]) is None else 1
 
 
 @command("object|idletime", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO")
 def object_idletime(c, argv):
     """Get the time since a Redis object was last accessed."""
-    if c.db.lookup_read(argv[2]) is None:
+    if c.db.lookup_notouch(argv[2]) is None:
         return None
     if _lfu(c):
         raise CommandError(_LFU_SELECTED)
-    # Access times are not tracked (it would cost a write on every read):
-    # every key reports itself as just used.
-    return 0
+    return access.idle_seconds(c.db, argv[2])
 
 
 @command("object|freq", 3, "readonly", (2, 2, 1), since="4.0.0", key_flags="RO")
 def object_freq(c, argv):
     """Get the logarithmic access frequency counter of a Redis object."""
-    if c.db.lookup_read(argv[2]) is None:
+    if c.db.lookup_notouch(argv[2]) is None:
         return None
     if not _lfu(c):
         raise CommandError(_LFU_NOT_SELECTED)
-    # Not tracked: the counter a new key starts with (LFU_INIT_VAL).
-    return 5
+    return access.freq(c.db, argv[2])
 
 
 @command("object|help", 2, "loading stale", since="6.2.0")

@@ -117,6 +117,8 @@ def _by_pattern(db, pattern: bytes, subst: bytes):
         if TYPE_NAMES.get(type(value)) != b"hash":
             return None
         return value.get(field)
+    if type(value) is bytearray:    # a string changed in place
+        return bytes(value)
     return value if type(value) is bytes else None
 
 

@@ -1,10 +1,20 @@
-"""String commands (Redis's t_string.c, plus SETBIT/GETBIT/BITCOUNT).
+"""String commands (Redis's t_string.c; the bit commands are in bits.py).
 
 Owns GET/SET and their variants, the counters (INCR... INCRBYFLOAT),
-APPEND/SETRANGE/GETRANGE, LCS and the three bit commands.  A string value
-is a ``bytes`` object; it is immutable, so every change stores a new one
-(``db.set(..., keep_ttl=True)`` keeps the key's TTL as Redis's
-dbReplaceValue does).
+APPEND/SETRANGE/GETRANGE and LCS, and the two ways to reach a string value
+(``read_string_raw``, ``string_for_write``) the bitmap commands share.
+
+A string value is ``bytes`` or ``bytearray`` (hotkv/types/strings.py):
+* SET and the counters store new ``bytes`` (``db.set(..., keep_ttl=True)``
+  keeps the key's TTL as Redis's dbReplaceValue does);
+* APPEND to an existing key, SETRANGE and the bit writers go through
+  ``string_for_write``: the value becomes a ``bytearray`` once (Valkey's
+  dbUnshareStringValue: the encoding is then "raw") and is changed in place
+  afterwards, so a chain of APPENDs costs what is appended, not the string;
+* a stored ``bytearray`` belongs to its key alone: every reply that carries
+  a value (GET, GETRANGE, GETSET, MGET...) is a ``bytes`` copy, made by
+  ``read_string`` -- a reply kept past the command (MULTI, Lua, a client's
+  output buffer) must not change when the key does.
 
 Invariants and rules, all Redis's:
 * every change calls ``server.written`` with Redis's event name ("set",
@@ -125,11 +135,48 @@ def delete_expired_overwrite(c, key):
 
 
 def read_string(db, key):
-    """get_string for a read: counts the keyspace hit/miss."""
+    """The string at key for a reply (a ``bytes``, copied from a bytearray),
+    or None; WRONGTYPE for another type.  Counts the keyspace hit/miss."""
     value = db.lookup_read(key)
     if value is not None and type(value) is not bytes:
+        if type(value) is not bytearray:
+            raise WrongType()
+        return bytes(value)
+    return value
+
+
+def read_string_raw(db, key):
+    """read_string without the copy: the stored bytes or bytearray itself,
+    for a command that only looks at it (never return it as a reply)."""
+    value = db.lookup_read(key)
+    if value is not None and type(value) is not bytes and type(value) is not bytearray:
         raise WrongType()
     return value
+
+
+def string_for_write(c, key, size: int):
+    """Valkey's lookupStringForBitCommand: the value at key as a bytearray
+    owned by the key, at least ``size`` bytes long (zero-padded); a missing
+    key is created with ``size`` zero bytes, a ``bytes`` value converted
+    once (its TTL kept).  Returns (buffer, created or grown).  The caller
+    changes the buffer in place and calls ``server.written`` itself."""
+    db = c.db
+    value = db.lookup(key)
+    if value is None:
+        value = bytearray(size)
+        db.add(key, value)
+        return value, True
+    t = type(value)
+    if t is not bytearray:
+        if t is not bytes:
+            raise WrongType()
+        value = bytearray(value)
+        db.add(key, value)          # the key exists: replaces, keeps the TTL
+    grow = size - len(value)
+    if grow > 0:
+        value += bytes(grow)
+        return value, True
+    return value, False
 
 
 # ----------------------------------------------------------------------
@@ -265,7 +312,8 @@ def mget(c, argv):
     out = []
     for key in argv[1:]:
         v = lookup(key)
-        out.append(v if type(v) is bytes else None)
+        t = type(v)
+        out.append(v if t is bytes else bytes(v) if t is bytearray else None)
     return out
 
 
@@ -393,9 +441,11 @@ def append(c, argv):
         total = len(argv[2])
     else:
         check_string_length(c, len(old), len(argv[2]))
-        new = old + argv[2]
-        db.set(key, new, keep_ttl=True)
-        total = len(new)
+        if type(old) is not bytearray:
+            old = bytearray(old)    # Valkey's dbUnshareStringValue: now "raw"
+            db.add(key, old)        # the key exists: replaces, keeps the TTL
+        old += argv[2]              # in place: amortised O(appended)
+        total = len(old)
     c.server.written(db, key, "$", "append")
     return total
 
@@ -403,7 +453,7 @@ def append(c, argv):
 @command("strlen", 2, "readonly fast", (1, 1, 1), group="string", since="2.2.0", key_flags="RO")
 def strlen(c, argv):
     """Get the length of the value stored in a key."""
-    v = read_string(c.db, argv[1])
+    v = read_string_raw(c.db, argv[1])
     return 0 if v is None else len(v)
 
 
@@ -412,7 +462,7 @@ def _getrange(c, argv):
     end = string2ll(argv[3])
     if start is None or end is None:
         raise CommandError(errors.NOT_INTEGER)
-    v = read_string(c.db, argv[1])
+    v = read_string_raw(c.db, argv[1])
     if v is None:
         return b""
     n = len(v)
@@ -430,7 +480,7 @@ def _getrange(c, argv):
         end = n - 1
     if start > end or n == 0:
         return b""
-    return v[start:end + 1]
+    return bytes(v[start:end + 1])
 
 
 @command("getrange", 4, "readonly", (1, 1, 1), group="string", since="2.4.0")
@@ -458,24 +508,14 @@ def setrange(c, argv):
     key = argv[1]
     value = argv[3]
     old = db.get_string(key)
-    if old is None:
-        if not value:
-            return 0
-        check_string_length(c, offset, len(value))
-        new = bytes(offset) + value
-        db.add(key, new)
-    else:
-        if not value:
-            return len(old)
-        check_string_length(c, offset, len(value))
-        n = len(old)
-        if offset > n:
-            new = old + bytes(offset - n) + value
-        else:
-            new = old[:offset] + value + old[offset + len(value):]
-        db.set(key, new, keep_ttl=True)
+    if not value:
+        return 0 if old is None else len(old)
+    check_string_length(c, offset, len(value))
+    end = offset + len(value)
+    buf, _ = string_for_write(c, key, end)
+    buf[offset:end] = value         # in place: the slice has value's length
     c.server.written(db, key, "$", "setrange")
-    return len(new)
+    return len(buf)
 
 
 # ----------------------------------------------------------------------
@@ -505,7 +545,8 @@ def lcs(c, argv):
     db = c.db
     a = db.lookup_read(argv[1])
     b = db.lookup_read(argv[2])
-    if (a is not None and type(a) is not bytes) or (b is not None and type(b) is not bytes):
+    if (a is not None and type(a) is not bytes and type(a) is not bytearray) or (
+            b is not None and type(b) is not bytes and type(b) is not bytearray):
         raise CommandError("ERR The specified keys must contain string values")
     a = a or b""
     b = b or b""
@@ -590,129 +631,6 @@ def lcs(c, argv):
     return bytes(result)
 
 
-# ----------------------------------------------------------------------
-# Bits
-# ----------------------------------------------------------------------
-
-BIT_OFFSET_ERR = "ERR bit offset is not an integer or out of range"
-
-
-def _bit_offset(c, arg: bytes) -> int:
-    v = string2ll(arg)
-    if v is None or v < 0 or (
-            (v >> 3) >= c.server.config.values["proto-max-bulk-len"] and not c.is_fake):
-        raise CommandError(BIT_OFFSET_ERR)
-    return v
-
-
-@command("setbit", 4, "write denyoom", (1, 1, 1), group="bitmap", since="2.2.0")
-def setbit(c, argv):
-    """Set or clear the bit at offset in the string value stored at key."""
-    offset = _bit_offset(c, argv[2])
-    on = string2ll(argv[3])
-    if on is None or on & ~1:
-        raise CommandError("ERR bit is not an integer or out of range")
-    db = c.db
-    key = argv[1]
-    old = db.get_string(key)
-    byte = offset >> 3
-    shift = 7 - (offset & 7)
-    if old is None:
-        buf = bytearray(byte + 1)
-        bitval = 0
-        grown = True
-    else:
-        grown = len(old) <= byte
-        bitval = (old[byte] >> shift) & 1 if not grown else 0
-        if not grown and bitval == on:
-            return bitval
-        buf = bytearray(old)
-        if grown:
-            buf.extend(bytes(byte + 1 - len(old)))
-    if on:
-        buf[byte] |= 1 << shift
-    else:
-        buf[byte] &= ~(1 << shift) & 0xFF
-    if old is None:
-        db.add(key, bytes(buf))
-    else:
-        db.set(key, bytes(buf), keep_ttl=True)
-    c.server.written(db, key, "$", "setbit")
-    return bitval
-
-
-@command("getbit", 3, "readonly fast", (1, 1, 1), group="bitmap", since="2.2.0")
-def getbit(c, argv):
-    """Returns the bit value at offset in the string value stored at key."""
-    offset = _bit_offset(c, argv[2])
-    v = read_string(c.db, argv[1])
-    if v is None:
-        return 0
-    byte = offset >> 3
-    if byte >= len(v):
-        return 0
-    return (v[byte] >> (7 - (offset & 7))) & 1
-
-
-@command("bitcount", -2, "readonly", (1, 1, 1), group="bitmap", since="2.6.0")
-def bitcount(c, argv):
-    """Count set bits in a string."""
-    n = len(argv)
-    isbit = False
-    first_mask = last_mask = 0
-    if 3 <= n <= 5:
-        start = string2ll(argv[2])
-        if start is None:
-            raise CommandError(errors.NOT_INTEGER)
-        if n == 5:
-            unit = argv[4].upper()
-            if unit == b"BIT":
-                isbit = True
-            elif unit != b"BYTE":
-                raise CommandError(errors.SYNTAX)
-        if n >= 4:
-            end = string2ll(argv[3])
-            if end is None:
-                raise CommandError(errors.NOT_INTEGER)
-        v = read_string(c.db, argv[1])
-        total = len(v) if v is not None else 0
-        if n < 4:
-            end = total - 1
-        if start < 0 and end < 0 and start > end:
-            return 0
-        if isbit:
-            total <<= 3
-        if start < 0:
-            start += total
-        if end < 0:
-            end += total
-        if start < 0:
-            start = 0
-        if end < 0:
-            end = 0
-        if end >= total:
-            end = total - 1
-        if isbit and start <= end:
-            first_mask = ~((1 << (8 - (start & 7))) - 1) & 0xFF
-            last_mask = (1 << (7 - (end & 7))) - 1
-            start >>= 3
-            end >>= 3
-    elif n == 2:
-        v = read_string(c.db, argv[1])
-        start = 0
-        end = (len(v) if v is not None else 0) - 1
-    else:
-        raise CommandError(errors.SYNTAX)
-    if v is None or start > end:
-        return 0
-    count = int.from_bytes(v[start:end + 1], "big").bit_count()
-    if first_mask:
-        count -= (v[start] & first_mask).bit_count()
-    if last_mask:
-        count -= (v[end] & last_mask).bit_count()
-    return count
-
-
-__all__ = ["set_generic", "incr_by", "parse_long_double", "format_long_double",
+__all__ = ["set_generic", "read_string", "read_string_raw", "string_for_write", "incr_by", "parse_long_double", "format_long_double",
            "expire_ms", "already_expired", "delete_expired_overwrite",
            "check_string_length", "WrongType"]

@@ -56,3 +56,8 @@ TYPE_NAMES: dict = {t.cls: t.name for t in TYPES}
 
 assert len(BY_CLASS) == len(TYPES) and len(set(TYPE_NAMES.values())) == len(TYPES)
 assert len(BY_RDB_TYPE) == sum(len(t.rdb_types) for t in TYPES)
+
+# A string changed in place is a bytearray (hotkv/types/strings.py): the
+# string row's second class.
+BY_CLASS[bytearray] = BY_CLASS[bytes]
+TYPE_NAMES[bytearray] = b"string"
