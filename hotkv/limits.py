@@ -15,7 +15,12 @@ Owns:
   for the given seconds) by ``cron``, which the server's cron calls.  The
   pub/sub class is the pub/sub module's;
 * ``timeout`` in the same cron: idle clients are closed (blocked and
-  subscribed clients are exempt, as in Redis).
+  subscribed clients are exempt, as in Redis);
+* ``oom-score-adj`` / ``oom-score-adj-values`` (Linux): the process's
+  /proc/self/oom_score_adj, as valkey-server sets it (``set_oom_score_adj``):
+  the first adjustment remembers the score the process had, ``yes``/``relative``
+  add the class's value to it, ``absolute`` writes the value, ``no`` puts the
+  remembered score back; a score the kernel refuses fails the CONFIG SET.
 
 The server calls ``init_server``, ``protected_mode_refusal``, ``cron`` and
 ``obuf_changed`` by name (``hotkv.server``); this module imports no other
@@ -33,7 +38,7 @@ import logging
 import shlex
 import time
 
-from .config import ConfigError, param, parse_memory
+from .config import PARAMS, ConfigError, param, parse_memory
 from .registry import TABLE
 
 log = logging.getLogger("hotkv")
@@ -227,6 +232,68 @@ def init_server(server):
     only some classes)."""
     apply_renames(server)
     obuf_changed(server)
+    _oom_init(server)
+
+
+# ----------------------------------------------------------------------
+# oom-score-adj (Linux)
+# ----------------------------------------------------------------------
+
+OOM_SCORE_PATH = "/proc/self/oom_score_adj"
+OOM_PRIMARY, OOM_REPLICA, OOM_BGCHILD = 0, 1, 2   # the classes of oom-score-adj-values
+for _name in ("oom-score-adj", "oom-score-adj-values"):
+    PARAMS[_name].inert = False
+
+
+class _OomState:
+    """Per process, as the score is: whether a server adjusted it, and the
+    score the process had before (put back by ``oom-score-adj no``)."""
+    adjusted = False
+    base = 0
+
+
+def set_oom_score_adj(values, process_class: int = OOM_PRIMARY) -> bool:
+    """Write the score ``oom-score-adj`` asks for; False (logged) when the
+    file cannot be read or written (no /proc, or a score the kernel refuses)."""
+    mode = values["oom-score-adj"]
+    if mode != "no":
+        if not _OomState.adjusted:
+            try:
+                with open(OOM_SCORE_PATH) as f:
+                    _OomState.base = int(f.read().strip() or 0)
+            except (OSError, ValueError) as e:
+                log.warning("Unable to read oom_score_adj: %s", getattr(e, "strerror", e) or e)
+                return False
+            _OomState.adjusted = True
+        score = int(values["oom-score-adj-values"].split()[process_class])
+        if mode != "absolute":   # yes and relative add to the score the process had
+            score += _OomState.base
+        score = max(-1000, min(1000, score))
+    elif _OomState.adjusted:
+        _OomState.adjusted = False
+        score = _OomState.base
+    else:
+        return True
+    try:
+        with open(OOM_SCORE_PATH, "w") as f:
+            f.write("%d\n" % score)
+    except OSError as e:
+        log.warning("Unable to write oom_score_adj: %s", e.strerror or e)
+        return False
+    return True
+
+
+def _oom_init(server):
+    values = server.config.values
+
+    def changed(_value):   # both settings' apply step, with Valkey 8.1's one message
+        if not set_oom_score_adj(values):
+            raise ConfigError("Failed to set current oom_score_adj. Check server logs.")
+
+    server.config.listeners["oom-score-adj"] = changed
+    server.config.listeners["oom-score-adj-values"] = changed
+    if values["oom-score-adj"] != "no":
+        set_oom_score_adj(values)
 
 
 def obuf_changed(server):
