@@ -17,6 +17,24 @@ recorded or fails any test not in the skip file.
 Back to back on one server (``--one-server``), the reference valkey-server
 8.1.8 passes exactly the counts below too (1,293 over the 19 units, measured
 with the bundle's reference.sh); hotkv is held to the same baseline there.
+
+Spawn mode (``--spawn``): the harness starts the server itself, as it starts
+valkey-server, through ``compat/valkey-server-shim`` (``hotkv.cli.valkey_server``),
+once or several times per unit; this runs the units external mode cannot (acl,
+auth, aofrw, info, shutdown, limits, networking, querybuf...) and every test
+tagged ``external:skip``.  The profile is the bundle's run-spawn.sh's (no tag
+filter, the bundle's skip.txt), so the counts compare with the reference's in
+its reference-spawn.txt (2,920 passed over 58 units).  hotkv's known failures in
+this mode, each with its reason, are ``compat/conformance-spawn-skip.txt``; the
+baseline file holds one pass count per unit and mode (``external``, ``spawn``).
+
+    python compat/conformance.py --spawn --check          # SPAWN_CI_UNITS, as CI
+    python compat/conformance.py --spawn --all --check    # every unit (~25 min)
+    python compat/conformance.py --spawn acl shutdown --record
+    HOTKV_SPAWN_ALL=1 pytest compat/test_conformance.py -k spawn   # every unit
+
+CI runs ``SPAWN_CI_UNITS`` in spawn mode, the units chosen for what they guard
+(server start, config, shutdown, ACL, clients) at their measured cost.
 """
 
 from __future__ import annotations
@@ -47,6 +65,13 @@ REFERENCE = {"type/list": 252, "type/list-2": 2, "type/list-3": 11, "type/stream
              "expire": 58, "type/string": 79, "type/incr": 32, "info-command": 3,
              "protocol": 19, "type/hash": 74, "type/set": 114, "type/zset": 316,
              "sort": 53, "dump": 9, "scan": 21}
+
+SHIM = os.path.join(HERE, "valkey-server-shim")
+SPAWN_SKIPFILE = os.path.join(HERE, "conformance-spawn-skip.txt")
+# What CI runs in spawn mode (the rest with --all / HOTKV_SPAWN_ALL=1); see the
+# docstring.  Chosen by measured cost on 2 cores; each runs in a few seconds.
+SPAWN_CI_UNITS = ["acl", "acl-v2", "auth", "info", "introspection-2", "limits", "networking",
+                  "querybuf", "quit", "shutdown", "oom-score-adj", "lazyfree", "pause"]
 
 _LINE = re.compile(r"^(\S+): (\d+) passed, (\d+) failed, (\d+) skipped$")
 
@@ -162,16 +187,124 @@ def run_units_one_server(bundle: str, units: list, timeout: int) -> dict:
     return results
 
 
-def load_baseline() -> dict:
-    if os.path.exists(BASELINE):
-        with open(BASELINE) as f:
-            return json.load(f)
-    return {}
+def load_baseline(mode: str = "external") -> dict:
+    """{unit: passed} recorded for ``mode`` ("external" or "spawn")."""
+    return _load_baselines().get(mode, {})
+
+
+def _load_baselines() -> dict:
+    if not os.path.exists(BASELINE):
+        return {}
+    with open(BASELINE) as f:
+        data = json.load(f)
+    if data and not isinstance(next(iter(data.values())), dict):
+        data = {"external": data}   # the first format: external mode only
+    return data
+
+
+def reference_spawn(bundle: str) -> dict:
+    """{unit: passed} of valkey-server 8.1.8 in spawn mode (the bundle's
+    reference-spawn.txt, run-spawn.sh's profile)."""
+    out = {}
+    path = os.path.join(bundle, "reference-spawn.txt")
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                m = _LINE.match(line.strip())
+                if m:
+                    out[m.group(1)] = int(m.group(2))
+    return out
+
+
+def spawn_units(bundle: str) -> list:
+    """Every unit of the bundle (what run-spawn.sh runs by default)."""
+    root = os.path.join(bundle, "tcl", "tests", "unit")
+    units = []
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            if name.endswith(".tcl"):
+                rel = os.path.relpath(os.path.join(dirpath, name), root)
+                units.append(rel[:-4].replace(os.sep, "/"))
+    return sorted(units)
+
+
+def _skip_lines(path: str) -> list:
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [ln.rstrip("\n") for ln in f if ln.strip() and not ln.startswith("#")]
+
+
+_RESULT = re.compile(r"^\[(ok|err|exception|skip|ignore)\]:? ?(.*?)(?: \(\d+ ms\))?$")
+
+
+def run_unit_spawn(bundle: str, unit: str, timeout: int, logdir: str | None = None) -> dict:
+    """One unit with the harness spawning hotkv (compat/valkey-server-shim) as
+    run-spawn.sh does, plus hotkv's spawn skip file.  The harness and every
+    server it started share one process group, killed when the unit times out,
+    so no server outlives the run."""
+    import shutil
+    import tempfile
+    work = tempfile.mkdtemp(prefix="hotkv-spawn.")
+    started = time.time()
+    result = {"unit": unit, "passed": 0, "failed": 0, "skipped": 0, "failures": [],
+              "seconds": 0.0, "server_alive": True, "aborted": None}
+    try:
+        tree = os.path.join(work, "tree")
+        shutil.copytree(os.path.join(bundle, "tcl"), tree)
+        os.makedirs(os.path.join(tree, "src"))
+        os.makedirs(os.path.join(tree, "tests", "tmp"), exist_ok=True)
+        os.symlink(SHIM, os.path.join(tree, "src", "valkey-server"))
+        skipfile = os.path.join(work, "skip.txt")
+        with open(skipfile, "w") as f:
+            for line in _skip_lines(os.path.join(bundle, "skip.txt")) + \
+                    _skip_lines(SPAWN_SKIPFILE):
+                f.write(line + "\n")
+        cmd = ["tclsh", "tests/test_helper.tcl", "--single", "unit/" + unit, "--clients", "1",
+               "--timeout", str(timeout), "--durable", "--ignore-encoding", "--ignore-digest",
+               "--skipfile", skipfile]
+        # The shim runs this interpreter (the one with hotkv's dependencies).
+        env = dict(os.environ, HOTKV_SHIM_PYTHON=sys.executable)
+        proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            result["failed"] += 1
+            result["aborted"] = "timed out after %ds" % timeout
+        finally:
+            try:   # servers the harness left behind (it died, or was killed)
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        text = re.sub(r"\x1b\[[0-9;]*m", "", out.decode("utf-8", "replace"))
+        if logdir:
+            os.makedirs(logdir, exist_ok=True)
+            with open(os.path.join(logdir, unit.replace("/", "_") + ".log"), "w") as f:
+                f.write(text)
+        for line in text.splitlines():
+            m = _RESULT.match(line)
+            if not m:
+                continue
+            kind = m.group(1)
+            if kind == "ok":
+                result["passed"] += 1
+            elif kind in ("skip", "ignore"):
+                result["skipped"] += 1
+            else:
+                result["failed"] += 1
+                result["failures"].append(m.group(2)[:200])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result["seconds"] = round(time.time() - started, 1)
+    return result
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("units", nargs="*", default=UNITS)
+    ap.add_argument("units", nargs="*")
     ap.add_argument("--check", action="store_true", help="fail below the recorded baseline")
     ap.add_argument("--record", action="store_true", help="write the counts as the new baseline")
     ap.add_argument("--timeout", type=int, default=int(os.environ.get("TCL_TIMEOUT", "300")))
@@ -179,23 +312,42 @@ def main(argv=None) -> int:
     ap.add_argument("--one-server", action="store_true",
                     help="run the units back to back on one server (checked against the "
                          "reference's counts, which are the same that way)")
+    ap.add_argument("--spawn", action="store_true",
+                    help="spawn mode: the harness starts hotkv (compat/valkey-server-shim)")
+    ap.add_argument("--all", action="store_true",
+                    help="with --spawn: every unit of the bundle, not SPAWN_CI_UNITS")
+    ap.add_argument("--logdir", help="with --spawn: keep each unit's harness output here")
     args = ap.parse_args(argv)
     bundle = bundle_dir()
     if bundle is None:
         print("conformance: no ../shared/conformance bundle (set HOTKV_CONFORMANCE_DIR)",
               file=sys.stderr)
         return 2
-    baseline = load_baseline()
+    mode = "spawn" if args.spawn else "external"
+    if args.units:
+        units = args.units
+    elif args.spawn:
+        units = spawn_units(bundle) if args.all else SPAWN_CI_UNITS
+    else:
+        units = UNITS
+    reference = reference_spawn(bundle) if args.spawn else REFERENCE
+    baselines = _load_baselines()
+    baseline = baselines.get(mode, {})
     results = []
     problems = []
-    together = run_units_one_server(bundle, args.units, args.timeout) if args.one_server \
-        else None
-    for unit in args.units:
-        res = together[unit] if together is not None else run_unit(bundle, unit, args.timeout)
+    together = run_units_one_server(bundle, units, args.timeout) \
+        if args.one_server and not args.spawn else None
+    for unit in units:
+        if together is not None:
+            res = together[unit]
+        elif args.spawn:
+            res = run_unit_spawn(bundle, unit, args.timeout, args.logdir)
+        else:
+            res = run_unit(bundle, unit, args.timeout)
         results.append(res)
         want = baseline.get(unit, 0)
         print(f"{unit}: {res['passed']} passed, {res['failed']} failed, {res['skipped']} skipped "
-              f"(reference {REFERENCE.get(unit, '?')}, recorded {want}) in {res['seconds']}s",
+              f"(reference {reference.get(unit, '?')}, recorded {want}) in {res['seconds']}s",
               flush=True)
         for name in res["failures"]:
             print(f"  [err] {name}", flush=True)
@@ -206,18 +358,21 @@ def main(argv=None) -> int:
         if res["passed"] < want:
             problems.append(f"{unit}: {res['passed']} passed, below the recorded {want}")
         if res["failed"]:
-            problems.append(f"{unit}: {res['failed']} failed (not in compat/conformance-skip.txt)")
+            skipfile = "conformance-spawn-skip.txt" if args.spawn else "conformance-skip.txt"
+            problems.append(f"{unit}: {res['failed']} failed (not in compat/{skipfile})")
     total = sum(r["passed"] for r in results)
-    ref = sum(REFERENCE.get(r["unit"], 0) for r in results)
-    print(f"total: {total} passed of the reference's {ref}; "
-          f"{sum(r['failed'] for r in results)} failed")
+    ref = sum(reference.get(r["unit"], 0) for r in results)
+    print(f"total ({mode} mode): {total} passed of the reference's {ref}; "
+          f"{sum(r['failed'] for r in results)} failed; "
+          f"{sum(r['seconds'] for r in results):.0f}s")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
     if args.record:
         baseline.update({r["unit"]: r["passed"] for r in results})
+        baselines[mode] = dict(sorted(baseline.items()))
         with open(BASELINE, "w") as f:
-            json.dump(dict(sorted(baseline.items())), f, indent=1)
+            json.dump(baselines, f, indent=1)
             f.write("\n")
     if args.check and problems:
         for p in problems:
