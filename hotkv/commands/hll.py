@@ -112,7 +112,7 @@ def pfcount(c, argv):
             acc, _ = hll.merge_raw(values)
         except hll.Invalid:
             raise CommandError(_INVALID) from None
-        return hll.count_raw(acc)
+        return hll.signed(hll.count_raw(acc))
     key = argv[1]
     value = db.lookup_read(key)
     if value is None:
@@ -124,7 +124,7 @@ def pfcount(c, argv):
         raise CommandError(_INVALID) from None
     if stored:
         c.server.written(db, key)   # a change: WATCH, dirty (propagated), no event
-    return card
+    return hll.signed(card)
 
 
 @command("pfmerge", -2, "write denyoom", group="hyperloglog", since="2.8.9",

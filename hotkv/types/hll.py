@@ -205,7 +205,6 @@ def raw_max(a: int, b: int) -> int:
 _SPAN = bytes(((b & 63) + 1) if b < 0x40 else 0 if b < 0x80 else (b & 3) + 1
               for b in range(256))
 _ANY_XZERO = re.compile(rb"[\x40-\x7f]")
-_XZERO_OP = re.compile(rb"[^\x40-\x7f]*[\x40-\x7f].", re.S)
 _FILL = [bytes((v,)) * 4 for v in range(64)]
 
 
@@ -226,17 +225,20 @@ class Sparse:
         if _ANY_XZERO.search(body) is None:
             self.starts = list(accumulate(spans, initial=0))
             return
+        # Every byte starts an opcode but an XZERO's second one: a byte in
+        # XZERO's range starts one unless it directly follows an XZERO start.
         spans = list(spans)
-        end = 0
-        for m in _XZERO_OP.finditer(body):
-            p = m.end() - 2
-            spans[p] = (((body[p] & 63) << 8) | body[p + 1]) + 1
-            spans[p + 1] = 0
-            end = m.end()
-        if end < len(body) and _ANY_XZERO.search(body, end):
-            # A trailing lone XZERO byte: C reads the string's terminating
-            # NUL as its second byte.
-            spans[-1] = ((body[-1] & 63) << 8) + 1
+        n = len(body)
+        second = -1
+        for m in _ANY_XZERO.finditer(body):
+            p = m.start()
+            if p == second:
+                continue
+            nxt = body[p + 1] if p + 1 < n else 0   # C reads the NUL past the end
+            spans[p] = (((body[p] & 63) << 8) | nxt) + 1
+            if p + 1 < n:
+                spans[p + 1] = 0
+            second = p + 1
         self.starts = list(accumulate(spans, initial=0))
 
     def set(self, index: int, count: int, max_bytes: int) -> int:
@@ -340,30 +342,18 @@ class Sparse:
             p += 1
 
     def to_raw(self):
-        """The registers one per byte (hllSparseToDense's walk: a VAL
-        past the last register stops it), or None when the runs do not
-        cover exactly 16384 registers."""
+        """The registers one per byte, or None when the runs do not cover
+        exactly 16384 registers (Valkey 8.1.8 refuses any overflow)."""
+        if self.starts[-1] != REGISTERS:
+            return None
         raw = bytearray(REGISTERS)
         ops = self.ops
-        n = len(ops)
-        idx = 0
-        p = 0
-        while p < n:
-            b = ops[p]
-            if b < 0x40:
-                idx += b + 1
-                p += 1
-            elif b < 0x80:
-                idx += (((b & 63) << 8) | (ops[p + 1] if p + 1 < n else 0)) + 1
-                p += 2
-            else:
-                run = (b & 3) + 1
-                if idx + run > REGISTERS:
-                    break
-                raw[idx:idx + run] = _FILL[((b >> 2) & 31) + 1][:run]
-                idx += run
-                p += 1
-        return raw if idx == REGISTERS else None
+        starts = self.starts
+        for p, b in enumerate(ops):
+            if b & 0x80 and starts[p + 1] != starts[p]:
+                i = starts[p]
+                raw[i:i + (b & 3) + 1] = _FILL[((b >> 2) & 31) + 1][:(b & 3) + 1]
+        return raw
 
     def histogram(self):
         """The register histogram (hllSparseRegHisto), or None when a run
@@ -458,16 +448,26 @@ def _tau(x: float) -> float:
 
 
 def estimate(hist) -> int:
-    """Ertl's estimator on a register histogram, with hllCount's doubles."""
+    """Ertl's estimator on a register histogram, with hllCount's doubles,
+    as the unsigned 64-bit value Valkey stores (``signed`` for replies)."""
     m = float(REGISTERS)
     z = m * _tau((m - hist[Q + 1]) / m)
     for j in range(Q, 0, -1):
         z += hist[j]
         z *= 0.5
     z += m * _sigma(hist[0] / m)
+    if z == 0.0:
+        return 1 << 63          # C: llroundl(inf) gives LLONG_MIN
     e = _ALPHA_INF * m * m / z
+    if e >= 9.223372036854775807e18:
+        return 1 << 63
     r = math.floor(e)
     return r + 1 if e - r >= 0.5 else r   # llroundl: halves away from zero
+
+
+def signed(card: int) -> int:
+    """A cardinality as Valkey replies it (a long long)."""
+    return card - (1 << 64) if card >= 1 << 63 else card
 
 
 def histogram(value):

@@ -1,0 +1,384 @@
+"""HyperLogLog (PFADD, PFCOUNT, PFMERGE, PFDEBUG, PFSELFTEST) against the
+reference valkey-server 8.1.8, byte for byte.
+
+Every test sends the same commands to hotkv and to Valkey and compares the
+replies (``diff``) and the stored HLL bytes (GET): the sparse opcodes, the
+switch to dense at hll-sparse-max-bytes, the 6-bit dense registers and
+the cached cardinality must be the reference's exactly, so counts are too.
+
+Randomised tests are seeded; CI runs a few seeds and a bounded number of
+elements.  To run them long:
+
+    HOTKV_HLL_SEEDS=0-49 HOTKV_HLL_SCALE=10 python -m pytest -q tests/test_hll.py
+
+(``HOTKV_HLL_SEEDS`` is a seed list as compat/volume.py parses it: "0-49"
+or "1,5,9"; ``HOTKV_HLL_SCALE`` multiplies the element counts.)
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from support import RawClient, start_aof_server, aof_commands
+
+SCALE = max(1, int(os.environ.get("HOTKV_HLL_SCALE", "1")))
+
+
+def _seeds(default: str) -> list[int]:
+    text = os.environ.get("HOTKV_HLL_SEEDS", default)
+    out = []
+    for part in text.split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            out.extend(range(int(lo), int(hi) + 1))
+        elif part:
+            out.append(int(part))
+    return out
+
+
+SEEDS = _seeds("1,2,3")
+
+
+def _pipeline(client: RawClient, commands) -> list[bytes]:
+    """Send every command at once, then read every reply (exact bytes)."""
+    from support import encode_command
+    client.send_raw(b"".join(encode_command(*c) for c in commands))
+    return [client.read_reply() for _ in commands]
+
+
+def _both(diff, commands) -> list[bytes]:
+    ours = _pipeline(diff.ours, commands)
+    theirs = _pipeline(diff.theirs, commands)
+    for cmd, a, b in zip(commands, ours, theirs):
+        assert a == b, f"{cmd!r}:\n hotkv:  {a[:200]!r}\n valkey: {b[:200]!r}"
+    return ours
+
+
+@pytest.fixture(params=["2", "3"])
+def d(request, diff):
+    """``diff`` in RESP2 and RESP3, hll-sparse-max-bytes back at 3000."""
+    if request.param == "3":
+        diff.resp3()
+    diff("CONFIG", "SET", "hll-sparse-max-bytes", "3000")
+    yield diff
+    diff("CONFIG", "SET", "hll-sparse-max-bytes", "3000")
+
+
+# ----------------------------------------------------------------------
+# Replies and values, command by command
+# ----------------------------------------------------------------------
+
+def test_basic_replies_and_bytes(d):
+    for cmd in (["PFADD", "h", "a", "b", "c"], ["PFADD", "h", "a", "b", "c"],
+                ["PFADD", "h"], ["PFADD", "h", ""], ["GET", "h"], ["PFCOUNT", "h"],
+                ["GET", "h"], ["PFCOUNT", "h"], ["PFADD", "h", "1", "2", "3"],
+                ["GETRANGE", "h", "15", "15"], ["PFADD", "new"], ["GET", "new"],
+                ["PFCOUNT", "new"], ["GET", "new"], ["TYPE", "h"], ["STRLEN", "h"],
+                ["OBJECT", "ENCODING", "h"], ["PFCOUNT", "missing"],
+                ["PFCOUNT", "h", "new", "missing"], ["EXISTS", "missing"],
+                ["PFDEBUG", "ENCODING", "h"], ["PFDEBUG", "DECODE", "h"],
+                ["PFDEBUG", "DECODE", "new"], ["PFDEBUG", "GETREG", "h"],
+                ["PFDEBUG", "ENCODING", "h"], ["PFDEBUG", "DECODE", "h"],
+                ["PFDEBUG", "TODENSE", "h"], ["PFDEBUG", "TODENSE", "new"],
+                ["PFDEBUG", "TODENSE", "new"], ["GET", "new"], ["PFCOUNT", "new"],
+                ["PFDEBUG", "encoding", "new"], ["PFDEBUG", "nosuch", "new"],
+                ["PFDEBUG", "getreg", "missing"], ["PFDEBUG", "GETREG"],
+                ["PFDEBUG", "GETREG", "h", "x"], ["PFADD"], ["PFCOUNT"], ["PFMERGE"],
+                ["PFSELFTEST", "x"], ["OBJECT", "ENCODING", "new"]):
+        d(*cmd)
+
+
+def test_pfdebug_simd(d):
+    # An argument other than ON/OFF gets Valkey's two replies: the error,
+    # then the flag.
+    d("PFDEBUG", "SIMD", "OFF")
+    d("PFDEBUG", "SIMD", "maybe")
+    assert d.ours.read_reply() == d.theirs.read_reply() == b"+disabled\r\n"
+    d("PFDEBUG", "SIMD", "on")
+    d("PFDEBUG", "simd", "ON")
+
+
+def test_pfselftest(r):
+    assert r.execute_command("PFSELFTEST") in (b"OK", "OK", True)
+
+
+def test_type_errors(d):
+    for cmd in (["SET", "s", "abc"], ["PFADD", "s", "x"], ["PFCOUNT", "s"],
+                ["PFCOUNT", "missing", "s"], ["PFMERGE", "s", "missing"],
+                ["PFMERGE", "dest", "s"], ["EXISTS", "dest"], ["RPUSH", "l", "a"],
+                ["PFADD", "l", "x"], ["PFCOUNT", "l"], ["PFCOUNT", "l", "s"],
+                ["PFMERGE", "l"], ["PFDEBUG", "ENCODING", "l"], ["PFDEBUG", "GETREG", "s"],
+                ["SET", "h", "HYLL"], ["PFADD", "h", "x"],
+                ["SET", "h", b"HYLL\x02" + bytes(11) + b"\x7f\xff"], ["PFCOUNT", "h"],
+                ["SET", "h", b"HYLL\x00" + bytes(11)], ["PFCOUNT", "h"],
+                ["SET", "h", b"HYLX\x01" + bytes(11) + b"\x7f\xff"], ["PFCOUNT", "h"],
+                ["SET", "h", b"HYLL\x01\x09\x09\x09" + bytes(8) + b"\x7f\xff"],
+                ["PFADD", "h", "a"], ["GET", "h"]):
+        d(*cmd)
+
+
+def test_corrupt_sparse(d):
+    cases = [
+        b"",                                # no registers at all
+        b"\x7f\xfe",                        # one short of 16384
+        b"\x7f\xff\x00",                    # one over
+        b"\x7f\xff\x80",                    # a VAL past the last register
+        b"\x7f\xfe\x80",                    # exact, ending in a VAL
+        b"\x7f\xfd\x80\x80",
+        b"\x3f" * 256,                      # 256 ZERO of 64
+        b"\x40\x00" * 16384,                # 16384 XZERO of 1 (longer than allowed)
+        b"\x7f\xff\x7f",                    # a lone XZERO byte at the end
+    ]
+    for i, body in enumerate(cases):
+        key = "c%d" % i
+        value = b"HYLL\x01\x00\x00\x00" + bytes(7) + b"\x80" + body
+        d("SET", key, value)
+        d("PFCOUNT", key)
+        d("PFCOUNT", key, "missing")
+        d("PFMERGE", "m%d" % i, key)
+        d("PFDEBUG", "DECODE", key)
+        d("SET", key, value)
+        d("PFADD", key, "a", "b", "c", "d")
+        d("GET", key)
+        d("SET", key, value)
+        d("PFDEBUG", "TODENSE", key)
+        d("GET", key)
+
+
+def test_corrupted_values_fuzz(diff):
+    """Random single-byte damage to sparse and dense HLLs: replies and the
+    values left behind match the reference's."""
+    rng = random.Random(7)
+    for round_ in range(40 * SCALE):
+        n = rng.choice([3, 30, 300, 3000])
+        items = [b"%d-%d" % (round_, i) for i in range(n)]
+        cmds = [["DEL", "h"], ["PFADD", "h", *items]]
+        _both(diff, cmds)
+        length = int(diff("STRLEN", "h")[1:-2])
+        cmds = []
+        for _ in range(rng.randint(1, 3)):
+            pos = rng.randrange(16, length)
+            cmds.append(["SETRANGE", "h", str(pos), bytes([rng.randrange(256)])])
+        cmds += [["PFCOUNT", "h"], ["PFADD", "h", "x", "y", "z"], ["GET", "h"],
+                 ["PFCOUNT", "h", "h"], ["PFMERGE", "m", "h"]]
+        _both(diff, cmds)
+
+
+# ----------------------------------------------------------------------
+# Registers across the sparse -> dense switch
+# ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_registers_byte_equal_across_promotion(diff, seed):
+    """Thousands of PFADDs in batches, each followed by GET: the stored
+    bytes match after every batch, through the switch to dense (at three
+    hll-sparse-max-bytes values, changed between batches too)."""
+    rng = random.Random(seed)
+    limits = ["3000", "300", "8000"]
+    for key in ("a", "b", "c"):
+        _both(diff, [["CONFIG", "SET", "hll-sparse-max-bytes", rng.choice(limits)],
+                     ["DEL", key]])
+        added = 0
+        while added < 3000 * SCALE:
+            cmds = []
+            for _ in range(20):
+                n = rng.choice([1, 1, 1, 2, 5, 20])
+                els = [rng.randbytes(rng.randrange(0, 24)) if rng.random() < 0.3
+                       else str(rng.random()).encode() for _ in range(n)]
+                added += n
+                cmds.append(["PFADD", key, *els])
+                if rng.random() < 0.2:
+                    cmds.append(["PFCOUNT", key])
+            if rng.random() < 0.1:
+                cmds.append(["CONFIG", "SET", "hll-sparse-max-bytes", rng.choice(limits)])
+            cmds += [["GET", key], ["PFDEBUG", "ENCODING", key]]
+            _both(diff, cmds)
+        _both(diff, [["PFCOUNT", key], ["GET", key], ["PFCOUNT", "a", "b", "c"]])
+    _both(diff, [["CONFIG", "SET", "hll-sparse-max-bytes", "3000"]])
+
+
+def test_promotion_at_each_limit(d):
+    """The first PFADD that would grow the string past the limit makes it
+    dense (and hll-sparse-max-bytes 0 makes the first change dense)."""
+    for limit in ("0", "20", "100", "500", "3000"):
+        d("CONFIG", "SET", "hll-sparse-max-bytes", limit)
+        d("DEL", "h")
+        d("PFADD", "h")
+        for i in range(0, 1200, 10):
+            d("PFADD", "h", *[f"{limit}:{i + j}" for j in range(10)])
+            d("PFDEBUG", "ENCODING", "h")
+            d("STRLEN", "h")
+        d("GET", "h")
+    d("CONFIG", "GET", "hll-sparse-max-bytes")
+
+
+def test_large_registers_promote(d):
+    """A register value over 32 cannot be sparse: promoted at once."""
+    # Elements whose hash has many trailing zeros after the index bits are
+    # rare; a dense HLL built from them is reached through PFMERGE.
+    d("SET", "h", b"HYLL\x00" + bytes(11) + b"\xff" * 12288)
+    d("PFCOUNT", "h")
+    d("PFMERGE", "m", "h")
+    d("GET", "m")
+    d("PFDEBUG", "GETREG", "h")
+    d("PFADD", "s", "a")
+    d("PFMERGE", "s", "h")
+    d("GET", "s")
+    d("PFCOUNT", "s", "h")
+
+
+# ----------------------------------------------------------------------
+# PFMERGE and multi-key PFCOUNT
+# ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", SEEDS[:2])
+def test_merge_mixed_encodings(diff, seed):
+    rng = random.Random(seed)
+    sizes = {"s1": 10, "s2": 200, "s3": 700, "d1": 5000 * SCALE, "d2": 50}
+    cmds = []
+    for key, n in sizes.items():
+        els = [b"%d:%s:%d" % (seed, key.encode(), rng.randrange(1 << 30)) for _ in range(n)]
+        for i in range(0, n, 500):
+            cmds.append(["PFADD", key, *els[i:i + 500]])
+    cmds.append(["PFDEBUG", "TODENSE", "d2"])
+    _both(diff, cmds)
+    combos = [("new1", "s1", "s2"), ("new2", "s1", "d1"), ("s3", "s1", "s2"),
+              ("s1", "d2"), ("d1", "s3", "missing"), ("new3",), ("new4", "missing"),
+              ("s2", "s2"), ("d2", "s1", "s2", "s3", "d1")]
+    cmds = []
+    for combo in combos:
+        cmds += [["PFCOUNT", *(combo[1:] or ("missing",))], ["PFMERGE", *combo],
+                 ["GET", combo[0]], ["PFDEBUG", "ENCODING", combo[0]],
+                 ["PFCOUNT", combo[0]], ["GET", combo[0]]]
+    _both(diff, cmds)
+    _both(diff, [["PFCOUNT", *sizes], ["PFCOUNT", "new1", "new2", "new3", "s1"]])
+
+
+def test_merge_into_sparse_promotes(d):
+    """A sparse destination is edited register by register and promoted
+    when it outgrows the limit."""
+    d("CONFIG", "SET", "hll-sparse-max-bytes", "200")
+    d("PFADD", "a", *[f"a{i}" for i in range(60)])
+    d("PFADD", "b", *[f"b{i}" for i in range(60)])
+    d("PFDEBUG", "ENCODING", "a")
+    d("PFMERGE", "dest", "a", "b")
+    d("PFDEBUG", "ENCODING", "dest")
+    d("GET", "dest")
+
+
+# ----------------------------------------------------------------------
+# DUMP / RESTORE across servers
+# ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [5, 800, 4000])
+def test_dump_restore_both_ways(diff, n):
+    els = [b"e%d" % i for i in range(n)]
+    for src, dst in ((diff.theirs, diff.ours), (diff.ours, diff.theirs)):
+        for c in (src, dst):
+            c.call("DEL", "h", "r")
+        src.call("PFADD", "h", *els)
+        dumped = src.call("DUMP", "h")
+        payload = dumped.split(b"\r\n", 1)[1][:-2]
+        assert dst.call("RESTORE", "r", "0", payload) == b"+OK\r\n"
+        assert dst.call("GET", "r") == src.call("GET", "h")
+        assert dst.call("PFCOUNT", "r") == src.call("PFCOUNT", "h")
+        more = [b"m%d" % i for i in range(300)]
+        assert dst.call("PFADD", "r", *more) == src.call("PFADD", "h", *more)
+        assert dst.call("GET", "r") == src.call("GET", "h")
+        assert dst.call("PFDEBUG", "ENCODING", "r") == src.call("PFDEBUG", "ENCODING", "h")
+
+
+# ----------------------------------------------------------------------
+# Events, WATCH, MULTI, Lua, AOF
+# ----------------------------------------------------------------------
+
+def _events(client: RawClient) -> list[bytes]:
+    out = []
+    data = client.read_available(0.3)
+    for chunk in data.split(b"pmessage")[1:]:
+        parts = chunk.split(b"\r\n")
+        out.append(parts[4] + b" " + parts[6])
+    return out
+
+
+def test_keyspace_events(target):
+    admin = target.admin
+    admin.call("CONFIG", "SET", "notify-keyspace-events", "KEAn")
+    sub = target.client()
+    sub.call("PSUBSCRIBE", "__keyevent@*")
+    try:
+        for cmd in (["PFADD", "h", "a"], ["PFADD", "h", "a"], ["PFCOUNT", "h"],
+                    ["PFADD", "h2"], ["PFMERGE", "m", "h", "h2"], ["PFMERGE", "m"],
+                    ["PFCOUNT", "m"], ["PFDEBUG", "TODENSE", "m"]):
+            admin.call(*cmd)
+        got = _events(sub)
+    finally:
+        admin.call("CONFIG", "SET", "notify-keyspace-events", "")
+    assert got == [b"__keyevent@0__:new h", b"__keyevent@0__:pfadd h",
+                   b"__keyevent@0__:new h2", b"__keyevent@0__:pfadd h2",
+                   b"__keyevent@0__:new m", b"__keyevent@0__:pfadd m",
+                   b"__keyevent@0__:pfadd m"], target.name
+
+
+def test_pfcount_cache_write_fails_watch(d):
+    d("PFADD", "h", "a", "b")
+    d("WATCH", "h")
+    d("PFCOUNT", "h")          # writes the cache: a change to the key
+    d("MULTI")
+    d("PING")
+    d("EXEC")
+    d("WATCH", "h")
+    d("PFCOUNT", "h")          # cache valid: no change
+    d("MULTI")
+    d("PING")
+    d("EXEC")
+
+
+def test_multi_and_lua(d):
+    d("MULTI")
+    d("PFADD", "h", "a", "b", "c")
+    d("PFCOUNT", "h")
+    d("PFMERGE", "m", "h")
+    d("PFCOUNT", "m", "h")
+    d("EXEC")
+    d("EVAL", "redis.call('PFADD', KEYS[1], 'x', 'y'); return redis.call('PFCOUNT', KEYS[1])",
+      "1", "h")
+    d("EVAL", "return redis.pcall('PFADD', KEYS[1], 'x')", "1", "missing-not-hll")
+    d("SET", "s", "plain")
+    d("EVAL", "return redis.pcall('PFCOUNT', KEYS[1])", "1", "s")
+    d("GET", "h")
+
+
+def test_aof_propagation(hotkv_server_factory, tmp_path):
+    """PFADD that changes nothing and PFCOUNT answered from the cache are
+    not logged; PFCOUNT that writes the cache is (as Valkey's dirty++);
+    the log replays into the same bytes."""
+    srv = start_aof_server(hotkv_server_factory, tmp_path)
+    c = RawClient(srv.host, srv.port)
+    try:
+        c.call("PFADD", "h", "a", "b")
+        c.call("PFADD", "h", "a")
+        c.call("PFCOUNT", "h")
+        c.call("PFCOUNT", "h")
+        c.call("PFCOUNT", "h", "missing")
+        c.call("PFMERGE", "m", "h")
+        c.call("PFDEBUG", "TODENSE", "m")
+        c.call("PFDEBUG", "TODENSE", "m")
+        c.call("PFDEBUG", "GETREG", "h")
+        before = (c.call("GET", "h"), c.call("GET", "m"))
+    finally:
+        c.close()
+    logged = [cmd for cmd in aof_commands(tmp_path) if cmd[0].upper() != b"SELECT"]
+    assert logged == [[b"PFADD", b"h", b"a", b"b"], [b"PFCOUNT", b"h"],
+                      [b"PFMERGE", b"m", b"h"], [b"PFDEBUG", b"TODENSE", b"m"],
+                      [b"PFDEBUG", b"GETREG", b"h"]]
+    srv.stop()
+    again = start_aof_server(hotkv_server_factory, tmp_path)
+    c = RawClient(again.host, again.port)
+    try:
+        assert (c.call("GET", "h"), c.call("GET", "m")) == before
+    finally:
+        c.close()
