@@ -173,6 +173,8 @@ def _gates(client, server, cmd, argv) -> bool:
         if server.over_maxmemory():
             reject(client, errors.OOM, cmd)
             return True
+    if server.tracking_over:   # Valkey's trackingLimitUsedSlots, before the command
+        server.tracking.limit_used_slots()
     if server.disk_error is not None and (cmd.write or cmd.name == "ping" or (
             cmd.name == "exec" and client.multi_flags & 2)):
         reject(client, server.disk_error, cmd)
@@ -231,6 +233,11 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
         # Client.add_reply, inlined: this is the path of every reply.
         if reply is not BLOCKED and not client.reply_mode and not client.skip_this:
             encode(reply, client.out, client.resp3)
+    # Client-side caching: the keys a read served, for the client on whose
+    # behalf it ran (a script's or EXEC's caller); CLIENT CACHING's end.
+    tracker = outer or client
+    if tracker.tracking:
+        server.tracking.after_call(tracker, cmd, argv, outer is None)
     end = _time()
     duration = end - start
     cmd.seconds += duration
@@ -265,7 +272,10 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
     # runs reads them, and it has just set them.
     server.current_client = None
     if server.pending_push:
-        # Pub/sub messages to the client itself follow its reply (EXEC's whole array).
+        # Pub/sub messages to the client itself follow its reply (EXEC's whole array),
+        # and then the invalidations of keys it changed (hotkv.tracking).
+        if server.tracking.pending:
+            server.tracking.flush_pending(client)
         client.out.extend(server.pending_push)
         server.pending_push = []
         client.schedule_flush()
