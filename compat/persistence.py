@@ -21,8 +21,9 @@ level (never inside MULTI ... EXEC):
   part 1, then (c) BGREWRITEAOF on each, its rewrite child (found by parent
      pid in /proc) SIGSTOPped right after the reply, so the rewrite cannot
      end; odd seeds SIGKILL the children (the servers notice the failed
-     rewrite), then part 2; even seeds run part 2 while the children are
-     frozen (it goes to the rewrite buffers); then SIGKILL both servers,
+     rewrite, leaving the incr file opened at the fork in the manifest),
+     then part 2; even seeds run part 2 while the children are frozen (it
+     goes to the incr file opened at the fork); then SIGKILL both servers,
      restart -- compare.  Valkey writes a small dataset in a millisecond,
      so its child is slowed by ``rdb-key-save-delay`` (a test knob of
      Valkey's) while it is caught.  Should a child have ended before it was
@@ -50,18 +51,18 @@ equal its own live state exactly and Valkey's modulo those PEL rows
 (``dropped_by_valkey`` counts them).  When that happens at (c) the chain
 ends there (part 3 would run on differing states); ``cut_short`` counts it.
 
-Crossing implementations (``cross``, after the chain), in the seed's mode:
-* hotkv's file into Valkey: Valkey 8 takes a plain file named
-  ``appendfilename`` as a pre-7 AOF (an RDB preamble included), migrates it
-  into its multi-part directory and loads it: equal to hotkv's state
+Crossing implementations (``cross``, after the chain), in the seed's mode;
+both write the multi-part AOF of Valkey 7+ and each loads the other's
+``appendonlydir`` as it is (copied whole, manifest included):
+* hotkv's directory into Valkey: equal to hotkv's state (modulo the
+  dropped NACKs in the ``no`` mode).
+* Valkey's directory into hotkv: the reference is rewritten, given a few
+  writes (into the incr file opened at the fork), stopped; hotkv loads its
+  base (RDB or commands) and incr files and must equal the reference's
+  live state before the stop (in the ``no`` mode but for the node layout:
+  the live nodes are not what a command-form base says); then Valkey
+  loads the same directory and must equal hotkv, node layout included
   (modulo the dropped NACKs in the ``no`` mode).
-* Valkey's files into hotkv: the reference is rewritten, given a few writes
-  (into a new incr file), stopped; hotkv loads the manifest's base (RDB or
-  commands) + incr files concatenated as one old-style AOF and must equal
-  the reference's live state before the stop (in the ``no`` mode but for
-  the node layout: the live nodes are not what a command-form base says);
-  then Valkey loads the same files and must equal hotkv, node layout
-  included (modulo the dropped NACKs in the ``no`` mode).
 
 Command line (the long run; CI runs a few seeds through test_persistence.py):
 
@@ -642,8 +643,8 @@ def cross_check(pair: Pair) -> int:
     pair.hotkv.stop()
     vdir = os.path.join(root, "valkey-from-hotkv")
     os.makedirs(vdir)
-    shutil.copy(os.path.join(pair.hotkv.dir, "appendonly.aof"),
-                os.path.join(vdir, "appendonly.aof"))
+    shutil.copytree(os.path.join(pair.hotkv.dir, "appendonlydir"),
+                    os.path.join(vdir, "appendonlydir"))
     v = Proc("valkey", vdir, pair.config)
     try:
         v.start()
@@ -673,17 +674,12 @@ def cross_check(pair: Pair) -> int:
     pair.valkey.stop()
     appenddir = os.path.join(pair.valkey.dir, "appendonlydir")
     files = _manifest_files(appenddir)
-    data = b""
-    for path in files:
-        with open(path, "rb") as f:
-            chunk = f.read()
-        if path is files[0]:
-            assert chunk.startswith(b"REDIS") == pair.preamble, path
-        data += chunk
+    assert len(files) >= 2, files                  # a base, then incr files
+    with open(files[0], "rb") as f:
+        assert f.read(5).startswith(b"REDIS") == pair.preamble, files[0]
     hdir = os.path.join(root, "hotkv-from-valkey")
     os.makedirs(hdir)
-    with open(os.path.join(hdir, "appendonly.aof"), "wb") as f:
-        f.write(data)
+    shutil.copytree(appenddir, os.path.join(hdir, "appendonlydir"))
     h = Proc("hotkv", hdir, pair.config)
     try:
         h.start()

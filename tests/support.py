@@ -246,17 +246,68 @@ def parse_aof(data: bytes) -> list[list[bytes]]:
     return out
 
 
+def aof_manifest(directory, filename: str = "appendonly.aof",
+                 dirname: str = "appendonlydir") -> list[tuple[str, int, str]] | None:
+    """The manifest of the multi-part AOF under directory as (file, seq,
+    type) rows in file order, read by a parser independent of hotkv's
+    (plain names, keys in Valkey's order); None when there is none."""
+    path = os.path.join(str(directory), dirname, filename + ".manifest")
+    if not os.path.exists(path):
+        return None
+    rows = []
+    with open(path, "rb") as f:
+        for line in f.read().decode().splitlines():
+            if line.startswith("#"):
+                continue
+            key1, name, key2, seq, key3, kind = line.split(" ")
+            assert (key1, key2, key3) == ("file", "seq", "type"), line
+            rows.append((name, int(seq), kind))
+    return rows
+
+
+def aof_files(directory, filename: str = "appendonly.aof",
+              dirname: str = "appendonlydir") -> list[str]:
+    """The paths of the AOF's files in load order: the base, then the incr
+    files, as the manifest lists them; an old single-file AOF when there is
+    no manifest (and that file exists)."""
+    rows = aof_manifest(directory, filename, dirname)
+    if rows is None:
+        old = os.path.join(str(directory), filename)
+        return [old] if os.path.exists(old) else []
+    return [os.path.join(str(directory), dirname, name)
+            for name, _, kind in sorted(rows, key=lambda r: (r[2] != "b", r[1]))
+            if kind in "bi"]
+
+
+def aof_incr_bytes(directory, filename: str = "appendonly.aof") -> bytes:
+    """The incr files of the multi-part AOF under directory, concatenated
+    in the manifest's order: the records logged since the last rewrite."""
+    data = b""
+    for path in aof_files(directory, filename):
+        if ".incr." in os.path.basename(path):
+            with open(path, "rb") as f:
+                data += f.read()
+    return data
+
+
 def aof_commands(directory, framing: bool = False) -> list:
-    """Every command logged in the *.aof files under directory (multi-part
-    AOF included, in file-name order), each as [NAME upper-cased, args...],
-    parsed by parse_aof.  SELECT/MULTI/EXEC are dropped unless framing."""
+    """Every command logged in the AOF under directory (its base, when in
+    command form, then its incr files, in the manifest's order; else every
+    *.aof file under directory, by name), each as [NAME upper-cased,
+    args...], parsed by parse_aof.  SELECT/MULTI/EXEC are dropped unless
+    framing; an RDB base is skipped."""
     import glob
+    paths = aof_files(directory) if aof_manifest(directory) is not None else \
+        sorted(glob.glob(os.path.join(str(directory), "**", "*.aof"), recursive=True))
     cmds = []
-    for path in sorted(glob.glob(os.path.join(str(directory), "**", "*.aof"), recursive=True)):
+    for path in paths:
         with open(path, "rb") as f:
-            for argv in parse_aof(f.read()):
-                if framing or argv[0].upper() not in (b"SELECT", b"MULTI", b"EXEC"):
-                    cmds.append([argv[0].upper()] + argv[1:])
+            data = f.read()
+        if data.startswith(b"REDIS"):
+            continue
+        for argv in parse_aof(data):
+            if framing or argv[0].upper() not in (b"SELECT", b"MULTI", b"EXEC"):
+                cmds.append([argv[0].upper()] + argv[1:])
     return cmds
 
 

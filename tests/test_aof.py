@@ -2,22 +2,36 @@
 
 Every test runs real hotkv servers (``hotkv_server_factory``) with
 ``appendonly yes`` in a temporary directory and talks to them over sockets.
-Crash behaviour (SIGKILL, a full disk) is in test_aof_crash.py.
+The AOF is Valkey 7+'s multi-part one (``<dir>/appendonlydir/``: manifest,
+base, incr files), read here through tests/support.py's own manifest
+parser; a hand-made damaged file is written as an old single-file AOF,
+which the server first moves into the directory as Valkey's upgrade does.
+The manifest itself, the upgrade and the exchange of directories with
+valkey-server 8.1.8 are in test_aof_manifest.py.  Crash behaviour
+(SIGKILL, a full disk) is in test_aof_crash.py.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 import time
 
 import pytest
 import valkey
 
-import hotkv.aof.rewrite
 from hotkv.aof import AOFLoadError
-from support import RawClient, ReferenceValkey, encode_command, parse_aof
+from support import (
+    RawClient,
+    ReferenceValkey,
+    aof_files,
+    aof_incr_bytes,
+    aof_manifest,
+    encode_command,
+    parse_aof,
+)
 
 # ----------------------------------------------------------------------
 # helpers
@@ -169,8 +183,29 @@ def aof_dir(tmp_path):
     return str(tmp_path)
 
 
-def aof_path(d, name="appendonly.aof"):
+def old_aof(d, name="appendonly.aof"):
+    """Where a hand-made old single-file AOF goes: <dir>/appendonly.aof."""
     return os.path.join(d, name)
+
+
+def moved(d, name="appendonly.aof"):
+    """The same file once the server moved it into the AOF directory."""
+    return os.path.join(d, "appendonlydir", name)
+
+
+def write_old_aof(d, data: bytes):
+    """A fresh directory holding only an old single-file AOF."""
+    shutil.rmtree(os.path.join(d, "appendonlydir"), ignore_errors=True)
+    with open(old_aof(d), "wb") as f:
+        f.write(data)
+
+
+def aof_size(d) -> int:
+    return sum(os.path.getsize(p) for p in aof_files(d))
+
+
+def incr_cmds(d):
+    return parse_aof(aof_incr_bytes(d))
 
 
 def start(factory, d, **kw):
@@ -200,7 +235,7 @@ def test_records_are_plain_resp_with_select_and_deterministic_forms(hotkv_server
     c.execute_command("SELECT", 0)
     c.set("nothing", "x", nx=True)
     c.set("nothing", "y", nx=True)   # wrote nothing: not logged
-    cmds = parse_aof(open(aof_path(aof_dir), "rb").read())
+    cmds = incr_cmds(aof_dir)
     assert cmds[0] == [b"SELECT", b"0"]
     assert cmds[1] == [b"SET", b"a", b"1"]
     assert cmds[2][:3] == [b"SET", b"b", b"2"] and cmds[2][3].upper() == b"PXAT"
@@ -216,7 +251,7 @@ def test_record_is_written_before_the_reply_leaves(hotkv_server_factory, aof_dir
     for i in range(50):
         assert raw.call("SET", f"k{i}", "v") == b"+OK\r\n"
         # The reply arrived: the record is in the file (page cache) already.
-        assert encode_command("SET", f"k{i}", "v") in open(aof_path(aof_dir), "rb").read()
+        assert encode_command("SET", f"k{i}", "v") in aof_incr_bytes(aof_dir)
     raw.close()
 
 
@@ -230,7 +265,7 @@ def test_transaction_is_one_multi_exec_block_and_single_writes_are_not(hotkv_ser
     p = c.pipeline(transaction=True)
     p.set("b", 1).get("b")
     p.execute()
-    cmds = parse_aof(open(aof_path(aof_dir), "rb").read())
+    cmds = incr_cmds(aof_dir)
     assert cmds == [[b"SELECT", b"0"], [b"MULTI"], [b"SET", b"a", b"1"], [b"SADD", b"s", b"m"],
                     [b"RPUSH", b"l", b"x"], [b"EXEC"], [b"SET", b"b", b"1"]]
 
@@ -256,7 +291,7 @@ def test_expired_key_is_logged_as_del_and_served_blocking_pop_as_plain(hotkv_ser
     c.rpush("src", "job")
     th.join(5)
     assert result["v"] == b"job"
-    cmds = parse_aof(open(aof_path(aof_dir), "rb").read())
+    cmds = incr_cmds(aof_dir)
     assert [b"DEL", b"t"] in cmds
     assert not any(cmd[0].upper().startswith(b"BL") for cmd in cmds)
     assert [b"LMOVE", b"src", b"dst", b"LEFT", b"RIGHT"] in cmds
@@ -284,15 +319,22 @@ def test_dataset_survives_restart_and_rewrite(hotkv_server_factory, aof_dir, pre
     for i in range(300):                  # churn: the log grows, the data does not
         c.set("churn", i)
     c.delete("churn")
-    size_before = os.path.getsize(aof_path(aof_dir))
+    size_before = aof_size(aof_dir)
     assert c.execute_command("BGREWRITEAOF") == b"Background append only file rewriting started"
     wait_rewrite_done(c)
     fields = info(c)
     assert fields["aof_last_bgrewrite_status"] == "ok"
     assert fields["aof_enabled"] == "1"
+    # The new base and an empty incr file opened at the fork; the old
+    # ones were history, deleted.
+    ext = "rdb" if preamble == "yes" else "aof"
+    assert aof_manifest(aof_dir) == [(f"appendonly.aof.2.base.{ext}", 2, "b"),
+                                     ("appendonly.aof.2.incr.aof", 2, "i")]
+    assert sorted(os.listdir(moved(aof_dir, ""))) == [
+        f"appendonly.aof.2.base.{ext}", "appendonly.aof.2.incr.aof", "appendonly.aof.manifest"]
     assert int(fields["aof_base_size"]) == int(fields["aof_current_size"]) \
-        == os.path.getsize(aof_path(aof_dir))
-    assert os.path.getsize(aof_path(aof_dir)) < size_before
+        == aof_size(aof_dir)
+    assert aof_size(aof_dir) < size_before
     c.set("after", "rewrite")
     want[(0, b"after")] = ("string", b"rewrite", -1)
     s.stop()
@@ -300,12 +342,12 @@ def test_dataset_survives_restart_and_rewrite(hotkv_server_factory, aof_dir, pre
     s = start(hotkv_server_factory, aof_dir)
     c = conn(s)
     assert snapshot(c) == want
-    data = open(aof_path(aof_dir), "rb").read()
+    data = open(aof_files(aof_dir)[0], "rb").read()
+    assert aof_incr_bytes(aof_dir) == encode_command("SELECT", "0") + encode_command(
+        "SET", "after", "rewrite")
     if preamble == "yes":
-        # An RDB file (aof-base 1), then the write made after the rewrite.
+        # The base is an RDB file (aof-base 1).
         assert data.startswith(b"REDIS0011") and b"\x08aof-base\xc0\x01" in data
-        assert data.endswith(encode_command("SELECT", "0") + encode_command("SET", "after",
-                                                                             "rewrite"))
         return
     # The rewritten file uses only the compact forms.
     names = {cmd[0] for cmd in parse_aof(data)}
@@ -322,11 +364,14 @@ def valkey_cli():
 
 @pytest.mark.parametrize("rewritten", [None, "yes", "no"],
                          ids=["log", "rewritten-preamble", "rewritten-commands"])
-def test_valkey_loads_the_same_file_to_the_same_data(hotkv_server_factory, aof_dir, tmp_path,
-                                                     rewritten):
-    """hotkv's AOF -- the log, or a rewrite with an RDB preamble or in
-    commands, followed by more writes -- loads in valkey-server 8.1.8."""
-    s = start(hotkv_server_factory, aof_dir, aof_use_rdb_preamble=rewritten or "yes")
+def test_valkey_loads_the_same_directory_to_the_same_data(hotkv_server_factory, aof_dir,
+                                                          tmp_path, rewritten):
+    """hotkv's AOF directory -- the log, or a rewrite with an RDB preamble or
+    in commands, followed by more writes -- loads unchanged in
+    valkey-server 8.1.8 (an appenddirname of its own), to the same keys and
+    the same DEBUG DIGEST."""
+    s = start(hotkv_server_factory, aof_dir, aof_use_rdb_preamble=rewritten or "yes",
+              appenddirname="hk dir", enable_debug_command="yes")
     c = conn(s)
     build_dataset(c)
     if rewritten:
@@ -334,19 +379,17 @@ def test_valkey_loads_the_same_file_to_the_same_data(hotkv_server_factory, aof_d
         wait_rewrite_done(c)
         c.set("after", "rewrite")
         c.rpush("list-after", "a", "b")
-        data = open(aof_path(aof_dir), "rb").read()
-        assert data.startswith(b"REDIS") == (rewritten == "yes")
+        base = aof_files(aof_dir, dirname="hk dir")[0]
+        assert base.endswith(".base.rdb" if rewritten == "yes" else ".base.aof")
+        assert open(base, "rb").read().startswith(b"REDIS") == (rewritten == "yes")
     want = snapshot(c)
+    digest = c.execute_command("DEBUG", "DIGEST")
     s.stop()
-    vdir = tmp_path / "valkey"
-    vdir.mkdir()
-    (vdir / "hotkv.aof").write_bytes(open(aof_path(aof_dir), "rb").read())
-    # Valkey 8 migrates a plain (pre-7 style) AOF named appendfilename into
-    # its multi-part directory and loads it.
-    with ReferenceValkey("--appendonly", "yes", "--appendfilename", "hotkv.aof",
-                         "--dir", str(vdir)) as ref:
+    with ReferenceValkey("--appendonly", "yes", "--appenddirname", "hk dir",
+                         "--enable-debug-command", "yes", "--dir", aof_dir) as ref:
         rc = valkey.Valkey(host=ref.host, port=ref.port, single_connection_client=True)
         assert snapshot(rc) == want
+        assert rc.execute_command("DEBUG", "DIGEST") == digest != b"0" * 40
         rc.close()
 
 
@@ -360,9 +403,11 @@ def test_the_file_replays_into_valkey_with_cli_pipe(hotkv_server_factory, aof_di
     s.stop()
     rc = valkey.Valkey(host=ref_server.host, port=ref_server.port, single_connection_client=True)
     rc.flushall()
-    with open(aof_path(aof_dir), "rb") as f:
-        out = subprocess.run([valkey_cli(), "-h", ref_server.host, "-p", str(ref_server.port),
-                              "--pipe"], stdin=f, capture_output=True, timeout=30)
+    # The base written at start is the empty dataset; the incr file has it all.
+    assert open(aof_files(aof_dir)[0], "rb").read().startswith(b"REDIS")
+    out = subprocess.run([valkey_cli(), "-h", ref_server.host, "-p", str(ref_server.port),
+                          "--pipe"], input=aof_incr_bytes(aof_dir), capture_output=True,
+                         timeout=30)
     assert out.returncode == 0 and b"errors: 0" in out.stdout, out.stdout + out.stderr
     try:
         assert snapshot(rc) == want
@@ -371,12 +416,10 @@ def test_the_file_replays_into_valkey_with_cli_pipe(hotkv_server_factory, aof_di
         rc.close()
 
 
-@pytest.mark.parametrize("catch_up", [False, True], ids=["direct", "catch-up"])
-def test_writes_during_a_rewrite_are_kept(hotkv_server_factory, aof_dir, monkeypatch, caplog,
-                                         catch_up):
-    # catch-up: what arrived during the rewrite is appended and fsynced by the
-    # fsync thread first (normally only for a buffer over CATCH_UP_MIN).
-    monkeypatch.setattr(hotkv.aof.rewrite, "CATCH_UP_MIN", 1 if catch_up else 1 << 40)
+def test_writes_during_a_rewrite_are_kept(hotkv_server_factory, aof_dir, caplog):
+    """Everything written while the child runs goes to the incr file opened
+    at the fork (no rewrite buffer): after the rewrite that file holds
+    exactly those writes, the base everything before."""
     caplog.set_level(logging.INFO, logger="hotkv")
     s = start(hotkv_server_factory, aof_dir, appendfsync="everysec")
     c = conn(s)
@@ -398,8 +441,13 @@ def test_writes_during_a_rewrite_are_kept(hotkv_server_factory, aof_dir, monkeyp
         n += 1
     wait_rewrite_done(c)
     assert info(c)["aof_rewrites"] == "1"
-    assert catch_up == any("appended, fsync in background" in r.getMessage()
-                           for r in caplog.records)
+    assert any("Creating AOF incr file appendonly.aof.2.incr.aof on background rewrite"
+               in r.getMessage() for r in caplog.records)
+    assert aof_manifest(aof_dir) == [("appendonly.aof.2.base.rdb", 2, "b"),
+                                     ("appendonly.aof.2.incr.aof", 2, "i")]
+    logged = incr_cmds(aof_dir)
+    assert [cmd for cmd in logged if cmd[1] == b"counter"] == [[b"INCRBY", b"counter", b"1"]] * n
+    assert sum(cmd[0] == b"SET" for cmd in logged) == n
 
     def state(c):
         out = [c.mget([f"k{j}" for j in range(60000)]), c.lrange("big", 0, -1), c.get("counter")]
@@ -428,27 +476,54 @@ def test_bgrewriteaof_inside_multi_is_scheduled(hotkv_server_factory, aof_dir):
     assert raw.call("EXEC") == b"*1\r\n+Background append only file rewriting scheduled\r\n"
     c = conn(s)
     wait_for(lambda: info(c)["aof_rewrites"] == "1", what="scheduled rewrite")
-    assert parse_aof(open(aof_path(aof_dir), "rb").read()) == [
-        [b"SELECT", b"0"], [b"SET", b"a", b"1"]]
+    wait_rewrite_done(c)
+    base = aof_files(aof_dir)[0]
+    assert base.endswith("appendonly.aof.2.base.aof")
+    assert parse_aof(open(base, "rb").read()) == [[b"SELECT", b"0"], [b"SET", b"a", b"1"]]
+    assert aof_incr_bytes(aof_dir) == b""
 
 
-def test_config_set_appendonly_at_runtime(hotkv_server_factory, aof_dir):
-    s = hotkv_server_factory(dir=aof_dir)           # appendonly no
-    c = conn(s)
+def _enable_at_runtime(c, d):
+    """CONFIG SET appendonly yes on a server with data; returns the manifest
+    once the AOF is on, and the sizes INFO reports."""
     c.set("before", "1")
     assert info(c)["aof_enabled"] == "0"
-    assert not os.path.exists(aof_path(aof_dir))
+    assert not os.path.exists(moved(d, ""))
     assert c.config_set("appendonly", "yes")
-    wait_for(lambda: info(c).get("aof_enabled") == "1" and os.path.exists(aof_path(aof_dir))
+    wait_for(lambda: info(c).get("aof_enabled") == "1"
              and info(c)["aof_rewrite_in_progress"] == "0", what="AOF enabled")
     c.set("after", "2")
     wait_for(lambda: info(c)["aof_buffer_length"] == "0")
-    assert int(info(c)["aof_current_size"]) == os.path.getsize(aof_path(aof_dir))
+    fields = info(c)
+    return aof_manifest(d), int(fields["aof_current_size"]), int(fields["aof_base_size"])
+
+
+def test_config_set_appendonly_at_runtime(hotkv_server_factory, aof_dir, tmp_path):
+    """Turning the AOF on rewrites it (a base, and the temp incr file the
+    writes during the rewrite went to joining as incr 1): the same manifest
+    as valkey-server 8.1.8's, the sizes counted as it counts them."""
+    s = hotkv_server_factory(dir=aof_dir)           # appendonly no
+    c = conn(s)
+    got, current, base = _enable_at_runtime(c, aof_dir)
+    vdir = str(tmp_path / "valkey")
+    os.mkdir(vdir)
+    with ReferenceValkey("--dir", vdir) as ref:
+        rc = conn(ref)
+        want = _enable_at_runtime(rc, vdir)
+        rc.close()
+    assert got == want[0] == [("appendonly.aof.1.base.rdb", 1, "b"),
+                              ("appendonly.aof.1.incr.aof", 1, "i")]
+    incr = len(encode_command("SELECT", "0") + encode_command("SET", "after", "2"))
+    assert aof_incr_bytes(aof_dir) == aof_incr_bytes(vdir)
+    assert current == aof_size(aof_dir) == base + incr and base == os.path.getsize(
+        aof_files(aof_dir)[0])
+    assert want[1] == aof_size(vdir) == want[2] + incr
+    assert not [f for f in os.listdir(moved(aof_dir, "")) if f.startswith("temp-")]
     assert c.config_set("appendonly", "no")
     assert info(c)["aof_enabled"] == "0"
-    size = os.path.getsize(aof_path(aof_dir))
+    size = aof_size(aof_dir)
     c.set("not-logged", "3")
-    assert os.path.getsize(aof_path(aof_dir)) == size
+    assert aof_size(aof_dir) == size
     s.stop()
     s = start(hotkv_server_factory, aof_dir)
     c = conn(s)
@@ -463,8 +538,11 @@ def test_info_persistence_reports_the_aof(hotkv_server_factory, aof_dir):
                  "aof_current_size", "aof_base_size", "aof_last_write_status"):
         assert name in fields, name
     assert fields["aof_enabled"] == "1" and fields["aof_last_write_status"] == "ok"
+    # As Valkey: the base written at start is not counted until a rewrite
+    # or a restart; what was appended since is.
+    assert fields["aof_current_size"] == fields["aof_base_size"] == "0"
     c.set("k", "v" * 100)
-    assert int(info(c)["aof_current_size"]) == os.path.getsize(aof_path(aof_dir)) > 100
+    assert int(info(c)["aof_current_size"]) == len(aof_incr_bytes(aof_dir)) > 100
 
 
 def test_auto_rewrite_on_growth(hotkv_server_factory, aof_dir):
@@ -476,11 +554,12 @@ def test_auto_rewrite_on_growth(hotkv_server_factory, aof_dir):
         c.set("same", "x" * 50)          # grows the log, not the data
     wait_for(lambda: int(info(c)["aof_rewrites"]) >= 1, what="automatic rewrite")
     wait_rewrite_done(c)
-    cmds = parse_aof(open(aof_path(aof_dir), "rb").read())
     # The rewrite kept one SET; only the SETs after it follow.
-    assert cmds[:2] == [[b"SELECT", b"0"], [b"SET", b"same", b"x" * 50]]
-    assert all(cmd in ([b"SELECT", b"0"], [b"SET", b"same", b"x" * 50]) for cmd in cmds)
-    assert os.path.getsize(aof_path(aof_dir)) < 400 * record // 2
+    assert parse_aof(open(aof_files(aof_dir)[0], "rb").read()) == [
+        [b"SELECT", b"0"], [b"SET", b"same", b"x" * 50]]
+    assert all(cmd in ([b"SELECT", b"0"], [b"SET", b"same", b"x" * 50])
+               for cmd in incr_cmds(aof_dir))
+    assert aof_size(aof_dir) < 400 * record // 2
 
 
 # ----------------------------------------------------------------------
@@ -493,12 +572,11 @@ GOOD = (encode_command("SELECT", "0") + encode_command("SET", "a", "1")
 
 def test_truncated_tail_is_cut_with_aof_load_truncated(hotkv_server_factory, aof_dir, caplog):
     tail = encode_command("SET", "b", "2" * 50)[:-7]
-    with open(aof_path(aof_dir), "wb") as f:
-        f.write(GOOD + tail)
+    write_old_aof(aof_dir, GOOD + tail)
     s = start(hotkv_server_factory, aof_dir)
     c = conn(s)
     assert c.get("a") == b"1" and c.lrange("l", 0, -1) == [b"x", b"y"] and c.get("b") is None
-    assert os.path.getsize(aof_path(aof_dir)) == len(GOOD)
+    assert os.path.getsize(moved(aof_dir)) == len(GOOD)
     assert any("Truncating" in r.getMessage() for r in caplog.records)
     c.set("c", "3")
     s.stop()
@@ -509,44 +587,40 @@ def test_truncated_tail_is_cut_with_aof_load_truncated(hotkv_server_factory, aof
 
 def test_truncated_tail_is_refused_without_aof_load_truncated(hotkv_server_factory, aof_dir):
     tail = b"*3\r\n$3\r\nSET\r\n$1\r\nb"
-    with open(aof_path(aof_dir), "wb") as f:
-        f.write(GOOD + tail)
+    write_old_aof(aof_dir, GOOD + tail)
     with pytest.raises(AOFLoadError, match="offset %d" % len(GOOD)) as e:
         start(hotkv_server_factory, aof_dir, aof_load_truncated=False)
     assert "aof-load-truncated" in str(e.value)
-    assert os.path.getsize(aof_path(aof_dir)) == len(GOOD) + len(tail)   # left untouched
+    assert os.path.getsize(moved(aof_dir)) == len(GOOD) + len(tail)   # left untouched
 
 
 def test_a_corrupt_length_swallowing_the_rest_is_not_taken_for_a_cut(hotkv_server_factory,
                                                                       aof_dir):
     rest = b"".join(encode_command("SET", f"k{i}", "v") for i in range(3))
     data = GOOD + b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$5000\r\nab\r\n" + rest
-    with open(aof_path(aof_dir), "wb") as f:
-        f.write(data)
+    write_old_aof(aof_dir, data)
     with pytest.raises(AOFLoadError, match="offset %d.*length is corrupt" % len(GOOD)):
         start(hotkv_server_factory, aof_dir)
-    assert os.path.getsize(aof_path(aof_dir)) == len(data)
+    assert os.path.getsize(moved(aof_dir)) == len(data)
     # A real cut record whose value merely contains RESP is still cut (unless
     # the cut falls exactly at the end of an embedded command).
     value = rest * 2
     data = GOOD + encode_command("SET", "payload", value)[:-len(rest) - 7]
-    with open(aof_path(aof_dir), "wb") as f:
-        f.write(data)
+    write_old_aof(aof_dir, data)
     s = start(hotkv_server_factory, aof_dir)
-    assert conn(s).get("a") == b"1" and os.path.getsize(aof_path(aof_dir)) == len(GOOD)
+    assert conn(s).get("a") == b"1" and os.path.getsize(moved(aof_dir)) == len(GOOD)
 
 
 def test_unfinished_transaction_at_the_end_is_dropped(hotkv_server_factory, aof_dir):
     block = (encode_command("MULTI") + encode_command("SET", "t1", "x")
              + encode_command("SET", "t2", "y"))
     for cut in (len(block), len(block) - 3):
-        with open(aof_path(aof_dir), "wb") as f:
-            f.write(GOOD + block[:cut])
+        write_old_aof(aof_dir, GOOD + block[:cut])
         s = start(hotkv_server_factory, aof_dir)
         c = conn(s)
         assert c.get("a") == b"1" and c.exists("t1", "t2") == 0
         s.stop()
-        assert os.path.getsize(aof_path(aof_dir)) == len(GOOD)
+        assert os.path.getsize(moved(aof_dir)) == len(GOOD)
 
 
 @pytest.mark.parametrize("garbage", [b"garbage\r\n", b"*2\r\n$3\r\nGET\r\n:1\r\n",
@@ -556,75 +630,114 @@ def test_unfinished_transaction_at_the_end_is_dropped(hotkv_server_factory, aof_
 def test_corruption_in_the_middle_is_refused_with_its_offset(hotkv_server_factory, aof_dir,
                                                              garbage):
     data = GOOD + garbage + encode_command("SET", "z", "26")
-    with open(aof_path(aof_dir), "wb") as f:
-        f.write(data)
+    write_old_aof(aof_dir, data)
     with pytest.raises(AOFLoadError, match="command starting at offset %d" % len(GOOD)) as e:
         start(hotkv_server_factory, aof_dir)
     assert "check-aof" in str(e.value)
-    assert os.path.getsize(aof_path(aof_dir)) == len(data)
+    assert os.path.getsize(moved(aof_dir)) == len(data)
 
 
 def test_unknown_command_in_the_file_is_refused(hotkv_server_factory, aof_dir):
-    with open(aof_path(aof_dir), "wb") as f:
-        f.write(GOOD + encode_command("NOSUCHCMD", "x"))
+    write_old_aof(aof_dir, GOOD + encode_command("NOSUCHCMD", "x"))
     with pytest.raises(AOFLoadError, match="NOSUCHCMD"):
         start(hotkv_server_factory, aof_dir)
 
 
-def _preamble_aof(hotkv_server_factory, aof_dir) -> tuple[bytes, int]:
-    """A rewritten AOF (RDB preamble) with one command after it, and the
-    offset where that command starts; the server is stopped."""
+def _preamble_aof(hotkv_server_factory, aof_dir) -> tuple[str, bytes, str, bytes]:
+    """A rewritten AOF: its RDB base file and an incr file with one command;
+    (base path, its bytes, incr path, its bytes); the server is stopped."""
     s = start(hotkv_server_factory, aof_dir)
     c = conn(s)
     c.set("a", "1")
     c.rpush("l", *range(50))
     c.execute_command("BGREWRITEAOF")
     wait_rewrite_done(c)
-    size = os.path.getsize(aof_path(aof_dir))
     c.set("b", "2")
     s.stop()
-    data = open(aof_path(aof_dir), "rb").read()
+    base, incr = aof_files(aof_dir)
+    data = open(base, "rb").read()
     assert data.startswith(b"REDIS0011")
-    assert data[size:] == encode_command("SELECT", "0") + encode_command("SET", "b", "2")
-    return data, size
+    tail = open(incr, "rb").read()
+    assert tail == encode_command("SELECT", "0") + encode_command("SET", "b", "2")
+    return base, data, incr, tail
 
 
 def test_corrupt_rdb_preamble_is_refused_with_its_offset(hotkv_server_factory, aof_dir):
-    """As Valkey aborts loading on a bad preamble: refused with the offset,
+    """As Valkey aborts loading on a bad base: refused with the offset,
     whatever aof-load-truncated says; the file is left as it was."""
-    data, end = _preamble_aof(hotkv_server_factory, aof_dir)
-    bad_crc = data[:end - 1] + bytes([data[end - 1] ^ 0xFF]) + data[end:]
+    base, data, _, _ = _preamble_aof(hotkv_server_factory, aof_dir)
+    end = len(data)
+    bad_crc = data[:end - 1] + bytes([data[end - 1] ^ 0xFF])
     cut = data[:end - 20]
     unknown = b"REDIS0011\xfa\tredis-ver\x057.2.4" + GOOD    # '*' is no RDB opcode
     cases = [(bad_crc, r"checksum .*offset %d" % (end - 8)),
              (cut, r"truncated.*offset"),
              (unknown, r"Unknown RDB value type 42 at offset 26")]
     for blob, why in cases:
-        with open(aof_path(aof_dir), "wb") as f:
+        with open(base, "wb") as f:
             f.write(blob)
-        with pytest.raises(AOFLoadError, match="Bad RDB preamble.*" + why):
+        with pytest.raises(AOFLoadError, match="Bad RDB preamble.*base.rdb.*" + why):
             start(hotkv_server_factory, aof_dir, aof_load_truncated=True)
-        assert open(aof_path(aof_dir), "rb").read() == blob
+        assert open(base, "rb").read() == blob
 
 
-def test_torn_tail_after_a_preamble_is_cut(hotkv_server_factory, aof_dir):
-    data, end = _preamble_aof(hotkv_server_factory, aof_dir)
-    with open(aof_path(aof_dir), "wb") as f:
-        f.write(data[:-3])
+def test_torn_tail_of_the_last_incr_file_is_cut(hotkv_server_factory, aof_dir):
+    base, data, incr, tail = _preamble_aof(hotkv_server_factory, aof_dir)
+    with open(incr, "wb") as f:
+        f.write(tail[:-3])
     s = start(hotkv_server_factory, aof_dir)
     c = conn(s)
     assert c.get("a") == b"1" and c.llen("l") == 50 and c.get("b") is None
     fields = info(c)
     s.stop()
     # the cut is where the unfinished command started: after the SELECT
-    assert os.path.getsize(aof_path(aof_dir)) == end + len(encode_command("SELECT", "0"))
-    assert fields["aof_current_size"] == str(end + len(encode_command("SELECT", "0")))
+    assert os.path.getsize(incr) == len(encode_command("SELECT", "0"))
+    # As Valkey: the sizes found before the cut, the base's as the base size.
+    assert fields["aof_current_size"] == str(len(data) + len(tail) - 3)
+    assert fields["aof_base_size"] == str(len(data))
 
 
-def test_valkeys_preamble_aof_loads_in_hotkv(hotkv_server_factory, aof_dir, tmp_path):
-    """Valkey's rewrite (aof-use-rdb-preamble yes, its default) writes an RDB
-    base file; that base followed by its incr file, as one old-style AOF,
-    loads in hotkv to Valkey's state, INFO counting the preamble's keys."""
+@pytest.mark.parametrize("where", ["base", "first-incr"])
+def test_a_cut_in_a_file_that_is_not_the_last_is_refused(hotkv_server_factory, aof_dir,
+                                                          where):
+    """Only the last file can be cut by a crash: a cut base (command form)
+    or incr file with another file after it refuses to start, naming the
+    file and the offset, whatever aof-load-truncated says; nothing is cut."""
+    s = start(hotkv_server_factory, aof_dir, aof_use_rdb_preamble="no")
+    c = conn(s)
+    c.set("a", "1")
+    c.execute_command("BGREWRITEAOF")               # base 2: SET a; incr 2
+    wait_rewrite_done(c)
+    c.set("b", "2")
+    s.stop()
+    rows = aof_manifest(aof_dir)
+    # A rewrite that failed would leave two incr files; make them by hand.
+    third = moved(aof_dir, "appendonly.aof.3.incr.aof")
+    with open(third, "wb") as f:
+        f.write(encode_command("SELECT", "0") + encode_command("SET", "c", "3"))
+    with open(moved(aof_dir, "appendonly.aof.manifest"), "a") as f:
+        f.write("file appendonly.aof.3.incr.aof seq 3 type i\n")
+    assert [r[0] for r in rows] == ["appendonly.aof.2.base.aof", "appendonly.aof.2.incr.aof"]
+    victim = aof_files(aof_dir)[0 if where == "base" else 1]
+    data = open(victim, "rb").read()
+    with open(victim, "wb") as f:
+        f.write(data[:-4])
+    cut_at = len(data) - len(encode_command("SET", "a" if where == "base" else "b",
+                                            "1" if where == "base" else "2"))
+    with pytest.raises(AOFLoadError, match="%s at offset %d.*not the last file" % (
+            os.path.basename(victim).replace(".", r"\."), cut_at)):
+        start(hotkv_server_factory, aof_dir, aof_load_truncated=True)
+    assert os.path.getsize(victim) == len(data) - 4
+    with open(victim, "wb") as f:
+        f.write(data)
+    s = start(hotkv_server_factory, aof_dir)
+    assert conn(s).mget("a", "b", "c") == [b"1", b"2", b"3"]
+
+
+def test_valkeys_directory_loads_in_hotkv(hotkv_server_factory, aof_dir, tmp_path):
+    """Valkey's AOF directory after its BGREWRITEAOF (an RDB base, then an
+    incr file) loads in hotkv unchanged to Valkey's state and DEBUG DIGEST,
+    INFO counting the base's keys as Valkey does."""
     vdir = tmp_path / "valkey"
     vdir.mkdir()
     with ReferenceValkey("--appendonly", "yes", "--appendfsync", "always",
@@ -638,29 +751,29 @@ def test_valkeys_preamble_aof_loads_in_hotkv(hotkv_server_factory, aof_dir, tmp_
         rc.set("after2", "x")
         want = snapshot(rc)
         rc.close()
-    adir = vdir / "appendonlydir"
-    base = sorted(adir.glob("*.base.rdb"))
-    incr = sorted(adir.glob("*.incr.aof"), key=lambda p: int(p.name.split(".")[-3]))
-    assert len(base) == 1 and incr
-    blob = base[0].read_bytes() + b"".join(p.read_bytes() for p in incr)
-    assert blob.startswith(b"REDIS")
-    with open(aof_path(aof_dir), "wb") as f:
-        f.write(blob)
-    load_fields = ("rdb_last_load_keys_loaded", "rdb_last_load_keys_expired")
-    with ReferenceValkey("--appendonly", "yes", "--dir", str(vdir)) as ref:
+    rows = aof_manifest(vdir)
+    assert [r[2] for r in rows] == ["b", "i"] and rows[0][0].endswith(".base.rdb")
+    load_fields = ("rdb_last_load_keys_loaded", "rdb_last_load_keys_expired",
+                   "aof_current_size", "aof_base_size")
+    with ReferenceValkey("--appendonly", "yes", "--dir", str(vdir),
+                         "--enable-debug-command", "yes") as ref:
         rc = conn(ref)
         theirs = {k: rc.info("persistence")[k] for k in load_fields}
+        digest = rc.execute_command("DEBUG", "DIGEST")
         rc.close()
-    s = start(hotkv_server_factory, aof_dir)
+    shutil.copytree(vdir / "appendonlydir", os.path.join(aof_dir, "appendonlydir"))
+    s = start(hotkv_server_factory, aof_dir, enable_debug_command="yes")
     c = conn(s)
     assert snapshot(c) == want
+    assert c.execute_command("DEBUG", "DIGEST") == digest
     ours = {k: c.info("persistence")[k] for k in load_fields}
     assert theirs["rdb_last_load_keys_loaded"] > 20 and ours == theirs
+    assert aof_manifest(aof_dir) == rows
 
 
 def test_a_database_the_server_does_not_have_is_refused(hotkv_server_factory, aof_dir):
-    with open(aof_path(aof_dir), "wb") as f:
-        f.write(GOOD + encode_command("SELECT", "20") + encode_command("SET", "b", "2"))
+    write_old_aof(aof_dir, GOOD + encode_command("SELECT", "20") + encode_command("SET", "b",
+                                                                                   "2"))
     with pytest.raises(AOFLoadError, match="databases"):
         start(hotkv_server_factory, aof_dir)
     s = start(hotkv_server_factory, aof_dir, databases=32)
@@ -669,15 +782,20 @@ def test_a_database_the_server_does_not_have_is_refused(hotkv_server_factory, ao
     assert c.get("b") == b"2"
 
 
-def test_annotations_and_leftover_rewrite_files(hotkv_server_factory, aof_dir):
-    with open(aof_path(aof_dir), "wb") as f:
-        f.write(b"#TS:1700000000\r\n" + GOOD)
-    leftover = os.path.join(aof_dir, "temp-rewriteaof-bg-12345.aof")
-    with open(leftover, "wb") as f:
-        f.write(b"*1\r\n$3\r\nhalf")
+def test_annotations_and_leftover_temp_files(hotkv_server_factory, aof_dir):
+    """Temp files a killed server left (the child's base, the temp incr of
+    an enabling rewrite, a temp manifest) are never loaded and are removed."""
+    write_old_aof(aof_dir, b"#TS:1700000000\r\n" + GOOD)
+    os.mkdir(moved(aof_dir, ""))
+    leftovers = [os.path.join(aof_dir, "temp-rewriteaof-bg-12345.aof"),
+                 moved(aof_dir, "temp-appendonly.aof.incr"),
+                 moved(aof_dir, "temp-appendonly.aof.manifest")]
+    for path in leftovers:
+        with open(path, "wb") as f:
+            f.write(b"*1\r\n$3\r\nhalf")
     s = start(hotkv_server_factory, aof_dir)
     assert conn(s).get("a") == b"1"
-    assert not os.path.exists(leftover)
+    assert not [p for p in leftovers if os.path.exists(p)]
 
 
 # ----------------------------------------------------------------------
@@ -799,7 +917,9 @@ def test_pending_entries_of_trimmed_entries_survive_rewrite_and_restart(hotkv_se
         c.close()
         box["s"].stop()
         if "file" not in box:
-            box["file"] = open(aof_path(aof_dir), "rb").read()     # the rewritten one
+            box["file"] = open(aof_files(aof_dir)[0], "rb").read()     # the rewritten base
+            box["dir"] = os.path.join(str(tmp_path), "hotkv-copy")
+            shutil.copytree(moved(aof_dir, ""), box["dir"])
         box["s"] = start(hotkv_server_factory, aof_dir, **settings)
         return _raw_conn(box["s"])
 
@@ -816,10 +936,10 @@ def test_pending_entries_of_trimmed_entries_survive_rewrite_and_restart(hotkv_se
     if preamble == "no":
         return
 
-    # hotkv's rewritten (preamble) file in valkey-server: every NACK kept.
+    # hotkv's rewritten (preamble) directory in valkey-server: every NACK kept.
     xdir = tmp_path / "valkey-from-hotkv"
     xdir.mkdir()
-    (xdir / "appendonly.aof").write_bytes(box["file"])
+    shutil.copytree(box["dir"], xdir / "appendonlydir")
     with ReferenceValkey("--appendonly", "yes", "--dir", str(xdir)) as ref:
         rc = _raw_conn(ref)
         crossed = _pel_state(rc)

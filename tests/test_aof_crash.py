@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from support import RawClient, encode_command
+from support import RawClient, aof_manifest, encode_command
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux",
                                 reason="needs Linux (SIGKILL, RLIMIT_FSIZE, prlimit)")
@@ -337,11 +337,23 @@ def test_sigkill_during_bgrewriteaof(make_server):
         _check_preload(c, n)
         c.close()
         assert not [f for f in os.listdir(s.dir) if f.startswith("temp-rewriteaof")]
+        # The manifest names existing files only, no temp file is left; a
+        # killed rewrite left the incr file opened at its fork in it.
+        adir = os.path.join(s.dir, "appendonlydir")
+        rows = aof_manifest(s.dir)
+        assert rows and all(os.path.exists(os.path.join(adir, f)) for f, _, _ in rows)
+        assert not [f for f in os.listdir(adir) if f.startswith("temp-")]
+        assert [k for _, _, k in rows].count("b") == 1
+        if not finish:
+            assert [k for _, _, k in rows].count("i") >= 2, rows
 
 
 def test_damaged_files_through_the_command_line(make_server):
+    """An old single-file AOF is moved into appendonlydir as the base of a
+    new manifest (Valkey's upgrade), then loaded."""
     s = make_server(3)
     path = os.path.join(s.dir, "appendonly.aof")
+    moved = os.path.join(s.dir, "appendonlydir", "appendonly.aof")
     good = encode_command("SELECT", "0") + encode_command("RPUSH", "queue", "a", "b")
     with open(path, "wb") as f:
         f.write(good + encode_command("RPUSH", "queue", "c")[:-4])
@@ -354,14 +366,14 @@ def test_damaged_files_through_the_command_line(make_server):
     assert value(c.call("LRANGE", "queue", "0", "-1")) == [b"a", b"b"]
     c.close()
     s.kill()
-    assert "Truncating" in s.log()
-    assert os.path.getsize(path) == len(good)
+    assert "Truncating" in s.log() and "migrated an old-style AOF" in s.log()
+    assert not os.path.exists(path) and os.path.getsize(moved) == len(good)
     # Garbage in the middle: refused, whatever aof-load-truncated says.
-    with open(path, "wb") as f:
+    with open(moved, "wb") as f:
         f.write(good + b"\x00\x01garbage" + encode_command("SET", "k", "v"))
     assert s.start(expect_fail=True) != 0
     assert "offset %d" % len(good) in s.log()
-    assert os.path.getsize(path) > len(good) + 10          # never truncated
+    assert os.path.getsize(moved) > len(good) + 10          # never truncated
 
 
 def test_full_disk_refuses_writes_serves_reads_and_recovers(make_server):

@@ -40,9 +40,20 @@ import hiredis
 
 from ..client import REPLY_OFF, Client
 from ..errors import CommandError
-from ..rdbfile import RDBLoadError, install, read_preamble
+from ..rdbfile import RDBLoadError, fsync_dir, install, read_preamble
 from ..registry import TABLE
 from .files import _unlink
+from .manifest import (
+    BASE,
+    TEMP_PREFIX,
+    AofInfo,
+    Manifest,
+    ManifestError,
+    load as load_manifest,
+    manifest_name,
+    persist,
+    temp_incr_name,
+)
 
 log = logging.getLogger("hotkv")
 
@@ -59,18 +70,119 @@ class LoadMixin:
     """Loading at start-up, mixed into ``AOF``."""
 
     async def load(self, yield_to_loop: bool = True):
-        """Replay the AOF into the databases (server start)."""
-        path = self.file_path()
-        directory = os.path.dirname(path)
-        for tmp in glob.glob(os.path.join(glob.escape(directory), "temp-rewriteaof-*.aof")):
-            _unlink(tmp)
+        """Replay the AOF into the databases (server start): Valkey's
+        loadAppendOnlyFiles over the manifest, after the upgrade of an old
+        single-file AOF."""
+        directory = self.dir_path()
+        filename = self.filename()
+        self._remove_leftovers(directory, filename)
         try:
-            size = os.path.getsize(path)
-        except FileNotFoundError:
-            log.info("No append only file at %s: starting empty", path)
+            manifest = load_manifest(directory, filename)
+        except ManifestError as e:
+            raise AOFLoadError(_manifest_error(directory, filename, e)) from None
+        self.manifest = manifest if manifest is not None else Manifest()
+        if os.path.isfile(self.file_path()) and self._needs_upgrade(manifest):
+            self._upgrade()
+        manifest = self.manifest
+        if manifest.empty:
+            log.info("No append only file in %s: starting empty", directory)
             return
+        files = manifest.files()
+        sizes = []
+        for info in files:
+            try:
+                sizes.append(os.stat(os.path.join(directory, info.name)).st_size)
+            except OSError as e:
+                raise AOFLoadError(
+                    "Unable to obtain the AOF file %s length. stat: %s (the manifest %s names "
+                    "it): the server will not start" % (
+                        info.name, e.strerror, manifest_name(filename))) from None
+        total = sum(sizes)
+        if total == 0:
+            return
+        server = self.server
+        start = time.monotonic()
+        self.loading = True
+        server.loading = True
+        self._attach()
+        saved_stats = _save_stats(server)
+        errors = 0
+        commands = 0
+        try:
+            for n, info in enumerate(files):
+                last = n == len(files) - 1
+                t0 = time.monotonic()
+                loader = await self._load_file(os.path.join(directory, info.name), last,
+                                               yield_to_loop)
+                if loader is None:
+                    continue
+                errors += loader.errors
+                commands += loader.commands
+                kind = "base" if info is manifest.base else "incr"
+                log.info("DB loaded from %s file %s: %.3f seconds", kind, info.name,
+                         time.monotonic() - t0)
+        finally:
+            self.loading = False
+            server.loading = False
+            self._attach()
+            errors += server.stat_total_error_replies - saved_stats[1]
+            _restore_stats(server, saved_stats)
+        # As Valkey: the sizes as found (a truncation is not subtracted);
+        # the base size stands in for the size after the last rewrite.
+        self.current_size = total
+        self.base_size = sizes[0] if manifest.base is not None else 0
+        self.loaded_commands = commands
+        self.loaded_keys = sum(len(db.data) for db in server.dbs)
+        self.load_seconds = time.monotonic() - start
+        if errors:
+            log.warning("%d commands of the AOF replied with an error while loading", errors)
+        log.info("DB loaded from append only file %s: %d keys, %d commands, %.3f seconds",
+                 directory, self.loaded_keys, self.loaded_commands, self.load_seconds)
+
+    def _remove_leftovers(self, directory, filename):
+        """Temp files a killed server or rewrite child left: never loaded."""
+        server_dir = self.server_dir()
+        for tmp in glob.glob(os.path.join(glob.escape(server_dir), "temp-rewriteaof-*.aof")):
+            _unlink(tmp)
+        if os.path.isdir(directory):
+            _unlink(os.path.join(directory, temp_incr_name(filename)))
+            _unlink(os.path.join(directory, TEMP_PREFIX + manifest_name(filename)))
+
+    def _needs_upgrade(self, manifest) -> bool:
+        """Valkey's three cases of an old single-file AOF next to (or
+        instead of) the directory: no directory, no (or an empty) manifest,
+        or a manifest of that file alone whose move did not happen."""
+        if manifest is None or manifest.empty:
+            return True
+        base = manifest.base
+        return (base is not None and not manifest.incr and base.name == self.filename()
+                and not os.path.exists(os.path.join(self.dir_path(), base.name)))
+
+    def _upgrade(self):
+        """Valkey's aofUpgradePrepare: the old file becomes the base of a new
+        manifest and moves into the directory.  The manifest is written
+        first: a crash in between is retried at the next start (case 3 of
+        _needs_upgrade)."""
+        directory = self.dir_path()
+        filename = self.filename()
+        os.makedirs(directory, exist_ok=True)
+        manifest = Manifest()
+        manifest.base = AofInfo(filename, 1, BASE)
+        manifest.base_seq = 1
+        persist(directory, filename, manifest)
+        os.rename(self.file_path(), os.path.join(directory, filename))
+        fsync_dir(self.file_path())
+        self.manifest = manifest
+        log.info("Successfully migrated an old-style AOF file (%s) into the AOF directory (%s).",
+                 filename, directory)
+
+    async def _load_file(self, path, last, yield_to_loop):
+        """Replay one file of the AOF: an RDB preamble if it starts with one,
+        then its commands.  A cut tail is dropped (with aof-load-truncated)
+        only in the last file.  None for an empty file."""
+        size = os.path.getsize(path)
         if size == 0:
-            return
+            return None
         server = self.server
         with open(path, "rb") as f:
             preamble = f.read(5) == b"REDIS"
@@ -87,42 +199,30 @@ class LoadMixin:
                     "valkey-check-aof" % (path, e)) from None
             del buf
             log.info("Reading RDB preamble from AOF file %s", path)
-        start = time.monotonic()
-        self.loading = True
-        server.loading = True
-        self._attach()
-        saved_stats = _save_stats(server)
-        loader = None
-        try:
-            if rdb is not None:
-                install(server, rdb)
-                server.snapshots.keys_loaded = rdb.keys_loaded
-                server.snapshots.keys_expired = rdb.keys_expired
-                log.info("Reading the remaining AOF tail...")
-            with open(path, "rb") as f:
-                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                loader = _Loader(server, mm, size, path, rdb.end if rdb is not None else 0)
-                try:
-                    await loader.run(yield_to_loop)
-                finally:
-                    mm.close()
-        finally:
-            self.loading = False
-            server.loading = False
-            self._attach()
-            errors = (loader.errors if loader else 0) + \
-                server.stat_total_error_replies - saved_stats[1]
-            _restore_stats(server, saved_stats)
+            install(server, rdb)
+            server.snapshots.keys_loaded = rdb.keys_loaded
+            server.snapshots.keys_expired = rdb.keys_expired
+        with open(path, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            loader = _Loader(server, mm, size, path, rdb.end if rdb is not None else 0, last)
+            try:
+                await loader.run(yield_to_loop)
+            finally:
+                mm.close()
         if loader.truncate_at is not None:
             os.truncate(path, loader.truncate_at)
             self.load_truncated_at = loader.truncate_at
-        self.loaded_commands = loader.commands
-        self.loaded_keys = sum(len(db.data) for db in server.dbs)
-        self.load_seconds = time.monotonic() - start
-        if errors:
-            log.warning("%d commands of the AOF replied with an error while loading", errors)
-        log.info("DB loaded from append only file %s: %d keys, %d commands, %.3f seconds",
-                 path, self.loaded_keys, self.loaded_commands, self.load_seconds)
+        return loader
+
+
+def _manifest_error(directory, filename, e) -> str:
+    where = ""
+    if e.linenum:
+        where = ", at line %d" % e.linenum
+        if e.line is not None:
+            where += " ('%s')" % e.line.decode("utf-8", "replace")
+    return ("Fatal AOF manifest file error reading %s%s: %s. The server will not start."
+            % (os.path.join(directory, manifest_name(filename)), where, e.why))
 
 
 def _all_commands():
@@ -249,8 +349,9 @@ def _intact_records_after(mm, pos, size, table, min_records=2,
 
 
 class _Loader:
-    def __init__(self, server, mm, size, path, start=0):
+    def __init__(self, server, mm, size, path, start=0, last=True):
         self.table = TABLE
+        self.last = last          # the last file of the AOF: the only one a crash can cut
         self.start = start        # where the commands begin (after a preamble)
         self.server = server
         self.mm = mm
@@ -374,6 +475,12 @@ class _Loader:
                           % intact, pos)
         if self.client.multi and not multi:
             pos = self.before_multi
+        if not self.last:
+            raise AOFLoadError(
+                "Unexpected end of file reading the append only file %s at offset %d of %d: "
+                "it is not the last file of the AOF, so this is not a crash cutting the last "
+                "write (Valkey: the truncated file is not the last file). The server will not "
+                "start: %s." % (self.path, pos, self.size, _HINT))
         if not self.server.config.values["aof-load-truncated"]:
             raise AOFLoadError(
                 "Unexpected end of file reading the append only file %s: the last command, "

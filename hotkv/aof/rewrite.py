@@ -1,35 +1,44 @@
-"""The AOF rewrite: the dataset written anew by a forked child while the
+"""The AOF rewrite: a new base file written by a forked child while the
 parent keeps serving.
 
-As Redis does it, with fork(): the child sees a copy-on-write snapshot and
-writes it to ``temp-rewriteaof-bg-<pid>.aof`` (``write_base``), then fsyncs
-it.  With ``aof-use-rdb-preamble yes`` (the default, as Valkey's) that is an
-RDB file (hotkv/rdbfile.py ``write_dataset``, aux ``aof-base`` 1), which
-keeps what commands cannot say: a stream's node layout, tombstones
-included, and the NACKs of entries no longer in the stream.  With ``no`` it
-is the smallest command set rebuilding it (``write_snapshot``: each type's
+As Valkey 7+ does it (multi-part AOF, hotkv/aof/manifest.py).  At the fork
+the parent writes what it buffered to the current incr file and opens a new
+one (``_open_new_incr``): with the AOF on it joins the manifest at once
+(persisted before the fork); while the AOF is being turned on
+(WAIT_REWRITE) it is a temp incr file that joins only if the rewrite
+succeeds.  Everything fed from then on goes to that file, so no rewrite
+buffer is needed.  The child sees a copy-on-write snapshot and writes it to
+``<dir>/temp-rewriteaof-bg-<pid>.aof`` (``write_base``), then fsyncs it.
+With ``aof-use-rdb-preamble yes`` (the default, as Valkey's) that is an RDB
+file (hotkv/rdbfile.py ``write_dataset``, aux ``aof-base`` 1), which keeps
+what commands cannot say: a stream's node layout, tombstones included, and
+the NACKs of entries no longer in the stream.  With ``no`` it is the
+smallest command set rebuilding it (``write_snapshot``: each type's
 ``rewrite`` through the type table hotkv/types/table.py:
 SET/RPUSH/HSET/SADD/ZADD batches, XADD... for streams; then PEXPIREAT).
-Either way the rewrite buffer's commands follow it.  Meanwhile the parent
-keeps serving and keeps everything it feeds in a rewrite buffer as well.
-When the child exits, the parent appends that buffer (a big one is first
-appended and fsynced by the fsync thread, so the loop only syncs the last
-bit), fsyncs, renames over the AOF and fsyncs the directory.  The fork
-costs the event loop ~15-30 ms for a million keys; no slice of the rewrite
-runs on the loop.  The child closes every inherited socket and dies with
-the server (PR_SET_PDEATHSIG), so a killed server frees its port.  Without
-fork (not POSIX) the rewrite runs synchronously.  Cost: the child's reads
-touch reference counts, so its pages are copied as it goes -- up to the
-dataset's size in extra memory during a rewrite.
+When the child exits the parent (``_finish_rewrite``) renames the file to
+the next base name (``.base.rdb`` / ``.base.aof``), the temp incr file (if
+any) to the next incr name, marks the previous base and the incr files
+older than the one opened at the fork as history, persists the manifest
+and unlinks the history files on the fsync thread.  A failed rewrite leaves
+the manifest as it was plus the incr file opened at the fork (as Valkey);
+after three failures in a row automatic and scheduled rewrites are spaced
+out (``_rewrite_limited``, Valkey's aofRewriteLimited).
 
-The parent's side (scheduling, the auto trigger, polling the child, the
-catch-up, the rename, failures and their back-off) is ``RewriteMixin``,
-whose methods run on the ``AOF`` (hotkv.aof.writer) and use its state.
+The fork costs the event loop ~15-30 ms for a million keys; no slice of the
+rewrite runs on the loop.  The child closes every inherited socket and dies
+with the server (PR_SET_PDEATHSIG), so a killed server frees its port.
+Without fork (not POSIX) the rewrite runs synchronously.  Cost: the child's
+reads touch reference counts, so its pages are copied as it goes -- up to
+the dataset's size in extra memory during a rewrite.
 
-Invariants: at every instant the AOF's name points at a complete file: the
-old one until the rename, the new one after; everything fed after the fork
-is in ``rw_buf`` until it is appended to the new file; the child imports
-nothing after the fork (``forkchild.load_prctl`` runs before it).
+Invariants: at every instant the manifest on disk names complete files
+only: the new base and incr are renamed into place before the manifest
+naming them replaces the old one, and history files are unlinked only
+after; every record fed after the fork is in the incr file opened at the
+fork (or a later one), every record before it in an older incr file and in
+the new base; the child imports nothing after the fork
+(``forkchild.load_prctl`` runs before it).
 """
 
 from __future__ import annotations
@@ -41,23 +50,14 @@ import signal
 import time
 
 from ..forkchild import die_with_parent, inherited_fds, load_prctl
-from ..rdbfile import fsync_dir, write_dataset
+from ..rdbfile import write_dataset
 from ..types.table import BY_CLASS
-from .files import (
-    OFF,
-    ON,
-    WAIT_REWRITE,
-    _fsync,
-    _select,
-    _unlink,
-    _write_all,
-    encode_into,
-)
+from .files import OFF, ON, WAIT_REWRITE, _select, _unlink, _write_all, encode_into
+from .manifest import ManifestError, persist, temp_incr_name
 
 log = logging.getLogger("hotkv")
 
 WRITE_CHUNK = 1 << 20         # child: write to the file every MiB
-CATCH_UP_MIN = 256 << 10      # a buffer this big is fsynced off the loop first
 
 
 # ----------------------------------------------------------------------
@@ -106,19 +106,34 @@ def write_base(server, fd: int, now_ms: int, preamble: bool) -> int:
     return write_snapshot(server, fd, now_ms)
 
 
+def write_file(server, path: str, now_ms: int, preamble: bool) -> int:
+    """write_base into a new file at path, fsynced; returns bytes."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        n = write_base(server, fd, now_ms, preamble)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return n
+
+
 # ----------------------------------------------------------------------
 # The parent's side
 # ----------------------------------------------------------------------
 
+LIMIT_THRESHOLD = 3           # consecutive failures before rewrites are spaced out
+LIMIT_MAX_MINUTES = 60
+
+
 class RewriteMixin:
     """The parent's side of a rewrite, mixed into ``AOF`` (its state: the
-    ``rw_*`` fields, ``state``, ``fd``, ``buf``, ``bio``)."""
+    ``rw_*`` fields, ``state``, ``fd``, ``buf``, ``bio``, ``manifest``)."""
 
     def cron_rewrite(self):
         if self.rewriting or self.loading:
             return
         if self.rw_scheduled:
-            if time.monotonic() >= self.rw_retry_at:
+            if not self._rewrite_limited():
                 self.start_rewrite()
             return
         if self.state != ON:
@@ -128,9 +143,29 @@ class RewriteMixin:
         if perc and self.current_size > values["auto-aof-rewrite-min-size"]:
             base = self.base_size or 1
             growth = self.current_size * 100 // base - 100
-            if growth >= perc and time.monotonic() >= self.rw_retry_at:
+            if growth >= perc and not self._rewrite_limited():
                 log.info("Starting automatic rewriting of AOF on %d%% growth", growth)
                 self.start_rewrite()
+
+    def _rewrite_limited(self) -> bool:
+        """Valkey's aofRewriteLimited: every failed rewrite leaves an incr
+        file behind, so after LIMIT_THRESHOLD failures in a row automatic
+        and scheduled rewrites wait 1, 2, 4 ... 60 minutes (BGREWRITEAOF
+        still runs at once)."""
+        if self.rw_failures < LIMIT_THRESHOLD:
+            self.rw_limit_delay = 0
+            self.rw_limit_until = 0.0
+            return False
+        if self.rw_limit_until:
+            if time.time() < self.rw_limit_until:
+                return True
+            self.rw_limit_until = 0.0
+            return False
+        self.rw_limit_delay = min(LIMIT_MAX_MINUTES, self.rw_limit_delay * 2 or 1)
+        self.rw_limit_until = time.time() + self.rw_limit_delay * 60
+        log.warning("Background AOF rewrite has repeatedly failed and triggered the limit, "
+                    "will retry in %d minutes", self.rw_limit_delay)
+        return True
 
     def start_rewrite(self) -> bool:
         """Fork the rewrite child; False if it could not start."""
@@ -140,42 +175,51 @@ class RewriteMixin:
         self.rw_scheduled = False
         if server.prop_pending:
             # Entries of the running call are in memory but not fed yet:
-            # they would land in both the snapshot and the rewrite buffer.
+            # they would land in both the new base and the new incr file.
             self.rw_scheduled = True
             return True
-        path = self.file_path()
-        directory = os.path.dirname(path)
+        directory = self.dir_path()
         try:
             os.makedirs(directory, exist_ok=True)
         except OSError as e:
-            log.warning("Can't create the AOF directory %s: %s", directory, e.strerror)
-            self._rewrite_failed()
-            return False
+            log.warning("Can't open or create append-only dir %s: %s", directory, e.strerror)
+            return self._start_failed()
+        try:
+            self.ensure_manifest()
+        except ManifestError as e:
+            log.warning("Can't rewrite the AOF: its manifest is unreadable: %s", e)
+            return self._start_failed()
+        # Everything fed so far goes to the current incr file (the new base
+        # has it too); the new incr file starts with a SELECT.
+        if self.buf and self.fd is not None and not self._flush_for_switch():
+            log.warning("Can't rewrite the AOF while its file cannot be written")
+            return self._start_failed()
+        self.cur_db = -1
+        if not self._open_new_incr():
+            return self._start_failed()
         now_ms = int(time.time() * 1000)
         # Read in the parent: the child must see the setting as of the fork.
         preamble = bool(server.config.values["aof-use-rdb-preamble"])
-        if not hasattr(os, "fork"):
-            return self._rewrite_sync(path, now_ms, preamble)
-        load_prctl()   # before fork: the child must not import anything
-        self.cur_db = -1
-        self.rw_buf = bytearray()
+        self.rw_preamble = preamble
         self.rw_start = time.monotonic()
+        self.rw_count += 1
+        tmp_dir = self.server_dir()
+        if not hasattr(os, "fork"):
+            return self._rewrite_sync(tmp_dir, now_ms, preamble)
+        load_prctl()   # before fork: the child must not import anything
         parent = os.getpid()
         try:
             pid = os.fork()
         except OSError as e:
             log.warning("Can't rewrite append only file in background: fork: %s", e.strerror)
-            self.rw_buf = None
-            self._rewrite_failed()
-            return False
-        if pid:
-            self._attach()
+            self._cleanup_failed_rewrite()
+            return self._start_failed()
         if pid == 0:  # pragma: no cover - the child
             code = 1
             try:
                 gc.disable()
                 die_with_parent(parent)
-                tmp = os.path.join(directory, "temp-rewriteaof-bg-%d.aof" % os.getpid())
+                tmp = os.path.join(tmp_dir, "temp-rewriteaof-bg-%d.aof" % os.getpid())
                 # Listening and client sockets stay the parent's only: a
                 # parent killed mid-rewrite must free its port at once.
                 for fd in inherited_fds():
@@ -198,25 +242,79 @@ class RewriteMixin:
             finally:
                 os._exit(code)
         self.rw_pid = pid
-        self.rw_tmp = os.path.join(directory, "temp-rewriteaof-bg-%d.aof" % pid)
+        self.rw_tmp = os.path.join(tmp_dir, "temp-rewriteaof-bg-%d.aof" % pid)
+        self._attach()
         log.info("Background append only file rewriting started by pid %d", pid)
         return True
 
-    def _rewrite_sync(self, path, now_ms, preamble) -> bool:
-        tmp = os.path.join(os.path.dirname(path), "temp-rewriteaof-%d.aof" % os.getpid())
-        self.cur_db = -1
-        self.rw_buf = bytearray()
-        self.rw_start = time.monotonic()
+    def _start_failed(self) -> bool:
+        self.rw_last_ok = False
+        if self.state == WAIT_REWRITE:
+            self.rw_scheduled = True        # cron tries again
+        return False
+
+    def _flush_for_switch(self) -> bool:
+        """Write (and under appendfsync always, fsync) the buffer into the
+        incr file being left: its records must be there before replies go."""
+        saved = self.write_errno
+        self.write_errno = 0
+        ok = self._write_buf()
+        if not ok:
+            self.write_errno = self.write_errno or saved
+            return False
+        if self.fsync_mode == "always":
+            return self._fsync_now()
+        return True
+
+    def _open_new_incr(self) -> bool:
+        """Valkey's openNewIncrAofForAppend: with the AOF on, a new incr file
+        joins the manifest (persisted before it is used); while the AOF is
+        being turned on, a temp incr file that joins it only on success."""
+        if self.state == OFF:
+            return True
+        directory = self.dir_path()
+        filename = self.filename()
+        new_manifest = None
+        if self.state == WAIT_REWRITE:
+            name = temp_incr_name(filename)
+        else:
+            new_manifest = self.manifest.copy()
+            name = new_manifest.new_incr(filename)
+        path = os.path.join(directory, name)
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as e:
+            log.warning("Can't open the append-only file %s: %s", name, e.strerror)
+            return False
+        if new_manifest is not None:
             try:
-                write_base(self.server, fd, now_ms, preamble)
-                os.fsync(fd)
-            finally:
+                persist(directory, filename, new_manifest)
+            except OSError as e:
+                log.warning("Can't write the AOF manifest in %s: %s", directory, e.strerror)
                 os.close(fd)
+                return False
+            self.manifest = new_manifest
+        log.info("Creating AOF incr file %s on background rewrite", name)
+        old = self.fd
+        if old is not None:
+            # Under 'always' it is synced already (_flush_for_switch); else
+            # the fsync thread syncs it, then closes it.
+            if self.fsync_mode != "always" and self.unsynced:
+                self._ensure_bio()
+                self.bio.submit("fsync", old)
+            self._close_fd(old)
+        self.fd = fd
+        self.path = path
+        self.last_incr_size = 0
+        self.unsynced = False
+        return True
+
+    def _rewrite_sync(self, tmp_dir, now_ms, preamble) -> bool:
+        tmp = os.path.join(tmp_dir, "temp-rewriteaof-%d.aof" % os.getpid())
+        try:
+            write_file(self.server, tmp, now_ms, preamble)
         except Exception as e:
             log.warning("AOF rewrite failed: %s", e)
-            self.rw_buf = None
             _unlink(tmp)
             self._rewrite_failed()
             return False
@@ -232,130 +330,108 @@ class RewriteMixin:
             return
         self.rw_pid = 0
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-            self._catch_up()
+            log.info("Background AOF rewrite terminated with success")
+            self._finish_rewrite()
         else:
             if os.WIFSIGNALED(status):
                 log.warning("Background AOF rewrite terminated by signal %d", os.WTERMSIG(status))
             else:
                 log.warning("Background AOF rewrite terminated with error")
-            self.rw_buf = None
-            _unlink(self.rw_tmp)
-            self.rw_tmp = None
-            self._attach()
             self._rewrite_failed()
-
-    def _catch_up(self):
-        """The child is done.  A big rewrite buffer is appended and fsynced
-        by the thread, so that the final step -- on the event loop -- only
-        writes and fsyncs what arrived since."""
-        diff = self.rw_buf
-        if not diff or len(diff) < CATCH_UP_MIN:
-            self._finish_rewrite()
-            return
-        try:
-            fd = os.open(self.rw_tmp, os.O_WRONLY | os.O_APPEND)
-        except OSError as e:
-            log.warning("Error opening the rewritten AOF: %s", e.strerror)
-            self._abort_catch_up()
-            return
-        self.rw_fd = fd
-        log.info("AOF rewrite: %d bytes written meanwhile appended, fsync in background",
-                 len(diff))
-        self.rw_buf = bytearray()
-        self.rw_synced = None
-        self._ensure_bio()
-        self.bio.submit("sync", fd, self._catch_up_synced, diff)
-
-    def _catch_up_synced(self, err: int):
-        self.rw_synced = err       # (fsync thread) cron finishes the rewrite
-
-    def _abort_catch_up(self):
-        if self.rw_fd is not None:
-            self._close_fd(self.rw_fd)
-            self.rw_fd = None
-        self.rw_synced = None
-        self.rw_buf = None
-        _unlink(self.rw_tmp)
-        self.rw_tmp = None
-        self._attach()
-        self._rewrite_failed()
 
     def _finish_rewrite(self) -> bool:
-        """Append what was fed meanwhile, fsync, rename over the AOF."""
-        tmp, diff = self.rw_tmp, self.rw_buf
-        fd, self.rw_fd, self.rw_synced = self.rw_fd, None, None
-        self.rw_tmp = None
-        self.rw_buf = None
-        self._attach()
-        path = self.file_path()
+        """Valkey's backgroundRewriteDoneHandler: the temp file becomes the
+        next base, a temp incr file (AOF being turned on) the next incr, the
+        incr files the base covers become history; one manifest write makes
+        it all current, then the history files go."""
+        tmp, self.rw_tmp = self.rw_tmp, None
+        directory = self.dir_path()
+        filename = self.filename()
+        new_manifest = self.manifest.copy()
+        base = new_manifest.new_base(filename, self.rw_preamble)
+        base_path = os.path.join(directory, base)
         try:
-            if fd is None:
-                fd = os.open(tmp, os.O_WRONLY | os.O_APPEND)
-            if diff:
-                _write_all(fd, diff)
-            _fsync(fd)
-            os.rename(tmp, path)
+            os.rename(tmp, base_path)
         except OSError as e:
-            log.warning("Error finishing the AOF rewrite: %s", e.strerror)
-            if fd is not None:
-                self._close_fd(fd)
-            _unlink(tmp)
-            self._rewrite_failed()
-            return False
-        fsync_dir(path)
-        size = os.fstat(fd).st_size
-        old = self.fd
-        if self.state == OFF:
-            self._close_fd(fd)
-        else:
-            # Everything fed so far is in the new file: the buffer meant for
-            # the old one is obsolete, and the held replies are on disk.
-            self.fd = fd
-            self.path = path
-            self.buf = bytearray()
-            self.current_size = size
-            self.unsynced = False
-            self.last_fsync = time.monotonic()
-            if self.state == WAIT_REWRITE:
-                self.state = ON
-                self._ensure_bio()
-                log.info("AOF rewrite done: append only file enabled")
-            if old is not None:
-                self._close_fd(old)
-            self._clear_errors()
-        self.base_size = size
+            log.warning("Error trying to rename the temporary AOF base file %s into %s: %s",
+                        os.path.basename(tmp), base_path, e.strerror)
+            return self._rewrite_failed()
+        log.info("Successfully renamed the temporary AOF base file %s into %s",
+                 os.path.basename(tmp), base)
+        incr_path = None
+        if self.state == WAIT_REWRITE:
+            temp_incr = os.path.join(directory, temp_incr_name(filename))
+            incr_path = os.path.join(directory, new_manifest.new_incr(filename))
+            try:
+                os.rename(temp_incr, incr_path)
+            except OSError as e:
+                log.warning("Error trying to rename the temporary AOF incr file %s into %s: %s",
+                            temp_incr, incr_path, e.strerror)
+                self._unlink_bg(base_path)
+                return self._rewrite_failed()
+            self.path = incr_path
+        new_manifest.incr_to_history(keep_last=self.fd is not None)
+        try:
+            persist(directory, filename, new_manifest)
+        except OSError as e:
+            log.warning("Can't write the AOF manifest in %s: %s", directory, e.strerror)
+            self._unlink_bg(base_path)
+            if incr_path is not None:
+                self._unlink_bg(incr_path)
+            return self._rewrite_failed()
+        self.manifest = new_manifest
+        if self.state != OFF:
+            try:
+                base_size = os.path.getsize(base_path)
+            except OSError:
+                base_size = 0
+            self.current_size = base_size + self.last_incr_size
+            self.base_size = self.current_size
+        self.delete_history()
         self.rw_last_time = int(time.monotonic() - self.rw_start)
         self.rw_last_ok = True
-        self.rw_count += 1
         self.rw_failures = 0
-        self.rw_retry_at = 0.0
-        log.info("Background AOF rewrite finished successfully (%d bytes)", size)
+        log.info("Background AOF rewrite finished successfully")
+        if self.state == WAIT_REWRITE:
+            self.state = ON
+            self._ensure_bio()
+            log.info("AOF rewrite done: append only file enabled")
+        self._attach()
         return True
 
-    def _rewrite_failed(self):
+    def _cleanup_failed_rewrite(self):
+        """What a rewrite that did not finish leaves: its temp file; while
+        the AOF is being turned on, the temp incr file and its records."""
+        if self.rw_tmp:
+            _unlink(self.rw_tmp)
+            self.rw_tmp = None
+        if self.state == WAIT_REWRITE:
+            self.buf = bytearray()
+            if self.fd is not None:
+                self._close_fd(self.fd)
+                self.fd = None
+                self.path = None
+            _unlink(os.path.join(self.dir_path(), temp_incr_name(self.filename())))
+        self._attach()
+
+    def _rewrite_failed(self) -> bool:
+        self._cleanup_failed_rewrite()
         self.rw_last_ok = False
         self.rw_failures += 1
         self.rw_last_time = int(time.monotonic() - self.rw_start) if self.rw_start else -1
-        # Back off: retry an enable (WAIT_REWRITE) or auto rewrite later.
-        self.rw_retry_at = time.monotonic() + min(60.0, float(self.rw_failures))
         if self.state == WAIT_REWRITE:
-            self.rw_scheduled = True
+            self.rw_scheduled = True       # the AOF is not on until a rewrite succeeds
+        return False
 
     def kill_rewrite(self):
         if self.rw_pid:
+            log.info("Killing running AOF rewrite child: %d", self.rw_pid)
             try:
                 os.kill(self.rw_pid, signal.SIGKILL)
                 os.waitpid(self.rw_pid, 0)
             except OSError:
                 pass
             self.rw_pid = 0
-        if self.rw_fd is not None:
-            self._close_fd(self.rw_fd)
-            self.rw_fd = None
-            self.rw_synced = None
-        if self.rw_tmp:
-            _unlink(self.rw_tmp)
-            self.rw_tmp = None
-        self.rw_buf = None
+            self.rw_last_time = int(time.monotonic() - self.rw_start)
+        self._cleanup_failed_rewrite()
         self.rw_scheduled = False
-        self._attach()

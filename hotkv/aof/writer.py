@@ -1,11 +1,13 @@
 """The AOF writer: ``AOF``, the object the server feeds.
 
-Owns the appendonly file's descriptor and size, the buffer of records not
-yet written, the fsync policies and their thread, the disk-error state,
-turning the AOF on and off (``start``, ``stop``, CONFIG SET appendonly /
-appendfsync), cron and the INFO persistence fields.  The rewrite's parent
-side comes from ``RewriteMixin`` (hotkv.aof.rewrite), loading from
-``LoadMixin`` (hotkv.aof.loader).
+Owns the multi-part AOF (hotkv/aof/manifest.py: a base file and incr
+files in ``<dir>/<appenddirname>/``), the descriptor and size of the incr
+file being appended to, the buffer of records not yet written, the fsync
+policies and their thread, the disk-error state, turning the AOF on and
+off (``start``, ``stop``, CONFIG SET appendonly / appendfsync), cron and
+the INFO persistence fields.  The rewrite's parent side comes from
+``RewriteMixin`` (hotkv.aof.rewrite), loading from ``LoadMixin``
+(hotkv.aof.loader).
 
 How a write reaches the disk (the dispatcher hands us each outermost call's
 deterministic ``(db, argv)`` entries through ``feed``):
@@ -36,10 +38,13 @@ Invariants:
 * no reply leaves before the record it acknowledges: replies leave in the
   server's before-sleep pass, after this module's hook wrote ``buf``, and
   ``held`` keeps those whose records could not be written;
-* while a rewrite child runs, every record fed also goes to ``rw_buf``, and
-  both streams start with a SELECT (``cur_db`` is reset at fork);
-* ``server.aof is self`` exactly when ``state != OFF or rw_buf is not None``
-  (``_attach``).
+* records go to one file at a time, the last incr file of the manifest (or,
+  while the AOF is being turned on, the rewrite's temp incr file); a new
+  incr file starts with a SELECT (``cur_db`` is reset when it is opened);
+* ``current_size`` is the base's and incr files' bytes (Valkey's
+  aof_current_size), ``last_incr_size`` the bytes of the file appended to;
+* ``server.aof is self`` exactly when the AOF is on, or is being turned on
+  while a rewrite runs, and is not loading (``_attach``).
 """
 
 from __future__ import annotations
@@ -51,8 +56,7 @@ import os
 import threading
 import time
 
-from ..config import param
-from ..rdbfile import fsync_dir
+from ..config import PARAMS, param
 from .files import (
     _EXEC,
     _MULTI,
@@ -61,17 +65,23 @@ from .files import (
     WAIT_REWRITE,
     _fsync,
     _select,
+    _unlink,
     _write_all,
     encode_into,
 )
 from .loader import LoadMixin
-from .rewrite import RewriteMixin
+from .manifest import Manifest, load, persist
+from .rewrite import RewriteMixin, write_file
 
 log = logging.getLogger("hotkv")
 
 # Settings this module owns beyond those declared in hotkv/config.py.
 param("aof-rewrite-incremental-fsync", "bool", True, inert=True)
 param("aof-timestamp-enabled", "bool", False, inert=True)
+# Declared inert in hotkv/config.py and its table; the multi-part AOF acts on them.
+for _name in ("appenddirname", "aof-disable-auto-gc"):
+    if _name in PARAMS:
+        PARAMS[_name].inert = False
 
 MISCONF = "MISCONF Errors writing to the AOF file: %s"
 
@@ -90,8 +100,8 @@ class _Bio(threading.Thread):
 
     def submit(self, kind: str, fd: int, done=None, data=None):
         """kind: "fsync" (the AOF: counted, errors kept in ``error``),
-        "sync" (append ``data`` if given, fsync, then ``done(errno or 0)``)
-        or "close"."""
+        "sync" (append ``data`` if given, fsync, then ``done(errno or 0)``),
+        "close", or "unlink" (``data`` is the path: history files)."""
         with self.cond:
             if kind == "fsync":
                 self.pending_fsync += 1
@@ -121,6 +131,11 @@ class _Bio(threading.Thread):
                         self.error = e.errno or _errno.EIO
                 with self.cond:
                     self.pending_fsync -= 1
+            elif kind == "unlink":
+                try:
+                    os.unlink(data)
+                except OSError:
+                    pass
             elif kind == "sync":
                 try:
                     if data:
@@ -152,8 +167,10 @@ class AOF(RewriteMixin, LoadMixin):
         self.buf = bytearray()
         self.cur_db = -1
         self.loading = False
-        self.current_size = 0
-        self.base_size = 0
+        self.manifest = None         # hotkv.aof.manifest.Manifest, read on first need
+        self.current_size = 0        # base + incr files (aof_current_size)
+        self.last_incr_size = 0      # the incr file appended to
+        self.base_size = 0           # current_size after the last rewrite
         self.unsynced = False        # written since the last fsync
         self.last_fsync = time.monotonic()
         self.bio = None
@@ -165,12 +182,11 @@ class AOF(RewriteMixin, LoadMixin):
         # rewrite
         self.rw_pid = 0
         self.rw_tmp = None
-        self.rw_fd = None            # catch-up phase: the child's file, open
-        self.rw_synced = None        # errno of its background fsync, None while pending
-        self.rw_buf = None
+        self.rw_preamble = True      # aof-use-rdb-preamble as of the fork
         self.rw_start = 0.0
         self.rw_scheduled = False
-        self.rw_retry_at = 0.0
+        self.rw_limit_delay = 0      # _rewrite_limited: minutes, 0 when not limited
+        self.rw_limit_until = 0.0
         self.rw_last_time = -1
         self.rw_last_ok = True
         self.rw_count = 0
@@ -185,29 +201,46 @@ class AOF(RewriteMixin, LoadMixin):
         listeners["appendfsync"] = self._set_appendfsync
 
     # -- paths --------------------------------------------------------------
-    def file_path(self) -> str:
+    def server_dir(self) -> str:
         # A relative dir means relative to where the server started: ``hotkv
         # serve`` chdirs into dir after the server (and this object) exist.
-        values = self.server.config.values
-        return os.path.abspath(os.path.join(self.start_cwd, values["dir"] or ".",
-                                            values["appendfilename"]))
+        return os.path.abspath(os.path.join(self.start_cwd,
+                                            self.server.config.values["dir"] or "."))
+
+    def dir_path(self) -> str:
+        """``<dir>/<appenddirname>``: the manifest and the files it names."""
+        return os.path.join(self.server_dir(), self.server.config.values["appenddirname"])
+
+    def filename(self) -> str:
+        return self.server.config.values["appendfilename"]
+
+    def file_path(self) -> str:
+        """``<dir>/<appendfilename>``: where an old single-file AOF is."""
+        return os.path.join(self.server_dir(), self.filename())
+
+    def ensure_manifest(self) -> Manifest:
+        """The manifest, read from disk the first time (ManifestError)."""
+        if self.manifest is None:
+            self.manifest = load(self.dir_path(), self.filename()) or Manifest()
+        return self.manifest
 
     @property
     def rewriting(self) -> bool:
-        return bool(self.rw_pid) or self.rw_fd is not None
+        return bool(self.rw_pid)
 
     def _attach(self):
         """Propagation reaches us only while someone needs the records."""
-        needed = (self.state != OFF or self.rw_buf is not None) and not self.loading
+        state = self.state
+        needed = (state == ON or state == WAIT_REWRITE and self.fd is not None) \
+            and not self.loading
         self.server.aof = self if needed else None
 
     # -- feeding ------------------------------------------------------------
     def feed(self, entries):
         """One outermost call's (dbindex, argv) entries: one atomic record."""
-        state = self.state
-        if state == OFF and self.rw_buf is None or self.loading:
+        if self.fd is None or self.loading:
             return
-        if state == ON and self.rw_buf is None and len(entries) == 1:
+        if len(entries) == 1:
             # The usual record: one command, no rewrite running.
             dbindex, argv = entries[0]
             buf = self.buf
@@ -235,12 +268,9 @@ class AOF(RewriteMixin, LoadMixin):
         if multi:
             out += _EXEC
         self.cur_db = cur
-        if self.rw_buf is not None:
-            self.rw_buf += out
-        if state == ON:
-            if not self.buf:
-                self.server.wake()
-            self.buf += out
+        if not self.buf:
+            self.server.wake()
+        self.buf += out
 
     # -- writing ------------------------------------------------------------
     def before_sleep(self):
@@ -295,6 +325,7 @@ class AOF(RewriteMixin, LoadMixin):
         if not err:
             self.buf = bytearray()
             self.current_size += total
+            self.last_incr_size += total
             self.unsynced = True
             if self.write_errno:
                 self._write_ok()
@@ -304,10 +335,11 @@ class AOF(RewriteMixin, LoadMixin):
             # still hold; if that fails, keep what was written and drop it
             # from the buffer: the rest completes it on the next try.
             try:
-                os.ftruncate(fd, self.current_size)
+                os.ftruncate(fd, self.last_incr_size)
             except OSError:
                 del buf[:done]
                 self.current_size += done
+                self.last_incr_size += done
         self._write_failed(err)
         return False
 
@@ -381,17 +413,6 @@ class AOF(RewriteMixin, LoadMixin):
             self._clear_errors()
 
     # -- opening and closing ------------------------------------------------
-    def _open(self, path: str, create_ok: bool = True):
-        flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT if create_ok else 0)
-        existed = os.path.exists(path)
-        fd = os.open(path, flags, 0o644)
-        if not existed:
-            fsync_dir(path)
-        self.fd = fd
-        self.path = path
-        self.current_size = os.fstat(fd).st_size
-        self.cur_db = -1
-
     def _ensure_bio(self):
         if self.bio is None or not self.bio.is_alive():
             self.bio = _Bio()
@@ -407,14 +428,65 @@ class AOF(RewriteMixin, LoadMixin):
                 pass
 
     def start(self):
-        """Open the AOF for appending (after loading it)."""
-        path = self.file_path()
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        self._open(path)
-        self.base_size = self.current_size
+        """After loading, Valkey's aofOpenIfNeededOnServerStart: an AOF with
+        no file at all gets a base (the dataset, empty) at once; the last
+        incr file (or a new one) is opened for appending; the manifest is
+        persisted if that changed it; history files left by a crash go.
+        OSError / ManifestError stop the start."""
+        directory = self.dir_path()
+        filename = self.filename()
+        os.makedirs(directory, exist_ok=True)
+        manifest = self.ensure_manifest()
+        preamble = bool(self.server.config.values["aof-use-rdb-preamble"])
+        if manifest.empty:
+            name = manifest.new_base(filename, preamble)
+            tmp = os.path.join(self.server_dir(), "temp-rewriteaof-%d.aof" % os.getpid())
+            try:
+                write_file(self.server, tmp, int(time.time() * 1000), preamble)
+                os.rename(tmp, os.path.join(directory, name))
+            finally:
+                _unlink(tmp)
+            log.info("Creating AOF base file %s on server start", name)
+        created = not manifest.incr
+        name = manifest.last_incr(filename)
+        path = os.path.join(directory, name)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            if manifest.dirty:
+                persist(directory, filename, manifest)
+        except OSError:
+            os.close(fd)
+            raise
+        self.fd = fd
+        self.path = path
+        self.cur_db = -1
+        self.last_incr_size = os.fstat(fd).st_size
+        log.info("%s AOF incr file %s on server start", "Creating" if created else "Opening",
+                 name)
         self.state = ON
         self._ensure_bio()
         self._attach()
+        self.delete_history()
+
+    def delete_history(self):
+        """Unlink the history files on the fsync thread and drop them from
+        the manifest (Valkey's aofDelHistoryFiles; aof-disable-auto-gc keeps
+        them).  A failure here only leaves files behind."""
+        manifest = self.manifest
+        if manifest is None or not manifest.history or \
+                self.server.config.values.get("aof-disable-auto-gc"):
+            return
+        directory = self.dir_path()
+        self._ensure_bio()
+        for info in manifest.history:
+            log.info("Removing the history file %s in the background", info.name)
+            self.bio.submit("unlink", -1, None, os.path.join(directory, info.name))
+        manifest.history = []
+        manifest.dirty = True
+        try:
+            persist(directory, self.filename(), manifest)
+        except OSError as e:
+            log.warning("Can't write the AOF manifest in %s: %s", directory, e.strerror)
 
     def stop(self, final: bool = False):
         """Flush, fsync and close; the AOF is off afterwards."""
@@ -433,6 +505,7 @@ class AOF(RewriteMixin, LoadMixin):
             self.fd = None
         self.state = OFF
         self.buf = bytearray()
+        self.last_incr_size = 0
         self.write_errno = self.fsync_errno = 0
         if self.bio is not None:
             self.bio.error = 0
@@ -452,10 +525,9 @@ class AOF(RewriteMixin, LoadMixin):
         if value and self.state == OFF:
             self.state = WAIT_REWRITE
             if self.rewriting:
+                # It writes no incr file for this: start one that does.
                 self.kill_rewrite()
-            self.rw_scheduled = True
-            self._attach()
-            self.cron_rewrite()
+            self.start_rewrite()
         elif not value and self.state != OFF:
             self.stop()
 
@@ -469,12 +541,6 @@ class AOF(RewriteMixin, LoadMixin):
     def cron(self):
         if self.rw_pid:
             self._poll_rewrite()
-        elif self.rw_fd is not None and self.rw_synced is not None:
-            if self.rw_synced:
-                log.warning("Error writing the rewritten AOF: %s", os.strerror(self.rw_synced))
-                self._abort_catch_up()
-            else:
-                self._finish_rewrite()
         if self.write_errno or self.fsync_errno or (self.bio is not None and self.bio.error):
             if self.bio is not None and self.bio.error and not self.fsync_errno:
                 self._fsync_failed(self.bio.error)
