@@ -18,6 +18,7 @@ subsystem             made as                       called by the server in
 slow log, MONITOR     ``cmdlog.init_slowlog``       client_gone, reset_client
 latency monitor       ``latency.init_server``       cron (expire-cycle events,
                                                     histogram folding)
+access times          ``access.init_server``        cron (the LRU clock)
 pub/sub               ``pubsub.init_server``        before_sleep, client_gone,
                                                     reset_client
 keyspace events       ``notify.init_server``        (written, key_expired)
@@ -59,7 +60,7 @@ import os
 import time
 import traceback
 
-from . import acl, cmdlog, latency, limits, notify, pubsub, stats, tracking
+from . import access, acl, cmdlog, latency, limits, notify, pubsub, stats, tracking
 from .aof import AOF, AOFLoadError
 from .blocking import drop as drop_blocked, expire_timeouts
 from .config import Config
@@ -185,6 +186,7 @@ class Server:
         pub/sub merged; the AOF, last, may replay into all of them)."""
         cmdlog.init_slowlog(self)                 # slowlog, slowlog_push, threshold
         latency.init_server(self)                 # LATENCY events, slow_gate, on_slow
+        access.init_server(self)                  # OBJECT IDLETIME/FREQ (db.access kind)
         self.startup_memory = stats.used_memory()  # INFO used_memory_startup
         self.pubsub = pubsub.init_server(self)
         notify.init_server(self)                  # notify, notify_new (publishes via pubsub)
@@ -453,6 +455,7 @@ class Server:
                         break
         latency.timed(self, "expire-cycle", start)
         latency.cron(self)
+        access.refresh_clocks(self)
         if self.prop_pending and self.current_client is None:
             self.flush_propagation()
         stats.track_instantaneous(self)

@@ -39,6 +39,7 @@ from ..clientinfo import (
     validate_client_name,
 )
 from ..errors import CommandError
+from ..access import notouch_used
 from ..pause import PAUSED, pause_clients, unpause_clients
 from ..registry import command, container
 from ..replies import help_reply
@@ -296,6 +297,8 @@ def client_no_evict(c, argv):
 def client_no_touch(c, argv):
     """Controls whether commands sent by the client affect the LRU/LFU of accessed keys."""
     c.no_touch = _on_off(argv[2])
+    if c.no_touch:
+        notouch_used(c.server)   # the keyspace's stores start checking (hotkv.access)
     return OK
 
 
