@@ -1,17 +1,26 @@
-"""Loading the AOF at start-up: replaying its commands into the databases.
+"""Loading the AOF at start-up: replaying its files into the databases.
 
 ``LoadMixin.load`` (``Server.load_data``, before cron starts) runs on the
-``AOF`` (hotkv.aof.writer).  The file is parsed with hiredis and replayed
-by a fake client straight through the command handlers, as Redis's loader
-does (no replies, stats or propagation; EXEC runs its queue through
-``dispatch.call``); ``server.loading`` makes the dispatcher answer other
-clients LOADING, and blocking commands act non-blocking.  A record cut by a
-crash is dropped (the file truncated to the last complete command, or to
-before an unfinished MULTI) when ``aof-load-truncated yes``; otherwise, and
-for corruption anywhere else, start-up fails (``AOFLoadError``) with the
-offset and a hint.  What looks like a cut record but is followed by
-complete commands up to EOF (a corrupt length swallowing them) is
-corruption too: Redis would truncate those commands away.
+``AOF`` (hotkv.aof.writer), as Valkey's loadAppendOnlyFiles: temp files a
+crash left are removed; an old single-file ``<dir>/<appendfilename>`` with
+no manifest (or a manifest of that file alone, not yet moved) is upgraded:
+a manifest naming it as base 1 is written, then it is moved into the
+directory; a manifest that cannot be read refuses to start with Valkey's
+reason and line, one naming a missing file with Valkey's "Unable to
+obtain the AOF file ... length" -- before anything is loaded.  Then the
+base, then every incr file in order.  Each file is parsed with hiredis and
+replayed by a fake client of its own straight through the command
+handlers, as Redis's loader does (no replies, stats or propagation; EXEC
+runs its queue through ``dispatch.call``); ``server.loading`` makes the
+dispatcher answer other clients LOADING, and blocking commands act
+non-blocking.  A record cut by a crash is dropped (the file truncated to
+the last complete command, or to before an unfinished MULTI) when
+``aof-load-truncated yes`` and the file is the last of the AOF (a crash
+cuts only the file being appended to); otherwise, and for corruption
+anywhere else, start-up fails (``AOFLoadError``) with the file, the offset
+and a hint, and nothing is cut.  What looks like a cut record but is
+followed by complete commands up to EOF (a corrupt length swallowing them)
+is corruption too: Redis would truncate those commands away.
 
 A file that starts with ``REDIS`` (what a rewrite writes with
 ``aof-use-rdb-preamble yes``, hotkv's or Valkey's) begins with an RDB
@@ -21,10 +30,13 @@ the offset, as Valkey aborts loading), installed, and the commands after its
 checksum are replayed as above (offsets stay the file's).  Its key counts
 are INFO's ``rdb_last_load_keys_loaded`` / ``_expired``, as in Valkey.
 
+After loading, ``current_size`` is the files' total size and
+``base_size`` the base's, as Valkey sets them (before any cut).
+
 Invariants: the command statistics (calls, errors) are as before loading
 (``_save_stats`` / ``_restore_stats``); ``server.loading`` and the AOF's
 ``loading`` are set exactly while the replay runs; an offset in an error
-is the byte offset in the file of the record named.
+is the byte offset in the named file of the record named.
 """
 
 from __future__ import annotations
