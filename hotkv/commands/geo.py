@@ -315,11 +315,14 @@ def _search(c, argv, src_index, flags):
     total = len(found)
     returned = total if not count or total < count else count
     if sort != _SORT_NONE:
-        if returned == total:
+        cmp = _asc if sort == _SORT_ASC else _desc
+        if returned != total:
+            geo.partial_sort(found, cmp, 0, returned - 1)
+        elif all(p[4] == p[4] for p in found):
             # glibc's qsort is a merge sort: stable, as Python's.
             found.sort(key=_dist, reverse=sort == _SORT_DESC)
         else:
-            geo.partial_sort(found, _asc if sort == _SORT_ASC else _desc, 0, returned - 1)
+            found = geo.merge_sort(found, cmp)   # NaN: no order, glibc's own steps
     conversion = shape.conversion
     if store is None:
         out = []
@@ -385,27 +388,27 @@ def _delete_dest(c, key):
         c.server.written(db, key, "g", "del")
 
 
-def _georadius_keys(argv):
-    """The source key and the last STORE/STOREDIST destination (Valkey's
-    georadiusGetKeys, which looks from the 6th argument on)."""
-    stored = -1
-    i = 5
-    n = len(argv)
-    while i < n:
-        if argv[i].lower() in (b"store", b"storedist") and i + 1 < n:
-            stored = i + 1
-            i += 1
-        i += 1
-    return [1] if stored < 0 else [1, stored]
-
-
 def _store_specs(start: int):
     return (spec("RO access"), spec("OW update", "keyword STORE %d" % start),
             spec("OW update", "keyword STOREDIST %d" % start))
 
 
+def _spec_keys(specs):
+    """The keys_fn of a STORE form: the source key, then the STORE and the
+    STOREDIST destination, each found as its key spec finds it (from the 7th
+    argument of GEORADIUS, the 6th of GEORADIUSBYMEMBER), as Valkey's COMMAND
+    GETKEYS and ACL key checks find them."""
+    def keys(argv):
+        return [p for s in specs for p in s.positions(argv)]
+    return keys
+
+
+_GEORADIUS_SPECS = _store_specs(6)
+_BYMEMBER_SPECS = _store_specs(5)
+
+
 @command("georadius", -6, "write denyoom", group="geo", since="3.2.0",
-         keys_fn=_georadius_keys, key_specs=_store_specs(6))
+         keys_fn=_spec_keys(_GEORADIUS_SPECS), key_specs=_GEORADIUS_SPECS)
 def georadius(c, argv):
     """Queries a geospatial index for members within a distance from a
     coordinate, optionally stores the result."""
@@ -420,7 +423,7 @@ def georadius_ro(c, argv):
 
 
 @command("georadiusbymember", -5, "write denyoom", group="geo", since="3.2.0",
-         keys_fn=_georadius_keys, key_specs=_store_specs(5))
+         keys_fn=_spec_keys(_BYMEMBER_SPECS), key_specs=_BYMEMBER_SPECS)
 def georadiusbymember(c, argv):
     """Queries a geospatial index for members within a distance from a
     member, optionally stores the result."""

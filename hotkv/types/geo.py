@@ -14,6 +14,7 @@ Owns the pure arithmetic behind the GEO* commands (hotkv/commands/geo.py):
   ``Shape.within`` (in a circle / in an axis-aligned box);
 * ``format_distance`` (4 decimals, rounded from d * 10000 half to even) and
   ``format_coord`` (the ``%.17Lf`` text, trailing zeros dropped);
+* ``merge_sort``: glibc's qsort, for the full sort when a distance is NaN;
 * ``partial_sort``: the three-way partial quicksort Valkey sorts a
   COUNT-limited result with (Bentley & McIlroy), so equal distances come
   out in the same order as in Valkey.
@@ -157,21 +158,44 @@ def geohash_text(score: float) -> bytes:
 # Distances
 # ----------------------------------------------------------------------
 
+# C's libm returns NaN where Python's math raises (cos(inf), asin(1 + ulp)
+# for nearly antipodal points, sqrt of a negative): the same NaN here.
+def _sin(x: float) -> float:
+    try:
+        return math.sin(x)
+    except ValueError:
+        return math.nan
+
+
+def _cos(x: float) -> float:
+    try:
+        return math.cos(x)
+    except ValueError:
+        return math.nan
+
+
+def _asin_sqrt(a: float) -> float:
+    try:
+        return math.asin(math.sqrt(a))
+    except ValueError:
+        return math.nan
+
+
 def lat_distance(lat1: float, lat2: float) -> float:
     return EARTH_RADIUS_IN_METERS * math.fabs(lat2 * D_R - lat1 * D_R)
 
 
 def distance(lon1: float, lat1: float, lon2: float, lat2: float) -> float:
     """Great-circle distance in metres (haversine)."""
-    v = math.sin((lon2 * D_R - lon1 * D_R) / 2)
+    v = _sin((lon2 * D_R - lon1 * D_R) / 2)
     if v == 0.0:
         # Same meridian: the haversine reduces to the latitude difference.
         return lat_distance(lat1, lat2)
     lat1r = lat1 * D_R
     lat2r = lat2 * D_R
-    u = math.sin((lat2r - lat1r) / 2)
-    a = u * u + math.cos(lat1r) * math.cos(lat2r) * v * v
-    return 2.0 * EARTH_RADIUS_IN_METERS * math.asin(math.sqrt(a))
+    u = _sin((lat2r - lat1r) / 2)
+    a = u * u + _cos(lat1r) * _cos(lat2r) * v * v
+    return 2.0 * EARTH_RADIUS_IN_METERS * _asin_sqrt(a)
 
 
 class Shape:
@@ -236,8 +260,8 @@ def bounding_box(shape: Shape):
         height = shape.conversion * (shape.height / 2)
         width = shape.conversion * (shape.width / 2)
     lat_delta = (height / EARTH_RADIUS_IN_METERS) / D_R
-    top = (width / EARTH_RADIUS_IN_METERS / math.cos((lat + lat_delta) * D_R)) / D_R
-    bottom = (width / EARTH_RADIUS_IN_METERS / math.cos((lat - lat_delta) * D_R)) / D_R
+    top = (width / EARTH_RADIUS_IN_METERS / _cos((lat + lat_delta) * D_R)) / D_R
+    bottom = (width / EARTH_RADIUS_IN_METERS / _cos((lat - lat_delta) * D_R)) / D_R
     if lat < 0:
         return lon - bottom, lat - lat_delta, lon + bottom, lat + lat_delta
     return lon - top, lat - lat_delta, lon + top, lat + lat_delta
@@ -329,10 +353,12 @@ def box_scores(bits: int, step: int):
 # ----------------------------------------------------------------------
 
 def format_distance(d: float) -> bytes:
-    """A distance with 4 decimals, from d * 10000 rounded half to even."""
+    """A distance with 4 decimals, from d * 10000 rounded half to even
+    (C's llrint: NaN or out of range gives LLONG_MIN)."""
     if d == 0:
         return b"0.0000"
-    v = round(d * 10000.0)
+    x = d * 10000.0
+    v = round(x) if -9223372036854775808.0 <= x < 9223372036854775808.0 else -(1 << 63)
     sign = b""
     if v < 0:
         sign, v = b"-", -v
@@ -352,6 +378,29 @@ def format_coord(x: float) -> bytes:
 # ----------------------------------------------------------------------
 # Partial sort
 # ----------------------------------------------------------------------
+
+def merge_sort(a: list, cmp) -> list:
+    """glibc's qsort (a top-down merge sort, halves of n // 2 and the rest,
+    the left element taken while cmp(left, right) <= 0): for comparators
+    that are no order (a NaN distance), the order glibc leaves."""
+    n = len(a)
+    if n <= 1:
+        return a
+    left = merge_sort(a[:n // 2], cmp)
+    right = merge_sort(a[n // 2:], cmp)
+    out = []
+    i = j = 0
+    while i < len(left) and j < len(right):
+        if cmp(left[i], right[j]) <= 0:
+            out.append(left[i])
+            i += 1
+        else:
+            out.append(right[j])
+            j += 1
+    out.extend(left[i:])
+    out.extend(right[j:])
+    return out
+
 
 def _med3(a, i, j, k, cmp):
     if cmp(a[i], a[j]) < 0:
