@@ -215,12 +215,14 @@ def _header(buf: bytes) -> tuple[int, int]:
 
 def read_bytes(buf: bytes, databases: int = 16, now_ms: int | None = None,
                zset_entries: int = 128, zset_value: int = 64,
-               preamble: bool = False) -> Loaded:
+               preamble: bool = False, trace=None) -> Loaded:
     """Parse a whole RDB file held in buf; raises RDBLoadError.  With
     ``preamble`` (an AOF's RDB part) the AOF's commands may follow the
     checksum (``Loaded.end`` is where they start) and keys already expired
     are kept, as Valkey loads a preamble: the commands after it may still
-    touch them."""
+    touch them.  ``trace(offset, event, *args)``, when given, hears "aux"
+    (name, value), "db" (number) and "key" (key, type) as they are read
+    (``hotkv check-rdb``'s report)."""
     if now_ms is None:
         now_ms = int(time.time() * 1000)
     out = Loaded(databases)
@@ -250,6 +252,8 @@ def read_bytes(buf: bytes, databases: int = 16, now_ms: int | None = None,
                     raise RDBLoadError(
                         "Data file was created with a server configured to handle more than "
                         "%d databases (SELECTDB %d at offset %d)" % (databases, db, start))
+                if trace is not None:
+                    trace(r.pos, "db", db)
             elif op == OP_RESIZEDB:
                 what = "RESIZEDB sizes"
                 r.num()
@@ -258,6 +262,8 @@ def read_bytes(buf: bytes, databases: int = 16, now_ms: int | None = None,
                 what = "an AUX field"
                 name = r.string()
                 out.aux[name] = r.string()
+                if trace is not None:
+                    trace(r.pos, "aux", name, out.aux[name])
             elif op == OP_FREQ:
                 what = "an LFU frequency"
                 r.take(1)
@@ -283,6 +289,8 @@ def read_bytes(buf: bytes, databases: int = 16, now_ms: int | None = None,
                 what = "a key"
                 key = r.string()
                 vpos = r.pos
+                if trace is not None:
+                    trace(start, "key", key, op)
                 what = "the value of type %d" % op
                 try:
                     value, r.pos = load_value(op, buf, r.pos, zset_entries, zset_value)
@@ -309,7 +317,8 @@ def read_bytes(buf: bytes, databases: int = 16, now_ms: int | None = None,
         if r.pos >= len(buf) or "too short" in str(e):
             raise RDBLoadError("Short read or truncated file: end of data while reading %s "
                                "at offset %d (file size %d)" % (what, start, len(buf))) from None
-        raise RDBLoadError("Corrupt RDB: bad %s at offset %d: %s" % (what, start, e)) from None
+        raise RDBLoadError("Corrupt RDB: error reading %s at offset %d: %s"
+                             % (what, start, e)) from None
     eof = r.pos
     if out.version >= 5:
         if len(buf) < eof + 8:
