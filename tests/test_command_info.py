@@ -29,7 +29,7 @@ TOP_NAMES = [n for n in ALL_NAMES if "|" not in n]
 # Containers whose subcommand list differs because hotkv has not
 # implemented some of Valkey's subcommands (not a COMMAND INFO matter:
 # each subcommand hotkv has is compared on its own).
-PARTIAL_CONTAINERS = {"client", "function", "module"}
+PARTIAL_CONTAINERS = {"client", "module"}
 
 # Declared in hotkv/commands/scripting.py, which still gives these one
 # 'unknown' key spec where Valkey has a keynum spec (and notes): that

@@ -171,11 +171,14 @@ def script_help(c, argv):
     return help_reply("SCRIPT", _HELP)
 
 
-@command("script|kill", 2, "noscript allow_busy", group="scripting", since="2.6.0")
-def script_kill(c, argv):
-    """Terminates a server-side Lua script during execution."""
-    eng = engine(c.server)
-    run = eng.run
+def kill_running(server, is_eval: bool):
+    """SCRIPT KILL (is_eval) / FUNCTION KILL: end the running script or
+    function, with Valkey's refusals (scriptKill) as CommandError."""
+    run = engine(server).run
+    running_eval = run is not None
+    if run is None:
+        functions = getattr(server, "functions", None)
+        run = functions.engine.run if functions is not None else None
     if run is None:
         raise CommandError("NOTBUSY No scripts in execution right now.")
     if run.write_dirty:
@@ -183,7 +186,17 @@ def script_kill(c, argv):
             "UNKILLABLE Sorry the script already executed write commands against the "
             "dataset. You can either wait the script termination or kill the server in a "
             "hard way using the SHUTDOWN NOSAVE command.")
+    if is_eval and not running_eval:
+        raise CommandError(run.busy_error)       # a function: FUNCTION KILL's
+    if not is_eval and running_eval:
+        raise CommandError(run.busy_error)       # a script: SCRIPT KILL's
     run.killed = True
+
+
+@command("script|kill", 2, "noscript allow_busy", group="scripting", since="2.6.0")
+def script_kill(c, argv):
+    """Terminates a server-side Lua script during execution."""
+    kill_running(c.server, True)
     return OK
 
 

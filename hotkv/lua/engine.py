@@ -75,7 +75,7 @@ from ..registry import lookup
 from ..replies import quoted, redacted
 from ..resp import Double, encode, format_double
 from .libs import LibError, bit, cjson, cmsgpack, lib, struct as lua_struct
-from .values import lua_num_str, lua_tonumber, truncate
+from .values import lua_num_str, lua_tonumber, lua_type_name, truncate
 
 log = logging.getLogger("hotkv")
 
@@ -188,6 +188,11 @@ class Script:
 
 
 class Engine:
+    # The chunk name scripts compile under (errors say "user_script:1:").
+    CHUNK = b"@user_script"
+    # What the other clients get while a script of this engine is busy.
+    BUSY = BUSY_SCRIPT
+
     def __init__(self, server):
         self.server = server
         self.scripts: dict[bytes, Script] = {}
@@ -210,7 +215,7 @@ class Engine:
             raise RuntimeError("scripting prelude failed to compile")
         self._null = None
         self._compile, self._run, self._rawequal, self._null, self._classify, \
-            self._errinfo = prelude(
+            self._errinfo, *extra = prelude(
             self._lua_call, self._lua_pcall, self._py_setresp, self._py_log, self._py_sha1,
             # (the lambdas read self._null / self._table when called: both
             # exist only once the prelude has run)
@@ -224,7 +229,10 @@ class Engine:
                 multi=True),
             lib(lambda s=None, limit=0, offset=0:
                 cmsgpack.unpack(s, offset, limit, True, self._table), multi=True),
-            lambda name: lua_struct.fn(name.decode()))
+            lambda name: lua_struct.fn(name.decode()), self.CHUNK, self._py_load_expired,
+            self._py_pairs, self._py_loadstring, self._py_register)
+        self._internals = extra[0]
+        self._load = extra[1] if len(extra) > 1 else None
         self._table = lua.table
 
     def flush(self):
@@ -308,6 +316,7 @@ class Engine:
         fake.skip_this = False
         fake.out = []
         run = RunCtx(c, fake, sha, readonly, flags)
+        run.busy_error = self.BUSY
         run.prop_mark = len(server.prop_pending)
         self.run = run
         try:
@@ -339,7 +348,8 @@ class Engine:
         if self.lua_type(err) != "table":
             text = err.decode("utf-8", "surrogateescape") if isinstance(err, bytes) else \
                 ("execution failure" if err is None else str(err))
-            return ScriptError("ERR Error running script f_%s, %.100s" % (sha.decode(), text))
+            return ScriptError("ERR Error running script %s, %.100s"
+                               % (self.funcname(sha), text))
         msg, source, line, ignore = self._errinfo(err)
         counted = not ignore
         if isinstance(msg, bytes):
@@ -350,9 +360,58 @@ class Engine:
             text = "ERR unknown error"
         if isinstance(source, bytes) and line is not None and not isinstance(line, bool):
             text += " script: %s, on %s:%s." % (
-                sha.decode(), source.decode("utf-8", "surrogateescape"),
+                self.label(sha),
+                source.decode("utf-8", "surrogateescape"),
                 lua_num_str(line) if not isinstance(line, bytes) else line.decode())
         return ScriptError(text, counted)
+
+    def funcname(self, sha: bytes) -> str:
+        """The script's name in "Error running script <name>" (Valkey's funcname)."""
+        return "f_" + sha.decode()
+
+    def label(self, sha: bytes) -> str:
+        """The script's name in an error's "script: <name>, on ..." suffix."""
+        return sha.decode()
+
+    def _py_load_expired(self):
+        """The function state's load timeout (hotkv.lua.functions)."""
+        return False
+
+    def _py_register(self, *args):
+        """server.register_function while a library loads (function state)."""
+        err = self._internals.register(*args)
+        if err is not None:
+            raise lua51.LuaError(self._err_table(
+                err.decode("utf-8", "surrogateescape") if isinstance(err, bytes) else str(err)))
+        return None
+
+    def _py_pairs(self, *args):
+        if not args or self.lua_type(args[0]) != "table":
+            raise LibError(b"bad argument #1 to 'pairs' (table expected, got %s)"
+                           % _arg_type(args, 0))
+        t = args[0]
+        real = self._internals.real(t)
+        return self._internals.next, t if real is None else real, None
+
+    def _py_loadstring(self, *args):
+        s = args[0] if args else None
+        if type(s) in (int, float):
+            s = lua_num_str(s).encode()
+        elif type(s) is not bytes:
+            raise LibError(b"bad argument #1 to 'loadstring' (string expected, got %s)"
+                           % _arg_type(args, 0))
+        name = args[1] if len(args) > 1 else None
+        if type(name) in (int, float):
+            name = lua_num_str(name).encode()
+        elif name is not None and type(name) is not bytes:
+            raise LibError(b"bad argument #2 to 'loadstring' (string expected, got %s)"
+                           % _arg_type(args, 1))
+        if s[:1] == b"\x1b":     # a binary chunk: read as text, as Valkey's Lua does
+            first = (name if name is not None else s).split(b"\0")[0]
+            first = first.split(b"\n")[0].split(b"\r")[0]
+            return None, b"[string \"%s\"]:1: unexpected symbol near 'char(27)'" % first
+        load = self._internals.loadstring
+        return load(s) if name is None else load(s, name)
 
     # Script timeout ----------------------------------------------------
     def _py_interrupt(self):
@@ -755,6 +814,13 @@ class Engine:
         if server.acl_check is None or run is None:
             return True
         return server.acl_check(run.fake, cmd, argv) is None
+
+
+def _arg_type(args, i: int) -> bytes:
+    """Lua's name of argument i's type, "no value" when it was not given."""
+    if i >= len(args):
+        return b"no value"
+    return lua_type_name(args[i]).encode()
 
 
 def _no_attributes(obj, name, setting):

@@ -16,9 +16,15 @@
 -- "python" global or change a table it shares with the next script.
 local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, py_bit,
       py_aclcheck, py_unwrap, py_interrupt, py_mp_pack, py_mp_unpack, py_mp_unpack_one,
-      py_mp_unpack_limit, py_struct = ...
+      py_mp_unpack_limit, py_struct, chunk, py_load_expired, py_pairs, py_loadstring,
+      py_register = ...
+-- chunk: '@user_script' (EVAL's state) or '@user_function' (FUNCTION's
+-- state: KEYS / ARGV are the callback's arguments, never globals, and a
+-- library's code runs once, at load, against the load API only).
+local funcmode = chunk == '@user_function'
 local dbg = debug
 local sethook = debug.sethook
+local lua_setfenv, lua_next, lower = setfenv, next, string.lower
 local error, type, tostring, rawget, rawset, setmetatable, select, xpcall, lua_pcall, rawequal =
       error, type, tostring, rawget, rawset, setmetatable, select, xpcall, pcall, rawequal
 
@@ -145,12 +151,23 @@ local function ro_error() error('Attempt to modify a readonly table', 2) end
 -- the next): rawset / setmetatable on them fail as Valkey's read-only
 -- tables do.
 local protected = setmetatable({}, {__mode = 'k'})
+-- proxy -> the table it shows (pairs iterates that one, as Valkey's
+-- read-only tables iterate themselves).
+local real_of = setmetatable({}, {__mode = 'k'})
 local function readonly(t)
   local p = setmetatable({}, {__index = t, __newindex = ro_error, __metatable = false})
   protected[p] = true
   protected[t] = true
+  real_of[p] = t
   return p
 end
+local lua_next_, lua_loadstring = next, loadstring
+-- pairs and loadstring are Python callables (C functions to Lua, as the
+-- originals: a user's "return pairs(x)" keeps its frame for the error
+-- position); pairs iterates what a read-only proxy shows, loadstring
+-- refuses a binary chunk (Valkey's Lua reads every chunk as text).
+_G.pairs = py_pairs
+_G.loadstring = py_loadstring
 for _, name in ipairs({'string', 'math', 'table', 'os', 'coroutine', 'cjson', 'bit',
                        'cmsgpack', 'struct'}) do
   _G[name] = readonly(_G[name])
@@ -176,22 +193,44 @@ _G.server = api
 _G.__server__err__handler = errh
 _G.__redis__err__handler = errh
 
--- KEYS and ARGV are served by the metatable so that they stay read-only.
+-- The globals move to a hidden table R and _G stays empty, so that every
+-- assignment to a global -- an existing one too ("redis = nil") -- meets
+-- _G's __newindex and fails; reads go through __index to R (a table, so
+-- no Lua call per read), and R's own __index serves KEYS and ARGV (which
+-- stay read-only that way) and refuses unknown names.
 local cur_keys, cur_argv
-setmetatable(_G, {
+local R, G = {}, _G
+for k, v in lua_next_, G do R[k] = v end
+for k in lua_next_, R do rawset(G, k, nil) end
+protected[R] = true
+real_of[G] = R
+setmetatable(R, {
   __index = function(t, k)
-    if k == 'KEYS' then return cur_keys elseif k == 'ARGV' then return cur_argv end
+    if not funcmode then
+      if k == 'KEYS' then return cur_keys elseif k == 'ARGV' then return cur_argv end
+    end
     -- lupa looks debug up (for tracebacks) from outside any protected call.
     if k == 'debug' then return nil end
     error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
   end,
-  __newindex = function(t, k, v) error('Attempt to modify a readonly table', 2) end,
+  __newindex = ro_error,
   __metatable = false,
 })
+-- getmetatable(_G) shows a read-only table whose __index is a function,
+-- as Valkey's read-only globals' metatable.
+setmetatable(G, {
+  __index = R,
+  __newindex = function(t, k, v) error('Attempt to modify a readonly table', 2) end,
+  __metatable = readonly({__index = function(t, k) return R[k] end}),
+})
 
-local G = _G
-local loadstring = loadstring
-local function compile(body) return loadstring(body, '@user_script') end
+local function loadstring(body, name)
+  if body:byte(1) == 27 then   -- a binary chunk, read as text
+    return nil, name:sub(2) .. ":1: unexpected symbol near 'char(27)'"
+  end
+  return lua_loadstring(body, name)
+end
+local function compile(body) return loadstring(body, chunk) end
 -- Every 100000 instructions the hook lets the server answer other clients
 -- once the script is over the time limit; after SCRIPT KILL it raises on
 -- every line, so a script catching the error with pcall still ends.
@@ -200,7 +239,7 @@ hook = function()
   if py_interrupt() then
     -- Only in the user's code: never in our glue or the error handler.
     local i = dbg.getinfo(2, 'S')
-    if i and i.source == '@user_script' then
+    if i and i.source == chunk then
       sethook(hook, 'l')
       error({err = 'ERR Script killed by user with SCRIPT KILL.'})
     end
@@ -209,9 +248,169 @@ end
 local function run(f, keys, argv, timed)
   cur_keys, cur_argv = keys, argv
   if timed then sethook(hook, '', 100000) end
-  local ok, v = xpcall(f, errh)
+  local ok, v
+  if funcmode then
+    ok, v = xpcall(function() return f(keys, argv) end, errh)
+  else
+    ok, v = xpcall(f, errh)
+  end
   if timed then sethook() end
   return ok, v
+end
+
+-- FUNCTION LOAD (the function state only).  Every library chunk runs in
+-- one shared environment: an empty read-only table whose __index is the
+-- load API while a library loads and the real globals afterwards, so the
+-- callbacks a library registered see the full API when they run and the
+-- load sees only server.register_function / log / the version fields.
+local load
+-- What the Python side calls back (hotkv.lua.engine / hotkv.lua.functions).
+local internals = {next = lua_next_, loadstring = lua_loadstring,
+                   real = function(t) return real_of[t] end}
+if funcmode then
+  local function missing(t, k)   -- (called by an __index: level 3 is the user's)
+    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 3)
+  end
+  local env_mt = {__index = G, __newindex = function() error('Attempt to modify a readonly table', 2) end,
+                  __metatable = false}
+  local env = setmetatable({}, env_mt)
+  protected[env] = true
+  local loading, registered = false, nil
+  local Fail = {}
+  local function fail(msg) error({[Fail] = 'ERR ' .. msg}) end
+  local function str(v)
+    local t = type(v)
+    if t == 'string' then return v elseif t == 'number' then return tostring(v) end
+    return nil
+  end
+  local FLAGS = {['no-writes'] = 1, ['allow-oom'] = 2, ['allow-stale'] = 3,
+                 ['no-cluster'] = 4, ['allow-cross-slot-keys'] = 5}
+  local register
+  -- What server.register_function (a Python callable, hotkv.lua.engine)
+  -- runs: nil when registered, else the error text it raises.
+  local function register_impl(...)
+    local ok, e = lua_pcall(register, ...)
+    if ok then return nil end
+    if type(e) == 'table' and e[Fail] then return e[Fail] end
+    error(e, 0)
+  end
+  register = function(...)
+    if not loading then
+      fail('server.register_function can only be called on FUNCTION LOAD command')
+    end
+    local n = select('#', ...)
+    if n < 1 or n > 2 then fail('wrong number of arguments to server.register_function') end
+    local name, cb, desc, flags
+    if n == 1 then
+      local t = ...
+      if type(t) ~= 'table' then
+        fail('calling server.register_function with a single argument is only applicable to '
+             .. 'Lua table (representing named arguments).')
+      end
+      flags = {}
+      for k, v in lua_next, t do
+        if type(k) ~= 'string' and type(k) ~= 'number' then
+          fail('named argument key given to server.register_function is not a string')
+        end
+        local key = lower(tostring(k))
+        if key == 'function_name' then
+          name = str(v)
+          if not name then
+            fail('function_name argument given to server.register_function must be a string')
+          end
+        elseif key == 'description' then
+          desc = str(v)
+          if not desc then
+            fail('description argument given to server.register_function must be a string')
+          end
+        elseif key == 'callback' then
+          if type(v) ~= 'function' then
+            fail('callback argument given to server.register_function must be a function')
+          end
+          cb = v
+        elseif key == 'flags' then
+          if type(v) ~= 'table' then
+            fail('flags argument to server.register_function must be a table representing '
+                 .. 'function flags')
+          end
+          local j = 1
+          while true do
+            local f = v[j]
+            if f == nil then break end
+            local fs = str(f)
+            local bit = fs and FLAGS[lower(fs)]
+            if not bit then fail('unknown flag given') end
+            flags[bit] = true
+            j = j + 1
+          end
+        else
+          fail('unknown argument given to server.register_function')
+        end
+      end
+      if not name then fail('server.register_function must get a function name argument') end
+      if not cb then fail('server.register_function must get a callback argument') end
+    else
+      local a, b = ...
+      name = str(a)
+      if not name then fail('first argument to server.register_function must be a string') end
+      if type(b) ~= 'function' then
+        fail('second argument to server.register_function must be a function')
+      end
+      cb, flags = b, {}
+    end
+    local fl = {}
+    for bit = 1, 5 do if flags[bit] then fl[#fl + 1] = bit end end
+    registered[#registered + 1] = {name, cb, desc or false, fl}
+  end
+  -- The API a library's code sees while it loads.
+  internals.register = register_impl
+  local lserver = {register_function = py_register, log = py_log,
+                   LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
+                   REDIS_VERSION_NUM = redis.REDIS_VERSION_NUM,
+                   REDIS_VERSION = redis.REDIS_VERSION,
+                   VALKEY_VERSION_NUM = redis.VALKEY_VERSION_NUM,
+                   VALKEY_VERSION = redis.VALKEY_VERSION, SERVER_NAME = redis.SERVER_NAME}
+  local lproxy = setmetatable({}, {
+    __index = function(t, k)
+      local v = rawget(lserver, k)
+      if v == nil then missing(t, k) end
+      return v
+    end,
+    __newindex = ro_error, __metatable = false})
+  protected[lproxy] = true
+  local lapi = setmetatable({}, {
+    __index = function(t, k)
+      if k == 'server' or k == 'redis' then return lproxy end
+      missing(t, k)
+    end,
+    __newindex = function() error('Attempt to modify a readonly table', 2) end,
+    __metatable = false})
+  local lhook
+  lhook = function()
+    if py_load_expired() then
+      local i = dbg.getinfo(2, 'S')
+      if i and i.source == chunk then
+        sethook(lhook, 'l')
+        error({err = 'ERR FUNCTION LOAD timeout'})
+      end
+    end
+  end
+  -- (ok, value, registrations): ok nil for a compile error (value: its
+  -- text), false for an error while loading (value: the error table).
+  load = function(body)
+    local f, err = loadstring(body, chunk)
+    if not f then return nil, err end
+    lua_setfenv(f, env)
+    env_mt.__index = lapi
+    loading, registered = true, {}
+    sethook(lhook, '', 100000)
+    local ok, v = xpcall(f, errh)
+    sethook()
+    env_mt.__index = G
+    local regs = registered
+    loading, registered = false, nil
+    return ok, v, regs
+  end
 end
 -- Raw reads of a returned table (metamethods never run while replying).
 local function classify(t)
@@ -244,4 +443,4 @@ local function errinfo(t)
   return rawget(t, 'err'), rawget(t, 'source'), rawget(t, 'line'),
          rawget(t, 'ignore_error_stats_update')
 end
-return compile, run, rawequal, null, classify, errinfo
+return compile, run, rawequal, null, classify, errinfo, internals, load
