@@ -50,6 +50,8 @@ import signal
 import sys
 import time
 
+from . import rdbfile
+from .aof import files as aof_files
 from .config import ALIASES, PARAMS, Config, ConfigError, parse_config_file
 from .config_table import DEPRECATED
 from .net import Listener, close_loop, new_event_loop
@@ -501,9 +503,11 @@ class SignalShutdown:
     killed either way), ``force`` exits even when that save fails, ``now`` skips
     the wait for replicas (hotkv has none: nothing to skip).  Without force a
     failed save cancels the shutdown -- the server keeps serving and a later
-    signal tries again -- as Valkey does.  A signal while one is being handled
-    is ignored (Valkey's "You insist" exit on a second SIGINT needs a shutdown
-    that waits, which hotkv's never does: no replicas)."""
+    signal tries again -- as Valkey does; so does an AOF turned on whose first
+    rewrite is still running ("Writing initial AOF, can't exit."), unless force.
+    A second SIGINT while a shutdown is pending -- the final save can take a
+    while -- exits at once with code 1 after removing the save's temp file
+    (Valkey's "You insist... exiting now."); a second SIGTERM is ignored."""
 
     def __init__(self, server, listener):
         self.server = server
@@ -512,11 +516,27 @@ class SignalShutdown:
 
     def __call__(self, sig: int):
         if self.pending:
+            if sig == signal.SIGINT:
+                self._insist()
             return
         self.pending = True
         name = "SIGINT" if sig == signal.SIGINT else "SIGTERM"
         raw_log_line(self.server.config.values, "Received %s scheduling shutdown..." % name)
         self.server.loop.call_soon(self._shutdown, sig)
+
+    def _insist(self):
+        raw_log_line(self.server.config.values, "You insist... exiting now.")
+        try:   # the final save's temp file (Valkey's rdbRemoveTempFile)
+            os.unlink(rdbfile.temp_path(self.server.snapshots.path(), os.getpid()))
+        except OSError:
+            pass
+        os._exit(1)
+
+    def _during_save(self, signum, _frame):
+        """Python-level handler while the final save blocks the loop (the
+        loop's own handler would only run once the save is over)."""
+        if signum == signal.SIGINT:
+            self._insist()
 
     def _shutdown(self, sig: int):
         server = self.server
@@ -526,14 +546,34 @@ class SignalShutdown:
         log.info("User requested shutdown...")
         if server.loading:   # a half-loaded dataset must not replace the file
             flags = (flags & ~SHUTDOWN_SAVE) | SHUTDOWN_NOSAVE
+        aof = server.aof_manager
+        if aof.state == aof_files.WAIT_REWRITE and aof.rw_pid:
+            # The AOF is on but its first rewrite has not finished: without it
+            # the dataset is in no AOF yet.
+            if not flags & SHUTDOWN_FORCE:
+                log.warning("Writing initial AOF, can't exit.")
+                log.warning("Errors trying to shut down the server. Check the logs for more "
+                            "information.")
+                self.pending = False
+                return
+            log.warning("Writing initial AOF. Exit anyway.")
         snaps = server.snapshots
         if flags & SHUTDOWN_NOSAVE:
             snaps.kill_child()
-        elif not snaps.shutdown_save(bool(flags & SHUTDOWN_SAVE), bool(flags & SHUTDOWN_FORCE)):
-            log.warning("Errors trying to shut down the server. Check the logs for more "
-                        "information.")
-            self.pending = False
-            return
+        else:
+            previous = {s: signal.signal(s, self._during_save)
+                        for s in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                saved = snaps.shutdown_save(bool(flags & SHUTDOWN_SAVE),
+                                            bool(flags & SHUTDOWN_FORCE))
+            finally:
+                for s, handler in previous.items():
+                    signal.signal(s, handler)
+            if not saved:
+                log.warning("Errors trying to shut down the server. Check the logs for more "
+                            "information.")
+                self.pending = False
+                return
         server.shutdown_saved = True   # Server.shutdown must not save again
         self.listener.request_shutdown()
 
