@@ -122,13 +122,14 @@ class _Walk:
         self.pos = pos
         self.line = line
         self.error = ""
+        self.epos = pos          # where the last read began (error offsets)
 
     def fail(self, at: int, why: str) -> bool:
         self.error = "0x%16x: %s" % (at, why)
         return False
 
     def number(self, prefix: bytes):
-        at = self.pos
+        at = self.epos = self.pos
         end = self.data.find(b"\n", at)
         # A line is read at most 127 bytes at a time, as fgets into 128.
         chunk = self.data[at:end + 1 if end >= 0 and end - at < 127 else at + 127]
@@ -165,7 +166,7 @@ class _Walk:
             if n < 0:
                 return self.fail(self.pos, "Expected to read string of %d bytes, which is not "
                                  "in the suitable range" % n)
-            at = self.pos
+            at = self.epos = self.pos
             got = len(self.data) - at
             if got < n + 2:
                 self.pos = len(self.data)
@@ -247,7 +248,7 @@ class _AofCheck:
                 out.write("AOF %s format error\n" % name)
                 break
         if walk.pos >= size and multi[0] and not walk.error:
-            walk.fail(walk.pos, "Reached EOF before reading EXEC for MULTI")
+            walk.fail(walk.epos, "Reached EOF before reading EXEC for MULTI")
         if walk.error:
             out.write(walk.error + "\n")
         self.line = walk.line
