@@ -72,7 +72,8 @@ class Database:
                 when = self.expires.get(key)
                 if when is not None and when <= self.server.cmd_time_ms \
                         and not self.server.loading:
-                    self.expire_now(key)
+                    if self.server.pause_check is None:   # CLIENT PAUSE: gone, not deleted
+                        self.expire_now(key)
                     return None
             self.access[key] = self.clock     # an access (hotkv.access)
         return value
@@ -84,7 +85,8 @@ class Database:
         if value is not None and self.expires:
             when = self.expires.get(key)
             if when is not None and when <= self.server.cmd_time_ms and not self.server.loading:
-                self.expire_now(key)
+                if self.server.pause_check is None:
+                    self.expire_now(key)
                 value = None
         if value is None:
             self.server.stat_keyspace_misses += 1

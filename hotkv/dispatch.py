@@ -34,6 +34,7 @@ from .blocking import BLOCKED, detach, waiter_seq
 from .errors import CommandError
 from .latency import FOLD_AT, fold as fold_latency
 from .multi import discard_transaction
+from .pause import may_replicate
 from .resp import QUEUED, encode
 
 _time = time.time
@@ -156,6 +157,8 @@ def _check(client, server, cmd, argv):
             client.multi_flags |= 1
         if cmd.write:
             client.multi_flags |= 2
+        if (cmd.write or "may_replicate" in cmd.flags) and may_replicate(server, cmd, argv):
+            client.multi_flags |= 4     # CLIENT PAUSE WRITE holds the EXEC (hotkv.pause)
         client.add_reply(QUEUED)
         return None
     return cmd

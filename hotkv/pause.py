@@ -12,7 +12,11 @@ back to the head of its client's pending commands, and the client is marked
 blocked with a key-less ``Waiter`` (reading stops, CLIENT LIST shows "b",
 counted in blocked_clients as Valkey 8 counts it); when the pause ends
 every postponed client is resumed in the order it was paused.  WRITE pauses
-writes (and EXEC of a transaction that writes), ALL pauses everything.
+writes and may-replicate commands (``may_replicate``: a script by its own
+flags; EXEC of a transaction that queued one: bit 4 of ``multi_flags``, set
+by the dispatcher when it queues), ALL pauses everything.  While a pause is
+on, keys past their time read as missing but are not deleted (no active or
+lazy expiry: ``Database.lookup`` and the cron check ``pause_check``).
 """
 
 from __future__ import annotations
@@ -56,8 +60,8 @@ def _pause_check(client, cmd, argv) -> bool:
     if _now_ms() >= p.end_ms:
         unpause_clients(server)
         return False
-    if not p.all and not (cmd.write or "may_replicate" in cmd.flags or (
-            cmd.name == "exec" and client.multi_flags & 2)):
+    if not p.all and not (cmd.name == "exec" and client.multi_flags & 4) \
+            and not may_replicate(server, cmd, argv):
         return False
     client.pending.appendleft(argv)
     waiter = blocking.Waiter(client, client.db, [], 0, cmd, argv, None, None, False, PAUSED)
@@ -65,6 +69,48 @@ def _pause_check(client, cmd, argv) -> bool:
     server.blocked_clients += 1
     p.postponed.append(waiter)
     return True
+
+
+def may_replicate(server, cmd, argv) -> bool:
+    """Is this a command CLIENT PAUSE WRITE holds: a write or may-replicate
+    command, with a script's own flags instead of EVAL's / FCALL's (Valkey's
+    getCommandFlags: a ``no-writes`` script is a read; a script without a
+    shebang, or not found, keeps the command's flags)."""
+    if not (cmd.write or "may_replicate" in cmd.flags):
+        return False
+    name = cmd.name
+    if len(argv) < 2 or name not in ("eval", "evalsha", "fcall"):
+        return True
+    if name == "fcall":
+        reg = getattr(server, "functions", None)
+        fn = reg.get(argv[1]) if reg is not None else None
+        return fn is None or "no_writes" not in fn.flags
+    if name == "eval":
+        flags = _shebang_flags(argv[1])
+    else:
+        eng = getattr(server, "scripting", None)
+        script = eng.scripts.get(argv[1].lower()) if eng is not None else None
+        flags = script.flags if script is not None else None
+    return flags is None or "no_writes" not in flags
+
+
+def _shebang_flags(body: bytes):
+    """The flags of an EVAL body's shebang, None without one or when it does
+    not parse (the command's own flags then apply).  The engine's parser
+    (hotkv.lua.engine.parse_shebang) sits above the dispatcher, which
+    imports this module: this reads only the flags."""
+    if not body.startswith(b"#!"):
+        return None
+    end = body.find(b"\n")
+    parts = body[:end].split() if end > 0 else []
+    if not parts or parts[0] != b"#!lua":
+        return None
+    flags = set()
+    for part in parts[1:]:
+        if not part.startswith(b"flags="):
+            return None
+        flags.update(f.replace(b"-", b"_").decode("latin-1") for f in part[6:].split(b","))
+    return flags
 
 
 def unpause_clients(server):

@@ -447,7 +447,8 @@ class Server:
             self.used_memory_cached = stats.used_memory()
         budget = 20 * self.config.values["active-expire-effort"]
         start = time.time()
-        for db in self.dbs if self.active_expire_enabled else ():
+        # No active expiry while CLIENT PAUSE holds writes (Valkey's PAUSE_ACTION_EXPIRE).
+        for db in self.dbs if self.active_expire_enabled and self.pause_check is None else ():
             if db.expires:
                 # Keep going while a quarter of the samples were expired, within bounds.
                 for _ in range(16):

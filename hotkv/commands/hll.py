@@ -95,7 +95,7 @@ def pfadd(c, argv):
     return 1
 
 
-@command("pfcount", -2, "readonly", (1, -1, 1), group="hyperloglog", since="2.8.9",
+@command("pfcount", -2, "readonly may_replicate", (1, -1, 1), group="hyperloglog", since="2.8.9",
          key_specs=(spec("RW access", "index 1", "range -1 1 0",
                          notes="RW because it may change the internal representation "
                                "of the key, and propagate to replicas"),))
