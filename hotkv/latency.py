@@ -115,6 +115,10 @@ def on_slow(client, cmd, argv, duration: float):
         if ms >= threshold:
             record(server, "fast-command" if "fast" in cmd.flags else "command", ms)
     if duration >= server.slowlog_threshold and client.blocked is None:
+        outer = server.current_client
+        if client.is_fake and outer is not None and outer is not client:
+            # A script's command: logged with its caller's address and name.
+            client = outer
         server.slowlog_push(client, cmd, argv, duration)
 
 
