@@ -16,11 +16,12 @@ complete one.  It runs in the BGSAVE child or, for SAVE, on the loop.
 
 ``read_file`` reads every opcode Valkey 7.x-9.x and Redis 7.x write (AUX,
 RESIZEDB, SELECTDB, EXPIRETIME, EXPIRETIME_MS, FREQ, IDLE, SLOT_INFO, EOF;
-FUNCTION2 is skipped with a warning since hotkv has no FUNCTION; module
-data is refused) into fresh dictionaries, checks the CRC, and only then
-does ``install`` put them in the server.  Anything wrong -- truncation, a
-bad length, an unknown type, a CRC mismatch, a duplicate key -- raises
-``RDBLoadError`` naming the byte offset and what was wrong: a server never
+FUNCTION2 libraries are kept for ``install``, which loads them into
+hotkv.lua.functions; module data is refused) into fresh dictionaries,
+checks the CRC, and only then does ``install`` put them in the server
+(a library that does not load fails the file).  Anything wrong --
+truncation, a bad length, an unknown type, a CRC mismatch, a duplicate
+key -- raises ``RDBLoadError`` naming the byte offset and what was wrong: a server never
 starts with half a file.  Keys already expired are dropped while loading,
 as a Valkey primary does.  ``read_preamble`` is the AOF loader's entry
 point (hotkv/aof/loader.py): the same checks on an AOF's RDB preamble, the
@@ -109,6 +110,11 @@ def write_dataset(server, fd: int, aof_base: bool = False) -> int:
     _aux(out, b"used-mem", b"%d" % used_memory())
     _aux(out, b"aof-base", b"1" if aof_base else b"0")
     with lzf_compression(values["rdbcompression"]):
+        # The function libraries, before the keys (Valkey's rdbSaveFunctions).
+        functions = getattr(server, "functions", None)
+        for code in functions.codes() if functions is not None else ():
+            out.append(OP_FUNCTION2)
+            put_string(code, out)
         for db in server.dbs:
             data = db.data
             if not data:
@@ -196,7 +202,8 @@ class Loaded:
         self.keys_loaded = 0
         self.keys_expired = 0
         self.version = 0
-        self.functions_skipped = 0
+        self.functions_skipped = 0    # function libraries read (their count)
+        self.functions: list = []     # their code, in file order
         self.end = 0              # offset after the checksum
 
 
@@ -277,10 +284,8 @@ def read_bytes(buf: bytes, databases: int = 16, now_ms: int | None = None,
                 r.num()
             elif op == OP_FUNCTION2:
                 what = "a function library"
-                code = r.string()
+                out.functions.append(r.string())
                 out.functions_skipped += 1
-                log.warning("RDB function library at offset %d skipped (hotkv has no "
-                            "FUNCTION): %r", start, code[:60])
             elif op in (OP_MODULE_AUX, OP_FUNCTION_PRE_GA):
                 raise RDBLoadError("%s at offset %d: hotkv has no modules or pre-GA functions"
                                    % ("Module aux data" if op == OP_MODULE_AUX
@@ -358,7 +363,16 @@ def read_file(path: str, server) -> Loaded:
 
 
 def install(server, loaded: Loaded):
-    """Put a checked file's keys into the server's (empty) databases."""
+    """Put a checked file's function libraries and keys into the server's
+    (empty) registry and databases; RDBLoadError when a library does not
+    load (Valkey refuses the file then)."""
+    if loaded.functions:
+        from .lua.functions import FunctionError, registry   # (lupa only when needed)
+        try:
+            registry(server).load_codes(loaded.functions)
+        except FunctionError as e:
+            raise RDBLoadError("Failed loading a function library from the RDB: %s"
+                               % e.message) from None
     for db, keys, expires in zip(server.dbs, loaded.dbs, loaded.expires):
         for key, value in keys.items():
             db.add(key, value)

@@ -78,6 +78,10 @@ def write_snapshot(server, fd: int, now_ms: int) -> int:
     """Write the commands rebuilding every database to fd; returns bytes."""
     out = bytearray()
     total = 0
+    # The function libraries first, as Valkey's rewriteFunctions.
+    functions = getattr(server, "functions", None)
+    for code in functions.codes() if functions is not None else ():
+        encode_into(out, [b"FUNCTION", b"LOAD", code])
     for db in server.dbs:
         if not db.data:
             continue

@@ -190,6 +190,8 @@ def _info_memory(server):
     total = _total_system_memory()
     maxmemory = server.config.values["maxmemory"]
     scripts = getattr(getattr(server, "scripting", None), "scripts", ())
+    functions = getattr(server, "functions", None)
+    libs, fns = functions.stats() if functions is not None else (0, 0)
     return [
         ("used_memory", used),
         ("used_memory_human", bytes_to_human(used)),
@@ -206,8 +208,8 @@ def _info_memory(server):
         ("used_memory_lua", 0),
         ("used_memory_scripts", 0),
         ("number_of_cached_scripts", len(scripts)),
-        ("number_of_functions", 0),
-        ("number_of_libraries", 0),
+        ("number_of_functions", fns),
+        ("number_of_libraries", libs),
         ("maxmemory", maxmemory),
         ("maxmemory_human", bytes_to_human(maxmemory)),
         ("maxmemory_policy", server.config.values["maxmemory-policy"]),

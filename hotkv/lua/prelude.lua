@@ -271,8 +271,8 @@ if funcmode then
   local function missing(t, k)   -- (called by an __index: level 3 is the user's)
     error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 3)
   end
-  local env_mt = {__index = G, __newindex = function() error('Attempt to modify a readonly table', 2) end,
-                  __metatable = false}
+  local env_mt = {__index = G, __metatable = false,
+                  __newindex = function() error('Attempt to modify a readonly table', 2) end}
   local env = setmetatable({}, env_mt)
   protected[env] = true
   local loading, registered = false, nil
