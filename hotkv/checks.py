@@ -30,10 +30,10 @@ Invariant: nothing is written unless --fix was confirmed or
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import time
 
+from .aof import manifest
 from .rdbfile import RDBLoadError, read_bytes
 
 # SELECTDB numbers accepted (the reader keeps a dictionary per database).
@@ -303,33 +303,6 @@ class _AofCheck:
             out.write("Successfully truncated AOF %s\n" % name)
 
 
-def read_manifest(path: str) -> tuple[str | None, list[str]]:
-    """(base file name or None, incr file names in order) of a multi-part
-    AOF manifest; raises ValueError for a malformed one."""
-    base = None
-    incrs = []
-    with open(path, "rb") as f:
-        lines = f.read().decode("latin-1").splitlines()
-    for text in lines:
-        if not text.strip() or text.startswith("#"):
-            continue
-        words = shlex.split(text)
-        if len(words) % 2:
-            raise ValueError("Invalid AOF manifest file format")
-        info = dict(zip(words[::2], words[1::2]))
-        if "file" not in info or "seq" not in info or "type" not in info:
-            raise ValueError("Invalid AOF manifest file format")
-        if info["type"] == "b":
-            if base is not None:
-                raise ValueError("Found duplicate base file information")
-            base = info["file"]
-        elif info["type"] == "i":
-            incrs.append(info["file"])
-        elif info["type"] != "h":
-            raise ValueError("Unknown AOF file type")
-    return base, incrs
-
-
 def _is_manifest(path: str) -> bool:
     with open(path, "rb") as f:
         for raw in f:
@@ -365,21 +338,24 @@ def check_aof(argv: list[str], out=sys.stdout, stdin=sys.stdin) -> int:
     check = _AofCheck(out, fix, to_timestamp, stdin)
     try:
         try:
-            manifest = _is_manifest(path)
-            rdb = not manifest and _is_rdb(path)
+            multi_part = _is_manifest(path)
+            rdb = not multi_part and _is_rdb(path)
         except OSError as e:
             out.write("Cannot open file %s: %s\n" % (path, e.strerror))
             return 1
-        if not manifest:
+        if not multi_part:
             out.write("Start checking Old-Style AOF\n")
             check.style(check.single(path, path, True, rdb), path, "AOF")
             return 0
         out.write("Start checking Multi Part AOF\n")
         try:
-            base, incrs = read_manifest(path)
-        except ValueError as e:
-            out.write("%s\n" % e)
+            with open(path, "rb") as f:
+                parsed = manifest.parse(f.read())
+        except (OSError, manifest.ManifestError) as e:
+            out.write("%s\n" % (getattr(e, "why", None) or e))
             return 1
+        base = parsed.base.name if parsed.base is not None else None
+        incrs = [info.name for info in parsed.incr]
         directory = os.path.dirname(path)
         total = (base is not None) + len(incrs)
         n = 0
