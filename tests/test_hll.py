@@ -215,6 +215,21 @@ def test_promotion_at_each_limit(d):
     d("CONFIG", "GET", "hll-sparse-max-bytes")
 
 
+def test_promotion_boundary_one_element_at_a_time(diff):
+    """One element per PFADD, STRLEN after each, up to the switch: a
+    string may reach hll-sparse-max-bytes exactly and stay sparse (Valkey
+    promotes only past it), which batches of elements hide."""
+    for limit in (60, 100, 301, 500, 1000, 3000):
+        cmds = [["CONFIG", "SET", "hll-sparse-max-bytes", str(limit)], ["DEL", "h"]]
+        cmds += [c for i in range(limit * 2)
+                 for c in (["PFADD", "h", f"{limit}/{i}"], ["STRLEN", "h"])]
+        replies = _both(diff, cmds)
+        lengths = [int(r[1:-2]) for r in replies[3::2]]
+        assert max(x for x in lengths if x <= limit) > limit - 4
+        assert lengths[-1] == 12304
+    _both(diff, [["CONFIG", "SET", "hll-sparse-max-bytes", "3000"]])
+
+
 def test_large_registers_promote(d):
     """A register value over 32 cannot be sparse: promoted at once."""
     # Elements whose hash has many trailing zeros after the index bits are
