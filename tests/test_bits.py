@@ -517,3 +517,28 @@ def test_raw_strings_survive_dump_rdb_and_aof_rewrite(hotkv_server_factory, tmp_
         finally:
             c.close()
         again.stop()
+
+
+def test_proto_max_bulk_len_limits_match_valkey(diff):
+    """Offsets whose byte reaches proto-max-bulk-len are refused (BITFIELD
+    may still grow the string a few bytes past it, as Valkey does); SETRANGE
+    and APPEND refuse to pass it."""
+    old = diff("CONFIG", "GET", "proto-max-bulk-len").split(b"\r\n")[-2]
+    diff("CONFIG", "SET", "proto-max-bulk-len", "1mb")
+    try:
+        limit_bits = 8 << 20
+        for cmd in (("SETBIT", "k", str(limit_bits), "1"),
+                    ("SETBIT", "k", str(limit_bits - 1), "1"), ("STRLEN", "k"),
+                    ("GETBIT", "k", str(limit_bits)), ("GETBIT", "k", str(limit_bits - 1)),
+                    ("BITFIELD", "k", "SET", "u8", "#1048576", "1"),
+                    ("BITFIELD", "k", "GET", "u8", str(limit_bits)),
+                    ("BITFIELD", "k", "SET", "u8", "#1048575", "1"),
+                    ("BITFIELD", "k", "SET", "i64", str(limit_bits - 8), "-1"), ("STRLEN", "k"),
+                    ("BITFIELD_RO", "k", "GET", "i64", str(limit_bits - 8)),
+                    ("SETRANGE", "k", str((1 << 20) - 1), "ab"), ("APPEND", "k", "x"),
+                    ("SETRANGE", "n", str(1 << 20), "a"), ("SETRANGE", "n", str((1 << 20) - 1), "a"),
+                    ("STRLEN", "n"), ("BITCOUNT", "k", "-2", "-1")):
+            diff(*cmd)
+    finally:
+        diff("CONFIG", "SET", "proto-max-bulk-len", old)
+        diff("FLUSHALL")
