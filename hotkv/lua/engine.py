@@ -230,7 +230,7 @@ class Engine:
             lib(lambda s=None, limit=0, offset=0:
                 cmsgpack.unpack(s, offset, limit, True, self._table), multi=True),
             lambda name: lua_struct.fn(name.decode()), self.CHUNK, self._py_load_expired,
-            self._py_pairs, self._py_loadstring, self._py_register)
+            self._py_pairs, self._py_loadstring, self._py_register, self._py_type)
         self._internals = extra[0]
         self._load = extra[1] if len(extra) > 1 else None
         self._table = lua.table
@@ -384,6 +384,26 @@ class Engine:
             raise lua51.LuaError(self._err_table(
                 err.decode("utf-8", "surrogateescape") if isinstance(err, bytes) else str(err)))
         return None
+
+    def _py_type(self, *args):
+        if not args:
+            raise LibError(b"bad argument #1 to 'type' (value expected)")
+        v = args[0]
+        t = type(v)
+        if t is bytes:
+            return b"string"
+        if t is int or t is float:
+            return b"number"
+        if t is bool:
+            return b"boolean"
+        if v is None:
+            return b"nil"
+        if type(v).__name__ in ("_LuaThread", "_LuaCoroutineFunction"):   # (lupa's names)
+            return b"thread"
+        name = self.lua_type(v)
+        if name is None:          # a Python object: the API's callables
+            return b"function" if callable(v) else b"userdata"
+        return name.encode() if isinstance(name, str) else name
 
     def _py_pairs(self, *args):
         if not args or self.lua_type(args[0]) != "table":

@@ -17,11 +17,13 @@
 local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, py_bit,
       py_aclcheck, py_unwrap, py_interrupt, py_mp_pack, py_mp_unpack, py_mp_unpack_one,
       py_mp_unpack_limit, py_struct, chunk, py_load_expired, py_pairs, py_loadstring,
-      py_register = ...
+      py_register, py_type = ...
 -- chunk: '@user_script' (EVAL's state) or '@user_function' (FUNCTION's
 -- state: KEYS / ARGV are the callback's arguments, never globals, and a
 -- library's code runs once, at load, against the load API only).
 local funcmode = chunk == '@user_function'
+local killed_text = funcmode and 'ERR Script killed by user with FUNCTION KILL.'
+                    or 'ERR Script killed by user with SCRIPT KILL.'
 local dbg = debug
 local sethook = debug.sethook
 local lua_setfenv, lua_next, lower = setfenv, next, string.lower
@@ -168,6 +170,9 @@ local lua_next_, lua_loadstring = next, loadstring
 -- refuses a binary chunk (Valkey's Lua reads every chunk as text).
 _G.pairs = py_pairs
 _G.loadstring = py_loadstring
+-- type() says "function" of the API's Python callables, as of Valkey's C
+-- functions (it is one too, for the same reason as pairs).
+_G.type = py_type
 for _, name in ipairs({'string', 'math', 'table', 'os', 'coroutine', 'cjson', 'bit',
                        'cmsgpack', 'struct'}) do
   _G[name] = readonly(_G[name])
@@ -241,7 +246,7 @@ hook = function()
     local i = dbg.getinfo(2, 'S')
     if i and i.source == chunk then
       sethook(hook, 'l')
-      error({err = 'ERR Script killed by user with SCRIPT KILL.'})
+      error({err = killed_text})
     end
   end
 end
