@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 
 import pytest
 
@@ -607,6 +608,28 @@ def test_hits_misses_and_dirty(diff):
     deltas = [{k: after[i][k] - before[i][k] for k in after[i]} for i in (0, 1)]
     assert deltas[0] == deltas[1]
     assert deltas[0]["keyspace_hits"] > 0 and deltas[0]["keyspace_misses"] > 0
+
+
+def _geo_commandstats(client: RawClient) -> list:
+    text = client.call("INFO", "commandstats").decode()
+    # Times differ; calls, rejected and failed calls must not.
+    return sorted(re.sub(r"usec=\d+,usec_per_call=[\d.]+,", "", line)
+                  for line in text.split("\r\n") if line.startswith("cmdstat_geo"))
+
+
+def test_command_and_error_stats(diff):
+    """Every scenario's commands again: the same calls, rejected calls
+    (arity) and failed calls per geo command, and the same error counts."""
+    diff("CONFIG", "RESETSTAT")
+    for name in sorted(SCENARIOS):
+        diff("FLUSHALL")
+        for args in SCENARIOS[name]:
+            diff(*args)
+    diff("GEOADD", "g")
+    stats = _geo_commandstats(diff.ours)
+    assert stats == _geo_commandstats(diff.theirs)
+    assert len(stats) == 10 and "rejected_calls=1," in "".join(stats)
+    diff("INFO", "errorstats")
 
 
 @pytest.mark.parametrize("args", [
