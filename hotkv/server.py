@@ -60,7 +60,7 @@ import os
 import time
 import traceback
 
-from . import access, acl, cmdlog, latency, limits, notify, pubsub, stats, tracking
+from . import access, acl, cmdlog, latency, lazyfree, limits, notify, pubsub, stats, tracking
 from .aof import AOF, AOFLoadError
 from .blocking import drop as drop_blocked, expire_timeouts
 from .config import Config
@@ -187,6 +187,7 @@ class Server:
         cmdlog.init_slowlog(self)                 # slowlog, slowlog_push, threshold
         latency.init_server(self)                 # LATENCY events, slow_gate, on_slow
         access.init_server(self)                  # OBJECT IDLETIME/FREQ (db.access kind)
+        lazyfree.init_server(self)                # UNLINK / FLUSH ASYNC free after the reply
         self.startup_memory = stats.used_memory()  # INFO used_memory_startup
         self.pubsub = pubsub.init_server(self)
         notify.init_server(self)                  # notify, notify_new (publishes via pubsub)

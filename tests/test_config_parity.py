@@ -32,7 +32,7 @@ GET_DIFFERENCES = {
     **{"lazyfree-lazy-" + k: "Valkey 8.1 defaults to yes and logs an expired key's deletion "
        "as UNLINK; hotkv keeps no and logs DEL (tests/test_expire.py and test_aof.py pin "
        "DEL): an open divergence, see the report of issue 21"
-       for k in ("eviction", "expire", "server-del", "user-del", "user-flush")},
+       for k in ("eviction", "expire", "server-del")},
 }
 SET_DIFFERENCES = {
     "port": "hotkv binds its listeners once; CONFIG SET port is refused as immutable",

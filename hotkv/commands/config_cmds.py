@@ -178,6 +178,7 @@ def reset_stats(server):
     server.stat_unexpected_error_replies = 0
     server.stat_client_qbuf_limit_disconnections = 0
     server.stat_client_outbuf_limit_disconnections = 0
+    server.lazyfreed_objects = 0          # hotkv.lazyfree
     if hasattr(server, "stat_evictedkeys"):
         server.stat_evictedkeys = 0
     denied = getattr(getattr(server, "acl", None), "denied", None)

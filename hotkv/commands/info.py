@@ -218,8 +218,8 @@ def _info_memory(server):
         ("mem_clients_normal", 0),
         ("mem_aof_buffer", 0),
         ("mem_allocator", "pymalloc"),
-        ("lazyfree_pending_objects", 0),
-        ("lazyfreed_objects", 0),
+        ("lazyfree_pending_objects", server.lazyfree_pending),    # hotkv.lazyfree
+        ("lazyfreed_objects", server.lazyfreed_objects),
     ]
 
 

@@ -38,6 +38,7 @@ from collections import deque
 from .. import access, errors
 from ..encodings import cfg as _cfg, object_encoding
 from ..errors import CommandError
+from ..lazyfree import maybe_free_later
 from ..registry import command, container, spec
 from ..resp import OK, Simple
 from ..types.hashes import HashValue
@@ -55,14 +56,17 @@ _LLONG_MIN_DIV_1000 = -(-LLONG_MIN // 1000)     # C's truncating LLONG_MIN/1000
 # DEL / UNLINK / EXISTS / TYPE / TOUCH
 # ----------------------------------------------------------------------
 
-def _del(c, argv):
+def _del(c, argv, lazy):
     db = c.db
     lookup = db.lookup
     written = c.server.written
     n = 0
     for key in argv[1:]:
         # an expired key is gone by expiry (and logged so), not by this DEL
-        if lookup(key) is not None and db.delete(key):
+        value = lookup(key)
+        if value is not None and db.delete(key):
+            if lazy and type(value) is not bytes:
+                maybe_free_later(c.server, value)   # freed after the reply (hotkv.lazyfree)
             written(db, key, "g", "del")
             n += 1
     return n
@@ -71,14 +75,14 @@ def _del(c, argv):
 @command("del", -2, "write", (1, -1, 1), key_flags="RM delete")
 def del_(c, argv):
     """Delete a key."""
-    return _del(c, argv)
+    return _del(c, argv, c.server.config.values["lazyfree-lazy-user-del"])
 
 
 @command("unlink", -2, "write fast", (1, -1, 1), since="4.0.0", key_flags="RM delete",
          summary="Delete a key asynchronously in another thread. Otherwise it is just as DEL, "
                   "but non blocking.")
 def unlink(c, argv):
-    return _del(c, argv)
+    return _del(c, argv, True)
 
 
 @command("exists", -2, "readonly fast", (1, -1, 1), key_flags="RO")

@@ -27,22 +27,35 @@ import time
 from .. import errors
 from ..blocking import BLOCKED
 from ..errors import CommandError
+from ..lazyfree import free_later
 from ..registry import command
 from ..resp import OK, Simple
 
 log = logging.getLogger("hotkv")
 
-def _flush_mode(argv):
+def _flush_mode(c, argv) -> bool:
+    """True for an asynchronous flush: ASYNC, or no argument and
+    lazyfree-lazy-user-flush yes (Valkey's getFlushCommandFlags)."""
     if len(argv) > 2:
         raise CommandError(errors.SYNTAX)
-    if len(argv) == 2 and argv[1].upper() not in (b"ASYNC", b"SYNC"):
-        raise CommandError(errors.SYNTAX)
+    if len(argv) == 2:
+        mode = argv[1].upper()
+        if mode not in (b"ASYNC", b"SYNC"):
+            raise CommandError(errors.SYNTAX)
+        return mode == b"ASYNC"
+    return bool(c.server.config.values.get("lazyfree-lazy-user-flush"))
 
 
-def flush_db(server, db) -> int:
-    """Empty db; returns how many keys it held (added to the dirty counter)."""
+def flush_db(server, db, lazy: bool = False) -> int:
+    """Empty db; returns how many keys it held (added to the dirty counter).
+    A lazy flush frees the old keys after the reply (hotkv.lazyfree), each
+    key counted as one lazily freed object as Valkey counts them."""
     db.touch_all()
+    old = (db.data, db.expires)
     removed = db.clear()
+    if lazy and removed:
+        free_later(server, old, removed)
+    del old
     server.dirty += removed
     return removed
 
@@ -57,10 +70,10 @@ def _force_propagation(c, argv, removed: int):
 @command("flushall", -1, "write", group="server", acl=("keyspace", "dangerous"))
 def flushall(c, argv):
     """Remove all keys from all databases."""
-    _flush_mode(argv)
+    lazy = _flush_mode(c, argv)
     removed = 0
     for db in c.server.dbs:
-        removed += flush_db(c.server, db)
+        removed += flush_db(c.server, db, lazy)
     if c.server.tracking_on:   # one "all keys" invalidation (hotkv.tracking)
         c.server.tracking.flushed()
     _force_propagation(c, argv, removed)
@@ -76,8 +89,7 @@ def flushall(c, argv):
 @command("flushdb", -1, "write", group="server", acl=("keyspace", "dangerous"))
 def flushdb(c, argv):
     """Remove all keys from the current database."""
-    _flush_mode(argv)
-    removed = flush_db(c.server, c.db)
+    removed = flush_db(c.server, c.db, _flush_mode(c, argv))
     if c.server.tracking_on:   # one "all keys" invalidation (hotkv.tracking)
         c.server.tracking.flushed()
     _force_propagation(c, argv, removed)
