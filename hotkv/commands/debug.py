@@ -30,7 +30,7 @@ import re
 import sys
 import time
 
-from .. import errors, rdb
+from .. import errors, rdb, rdbfile
 from ..config import parse_memory
 from ..digest import dataset_digest, value_digest
 from ..encodings import object_encoding
@@ -363,3 +363,99 @@ def memory_help(c, argv):
         "    Return memory in bytes used by <key> and its value. Nested values are",
         "    sampled up to <count> times (default: 5, 0 means sample all).",
     ])
+
+
+# ----------------------------------------------------------------------
+# RELOAD and LOADAOF: the dataset through its files and back (Valkey's
+# suite calls RELOAD after a case to prove writer and reader agree)
+# ----------------------------------------------------------------------
+
+def _empty_data(server):
+    """Valkey's emptyData for DEBUG: every database emptied, WATCHers and
+    trackers told, the dirty counter left alone (not a FLUSHALL)."""
+    for db in server.dbs:
+        db.touch_all()
+        db.clear()
+    if getattr(server, "tracking_on", False):
+        server.tracking.flushed()
+
+
+@debug_subcommand("reload", -2)
+def debug_reload(c, argv):
+    """DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: SAVE (unless NOSAVE), empty
+    the databases (unless NOFLUSH), load the dump file.  With NOFLUSH a key
+    in both places is an error unless MERGE (the file's value wins), checked
+    before anything is installed: Valkey stops the server there."""
+    merge = noflush = nosave = False
+    for opt in argv[2:]:
+        opt = opt.upper()
+        if opt == b"MERGE":
+            merge = True
+        elif opt == b"NOFLUSH":
+            noflush = True
+        elif opt == b"NOSAVE":
+            nosave = True
+        else:
+            raise CommandError("ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE "
+                               "options.")
+    server = c.server
+    snaps = server.snapshots
+    if not nosave and not snaps.save():
+        raise CommandError("ERR")
+    if not noflush:
+        _empty_data(server)
+    failed = "ERR Error trying to load the RDB dump, check server logs."
+    try:
+        loaded = rdbfile.read_file(snaps.path(), server)
+    except (OSError, rdbfile.RDBLoadError) as e:
+        log.warning("DEBUG RELOAD: %s", getattr(e, "strerror", None) or e)
+        raise CommandError(failed) from None
+    if noflush and not merge:
+        for db, keys in zip(server.dbs, loaded.dbs):
+            for key in keys:
+                if key in db.data:
+                    log.warning("DEBUG RELOAD: duplicated key '%s' found in the RDB file",
+                                key.decode("latin-1"))
+                    raise CommandError(failed)
+    for db, keys in zip(server.dbs, loaded.dbs):
+        for key in keys:
+            if key in db.data:
+                db.delete(key)
+    rdbfile.install(server, loaded)
+    log.warning("DB reloaded by DEBUG RELOAD")
+    return OK
+
+
+@debug_subcommand("loadaof", 2)
+def debug_loadaof(c, argv):
+    """Write out the AOF buffer, empty the databases and replay the AOF
+    (all its files, as they are on disk now)."""
+    server = c.server
+    aof = server.aof_manager
+    failed = "ERR Error trying to load the AOF files, check server logs."
+    if aof.state != 0:         # files.OFF
+        aof.before_sleep()
+    _empty_data(server)
+    if aof.state == 0:
+        # The AOF is off: Valkey's manifest is empty then, and the load
+        # fails (after the databases were emptied, as there).
+        log.warning("DEBUG LOADAOF: the AOF is off")
+        raise CommandError(failed)
+    coro = aof.load(yield_to_loop=False)
+    try:
+        coro.send(None)        # never suspends without yield_to_loop
+    except StopIteration:
+        pass
+    except Exception as e:
+        log.warning("DEBUG LOADAOF: %s", e)
+        raise CommandError(failed) from None
+    else:
+        coro.close()
+        raise CommandError(failed)
+    # Valkey zeroes its dirty counter: no save point fires for the replay
+    # (rdb_changes_since_last_save 0) and the command is not logged -- a
+    # LOADAOF in the AOF would replay itself.
+    server.dirty_at_save = server.dirty
+    server.prop_override = []
+    log.warning("Append Only File loaded by DEBUG LOADAOF")
+    return OK
