@@ -183,14 +183,10 @@ def encode(value, out: list, resp3: bool) -> None:
             out.append(b"," + text + _CRLF)
         else:
             out.append(b"$%d\r\n%b\r\n" % (len(text), text))
-    elif t is DoubleText:
+    elif t is Verbatim or t is DoubleText:
         if resp3:
-            out.append(b"," + value + _CRLF)
-        else:
-            out.append(b"$%d\r\n%b\r\n" % (len(value), value))
-    elif t is Verbatim:
-        if resp3:
-            out.append(b"=%d\r\ntxt:%b\r\n" % (len(value) + 4, value))
+            out.append(b"=%d\r\ntxt:%b\r\n" % (len(value) + 4, value) if t is Verbatim
+                       else b"," + value + _CRLF)
         else:
             out.append(b"$%d\r\n%b\r\n" % (len(value), value))
     elif t is bool:

@@ -203,12 +203,103 @@ def _desc(a, b):
     return -_asc(a, b)
 
 
+class _Query:
+    """A search's options as georadiusGeneric parses them."""
+    __slots__ = ("flags", "shape", "store", "storedist", "withdist", "withhash",
+                 "withcoord", "frommember", "fromloc", "byradius", "bybox", "sort",
+                 "any", "count")
+
+    def __init__(self, flags):
+        self.flags = flags
+        self.shape = geo.Shape()
+        self.store = None
+        self.storedist = False
+        self.withdist = self.withhash = self.withcoord = False
+        self.frommember = self.fromloc = self.byradius = self.bybox = False
+        self.sort = _SORT_NONE
+        self.any = False
+        self.count = 0
+
+    def parse(self, argv, i, z):
+        """The options from argv[i] on, in Valkey's order of checks."""
+        n = len(argv)
+        flags = self.flags
+        shape = self.shape
+        search = flags & _SEARCH
+        storing = not (flags & _NOSTORE) and not search
+        while i < n:
+            arg = argv[i].lower()
+            more = n - 1 - i          # arguments after this one
+            if arg == b"withdist":
+                self.withdist = True
+            elif arg == b"withhash":
+                self.withhash = True
+            elif arg == b"withcoord":
+                self.withcoord = True
+            elif arg == b"any":
+                self.any = True
+            elif arg == b"asc":
+                self.sort = _SORT_ASC
+            elif arg == b"desc":
+                self.sort = _SORT_DESC
+            elif arg == b"count" and more >= 1:
+                self.count = parse_int(argv[i + 1])
+                if self.count <= 0:
+                    raise CommandError("ERR COUNT must be > 0")
+                i += 1
+            elif arg in (b"store", b"storedist") and more >= 1 and storing:
+                self.store = argv[i + 1]
+                self.storedist = arg == b"storedist"
+                i += 1
+            elif arg == b"storedist" and search and flags & _SEARCHSTORE:
+                self.storedist = True
+            elif arg == b"frommember" and more >= 1 and search and not self.fromloc:
+                if z is not None:
+                    shape.lon, shape.lat = _member_point(z, argv[i + 1])
+                self.frommember = True
+                i += 1
+            elif arg == b"fromlonlat" and more >= 2 and search and not self.frommember:
+                shape.lon, shape.lat = _lonlat(argv[i + 1], argv[i + 2])
+                self.fromloc = True
+                i += 2
+            elif arg == b"byradius" and more >= 2 and search and not self.bybox:
+                shape.radius, shape.conversion = _distance_args(argv[i + 1], argv[i + 2])
+                shape.kind = geo.CIRCLE
+                self.byradius = True
+                i += 2
+            elif arg == b"bybox" and more >= 3 and search and not self.byradius:
+                shape.width, shape.height, shape.conversion = _box_args(
+                    argv[i + 1], argv[i + 2], argv[i + 3])
+                shape.kind = geo.BOX
+                self.bybox = True
+                i += 3
+            else:
+                raise CommandError(errors.SYNTAX)
+            i += 1
+
+    def check(self, name: bytes):
+        """The errors of options that do not go together (or are missing)."""
+        search = self.flags & _SEARCH
+        if self.store is not None and (self.withdist or self.withhash or self.withcoord):
+            raise CommandError("ERR %s is not compatible with WITHDIST, WITHHASH and "
+                               "WITHCOORD options" % ("GEOSEARCHSTORE"
+                                                      if self.flags & _SEARCHSTORE
+                                                      else "STORE option in GEORADIUS"))
+        text = name.decode("utf-8", "surrogateescape")   # as the client spelt it
+        if search and not (self.frommember or self.fromloc):
+            raise CommandError("ERR exactly one of FROMMEMBER or FROMLONLAT can be "
+                               "specified for %s" % text)
+        if search and not (self.byradius or self.bybox):
+            raise CommandError("ERR exactly one of BYRADIUS and BYBOX can be specified "
+                               "for %s" % text)
+        if self.any and not self.count:
+            raise CommandError("ERR the ANY argument requires COUNT argument")
+
+
 def _search(c, argv, src_index, flags):
-    store = None
-    storedist = False
     z = _read(c, argv[src_index])
-    shape = geo.Shape()
-    n = len(argv)
+    q = _Query(flags)
+    shape = q.shape
     if flags & _COORDS:
         base = 6
         shape.kind = geo.CIRCLE
@@ -216,148 +307,84 @@ def _search(c, argv, src_index, flags):
         shape.radius, shape.conversion = _distance_args(argv[4], argv[5])
     elif flags & _MEMBER:
         base = 5
-        if z is not None:
+        if z is not None:     # else the radius is not even parsed, as in Valkey
             shape.kind = geo.CIRCLE
             shape.lon, shape.lat = _member_point(z, argv[2])
             shape.radius, shape.conversion = _distance_args(argv[3], argv[4])
+    elif flags & _SEARCHSTORE:
+        base = 3
+        q.store = argv[1]
     else:
         base = 2
-        if flags & _SEARCHSTORE:
-            base = 3
-            store = argv[1]
-    withdist = withhash = withcoord = False
-    frommember = fromloc = byradius = bybox = False
-    sort = _SORT_NONE
-    any_ = False
-    count = 0
-    i = base
-    search = flags & _SEARCH
-    storing = not (flags & _NOSTORE) and not search
-    while i < n:
-        arg = argv[i].lower()
-        more = n - 1 - i          # arguments after this one
-        if arg == b"withdist":
-            withdist = True
-        elif arg == b"withhash":
-            withhash = True
-        elif arg == b"withcoord":
-            withcoord = True
-        elif arg == b"any":
-            any_ = True
-        elif arg == b"asc":
-            sort = _SORT_ASC
-        elif arg == b"desc":
-            sort = _SORT_DESC
-        elif arg == b"count" and more >= 1:
-            count = parse_int(argv[i + 1])
-            if count <= 0:
-                raise CommandError("ERR COUNT must be > 0")
-            i += 1
-        elif arg == b"store" and more >= 1 and storing:
-            store = argv[i + 1]
-            storedist = False
-            i += 1
-        elif arg == b"storedist" and more >= 1 and storing:
-            store = argv[i + 1]
-            storedist = True
-            i += 1
-        elif arg == b"storedist" and search and flags & _SEARCHSTORE:
-            storedist = True
-        elif arg == b"frommember" and more >= 1 and search and not fromloc:
-            if z is not None:
-                shape.lon, shape.lat = _member_point(z, argv[i + 1])
-            frommember = True
-            i += 1
-        elif arg == b"fromlonlat" and more >= 2 and search and not frommember:
-            shape.lon, shape.lat = _lonlat(argv[i + 1], argv[i + 2])
-            fromloc = True
-            i += 2
-        elif arg == b"byradius" and more >= 2 and search and not bybox:
-            shape.radius, shape.conversion = _distance_args(argv[i + 1], argv[i + 2])
-            shape.kind = geo.CIRCLE
-            byradius = True
-            i += 2
-        elif arg == b"bybox" and more >= 3 and search and not byradius:
-            shape.width, shape.height, shape.conversion = _box_args(
-                argv[i + 1], argv[i + 2], argv[i + 3])
-            shape.kind = geo.BOX
-            bybox = True
-            i += 3
-        else:
-            raise CommandError(errors.SYNTAX)
-        i += 1
-
-    if store is not None and (withdist or withhash or withcoord):
-        raise CommandError("ERR %s is not compatible with WITHDIST, WITHHASH and WITHCOORD "
-                           "options" % ("GEOSEARCHSTORE" if flags & _SEARCHSTORE
-                                        else "STORE option in GEORADIUS"))
-    name = argv[0].decode("utf-8", "surrogateescape")
-    if search and not (frommember or fromloc):
-        raise CommandError("ERR exactly one of FROMMEMBER or FROMLONLAT can be specified "
-                           "for %s" % name)
-    if search and not (byradius or bybox):
-        raise CommandError("ERR exactly one of BYRADIUS and BYBOX can be specified for %s"
-                           % name)
-    if any_ and not count:
-        raise CommandError("ERR the ANY argument requires COUNT argument")
-
+    q.parse(argv, base, z)
+    q.check(argv[0])
     if z is None:
-        if store is not None:
-            _delete_dest(c, store)
+        if q.store is not None:
+            _delete_dest(c, q.store)
             return 0
         return []
-
-    if count and sort == _SORT_NONE and not any_:
-        sort = _SORT_ASC       # the nearest COUNT need a sort
-    found = _scan(z, shape, count if any_ else 0)
-    if not found and store is None:
+    if q.count and q.sort == _SORT_NONE and not q.any:
+        q.sort = _SORT_ASC       # the nearest COUNT need a sort
+    found = _scan(z, shape, q.count if q.any else 0)
+    if not found and q.store is None:
         return []
     total = len(found)
-    returned = total if not count or total < count else count
-    if sort != _SORT_NONE:
-        cmp = _asc if sort == _SORT_ASC else _desc
-        if returned != total:
-            geo.partial_sort(found, cmp, 0, returned - 1)
-        elif all(p[4] == p[4] for p in found):
-            # glibc's qsort is a merge sort: stable, as Python's.
-            found.sort(key=_dist, reverse=sort == _SORT_DESC)
-        else:
-            found = geo.merge_sort(found, cmp)   # NaN: no order, glibc's own steps
-    conversion = shape.conversion
-    if store is None:
-        out = []
-        plain = not (withdist or withhash or withcoord)
-        for k in range(returned):
-            member, score, lon, lat, dist = found[k]
-            if plain:
-                out.append(member)
-                continue
-            item = [member]
-            if withdist:
-                item.append(geo.format_distance(dist / conversion))
-            if withhash:
-                item.append(int(score))
-            if withcoord:
-                item.append([DoubleText(geo.format_coord(lon)),
-                             DoubleText(geo.format_coord(lat))])
-            out.append(item)
-        return out
+    returned = total if not q.count or total < q.count else q.count
+    if q.sort != _SORT_NONE:
+        found = _sorted(found, q.sort, returned)
+    if q.store is None:
+        return _reply(q, found, returned)
+    return _store(c, q, found, returned)
+
+
+def _sorted(found, sort, returned):
+    cmp = _asc if sort == _SORT_ASC else _desc
+    if returned != len(found):
+        geo.partial_sort(found, cmp, 0, returned - 1)
+    elif all(p[4] == p[4] for p in found):
+        # glibc's qsort is a merge sort: stable, as Python's.
+        found.sort(key=_dist, reverse=sort == _SORT_DESC)
+    else:
+        found = geo.merge_sort(found, cmp)   # NaN: no order, glibc's own steps
+    return found
+
+
+def _reply(q, found, returned):
+    conversion = q.shape.conversion
+    if not (q.withdist or q.withhash or q.withcoord):
+        return [found[k][0] for k in range(returned)]
+    out = []
+    for k in range(returned):
+        member, score, lon, lat, dist = found[k]
+        item = [member]
+        if q.withdist:
+            item.append(geo.format_distance(dist / conversion))
+        if q.withhash:
+            item.append(int(score))
+        if q.withcoord:
+            item.append([DoubleText(geo.format_coord(lon)), DoubleText(geo.format_coord(lat))])
+        out.append(item)
+    return out
+
+
+def _store(c, q, found, returned):
     if not returned:
-        _delete_dest(c, store)
+        _delete_dest(c, q.store)
         return 0
+    conversion = q.shape.conversion
     z_out = ZSetValue()
     maxlen = 0
     for k in range(returned):
         member, score, _, _, dist = found[k]
-        z_out.set(member, dist / conversion if storedist else score)
+        z_out.set(member, dist / conversion if q.storedist else score)
         if len(member) > maxlen:
             maxlen = len(member)
     z_out.big = (returned > cfg(c, "zset-max-listpack-entries", 128)
                  or maxlen > cfg(c, "zset-max-listpack-value", 64))
     db = c.db
-    db.set(store, z_out)
-    c.server.written(db, store, "z", "geosearchstore" if search else "georadiusstore",
-                     returned)
+    db.set(q.store, z_out)
+    c.server.written(db, q.store, "z",
+                     "geosearchstore" if q.flags & _SEARCH else "georadiusstore", returned)
     return returned
 
 
