@@ -639,3 +639,52 @@ def test_rdb_with_a_broken_library_is_refused(hotkv_server_factory, tmp_path):
     (tmp_path / "dump.rdb").write_bytes(broken)
     with pytest.raises(RDBLoadError, match="Function f already exists"):
         hotkv_server_factory(dir=str(tmp_path))
+
+
+# ----------------------------------------------------------------------
+# EVAL's shebang and the error accounting scripts and functions share
+# ----------------------------------------------------------------------
+
+SHEBANGS = ["#!not-lua\nreturn 1", "#!\nreturn 1", "#! lua\nreturn 1", "#!LUA\nreturn 1",
+            "#!foo flags=bad\nreturn 1", "#!foo bar\nreturn 1",
+            "#!Lua flags=no-writes\nreturn redis.call('set', 'a', 'b')",
+            '#!lua "flags=no-writes"\nreturn 1', "#!lua flags=\nreturn 1",
+            "#!lua flags=,\nreturn 1", '#!lua "x\nreturn 1', "#!lua flags=NO-WRITES\nreturn 1",
+            "#!lua", "#!lua\r\nreturn 1", "#!lua\tflags=no-writes,allow-oom\nreturn 1"]
+
+
+def test_eval_shebang_parsing(pdiff):
+    """Options are checked before the engine, whose name has no case; the
+    line is split with quotes (Valkey 8.1)."""
+    for script in SHEBANGS:
+        pdiff("EVAL", script, "0")
+        pdiff("SCRIPT", "LOAD", script)
+
+
+def _cmdstat(c, name: str) -> str:
+    """calls / rejected_calls / failed_calls of INFO commandstats (no usec)."""
+    for line in parse(c.call("INFO", "commandstats")).decode().split("\r\n"):
+        if line.startswith("cmdstat_%s:" % name):
+            fields = dict(kv.split("=") for kv in line.split(":", 1)[1].split(","))
+            return "calls=%s rejected=%s failed=%s" % (
+                fields["calls"], fields["rejected_calls"], fields["failed_calls"])
+    return "none"
+
+
+def test_failed_calls_of_scripts_and_functions(fdiff):
+    """A script that ends in an error reply -- its command's error raised,
+    or an error object returned -- is a failed call of EVAL / FCALL."""
+    fdiff("FUNCTION", "LOAD", lib("errs", """
+server.register_function('raise', function() return server.call('select', 99) end)
+server.register_function('ret', function() return server.pcall('select', 99) end)
+server.register_function('fine', function() local t = server.pcall('select', 99) return 1 end)"""))
+    for cmd in [("EVAL", "return redis.call('select', 99)", "0"),
+                ("EVAL", "return redis.pcall('select', 99)", "0"),
+                ("EVAL", "local t = redis.pcall('select', 99) return 1", "0"),
+                ("EVAL", "return {err='MY own'}", "0"),
+                ("FCALL", "raise", "0"), ("FCALL", "ret", "0"), ("FCALL", "fine", "0")]:
+        fdiff("CONFIG", "RESETSTAT")
+        fdiff(*cmd)
+        for name in ("eval", "fcall", "select"):
+            assert _cmdstat(fdiff.ours, name) == _cmdstat(fdiff.theirs, name), (cmd, name)
+        fdiff("INFO", "errorstats")

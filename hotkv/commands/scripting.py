@@ -67,13 +67,19 @@ def _run(c, argv, evalsha: bool, ro: bool):
     except ScriptError as e:
         if e.counted:
             raise CommandError(e.message)
+        # An error already counted in the error stats (the script's command's
+        # own): the script's call still failed, as Valkey counts it.
+        server.current_cmd.failed_calls += 1
         c.add_error(e.message)
         out = None
     finally:
         # The script's commands were propagated one by one, never the EVAL.
         server.prop_override = []
     if out is not None:
-        c.add_raw(b"".join(out))
+        data = b"".join(out)
+        if data[:1] == b"-":     # an error reply the script returned: a failed call too
+            server.current_cmd.failed_calls += 1
+        c.add_raw(data)
     return BLOCKED
 
 

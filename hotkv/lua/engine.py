@@ -73,7 +73,7 @@ from ..client import Client
 from ..dispatch import call, reject
 from ..registry import lookup
 from ..replies import quoted, redacted
-from ..resp import Double, encode, format_double
+from ..resp import Double, encode, format_double, split_inline_args
 from .libs import LibError, bit, cjson, cmsgpack, lib, struct as lua_struct
 from .values import lua_num_str, lua_tonumber, lua_type_name, truncate
 
@@ -117,22 +117,22 @@ SHEBANG_FLAGS = {
 
 
 def parse_shebang(body: bytes):
-    """(flags or None for compat mode, shebang length); raises ValueError(text)."""
+    """(flags or None for compat mode, shebang length); raises ValueError(text).
+    As Valkey 8.1: the line is split as sdssplitargs does (quotes), the
+    options are checked before the engine's name (matched without case)."""
     if not body.startswith(b"#!"):
         return None, 0
     end = body.find(b"\n")
     if end < 0:
         raise ValueError("Invalid script shebang")
-    parts = body[:end].split()
+    parts = split_inline_args(body[:end])
     if not parts:
         raise ValueError("Invalid engine in script shebang")
-    if parts[0] != b"#!lua":
-        raise ValueError("Could not find scripting engine '%s'"
-                         % parts[0][2:].decode("utf-8", "surrogateescape"))
     flags = set()
     for part in parts[1:]:
         if part.startswith(b"flags="):
-            for f in part[6:].split(b","):
+            value = part[6:]
+            for f in value.split(b",") if value else ():
                 if f not in SHEBANG_FLAGS:
                     raise ValueError("Unexpected flag in script shebang: %s"
                                      % f.decode("utf-8", "surrogateescape"))
@@ -140,6 +140,10 @@ def parse_shebang(body: bytes):
         else:
             raise ValueError("Unknown lua shebang option: %s"
                              % part.decode("utf-8", "surrogateescape"))
+    engine_name = parts[0][2:]
+    if engine_name.lower() != b"lua":
+        raise ValueError("Could not find scripting engine '%s'"
+                         % engine_name.decode("utf-8", "surrogateescape"))
     return flags, end
 
 
