@@ -709,3 +709,41 @@ def test_crowded_point(diff):
          "COUNT", "4000", "WITHDIST")
     reply = diff("GEORADIUS", "crowd", "0", "0", "1", "m", "COUNT", "5000", "ASC")
     assert reply.startswith(b"*5000\r\n")
+
+
+# ----------------------------------------------------------------------
+# The pure parts (hotkv/types/geo.py) on their own
+# ----------------------------------------------------------------------
+
+def test_partial_sort_puts_the_first_k_in_place():
+    """Whatever the ties, the first k positions hold what a full sort puts
+    there (by distance) and nothing is lost; the ties' own order is
+    checked against Valkey above (ties_under_count, test_crowded_point)."""
+    from hypothesis import given, settings, strategies as st
+
+    def cmp(a, b):
+        return (a[0] > b[0]) - (a[0] < b[0])
+
+    @settings(max_examples=80, deadline=None, derandomize=True)
+    @given(st.lists(st.integers(0, 6), max_size=90), st.integers(1, 100))
+    def check(dists, k):
+        items = [(d, i) for i, d in enumerate(dists)]
+        a = list(items)
+        k = min(k, len(a)) or 1
+        geo.partial_sort(a, cmp, 0, k - 1)
+        assert sorted(a, key=lambda x: x[1]) == items
+        assert [x[0] for x in a[:k]] == sorted(dists)[:k]
+
+    check()
+
+
+def test_scores_round_trip_within_a_cell():
+    """encode_score then score_lonlat lands within half a cell of the point
+    (cells are 360 / 2**26 degrees wide), over the whole valid range."""
+    rng = random.Random(7)
+    for _ in range(2000):
+        lon = rng.uniform(geo.LON_MIN, geo.LON_MAX)
+        lat = rng.uniform(geo.LAT_MIN, geo.LAT_MAX)
+        back_lon, back_lat = geo.score_lonlat(float(geo.encode_score(lon, lat)))
+        assert abs(back_lon - lon) <= 360 / 2 ** 26
+        assert abs(back_lat - lat) <= 2 * geo.LAT_MAX / 2 ** 26
