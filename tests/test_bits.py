@@ -536,7 +536,8 @@ def test_proto_max_bulk_len_limits_match_valkey(diff):
                     ("BITFIELD", "k", "SET", "i64", str(limit_bits - 8), "-1"), ("STRLEN", "k"),
                     ("BITFIELD_RO", "k", "GET", "i64", str(limit_bits - 8)),
                     ("SETRANGE", "k", str((1 << 20) - 1), "ab"), ("APPEND", "k", "x"),
-                    ("SETRANGE", "n", str(1 << 20), "a"), ("SETRANGE", "n", str((1 << 20) - 1), "a"),
+                    ("SETRANGE", "n", str(1 << 20), "a"),
+                    ("SETRANGE", "n", str((1 << 20) - 1), "a"),
                     ("STRLEN", "n"), ("BITCOUNT", "k", "-2", "-1")):
             diff(*cmd)
     finally:

@@ -631,6 +631,7 @@ def lcs(c, argv):
     return bytes(result)
 
 
-__all__ = ["set_generic", "read_string", "read_string_raw", "string_for_write", "incr_by", "parse_long_double", "format_long_double",
+__all__ = ["set_generic", "read_string", "read_string_raw", "string_for_write", "incr_by",
+           "parse_long_double", "format_long_double",
            "expire_ms", "already_expired", "delete_expired_overwrite",
            "check_string_length", "WrongType"]
