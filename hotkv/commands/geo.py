@@ -83,10 +83,11 @@ def _member_point(z, member):
 # ----------------------------------------------------------------------
 
 @command("geoadd", -5, "write denyoom", group="geo", since="3.2.0",
-         key_specs=(spec("RW update"),))
+         key_specs=(spec("RW update"),),
+         summary=("Adds one or more members to a geospatial index. The key is created if it "
+                  "doesn't exist."))
 def geoadd(c, argv):
-    """Adds one or more members to a geospatial index. The key is created if
-    it doesn't exist."""
+    """GEOADD key [NX|XX] [CH] lon lat member ...: ZADD of the points' scores."""
     n = len(argv)
     i = 2
     nx = xx = False
@@ -435,45 +436,51 @@ _BYMEMBER_SPECS = _store_specs(5)
 
 
 @command("georadius", -6, "write denyoom", group="geo", since="3.2.0",
-         keys_fn=_spec_keys(_GEORADIUS_SPECS), key_specs=_GEORADIUS_SPECS)
+         keys_fn=_spec_keys(_GEORADIUS_SPECS), key_specs=_GEORADIUS_SPECS,
+         summary=("Queries a geospatial index for members within a distance from a "
+                  "coordinate, optionally stores the result."))
 def georadius(c, argv):
-    """Queries a geospatial index for members within a distance from a
-    coordinate, optionally stores the result."""
+    """GEORADIUS key lon lat radius unit [options] [STORE|STOREDIST dst]."""
     return _search(c, argv, 1, _COORDS)
 
 
-@command("georadius_ro", -6, "readonly", (1, 1, 1), group="geo", since="3.2.10")
+@command("georadius_ro", -6, "readonly", (1, 1, 1), group="geo", since="3.2.10",
+         summary=("Returns members from a geospatial index that are within a distance from "
+                  "a coordinate."))
 def georadius_ro(c, argv):
-    """Returns members from a geospatial index that are within a distance
-    from a coordinate."""
+    """GEORADIUS without STORE/STOREDIST."""
     return _search(c, argv, 1, _COORDS | _NOSTORE)
 
 
 @command("georadiusbymember", -5, "write denyoom", group="geo", since="3.2.0",
-         keys_fn=_spec_keys(_BYMEMBER_SPECS), key_specs=_BYMEMBER_SPECS)
+         keys_fn=_spec_keys(_BYMEMBER_SPECS), key_specs=_BYMEMBER_SPECS,
+         summary=("Queries a geospatial index for members within a distance from a member, "
+                  "optionally stores the result."))
 def georadiusbymember(c, argv):
-    """Queries a geospatial index for members within a distance from a
-    member, optionally stores the result."""
+    """GEORADIUSBYMEMBER key member radius unit [options] [STORE|STOREDIST dst]."""
     return _search(c, argv, 1, _MEMBER)
 
 
-@command("georadiusbymember_ro", -5, "readonly", (1, 1, 1), group="geo", since="3.2.10")
+@command("georadiusbymember_ro", -5, "readonly", (1, 1, 1), group="geo", since="3.2.10",
+         summary=("Returns members from a geospatial index that are within a distance from "
+                  "a member."))
 def georadiusbymember_ro(c, argv):
-    """Returns members from a geospatial index that are within a distance
-    from a member."""
+    """GEORADIUSBYMEMBER without STORE/STOREDIST."""
     return _search(c, argv, 1, _MEMBER | _NOSTORE)
 
 
-@command("geosearch", -7, "readonly", (1, 1, 1), group="geo", since="6.2.0")
+@command("geosearch", -7, "readonly", (1, 1, 1), group="geo", since="6.2.0",
+         summary=("Queries a geospatial index for members inside an area of a box or a "
+                  "circle."))
 def geosearch(c, argv):
-    """Queries a geospatial index for members inside an area of a box or a
-    circle."""
+    """GEOSEARCH key FROMMEMBER|FROMLONLAT BYRADIUS|BYBOX [options]."""
     return _search(c, argv, 1, _SEARCH)
 
 
 @command("geosearchstore", -8, "write denyoom", group="geo", since="6.2.0",
-         key_specs=(spec("OW update"), spec("RO access", "index 2")))
+         key_specs=(spec("OW update"), spec("RO access", "index 2")),
+         summary=("Queries a geospatial index for members inside an area of a box or a "
+                  "circle, optionally stores the result."))
 def geosearchstore(c, argv):
-    """Queries a geospatial index for members inside an area of a box or a
-    circle, optionally stores the result."""
+    """GEOSEARCHSTORE dst src ... [STOREDIST]: GEOSEARCH into a sorted set."""
     return _search(c, argv, 2, _SEARCH | _SEARCHSTORE)
