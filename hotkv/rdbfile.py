@@ -50,6 +50,12 @@ OP_EXPIRETIME_MS, OP_EXPIRETIME, OP_SELECTDB, OP_EOF = 0xFC, 0xFD, 0xFE, 0xFF
 # The Valkey release whose file layout this is (the reader logs it).
 FORMAT_VALKEY_VERSION = b"8.1.8"
 WRITE_CHUNK = 1 << 20
+# Value types other servers write that hotkv cannot hold (Valkey 9 and
+# Redis 7.4 give hash fields their own expiry), named in the refusal.
+UNHELD = {22: " (a hash with per-field expiry: Valkey 9 / Redis 7.4+, not held by hotkv)",
+          23: " (a listpack hash with per-field expiry: Redis 7.4+, not held by hotkv)",
+          24: " (a hash with per-field expiry: Redis 7.4+, not held by hotkv)",
+          25: " (a listpack hash with per-field expiry: Redis 7.4+, not held by hotkv)"}
 # Versions read: Redis/Valkey up to 12 (Redis 7.4+), Valkey 9's 80.
 READ_VERSIONS = set(range(1, 13)) | {80}
 
@@ -301,8 +307,8 @@ def read_bytes(buf: bytes, databases: int = 16, now_ms: int | None = None,
                     value, r.pos = load_value(op, buf, r.pos, zset_entries, zset_value)
                 except RDBError as e:
                     if str(e).startswith("unsupported RDB type"):
-                        raise RDBLoadError("Unknown RDB value type %d at offset %d"
-                                           % (op, start)) from None
+                        raise RDBLoadError("Unknown RDB value type %d at offset %d%s"
+                                           % (op, start, UNHELD.get(op, ""))) from None
                     raise RDBError("%s (value at offset %d)" % (e, vpos)) from None
                 keys = out.dbs[db]
                 if key in keys:
