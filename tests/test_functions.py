@@ -688,3 +688,46 @@ server.register_function('fine', function() local t = server.pcall('select', 99)
         for name in ("eval", "fcall", "select"):
             assert _cmdstat(fdiff.ours, name) == _cmdstat(fdiff.theirs, name), (cmd, name)
         fdiff("INFO", "errorstats")
+
+
+CJSON_SETTINGS = [
+    "return {cjson.encode_max_depth(1)}",
+    "local ok, e = pcall(cjson.encode, {a={1}}) return {tostring(ok), e}",
+    "local ok, e = pcall(cjson.encode, {1}) return {tostring(ok), e}",
+    "return {cjson.encode_max_depth()}",
+    "return {cjson.decode_max_depth(1)}",
+    "local ok, e = pcall(cjson.decode, '{\"obj\": {\"array\": [1,2,3,4]}}') "
+    "return {tostring(ok), e}",
+    "local ok, e = pcall(cjson.decode, '[[1]]') return {tostring(ok), e}",
+    "local ok, e = pcall(cjson.decode, '[1, x [[') return {tostring(ok), e}",
+    "return {cjson.encode_invalid_numbers()}",
+    "return {cjson.encode_invalid_numbers(true)}",
+    "return cjson.encode({0/0, 1/0, -1/0})",
+    "return {cjson.encode_invalid_numbers('null')}",
+    "return cjson.encode({0/0, 1/0, -1/0})",
+    "return {cjson.encode_invalid_numbers(false)}",
+    "local ok, e = pcall(cjson.encode, {0/0}) return {tostring(ok), e}",
+    "return {cjson.encode_sparse_array()}", "return {cjson.encode_number_precision()}",
+    "return {cjson.encode_max_depth('x')}", "return {cjson.encode_max_depth(0)}",
+    "return {cjson.encode_invalid_numbers('bad')}", "return {cjson.encode_max_depth(1, 2)}",
+]
+CJSON_DEFAULTS = ("cjson.encode_max_depth(1000) cjson.decode_max_depth(1000) "
+                  "cjson.encode_invalid_numbers(false)")
+
+
+def test_cjson_settings(pdiff):
+    """lua-cjson's configuration functions (they were no-ops): limits and
+    invalid numbers, kept by the Lua state until changed back."""
+    try:
+        for script in CJSON_SETTINGS:
+            pdiff("EVAL", script, "0")
+        pdiff("FUNCTION", "LOAD", lib("cj", "\n".join(
+            "server.register_function('c%d', function() %s end)" % (i, script)
+            for i, script in enumerate(CJSON_SETTINGS))))
+        for i in range(len(CJSON_SETTINGS)):
+            pdiff("FCALL", "c%d" % i, "0")
+    finally:
+        for c in (pdiff.ours, pdiff.theirs):
+            c.call("EVAL", CJSON_DEFAULTS, "0")
+            c.call("FUNCTION", "LOAD", "REPLACE", fn("reset", CJSON_DEFAULTS, "cj"))
+            c.call("FCALL", "reset", "0")

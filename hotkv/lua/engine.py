@@ -215,6 +215,7 @@ class Engine:
                                           attribute_filter=_no_attributes)
         self.lua_type = lua51.lua_type
         prelude = lua.execute("return loadstring(...)", _PRELUDE, b"=hotkv")
+        json_cfg = cjson.Config()     # this state's cjson settings
         if not callable(prelude):
             raise RuntimeError("scripting prelude failed to compile")
         self._null = None
@@ -223,8 +224,8 @@ class Engine:
             self._lua_call, self._lua_pcall, self._py_setresp, self._py_log, self._py_sha1,
             # (the lambdas read self._null / self._table when called: both
             # exist only once the prelude has run)
-            lib(lambda v: cjson.encode(v, self._null, self._rawequal)),
-            lib(lambda s: cjson.decode(s, self._null, self._table)),
+            lib(lambda v: cjson.encode(v, self._null, self._rawequal, json_cfg)),
+            lib(lambda s: cjson.decode(s, self._null, self._table, json_cfg)),
             lambda name: lib(lambda *a: bit.op(name, *a)),
             self._py_aclcheck, _unwrap, self._py_interrupt,
             cmsgpack.pack,
@@ -234,7 +235,9 @@ class Engine:
             lib(lambda s=None, limit=0, offset=0:
                 cmsgpack.unpack(s, offset, limit, True, self._table), multi=True),
             lambda name: lua_struct.fn(name.decode()), self.CHUNK, self._py_load_expired,
-            self._py_pairs, self._py_loadstring, self._py_register, self._py_type)
+            self._py_pairs, self._py_loadstring, self._py_register, self._py_type,
+            lambda name: lib(lambda *a: _json_setting(json_cfg, name.decode(), *a),
+                             multi=True))
         self._internals = extra[0]
         self._load = extra[1] if len(extra) > 1 else None
         self._table = lua.table
@@ -838,6 +841,14 @@ class Engine:
         if server.acl_check is None or run is None:
             return True
         return server.acl_check(run.fake, cmd, argv) is None
+
+
+def _json_setting(cfg, name: str, *args):
+    """cjson's configuration functions, in lib(multi=True)'s shape."""
+    ok, res = cjson.setting(cfg, name, *args)
+    if not ok:
+        return False, res
+    return (True, len(res)) + tuple(res)
 
 
 def _arg_type(args, i: int) -> bytes:

@@ -17,7 +17,7 @@
 local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, py_bit,
       py_aclcheck, py_unwrap, py_interrupt, py_mp_pack, py_mp_unpack, py_mp_unpack_one,
       py_mp_unpack_limit, py_struct, chunk, py_load_expired, py_pairs, py_loadstring,
-      py_register, py_type = ...
+      py_register, py_type, py_json_cfg = ...
 -- chunk: '@user_script' (EVAL's state) or '@user_function' (FUNCTION's
 -- state: KEYS / ARGV are the callback's arguments, never globals, and a
 -- library's code runs once, at load, against the load API only).
@@ -117,13 +117,11 @@ local null = cjson.null
 -- user's "return cjson.decode(x)" keeps its frame for the error position).
 cjson.encode = py_json_enc
 cjson.decode = py_json_dec
-cjson.encode_keep_buffer = function() end
-cjson.encode_max_depth = function() end
-cjson.decode_max_depth = function() end
-cjson.encode_number_precision = function() end
-cjson.encode_sparse_array = function() end
-cjson.encode_invalid_numbers = function() end
-cjson.decode_invalid_numbers = function() end
+for _, name in ipairs({'encode_keep_buffer', 'encode_max_depth', 'decode_max_depth',
+                       'encode_number_precision', 'encode_sparse_array',
+                       'encode_invalid_numbers', 'decode_invalid_numbers'}) do
+  cjson[name] = py_json_cfg(name)
+end
 
 local bit = {}
 for _, name in ipairs({'tobit', 'bnot', 'band', 'bor', 'bxor', 'lshift', 'rshift',
