@@ -70,6 +70,9 @@ def reject(client, message: str, cmd=None):
             message = "EXECABORT Transaction discarded because of: " + message
     client.server.count_error(message)
     client.add_error(message)
+    if client.tracking and client.tracking.caching and not client.multi and (
+            cmd is None or cmd.parent is None or cmd.parent.name != "client"):
+        client.tracking.caching = False   # a refused command ends CLIENT CACHING too
 
 
 def process_command(client, argv) -> None:

@@ -363,6 +363,33 @@ OPTIN_OPTOUT = [
     ("a", "CLIENT", "CACHING", "no"),
 ]
 
+# A refused command ends CLIENT CACHING's effect as a command that ran,
+# unless it was a CLIENT subcommand.
+REFUSED = [
+    ("a", "HELLO", "3"),
+    ("a", "CLIENT", "TRACKING", "on", "OPTIN"),
+    ("a", "CLIENT", "CACHING", "yes"),
+    ("a", "FOO"),
+    ("a", "GET", "k1"),
+    ("a", "CLIENT", "CACHING", "yes"),
+    ("a", "GET"),
+    ("a", "GET", "k2"),
+    ("a", "CLIENT", "CACHING", "yes"),
+    ("a", "CLIENT", "FOO"),
+    ("a", "GET", "k3"),
+    ("a", "CLIENT", "CACHING", "yes"),
+    ("a", "CLIENT", "CACHING"),
+    ("a", "GET", "k4"),
+    ("a", "CLIENT", "CACHING", "yes"),
+    ("a", "MULTI"),
+    ("a", "GET"),
+    ("a", "GET", "k5"),
+    ("a", "EXEC"),
+    ("a", "GET", "k6"),
+    ("b", "MSET", "k1", "1", "k2", "1", "k3", "1", "k4", "1", "k5", "1", "k6", "1"),
+    ("a", "DRAIN"),
+]
+
 ERRORS = [
     ("a", "CLIENT", "TRACKING"),
     ("a", "CLIENT", "TRACKING", "maybe"),
@@ -411,9 +438,9 @@ ERRORS = [
 ]
 
 @pytest.mark.parametrize("steps", [DEFAULT_RESP3, NOLOOP_MULTI_LUA, REDIRECT_RESP2,
-                                   BROKEN_REDIRECT, BCAST, OPTIN_OPTOUT, ERRORS],
+                                   BROKEN_REDIRECT, BCAST, OPTIN_OPTOUT, REFUSED, ERRORS],
                          ids=["default-resp3", "noloop-multi-lua", "redirect-resp2",
-                              "broken-redirect", "bcast", "optin-optout", "errors"])
+                              "broken-redirect", "bcast", "optin-optout", "refused", "errors"])
 def test_scenario_matches_valkey(server, ref_server, steps):
     same(server, ref_server, steps)
 
@@ -832,3 +859,70 @@ def test_every_write_path_invalidates_as_valkey(server, ref_server):
     for a, b in zip(ours, theirs):
         assert a == b
     assert sum(1 for _, _, pushes in ours if pushes) > len(SWEEP) // 2
+
+
+# ----------------------------------------------------------------------
+# Which keys a read-only command makes tracked
+# ----------------------------------------------------------------------
+
+# (setup, read): every key the setup made is then deleted (DEL signals only
+# keys that exist); the invalidations show which ones the read tracked.
+READ_SWEEP = [
+    (("MSET", "a", "1", "b", "2"), ("MGET", "a", "b", "c")),
+    (("MSET", "a", "1", "b", "2"), ("EXISTS", "a", "b")),
+    (("MSET", "a", "1", "b", "2"), ("STRLEN", "b")),
+    (("MSET", "a", "1", "b", "2"), ("LCS", "a", "b")),
+    (("MSET", "a", "1", "b", "2"), ("TTL", "a")),
+    (("MSET", "a", "1", "b", "2"), ("DUMP", "a")),
+    (("MSET", "a", "1", "b", "2"), ("OBJECT", "ENCODING", "a")),
+    (("MSET", "a", "1", "b", "2"), ("GETRANGE", "a", "0", "1")),
+    (("MSET", "a", "1", "b", "2"), ("SUBSTR", "a", "0", "1")),
+    (("MSET", "a", "1", "b", "2"), ("DBSIZE",)),
+    (("MSET", "a", "1", "b", "2"), ("SCAN", "0")),
+    (("MSET", "a", "1", "b", "2"), ("RANDOMKEY",)),
+    (("SADD", "a", "x"), ("SINTER", "a", "b")),
+    (("SADD", "a", "x"), ("SINTERCARD", "2", "a", "b")),
+    (("SADD", "a", "x"), ("SMISMEMBER", "a", "x")),
+    (("ZADD", "a", "1", "x"), ("ZUNION", "2", "a", "b")),
+    (("ZADD", "a", "1", "x"), ("ZRANGE", "a", "0", "-1")),
+    (("HSET", "a", "f", "v"), ("HGETALL", "a")),
+    (("RPUSH", "a", "x"), ("LRANGE", "a", "0", "-1")),
+    (("RPUSH", "a", "3", "1"), ("SORT_RO", "a")),
+    (("RPUSH", "a", "3", "1"), ("SORT", "a")),
+    (("XADD", "a", "1-1", "f", "v"), ("XREAD", "STREAMS", "a", "b", "0", "0")),
+    (("XADD", "a", "1-1", "f", "v"), ("XINFO", "STREAM", "a")),
+    (("XADD", "a", "1-1", "f", "v"), ("XREVRANGE", "a", "+", "-")),
+    (("SET", "a", "1"), ("EVAL_RO", "return redis.call('get', KEYS[1])", "2", "a", "b")),
+    (("SET", "a", "1"), ("EVAL", "return 1", "2", "a", "b")),
+    (("SET", "a", "1"), ("GET",)),                  # refused before it runs
+    (("SET", "a", "1"), ("TYPE", "a")),
+]
+
+
+def _read_sweep(host, port) -> list:
+    out = []
+    admin = RawClient(host, port)
+    t = RawClient(host, port)
+    try:
+        t.call("HELLO", "3")
+        t.call("CLIENT", "TRACKING", "on")
+        for setup, read in READ_SWEEP:
+            admin.call("FLUSHALL")
+            _drain(t)
+            admin.call(*setup)
+            reply = t.call(*read)
+            admin.call("DEL", "a", "b", "c")
+            out.append((read, reply[:1], _drain(t)))
+        admin.call("FLUSHALL")
+    finally:
+        admin.close()
+        t.close()
+    return out
+
+
+def test_read_commands_track_the_keys_valkey_tracks(server, ref_server):
+    ours = _read_sweep(server.host, server.port)
+    theirs = _read_sweep(ref_server.host, ref_server.port)
+    for a, b in zip(ours, theirs):
+        assert a == b
+    assert sum(1 for _, _, pushes in ours if pushes) > len(READ_SWEEP) // 2
