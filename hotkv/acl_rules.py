@@ -205,6 +205,11 @@ def key_flags(cmd, argv) -> int:
             if a.upper() == b"GET":
                 return KEY_ALL
         return KEY_WRITE
+    flags_fn = getattr(cmd.func, "key_flags_fn", None)
+    if flags_fn is not None:
+        # Flags that depend on the arguments (BITFIELD: read-only with GETs
+        # only), as GETKEYSANDFLAGS reports them.
+        return KEY_ALL if b"RW" in flags_fn(argv) else KEY_READ
     flags = KEY_FLAGS.get(name)
     if flags is None:
         flags = KEY_READ if cmd.readonly else KEY_WRITE if cmd.write else 0

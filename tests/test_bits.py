@@ -543,3 +543,19 @@ def test_proto_max_bulk_len_limits_match_valkey(diff):
     finally:
         diff("CONFIG", "SET", "proto-max-bulk-len", old)
         diff("FLUSHALL")
+
+
+@pytest.mark.parametrize("args", [("GET", "u8", "0"), ("SET", "u8", "0", "1"), (),
+                                  ("OVERFLOW", "SAT", "GET", "u8", "0"),
+                                  ("GET", "u8", "0", "INCRBY", "u8", "0", "1")])
+def test_acl_read_only_key_pattern(diff, args):
+    """A user with read-only key access (%R~*) may run BITFIELD with GETs
+    only, as Valkey decides from BITFIELD's arguments."""
+    diff("ACL", "SETUSER", "bitsro", "on", "nopass", "%R~*", "+@all")
+    try:
+        diff("AUTH", "bitsro", "x")
+        diff("BITFIELD", "k", *args)
+        diff("BITFIELD_RO", "k", "GET", "u8", "0")
+        diff("AUTH", "default", "x")
+    finally:
+        diff("ACL", "DELUSER", "bitsro")
