@@ -559,3 +559,29 @@ def test_acl_read_only_key_pattern(diff, args):
         diff("AUTH", "default", "x")
     finally:
         diff("ACL", "DELUSER", "bitsro")
+
+
+def _hits_misses(client: RawClient) -> tuple:
+    info = client.call("INFO", "stats").decode()
+    fields = dict(line.split(":", 1) for line in info.split("\r\n") if ":" in line)
+    return int(fields["keyspace_hits"]), int(fields["keyspace_misses"])
+
+
+def test_keyspace_hits_and_misses_match_valkey(diff):
+    """Reads count hits/misses (GETBIT, BITCOUNT, BITPOS, BITOP's sources,
+    a GET-only BITFIELD); writes' lookups do not (SETBIT, BITFIELD SET)."""
+    script = [("SETBIT", "a", "1", "1"), ("SETBIT", "nokey1", "1", "0"),
+              ("GETBIT", "a", "1"), ("GETBIT", "nokey2", "1"), ("BITCOUNT", "a"),
+              ("BITCOUNT", "nokey3", "0", "1"), ("BITPOS", "a", "1"), ("BITPOS", "nokey4", "0"),
+              ("BITOP", "OR", "d", "a", "nokey5", "a"), ("BITFIELD", "a", "GET", "u8", "0"),
+              ("BITFIELD", "nokey6", "GET", "u8", "0"), ("BITFIELD", "a", "SET", "u8", "0", "1"),
+              ("BITFIELD", "nokey7", "INCRBY", "u8", "0", "1", "GET", "u8", "0"),
+              ("BITFIELD_RO", "a", "GET", "u8", "0"), ("APPEND", "a", "x"),
+              ("SETRANGE", "nokey8", "0", "x"), ("STRLEN", "a"), ("GETRANGE", "a", "0", "1")]
+    ours0, theirs0 = _hits_misses(diff.ours), _hits_misses(diff.theirs)
+    for cmd in script:
+        diff(*cmd)
+    ours1, theirs1 = _hits_misses(diff.ours), _hits_misses(diff.theirs)
+    delta = (ours1[0] - ours0[0], ours1[1] - ours0[1])
+    assert delta == (theirs1[0] - theirs0[0], theirs1[1] - theirs0[1])
+    assert delta[0] > 0 and delta[1] > 0
