@@ -129,6 +129,7 @@ class Tracking:
             for p in prefixes or (b"",):
                 self._add_prefix(c, st, p)
         st.optin, st.optout, st.noloop = optin, optout, noloop
+        self._check_limit()
 
     def _add_prefix(self, c, st, p: bytes):
         bs = self.prefixes.get(p)
@@ -149,6 +150,8 @@ class Tracking:
                 del self.prefixes[p]
         c.tracking = False
         self.clients -= 1
+        if not self.clients and self.server.tracking_over:
+            self._check_limit()
 
     def prefix_collision(self, c, prefixes: list):
         """Valkey's checkPrefixCollisionsOrReply: (error text, stop) or None.
@@ -202,7 +205,8 @@ class Tracking:
         self._check_limit()
 
     def _check_limit(self):
-        over = bool(self.max_keys) and len(self.table) > self.max_keys
+        # Valkey looks at the limit only while some client tracks.
+        over = bool(self.clients and self.max_keys) and len(self.table) > self.max_keys
         if over != self.server.tracking_over:
             self.server.tracking_over = over
 
@@ -359,7 +363,7 @@ class Tracking:
         100 keys per try, 100 more for every try that did not suffice)."""
         max_keys = self.max_keys
         table = self.table
-        if not max_keys or len(table) <= max_keys:
+        if not self.clients or not max_keys or len(table) <= max_keys:
             self.timeout_counter = 0
             self._check_limit()
             return

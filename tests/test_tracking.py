@@ -568,6 +568,38 @@ def test_table_limit_invalidates_like_valkey(server, ref_server):
     assert ours[:5] == [[b"5", b"5"], 3, 3, 3, [b"2", b"2"]]
 
 
+def _limit_idle_run(host, port) -> list:
+    """The limit is enforced only while some client tracks; ids stay in the
+    table after TRACKING off, so a client that turns it on again hears of
+    the keys it read before."""
+    a = RawClient(host, port)
+    b = RawClient(host, port)
+    try:
+        b.call("FLUSHALL")
+        a.call("HELLO", "3")
+        a.call("CLIENT", "TRACKING", "on")
+        a.call("MGET", "t1", "t2", "t3")
+        a.call("CLIENT", "TRACKING", "off")
+        b.call("CONFIG", "SET", "tracking-table-max-keys", "1")
+        b.call("PING")
+        out = [_info_line(b, "tracking_total_keys"), _info_line(b, "tracking_clients")]
+        a.call("CLIENT", "TRACKING", "on")
+        b.call("PING")
+        pushes = _drain(a)
+        out += [len(pushes), _info_line(b, "tracking_total_keys")]
+        return out
+    finally:
+        b.call("CONFIG", "SET", "tracking-table-max-keys", "1000000")
+        a.close()
+        b.close()
+
+
+def test_table_limit_only_while_clients_track(server, ref_server):
+    ours = _limit_idle_run(server.host, server.port)
+    assert ours == _limit_idle_run(ref_server.host, ref_server.port)
+    assert ours == [b"3", b"0", 2, b"1"]
+
+
 def test_table_limit_is_reached_with_growing_effort(hotkv_server_factory):
     """More keys over the limit than one pass's effort (100): the limit is
     still reached, every dropped key invalidated once (Valkey's test)."""
