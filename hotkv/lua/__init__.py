@@ -8,11 +8,15 @@ script_lua.c / eval.c / script.c.  No sockets here; the commands live in
 * ``prelude.lua`` -- the Lua half of the engine: the API table, the
   sandbox, the error handler, the timeout hook (package data, loaded by
   ``engine``);
+* ``functions`` -- Valkey functions (FUNCTION / FCALL's runtime): the
+  library registry, the Lua state they run in (an ``Engine`` in function
+  mode), the DUMP payload and the RDB records of the libraries;
 * ``values`` -- Lua 5.1's number and type semantics as Python functions;
 * ``libs`` -- the libraries Valkey ships to scripts, written in Python:
   cjson, cmsgpack, struct, bit.
 
-Invariant: the dependencies point one way -- engine -> libs -> values; no
+Invariant: the dependencies point one way -- functions -> engine -> libs ->
+values; no
 library knows the engine or the server.  This package imports nothing on
 its own, so importing one of its modules loads only what that module needs.
 """

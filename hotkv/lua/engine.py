@@ -1,4 +1,6 @@
-"""The Lua engine: the runtime behind EVAL / EVALSHA / SCRIPT (no sockets).
+"""The Lua engine: the runtime behind EVAL / EVALSHA / SCRIPT (no sockets),
+and, in function mode, behind FCALL (hotkv.lua.functions.FunctionEngine:
+its own Lua state, chunk ``@user_function``, FUNCTION KILL's texts).
 
 Owns ``Engine`` (one per server, ``server.scripting``, created lazily by
 ``engine(server)``): a Lua 5.1 state from lupa, the script cache (sha1 hex ->
@@ -196,6 +198,7 @@ class Engine:
     CHUNK = b"@user_script"
     # What the other clients get while a script of this engine is busy.
     BUSY = BUSY_SCRIPT
+    KILL = "SCRIPT KILL"        # the command the slow-script log line suggests
 
     def __init__(self, server):
         self.server = server
@@ -466,9 +469,9 @@ class Engine:
         server = self.server
         run.busy = True
         log.warning("Slow script detected: still in execution after %d milliseconds. "
-                    "You can try killing the script using the SCRIPT KILL command. "
+                    "You can try killing the script using the %s command. "
                     "Script name is: %s.", int((time.monotonic() - run.start) * 1000),
-                    run.sha.decode())
+                    self.KILL, run.sha.decode())
         prev = server.pause_check
         busy_error = run.busy_error
 

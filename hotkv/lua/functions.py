@@ -146,6 +146,7 @@ class FunctionEngine(Engine):
 
     CHUNK = b"@user_function"
     BUSY = BUSY_FUNCTION
+    KILL = "FUNCTION KILL"
 
     def __init__(self, server):
         self.load_deadline = None     # monotonic time a running load must end by

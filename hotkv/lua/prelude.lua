@@ -9,9 +9,18 @@
 -- and the raw readers the engine uses on returned tables (classify,
 -- errinfo).
 --
+-- Two modes, by the chunk name the engine passes: EVAL's state
+-- ('@user_script': KEYS / ARGV globals) and the functions' state
+-- ('@user_function': a library's code runs once, at FUNCTION LOAD, in an
+-- environment that shows only the load API -- server.register_function,
+-- log, the version fields -- and its callbacks get KEYS / ARGV as their
+-- arguments).  The globals live in a hidden table behind an empty _G, so
+-- no assignment to a global, an existing one included, gets through.
+--
 -- Invariants: receives the Python callbacks as its varargs, in the order
 -- the engine passes them, and returns compile, run, rawequal, null,
--- classify, errinfo; no frame of this chunk is ever shown as an error's
+-- classify, errinfo, internals (what the Python side calls back) and load
+-- (function mode); no frame of this chunk is ever shown as an error's
 -- position (errh skips the source "=hotkv"); no script can reach lupa's
 -- "python" global or change a table it shares with the next script.
 local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, py_bit,
