@@ -731,3 +731,35 @@ def test_cjson_settings(pdiff):
             c.call("EVAL", CJSON_DEFAULTS, "0")
             c.call("FUNCTION", "LOAD", "REPLACE", fn("reset", CJSON_DEFAULTS, "cj"))
             c.call("FCALL", "reset", "0")
+
+
+def test_min_replicas_to_write_refuses_writing_scripts(pdiff):
+    """hotkv has no replicas: with min-replicas-to-write set, a script that
+    may write (a flagged one without no-writes, or a compat one at its
+    first write) and a writing function get NOREPLICAS, as from Valkey
+    without its replicas."""
+    d = pdiff
+    d("SET", "x", "some value")
+    d("FUNCTION", "LOAD", lib("nr", """
+server.register_function('w', function(KEYS) return server.call('set', KEYS[1], 1) end)
+server.register_function{function_name='r', callback=function(KEYS)
+  return server.call('get', KEYS[1]) end, flags={'no-writes'}}
+server.register_function('rw', function(KEYS) return server.call('get', KEYS[1]) end)"""))
+    d("CONFIG", "RESETSTAT")
+    d("CONFIG", "SET", "min-replicas-to-write", "1")
+    try:
+        for args in [("EVAL", "#!lua flags=no-writes\nreturn redis.call('get','x')", "1", "x"),
+                     ("EVAL", "return redis.call('get','x')", "1", "x"),
+                     ("EVAL", "#!lua\nreturn redis.call('get','x')", "1", "x"),
+                     ("EVAL", "return redis.call('set','x', 1)", "1", "x"),
+                     ("EVAL", "return redis.pcall('set','x', 1)", "1", "x"),
+                     ("EVAL_RO", "#!lua\nreturn redis.call('get','x')", "1", "x"),
+                     ("FCALL", "w", "1", "x"), ("FCALL", "r", "1", "x"),
+                     ("FCALL", "rw", "1", "x"), ("FCALL_RO", "rw", "1", "x"),
+                     ("FCALL_RO", "r", "1", "x")]:
+            d(*args)
+        d("CONFIG", "SET", "min-replicas-max-lag", "0")      # no lag limit: no check
+        d("EVAL", "#!lua\nreturn redis.call('set','x', 2)", "1", "x")
+        d("INFO", "errorstats")
+    finally:
+        d("CONFIG", "SET", "min-replicas-to-write", "0", "min-replicas-max-lag", "10")

@@ -23,7 +23,8 @@ import time
 from .. import errors
 from ..blocking import BLOCKED
 from ..errors import CommandError
-from ..lua.engine import BUSY_SCRIPT, ScriptError, engine, feed_monitors
+from ..lua.engine import (BUSY_SCRIPT, NOREPLICAS, ScriptError, engine, feed_monitors,
+                          no_good_replicas)
 from ..lua.functions import ENGINE_NAME, FunctionError, LOAD_TIMEOUT_MS, registry
 from ..registry import command, container, spec
 from ..replies import cstr, help_reply
@@ -46,6 +47,8 @@ def _fcall(c, argv, ro: bool):
             raise CommandError(errors.OOM)
         if server.disk_error is not None:
             raise CommandError(server.disk_error)
+        if no_good_replicas(server):
+            raise CommandError(NOREPLICAS)
     if server.monitors:
         origin = (b"unix:%s" % server.config.values["unixsocket"].encode()
                   if c.addr == c.laddr else c.addr.encode())

@@ -112,6 +112,16 @@ def _number_arg(n) -> bytes:
     return format_double(n)
 
 
+NOREPLICAS = "NOREPLICAS Not enough good replicas to write."
+
+
+def no_good_replicas(server) -> bool:
+    """min-replicas-to-write is set (with a max lag) and, hotkv having no
+    replicas, not met: Valkey's checkGoodReplicasStatus failing."""
+    values = server.config.values
+    return values["min-replicas-to-write"] > 0 and values["min-replicas-max-lag"] > 0
+
+
 SHEBANG_FLAGS = {
     b"no-writes": "no_writes", b"allow-oom": "allow_oom", b"allow-stale": "allow_stale",
     b"no-cluster": "no_cluster", b"allow-cross-slot-keys": "allow_cross_slot",
@@ -306,6 +316,8 @@ class Engine:
                         "unable to persist to disk. Writable scripts are blocked. Use 'no-writes' "
                         "flag for read only scripts. AOF error: "
                         + server.disk_error.split("AOF error: ")[-1])
+                if no_good_replicas(server):
+                    raise ScriptError(NOREPLICAS)
                 if ro:
                     raise ScriptError(
                         "ERR Can not execute a script with write flag using *_ro command.")
@@ -622,6 +634,12 @@ class Engine:
             cmd.rejected_calls += 1
         return False, self._err_table(message, True)
 
+    def _rejected_as_is(self, message, cmd):
+        """A command the script may not run, refused with the server's own text."""
+        self.server.count_error(message)
+        cmd.rejected_calls += 1
+        return False, self._err_table(message, True)
+
     def _command(self, raise_error, args):
         run = self.run
         server = self.server
@@ -667,6 +685,8 @@ class Engine:
             server.count_error(message)
             cmd.rejected_calls += 1
             return False, self._err_table(message, True)
+        if cmd.write and not run.write_dirty and no_good_replicas(server):
+            return self._rejected_as_is(NOREPLICAS, cmd)
         if server.maxmemory and cmd.denyoom and not run.write_dirty and \
                 (run.flags is None or "allow_oom" not in run.flags) and server.over_maxmemory():
             server.count_error(errors.OOM)
