@@ -1,0 +1,242 @@
+"""Access tracking (OBJECT IDLETIME / FREQ, TOUCH, CLIENT NO-TOUCH: hotkv.access),
+CLIENT PAUSE's rules (hotkv.pause), the slow log of a script's commands and
+lazy freeing (hotkv.lazyfree) against valkey-server 8.1.8.
+
+Deterministic replies are compared byte for byte (``diff``): the LFU counter
+with lfu-log-factor 0 (every access counts) and lfu-decay-time 0, the errors
+of OBJECT FREQ / IDLETIME under each policy, lazyfree_pending_objects /
+lazyfreed_objects after the same deletions.  Idle times are compared with a
+margin: both servers count whole seconds of a clock each reads itself.
+Pauses are checked by their effects (blocked_clients, expired_keys), with
+bounded waits (support.wait_for).  The module runs in about 10 seconds
+(two waits of 1.1 s for idle times to move).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import valkey
+
+from support import wait_for
+
+SETTINGS = ("maxmemory-policy", "lfu-log-factor", "lfu-decay-time", "slowlog-log-slower-than",
+            "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush")
+
+
+@pytest.fixture
+def both(server, ref_server):
+    """valkey-py clients of the session hotkv and of the reference, flushed;
+    the settings tests change are restored afterwards."""
+    clients = [valkey.Valkey(host=s.host, port=s.port) for s in (server, ref_server)]
+    saved = [{name: c.config_get(name)[name] for name in SETTINGS} for c in clients]
+    for c in clients:
+        c.flushall()
+    yield clients
+    for c, values in zip(clients, saved):
+        c.execute_command("CLIENT", "UNPAUSE")
+        for name, value in values.items():
+            c.config_set(name, value)
+        c.close()
+
+
+def test_lfu_counter_matches_valkey(diff):
+    d = diff
+    try:
+        d("CONFIG", "SET", "lfu-log-factor", "0")     # every access increments
+        d("CONFIG", "SET", "lfu-decay-time", "0")     # and nothing decays
+        d("SET", "k", "v")
+        d("OBJECT", "FREQ", "k")                      # no LFU policy: an error
+        d("CONFIG", "SET", "maxmemory-policy", "allkeys-lfu")
+        d("DEL", "k")
+        d("SET", "k", "v")
+        d("OBJECT", "FREQ", "k")                      # a new key starts at 5
+        for _ in range(10):
+            d("GET", "k")
+        d("OBJECT", "FREQ", "k")
+        d("TTL", "k")                                 # no access
+        d("TYPE", "k")
+        d("EXISTS", "k")
+        d("OBJECT", "FREQ", "k")
+        d("TOUCH", "k", "nokey")                      # an access
+        d("OBJECT", "FREQ", "k")
+        d("OBJECT", "IDLETIME", "k")                  # an LFU policy: an error
+        d("OBJECT", "FREQ", "nokey")
+        d("RPUSH", "l", "a")
+        d("LPUSH", "l", "b")
+        d("OBJECT", "FREQ", "l")
+    finally:
+        d("CONFIG", "SET", "maxmemory-policy", "noeviction")
+        d("CONFIG", "SET", "lfu-log-factor", "10")
+        d("CONFIG", "SET", "lfu-decay-time", "1")
+
+
+def test_lfu_counter_is_logarithmic(both):
+    """With Valkey's default factor (10) a thousand reads move the counter
+    by a handful, on both servers alike (a random process: a wide margin)."""
+    freqs = []
+    for c in both:
+        c.config_set("maxmemory-policy", "allkeys-lfu")
+        c.set("k", "v")
+        pipe = c.pipeline(transaction=False)
+        for _ in range(1000):
+            pipe.get("k")
+        pipe.execute()
+        freqs.append(c.object("freq", "k"))
+    assert all(8 <= f <= 25 for f in freqs), freqs
+
+
+def test_idletime_moves_only_on_access(both):
+    for c in both:
+        c.set("foo", "bar")
+        c.set("touched", "x")
+        c.set("nt", "x")
+    notouch = [valkey.Valkey(**c.connection_pool.connection_kwargs) for c in both]
+    for c in notouch:
+        assert c.execute_command("CLIENT", "NO-TOUCH", "ON")
+    time.sleep(2.2)       # the LRU clock has one-second steps
+    for c, nt in zip(both, notouch):
+        c.ttl("foo")
+        c.type("foo")
+        c.exists("foo")
+        c.execute_command("OBJECT", "ENCODING", "foo")
+        c.touch("touched")
+        nt.get("nt")               # a no-touch read
+        nt.touch("touched")        # TOUCH counts even under NO-TOUCH
+        assert c.object("idletime", "foo") >= 2
+        assert c.object("idletime", "touched") <= 1
+        assert c.object("idletime", "nt") >= 2
+        c.get("nt")
+        assert c.object("idletime", "nt") <= 1
+        nt.close()
+
+
+def test_idletime_errors_match_valkey(diff):
+    d = diff
+    d("SET", "k", "v")
+    d("OBJECT", "IDLETIME", "nokey")
+    d("OBJECT", "FREQ", "k")
+    d("OBJECT", "IDLETIME", "k", "extra")
+    d("CLIENT", "NO-TOUCH", "maybe")
+    d("CLIENT", "NO-TOUCH", "off")
+
+
+def _info(c, field):
+    return c.info("all")[field]
+
+
+def test_pause_write_keeps_expired_keys(both):
+    for c in both:
+        before = _info(c, "expired_keys")
+        pipe = c.pipeline(transaction=True)
+        pipe.set("a", "1", px=10)
+        pipe.set("b", "1", px=10)
+        pipe.execute_command("CLIENT", "PAUSE", "50000", "WRITE")
+        pipe.execute()
+        # Past their time the keys read as missing, yet none is deleted.
+        assert wait_for(lambda: c.get("a") is None and c.get("b") is None, timeout=5)
+        assert c.execute_command("PTTL", "a") == -2
+        time.sleep(0.25)             # a few active expiry cycles
+        assert _info(c, "expired_keys") == before
+        c.execute_command("CLIENT", "UNPAUSE")
+        c.get("a")
+        c.get("b")
+        assert wait_for(lambda: _info(c, "expired_keys") == before + 2, timeout=5)
+
+
+def test_pause_write_holds_scripts_by_their_flags(both):
+    for c in both:
+        c.set("x", "y")
+        other = valkey.Valkey(**c.connection_pool.connection_kwargs)
+        # A transaction queues a script without flags before the pause.
+        conn = other.connection_pool.get_connection("MULTI")
+        conn.send_command("MULTI")
+        assert conn.read_response() == b"OK"
+        conn.send_command("EVAL", "return 13", "0")
+        assert conn.read_response() == b"QUEUED"
+        c.execute_command("CLIENT", "PAUSE", "60000", "WRITE")
+        reader = valkey.Valkey(**c.connection_pool.connection_kwargs)
+        # A read-only script runs, in or out of a transaction.
+        assert reader.eval("#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])", 1,
+                           "x") == b"y"
+        pipe = reader.pipeline(transaction=True)
+        pipe.eval("#!lua flags=no-writes\nreturn 12", 0)
+        assert pipe.execute() == [12]
+        assert _info(c, "blocked_clients") == 0
+        # The EXEC of the transaction with the script waits for the pause.
+        conn.send_command("EXEC")
+        assert wait_for(lambda: _info(c, "blocked_clients") == 1, timeout=5)
+        c.execute_command("CLIENT", "UNPAUSE")
+        assert conn.read_response() == [13]
+        other.connection_pool.release(conn)
+        other.close()
+        reader.close()
+
+
+def test_slowlog_logs_a_scripts_commands_with_the_caller(both):
+    for c in both:
+        c.client_setname("caller")
+        c.config_set("slowlog-log-slower-than", 0)
+        c.slowlog_reset()
+        c.eval("redis.call('ping')", 0)
+        entries = c.execute_command("SLOWLOG", "GET", "2")
+        assert [[a.lower() for a in e[3]] for e in entries] == [
+            [b"eval", b"redis.call('ping')", b"0"], [b"ping"]]
+        assert entries[0][4] == entries[1][4]
+        assert [e[5] for e in entries] == [b"caller", b"caller"]
+
+
+def test_lazyfree_counters_match_valkey(both):
+    results = []
+    for c in both:
+        c.config_resetstat()
+        out = []
+
+        def step():
+            assert wait_for(lambda: _info(c, "lazyfree_pending_objects") == 0, timeout=5)
+            out.append(_info(c, "lazyfreed_objects"))
+        c.mset({"a": 1, "b": 2})
+        c.sadd("s", *range(100))
+        c.flushall()                                  # async by default: 3 keys
+        step()
+        c.mset({"a": 1, "b": 2})
+        c.execute_command("FLUSHDB", "SYNC")
+        step()
+        c.execute_command("FLUSHDB", "ASYNC")
+        step()
+        c.sadd("big", *["m%d" % i for i in range(200)])   # a hashtable set
+        c.unlink("big")
+        step()
+        c.sadd("small", *["m%d" % i for i in range(60)])  # a listpack: one allocation
+        c.unlink("small")
+        step()
+        c.rpush("l", *["x" * 100] * 10000)             # quicklist of ~120 nodes
+        c.delete("l")
+        step()
+        c.rpush("l", *["x" * 100] * 3000)              # ~40 nodes: freed at once
+        c.unlink("l")
+        step()
+        c.hset("h", mapping={str(i): i for i in range(200)})   # 8.1: one allocation
+        c.unlink("h")
+        step()
+        c.zadd("z", {str(i): i for i in range(200)})   # a skiplist
+        c.unlink("z")
+        step()
+        for j in range(600):
+            c.xadd("st", {"f": j})
+        c.unlink("st")
+        step()
+        c.config_set("lazyfree-lazy-user-del", "no")
+        c.sadd("big", *["m%d" % i for i in range(200)])
+        c.delete("big")
+        step()
+        c.config_set("lazyfree-lazy-user-flush", "no")
+        c.set("x", "y")
+        c.flushall()
+        step()
+        c.config_resetstat()
+        step()
+        results.append(out)
+    assert results[0] == results[1]
+    assert results[0][-1] == 0 and max(results[0]) >= 5
