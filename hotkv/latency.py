@@ -331,7 +331,8 @@ def graph(event: str, ts: _Series) -> str:
     labels = [_elapsed_label(now - s[0]) for s in samples]
     chunks = []
     for j in range(0, len(lat), 80):
-        chunks.append("\n".join(_render_range(lat[j:j + 80], labels[j:j + 80], 4, low, high)) + "\n")
+        rows = _render_range(lat[j:j + 80], labels[j:j + 80], 4, low, high)
+        chunks.append("\n".join(rows) + "\n")
     return out + "\n".join(chunks)
 
 
