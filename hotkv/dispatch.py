@@ -180,7 +180,7 @@ def _gates(client, server, cmd, argv) -> bool:
             reject(client, errors.OOM, cmd)
             return True
     if server.tracking_over:   # Valkey's trackingLimitUsedSlots, before the command
-        server.tracking.limit_used_slots()
+        server.tracking.limit_used_slots(client)
     if server.disk_error is not None and (cmd.write or cmd.name == "ping" or (
             cmd.name == "exec" and client.multi_flags & 2)):
         reject(client, server.disk_error, cmd)

@@ -105,6 +105,7 @@ class Tracking:
         self.bcast_dirty = False
         self.timeout_counter = 0
         self.flushing = None       # the client flush_pending sends for
+        self.about_to_run = None   # the client whose command limit_used_slots runs before
         self.max_keys = server.config.values["tracking-table-max-keys"]
         server.config.listeners["tracking-table-max-keys"] = self._set_max_keys
 
@@ -241,6 +242,8 @@ class Tracking:
                 if st.noloop:
                     continue
                 self._defer(key)
+            elif st.noloop and target is self.about_to_run:
+                continue
             else:
                 self.send(target, b"*1\r\n$%d\r\n%b\r\n" % (len(key), key))
         if server.tracking_over:
@@ -357,10 +360,19 @@ class Tracking:
                         common = _bulk_array(order)
                     self.send(c, common)
 
-    def limit_used_slots(self):
+    def limit_used_slots(self, client=None):
         """Drop keys until the table is within tracking-table-max-keys, each
         with an invalidation to its clients (Valkey's trackingLimitUsedSlots:
-        100 keys per try, 100 more for every try that did not suffice)."""
+        100 keys per try, 100 more for every try that did not suffice).
+        ``client``: the one whose command is about to run (the dispatcher's
+        call; Valkey's current_client then), which NOLOOP keeps unwarned."""
+        self.about_to_run = client
+        try:
+            self._limit_used_slots()
+        finally:
+            self.about_to_run = None
+
+    def _limit_used_slots(self):
         max_keys = self.max_keys
         table = self.table
         if not self.clients or not max_keys or len(table) <= max_keys:

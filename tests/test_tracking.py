@@ -600,6 +600,35 @@ def test_table_limit_only_while_clients_track(server, ref_server):
     assert ours == [b"3", b"0", 2, b"1"]
 
 
+def _limit_noloop_run(host, port) -> list:
+    """The limit reached before a NOLOOP client's own command: the keys
+    dropped then are not told to it (Valkey's current client), the ones
+    left still are.  CONFIG SET and PING go in one write, so no cron tick
+    comes between them."""
+    a = RawClient(host, port)
+    b = RawClient(host, port)
+    try:
+        b.call("FLUSHALL")
+        a.call("HELLO", "3")
+        a.call("CLIENT", "TRACKING", "on", "NOLOOP")
+        a.call("MGET", "t1", "t2", "t3", "t4", "t5")
+        a.send_raw(b"CONFIG SET tracking-table-max-keys 2\r\nPING\r\n")
+        out = [a.read_reply(), a.read_reply(), _drain(a), _info_line(b, "tracking_total_keys")]
+        b.call("MSET", *[x for i in range(1, 6) for x in ("t%d" % i, "v")])
+        out.append(len(_drain(a)))
+        return out
+    finally:
+        b.call("CONFIG", "SET", "tracking-table-max-keys", "1000000")
+        a.close()
+        b.close()
+
+
+def test_table_limit_before_a_noloop_clients_command(server, ref_server):
+    ours = _limit_noloop_run(server.host, server.port)
+    assert ours == _limit_noloop_run(ref_server.host, ref_server.port)
+    assert ours == [b"+OK\r\n", b"+PONG\r\n", [], b"2", 2]
+
+
 def test_table_limit_is_reached_with_growing_effort(hotkv_server_factory):
     """More keys over the limit than one pass's effort (100): the limit is
     still reached, every dropped key invalidated once (Valkey's test)."""
