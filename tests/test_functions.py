@@ -763,3 +763,15 @@ server.register_function('rw', function(KEYS) return server.call('get', KEYS[1])
         d("INFO", "errorstats")
     finally:
         d("CONFIG", "SET", "min-replicas-to-write", "0", "min-replicas-max-lag", "10")
+
+
+def test_sort_by_constant_from_a_script_is_ordered(pdiff):
+    """SORT ... BY <constant> of a set inside a script (or function) sorts
+    lexicographically, as Valkey does for scripts."""
+    pdiff("SADD", "myset", *"a b c d e f g h i l m n o p q r s t u v z aa aaa azz".split())
+    pdiff("EVAL", "return redis.call('sort', KEYS[1], 'by', '_')", "1", "myset")
+    pdiff("EVAL", "return redis.call('sort', KEYS[1], 'by', '_', 'get', '#', 'get', '_:*')",
+          "1", "myset")
+    pdiff("FUNCTION", "LOAD", fn("s", "return server.call('sort', KEYS[1], 'by', 'nokey', "
+                                      "'limit', 1, 3)", "s"))
+    pdiff("FCALL", "s", "1", "myset")

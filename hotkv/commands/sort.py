@@ -307,7 +307,9 @@ def _sort(c, argv, readonly: bool):
             raise WrongType()
     else:
         kind = b"list"
-    if o.dontsort and kind == b"set" and o.storekey is not None:
+    if o.dontsort and kind == b"set" and (o.storekey is not None or c.kind == "lua"):
+        # A set's order must not leak into a STORE or a script's reply (Valkey
+        # sorts it then): both would differ between servers.
         o.dontsort, o.alpha, o.sortby = False, True, None
 
     vlen = 0 if value is None else len(value)
