@@ -104,7 +104,8 @@ SCENARIOS = {
         ("BITOP", "OR", "d", "nokey"), ("SET", "e", ""), ("BITOP", "OR", "d", "b", "e"),
         ("GET", "d"), ("BITOP", "AND", "d", "e", "nokey"), ("EXISTS", "d"),
         ("LPUSH", "l", "a"), ("BITOP", "OR", "d", "a", "l"), ("BITOP", "OR", "l", "a"),
-        ("TYPE", "l"), ("BITOP", "NOT", "d", "l"),
+        ("TYPE", "l"), ("BITOP", "NOT", "d", "l"), ("LPUSH", "l2", "a"),
+        ("BITOP", "OR", "l2", "nokey"), ("EXISTS", "l2"),
     ],
     "bitfield": [
         ("BITFIELD", "k", "SET", "i8", "0", "-100", "GET", "u8", "0", "GET", "i4", "4"),
