@@ -5,8 +5,9 @@ APPEND/SETRANGE/GETRANGE and LCS, and the two ways to reach a string value
 (``read_string_raw``, ``string_for_write``) the bitmap commands share.
 
 A string value is ``bytes`` or ``bytearray`` (hotkv/types/strings.py):
-* SET and the counters store new ``bytes`` (``db.set(..., keep_ttl=True)``
-  keeps the key's TTL as Redis's dbReplaceValue does);
+* SET, the counters and APPEND to a missing key store ``bytes`` (encoded
+  by contents again, as Valkey's tryObjectEncoding; ``db.set(...,
+  keep_ttl=True)`` keeps the key's TTL as Redis's dbReplaceValue does);
 * APPEND to an existing key, SETRANGE and the bit writers go through
   ``string_for_write``: the value becomes a ``bytearray`` once (Valkey's
   dbUnshareStringValue: the encoding is then "raw") and is changed in place
@@ -18,7 +19,7 @@ A string value is ``bytes`` or ``bytearray`` (hotkv/types/strings.py):
 
 Invariants and rules, all Redis's:
 * every change calls ``server.written`` with Redis's event name ("set",
-  "incrby", "incrbyfloat", "append", "setrange", "setbit", "del",
+  "incrby", "incrbyfloat", "append", "setrange", "del",
   "expire", "persist"), exactly once per changed key;
 * a relative expiry is propagated in absolute form (SET ... PXAT ms,
   PEXPIREAT key ms), INCRBYFLOAT as ``SET key <result> KEEPTTL``, GETDEL as
