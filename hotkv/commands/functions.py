@@ -23,13 +23,19 @@ import time
 from .. import errors
 from ..blocking import BLOCKED
 from ..errors import CommandError
-from ..lua.engine import (BUSY_SCRIPT, NOREPLICAS, ScriptError, engine, feed_monitors,
-                          no_good_replicas)
-from ..lua.functions import ENGINE_NAME, FunctionError, LOAD_TIMEOUT_MS, registry
+from ..lua.engine import (
+    BUSY_SCRIPT,
+    NOREPLICAS,
+    ScriptError,
+    engine,
+    feed_monitors,
+    no_good_replicas,
+)
+from ..lua.functions import ENGINE_NAME, LOAD_TIMEOUT_MS, FunctionError, registry
 from ..registry import command, container, spec
 from ..replies import cstr, help_reply
 from ..resp import OK, SetReply, Simple
-from ..util import stringmatch, string2ll
+from ..util import string2ll, stringmatch
 from .scripting import _eval_keys, kill_running
 
 _RW_NOTES = "We cannot tell how the keys will be used so we assume the worst, RW and UPDATE"
