@@ -79,7 +79,7 @@ class Client:
         self.kind = "normal"
         self.flush_scheduled = False
         self.reprocessing = False
-        self.tracking = False
+        self.tracking = False         # a hotkv.tracking.TrackingState while CLIENT TRACKING is on
         self.output_soft_since = 0.0
         self.net_in = self.net_out = self.ncmds = 0
 

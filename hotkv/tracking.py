@@ -20,16 +20,24 @@ How the server feeds it (Valkey's tracking.c is the model):
   tracking client, the table emptied);
 * once per loop turn (``Server.before_sleep``): ``before_sleep`` sends the
   BCAST invalidations collected since the last turn, one array per prefix;
-* when the table holds more than tracking-table-max-keys keys, the gate
-  ``server.tracking_over`` makes the dispatcher call ``limit_used_slots``
-  before the next command (and the cron calls it too), as Valkey's
-  processCommand and serverCron do.
+* when the table holds more than tracking-table-max-keys keys while some
+  client tracks, the gate ``server.tracking_over`` makes the dispatcher call
+  ``limit_used_slots`` before the next command (and the cron calls it too),
+  as Valkey's processCommand and serverCron do; a NOLOOP client whose
+  command is about to run is not told of the keys dropped then (it is
+  Valkey's current client).
 
 Invariants:
-* ``table`` maps a key to the ids of the clients that may cache it; an
-  entry is removed whole when the key is invalidated (ids of clients gone
-  or no longer tracking are dropped lazily then, as Valkey does);
+* ``table`` maps a key to the ids of the clients that may cache it, across
+  databases (one key space, as Valkey's); an entry is removed whole when
+  the key is invalidated.  Ids of clients gone or no longer tracking are
+  dropped lazily then, as Valkey does -- so a client that turns tracking
+  off and on again still hears of keys it read before;
   ``total_items`` is the sum of the id sets' sizes.
+* ``server.tracking_on`` turns True with the first CLIENT TRACKING ON and
+  stays so (Valkey's TrackingTable, never freed): from then on every write
+  is looked up in the table, and the inlined hot writes (lists, XADD) take
+  ``Server.written``.
 * ``prefixes[p].clients`` holds exactly the BCAST clients whose state lists
   p; a prefix with no client left is deleted.
 * An invalidation for the client whose command is running waits in
