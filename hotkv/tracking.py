@@ -168,7 +168,7 @@ class Tracking:
         replying the error (an overlap inside the list past its first
         prefix)."""
         st = c.tracking
-        existing = st.prefixes if st else {}
+        existing = sorted(st.prefixes) if st else ()   # Valkey's radix tree order
         for i, p in enumerate(prefixes):
             for old in existing:
                 if old.startswith(p) or p.startswith(old):

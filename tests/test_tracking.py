@@ -418,6 +418,8 @@ ERRORS = [
     ("a", "CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "FO"),
     ("a", "CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "BARB"),
     ("a", "CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "BAR"),   # the same prefix
+    ("a", "CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "Z", "PREFIX", "B"),
+    ("a", "CLIENT", "TRACKING", "on", "BCAST", "PREFIX", ""),   # overlaps all: the first
     ("a", "CLIENT", "TRACKING", "on"),
     ("a", "CLIENT", "TRACKING", "off"),
     # An overlap inside the list past its first prefix: Valkey replies the
