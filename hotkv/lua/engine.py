@@ -248,7 +248,7 @@ class Engine:
             lib(lambda s=None, limit=0, offset=0:
                 cmsgpack.unpack(s, offset, limit, True, self._table), multi=True),
             lambda name: lua_struct.fn(name.decode()), self.CHUNK, self._py_load_expired,
-            self._py_pairs, self._py_loadstring, self._py_register, self._py_type,
+            self._py_loadstring, self._py_register, self._py_type,
             lambda name: lib(lambda *a: _json_setting(json_cfg, name.decode(), *a),
                              multi=True))
         self._internals = extra[0]
@@ -408,6 +408,8 @@ class Engine:
         return None
 
     def _py_type(self, *args):
+        """type() of a userdata (the prelude asks only then): "function" for
+        the API's Python callables."""
         if not args:
             raise LibError(b"bad argument #1 to 'type' (value expected)")
         v = args[0]
@@ -426,14 +428,6 @@ class Engine:
         if name is None:          # a Python object: the API's callables
             return b"function" if callable(v) else b"userdata"
         return name.encode() if isinstance(name, str) else name
-
-    def _py_pairs(self, *args):
-        if not args or self.lua_type(args[0]) != "table":
-            raise LibError(b"bad argument #1 to 'pairs' (table expected, got %s)"
-                           % _arg_type(args, 0))
-        t = args[0]
-        real = self._internals.real(t)
-        return self._internals.next, t if real is None else real, None
 
     def _py_loadstring(self, *args):
         s = args[0] if args else None

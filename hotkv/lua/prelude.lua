@@ -25,7 +25,7 @@
 -- "python" global or change a table it shares with the next script.
 local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, py_bit,
       py_aclcheck, py_unwrap, py_interrupt, py_mp_pack, py_mp_unpack, py_mp_unpack_one,
-      py_mp_unpack_limit, py_struct, chunk, py_load_expired, py_pairs, py_loadstring,
+      py_mp_unpack_limit, py_struct, chunk, py_load_expired, py_loadstring,
       py_register, py_type, py_json_cfg = ...
 -- chunk: '@user_script' (EVAL's state) or '@user_function' (FUNCTION's
 -- state: KEYS / ARGV are the callback's arguments, never globals, and a
@@ -170,16 +170,35 @@ local function readonly(t)
   real_of[p] = t
   return p
 end
-local lua_next_, lua_loadstring = next, loadstring
--- pairs and loadstring are Python callables (C functions to Lua, as the
--- originals: a user's "return pairs(x)" keeps its frame for the error
--- position); pairs iterates what a read-only proxy shows, loadstring
--- refuses a binary chunk (Valkey's Lua reads every chunk as text).
-_G.pairs = py_pairs
+local lua_next_, lua_loadstring, lua_select = next, loadstring, select
+-- loadstring is a Python callable (a C function to Lua, as the original: a
+-- user's "return loadstring(x)" keeps its frame for an error's position);
+-- it refuses a binary chunk (Valkey's Lua reads every chunk as text).
 _G.loadstring = py_loadstring
--- type() says "function" of the API's Python callables, as of Valkey's C
--- functions (it is one too, for the same reason as pairs).
-_G.type = py_type
+-- pairs iterates what a read-only proxy shows; type says "function" of
+-- the API's Python callables (userdata to Lua), as of Valkey's C
+-- functions.  Both are Lua (a Python call each would cost ~1 us in every
+-- loop); the price: a bad argument in a tail call ("return pairs(nil)")
+-- loses the user's line in the error.
+local function typename(n, v)
+  if n == 0 then return 'no value' end
+  return type(v)
+end
+_G.pairs = function(...)
+  local t = ...
+  if type(t) == 'table' then return lua_next_, real_of[t] or t, nil end
+  error("bad argument #1 to 'pairs' (table expected, got "
+        .. typename(lua_select('#', ...), t) .. ")", 2)
+end
+_G.type = function(...)
+  local v = ...
+  local t = type(v)
+  if t == 'userdata' then return py_type(v) end
+  if t == 'nil' and lua_select('#', ...) == 0 then
+    error("bad argument #1 to 'type' (value expected)", 2)
+  end
+  return t
+end
 for _, name in ipairs({'string', 'math', 'table', 'os', 'coroutine', 'cjson', 'bit',
                        'cmsgpack', 'struct'}) do
   _G[name] = readonly(_G[name])
