@@ -784,3 +784,38 @@ def test_sort_by_constant_from_a_script_is_ordered(pdiff):
     pdiff("FUNCTION", "LOAD", fn("s", "return server.call('sort', KEYS[1], 'by', 'nokey', "
                                       "'limit', 1, 3)", "s"))
     pdiff("FCALL", "s", "1", "myset")
+
+
+def test_debug_reload_and_loadaof_with_libraries(hotkv_server_factory, tmp_path):
+    """DEBUG RELOAD deletes the libraries and loads the file's (NOFLUSH: a
+    library already there fails it, unless MERGE, which replaces); DEBUG
+    LOADAOF replays FUNCTION LOAD / DELETE / FLUSH -- as valkey-server 8.1.8."""
+    hot = hotkv_server_factory(appendonly="yes", dir=str(tmp_path), appendfsync="always",
+                               enable_debug_command="yes")
+    ref = ReferenceValkey("--appendonly", "yes", "--appendfsync", "always").start()
+    try:
+        d = [RawClient(hot.host, hot.port), RawClient(ref.host, ref.port)]
+
+        def both(*args):
+            a, b = (c.call(*args) for c in d)
+            assert a == b, (args, a, b)
+            return a
+
+        for args in [("FUNCTION", "LOAD", fn("test", "return 'hello'", "test")),
+                     ("DEBUG", "RELOAD"), ("FCALL", "test", "0"),
+                     ("DEBUG", "RELOAD", "NOFLUSH"), ("FCALL", "test", "0"),
+                     ("DEBUG", "RELOAD", "NOFLUSH", "MERGE"), ("FUNCTION", "LIST"),
+                     ("FUNCTION", "DELETE", "test"), ("SET", "x", "1"),
+                     ("FUNCTION", "LOAD", fn("test1", "return 'hello'", "test1")),
+                     ("DEBUG", "RELOAD"),
+                     ("FUNCTION", "LOAD", fn("test2", "return 'hello'", "test2")),
+                     ("DEBUG", "RELOAD", "NOSAVE", "NOFLUSH", "MERGE"),
+                     ("FCALL", "test1", "0"), ("FCALL", "test2", "0"), ("FUNCTION", "STATS"),
+                     ("DEBUG", "RELOAD", "NOSAVE"), ("FUNCTION", "STATS"),
+                     ("DEBUG", "LOADAOF"), ("FUNCTION", "STATS"), ("FCALL", "test1", "0"),
+                     ("FUNCTION", "FLUSH"), ("DEBUG", "LOADAOF"), ("FUNCTION", "LIST")]:
+            both(*args)
+    finally:
+        for c in d:
+            c.close()
+        ref.stop()

@@ -35,6 +35,7 @@ from ..config import parse_memory
 from ..digest import dataset_digest, value_digest
 from ..encodings import object_encoding
 from ..errors import CommandError
+from ..lua.functions import FunctionError, registry as function_registry
 from ..registry import command, container
 from ..replies import cstr, help_reply
 from ..resp import OK, Simple, Verbatim
@@ -372,12 +373,16 @@ def memory_help(c, argv):
 
 def _empty_data(server):
     """Valkey's emptyData for DEBUG: every database emptied, WATCHers and
-    trackers told, the dirty counter left alone (not a FLUSHALL)."""
+    trackers told, the function libraries deleted, the dirty counter left
+    alone (not a FLUSHALL)."""
     for db in server.dbs:
         db.touch_all()
         db.clear()
     if getattr(server, "tracking_on", False):
         server.tracking.flushed()
+    functions = getattr(server, "functions", None)
+    if functions is not None:
+        functions.flush()
 
 
 @debug_subcommand("reload", -2)
@@ -417,6 +422,15 @@ def debug_reload(c, argv):
                     log.warning("DEBUG RELOAD: duplicated key '%s' found in the RDB file",
                                 key.decode("latin-1"))
                     raise CommandError(failed)
+    if loaded.functions:
+        # The libraries first, as they come first in the file: with NOFLUSH
+        # one already loaded fails the reload unless MERGE (which replaces).
+        try:
+            function_registry(server).load_codes(loaded.functions, replace=merge)
+        except FunctionError as e:
+            log.warning("DEBUG RELOAD: %s", e.message)
+            raise CommandError(failed) from None
+        loaded.functions = []        # installed: rdbfile.install skips them
     for db, keys in zip(server.dbs, loaded.dbs):
         for key in keys:
             if key in db.data:

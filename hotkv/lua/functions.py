@@ -319,13 +319,14 @@ class Registry:
         for lib in src.libraries.values():
             dst.link(lib)
 
-    def load_codes(self, codes: list[bytes]):
-        """An RDB file's libraries, at startup (no load timeout): all of them
-        or none; raises FunctionError naming the library that failed."""
+    def load_codes(self, codes: list[bytes], replace: bool = False):
+        """An RDB file's libraries (no load timeout): all of them or none;
+        raises FunctionError naming what failed.  ``replace`` (DEBUG RELOAD
+        MERGE): a library already loaded is replaced, else it is an error."""
         ctx = LibCtx()
         for code in codes:
             self.create(code, False, 0, ctx)
-        self.join(ctx, False)
+        self.join(ctx, replace)
 
 
 def registry(server) -> Registry:
