@@ -8,7 +8,9 @@ byte against the reference valkey-server 8.1.8, in RESP2 and RESP3.
   Mercator limits, on the antimeridian and at repeated positions, then
   searches of random centre, radius or box, unit, COUNT [ANY], order and
   WITH* options (GEOSEARCH, GEOSEARCHSTORE, GEORADIUS[BYMEMBER][_RO] with
-  STORE/STOREDIST) and GEODIST/GEOPOS/GEOHASH, every reply compared;
+  STORE/STOREDIST), searches whose edge passes exactly through a member
+  (or one double inside it), writes in between, GEODIST/GEOPOS/GEOHASH,
+  every reply compared;
 * what the commands leave behind: the AOF (GEOADD logged as ZADD, the STORE
   forms as sent) next to the reference's, the keyspace events, keyspace
   hits/misses and the dirty count, COMMAND GETKEYS of the STORE forms;
@@ -22,6 +24,7 @@ protocol (a few seconds).  A long run:
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import re
@@ -437,6 +440,41 @@ def _search(rng, key: str, members: int) -> tuple:
     return (kind, key, *centre, *_size(rng), *opts, *withs), None
 
 
+def _edge_search(rng, pts) -> tuple:
+    """A search of "big" whose edge passes exactly through a member: a
+    radius (or half a box side) in metres equal to the member's distance
+    from the centre as the geo math computes it, or the next double below
+    (the member is then out).  Both servers must draw the line alike.
+    Returns the command, the member's reply bytes, and whether it must be
+    in the reply (None: either)."""
+    j = rng.randrange(len(pts))
+    lon, lat = geo.score_lonlat(float(geo.encode_score(*pts[j])))
+    clon, clat = _lon(rng), _lat(rng)
+    if rng.random() < 0.3:      # a centre near the member: small, exact radii
+        clon = max(-180.0, min(180.0, lon + rng.uniform(-0.01, 0.01)))
+        clat = max(geo.LAT_MIN, min(geo.LAT_MAX, lat + rng.uniform(-0.01, 0.01)))
+    below = rng.random() < 0.3
+    edge = (lambda x: math.nextafter(x, 0)) if below else (lambda x: x)
+    opts = ("WITHDIST", "ASC") if rng.random() < 0.5 else ("COUNT", "3")
+    if rng.random() < 0.5:
+        radius = geo.distance(clon, clat, lon, lat)
+        by = ("BYRADIUS", repr(edge(radius)), "m")
+    else:
+        width = 2 * geo.distance(lon, lat, clon, lat)
+        height = 2 * geo.lat_distance(lat, clat)
+        if rng.random() < 0.5:
+            width = edge(width)
+        else:
+            height = edge(height)
+        by = ("BYBOX", repr(width), repr(height), "m")
+    # Where the member must be: in (on the edge), out (one double beyond
+    # it), or either (COUNT keeps the nearest 3; a zero size, for a centre
+    # on the member's meridian or parallel, has no double below it).
+    inside = None if "COUNT" in opts or min(float(x) for x in by[1:-1]) == 0 else not below
+    args = ("GEOSEARCH", "big", "FROMLONLAT", repr(clon), repr(clat), *by, *opts)
+    return args, b"$%d\r\nm%d\r\n" % (len("m%d" % j), j), inside
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("proto", ["2", "3"])
 def test_random_searches(diff, seed, proto):
@@ -457,6 +495,7 @@ def test_random_searches(diff, seed, proto):
     assert diff("OBJECT", "ENCODING", "big") == b"$8\r\nskiplist\r\n"
     assert diff("OBJECT", "ENCODING", "small") == b"$8\r\nlistpack\r\n"
     nonempty = 0
+    edges = [0, 0]            # members on a search's edge, and those found
     for q in range(QUERIES):
         key = "big" if rng.random() < 0.7 else "small"
         args, dst = _search(rng, key, n if key == "big" else 200)
@@ -480,13 +519,25 @@ def test_random_searches(diff, seed, proto):
                 diff("GEOADD", "small", *opts, *adds)
             else:
                 diff("ZADD", "small", str(rng.randrange(1 << 52)), "m%d" % rng.randrange(200))
+        if q % 4 == 0:
+            args, member, inside = _edge_search(rng, pts)
+            reply = diff(*args)
+            if inside is False:
+                assert member not in reply, args
+            elif inside:
+                # On the edge it is in, unless the search cells miss it (as
+                # Valkey's do for huge radii near the poles): mostly in.
+                edges[0] += 1
+                edges[1] += member in reply
         if q % 5 == 0:
             a, b = "m%d" % rng.randrange(n), "m%d" % rng.randrange(n)
             diff("GEODIST", "big", a, b, rng.choice(("m", "km", "ft", "mi")))
             diff("GEOPOS", "big", a, b, "nope")
             diff("GEOHASH", "big", a, b, "nope")
-    # The workload must reach members, not only empty areas.
+    # The workload must reach members, not only empty areas, and the edge
+    # searches must mostly find their member on the edge.
     assert nonempty > QUERIES // 4, nonempty
+    assert edges[1] >= edges[0] * 3 // 4, edges
 
 
 # ----------------------------------------------------------------------
