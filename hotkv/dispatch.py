@@ -256,7 +256,8 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
         cmd.calls += 1
         cmd.lat_pending.append(duration)    # its latency histogram (hotkv.latency)
         server.stat_numcommands += 1
-        client.ncmds += 1
+        # tot-cmds: a script's commands count for the client that ran the script.
+        (client if outer is None else outer).ncmds += 1
     if server.monitors:
         server.feed_monitors(client, cmd, argv)
     client.last_cmd = cmd.name

@@ -14,6 +14,7 @@ bounded waits (support.wait_for).  The module runs in about 10 seconds
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -240,3 +241,19 @@ def test_lazyfree_counters_match_valkey(both):
         results.append(out)
     assert results[0] == results[1]
     assert results[0][-1] == 0 and max(results[0]) >= 5
+
+
+def test_tot_cmds_counts_a_scripts_commands_for_its_caller(both):
+    deltas = []
+    for c in both:
+        def tot():
+            return int(re.search(rb"tot-cmds=(\d+)", c.execute_command("CLIENT", "INFO")).group(1))
+        before = tot()
+        c.eval("server.call('ping') server.call('set', 'k', 'v')", 0)
+        after_script = tot()
+        pipe = c.pipeline(transaction=True)
+        pipe.set("a", 1)
+        pipe.get("a")
+        pipe.execute()
+        deltas.append((after_script - before, tot() - after_script))
+    assert deltas[0] == deltas[1] == (4, 5)
