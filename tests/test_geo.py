@@ -699,6 +699,44 @@ def test_getkeys(diff, args):
     diff("COMMAND", "GETKEYSANDFLAGS", *args)
 
 
+def test_acl_key_permissions(server, ref_server):
+    """A user who may read src* and write dst*: the STORE forms need write
+    access to the destination their key specs find, read access to the
+    source -- the same allowed, refused and NOPERM texts as Valkey."""
+    cases = [
+        ("GEOADD", "src", "1", "2", "a"), ("GEOADD", "dst", "1", "2", "a"),
+        ("GEORADIUS", "src", "1", "2", "100", "km", "STORE", "dst1"),
+        ("GEORADIUS", "src", "1", "2", "100", "km", "STORE", "src2"),
+        ("GEORADIUS", "src", "1", "2", "100", "km", "STOREDIST", "dst1", "STORE", "src2"),
+        ("GEORADIUS", "dst", "1", "2", "100", "km"),
+        ("GEORADIUS_RO", "src", "1", "2", "100", "km"),
+        ("GEORADIUSBYMEMBER", "src", "a", "100", "km", "STOREDIST", "dst2"),
+        ("GEORADIUSBYMEMBER", "src", "a", "100", "km", "STOREDIST", "other"),
+        ("GEOSEARCHSTORE", "dst3", "src", "FROMMEMBER", "a", "BYRADIUS", "1", "km"),
+        ("GEOSEARCHSTORE", "src", "src", "FROMMEMBER", "a", "BYRADIUS", "1", "km"),
+        ("GEOSEARCH", "src", "FROMMEMBER", "a", "BYRADIUS", "1", "km"),
+        ("GEOPOS", "dst", "a"), ("GEODIST", "src", "a", "a"),
+    ]
+    replies = []
+    for srv in (server, ref_server):
+        admin = RawClient(srv.host, srv.port)
+        user = RawClient(srv.host, srv.port)
+        try:
+            admin.call("FLUSHALL")
+            admin.call("GEOADD", "src", "1", "2", "a")
+            assert admin.call("ACL", "SETUSER", "geo-acl", "on", ">pw", "resetkeys",
+                              "%R~src*", "%W~dst*", "+@all") == b"+OK\r\n"
+            assert user.call("AUTH", "geo-acl", "pw") == b"+OK\r\n"
+            replies.append([user.call(*args) for args in cases])
+        finally:
+            admin.call("ACL", "DELUSER", "geo-acl")
+            admin.call("FLUSHALL")
+            admin.close()
+            user.close()
+    assert replies[0] == replies[1]
+    assert sum(r.startswith(b"-NOPERM") for r in replies[0]) >= 4
+
+
 # ----------------------------------------------------------------------
 # Clients, unchanged
 # ----------------------------------------------------------------------
