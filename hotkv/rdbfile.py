@@ -36,9 +36,17 @@ import struct
 import time
 
 from .encodings import object_encoding
+from .keyindex import KeyIndex
 from .rdb import RDB_VERSION, crc64, load_value, serialize
 from .stats import used_memory
-from .types.codec import RDBError, Reader, lzf_compression, put_len, put_string
+from .types.codec import (
+    RDBError,
+    Reader,
+    lzf_compression,
+    lzf_decompress,
+    put_len,
+    put_string,
+)
 
 log = logging.getLogger("hotkv")
 
@@ -137,10 +145,17 @@ def write_dataset(server, fd: int, aof_base: bool = False) -> int:
                 if when is not None:
                     out.append(OP_EXPIRETIME_MS)
                     out += struct.pack("<q", when)
-                body = serialize(value, object_encoding(ctx, key, value), list_fill)
-                out.append(body[0])
-                put_string(key, out)
-                out += memoryview(body)[1:]
+                if type(value) is bytes:
+                    # A string is its RDB string whatever OBJECT ENCODING says:
+                    # the most common key skips the type table.
+                    out.append(0)          # RDB_TYPE_STRING
+                    put_string(key, out)
+                    put_string(value, out)
+                else:
+                    body = serialize(value, object_encoding(ctx, key, value), list_fill)
+                    out.append(body[0])
+                    put_string(key, out)
+                    out += memoryview(body)[1:]
                 if len(out) >= WRITE_CHUNK:
                     sink.write(out)
                     out = bytearray()
@@ -226,6 +241,52 @@ def _header(buf: bytes) -> tuple[int, int]:
     return version, pos
 
 
+def _plain_string(r: Reader) -> bytes:
+    """``r.string()`` with the usual case -- a plain string under 16 kB
+    (6- or 14-bit length) -- read inline: a million keys read their key
+    and value through here."""
+    buf = r.buf
+    p = r.pos
+    b = buf[p]
+    if b < 0x40:
+        n, p = b, p + 1
+    elif b < 0x80:
+        n, p = ((b & 0x3F) << 8) | buf[p + 1], p + 2
+    elif b == 0xC3:
+        # LZF: compressed and plain lengths, then the compressed bytes.
+        r.pos = p + 1
+        clen = r.num()
+        ulen = r.num()
+        p = r.pos
+        end = p + clen
+        if end > len(buf):
+            raise RDBError("payload too short")
+        r.pos = end
+        return lzf_decompress(buf[p:end], ulen)
+    else:
+        return r.string()
+    end = p + n
+    if end > len(buf):
+        raise RDBError("payload too short")
+    r.pos = end
+    return buf[p:end]
+
+
+def _read_value(r: Reader, op: int, start: int, vpos: int, zset_entries: int,
+                zset_value: int):
+    """The value of RDB type op at r.pos (r moves past it)."""
+    try:
+        if op == 0:            # RDB_TYPE_STRING, the most common value
+            return _plain_string(r)
+        value, r.pos = load_value(op, r.buf, r.pos, zset_entries, zset_value)
+        return value
+    except RDBError as e:
+        if str(e).startswith("unsupported RDB type"):
+            raise RDBLoadError("Unknown RDB value type %d at offset %d%s"
+                               % (op, start, UNHELD.get(op, ""))) from None
+        raise RDBError("%s (value at offset %d)" % (e, vpos)) from None
+
+
 def read_bytes(buf: bytes, databases: int = 16, now_ms: int | None = None,
                zset_entries: int = 128, zset_value: int = 64,
                preamble: bool = False, trace=None) -> Loaded:
@@ -298,18 +359,12 @@ def read_bytes(buf: bytes, databases: int = 16, now_ms: int | None = None,
                                       else "A pre-GA function", start))
             else:
                 what = "a key"
-                key = r.string()
+                key = _plain_string(r)
                 vpos = r.pos
                 if trace is not None:
                     trace(start, "key", key, op)
                 what = "the value of type %d" % op
-                try:
-                    value, r.pos = load_value(op, buf, r.pos, zset_entries, zset_value)
-                except RDBError as e:
-                    if str(e).startswith("unsupported RDB type"):
-                        raise RDBLoadError("Unknown RDB value type %d at offset %d%s"
-                                           % (op, start, UNHELD.get(op, ""))) from None
-                    raise RDBError("%s (value at offset %d)" % (e, vpos)) from None
+                value = _read_value(r, op, start, vpos, zset_entries, zset_value)
                 keys = out.dbs[db]
                 if key in keys:
                     raise RDBLoadError("RDB has duplicated key '%s' in DB %d (offset %d)"
@@ -373,13 +428,24 @@ def install(server, loaded: Loaded):
     (empty) registry and databases; RDBLoadError when a library does not
     load (Valkey refuses the file then)."""
     if loaded.functions:
-        from .lua.functions import FunctionError, registry   # (lupa only when needed)
+        from .lua.functions import FunctionError, registry  # (lupa only when needed)
         try:
             registry(server).load_codes(loaded.functions)
         except FunctionError as e:
             raise RDBLoadError("Failed loading a function library from the RDB: %s"
                                % e.message) from None
     for db, keys, expires in zip(server.dbs, loaded.dbs, loaded.expires):
+        if keys and not db.data and not db.expires and type(db.access) is dict \
+                and not server.notify_new:
+            # An empty database (start-up, DEBUG RELOAD): the dictionaries
+            # in one step and the key indexes built once -- what add and
+            # set_expire would leave, key by key.
+            db.data.update(keys)
+            db.access.update(dict.fromkeys(keys, db.clock))
+            db.keyindex = KeyIndex(db.data)
+            db.expires.update(expires)
+            db.volatile = KeyIndex(db.expires)
+            continue
         for key, value in keys.items():
             db.add(key, value)
         for key, when in expires.items():

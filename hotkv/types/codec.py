@@ -240,7 +240,24 @@ def lp_parse(lp: bytes) -> list:
     return out
 
 
+# A string element of under 64 bytes: its 1-byte header and 1-byte back-length.
+_LP_SMALL_HEAD = [bytes((0x80 | n,)) for n in range(64)]
+_LP_SMALL_BACK = [bytes((n + 1,)) for n in range(64)]
+
+
 def lp_entry(e: bytes) -> bytes:
+    """One listpack element, encoded: what ``lp_encode_str`` appends.  The
+    strings that cannot be integers (empty, longer than 20 bytes, or not
+    starting like one) under 4 kB -- a queue's job payloads -- are built
+    here directly: SAVE and the AOF rewrite call this once per list item."""
+    n = len(e)
+    if n > 20 or not n or e[0] not in INTISH:
+        if n < 64:
+            return _LP_SMALL_HEAD[n] + e + _LP_SMALL_BACK[n]
+        if n < 4096:
+            t = n + 2               # 66..4097: a 2-byte back-length when over 127
+            back = bytes((t,)) if t <= 127 else bytes((t >> 7, (t & 127) | 128))
+            return bytes((0xE0 | (n >> 8), n & 0xFF)) + e + back
     out = bytearray()
     lp_encode_str(e, out)
     return bytes(out)
@@ -273,7 +290,7 @@ def put_len(v: int, out: bytearray):
 
 
 def put_string(s: bytes, out: bytearray):
-    if len(s) <= 11:
+    if len(s) <= 11 and s and s[0] in INTISH:
         v = string2ll(s)
         if v is not None and b"%d" % v == s:
             if -128 <= v <= 127:
@@ -324,6 +341,9 @@ def _lzf_decompress(data: bytes, expected: int) -> bytes:
             raise RDBError("LZF decompression failed")
         return out
     return _lzf_decompress_py(data, expected)
+
+
+lzf_decompress = _lzf_decompress      # for the RDB file reader's inline path
 
 
 def _lzf_decompress_py(data: bytes, expected: int) -> bytes:
