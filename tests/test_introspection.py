@@ -257,3 +257,15 @@ def test_tot_cmds_counts_a_scripts_commands_for_its_caller(both):
         pipe.execute()
         deltas.append((after_script - before, tot() - after_script))
     assert deltas[0] == deltas[1] == (4, 5)
+
+
+@pytest.mark.parametrize("resp3", [False, True])
+def test_cluster_without_cluster_support_matches_valkey(diff, resp3):
+    d = diff
+    if resp3:
+        d.resp3()
+    for args in [("COMMAND", "INFO", "cluster", "cluster|slot-stats", "cluster|help"),
+                 ("CLUSTER",), ("CLUSTER", "NOPE"), ("CLUSTER", "INFO"), ("CLUSTER", "INFO", "x"),
+                 ("CLUSTER", "KEYSLOT", "k"), ("CLUSTER", "HELP"), ("CLUSTER", "SLOTS"),
+                 ("CLUSTER", "SETSLOT", "1", "NODE", "x"), ("CLUSTER", "RESET", "HARD")]:
+        d(*args)

@@ -57,6 +57,10 @@ COMMAND_TIPS = {
     "function|stats": _SPECIAL, "hgetall": (_NDOO,), "hkeys": (_NDOO,),
     "hrandfield": (_NDO,), "hscan": (_NDO,), "hvals": (_NDOO,), "info": _SPECIAL,
     "keys": ("request_policy:all_shards", _NDOO), "lastsave": (_NDO,),
+    **{"cluster|" + sub: (_NDO,) for sub in (
+        "bumpepoch", "getkeysinslot", "replicas", "slots", "info", "links", "myshardid",
+        "shards", "count-failure-reports", "nodes", "slaves")},
+    "cluster|slot-stats": (_NDO, "request_policy:all_shards"),
     "latency|doctor": _NODES_SPECIAL, "latency|graph": _NODES_SPECIAL, "latency|histogram": _NODES_SPECIAL,
     "latency|history": _NODES_SPECIAL, "latency|latest": _NODES_SPECIAL,
     "latency|reset": ("request_policy:all_nodes", "response_policy:agg_sum"),

@@ -28,7 +28,7 @@ from .. import errors
 from ..blocking import BLOCKED
 from ..errors import CommandError
 from ..lazyfree import free_later
-from ..registry import command
+from ..registry import command, container
 from ..resp import OK, Simple
 
 log = logging.getLogger("hotkv")
@@ -188,3 +188,40 @@ def shutdown(c, argv):
     # No reply: the connection closes, as with Redis.
     c.closing = True
     return BLOCKED
+
+
+# -- CLUSTER on a server without cluster support ---------------------------------
+# hotkv runs standalone (cluster-enabled no): every CLUSTER subcommand answers as
+# valkey-server 8.1.8 does with cluster support disabled, after the usual
+# existence and arity checks.  Registered (arity, flags, in Valkey's order) so
+# COMMAND / COMMAND LIST describe the same command table as Valkey's.
+_CLUSTER_DISABLED = "ERR This instance has cluster support disabled"
+_CLUSTER_ADMIN = "admin stale no_async_loading"
+_CLUSTER_SUBCOMMANDS = (
+    ("bumpepoch", 2, _CLUSTER_ADMIN), ("delslots", -3, _CLUSTER_ADMIN),
+    ("getkeysinslot", 4, "stale"), ("help", 2, "loading stale"), ("keyslot", 3, "stale"),
+    ("addslotsrange", -4, _CLUSTER_ADMIN), ("replicas", 3, "admin stale"),
+    ("slots", 2, "loading stale"), ("addslots", -3, _CLUSTER_ADMIN),
+    ("countkeysinslot", 3, "stale"), ("slot-stats", -4, "loading stale"),
+    ("delslotsrange", -4, _CLUSTER_ADMIN), ("forget", 3, _CLUSTER_ADMIN),
+    ("reset", -2, "admin noscript stale"), ("set-config-epoch", 3, _CLUSTER_ADMIN),
+    ("failover", -2, _CLUSTER_ADMIN), ("setslot", -4, _CLUSTER_ADMIN),
+    ("info", 2, "loading stale"), ("links", 2, "stale"), ("flushslots", 2, _CLUSTER_ADMIN),
+    ("myid", 2, "loading stale"), ("myshardid", 2, "loading stale"),
+    ("replicate", 3, _CLUSTER_ADMIN), ("saveconfig", 2, _CLUSTER_ADMIN),
+    ("shards", 2, "loading stale"), ("count-failure-reports", 3, "admin stale"),
+    ("meet", -4, _CLUSTER_ADMIN), ("nodes", 2, "loading stale"), ("slaves", 3, "admin stale"),
+)
+
+container("cluster", group="cluster", since="3.0.0")
+
+
+def _cluster_disabled(c, argv):
+    """A cluster command on a server without cluster support."""
+    raise CommandError(_CLUSTER_DISABLED)
+
+
+for _name, _arity, _flags in _CLUSTER_SUBCOMMANDS:
+    command("cluster|" + _name, _arity, _flags, group="cluster",
+            since="3.0.0")(_cluster_disabled)
+del _name, _arity, _flags
