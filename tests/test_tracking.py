@@ -13,10 +13,18 @@ at the end of the event-loop turn) before it reads the PING sent after the
 command's reply.
 
 Then: the tracking table's size limit (which keys go is random in Valkey:
-counts are compared), expiry (a bounded wait for the key to go), redis-py's
-own client-side cache end to end over RESP3, and the hooks of the hot write
-paths (LPUSH/RPOP/XADD inlined, XTRIM/XDEL) that must invalidate too.
-All run in a few seconds; nothing here needs scaling up.
+counts are compared), expiry (a bounded wait for the key to go), valkey-py's
+and redis-py's own client-side caches end to end over RESP3, which keys
+every write command invalidates and every read command tracks, and the
+hooks of the hot write paths (LPUSH/RPOP/XADD inlined, XTRIM/XDEL).
+
+Random sequences (three clients switching between every tracking mode,
+REDIRECT to a RESP2 subscriber, reads, writes, MULTI, scripts, flushes,
+RESET, HELLO) are played on both servers too: 2 seeds x 400 steps in CI
+(a few seconds in all); the long run:
+
+    HOTKV_TRACKING_SEEDS=0-999 HOTKV_TRACKING_STEPS=2000 \
+        python -m pytest -q -n 2 tests/test_tracking.py -k random
 """
 
 from __future__ import annotations
@@ -41,6 +49,20 @@ def _drain(conn: RawClient) -> list:
             return seen
         seen.append(reply)
     raise AssertionError("no PONG among 200 replies: %r" % seen[:5])
+
+
+def _call(conn: RawClient, *args):
+    """The reply to a command, after the RESP3 pushes that came before it
+    (pushes another client's command raised arrive when they arrive: they
+    are told apart, not taken for the reply)."""
+    conn.send(*args)
+    pushes = []
+    for _ in range(200):
+        reply = conn.read_reply()
+        if not reply.startswith(b">"):
+            return reply if not pushes else (pushes, reply)
+        pushes.append(reply)
+    raise AssertionError("no reply among 200 pushes")
 
 
 def _info_line(conn: RawClient, field: str):
@@ -85,14 +107,16 @@ def play(host: str, port: int, steps) -> list:
             elif args == ["DRAIN"]:
                 got = [_norm(x, ids) for x in _drain(c)]
             elif args == ["FLAGS"]:
-                line = _norm(c.call("CLIENT", "INFO"), ids)
+                # Asked on the admin connection: c may be in MULTI, or have pushes due.
+                line = _norm(admin.call("CLIENT", "LIST", "ID", str(ids[name])), ids)
                 got = re.search(rb" (flags=\S* ).*( redir=\S*)", line).group(1, 2)
             elif args[0] == "INFO?":
                 got = [_info_line(c, f) for f in args[1:]]
             elif args[0] == "HELLO":
                 # Only the protocol switch matters here (hotkv's HELLO names
                 # itself as it chooses: tests/test_protocol.py's matter).
-                got = c.call(*sent)[:1]
+                got = _call(c, *sent)
+                got = got[:1] if type(got) is bytes else (got[0], got[1][:1])
             elif args == ["QUIT"]:
                 got = c.call("QUIT")
                 # Valkey frees a QUIT client after the reply: wait until it is
@@ -105,12 +129,16 @@ def play(host: str, port: int, steps) -> list:
                 c.close()
                 del conns[name]
             elif args[:2] in (["CLIENT", "GETREDIR"], ["CLIENT", "ID"]):
-                got = c.call(*sent)
+                got = _call(c, *sent)
+                pushes, reply = got if type(got) is tuple else ([], got)
                 for other, cid in ids.items():
-                    if got == b":%d\r\n" % cid:
-                        got = b":<%s>\r\n" % other.encode()
+                    if reply == b":%d\r\n" % cid:
+                        reply = b":<%s>\r\n" % other.encode()
+                got = ([_norm(x, ids) for x in pushes], reply)
             else:
-                got = _norm(c.call(*sent), ids)
+                got = _call(c, *sent)
+                got = _norm(got, ids) if type(got) is bytes else (
+                    [_norm(x, ids) for x in got[0]], _norm(got[1], ids))
             out.append((name, args, got))
     finally:
         for c in conns.values():
@@ -1007,3 +1035,113 @@ def test_read_commands_track_the_keys_valkey_tracks(server, ref_server):
     for a, b in zip(ours, theirs):
         assert a == b
     assert sum(1 for _, _, pushes in ours if pushes) > len(READ_SWEEP) // 2
+
+
+# ----------------------------------------------------------------------
+# Random sequences: several tracking clients in every mode, reads, writes,
+# transactions, scripts, flushes, mode switches -- the same transcript
+# ----------------------------------------------------------------------
+
+_KEYS = ["k0", "k1", "k2", "p:0", "p:1", "q:0"]
+
+
+def _random_read(rnd) -> tuple:
+    kind = rnd.randrange(5)
+    if kind == 0:
+        return ("MGET",) + tuple(rnd.sample(_KEYS, rnd.randint(1, 3)))
+    if kind == 1:
+        return ("TYPE", rnd.choice(_KEYS))
+    if kind == 2:
+        return ("EXISTS",) + tuple(rnd.sample(_KEYS, 2))
+    if kind == 3:
+        return ("EVAL", "return redis.call('exists', KEYS[1])", "1", rnd.choice(_KEYS))
+    return ("GET", rnd.choice(_KEYS))
+
+
+def _random_write(rnd) -> tuple:
+    key = rnd.choice(_KEYS)
+    return rnd.choice([
+        ("SET", key, str(rnd.randrange(100))),
+        ("DEL",) + tuple(rnd.sample(_KEYS, 2)),
+        ("INCR", key),
+        ("EXPIRE", key, "1000"),
+        ("PEXPIREAT", key, "1"),
+        ("EVAL", "return redis.call('set', KEYS[1], 'x')", "1", key),
+        ("MSET", key, "1", rnd.choice(_KEYS), "2"),
+    ])
+
+
+def _random_tracking_on(rnd) -> tuple:
+    mode = rnd.randrange(6)
+    args = ["CLIENT", "TRACKING", "on"]
+    if mode == 1:
+        args.append("NOLOOP")
+    elif mode == 2:
+        args.append("OPTIN")
+    elif mode == 3:
+        args.append("OPTOUT")
+    elif mode == 4:
+        args += ["BCAST"] + [x for p in rnd.sample(["p:", "q:", "k"], rnd.randint(0, 2))
+                             for x in ("PREFIX", p)]
+        if rnd.random() < 0.5:
+            args.append("NOLOOP")
+    if rnd.random() < 0.3:
+        args += ["REDIRECT", "@r"]
+    return tuple(args)
+
+
+def _random_steps(seed: int, n: int) -> list:
+    import random
+    rnd = random.Random(seed)
+    clients = ["a", "b", "c"]
+    steps = [("r", "SUBSCRIBE", "__redis__:invalidate"), ("a", "HELLO", "3"),
+             ("c", "HELLO", "3")]
+    for _ in range(n):
+        c = rnd.choice(clients)
+        roll = rnd.random()
+        if roll < 0.35:
+            steps.append((c,) + _random_read(rnd))
+        elif roll < 0.65:
+            steps.append((c,) + _random_write(rnd))
+        elif roll < 0.72:
+            steps.append((c,) + _random_tracking_on(rnd))
+        elif roll < 0.75:
+            steps.append((c, "CLIENT", "TRACKING", "off"))
+        elif roll < 0.80:
+            steps.append((c, "CLIENT", "CACHING", rnd.choice(["yes", "no"])))
+        elif roll < 0.85:
+            steps.append((c, "MULTI"))
+            for _ in range(rnd.randint(1, 3)):
+                steps.append((c,) + (_random_read(rnd) if rnd.random() < 0.5
+                                     else _random_write(rnd)))
+            steps.append((c, "EXEC"))
+        elif roll < 0.87:
+            steps.append((c, rnd.choice(["FLUSHDB", "FLUSHALL"])))
+        elif roll < 0.89 and c != "c":
+            steps.append((c, "HELLO", rnd.choice(["2", "3"])))
+        elif roll < 0.90 and c != "c":
+            steps.append((c, "RESET"))
+        elif roll < 0.93:
+            steps.append((c,) + rnd.choice([("CLIENT", "TRACKINGINFO"), ("CLIENT", "GETREDIR"),
+                                            ("FLAGS",)]))
+        else:
+            steps.append((rnd.choice(clients + ["r"]), "DRAIN"))
+    steps += [(c, "DRAIN") for c in clients + ["r"]]
+    steps.append(("a", "INFO?", "tracking_clients", "tracking_total_keys",
+                  "tracking_total_items", "tracking_total_prefixes"))
+    return steps
+
+
+def _seeds():
+    """HOTKV_TRACKING_SEEDS=0-199 HOTKV_TRACKING_STEPS=2000 for a long run."""
+    import os
+    spec = os.environ.get("HOTKV_TRACKING_SEEDS", "0-1")
+    lo, _, hi = spec.partition("-")
+    return range(int(lo), int(hi or lo) + 1)
+
+
+@pytest.mark.parametrize("seed", _seeds())
+def test_random_sequences_match_valkey(server, ref_server, seed):
+    import os
+    steps = _random_steps(seed, int(os.environ.get("HOTKV_TRACKING_STEPS", "400")))
+    same(server, ref_server, steps)
