@@ -848,6 +848,61 @@ def test_disk_error_refuses_writes_holds_replies_and_recovers(hotkv_server_facto
     assert c.mget("old", "new", "refused", "later") == [b"1", b"2", None, b"3"]
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_replies_held_while_the_aof_is_turned_on_are_released_if_its_rewrite_fails(
+        hotkv_server_factory, aof_dir, monkeypatch):
+    """While CONFIG SET appendonly yes rewrites, writes go to a temp incr
+    file; if that file cannot be written the replies wait, and when the
+    rewrite then fails (the temp file is dropped, the AOF not yet on) they
+    go out -- nothing waits for a file that no longer exists.  A later
+    BGREWRITEAOF turns the AOF on with the write in it."""
+    import hotkv.aof.rewrite as rewrite
+    real_base = rewrite.write_base
+    gate = os.path.join(aof_dir, "let-the-child-go")
+
+    def failing_base(*a, **kw):
+        for _ in range(500):                 # the child: wait for the test, then fail
+            if os.path.exists(gate):
+                break
+            time.sleep(0.01)
+        raise OSError(28, "test")
+
+    monkeypatch.setattr(rewrite, "write_base", failing_base)
+    s = hotkv_server_factory(dir=aof_dir, appendfsync="always")
+    c = conn(s)
+    aof = s.server.aof_manager
+    c.config_set("appendonly", "yes")
+    temp = moved(aof_dir, "temp-appendonly.aof.incr")
+    wait_for(lambda: os.path.exists(temp), what="temp incr file")
+    full = os.open("/dev/full", os.O_WRONLY)
+    real = _on_loop(s, lambda: aof.fd)
+    _on_loop(s, lambda: setattr(aof, "fd", full))     # the server closes it on failure
+    writer = RawClient(s.host, s.port)
+    writer.send("SET", "new", "2")
+    assert writer.read_available(0.3) == b""          # held: not in the temp file
+    # Two failures before: this one is the third, after which Valkey's
+    # limit holds the retry back for a minute -- no new incr file releases
+    # the replies, only the failed rewrite's cleanup does.
+    _on_loop(s, lambda: setattr(aof, "rw_failures", 2))
+    open(gate, "w").close()
+    writer.sock.settimeout(10)
+    assert writer.read_reply() == b"+OK\r\n"
+    os.close(real)
+    wait_for(lambda: info(c)["aof_rewrites_consecutive_failures"] == "3", what="failure")
+    assert info(c)["aof_rewrite_scheduled"] == "1" and not os.path.exists(temp)
+    monkeypatch.setattr(rewrite, "write_base", real_base)
+    assert c.execute_command("BGREWRITEAOF") == b"Background append only file rewriting started"
+    wait_for(lambda: info(c)["aof_last_bgrewrite_status"] == "ok"
+             and info(c)["aof_rewrite_in_progress"] == "0", what="BGREWRITEAOF")
+    assert not os.path.exists(temp)
+    assert aof_manifest(aof_dir) == [("appendonly.aof.1.base.rdb", 1, "b"),
+                                     ("appendonly.aof.1.incr.aof", 1, "i")]
+    writer.close()
+    s.stop()
+    s = start(hotkv_server_factory, aof_dir)
+    assert conn(s).get("new") == b"2"
+
+
 # ----------------------------------------------------------------------
 # a PEL that outlives its entries (the reported XTRIM + rewrite sequence)
 # ----------------------------------------------------------------------

@@ -416,6 +416,10 @@ class RewriteMixin:
                 self.fd = None
                 self.path = None
             _unlink(os.path.join(self.dir_path(), temp_incr_name(self.filename())))
+            # The AOF is not on yet: replies held by a write error on the
+            # temp file wait for nothing any more (the next rewrite's
+            # snapshot has their writes).
+            self._clear_errors()
         self._attach()
 
     def _rewrite_failed(self) -> bool:
