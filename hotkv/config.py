@@ -456,7 +456,21 @@ def bind_addresses(text: str) -> list[str]:
     return [{"*": "0.0.0.0", "::*": "::"}.get(h, h) for h in hosts]
 
 
+def _parse_replicaof(text):
+    """``replicaof host port`` / ``no one``, checked as Valkey checks it (hotkv
+    replicates from no one: the setting is kept, inert)."""
+    words = text.split()
+    if len(words) != 2:
+        raise ConfigError("wrong number of arguments")
+    if words[0].lower() == "no" and words[1].lower() == "one":
+        return ""
+    if not _is_ll(words[1]) or not 0 <= int(words[1]) <= 65535:
+        raise ConfigError("Invalid primary port")
+    return "%s %d" % (words[0], int(words[1]))
+
+
 _PARSERS = {
+    "replicaof": _parse_replicaof,
     "unixsocketperm": _parse_perm,
     "activedefrag": _check_activedefrag,
     "cluster-announce-client-ipv4": _ip_check("IPv4"),

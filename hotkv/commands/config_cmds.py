@@ -232,8 +232,11 @@ def rewrite_config_file(server, path: str):
             continue
         done.add(canon)
         out.append(_conf_line(canon, values[canon]))
+    # No save points is written as save "" even when it is the default: a file
+    # without a save line starts valkey-server with its default save points.
     added = [canon for canon, p in PARAMS.items()
-             if canon not in done and values[canon] != p.default
+             if canon not in done and (values[canon] != p.default or
+                                       (canon == "save" and not values[canon]))
              and not (p.multi and not p.mutable)]
     if added:
         if out and out[-1].strip():
