@@ -34,9 +34,13 @@ Speed: PFADD runs per request.  A sparse value is decoded into a
 bytearray of its opcodes plus a list of each opcode's first register
 (built at C speed with ``bytes.translate`` and ``itertools.accumulate``),
 so finding the opcode of a register is a ``bisect`` and a split is a slice
-assignment.  Dense registers are read from the bytes in place and written
-into one bytearray copy.  Register-wide work (merge, histogram, dense <->
-one-byte-per-register "raw" form) uses big-int SWAR on the whole array.
+assignment; the decoded form of the last values written is cached per
+value object (``_CACHE``), and the register histogram of the last dense
+values counted (``_HIST``, kept current by PFADD), both checked against
+the value's bytes before use, so neither can go stale.  Dense registers
+are changed in place in the key's bytearray.  Register-wide work (merge,
+histogram, dense <-> one-byte-per-register "raw" form) works on byte
+columns with ``bytes.translate``, big-int OR/max and ``bytes.count``.
 """
 
 from __future__ import annotations
@@ -78,13 +82,17 @@ class Invalid(Exception):
 # Hash
 # ----------------------------------------------------------------------
 
+_UNPACK = [struct.Struct("<%dQ" % i).unpack_from for i in range(32)]
+
+
 def murmur64a(data: bytes, seed: int = SEED) -> int:
     """MurmurHash64A (endian-neutral, as Redis's), 64-bit result."""
     n = len(data)
     h = (seed ^ (n * _M)) & _MASK
     nblocks = n >> 3
     if nblocks:
-        for k in struct.unpack_from("<%dQ" % nblocks, data):
+        unpack = _UNPACK[nblocks] if nblocks < 32 else struct.Struct("<%dQ" % nblocks).unpack_from
+        for k in unpack(data):
             k = (k * _M) & _MASK
             k ^= k >> 47
             h = ((h ^ ((k * _M) & _MASK)) * _M) & _MASK
@@ -416,12 +424,21 @@ class Sparse:
 # bytearray in place), so it is never stale; a hot sparse key skips the
 # O(length) decode.  The entry holds its value, so the id stays unique.
 _CACHE: dict = {}
-_CACHE_SIZE = 16
+_CACHE_SIZE = 32
+
+
+def _fresh() -> Sparse:
+    sparse = Sparse.__new__(Sparse)
+    sparse.ops = bytearray(b"\x7f\xff")
+    sparse.starts = [0, REGISTERS, REGISTERS]
+    return sparse
 
 
 def _sparse_of(value, take: bool) -> Sparse:
     """The decoded body of a sparse value; ``take`` removes it from the
     cache (the caller edits it and remembers the result)."""
+    if len(value) == HDR + 2 and value[HDR] == 0x7F and value[HDR + 1] == 0xFF:
+        return _fresh()                         # a new HLL: nothing to decode
     key = id(value)
     entry = _CACHE.get(key)
     if entry is not None and entry[0] is value and entry[1].ops == memoryview(value)[HDR:]:
@@ -435,12 +452,11 @@ def _sparse_of(value, take: bool) -> Sparse:
 
 
 def _remember(value, sparse: Sparse):
+    if len(_CACHE) >= _CACHE_SIZE:
+        # Many keys in turn (one PFADD per new key): start over, which costs
+        # less than evicting one by one; hot keys come back at their next use.
+        _CACHE.clear()
     _CACHE[id(value)] = (value, sparse)
-    if len(_CACHE) > _CACHE_SIZE:
-        try:
-            _CACHE.pop(next(iter(_CACHE)), None)
-        except (RuntimeError, StopIteration):   # another server's thread
-            pass
 
 
 # ----------------------------------------------------------------------
@@ -514,10 +530,37 @@ def signed(card: int) -> int:
     return card - (1 << 64) if card >= 1 << 63 else card
 
 
+# Register histograms of the dense values last counted: id(value) ->
+# (value, its registers when counted, histogram).  PFADD keeps an entry
+# current as it raises registers, so PFCOUNT after PFADD skips the 16384
+# register pass; an entry whose value changed otherwise (SETRANGE...)
+# fails the byte comparison and is recomputed.
+_HIST: dict = {}
+
+
+def _hist_entry(value):
+    entry = _HIST.get(id(value))
+    if entry is not None and entry[0] is value and entry[1] == memoryview(value)[HDR:]:
+        return entry
+    return None
+
+
+def _dense_histogram(value) -> list:
+    entry = _hist_entry(value)
+    if entry is not None:
+        return entry[2]
+    hist = raw_histogram(dense_to_raw(memoryview(value)[HDR:]))
+    if len(_HIST) >= _CACHE_SIZE:
+        _HIST.clear()
+    _HIST[id(value)] = (value, bytes(value[HDR:]), hist)
+    return hist
+
+
 def histogram(value):
-    """The histogram of a valid-header HLL value; Invalid if corrupt."""
+    """The histogram of a valid-header HLL value (not to be changed by the
+    caller); Invalid if corrupt."""
     if value[4] == DENSE:
-        return raw_histogram(dense_to_raw(memoryview(value)[HDR:]))
+        return _dense_histogram(value)
     hist = _sparse_of(value, False).histogram()
     if hist is None:
         raise Invalid()
@@ -588,13 +631,21 @@ def add(value: bytearray, elements, max_bytes: int):
     invalidated when anything changed."""
     changed = 0
     if value[4] == DENSE:
+        entry = _hist_entry(value) if _HIST else None
         for e in elements:
             index, cnt = pat_len(e)
-            if cnt > dense_get(value, index):
+            old = dense_get(value, index)
+            if cnt > old:
                 dense_set(value, index, cnt)
                 changed += 1
+                if entry is not None:
+                    hist = entry[2]
+                    hist[old] -= 1
+                    hist[cnt] += 1
         if changed:
             value[15] |= 0x80
+            if entry is not None:
+                _HIST[id(value)] = (value, bytes(value[HDR:]), entry[2])
         return value, changed, False
     header = value[:HDR]
     sparse = _sparse_of(value, True)
