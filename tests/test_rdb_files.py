@@ -191,6 +191,35 @@ def test_uncompressed_and_unchecksummed_files_load_both_ways(hotkv_server_factor
     assert_same(ours, all_dbs(again), "hotkv, plain file")
 
 
+BIG_MB = int(os.environ.get("HOTKV_RDB_BIG_MB", "100"))
+
+
+def test_big_string_round_trip_both_ways(hotkv_server_factory, tmpdir_):
+    """A 100 MB string (HOTKV_RDB_BIG_MB): hotkv's file loads in Valkey and
+    Valkey's in hotkv, the value's digest equal on all four sides."""
+    size = BIG_MB << 20
+    chunk = bytes(random.Random(9).randrange(256) for _ in range(1 << 16))
+    srv = hotkv_server_factory(dir=tmpdir_, **{"enable-debug-command": "yes"})
+    c = _client(srv)
+    for off in range(0, size, 4 << 20):      # SETRANGE in 4 MB pieces: one big value
+        piece = chunk * 64
+        assert c.call("SETRANGE", "big", str(off), piece[:min(4 << 20, size - off)])[:1] == b":"
+    assert c.call("STRLEN", "big") == b":%d\r\n" % size
+    digest = c.call("DEBUG", "DIGEST-VALUE", "big")
+    save_ok(c)
+    with ReferenceValkey("--dir", tmpdir_) as ref:
+        v = RawClient(ref.host, ref.port, timeout=60)
+        assert v.call("STRLEN", "big") == b":%d\r\n" % size
+        assert v.call("DEBUG", "DIGEST-VALUE", "big") == digest
+        v.call("SETRANGE", "big", "0", "changed by valkey")
+        digest = v.call("DEBUG", "DIGEST-VALUE", "big")
+        save_ok(v)
+        # (--dir tmpdir_ overrides ReferenceValkey's own dir: the file is there)
+        again = _client(hotkv_server_factory(dir=tmpdir_, **{"enable-debug-command": "yes"}))
+        assert again.call("DEBUG", "DIGEST-VALUE", "big") == digest
+        assert again.call("GETRANGE", "big", "0", "16") == b"$17\r\nchanged by valkey\r\n"
+
+
 def test_restart_on_dump_rdb_and_the_aof_wins(hotkv_server_factory, tmpdir_):
     srv = hotkv_server_factory(dir=tmpdir_)
     c = _client(srv)
