@@ -123,9 +123,18 @@ class Tracker(dict):
         dict.__setitem__(self, key, clock)
 
 
-def set_field(db, key, field: int):
-    """Store a key's access field as is (RESTORE IDLETIME / FREQ)."""
-    dict.__setitem__(db.access, key, field)
+def restore_hint(db, key, freq: int, idle: int):
+    """RESTORE ... FREQ / IDLETIME (Valkey's objectSetLRUOrLFU): FREQ sets the
+    LFU counter under an LFU policy, IDLETIME the last access (idle seconds
+    before the LRU clock, wrapping) under any other; else nothing changes."""
+    if is_lfu(db.server):
+        if freq >= 0:
+            dict.__setitem__(db.access, key, (_minutes() << 8) | freq)
+    elif idle >= 0:
+        stamp = db.clock - idle
+        if stamp < 0:
+            stamp += LRU_CLOCK_MAX
+        dict.__setitem__(db.access, key, stamp)
 
 
 def apply(server):

@@ -283,3 +283,17 @@ def test_cluster_subcommands_are_valkeys(diff):
     listed = [sorted(c.call("COMMAND", "LIST", "FILTERBY", "PATTERN", "cluster*").split(b"\r\n"))
               for c in (diff.ours, diff.theirs)]
     assert listed[0] == listed[1] and b"cluster|slot-stats" in listed[0]
+
+
+def test_restore_sets_idle_time_and_frequency(both):
+    for c in both:
+        c.set("src", "v")
+        payload = c.dump("src")
+        c.config_set("maxmemory-policy", "allkeys-lfu")
+        c.restore("f", 0, payload, frequency=100)
+        assert c.object("freq", "f") == 100
+        c.config_set("maxmemory-policy", "allkeys-lru")
+        c.restore("i", 0, payload, idletime=1000)
+        assert 1000 <= c.object("idletime", "i") <= 1002
+        c.restore("i", 0, payload, replace=True)
+        assert c.object("idletime", "i") <= 1

@@ -11,8 +11,8 @@ is relative ms unless ABSTTL; a key restored with a relative TTL is
 logged with the absolute time and ABSTTL appended, so replaying the AOF
 restores the same deadline.  A TTL already in the past restores nothing
 (a REPLACEd key is then deleted, logged as DEL/UNLINK with a ``del``
-event).  IDLETIME / FREQ are validated and otherwise ignored: hotkv tracks
-no access times.  ``sanitize-dump-payload`` (declared in hotkv.config) is
+event).  IDLETIME / FREQ set the key's access time or LFU counter
+(hotkv.access.restore_hint).  ``sanitize-dump-payload`` (declared in hotkv.config) is
 inert: every payload is validated in full.  RESTORE's key flags (OW update:
 it overwrites its key without reading it) are declared on its @command.
 """
@@ -20,6 +20,7 @@ it overwrites its key without reading it) are declared on its @command.
 from __future__ import annotations
 
 from .. import rdb
+from ..access import restore_hint
 from ..encodings import object_encoding
 from ..errors import NOT_INTEGER, SYNTAX, CommandError
 from ..registry import command
@@ -118,6 +119,7 @@ def restore(c, argv):
         return OK
 
     db.add(key, value)
+    restore_hint(db, key, freq, idle)     # IDLETIME / FREQ (hotkv.access)
     if ttl:
         db.set_expire(key, ttl)
         if not absttl:
