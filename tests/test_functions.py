@@ -291,6 +291,16 @@ def test_fcall_replies_and_errors(pdiff):
     d("FUNCTION", "STATS")
     info = parse(d.ours.call("INFO", "memory")).decode()
     assert "number_of_functions:18\r\n" in info and "number_of_libraries:1\r\n" in info
+    # Valkey's script and function memory fields, in its order.
+    names = [_lua_fields(c) for c in (d.ours, d.theirs)]
+    assert names[0] == names[1] and len(names[0]) == 13, names
+
+
+def _lua_fields(c) -> list[str]:
+    text = parse(c.call("INFO", "memory")).decode()
+    keys = [line.split(":")[0] for line in text.split("\r\n") if ":" in line]
+    return [k for k in keys if any(w in k for w in ("lua", "script", "function", "librar",
+                                                    "vm_"))]
 
 
 def test_load_api_cannot_be_used_at_run_time(fdiff):

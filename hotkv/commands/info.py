@@ -33,6 +33,7 @@ import sys
 import time
 
 from .. import latency
+from ..lua.functions import memory_info
 from ..pause import pause_info
 from ..registry import all_commands, command
 from ..resp import Verbatim
@@ -189,9 +190,7 @@ def _info_memory(server):
     startup = getattr(server, "startup_memory", used)
     total = _total_system_memory()
     maxmemory = server.config.values["maxmemory"]
-    scripts = getattr(getattr(server, "scripting", None), "scripts", ())
-    functions = getattr(server, "functions", None)
-    libs, fns = functions.stats() if functions is not None else (0, 0)
+    lua = memory_info(server)
     return [
         ("used_memory", used),
         ("used_memory_human", bytes_to_human(used)),
@@ -205,11 +204,19 @@ def _info_memory(server):
         ("used_memory_dataset", max(0, used - startup)),
         ("total_system_memory", total),
         ("total_system_memory_human", bytes_to_human(total)),
-        ("used_memory_lua", 0),
-        ("used_memory_scripts", 0),
-        ("number_of_cached_scripts", len(scripts)),
-        ("number_of_functions", fns),
-        ("number_of_libraries", libs),
+        ("used_memory_lua", lua["vm_eval"]),
+        ("used_memory_vm_eval", lua["vm_eval"]),
+        ("used_memory_lua_human", bytes_to_human(lua["vm_eval"])),
+        ("used_memory_scripts_eval", lua["scripts_eval"]),
+        ("number_of_cached_scripts", lua["cached_scripts"]),
+        ("number_of_functions", lua["function_count"]),
+        ("number_of_libraries", lua["libraries"]),
+        ("used_memory_vm_functions", lua["vm_functions"]),
+        ("used_memory_vm_total", lua["vm_eval"] + lua["vm_functions"]),
+        ("used_memory_vm_total_human", bytes_to_human(lua["vm_eval"] + lua["vm_functions"])),
+        ("used_memory_functions", lua["functions"]),
+        ("used_memory_scripts", lua["scripts_eval"] + lua["functions"]),
+        ("used_memory_scripts_human", bytes_to_human(lua["scripts_eval"] + lua["functions"])),
         ("maxmemory", maxmemory),
         ("maxmemory_human", bytes_to_human(maxmemory)),
         ("maxmemory_policy", server.config.values["maxmemory-policy"]),

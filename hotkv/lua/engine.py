@@ -387,6 +387,10 @@ class Engine:
                 lua_num_str(line) if not isinstance(line, bytes) else line.decode())
         return ScriptError(text, counted)
 
+    def vm_memory(self) -> int:
+        """Bytes the Lua state holds (INFO's used_memory_vm_*)."""
+        return int(self._internals.kbytes() * 1024)
+
     def funcname(self, sha: bytes) -> str:
         """The script's name in "Error running script <name>" (Valkey's funcname)."""
         return "f_" + sha.decode()

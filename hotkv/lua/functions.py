@@ -329,6 +329,23 @@ class Registry:
         self.join(ctx, replace)
 
 
+def memory_info(server) -> dict:
+    """INFO memory's script and function fields, by Valkey's names: the Lua
+    states' sizes (0 for a state not made yet: hotkv makes them on first
+    use), the cached scripts' and the libraries' code bytes (Valkey adds
+    its structures' overhead), and the counts."""
+    eng = getattr(server, "scripting", None)
+    reg = getattr(server, "functions", None)
+    vm_eval = eng.vm_memory() if eng is not None else 0
+    vm_functions = reg.engine.vm_memory() if reg is not None else 0
+    scripts_eval = sum(len(s.body) for s in eng.scripts.values()) if eng is not None else 0
+    functions = sum(len(code) for code in reg.codes()) if reg is not None else 0
+    libs, fns = reg.stats() if reg is not None else (0, 0)
+    return {"vm_eval": vm_eval, "vm_functions": vm_functions, "scripts_eval": scripts_eval,
+            "functions": functions, "cached_scripts": len(eng.scripts) if eng else 0,
+            "libraries": libs, "function_count": fns}
+
+
 def registry(server) -> Registry:
     reg = getattr(server, "functions", None)
     if reg is None:

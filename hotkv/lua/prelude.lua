@@ -296,8 +296,10 @@ end
 -- load sees only server.register_function / log / the version fields.
 local load
 -- What the Python side calls back (hotkv.lua.engine / hotkv.lua.functions).
+local lua_gc = collectgarbage
 local internals = {next = lua_next_, loadstring = lua_loadstring,
-                   real = function(t) return real_of[t] end}
+                   real = function(t) return real_of[t] end,
+                   kbytes = function() return lua_gc('count') end}
 if funcmode then
   local function missing(t, k)   -- (called by an __index: level 3 is the user's)
     error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 3)
