@@ -30,7 +30,7 @@ import re
 import sys
 import time
 
-from .. import errors, rdb, rdbfile
+from .. import access, errors, rdb, rdbfile
 from ..config import parse_memory
 from ..digest import dataset_digest, value_digest
 from ..encodings import object_encoding
@@ -183,20 +183,17 @@ def debug_stringmatch_test(c, argv):
     return Simple(b"Apparently the server did not crash: test passed")
 
 
-def _lru_fields(c, now: float) -> tuple:
+def _lru_fields(c, key) -> tuple:
     """(lru, idle seconds, lfu freq, lfu minutes) as Valkey derives them from
-    an object's 24-bit lru field.  hotkv tracks no access times, so every
-    object is as just touched: the LRU clock now, or, under an LFU policy,
-    the minutes now with LFU_INIT_VAL (5) -- what OBJECT IDLETIME (0) and
-    OBJECT FREQ (5) report."""
-    minutes = int(now // 60) & 0xFFFF
-    policy = str(c.server.config.values.get("maxmemory-policy", "noeviction"))
-    lru = (minutes << 8) | 5 if "lfu" in policy else int(now) & 0xFFFFFF
-    ldt, counter = lru >> 8, lru & 255
-    elapsed = minutes - ldt if minutes >= ldt else 65535 - ldt + minutes
+    an object's 24-bit lru field, here the key's entry in db.access
+    (hotkv.access): the LRU clock of its last access, or the LFU field."""
+    db = c.db
+    field = db.access.get(key)
+    if field is None:     # never stamped: as just accessed
+        field = ((int(time.time()) // 60) & 0xFFFF) << 8 | access.LFU_INIT_VAL \
+            if access.is_lfu(c.server) else db.clock
     decay = c.server.config.values.get("lfu-decay-time", 1) or 0
-    periods = elapsed // decay if decay else 0
-    return lru, 0, max(0, counter - periods), ldt
+    return field, access.idle_seconds(db, key), access.lfu_decr(field, decay), field >> 8
 
 
 @debug_subcommand("object", -3)
@@ -217,7 +214,7 @@ def debug_object(c, argv):
         # its 10-byte footer), as rdbSavedObjectLen.
         body = rdb.serialize(value, encoding, fill)
         out += b" serializedlength:%d" % (len(body) - 1)
-    lru, idle, freq, minutes = _lru_fields(c, time.time())
+    lru, idle, freq, minutes = _lru_fields(c, key)
     out += b" lru:%d lru_seconds_idle:%d lfu_freq:%d lfu_access_time_minutes:%d" % (
         lru, idle, freq, minutes)
     if encoding == b"quicklist" and type(value) is ListValue:
