@@ -17,6 +17,9 @@ Invariants:
   ``data`` / ``expires``: keys enter and leave only through this class's
   methods (a bypassing writer is detected by a count mismatch and the index
   rebuilt).
+* ``access`` keys are a subset of ``data`` keys: a key's last access
+  (hotkv.access reads it), stamped by ``lookup`` and by creation, dropped
+  with the key; ``lookup_notouch`` reads without stamping;
 * Every change to a key is announced through ``Server.written`` (or
   ``Database.touch`` for changes that are not writes of data), which is what
   WATCH, blocked clients, keyspace notifications and the AOF hang on.
