@@ -317,8 +317,8 @@ _SERVE_ONLY = {"always-show-logo", "log-format", "log-timestamp-format", "superv
                "shutdown-on-sigterm"}
 # tls-port -1 asks hotkv for a free port (tests use it): wider than Valkey's 0..65535.
 _OWN_RANGE = {"tls-port"}
-# Settings Valkey changes at run time that hotkv cannot (its listeners are bound once).
-_OWN_IMMUTABLE = {"port", "bind", "tls-port"}
+# Settings Valkey changes at run time that hotkv cannot (TLS listeners are made once).
+_OWN_IMMUTABLE = {"tls-port"}
 
 
 def _check_activedefrag(text):

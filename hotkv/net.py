@@ -33,7 +33,7 @@ import ssl
 import time
 
 from .client import Client
-from .config import bind_addresses
+from .config import ConfigError, bind_addresses
 from .dispatch import process_commands, serve_ready_keys
 from .limits import output_limit_reached
 from .resp import RequestParser, encode_error
@@ -273,6 +273,7 @@ class Listener:
         self._cron_handle = None
         self.closed = None
         self.bound: list = []   # (host, port) actually bound
+        self.tcp_servers: list = []   # the TCP listeners (CONFIG SET port/bind replaces them)
         self.tls_contexts: dict = {}   # id(TLS asyncio server) -> SSLContext (hotkv.tls)
 
     async def start(self, loop=None):
@@ -290,6 +291,7 @@ class Listener:
                 srv = await loop.create_server(factory, host, port, backlog=values["tcp-backlog"],
                                                reuse_address=True)
                 self.servers.append(srv)
+                self.tcp_servers.append(srv)
                 for sock in srv.sockets:
                     self.bound.append(sock.getsockname()[:2])
                 # An ephemeral port: every bind address must share the first one.
@@ -311,10 +313,65 @@ class Listener:
         # load yields to the loop, so clients connected meanwhile are
         # answered LOADING), and only then the cron.
         await start_tls_listeners(self, loop, factory)
+        self.tcp_conf = (values["port"], values["bind"])
+        server.config.listeners["port"] = lambda v: self.rebind(
+            v, values["bind"], factory, "Unable to listen on this port. Check server logs.")
+        server.config.listeners["bind"] = lambda v: self.rebind(
+            values["port"], v, factory, "Failed to bind to specified addresses.")
         await server.load_data()
         self._schedule_cron()
         server.shutdown_cb = self.request_shutdown
         return self
+
+    def rebind(self, port: int, bind: str, factory, error: str):
+        """CONFIG SET port / bind, as Valkey's changeListener: the addresses not
+        listened on yet are bound first -- a failure closes them, keeps the old
+        listeners and fails the CONFIG SET with ``error`` -- then served, and
+        the listeners no longer wanted closed; open connections stay."""
+        if (port, bind) == self.tcp_conf:
+            return   # unchanged, or CONFIG SET's rollback to what is bound
+        current = {}   # (host, port) -> the asyncio server listening there
+        for srv in self.tcp_servers:
+            for sock in srv.sockets or ():
+                current[tuple(sock.getsockname()[:2])] = srv
+        keep, socks = [], []
+        try:
+            for host in bind_addresses(bind) if port else ():
+                if (host, port) in current:   # already listening there: kept as it is
+                    keep.append(current[(host, port)])
+                    continue
+                family = socket.AF_INET6 if ":" in host else socket.AF_INET
+                sock = socket.socket(family, socket.SOCK_STREAM)
+                socks.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind((host, port))
+                sock.listen(self.server.config.values["tcp-backlog"])
+                sock.setblocking(False)
+        except (OSError, UnicodeError, OverflowError) as e:
+            for sock in socks:
+                sock.close()
+            log.warning("Could not create server TCP listening socket %s:%d: %s",
+                        bind, port, getattr(e, "strerror", None) or e)
+            raise ConfigError(error) from None
+        for srv in self.tcp_servers:
+            if srv not in keep:
+                srv.close()
+                self.servers.remove(srv)
+        self.tcp_servers = keep
+        self.bound = [addr for addr, srv in current.items() if srv in keep] + \
+            [sock.getsockname()[:2] for sock in socks]
+        self.tcp_conf = (port, bind)
+        loop = self.server.loop
+        for sock in socks:
+            loop.create_task(loop.create_server(factory, sock=sock)).add_done_callback(
+                self._served)
+
+    def _served(self, task):
+        if not task.cancelled() and task.exception() is None:
+            self.tcp_servers.append(task.result())
+            self.servers.append(task.result())
 
     def _schedule_cron(self):
         loop = self.server.loop

@@ -35,7 +35,7 @@ GET_DIFFERENCES = {
        for k in ("eviction", "expire", "server-del")},
 }
 SET_DIFFERENCES = {
-    "port": "hotkv binds its listeners once; CONFIG SET port is refused as immutable",
+    "port": "moves the listener: tests/test_config_listen.py compares it with Valkey",
     "bind": "as port",
     "tls-port": "as port: TLS listeners are made at start",
     "appendonly": "turning the AOF on starts a rewrite on both: tests/test_aof.py covers it",
