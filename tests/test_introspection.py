@@ -297,3 +297,47 @@ def test_restore_sets_idle_time_and_frequency(both):
         assert 1000 <= c.object("idletime", "i") <= 1002
         c.restore("i", 0, payload, replace=True)
         assert c.object("idletime", "i") <= 1
+
+
+def test_migrate_errors_match_valkey(diff):
+    d = diff
+    d("SET", "k", "v")
+    for args in [("COMMAND", "INFO", "migrate"),
+                 ("COMMAND", "GETKEYSANDFLAGS", "MIGRATE", "h", "1", "", "0", "9", "KEYS", "a", "b"),
+                 ("COMMAND", "GETKEYS", "MIGRATE", "h", "1", "k", "0", "9", "AUTH2", "u", "p"),
+                 ("MIGRATE", "127.0.0.1", "1", "nokey", "0", "10"),
+                 ("MIGRATE", "127.0.0.1", "1", "k", "0", "x"),
+                 ("MIGRATE", "127.0.0.1", "1", "k", "x", "10"),
+                 ("MIGRATE", "127.0.0.1", "1", "k", "0", "10", "KEYS", "a"),
+                 ("MIGRATE", "127.0.0.1", "1", "", "0", "10", "FOO"),
+                 ("MIGRATE", "127.0.0.1", "1", "", "0", "10", "AUTH2", "u"),
+                 ("MIGRATE", "127.0.0.1", "1", "k", "0", "100")]:   # refused: IOERR writing
+        d(*args)
+
+
+def test_migrate_moves_keys_as_valkey(both, hotkv_server_factory):
+    target = hotkv_server_factory(requirepass="pw")
+    dest = valkey.Valkey(host=target.host, port=target.port, password="pw", db=3)
+    results = []
+    for c in both:
+        dest.flushall()
+        c.set("a", "1")
+        c.rpush("l", "x", "y")
+        c.set("t", "z", px=100_000)
+        moved = c.execute_command("MIGRATE", target.host, target.port, "", 3, 1000, "AUTH",
+                                  "pw", "KEYS", "a", "l", "t", "nokey")
+        out = [moved, sorted(c.keys()), sorted(dest.keys()), dest.lrange("l", 0, -1),
+               0 < dest.pttl("t") <= 100_000]
+        c.set("a", "2")
+        with pytest.raises(valkey.ResponseError) as busy:
+            c.execute_command("MIGRATE", target.host, target.port, "a", 3, 1000, "AUTH", "pw")
+        out += [str(busy.value), c.get("a")]
+        out.append(c.execute_command("MIGRATE", target.host, target.port, "a", 3, 1000, "COPY",
+                                     "REPLACE", "AUTH2", "default", "pw"))
+        out += [c.get("a"), dest.get("a")]
+        with pytest.raises(valkey.ResponseError) as denied:
+            c.execute_command("MIGRATE", target.host, target.port, "a", 3, 1000, "AUTH", "no")
+        out.append(str(denied.value))
+        results.append(out)
+    assert results[0] == results[1]
+    assert results[0][:3] == [b"OK", [], [b"a", b"l", b"t"]]

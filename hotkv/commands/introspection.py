@@ -64,7 +64,7 @@ COMMAND_TIPS = {
     "latency|doctor": _NODES_SPECIAL, "latency|graph": _NODES_SPECIAL, "latency|histogram": _NODES_SPECIAL,
     "latency|history": _NODES_SPECIAL, "latency|latest": _NODES_SPECIAL,
     "latency|reset": ("request_policy:all_nodes", "response_policy:agg_sum"),
-    "memory|doctor": _SPECIAL, "memory|malloc-stats": _SPECIAL,
+    "memory|doctor": _SPECIAL, "migrate": (_NDO,), "memory|malloc-stats": _SPECIAL,
     "memory|purge": _ALL_SHARDS, "memory|stats": _SPECIAL,
     "mget": ("request_policy:multi_shard",),
     "mset": ("request_policy:multi_shard", "response_policy:all_succeeded"),
