@@ -44,8 +44,8 @@ _RO_NOTES = "We cannot tell how the keys will be used so we assume the worst, RO
 
 def _fcall(c, argv, ro: bool):
     server = c.server
-    reg = registry(server)
-    fn = reg.get(argv[1])
+    reg = getattr(server, "functions", None)
+    fn = reg.get(argv[1]) if reg is not None else None
     if fn is not None and "no_writes" not in fn.flags:
         # What processCommand refuses once the function's flags made FCALL
         # a write (and, without allow-oom, a denyoom) command.
@@ -164,7 +164,9 @@ def function_flush(c, argv):
         raise _syntax(argv)
     if len(argv) == 3 and argv[2].lower() not in (b"sync", b"async"):
         raise CommandError("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
-    registry(c.server).flush()
+    reg = getattr(c.server, "functions", None)   # (no Lua state made just to flush it)
+    if reg is not None:
+        reg.flush()
     c.server.dirty += 1
     return OK
 
@@ -193,7 +195,8 @@ def function_list(c, argv):
             raise CommandError("ERR Unknown argument %s" % cstr(arg))
         i += 1
     out = []
-    for lib in registry(c.server).libraries.values():
+    reg = getattr(c.server, "functions", None)
+    for lib in reg.libraries.values() if reg is not None else ():
         if pattern is not None and not stringmatch(pattern, lib.name, nocase=True):
             continue
         entry = {b"library_name": lib.name, b"engine": ENGINE_NAME,
@@ -237,14 +240,14 @@ def function_stats(c, argv):
     server = c.server
     if engine(server).run is not None:
         raise CommandError(BUSY_SCRIPT)
-    reg = registry(server)
-    run = reg.engine.run
+    reg = getattr(server, "functions", None)
+    run = reg.engine.run if reg is not None else None
     if run is None:
         running = None
     else:
         running = {b"name": run.sha, b"command": list(reg.running_argv or ()),
                    b"duration_ms": int((time.monotonic() - run.start) * 1000)}
-    libs, fns = reg.stats()
+    libs, fns = reg.stats() if reg is not None else (0, 0)
     return {b"running_script": running,
             b"engines": {ENGINE_NAME: {b"libraries_count": libs, b"functions_count": fns}}}
 
