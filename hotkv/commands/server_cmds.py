@@ -1,10 +1,15 @@
 """Server commands that act on the whole dataset or the process: FLUSHALL,
-FLUSHDB, DBSIZE, TIME, LASTSAVE, SAVE, BGSAVE, SHUTDOWN.
+FLUSHDB, DBSIZE, TIME, LASTSAVE, SAVE, BGSAVE, SHUTDOWN; and cluster.c's
+commands on a standalone server: CLUSTER (every subcommand answers that
+cluster support is disabled) and MIGRATE (real: RESTOREs on the target).
 
 The other server commands have their own modules, by concept as Valkey's
 source files: INFO (``info``), CONFIG (``config_cmds``), DEBUG and MEMORY
-(``debug``), COMMAND (``introspection``), SLOWLOG (``slowlog``), MONITOR
-(``monitor``), FUNCTION and MODULE (``placeholders``).
+(``debug``), COMMAND (``introspection``), SLOWLOG (``slowlog``), LATENCY
+(``latency``), MONITOR (``monitor``), FUNCTION and MODULE (``placeholders``).
+
+* FLUSHALL / FLUSHDB: ASYNC (or lazyfree-lazy-user-flush without SYNC)
+  frees the old keys after the reply (hotkv/lazyfree.py).
 
 * SAVE, BGSAVE, SHUTDOWN [SAVE|NOSAVE]: the RDB file of ``dir`` /
   ``dbfilename`` (hotkv/snapshots.py, format hotkv/rdbfile.py).  SAVE
