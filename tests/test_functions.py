@@ -829,3 +829,37 @@ def test_debug_reload_and_loadaof_with_libraries(hotkv_server_factory, tmp_path)
         for c in d:
             c.close()
         ref.stop()
+
+
+def test_clients_function_api(r, r3):
+    """valkey-py (RESP2) and redis-py (RESP3) through their function API:
+    a job-queue style library (claim a job atomically, read-only peek)."""
+    code = lib("jobs", """
+server.register_function('claim', function(KEYS, ARGV)
+  local job = server.call('lpop', KEYS[1])
+  if not job then return false end
+  server.call('hset', KEYS[2], job, ARGV[1])
+  return job
+end)
+server.register_function{function_name='pending', callback=function(KEYS)
+  return server.call('llen', KEYS[1])
+end, flags={'no-writes'}, description='queue length'}""")
+    try:
+        for client in (r, r3):
+            client.function_flush()
+            assert client.function_load(code) in (b"jobs", "jobs")
+            client.rpush("q", "j1", "j2")
+            assert client.fcall("claim", 2, "q", "active", "worker-1") == b"j1"
+            assert client.fcall_ro("pending", 1, "q") == 1
+            assert client.hgetall("active") == {b"j1": b"worker-1"}
+            assert client.fcall("claim", 2, "q", "active", "w2") == b"j2"
+            assert client.fcall("claim", 2, "q", "active", "w3") is None
+            listing = client.function_list(library="jobs", withcode=True)
+            assert len(listing) == 1
+            payload = client.function_dump()
+            client.function_flush()
+            assert client.function_restore(payload) in (True, b"OK", "OK")
+            assert client.fcall_ro("pending", 1, "q") == 0
+            client.delete("q", "active")
+    finally:
+        r.function_flush()
