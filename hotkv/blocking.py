@@ -191,6 +191,7 @@ def unblock(client, reply=None, error: str | None = None):
     cmd = waiter.cmd
     if cmd is not None:
         cmd.calls += 1
+        cmd.lat_pending.append(0.0)   # its latency histogram (hotkv.latency): no run time
         client.server.stat_numcommands += 1
         client.ncmds += 1
         if error is not None:

@@ -214,3 +214,11 @@ def test_percentiles_over_several_values():
     assert latency.percentile(hist, 0.0) == pytest.approx(9.984)
     calls, points = latency.cdf(hist)
     assert calls == 100 and points == [16, 50, 33, 99, 528, 100]
+
+
+def test_timed_out_blocking_command_is_in_its_histogram(both):
+    for client in both:
+        client.config_resetstat()
+        client.blpop("nolist", 0.05)
+        calls, _ = _histogram(client, "blpop")["blpop"]
+        assert calls == client.info("commandstats")["cmdstat_blpop"]["calls"] == 1
