@@ -190,13 +190,31 @@ def lp_encode_str(s: bytes, out: bytearray):
     _lp_backlen(len(head) + n, out)
 
 
+def _small_int_entries() -> list:
+    out = []
+    for v in range(-4096, 4096):
+        b = bytearray()
+        lp_encode_int(v, b)
+        out.append(bytes(b))
+    return out
+
+
+# The encoded element (with back-length) of every 13-bit int, by v + 4096:
+# a stream node's flags, ID deltas and counts are nearly all small.
+_LP_SMALL_INTS = _small_int_entries()
+
+
 def lp_build(elements) -> bytes:
     body = bytearray()
+    small = _LP_SMALL_INTS
     for e in elements:
         if type(e) is int:
-            lp_encode_int(e, body)
+            if -4096 <= e < 4096:
+                body += small[e + 4096]
+            else:
+                lp_encode_int(e, body)
         else:
-            lp_encode_str(e, body)
+            body += lp_entry(e)
     total = 6 + len(body) + 1
     count = len(elements) if len(elements) < 65535 else 65535
     return total.to_bytes(4, "little") + count.to_bytes(2, "little") + bytes(body) + b"\xff"
