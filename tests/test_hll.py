@@ -148,9 +148,22 @@ def test_corrupt_sparse(d):
         d("GET", key)
 
 
+def _lone_xzero_at_end(value: bytes) -> bool:
+    """A sparse body whose last byte starts an XZERO (two-byte) opcode."""
+    if len(value) < 16 or value[4] != 1:
+        return False
+    p = 16
+    while p < len(value):
+        p += 2 if 0x40 <= value[p] < 0x80 else 1
+    return p > len(value)
+
+
 def test_corrupted_values_fuzz(diff):
     """Random single-byte damage to sparse and dense HLLs: replies and the
-    values left behind match the reference's."""
+    values left behind match the reference's.  A body damaged into ending
+    with half an XZERO is left out: there Valkey reads (and may write)
+    the byte past the string's end, which hotkv reads as the NUL it
+    usually is and does not keep."""
     rng = random.Random(7)
     for round_ in range(40 * SCALE):
         n = rng.choice([3, 30, 300, 3000])
@@ -160,10 +173,16 @@ def test_corrupted_values_fuzz(diff):
         length = int(diff("STRLEN", "h")[1:-2])
         cmds = []
         for _ in range(rng.randint(1, 3)):
-            pos = rng.randrange(16, length)
+            # Mostly the registers; now and then the header (encoding, cache).
+            pos = rng.randrange(16, length) if rng.random() < 0.9 else rng.randrange(4, 16)
             cmds.append(["SETRANGE", "h", str(pos), bytes([rng.randrange(256)])])
-        cmds += [["PFCOUNT", "h"], ["PFADD", "h", "x", "y", "z"], ["GET", "h"],
-                 ["PFCOUNT", "h", "h"], ["PFMERGE", "m", "h"]]
+        value = _both(diff, cmds + [["GET", "h"]])[-1].split(b"\r\n", 1)[1][:-2]
+        if _lone_xzero_at_end(value):
+            continue
+        more = [b"%d+%d" % (round_, i) for i in range(rng.choice([3, 300]))]
+        cmds = [["PFCOUNT", "h"], ["PFADD", "h", *more], ["GET", "h"],
+                 ["PFCOUNT", "h", "h"], ["PFMERGE", "m", "h"], ["GET", "m"],
+                 ["PFDEBUG", "DECODE", "h"], ["PFDEBUG", "TODENSE", "h"], ["GET", "h"]]
         _both(diff, cmds)
 
 
