@@ -699,6 +699,25 @@ def test_getkeys(diff, args):
     diff("COMMAND", "GETKEYSANDFLAGS", *args)
 
 
+def test_store_wakes_a_blocked_pop(target):
+    """A STORE form that creates its destination serves a BZPOPMIN blocked
+    on it (and WATCH sees the change), on hotkv as on the reference."""
+    admin = target.admin
+    admin.call("GEOADD", "src", "1", "2", "a", "1.001", "2", "b")
+    waiter = target.client()
+    waiter.send("BZPOPMIN", "dst", "0")
+    target.wait_blocked(admin, 1)
+    watcher = target.client()
+    watcher.call("WATCH", "dst2")
+    assert admin.call("GEOSEARCHSTORE", "dst", "src", "FROMMEMBER", "a", "BYRADIUS", "1",
+                      "km", "STOREDIST") == b":2\r\n"
+    assert waiter.read_reply() == b"*3\r\n$3\r\ndst\r\n$1\r\na\r\n$1\r\n0\r\n"
+    assert admin.call("GEORADIUS", "src", "1", "2", "1", "km", "STORE", "dst2") == b":2\r\n"
+    watcher.call("MULTI")
+    watcher.call("PING")
+    assert watcher.call("EXEC") == b"*-1\r\n"
+
+
 def test_acl_key_permissions(server, ref_server):
     """A user who may read src* and write dst*: the STORE forms need write
     access to the destination their key specs find, read access to the
