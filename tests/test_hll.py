@@ -11,8 +11,8 @@ elements.  To run them long:
 
     HOTKV_HLL_SEEDS=0-49 HOTKV_HLL_SCALE=10 python -m pytest -q tests/test_hll.py
 
-(``HOTKV_HLL_SEEDS`` is a seed list as compat/volume.py parses it: "0-49"
-or "1,5,9"; ``HOTKV_HLL_SCALE`` multiplies the element counts.)
+(``HOTKV_HLL_SEEDS`` is a seed list, "0-49" or "1,5,9", for the seeded
+tests; ``HOTKV_HLL_SCALE`` multiplies the element counts and fuzz rounds.)
 """
 
 from __future__ import annotations

@@ -24,11 +24,17 @@ Invariants:
   split of the opcode met, the same merge of up to 5 opcodes after it, the
   same promotion to dense when the string would exceed
   hll-sparse-max-bytes or a value exceeds 32), so every value hotkv writes
-  is the byte string valkey-server 8.1.8 writes for the same commands;
+  is the byte string valkey-server 8.1.8 writes for the same commands --
+  save one corrupt case: a sparse body ending in half an XZERO, where
+  Valkey reads its second byte past the string's end (the NUL, or a byte
+  an earlier edit left there); hotkv reads 0;
 * a changed value has byte 15 |= 0x80 (the other cached bytes stay);
 * nothing here trusts a stored value: a sparse string whose runs do not
   cover exactly 16384 registers is reported (``Invalid``), never indexed
-  out of range.
+  out of range;
+* the two caches (``_CACHE``, ``_HIST``) hold at most 32 values each (a
+  reference each, so ids stay unique) and are checked against the
+  value's current bytes at every use.
 
 Speed: PFADD runs per request.  A sparse value is decoded into a
 bytearray of its opcodes plus a list of each opcode's first register
