@@ -796,6 +796,52 @@ def test_valkeys_directory_loads_in_hotkv(hotkv_server_factory, aof_dir, tmp_pat
     assert aof_manifest(aof_dir) == rows
 
 
+def test_valkeys_directory_with_writes_during_its_rewrite_loads_in_hotkv(
+        hotkv_server_factory, aof_dir, tmp_path):
+    """valkey-server 8.1.8 rewriting slowly (rdb-key-save-delay, its test
+    knob) while jobs flow through lists and a stream with a consumer group:
+    the writes meanwhile land in its new incr file; its directory -- base,
+    incr -- loads in hotkv to the same DEBUG DIGEST and PEL."""
+    vdir = tmp_path / "valkey"
+    vdir.mkdir()
+    with ReferenceValkey("--appendonly", "yes", "--appendfsync", "always",
+                         "--rdb-key-save-delay", "2000", "--dir", str(vdir)) as ref:
+        rc = conn(ref)
+        p = rc.pipeline(transaction=False)
+        for i in range(200):
+            p.set(f"k{i}", i)
+        p.xadd("jobs", {"n": "first"}, id="1-1")
+        p.xgroup_create("jobs", "workers", id="0")
+        p.execute()
+        rc.execute_command("BGREWRITEAOF")
+        n = 0
+        deadline = time.time() + 30
+        while (info(rc)["aof_rewrite_in_progress"] == "1" or n < 20) and n < 5000:
+            assert time.time() < deadline, "valkey's rewrite did not end"
+            rc.lpush("queue", n)
+            rc.lmove("queue", "processing", "RIGHT", "LEFT")
+            rc.xadd("jobs", {"n": n})
+            rc.xreadgroup("workers", f"w{n % 3}", {"jobs": ">"}, count=1)
+            if n % 4 == 0:
+                rc.xack("jobs", "workers", rc.xpending_range("jobs", "workers", "-", "+", 1)[0][
+                    "message_id"])
+            n += 1
+        wait_rewrite_done(rc)
+        assert n >= 20 and info(rc)["aof_last_bgrewrite_status"] == "ok"
+        want = snapshot(rc)
+        digest = rc.execute_command("DEBUG", "DIGEST")
+        rc.close()
+    rows = aof_manifest(vdir)
+    assert [kind for _, _, kind in rows] == ["b", "i"]
+    logged = parse_aof(open(aof_files(vdir)[1], "rb").read())
+    assert sum(cmd[0].upper() == b"XADD" for cmd in logged) >= 20   # written during the rewrite
+    shutil.copytree(vdir / "appendonlydir", os.path.join(aof_dir, "appendonlydir"))
+    s = start(hotkv_server_factory, aof_dir, enable_debug_command="yes")
+    c = conn(s)
+    assert c.execute_command("DEBUG", "DIGEST") == digest
+    assert snapshot(c) == want
+
+
 def test_a_database_the_server_does_not_have_is_refused(hotkv_server_factory, aof_dir):
     write_old_aof(aof_dir, GOOD + encode_command("SELECT", "20") + encode_command("SET", "b",
                                                                                    "2"))
