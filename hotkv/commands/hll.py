@@ -22,6 +22,12 @@ Rules, all Valkey 8.1's:
 * PFMERGE reads every key (destination included) before writing, writes
   dense if any input is dense, else edits the sparse destination register
   by register (promoting as PFADD would), and announces "pfadd";
+* every single-key command but PFCOUNT of several keys makes the value
+  the key's own ``bytearray`` first (Valkey's dbUnshareStringValue: the
+  encoding is "raw" from then on) and changes it in place where Valkey
+  does (dense registers, the cached cardinality);
+* PFCOUNT is may_replicate (it may write the cache): refused in read-only
+  scripts, held by CLIENT PAUSE WRITE, as Valkey;
 * PFDEBUG GETREG/TODENSE convert a sparse value to dense and count one
   change (propagated, WATCHers not touched), as Valkey; PFDEBUG SIMD
   keeps Valkey's flag and answers as an AVX2 machine does, including its
@@ -34,8 +40,7 @@ import random
 
 from ..errors import CommandError, WrongType
 from ..registry import command, spec
-from ..resp import Simple
-from ..resp import OK
+from ..resp import OK, Simple
 from ..types import hll
 
 _INVALID = hll.INVALID_ERR
