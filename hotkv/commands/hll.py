@@ -22,8 +22,8 @@ Rules, all Valkey 8.1's:
 * PFMERGE reads every key (destination included) before writing, writes
   dense if any input is dense, else edits the sparse destination register
   by register (promoting as PFADD would), and announces "pfadd";
-* every single-key command but PFCOUNT of several keys makes the value
-  the key's own ``bytearray`` first (Valkey's dbUnshareStringValue: the
+* PFADD, PFCOUNT of one key, PFDEBUG and PFMERGE's destination make the
+  value the key's own ``bytearray`` first (Valkey's dbUnshareStringValue: the
   encoding is "raw" from then on) and changes it in place where Valkey
   does (dense registers, the cached cardinality);
 * PFCOUNT is may_replicate (it may write the cache): refused in read-only
