@@ -238,7 +238,19 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
     else:
         # Client.add_reply, inlined: this is the path of every reply.
         if reply is not BLOCKED and not client.reply_mode and not client.skip_this:
-            encode(reply, client.out, client.resp3)
+            out = client.out
+            mark = len(out)
+            try:
+                encode(reply, out, client.resp3)
+            except TypeError as e:
+                # A reply the encoder cannot write (a bug in a handler): what
+                # it wrote of it goes, the client gets an error, never silence.
+                del out[mark:]
+                cmd.failed_calls += 1
+                message = "ERR internal error in '%s': unencodable reply" % cmd.name
+                server.count_error(message)
+                client.add_error(message)
+                server.log_exception(cmd, argv, e)
     # Client-side caching: the keys a read served, for the client on whose
     # behalf it ran (a script's or EXEC's caller); CLIENT CACHING's end.
     tracker = outer or client

@@ -392,3 +392,48 @@ def test_non_bulk_elements_answered_like_valkey(server, ref_server, frame):
         got.append(_read_all(c, 0.3))
         c.close()
     assert got[0] == got[1]
+
+
+# ----------------------------------------------------------------------
+# A handler bug: a reply the encoder cannot write
+# ----------------------------------------------------------------------
+
+BAD_REPLY_SERVER = """
+import sys, threading, signal
+import hotkv
+from hotkv.registry import command
+
+@command("testbadreply", 1, "readonly")
+def testbadreply(c, argv):
+    return [b"partial", object()]     # the second element cannot be encoded
+
+srv = hotkv.EmbeddedServer(port=int(sys.argv[1]))
+srv.start()
+print("ready", flush=True)
+done = threading.Event()
+signal.signal(signal.SIGTERM, lambda *a: done.set())
+done.wait()
+srv.stop()
+"""
+
+
+def test_unencodable_reply_is_an_error_not_silence():
+    """A handler returning what RESP cannot say: the client gets an error
+    (nothing of the half-written reply) in RESP2 and RESP3, and the server
+    and the connection go on.  Before, the client never got a reply."""
+    from support import free_port
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", BAD_REPLY_SERVER, str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert b"ready" in proc.stdout.readline()
+        c = RawClient("127.0.0.1", port, timeout=10)
+        for proto in ("2", "3"):
+            c.call("HELLO", proto)
+            assert c.call("TESTBADREPLY") == \
+                b"-ERR internal error in 'testbadreply': unencodable reply\r\n"
+            assert c.call("PING") == b"+PONG\r\n"
+        c.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
