@@ -81,9 +81,10 @@ class Database:
             self.access[key] = self.clock     # an access (hotkv.access)
         return value
 
-    def lookup_notouch(self, key):
+    def lookup_notouch(self, key, notify: bool = True):
         """lookup() that leaves the key's access time alone (TTL, TYPE,
-        EXISTS, OBJECT: Valkey's LOOKUP_NOTOUCH); counts a hit or miss."""
+        EXISTS, OBJECT: Valkey's LOOKUP_NOTOUCH); counts a hit or miss and,
+        unless ``notify`` is False (OBJECT), announces a miss as lookup_read."""
         value = self.data.get(key)
         if value is not None and self.expires:
             when = self.expires.get(key)
@@ -92,17 +93,24 @@ class Database:
                     self.expire_now(key)
                 value = None
         if value is None:
-            self.server.stat_keyspace_misses += 1
+            server = self.server
+            server.stat_keyspace_misses += 1
+            if notify and server.notify is not None:
+                server.notify(self, key, "m", "keymiss")
         else:
             self.server.stat_keyspace_hits += 1
         return value
 
     def lookup_read(self, key):
         """lookup() on behalf of a read command: also counts the keyspace
-        hit or miss INFO reports (writes' lookups do not count, as Redis)."""
+        hit or miss INFO reports (writes' lookups do not count, as Redis)
+        and publishes a miss as a "keymiss" event (class m)."""
         value = self.lookup(key)
         if value is None:
-            self.server.stat_keyspace_misses += 1
+            server = self.server
+            server.stat_keyspace_misses += 1
+            if server.notify is not None:     # the "m" class: keymiss (hotkv.notify)
+                server.notify(self, key, "m", "keymiss")
         else:
             self.server.stat_keyspace_hits += 1
         return value

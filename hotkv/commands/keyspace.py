@@ -553,7 +553,7 @@ def _lfu(c) -> bool:
 @command("object|encoding", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO")
 def object_encoding_cmd(c, argv):
     """Inspect the internal encoding of a Redis object."""
-    value = c.db.lookup_notouch(argv[2])
+    value = c.db.lookup_notouch(argv[2], False)
     if value is None:
         return None
     return object_encoding(c, argv[2], value)
@@ -563,13 +563,13 @@ def object_encoding_cmd(c, argv):
 def object_refcount(c, argv):
     """Get the number of references to the value of the key."""
     # Valkey 8.1 never shares a value stored in the keyspace.
-    return None if c.db.lookup_notouch(argv[2]) is None else 1
+    return None if c.db.lookup_notouch(argv[2], False) is None else 1
 
 
 @command("object|idletime", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO")
 def object_idletime(c, argv):
     """Get the time since a Redis object was last accessed."""
-    if c.db.lookup_notouch(argv[2]) is None:
+    if c.db.lookup_notouch(argv[2], False) is None:
         return None
     if _lfu(c):
         raise CommandError(_LFU_SELECTED)
@@ -579,7 +579,7 @@ def object_idletime(c, argv):
 @command("object|freq", 3, "readonly", (2, 2, 1), since="4.0.0", key_flags="RO")
 def object_freq(c, argv):
     """Get the logarithmic access frequency counter of a Redis object."""
-    if c.db.lookup_notouch(argv[2]) is None:
+    if c.db.lookup_notouch(argv[2], False) is None:
         return None
     if not _lfu(c):
         raise CommandError(_LFU_NOT_SELECTED)
