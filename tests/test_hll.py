@@ -249,6 +249,53 @@ def test_promotion_boundary_one_element_at_a_time(diff):
     _both(diff, [["CONFIG", "SET", "hll-sparse-max-bytes", "3000"]])
 
 
+def _dense_value(registers) -> bytes:
+    """A dense HLL string (cache marked invalid) holding these registers:
+    6 bits each, packed from the least significant bit (the test's own
+    packing, independent of hotkv's)."""
+    acc = 0
+    for i, r in enumerate(registers):
+        acc |= r << (6 * i)
+    return b"HYLL\x00\x00\x00\x00" + bytes(7) + b"\x80" + acc.to_bytes(12288, "little")
+
+
+def test_estimator_on_crafted_registers(d):
+    """PFCOUNT's estimate for register histograms PFADD rarely reaches:
+    every value 0..63, many registers at 50/51 (Ertl's tau term), one
+    register set, all equal -- single key (cache rewritten), several
+    keys, and after PFMERGE."""
+    rng = random.Random(11)
+    shapes = [
+        [0] * 16384,
+        [1] * 16384,
+        [51] * 16384,
+        [50] * 8192 + [51] * 8192,
+        [0] * 16383 + [7],
+        [rng.randrange(52) for _ in range(16384)],
+        [rng.randrange(64) for _ in range(16384)],
+        [min(51, off + int(rng.expovariate(0.7))) for off in (0, 10, 30, 45)
+         for _ in range(4096)],
+        [rng.choice((0, 0, 0, 1, 2, 51)) for _ in range(16384)],
+    ]
+    for i, regs in enumerate(shapes):
+        key = "x%d" % i
+        d("SET", key, _dense_value(regs))
+        d("PFCOUNT", key)
+        d("GETRANGE", key, "8", "15")
+        d("PFCOUNT", key, "missing")
+        d("PFMERGE", "m%d" % i, key)
+        d("PFCOUNT", "m%d" % i)
+    d("PFCOUNT", *["x%d" % i for i in range(len(shapes))])
+
+
+def test_ttl_kept(d):
+    for cmd in (["PFADD", "h", "a"], ["EXPIRE", "h", "100"], ["PFADD", "h", "b"],
+                ["TTL", "h"], ["PFCOUNT", "h"], ["TTL", "h"], ["PFMERGE", "h", "x"],
+                ["TTL", "h"], ["PFDEBUG", "TODENSE", "h"], ["TTL", "h"],
+                ["PFADD", "h", "c"], ["TTL", "h"]):
+        d(*cmd)
+
+
 def test_large_registers_promote(d):
     """A register value over 32 cannot be sparse: promoted at once."""
     # Elements whose hash has many trailing zeros after the index bits are
