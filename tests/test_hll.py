@@ -276,6 +276,11 @@ def test_estimator_on_crafted_registers(d):
         [min(51, off + int(rng.expovariate(0.7))) for off in (0, 10, 30, 45)
          for _ in range(4096)],
         [rng.choice((0, 0, 0, 1, 2, 51)) for _ in range(16384)],
+        # High registers only, so the tau term (scaled by 2^-50) shows in
+        # the estimate and the estimate stays below 2^63.
+        [45] * 8192 + [51] * 8192,
+        [48] * 12000 + [51] * 4384,
+        [rng.randrange(40, 52) for _ in range(16384)],
     ]
     for i, regs in enumerate(shapes):
         key = "x%d" % i
