@@ -496,3 +496,27 @@ def test_list_quicklist_nodes_byte_equal_to_valkey(raw, fill):
                 got.append(c.call("DUMP", "x"))
             raw.call("CONFIG", "SET", "list-max-listpack-size", "-2")
             assert got[0] == got[1]
+
+
+def test_bgrewriteaof_during_bgsave_is_scheduled_as_valkey(hotkv_server_factory, tmpdir_):
+    """One child at a time: BGREWRITEAOF while a BGSAVE child runs is
+    scheduled (not a second fork) and starts once the save is done."""
+    srv = hotkv_server_factory(dir=tmpdir_)
+    with ReferenceValkey() as ref:
+        for c in (_client(srv), RawClient(ref.host, ref.port)):
+            c.call("CONFIG", "SET", "rdb-key-save-delay", "200000")
+            for i in range(5):
+                c.call("SET", "k%d" % i, "v")
+            assert c.call("BGSAVE") == b"+Background saving started\r\n"
+            for _ in range(2):
+                assert c.call("BGREWRITEAOF") == \
+                    b"+Background append only file rewriting scheduled\r\n"
+            info = c.call("INFO", "persistence")
+            for field in (b"rdb_bgsave_in_progress:1", b"aof_rewrite_in_progress:0",
+                          b"aof_rewrite_scheduled:1"):
+                assert field + b"\r\n" in info, (field, info)
+            c.call("CONFIG", "SET", "rdb-key-save-delay", "0")
+            wait_for(lambda: b"aof_rewrites:1\r\n" in c.call("INFO", "persistence"), timeout=30)
+            info = c.call("INFO", "persistence")
+            assert b"aof_rewrite_scheduled:0\r\n" in info and \
+                b"rdb_last_bgsave_status:ok\r\n" in info, info

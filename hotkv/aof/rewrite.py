@@ -136,6 +136,9 @@ class RewriteMixin:
     def cron_rewrite(self):
         if self.rewriting or self.loading:
             return
+        snaps = getattr(self.server, "snapshots", None)
+        if snaps is not None and snaps.in_progress:
+            return      # one child at a time, as Valkey: a scheduled rewrite waits
         if self.rw_scheduled:
             if not self._rewrite_limited():
                 self.start_rewrite()

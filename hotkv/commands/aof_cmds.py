@@ -19,8 +19,9 @@ def bgrewriteaof(c, argv):
     aof = server.aof_manager
     if aof.rewriting:
         raise CommandError("ERR Background append only file rewriting already in progress")
-    if c.in_exec or server.prop_pending:
-        # No fork in the middle of a transaction (Redis's rule): cron starts it.
+    if c.in_exec or server.prop_pending or server.snapshots.in_progress:
+        # No fork in the middle of a transaction (Redis's rule), nor while a
+        # BGSAVE child runs (one child at a time): cron starts it.
         aof.rw_scheduled = True
         aof.rw_failures = 0
         aof.rw_retry_at = 0.0
