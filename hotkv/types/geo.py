@@ -126,20 +126,61 @@ def double_to_u64(d: float) -> int:
     return int(d) ^ (1 << 63)
 
 
+# deinterleave64 of a score, 16 bits at a time: a 16-bit chunk's even bits
+# (4 bits at 0..7) and odd bits (at 32..39), so that one pass of lookups
+# splits a score into latitude (low 32 bits) and longitude (high 32 bits).
+# Built on first use (65,536 entries).
+_SPLIT16 = None
+_DIV26 = float(1 << STEP_MAX)
+_LAT_SCALE = LAT_MAX - LAT_MIN
+_LON_SCALE = LON_MAX - LON_MIN
+
+
+def _split16():
+    global _SPLIT16
+    by8 = []
+    for x in range(256):
+        even = odd = 0
+        for k in range(4):
+            even |= ((x >> (2 * k)) & 1) << k
+            odd |= ((x >> (2 * k + 1)) & 1) << k
+        by8.append(even | (odd << 32))
+    _SPLIT16 = [by8[x & 0xFF] | (by8[x >> 8] << 4) for x in range(1 << 16)]
+    return _SPLIT16
+
+
 def score_lonlat(score: float):
     """The point (lon, lat) a score stands for: the centre of its cell,
-    clamped to the valid ranges."""
-    lon_lo, lon_hi, lat_lo, lat_hi = cell(double_to_u64(score), STEP_MAX)
-    lon = (lon_lo + lon_hi) / 2
+    clamped to the valid ranges (``cell`` at 26 bits, unrolled: a search
+    decodes every candidate)."""
+    bits = int(score) if 0.0 <= score < 9223372036854775808.0 else double_to_u64(score)
+    t = _SPLIT16 or _split16()
+    both = (t[bits & 0xFFFF] | (t[(bits >> 16) & 0xFFFF] << 8)
+            | (t[(bits >> 32) & 0xFFFF] << 16) | (t[bits >> 48] << 24))
+    ilat = both & M32
+    ilon = both >> 32
+    # The same double operations, in the same order, as cell() and C.
+    lon = ((LON_MIN + (ilon / _DIV26) * _LON_SCALE)
+           + (LON_MIN + (((ilon + 1) & M32) / _DIV26) * _LON_SCALE)) / 2
     if lon > LON_MAX:
         lon = LON_MAX
-    if lon < LON_MIN:
+    elif lon < LON_MIN:
         lon = LON_MIN
-    lat = (lat_lo + lat_hi) / 2
+    lat = ((LAT_MIN + (ilat / _DIV26) * _LAT_SCALE)
+           + (LAT_MIN + (((ilat + 1) & M32) / _DIV26) * _LAT_SCALE)) / 2
     if lat > LAT_MAX:
         lat = LAT_MAX
-    if lat < LAT_MIN:
+    elif lat < LAT_MIN:
         lat = LAT_MIN
+    return lon, lat
+
+
+def score_lonlat_by_cell(score: float):
+    """score_lonlat through cell(), step by step as C: what the unrolled
+    one is tested against."""
+    lon_lo, lon_hi, lat_lo, lat_hi = cell(double_to_u64(score), STEP_MAX)
+    lon = min(max((lon_lo + lon_hi) / 2, LON_MIN), LON_MAX)
+    lat = min(max((lat_lo + lat_hi) / 2, LAT_MIN), LAT_MAX)
     return lon, lat
 
 
@@ -158,25 +199,13 @@ def geohash_text(score: float) -> bytes:
 # Distances
 # ----------------------------------------------------------------------
 
-# C's libm returns NaN where Python's math raises (cos(inf), asin(1 + ulp)
-# for nearly antipodal points, sqrt of a negative): the same NaN here.
-def _sin(x: float) -> float:
+_sin, _cos, _asin, _sqrt = math.sin, math.cos, math.asin, math.sqrt
+
+
+def _c_call(fn, x: float) -> float:
+    """fn(x), or NaN where C's libm returns NaN and Python's math raises."""
     try:
-        return math.sin(x)
-    except ValueError:
-        return math.nan
-
-
-def _cos(x: float) -> float:
-    try:
-        return math.cos(x)
-    except ValueError:
-        return math.nan
-
-
-def _asin_sqrt(a: float) -> float:
-    try:
-        return math.asin(math.sqrt(a))
+        return fn(x)
     except ValueError:
         return math.nan
 
@@ -187,15 +216,31 @@ def lat_distance(lat1: float, lat2: float) -> float:
 
 def distance(lon1: float, lat1: float, lon2: float, lat2: float) -> float:
     """Great-circle distance in metres (haversine)."""
-    v = _sin((lon2 * D_R - lon1 * D_R) / 2)
+    try:
+        v = _sin((lon2 * D_R - lon1 * D_R) / 2)
+        if v == 0.0:
+            # Same meridian: the haversine reduces to the latitude difference.
+            return EARTH_RADIUS_IN_METERS * math.fabs(lat2 * D_R - lat1 * D_R)
+        lat1r = lat1 * D_R
+        lat2r = lat2 * D_R
+        u = _sin((lat2r - lat1r) / 2)
+        return 2.0 * EARTH_RADIUS_IN_METERS * _asin(_sqrt(
+            u * u + _cos(lat1r) * _cos(lat2r) * v * v))
+    except ValueError:
+        return _distance_nan(lon1, lat1, lon2, lat2)
+
+
+def _distance_nan(lon1: float, lat1: float, lon2: float, lat2: float) -> float:
+    """distance() when a step has no real value (cos(inf); asin past 1 for
+    nearly antipodal points): C's libm gives NaN there, and so does this."""
+    v = _c_call(_sin, (lon2 * D_R - lon1 * D_R) / 2)
     if v == 0.0:
-        # Same meridian: the haversine reduces to the latitude difference.
         return lat_distance(lat1, lat2)
     lat1r = lat1 * D_R
     lat2r = lat2 * D_R
-    u = _sin((lat2r - lat1r) / 2)
-    a = u * u + _cos(lat1r) * _cos(lat2r) * v * v
-    return 2.0 * EARTH_RADIUS_IN_METERS * _asin_sqrt(a)
+    u = _c_call(_sin, (lat2r - lat1r) / 2)
+    a = u * u + _c_call(_cos, lat1r) * _c_call(_cos, lat2r) * v * v
+    return 2.0 * EARTH_RADIUS_IN_METERS * _c_call(_asin, _c_call(_sqrt, a))
 
 
 class Shape:
@@ -260,8 +305,9 @@ def bounding_box(shape: Shape):
         height = shape.conversion * (shape.height / 2)
         width = shape.conversion * (shape.width / 2)
     lat_delta = (height / EARTH_RADIUS_IN_METERS) / D_R
-    top = (width / EARTH_RADIUS_IN_METERS / _cos((lat + lat_delta) * D_R)) / D_R
-    bottom = (width / EARTH_RADIUS_IN_METERS / _cos((lat - lat_delta) * D_R)) / D_R
+    top = (width / EARTH_RADIUS_IN_METERS / _c_call(_cos, (lat + lat_delta) * D_R)) / D_R
+    bottom = (width / EARTH_RADIUS_IN_METERS
+              / _c_call(_cos, (lat - lat_delta) * D_R)) / D_R
     if lat < 0:
         return lon - bottom, lat - lat_delta, lon + bottom, lat + lat_delta
     return lon - top, lat - lat_delta, lon + top, lat + lat_delta
