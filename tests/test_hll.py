@@ -211,6 +211,8 @@ def test_registers_byte_equal_across_promotion(diff, seed):
                 cmds.append(["PFADD", key, *els])
                 if rng.random() < 0.2:
                     cmds.append(["PFCOUNT", key])
+                if rng.random() < 0.1:
+                    cmds.append(["PFCOUNT", "a", "b", "c"])
             if rng.random() < 0.1:
                 cmds.append(["CONFIG", "SET", "hll-sparse-max-bytes", rng.choice(limits)])
             cmds += [["GET", key], ["PFDEBUG", "ENCODING", key]]

@@ -34,16 +34,18 @@ Invariants:
   out of range;
 * the two caches (``_CACHE``, ``_HIST``) hold at most 32 values each (a
   reference each, so ids stay unique) and are checked against the
-  value's current bytes at every use.
+  value's current bytes at every use; the register arrays they hand out
+  (``to_raw``, ``raw_registers``) are read, never changed, by callers.
 
 Speed: PFADD runs per request.  A sparse value is decoded into a
 bytearray of its opcodes plus a list of each opcode's first register
 (built at C speed with ``bytes.translate`` and ``itertools.accumulate``),
 so finding the opcode of a register is a ``bisect`` and a split is a slice
 assignment; the decoded form of the last values written is cached per
-value object (``_CACHE``), and the register histogram of the last dense
-values counted (``_HIST``, kept current by PFADD), both checked against
-the value's bytes before use, so neither can go stale.  Dense registers
+value object (``_CACHE``, with its registers once computed), and the
+registers and histogram of the last dense values read (``_HIST``), both
+kept current by PFADD and checked against the value's bytes before use,
+so neither can go stale.  Dense registers
 are changed in place in the key's bytearray.  Register-wide work (merge,
 histogram, dense <-> one-byte-per-register "raw" form) works on byte
 columns with ``bytes.translate``, big-int OR/max and ``bytes.count``.
@@ -250,9 +252,10 @@ class Sparse:
     the first register of the opcode at byte i (for an XZERO's second byte,
     the first register after it), ``starts[len(ops)]`` the registers
     covered in all.  Valid when that total is 16384."""
-    __slots__ = ("ops", "starts")
+    __slots__ = ("ops", "starts", "raw")
 
     def __init__(self, body: bytes):
+        self.raw = None         # to_raw's result, kept current by set()
         self.ops = bytearray(body)
         spans = body.translate(_SPAN)
         if _ANY_XZERO.search(body) is None:
@@ -296,12 +299,16 @@ class Sparse:
             if span == 1:
                 ops[i] = _val(count, 1)
                 self._merge(i)
+                if self.raw is not None:
+                    self.raw[index] = count
                 return 1
         elif op & 0x40:
             xzero = True
         elif span == 1:
             ops[i] = _val(count, 1)
             self._merge(i)
+            if self.raw is not None:
+                self.raw[index] = count
             return 1
         last = first + span - 1
         seq = bytearray()
@@ -341,6 +348,8 @@ class Sparse:
         ops[i:i + old] = seq
         starts[i:i + old] = sst
         self._merge(i)
+        if self.raw is not None:
+            self.raw[index] = count
         return 1
 
     def _merge(self, i: int):
@@ -378,7 +387,10 @@ class Sparse:
         """The registers one per byte, or None when the runs do not cover
         exactly 16384 registers (Valkey 8.1.8 refuses any overflow).
         Built by joining each opcode's expansion (C-speed ``map``), the
-        few XZEROs cut out first."""
+        few XZEROs cut out first.  The result is kept (and kept current by
+        ``set``): callers must not change it."""
+        if self.raw is not None:
+            return self.raw
         if self.starts[-1] != REGISTERS:
             return None
         ops = bytes(self.ops)
@@ -396,7 +408,8 @@ class Sparse:
             pos = p + 2
             second = p + 1
         parts.append(b"".join(map(_EXPAND.__getitem__, ops[pos:])))
-        return bytearray(b"".join(parts))
+        self.raw = bytearray(b"".join(parts))
+        return self.raw
 
     def histogram(self):
         """The register histogram (hllSparseRegHisto), or None when a run
@@ -437,6 +450,7 @@ def _fresh() -> Sparse:
     sparse = Sparse.__new__(Sparse)
     sparse.ops = bytearray(b"\x7f\xff")
     sparse.starts = [0, REGISTERS, REGISTERS]
+    sparse.raw = None
     return sparse
 
 
@@ -541,30 +555,36 @@ def signed(card: int) -> int:
     return card - (1 << 64) if card >= 1 << 63 else card
 
 
-# Register histograms of the dense values last counted: id(value) ->
-# (value, its registers when counted, histogram).  PFADD keeps an entry
-# current as it raises registers, so PFCOUNT after PFADD skips the 16384
-# register pass; an entry whose value changed otherwise (SETRANGE...)
-# fails the byte comparison and is recomputed.
+# The dense values last read register-wide: id(value) -> [value, its
+# registers then, the registers one per byte, their histogram or None].
+# PFADD keeps an entry current as it raises registers, so PFCOUNT after
+# PFADD (one key or several) skips the 16384-register passes; an entry
+# whose value changed otherwise (SETRANGE...) fails the byte comparison.
 _HIST: dict = {}
 
 
-def _hist_entry(value):
+def _valid_entry(value):
     entry = _HIST.get(id(value))
     if entry is not None and entry[0] is value and entry[1] == memoryview(value)[HDR:]:
         return entry
     return None
 
 
+def _dense_entry(value) -> list:
+    entry = _valid_entry(value)
+    if entry is None:
+        entry = [value, bytes(value[HDR:]), dense_to_raw(memoryview(value)[HDR:]), None]
+        if len(_HIST) >= _CACHE_SIZE:
+            _HIST.clear()
+        _HIST[id(value)] = entry
+    return entry
+
+
 def _dense_histogram(value) -> list:
-    entry = _hist_entry(value)
-    if entry is not None:
-        return entry[2]
-    hist = raw_histogram(dense_to_raw(memoryview(value)[HDR:]))
-    if len(_HIST) >= _CACHE_SIZE:
-        _HIST.clear()
-    _HIST[id(value)] = (value, bytes(value[HDR:]), hist)
-    return hist
+    entry = _dense_entry(value)
+    if entry[3] is None:
+        entry[3] = raw_histogram(entry[2])
+    return entry[3]
 
 
 def histogram(value):
@@ -593,7 +613,7 @@ def count(value: bytearray):
 def raw_registers(value):
     """One byte per register (hllMerge's view); Invalid if corrupt."""
     if value[4] == DENSE:
-        return dense_to_raw(memoryview(value)[HDR:])
+        return _dense_entry(value)[2]
     raw = _sparse_of(value, False).to_raw()
     if raw is None:
         raise Invalid()
@@ -642,7 +662,7 @@ def add(value: bytearray, elements, max_bytes: int):
     invalidated when anything changed."""
     changed = 0
     if value[4] == DENSE:
-        entry = _hist_entry(value) if _HIST else None
+        entry = _valid_entry(value) if _HIST else None
         for e in elements:
             index, cnt = pat_len(e)
             old = dense_get(value, index)
@@ -650,13 +670,15 @@ def add(value: bytearray, elements, max_bytes: int):
                 dense_set(value, index, cnt)
                 changed += 1
                 if entry is not None:
-                    hist = entry[2]
-                    hist[old] -= 1
-                    hist[cnt] += 1
+                    entry[2][index] = cnt
+                    hist = entry[3]
+                    if hist is not None:
+                        hist[old] -= 1
+                        hist[cnt] += 1
         if changed:
             value[15] |= 0x80
             if entry is not None:
-                _HIST[id(value)] = (value, bytes(value[HDR:]), entry[2])
+                entry[1] = bytes(value[HDR:])
         return value, changed, False
     header = value[:HDR]
     sparse = _sparse_of(value, True)
