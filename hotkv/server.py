@@ -319,7 +319,9 @@ class Server:
         if key in db.blocking:
             self.signal_ready(db, key)
         if self.tracking_on:
-            self.tracking.invalidate(key)
+            t = self.tracking   # a key nobody may cache costs a lookup, not a call
+            if t.prefixes or key in t.table:
+                t.invalidate(key)
         if self.notify is not None and event:
             self.notify(db, key, cls, event)
 

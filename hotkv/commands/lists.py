@@ -188,7 +188,7 @@ def _pusher(where: int, only_existing: bool, doc: str):
         # XADDs) meet: nobody watches, waits on or listens to the key, so
         # counting the change is all there is to do.
         if key in db.watched or key in db.blocking or server.notify is not None \
-                or server.tracking_on:
+                or server.tracking_on and server.tracking.wants(key):
             server.written(db, key, "l", event, len(argv) - 2)
         else:
             server.dirty += len(argv) - 2
@@ -472,7 +472,8 @@ def _popper(where: int, doc: str):
             value = lst.popleft() if left else lst.pop()
             server = c.server
             if lst and key not in db.watched and key not in db.blocking \
-                    and server.notify is None and not server.tracking_on:
+                    and server.notify is None and not (server.tracking_on
+                                                       and server.tracking.wants(key)):
                 server.dirty += 1       # Server.written, inlined (see _pusher)
             else:
                 _removed(c, db, key, lst, where, 1)
