@@ -863,3 +863,19 @@ end, flags={'no-writes'}, description='queue length'}""")
             client.delete("q", "active")
     finally:
         r.function_flush()
+
+
+def test_lua_memory_stays_small(raw):
+    """INFO's used_memory_lua is the Lua state's real size (it was 0): a
+    fresh state is collected once and a GC step runs every 50 scripts (as
+    Valkey), so 10000 small scripts leave it under Valkey's suite's 100 kB."""
+    raw.call("SCRIPT", "FLUSH")
+    raw.call("SET", "x", "0")
+    for _ in range(10000):
+        raw.send("EVAL", "return redis.call('incr', KEYS[1])", "1", "x")
+    for _ in range(10000):
+        raw.read_reply()
+    assert raw.call("GET", "x") == b"$5\r\n10000\r\n"
+    fields = dict(line.split(":", 1) for line in
+                  parse(raw.call("INFO", "memory")).decode().split("\r\n") if ":" in line)
+    assert 0 < int(fields["used_memory_lua"]) < 100 * 1024, fields["used_memory_lua"]

@@ -253,6 +253,8 @@ class Engine:
                              multi=True))
         self._internals = extra[0]
         self._load = extra[1] if len(extra) > 1 else None
+        self._internals.gcfull()     # the prelude's garbage: a fresh state is small
+        self.gc_count = 0
         self._table = lua.table
 
     def flush(self):
@@ -355,6 +357,12 @@ class Engine:
                 # logged, and its caller gets no reply (Valkey's process exits).
                 del server.prop_pending[run.prop_mark:]
                 c.skip_this = True
+        # A GC step every 50 runs, as Valkey (LUA_GC_CYCLE_PERIOD): the
+        # garbage of many small scripts does not pile up to Lua's own pause.
+        self.gc_count += 1
+        if self.gc_count >= 50:
+            self.gc_count = 0
+            self._internals.gcstep(50)
         if type(res) is tuple:
             ok = res[0]
             value = res[1] if len(res) > 1 else None

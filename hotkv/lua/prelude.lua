@@ -299,7 +299,9 @@ local load
 local lua_gc = collectgarbage
 local internals = {next = lua_next_, loadstring = lua_loadstring,
                    real = function(t) return real_of[t] end,
-                   kbytes = function() return lua_gc('count') end}
+                   kbytes = function() return lua_gc('count') end,
+                   gcstep = function(n) lua_gc('step', n) end,
+                   gcfull = function() lua_gc('collect') end}
 if funcmode then
   local function missing(t, k)   -- (called by an __index: level 3 is the user's)
     error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 3)
