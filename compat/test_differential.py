@@ -3,7 +3,8 @@
 A hypothesis state machine draws commands from every supported family --
 strings, counters, lists, keyspace and expiry, hashes, sets, sorted sets,
 streams with explicit IDs and their consumer groups (reads, acks, claims,
-pending summaries, XINFO STREAM / GROUPS), transactions -- over a tiny
+pending summaries, XINFO STREAM / GROUPS), transactions; bitmaps,
+HyperLogLog, geo and functions in a machine of their own -- over a tiny
 alphabet of keys and values so that commands collide, hit wrong types, and
 exercise error paths.
 The first diverging command is what hypothesis shrinks a failure to.
@@ -135,6 +136,59 @@ STREAMS = st.one_of(
        b"COUNT", st.sampled_from([b"1", b"2", b"100", b"0"])),
     _c(b"XAUTOCLAIM", SKEYS, GROUPS, CONSUMERS, b"0", b"0", b"JUSTID"),
 )
+# The families of issue 15: bitmaps, HyperLogLog, geo, functions.
+OFFSETS = st.sampled_from([b"0", b"1", b"7", b"8", b"100", b"-1", b"x", b"4294967296"])
+BITS = st.one_of(
+    _c(b"SETBIT", KEYS, OFFSETS, st.sampled_from([b"0", b"1", b"2"])), _c(b"GETBIT", KEYS, OFFSETS),
+    _c(b"BITCOUNT", KEYS), _c(b"BITCOUNT", KEYS, INTS, INTS),
+    _c(b"BITCOUNT", KEYS, INTS, INTS, st.sampled_from([b"BYTE", b"BIT", b"BAD"])),
+    _c(b"BITPOS", KEYS, st.sampled_from([b"0", b"1"]), INTS, INTS,
+       st.sampled_from([b"BYTE", b"BIT"])),
+    _c(b"BITOP", st.sampled_from([b"AND", b"OR", b"XOR", b"NOT", b"DIFF"]), KEYS, KEYS, KEYS),
+    _c(b"BITFIELD", KEYS, b"SET", st.sampled_from([b"u8", b"i5", b"u63", b"i64", b"u64"]),
+       st.sampled_from([b"0", b"#1", b"13"]), INTS),
+    _c(b"BITFIELD", KEYS, b"OVERFLOW", st.sampled_from([b"WRAP", b"SAT", b"FAIL"]), b"INCRBY",
+       st.sampled_from([b"u4", b"i8"]), b"0", INTS, b"GET", b"u4", b"0"),
+    _c(b"BITFIELD_RO", KEYS, b"GET", st.sampled_from([b"u8", b"i16"]), OFFSETS),
+)
+HLLS = st.one_of(
+    _c(b"PFADD", KEYS, VALUES, VALUES, VALUES), _c(b"PFADD", KEYS),
+    _c(b"PFCOUNT", KEYS), _c(b"PFCOUNT", KEYS, KEYS), _c(b"PFMERGE", KEYS, KEYS, KEYS),
+)
+LONLAT = st.sampled_from([(b"13.361389", b"38.115556"), (b"15.087269", b"37.502669"),
+                          (b"-180", b"-85.05112878"), (b"179.9", b"85"), (b"0", b"0"),
+                          (b"200", b"0"), (b"x", b"1")])
+GEOS = st.one_of(
+    st.tuples(st.just(b"GEOADD"), KEYS, LONLAT, VALUES).map(
+        lambda t: [t[0], t[1], t[2][0], t[2][1], t[3]]),
+    _c(b"GEOPOS", KEYS, VALUES, VALUES), _c(b"GEOHASH", KEYS, VALUES),
+    _c(b"GEODIST", KEYS, VALUES, VALUES, st.sampled_from([b"m", b"km", b"mi", b"ft", b"xx"])),
+    st.tuples(KEYS, LONLAT, st.sampled_from([b"10", b"500", b"20000"]),
+              st.sampled_from([b"ASC", b"DESC"])).map(
+        lambda t: [b"GEOSEARCH", t[0], b"FROMLONLAT", t[1][0], t[1][1], b"BYRADIUS", t[2],
+                   b"km", t[3], b"WITHCOORD", b"WITHDIST", b"WITHHASH"]),
+    _c(b"GEOSEARCH", KEYS, b"FROMMEMBER", VALUES, b"BYBOX", b"400", b"400", b"km", b"COUNT",
+       b"2"),
+    _c(b"GEOSEARCHSTORE", KEYS, KEYS, b"FROMMEMBER", VALUES, b"BYRADIUS", b"1000", b"km",
+       b"STOREDIST"),
+)
+FUNCTION_LIB = (b"#!lua name=difflib\n"
+                b"server.register_function('dget', function(keys, args) "
+                b"return server.call('GET', keys[1]) end)\n"
+                b"server.register_function{function_name='dset', callback=function(keys, args) "
+                b"return server.call('SET', keys[1], args[1]) end}\n"
+                b"server.register_function{function_name='dro', flags={'no-writes'}, "
+                b"callback=function(keys, args) return #keys end}")
+FUNCTIONS = st.one_of(
+    _c(b"FUNCTION", b"LOAD", b"REPLACE", FUNCTION_LIB), _c(b"FUNCTION", b"LOAD", FUNCTION_LIB),
+    _c(b"FCALL", st.sampled_from([b"dget", b"dro", b"nosuch"]), b"1", KEYS),
+    _c(b"FCALL", b"dset", b"1", KEYS, VALUES), _c(b"FCALL_RO", st.sampled_from([b"dro", b"dset"]),
+                                                    b"1", KEYS, VALUES),
+    _c(b"FUNCTION", b"DELETE", st.sampled_from([b"difflib", b"nosuch"])),
+    # (no FUNCTION LIST: Valkey lists a library's functions in its dict's
+    # order, which its per-process hash seed decides)
+)
+NEW_FAMILIES = st.one_of(BITS, HLLS, GEOS, FUNCTIONS, STRINGS, KEYSPACE)
 OTHER = st.one_of(
     _c(b"PING"), _c(b"ECHO", VALUES), _c(b"NOSUCHCMD", VALUES), _c(b"GET"), _c(b"SET", KEYS),
     _c(b"SELECT", st.sampled_from([b"0", b"1", b"16", b"x"])),
@@ -186,6 +240,19 @@ def test_random_stream_sequences(server, ref_server, resp3):
     the other families' commands above): groups get created, read, acked,
     claimed and destroyed on the same streams within one example."""
     _machine(server, ref_server, resp3, STREAMS, STREAMS).TestCase().runTest()
+
+
+@pytest.mark.parametrize("resp3", [False, True], ids=["resp2", "resp3"])
+def test_random_new_family_sequences(server, ref_server, resp3):
+    """Bitmaps, HyperLogLog, geo and functions, mixed with strings and the
+    keyspace on the same keys (wrong types, overwrites, DEL, RENAME)."""
+    ordered = NEW_FAMILIES.filter(lambda argv: argv[0] not in UNORDERED)
+    try:
+        _machine(server, ref_server, resp3, NEW_FAMILIES, ordered).TestCase().runTest()
+    finally:
+        pair = Pair((server.host, server.port), (ref_server.host, ref_server.port))
+        pair.run([b"FUNCTION", b"FLUSH"])
+        pair.close()
 
 
 SCRIPTS = {
