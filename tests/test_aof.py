@@ -555,6 +555,36 @@ def test_config_set_appendonly_at_runtime(hotkv_server_factory, aof_dir, tmp_pat
     assert c.get("before") == b"1" and c.get("after") == b"2" and c.get("not-logged") is None
 
 
+def _enable_during_bgsave(c) -> tuple:
+    c.execute_command("CONFIG", "SET", "rdb-key-save-delay", "200000")
+    for i in range(5):
+        c.set(f"k{i}", "v")
+    assert c.execute_command("BGSAVE") in (b"Background saving started", True)
+    assert c.config_set("appendonly", "yes")
+    fields = info(c)
+    during = tuple(fields[f] for f in ("rdb_bgsave_in_progress", "aof_enabled",
+                                       "aof_rewrite_in_progress", "aof_rewrite_scheduled"))
+    c.execute_command("CONFIG", "SET", "rdb-key-save-delay", "0")
+    wait_for(lambda: info(c)["aof_rewrites"] == "1", 30, "the enabling rewrite")
+    wait_rewrite_done(c)
+    return during, info(c)["aof_last_bgrewrite_status"]
+
+
+def test_turning_the_aof_on_during_a_bgsave_waits_for_it_as_valkey(hotkv_server_factory,
+                                                                    aof_dir):
+    """One child at a time: the enabling rewrite is scheduled while a BGSAVE
+    child runs and starts after it -- INFO as valkey-server 8.1.8's."""
+    s = hotkv_server_factory(dir=aof_dir)
+    c = conn(s)
+    got = _enable_during_bgsave(c)
+    with ReferenceValkey() as ref:
+        rc = conn(ref)
+        want = _enable_during_bgsave(rc)
+        rc.close()
+    assert got == want == (("1", "1", "0", "1"), "ok")
+    assert [kind for _, _, kind in aof_manifest(aof_dir)] == ["b", "i"]
+
+
 def test_info_persistence_reports_the_aof(hotkv_server_factory, aof_dir):
     s = start(hotkv_server_factory, aof_dir)
     c = conn(s)

@@ -527,7 +527,11 @@ class AOF(RewriteMixin, LoadMixin):
             if self.rewriting:
                 # It writes no incr file for this: start one that does.
                 self.kill_rewrite()
-            self.start_rewrite()
+            snaps = getattr(self.server, "snapshots", None)
+            if snaps is not None and snaps.in_progress:
+                self.rw_scheduled = True     # one child at a time: cron starts it
+            else:
+                self.start_rewrite()
         elif not value and self.state != OFF:
             self.stop()
 
