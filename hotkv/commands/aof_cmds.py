@@ -23,10 +23,8 @@ def bgrewriteaof(c, argv):
         # No fork in the middle of a transaction (Redis's rule), nor while a
         # BGSAVE child runs (one child at a time): cron starts it.
         aof.rw_scheduled = True
-        aof.rw_failures = 0
-        aof.rw_retry_at = 0.0
+        aof.rw_failures = 0      # Valkey: a requested rewrite is not held back by the limit
         return Simple(b"Background append only file rewriting scheduled")
-    aof.rw_retry_at = 0.0
     if aof.start_rewrite():
         if aof.rw_scheduled:
             return Simple(b"Background append only file rewriting scheduled")
