@@ -13,10 +13,12 @@ carries (hotkv/rdbfile.py reads and writes them through ``codes`` /
 The functions run in ``FunctionEngine``, an ``hotkv.lua.engine.Engine`` of
 their own (Valkey keeps them out of EVAL's Lua state too) whose prelude
 runs in function mode (chunk ``@user_function``): a library's code runs
-once, at FUNCTION LOAD, against the load API only (``server.register_function``,
-``server.log``, the version fields; 500 ms at most, no limit when the AOF
-or an RDB file loads it), and each registered callback gets KEYS and ARGV
-as its two arguments.  Flags are Valkey's script flags (``no-writes``,
+once, at FUNCTION LOAD, against the load API only
+(``server.register_function``, ``server.log``, the version fields; 500 ms
+at most, no limit when the AOF, an RDB file or a RESTORE loads it), and
+each registered callback gets KEYS and ARGV as its two arguments.  DEBUG
+RELOAD / LOADAOF delete the libraries with the data (hotkv.commands.debug)
+and INFO memory reads ``memory_info``.  Flags are Valkey's script flags (``no-writes``,
 ``allow-oom``, ``allow-stale``, ``no-cluster``, ``allow-cross-slot-keys``);
 a function always runs in flags mode (never EVAL's compat mode).
 
