@@ -398,3 +398,34 @@ def test_a_failed_enabling_rewrite_leaves_no_temp_incr_file(hotkv_server_factory
     s.stop()
     s = hotkv_server_factory(appendonly="yes", dir=str(tmp_path))
     assert valkey.Valkey(host=s.host, port=s.port).mget("before", "during") == [b"1", b"2"]
+
+
+def test_debug_loadaof_during_a_rewrite_leaves_its_files_alone(hotkv_server_factory, tmp_path,
+                                                               monkeypatch):
+    """DEBUG LOADAOF replays the AOF while a rewrite child writes its temp
+    file: the start-up clean-up of temp files must not run then, and the
+    rewrite ends well."""
+    real = hotkv.aof.rewrite.write_base
+    gate = tmp_path / "go"
+
+    def slow_base(*a, **kw):
+        for _ in range(500):                # the child: wait for the test
+            if gate.exists():
+                break
+            time.sleep(0.01)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(hotkv.aof.rewrite, "write_base", slow_base)
+    s = hotkv_server_factory(appendonly="yes", dir=str(tmp_path), enable_debug_command="yes")
+    c = valkey.Valkey(host=s.host, port=s.port)
+    c.set("k", "v")
+    c.bgrewriteaof()
+    assert wait_for(lambda: [f for f in os.listdir(tmp_path) if f.startswith("temp-rewriteaof")],
+                    10), "no temp file"
+    assert c.execute_command("DEBUG", "LOADAOF")
+    assert c.get("k") == b"v"
+    gate.touch()
+    wait_rewrite_done(c)
+    assert info(c)["aof_last_bgrewrite_status"] == "ok"
+    assert aof_manifest(tmp_path) == [("appendonly.aof.2.base.rdb", 2, "b"),
+                                      ("appendonly.aof.2.incr.aof", 2, "i")]

@@ -54,7 +54,7 @@ from ..client import REPLY_OFF, Client
 from ..errors import CommandError
 from ..rdbfile import RDBLoadError, fsync_dir, install, read_preamble
 from ..registry import TABLE
-from .files import _unlink
+from .files import OFF, _unlink
 from .manifest import (
     BASE,
     TEMP_PREFIX,
@@ -87,7 +87,10 @@ class LoadMixin:
         single-file AOF."""
         directory = self.dir_path()
         filename = self.filename()
-        self._remove_leftovers(directory, filename)
+        if self.state == OFF and not self.rewriting:
+            # At start-up only: DEBUG LOADAOF reloads a running AOF, whose
+            # rewrite may be writing those very files.
+            self._remove_leftovers(directory, filename)
         try:
             manifest = load_manifest(directory, filename)
         except ManifestError as e:

@@ -443,6 +443,5 @@ class RewriteMixin:
             except OSError:
                 pass
             self.rw_pid = 0
-            self.rw_last_time = int(time.monotonic() - self.rw_start)
         self._cleanup_failed_rewrite()
         self.rw_scheduled = False
