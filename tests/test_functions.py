@@ -502,6 +502,13 @@ def test_busy_function_stats_and_kill(busy_srv):
         assert running[:4] == [b"name", b"spin", b"command", [b"FCALL", b"spin", b"1", b"key"]]
         assert running[4] == b"duration_ms" and isinstance(running[5], int)
         assert stats[3] == [b"LUA", [b"libraries_count", 1, b"functions_count", 1]]
+        resp3 = busy_srv()
+        assert resp3.call("HELLO", "3").startswith(b"%")
+        raw3 = resp3.call("FUNCTION", "STATS")
+        assert raw3.startswith(b"%2\r\n$14\r\nrunning_script\r\n%3\r\n$4\r\nname\r\n"
+                               b"$4\r\nspin\r\n$7\r\ncommand\r\n*4\r\n")
+        assert raw3.endswith(b"$7\r\nengines\r\n%1\r\n$3\r\nLUA\r\n%2\r\n"
+                             b"$15\r\nlibraries_count\r\n:1\r\n$15\r\nfunctions_count\r\n:1\r\n")
         assert admin.call("SCRIPT", "KILL") == BUSY_FUNCTION
         assert admin.call("FUNCTION", "KILL") == b"+OK\r\n"
         assert runner.read_reply() == (b"-ERR Script killed by user with FUNCTION KILL. "
