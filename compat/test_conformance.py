@@ -1,12 +1,21 @@
 """Valkey's own Tcl suite against hotkv, guarded per unit.
 
-Each unit runs on a fresh hotkv; it must pass at least the count recorded in
-compat/conformance-baseline.json and fail nothing outside
-compat/conformance-skip.txt (where every known failure has its reason).
+External mode: each unit runs on a fresh hotkv; it must pass at least the count
+recorded in compat/conformance-baseline.json ("external") and fail nothing
+outside compat/conformance-skip.txt (where every known failure has its reason).
+
+Spawn mode: the harness starts hotkv itself (compat/valkey-server-shim), for
+conformance.SPAWN_CI_UNITS (the units external mode cannot run, at their
+measured cost); each must pass its "spawn" baseline and fail nothing outside
+compat/conformance-spawn-skip.txt.  Every unit of the bundle in spawn mode
+(about 25 minutes on 2 cores):
+
+    HOTKV_SPAWN_ALL=1 pytest compat/test_conformance.py -k spawn
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -15,6 +24,10 @@ import conformance  # compat/conformance.py
 
 BUNDLE = conformance.bundle_dir()
 BASELINE = conformance.load_baseline()
+SPAWN_BASELINE = conformance.load_baseline("spawn")
+SPAWN_UNITS = conformance.SPAWN_CI_UNITS
+if BUNDLE is not None and os.environ.get("HOTKV_SPAWN_ALL"):
+    SPAWN_UNITS = conformance.spawn_units(BUNDLE)
 
 pytestmark = [
     pytest.mark.conformance,
@@ -51,3 +64,14 @@ def test_units_back_to_back_on_one_server():
                             f"{BASELINE.get(unit)}), {res['failed']} failed {detail}")
     assert all(r["server_alive"] for r in results.values()), "the server died during the run"
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("unit", SPAWN_UNITS)
+def test_unit_spawn(unit):
+    """The harness starts hotkv itself, once or more per unit, as valkey-server."""
+    res = conformance.run_unit_spawn(BUNDLE, unit, timeout=300)
+    detail = "\n".join(res["failures"]) + ("\nABORTED: " + res["aborted"] if res["aborted"] else "")
+    if unit in conformance.SPAWN_CI_UNITS:   # known failures listed: any other fails
+        assert res["failed"] == 0, f"{unit} (spawn): {res['failed']} failed\n{detail}"
+    assert res["passed"] >= SPAWN_BASELINE.get(unit, 0), \
+        f"{unit} (spawn): {res['passed']} passed, recorded {SPAWN_BASELINE.get(unit)}\n{detail}"
