@@ -91,14 +91,25 @@ def test_basic_replies_and_bytes(d):
         d(*cmd)
 
 
+def _call_counts(client: RawClient, name: str) -> str:
+    """calls/rejected/failed of one command in INFO commandstats."""
+    info = client.call("INFO", "commandstats").decode()
+    line = next(x for x in info.split("\r\n") if x.startswith(f"cmdstat_{name}:"))
+    fields = dict(f.split("=") for f in line.split(":", 1)[1].split(","))
+    return "%(calls)s/%(rejected_calls)s/%(failed_calls)s" % fields
+
+
 def test_pfdebug_simd(d):
     # An argument other than ON/OFF gets Valkey's two replies: the error,
-    # then the flag.
+    # then the flag; the call counts as failed.
+    d("CONFIG", "RESETSTAT")
     d("PFDEBUG", "SIMD", "OFF")
     d("PFDEBUG", "SIMD", "maybe")
     assert d.ours.read_reply() == d.theirs.read_reply() == b"+disabled\r\n"
     d("PFDEBUG", "SIMD", "on")
     d("PFDEBUG", "simd", "ON")
+    assert _call_counts(d.ours, "pfdebug") == _call_counts(d.theirs, "pfdebug") == "4/0/1"
+    d("INFO", "errorstats")
 
 
 def test_pfselftest(r):

@@ -170,9 +170,11 @@ def pfdebug(c, argv):
         elif arg == b"off":
             _simd[0] = False
         else:
-            # Valkey replies the error and then the status (two replies).
+            # Valkey replies the error and then the status (two replies);
+            # the error counts as a failed call.
             c.add_error("ERR Argument must be ON or OFF")
             c.server.count_error("ERR Argument must be ON or OFF")
+            pfdebug.command.failed_calls += 1
         return Simple(b"enabled" if _simd[0] else b"disabled")
     db = c.db
     key = argv[2]
