@@ -112,6 +112,22 @@ def test_pfdebug_simd(d):
     d("INFO", "errorstats")
 
 
+def _hits(client: RawClient) -> list[str]:
+    info = client.call("INFO", "stats").decode()
+    return [x for x in info.split("\r\n") if x.startswith("keyspace_")]
+
+
+def test_keyspace_hits_and_misses(d):
+    """PFCOUNT and PFMERGE read their keys as reads (hits/misses counted,
+    PFMERGE's destination included); PFADD and PFDEBUG as writes."""
+    d("CONFIG", "RESETSTAT")
+    for cmd in (["PFADD", "h", "a"], ["PFADD", "h", "b"], ["PFCOUNT", "h"], ["PFCOUNT", "nx"],
+                ["PFCOUNT", "h", "nx", "h"], ["PFMERGE", "d", "h", "nx"], ["PFMERGE", "d", "h"],
+                ["PFDEBUG", "ENCODING", "h"], ["PFDEBUG", "GETREG", "nx"]):
+        d(*cmd)
+    assert _hits(d.ours) == _hits(d.theirs)
+
+
 def test_pfselftest(r):
     assert r.execute_command("PFSELFTEST") in (b"OK", "OK", True)
 
