@@ -237,7 +237,7 @@ param("notify-keyspace-events", "string", "")
 param("lua-time-limit", "int", 5000, inert=True, aliases=("busy-reply-threshold",))
 param("slowlog-log-slower-than", "int", 10000)
 param("slowlog-max-len", "int", 128)
-param("latency-tracking", "bool", True, inert=True)
+param("latency-tracking", "bool", True)    # hotkv.latency: the per-command histograms
 param("active-expire-effort", "int", 1, lo=1, hi=10)
 # DEL as UNLINK, FLUSH* ASYNC by default: big values freed after the reply (hotkv.lazyfree).
 param("lazyfree-lazy-user-del", "bool", True)
@@ -295,6 +295,9 @@ for _name, _kind, _default, _aliases in (
         param(_name, "enum", "no", choices=("no", "yes", "clients"), inert=True)
     else:
         param(_name, _kind, _default, aliases=_aliases, inert=True)
+# Read by hotkv.access (OBJECT FREQ's counter) and hotkv.latency (LATENCY events).
+for _name in ("lfu-log-factor", "lfu-decay-time", "latency-monitor-threshold"):
+    PARAMS[_name].inert = False
 # Redis's ranges for the knobs clients and test suites set.
 for _name, _lo, _hi in (("list-max-listpack-size", -INT_MAX - 1, INT_MAX),
                         ("list-compress-depth", 0, INT_MAX),
