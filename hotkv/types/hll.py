@@ -565,7 +565,7 @@ _HIST: dict = {}
 
 def _valid_entry(value):
     entry = _HIST.get(id(value))
-    if entry is not None and entry[0] is value and entry[1] == memoryview(value)[HDR:]:
+    if entry is not None and entry[0] is value and entry[1] == value[HDR:]:
         return entry
     return None
 
