@@ -11,10 +11,13 @@ minutes of the last decrement (16 bits) << 8 | a logarithmic counter
 
 Cost: ``Database.lookup`` stores ``access[key] = clock`` (one dict store, the
 clock an int the cron refreshes, ``refresh_clocks``); creating a key stores
-one and deleting one pops it.  Only when an LFU policy is on, or a client
-has used CLIENT NO-TOUCH, is ``access`` a ``Tracker`` (a dict whose store
-does the LFU arithmetic and skips a no-touch client's reads): the plain
-server never pays for either.
+one and deleting one pops it.  Only when an LFU policy is on, or while a
+client has CLIENT NO-TOUCH on (the cron goes back to plain stores once no
+client has), is ``access`` a ``Tracker`` (a dict whose store does the LFU
+arithmetic and skips a no-touch client's reads): the plain server never
+pays for either.  Eviction (not implemented: used_memory is the RSS, which
+freeing Python objects seldom lowers) would sample keys with
+``keyindex.random_key`` and rank them by ``idle_seconds`` / ``freq``.
 
 Invariants: ``access`` keys are a subset of ``data`` keys; a key missing
 from it (loaded, or created by a path that does not stamp it) counts as
@@ -163,6 +166,11 @@ def refresh_clocks(server):
     clock = lru_clock()
     for db in server.dbs:
         db.clock = clock
+    if server.__dict__.get("notouch_used") and not any(
+            cl.no_touch for cl in server.clients.values()):
+        # The last no-touch client is gone or back to normal: plain stores again.
+        server.notouch_used = False
+        apply(server)
 
 
 def init_server(server):

@@ -371,3 +371,18 @@ def test_keymiss_events_match_valkey(both):
         received.append(out)
     assert received[0] == received[1]
     assert (b"k1", b"keymiss") in received[0] and (b"k6", b"keymiss") not in received[0]
+
+
+def test_no_touch_tracking_ends_with_its_last_client(hotkv_server_factory):
+    """CLIENT NO-TOUCH makes every store check the running client; once no
+    client has it on, the cron goes back to plain stores (hotkv.access)."""
+    srv = hotkv_server_factory()
+    c = valkey.Valkey(host=srv.host, port=srv.port)
+    c.set("k", "v")
+    assert c.execute_command("CLIENT", "NO-TOUCH", "ON")
+    assert type(srv.server.dbs[0].access) is not dict
+    c.get("k")
+    c.execute_command("CLIENT", "NO-TOUCH", "OFF")
+    assert wait_for(lambda: type(srv.server.dbs[0].access) is dict, timeout=5)
+    assert c.object("idletime", "k") <= 1
+    c.close()
