@@ -114,6 +114,7 @@ class Tracking:
         self.timeout_counter = 0
         self.flushing = None       # the client flush_pending sends for
         self.about_to_run = None   # the client whose command limit_used_slots runs before
+        self.pending_redirect = 0  # the redirect of a client whose EXEC turned tracking off
         self.max_keys = server.config.values["tracking-table-max-keys"]
         server.config.listeners["tracking-table-max-keys"] = self._set_max_keys
 
@@ -159,6 +160,10 @@ class Tracking:
                 del self.prefixes[p]
         c.tracking = False
         self.clients -= 1
+        if self.pending and c is self.server.current_client:
+            # Valkey keeps the redirect id after TRACKING OFF: what this
+            # command (an EXEC) deferred still goes where it went.
+            self.pending_redirect = st.redirect
         if not self.clients and self.server.tracking_over:
             self._check_limit()
 
@@ -295,6 +300,8 @@ class Tracking:
         """After the outermost command of ``client``: what was deferred."""
         pending = self.pending
         self.pending = []
+        redirect = self.pending_redirect
+        self.pending_redirect = 0
         # Frames for client itself join server.pending_push, after the
         # pub/sub messages the command raised (Valkey's afterCommand order).
         self.flushing = client
@@ -303,18 +310,18 @@ class Tracking:
                 if client.closed:
                     break
                 if key is None:
-                    self.send(client, _NULL3 if client.resp3 else _NULL2)
+                    self.send(client, _NULL3 if client.resp3 else _NULL2, redirect)
                 else:
-                    self.send(client, b"*1\r\n$%d\r\n%b\r\n" % (len(key), key))
+                    self.send(client, b"*1\r\n$%d\r\n%b\r\n" % (len(key), key), redirect)
         finally:
             self.flushing = None
 
     # -- sending -----------------------------------------------------------
-    def send(self, c, body: bytes):
+    def send(self, c, body: bytes, redirect_if_off: int = 0):
         """One invalidation for tracking client c (Valkey's sendTrackingMessage);
         ``body`` is the RESP of its keys (an array, or a null for a flush)."""
         st = c.tracking
-        redirect = st.redirect if st else 0
+        redirect = st.redirect if st else redirect_if_off
         redirected = False
         if redirect:
             target = self.server.clients.get(redirect)

@@ -397,6 +397,30 @@ OPTIN_OPTOUT = [
     ("a", "CLIENT", "CACHING", "no"),
 ]
 
+# TRACKING OFF inside the EXEC that changed tracked keys: what the EXEC
+# deferred still goes out after it, to the redirect client it had.
+OFF_IN_EXEC = [
+    ("r", "SUBSCRIBE", "__redis__:invalidate"),
+    ("a", "HELLO", "3"),
+    ("a", "CLIENT", "TRACKING", "on", "REDIRECT", "@r"),
+    ("a", "GET", "k"),
+    ("a", "MULTI"),
+    ("a", "SET", "k", "1"),
+    ("a", "FLUSHDB"),
+    ("a", "CLIENT", "TRACKING", "off"),
+    ("a", "EXEC"),
+    ("a", "DRAIN"),
+    ("r", "DRAIN"),
+    ("a", "CLIENT", "TRACKING", "on"),
+    ("a", "GET", "j"),
+    ("a", "MULTI"),
+    ("a", "SET", "j", "1"),
+    ("a", "CLIENT", "TRACKING", "off"),
+    ("a", "EXEC"),
+    ("a", "DRAIN"),
+    ("r", "DRAIN"),
+]
+
 # A refused command ends CLIENT CACHING's effect as a command that ran,
 # unless it was a CLIENT subcommand.
 REFUSED = [
@@ -474,9 +498,11 @@ ERRORS = [
 ]
 
 @pytest.mark.parametrize("steps", [DEFAULT_RESP3, NOLOOP_MULTI_LUA, REDIRECT_RESP2,
-                                   BROKEN_REDIRECT, BCAST, OPTIN_OPTOUT, REFUSED, ERRORS],
+                                   BROKEN_REDIRECT, BCAST, OPTIN_OPTOUT, REFUSED, OFF_IN_EXEC,
+                                   ERRORS],
                          ids=["default-resp3", "noloop-multi-lua", "redirect-resp2",
-                              "broken-redirect", "bcast", "optin-optout", "refused", "errors"])
+                              "broken-redirect", "bcast", "optin-optout", "refused",
+                              "off-in-exec", "errors"])
 def test_scenario_matches_valkey(server, ref_server, steps):
     same(server, ref_server, steps)
 
