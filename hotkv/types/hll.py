@@ -623,13 +623,14 @@ def raw_registers(value):
 def merge_raw(values) -> tuple:
     """(max registers as a little-endian int, any dense) of valid-header
     HLL values; Invalid if one is corrupt."""
-    acc = 0
+    acc = None
     dense = False
     for v in values:
         if v[4] == DENSE:
             dense = True
-        acc = raw_max(acc, int.from_bytes(raw_registers(v), "little"))
-    return acc, dense
+        regs = int.from_bytes(raw_registers(v), "little")
+        acc = regs if acc is None else raw_max(acc, regs)
+    return (0 if acc is None else acc), dense
 
 
 def count_raw(acc: int) -> int:
