@@ -514,6 +514,16 @@ class SignalShutdown:
         self.server = server
         self.listener = listener
         self.pending = False
+        server.abort_shutdown = self.abort   # SHUTDOWN ABORT
+
+    def abort(self) -> bool:
+        """SHUTDOWN ABORT: cancel a signal shutdown not yet carried out (held
+        by DEBUG PAUSE-CRON, as Valkey runs it from its cron)."""
+        if not self.pending:
+            return False
+        self.pending = False
+        logging.getLogger("hotkv").warning("Shutdown manually aborted.")
+        return True
 
     def __call__(self, sig: int):
         if self.pending:
@@ -541,6 +551,11 @@ class SignalShutdown:
 
     def _shutdown(self, sig: int):
         server = self.server
+        if not self.pending:
+            return   # SHUTDOWN ABORT came first
+        if getattr(server, "cron_paused", False):   # Valkey shuts down from its cron
+            server.loop.call_later(1.0 / server.config.values["hz"], self._shutdown, sig)
+            return
         values = server.config.values
         flags = values["shutdown-on-sigint" if sig == signal.SIGINT else "shutdown-on-sigterm"]
         log = logging.getLogger("hotkv")

@@ -379,7 +379,8 @@ class Listener:
 
     def _cron(self):
         try:
-            self.server.cron()
+            if not getattr(self.server, "cron_paused", False):   # DEBUG PAUSE-CRON
+                self.server.cron()
         except Exception:
             log.exception("cron failure")
         self._schedule_cron()

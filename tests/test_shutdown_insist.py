@@ -7,7 +7,8 @@ line, as Valkey's Tcl unit shutdown does in spawn mode:
   temp-<pid>.rdb removed;
 * SIGTERM (shutdown-on-sigterm default) while the first rewrite of an AOF just
   turned on runs is refused -- "Writing initial AOF, can't exit.", the server
-  keeps serving -- and with ``force`` the server exits ("Exit anyway.").
+  keeps serving -- and with ``force`` the server exits ("Exit anyway.");
+* a signal's shutdown held by DEBUG PAUSE-CRON is cancelled by SHUTDOWN ABORT.
 
 Process helpers come from test_shutdown_signals.  Every wait is bounded.
 """
@@ -97,5 +98,24 @@ def test_sigterm_refused_while_the_initial_aof_is_written(kind):
         proc.proc.send_signal(signal.SIGTERM)
         assert proc.wait() == 0
         assert "Writing initial AOF. Exit anyway." in _messages(proc)
+    finally:
+        proc.cleanup()
+
+
+@pytest.mark.parametrize("kind", ["hotkv", "valkey"])
+def test_shutdown_abort_cancels_a_signal_held_by_pause_cron(kind):
+    """Valkey runs a signal's shutdown from its cron: with DEBUG PAUSE-CRON 1 it
+    waits, and SHUTDOWN ABORT cancels it ("Shutdown manually aborted.")."""
+    proc = Proc(kind, ["--save", "900 1", "--enable-debug-command", "yes"])
+    try:
+        assert proc.call(b"*3\r\n$5\r\nDEBUG\r\n$10\r\npause-cron\r\n$1\r\n1\r\n") == b"+OK\r\n"
+        proc.proc.send_signal(signal.SIGTERM)
+        assert _wait(lambda: "Received SIGTERM scheduling shutdown..." in _messages(proc))
+        assert proc.call(b"*2\r\n$8\r\nSHUTDOWN\r\n$5\r\nABORT\r\n") == b"+OK\r\n"
+        assert "Shutdown manually aborted." in _messages(proc)
+        assert proc.call(b"*3\r\n$5\r\nDEBUG\r\n$10\r\npause-cron\r\n$1\r\n0\r\n") == b"+OK\r\n"
+        assert proc.call(b"*1\r\n$4\r\nPING\r\n") == b"+PONG\r\n"
+        assert proc.call(b"*2\r\n$8\r\nSHUTDOWN\r\n$5\r\nABORT\r\n") == \
+            b"-ERR No shutdown in progress.\r\n"
     finally:
         proc.cleanup()

@@ -111,6 +111,15 @@ def debug_sleep(c, argv):
     return OK
 
 
+@debug_subcommand("pause-cron", 3)
+def debug_pause_cron(c, argv):
+    # The server's cron stops while set (Valkey's pause_cron); a signal
+    # shutdown, which Valkey runs from the cron, waits for it too.
+    value = string2ll(argv[2])
+    c.server.cron_paused = bool(value)
+    return OK
+
+
 @debug_subcommand("error", 3)
 def debug_error(c, argv):
     raise CommandError(cstr(argv[2]))

@@ -176,7 +176,10 @@ def shutdown(c, argv):
             raise CommandError(errors.SYNTAX)
     if (abort and len(argv) > 2) or (nosave and save_):
         raise CommandError(errors.SYNTAX)
-    if abort:
+    if abort:   # a signal shutdown not yet carried out (hotkv.cli.SignalShutdown)
+        cancel = getattr(c.server, "abort_shutdown", None)
+        if cancel is not None and cancel():
+            return OK
         raise CommandError("ERR No shutdown in progress.")
     server = c.server
     if server.shutdown_cb is None:
