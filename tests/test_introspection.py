@@ -20,7 +20,7 @@ import time
 import pytest
 import valkey
 
-from support import wait_for
+from support import aof_incr_bytes, parse_aof, wait_for
 
 SETTINGS = ("maxmemory-policy", "lfu-log-factor", "lfu-decay-time", "slowlog-log-slower-than",
             "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush")
@@ -386,3 +386,21 @@ def test_no_touch_tracking_ends_with_its_last_client(hotkv_server_factory):
     assert wait_for(lambda: type(srv.server.dbs[0].access) is dict, timeout=5)
     assert c.object("idletime", "k") <= 1
     c.close()
+
+
+def test_migrate_is_logged_as_del_of_the_moved_keys(hotkv_server_factory, tmp_path):
+    src = hotkv_server_factory(appendonly="yes", appendfsync="always", dir=str(tmp_path))
+    dst = hotkv_server_factory()
+    c = valkey.Valkey(host=src.host, port=src.port)
+    c.set("a", "1")
+    c.set("b", "2")
+    dest = valkey.Valkey(host=dst.host, port=dst.port)
+    dest.set("b", "taken")            # b is refused: BUSYKEY, kept at the source
+    with pytest.raises(valkey.ResponseError, match="BUSYKEY"):
+        c.execute_command("MIGRATE", dst.host, dst.port, "", 0, 1000, "KEYS", "a", "b")
+    assert c.keys() == [b"b"] and dest.get("a") == b"1"
+    c.execute_command("MIGRATE", dst.host, dst.port, "b", 0, 1000, "COPY", "REPLACE")
+    assert wait_for(lambda: parse_aof(aof_incr_bytes(tmp_path))[-1:] == [[b"DEL", b"a"]],
+                    timeout=5), parse_aof(aof_incr_bytes(tmp_path))
+    c.close()
+    dest.close()
