@@ -303,7 +303,8 @@ def test_migrate_errors_match_valkey(diff):
     d = diff
     d("SET", "k", "v")
     for args in [("COMMAND", "INFO", "migrate"),
-                 ("COMMAND", "GETKEYSANDFLAGS", "MIGRATE", "h", "1", "", "0", "9", "KEYS", "a", "b"),
+                 ("COMMAND", "GETKEYSANDFLAGS", "MIGRATE", "h", "1", "", "0", "9", "KEYS", "a",
+                  "b"),
                  ("COMMAND", "GETKEYS", "MIGRATE", "h", "1", "k", "0", "9", "AUTH2", "u", "p"),
                  ("MIGRATE", "127.0.0.1", "1", "nokey", "0", "10"),
                  ("MIGRATE", "127.0.0.1", "1", "k", "0", "x"),
