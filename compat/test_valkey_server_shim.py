@@ -310,3 +310,47 @@ def test_rewrite_keeps_no_save_points_across_a_restart(which, tmp_path):
         again.terminate()
         again.wait(20)
     assert reply == b"*2\r\n$4\r\nsave\r\n$0\r\n\r\n", text
+
+
+def _config_all(port: int) -> dict:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"*3\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$1\r\n*\r\n")
+        data = b""
+        for _ in range(1000):   # bounded: the socket timeout bounds each read
+            if _complete(data):
+                break
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    words = data.split(b"\r\n")[2::2]
+    return dict(zip(words[0::2], words[1::2]))
+
+
+@pytest.mark.parametrize("which", SERVERS)
+def test_rewrite_force_all_round_trip(which, tmp_path):
+    """DEBUG CONFIG-REWRITE-FORCE-ALL writes every setting; the server restarted
+    on that file has the same CONFIG GET * (Tcl unit introspection, "CONFIG
+    REWRITE sanity")."""
+    srv = Spawned(which, tmp_path)
+    try:
+        assert srv.wait_log("Ready to accept connections tcp"), srv.stdout() + srv.stderr()
+        before = _config_all(srv.port)
+        assert _call(srv.port, "DEBUG", "CONFIG-REWRITE-FORCE-ALL") == b"+OK\r\n"
+    finally:
+        srv.stop()
+    again = subprocess.Popen(_argv(which) + [srv.conf], cwd=srv.dir, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        after = None
+        for _ in range(200):   # bounded wait for the restarted server (~20 s)
+            try:
+                after = _config_all(srv.port)
+                break
+            except OSError:
+                time.sleep(0.1)
+    finally:
+        again.terminate()
+        again.wait(20)
+    assert len(before) > 200
+    assert after == before

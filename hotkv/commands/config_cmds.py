@@ -198,11 +198,12 @@ def config_resetstat(c, argv):
     return OK
 
 
-def rewrite_config_file(server, path: str):
+def rewrite_config_file(server, path: str, force_all: bool = False):
     """Rewrite ``path`` as Redis's CONFIG REWRITE: keep comments and the
     order of the lines, update the lines of parameters with their current
     values, drop later duplicates, and append changed parameters that were
-    not in the file."""
+    not in the file (``force_all``, DEBUG CONFIG-REWRITE-FORCE-ALL: every
+    parameter CONFIG GET * lists, changed or not)."""
     try:
         with open(path) as f:
             text = f.read()
@@ -231,13 +232,17 @@ def rewrite_config_file(server, path: str):
         if canon in done:
             continue
         done.add(canon)
+        if canon == "replicaof" and not values[canon]:
+            continue   # no primary: no line, as Valkey (replicaof "" would not load)
         out.append(_conf_line(canon, values[canon]))
     # No save points is written as save "" even when it is the default: a file
     # without a save line starts valkey-server with its default save points.
     added = [canon for canon, p in PARAMS.items()
              if canon not in done and (values[canon] != p.default or
-                                       (canon == "save" and not values[canon]))
-             and not (p.multi and not p.mutable)]
+                                       (canon == "save" and not values[canon]) or
+                                       (force_all and canon not in HIDDEN))
+             and not (p.multi and not p.mutable)
+             and not (canon == "replicaof" and not values[canon])]
     if added:
         if out and out[-1].strip():
             out.append("")

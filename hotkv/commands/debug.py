@@ -120,6 +120,20 @@ def debug_pause_cron(c, argv):
     return OK
 
 
+@debug_subcommand("config-rewrite-force-all", 2)
+def debug_config_rewrite_force_all(c, argv):
+    # CONFIG REWRITE writing every setting, at its default or not.
+    from .config_cmds import rewrite_config_file
+    path = getattr(c.server, "config_file", None)
+    try:
+        if not path:
+            raise OSError(2, "No such file or directory")
+        rewrite_config_file(c.server, path, force_all=True)
+    except OSError as e:
+        raise CommandError("ERR CONFIG-REWRITE-FORCE-ALL failed: %s" % (e.strerror or e))
+    return OK
+
+
 @debug_subcommand("error", 3)
 def debug_error(c, argv):
     raise CommandError(cstr(argv[2]))
