@@ -314,6 +314,7 @@ class RewriteMixin:
         self.path = path
         self.last_incr_size = 0
         self.unsynced = False
+        self._ensure_bio()           # everysec fsyncs the temp incr file too
         return True
 
     def _rewrite_sync(self, tmp_dir, now_ms, preamble) -> bool:

@@ -549,7 +549,8 @@ class AOF(RewriteMixin, LoadMixin):
             if self.bio is not None and self.bio.error and not self.fsync_errno:
                 self._fsync_failed(self.bio.error)
             self._retry()
-        if self.state == ON and self.fd is not None and self.fsync_mode == "everysec" \
+        # (the temp incr file of an enabling rewrite too, as Valkey)
+        if self.fd is not None and self.fsync_mode == "everysec" \
                 and self.unsynced and not self.fsync_errno:
             now = time.monotonic()
             if now - self.last_fsync >= 1.0 and self.bio is not None and \
