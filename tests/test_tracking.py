@@ -1183,3 +1183,43 @@ def test_random_sequences_match_valkey(server, ref_server, seed):
     import os
     steps = _random_steps(seed, int(os.environ.get("HOTKV_TRACKING_STEPS", "400")))
     same(server, ref_server, steps)
+
+
+def _blocked_reads(host, port) -> list:
+    """XREAD BLOCK tracks its stream when it blocks: the XADD that serves it
+    invalidates first, then the reply; a BCAST client hears of a list a
+    push served to a blocked BLPOP (changed twice, told once)."""
+    out = []
+    a = RawClient(host, port)
+    b = RawClient(host, port)
+    c = RawClient(host, port)
+    try:
+        b.call("FLUSHALL")
+        a.call("HELLO", "3")
+        a.call("CLIENT", "TRACKING", "on")
+        c.call("HELLO", "3")
+        c.call("CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "l")
+        for blocker in (("XREAD", "BLOCK", "0", "STREAMS", "s", "$"), ("BLPOP", "l", "0")):
+            a.send(*blocker)
+            for _ in range(500):
+                if _info_line(b, "blocked_clients") == b"1":
+                    break
+                time.sleep(0.01)
+            out.append(b.call(*(("XADD", "s", "1-1", "f", "v") if blocker[0] == "XREAD"
+                                 else ("RPUSH", "l", "x"))))
+            out.append(a.read_reply())
+            if blocker[0] == "XREAD":
+                out.append(a.read_reply())
+                b.call("XADD", "s", "2-1", "f", "v")
+            out.append(_drain(a))
+            out.append(_drain(c))
+    finally:
+        for conn in (a, b, c):
+            conn.close()
+    return out
+
+
+def test_blocked_reads_match_valkey(server, ref_server):
+    ours = _blocked_reads(server.host, server.port)
+    assert ours == _blocked_reads(ref_server.host, ref_server.port)
+    assert ours[1] == b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\ns\r\n"
