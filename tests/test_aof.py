@@ -600,6 +600,70 @@ def test_info_persistence_reports_the_aof(hotkv_server_factory, aof_dir):
     assert int(info(c)["aof_current_size"]) == len(aof_incr_bytes(aof_dir)) > 100
 
 
+def _sizes_through_a_life(c, restart) -> list:
+    """INFO's aof_current_size / aof_base_size after each step of a life:
+    writes, a rewrite, more writes, a restart, a rewrite."""
+    out = []
+
+    def note():
+        wait_for(lambda: info(c)["aof_buffer_length"] == "0")
+        fields = info(c)
+        out.append((fields["aof_current_size"], fields["aof_base_size"]))
+
+    note()
+    for i in range(20):
+        c.set(f"k{i}", "v" * i)
+    note()
+    c.execute_command("BGREWRITEAOF")
+    wait_rewrite_done(c)
+    note()
+    c.rpush("l", "a", "b")
+    note()
+    c = restart(c)
+    note()
+    c.execute_command("BGREWRITEAOF")
+    wait_rewrite_done(c)
+    note()
+    c.close()
+    return out
+
+
+def test_aof_sizes_counted_as_valkey_counts_them(hotkv_server_factory, aof_dir, tmp_path):
+    """The sizes the auto-rewrite growth check uses, in command form (the
+    same bytes on both): the base made at start not counted, a rewrite
+    counting base + what the new incr file got, a restart the files found
+    -- the same numbers as valkey-server 8.1.8's at every step."""
+    box = {}
+    settings = dict(aof_use_rdb_preamble="no", appendfsync="always")
+
+    def hotkv_restart(c):
+        c.close()
+        box["s"].stop()
+        box["s"] = start(hotkv_server_factory, aof_dir, **settings)
+        return conn(box["s"])
+
+    box["s"] = start(hotkv_server_factory, aof_dir, **settings)
+    got = _sizes_through_a_life(conn(box["s"]), hotkv_restart)
+    vdir = str(tmp_path / "valkey")
+    os.mkdir(vdir)
+    args = ("--appendonly", "yes", "--aof-use-rdb-preamble", "no", "--appendfsync", "always",
+            "--dir", vdir)
+    ref = {"v": ReferenceValkey(*args).start()}
+
+    def valkey_restart(c):
+        c.close()
+        ref["v"].stop()
+        ref["v"] = ReferenceValkey(*args).start()
+        return conn(ref["v"])
+
+    try:
+        want = _sizes_through_a_life(conn(ref["v"]), valkey_restart)
+    finally:
+        ref["v"].stop()
+    assert got == want
+    assert got[0] == ("0", "0") and int(got[2][0]) == int(got[2][1]) > 0
+
+
 def test_auto_rewrite_on_growth(hotkv_server_factory, aof_dir):
     s = start(hotkv_server_factory, aof_dir, auto_aof_rewrite_min_size="10kb",
               auto_aof_rewrite_percentage=100, aof_use_rdb_preamble="no")
