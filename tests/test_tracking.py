@@ -886,6 +886,11 @@ def test_redis_py_client_side_cache(server, monkeypatch):
 # (setup, write): k is read (TYPE k, a read-only command: tracked) between
 # them.  Writes that change nothing (SETNX on an existing key, SREM of a
 # missing member...) must not invalidate either.
+# A stream with a group and an entry that group delivered (in its PEL).
+_GROUP = ("EVAL", "redis.call('xadd', KEYS[1], '1-1', 'f', 'v') "
+          "redis.call('xgroup', 'create', KEYS[1], 'g', '0') "
+          "redis.call('xreadgroup', 'group', 'g', 'c1', 'streams', KEYS[1], '>')", "1", "k")
+
 SWEEP = [
     ((), ("SET", "k", "v")),
     (("SET", "k", "v"), ("SETNX", "k", "w")),
@@ -967,6 +972,13 @@ SWEEP = [
     (("GEOADD", "src", "13.361389", "38.115556", "Palermo"),
      ("GEOSEARCHSTORE", "k", "src", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km")),
     (("SET", "src", "v"), ("RESTORE", "k", "0", "DUMP:src")),
+    (_GROUP, ("XREADGROUP", "GROUP", "g", "c1", "STREAMS", "k", ">")),
+    (_GROUP, ("XGROUP", "DESTROY", "k", "g")),
+    (_GROUP, ("XGROUP", "CREATECONSUMER", "k", "g", "c2")),
+    (_GROUP, ("XGROUP", "SETID", "k", "g", "0")),
+    (_GROUP, ("XACK", "k", "g", "1-1")),
+    (_GROUP, ("XCLAIM", "k", "g", "c2", "0", "1-1")),
+    (_GROUP, ("XAUTOCLAIM", "k", "g", "c2", "0", "0")),
     (("SET", "k", "v"), ("SWAPDB", "0", "1")),
     (("SET", "k", "v"), ("SELECT", "0")),
 ]
@@ -1223,3 +1235,37 @@ def test_blocked_reads_match_valkey(server, ref_server):
     ours = _blocked_reads(server.host, server.port)
     assert ours == _blocked_reads(ref_server.host, ref_server.port)
     assert ours[1] == b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\ns\r\n"
+
+
+def _watch_sweep(host, port) -> list:
+    """The same writes against WATCH: an EXEC fails exactly where a tracked
+    key is invalidated (both hang on Valkey's signalModifiedKey)."""
+    out = []
+    admin = RawClient(host, port)
+    w = RawClient(host, port)
+    try:
+        for setup, write in SWEEP:
+            admin.call("FLUSHALL")
+            if setup:
+                admin.call(*setup)
+            w.call("WATCH", "k")
+            if write[-1] == "DUMP:src":
+                dump = admin.call("DUMP", "src")
+                write = write[:-1] + (dump[dump.index(b"\r\n") + 2:-2],)
+            admin.call(*write)
+            w.call("MULTI")
+            w.call("PING")
+            out.append((write[:3], w.call("EXEC")))
+        admin.call("FLUSHALL")
+    finally:
+        admin.close()
+        w.close()
+    return out
+
+
+def test_every_write_path_touches_watchers_as_valkey(server, ref_server):
+    ours = _watch_sweep(server.host, server.port)
+    theirs = _watch_sweep(ref_server.host, ref_server.port)
+    for a, b in zip(ours, theirs):
+        assert a == b
+    assert sum(1 for _, reply in ours if reply == b"*-1\r\n") > len(SWEEP) // 2
