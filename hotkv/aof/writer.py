@@ -66,7 +66,6 @@ from .files import (
     _fsync,
     _select,
     _unlink,
-    _write_all,
     encode_into,
 )
 from .loader import LoadMixin
@@ -100,7 +99,6 @@ class _Bio(threading.Thread):
 
     def submit(self, kind: str, fd: int, done=None, data=None):
         """kind: "fsync" (the AOF: counted, errors kept in ``error``),
-        "sync" (append ``data`` if given, fsync, then ``done(errno or 0)``),
         "close", or "unlink" (``data`` is the path: history files)."""
         with self.cond:
             if kind == "fsync":
@@ -136,14 +134,6 @@ class _Bio(threading.Thread):
                     os.unlink(data)
                 except OSError:
                     pass
-            elif kind == "sync":
-                try:
-                    if data:
-                        _write_all(fd, data)
-                    _fsync(fd)
-                    done(0)
-                except OSError as e:
-                    done(e.errno or _errno.EIO)
             else:
                 try:
                     os.close(fd)
