@@ -239,10 +239,7 @@ class Tracking:
         current = server.current_client
         if bcast and self.prefixes:
             if modifier is ...:
-                modifier = current
-                eng = getattr(server, "scripting", None)
-                if eng is not None and eng.run is not None:
-                    modifier = eng.run.fake
+                modifier = _executing(server, current)
             self._remember_bcast(key, modifier)
         ids = self.table.pop(key, None)
         if ids is None:
@@ -419,6 +416,17 @@ class Tracking:
         return {"tracking_total_keys": len(self.table),
                 "tracking_total_items": self.total_items,
                 "tracking_total_prefixes": len(self.prefixes)}
+
+
+def _executing(server, current):
+    """The client executing the running command: a script's or a function's
+    own client while one runs (hotkv.lua), else the one that sent it."""
+    for eng in (getattr(server, "scripting", None),
+                getattr(getattr(server, "functions", None), "engine", None)):
+        run = getattr(eng, "run", None)
+        if run is not None:
+            return run.fake
+    return current
 
 
 def _cstr(b: bytes) -> str:

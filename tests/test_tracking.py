@@ -430,6 +430,34 @@ OFF_IN_EXEC = [
     ("r", "DRAIN"),
 ]
 
+_LIB = ("#!lua name=trackinglib\n"
+        "redis.register_function('w', function(keys, args) "
+        "return redis.call('set', keys[1], 'x') end)\n"
+        "redis.register_function{function_name='r', callback=function(keys, args) "
+        "return redis.call('get', keys[1]) end, flags={'no-writes'}}")
+
+# Functions as scripts: FCALL_RO is not tracked itself, the reads it runs
+# are; a function's write is not a BCAST NOLOOP client's own.
+FUNCTIONS = [
+    ("b", "FUNCTION", "LOAD", "REPLACE", _LIB),
+    ("n", "HELLO", "3"),
+    ("n", "CLIENT", "TRACKING", "on", "BCAST", "NOLOOP", "PREFIX", "f:"),
+    ("n", "FCALL", "w", "1", "f:1"),
+    ("n", "SET", "f:2", "1"),
+    ("n", "DRAIN"),
+    ("a", "HELLO", "3"),
+    ("a", "CLIENT", "TRACKING", "on"),
+    ("a", "FCALL_RO", "r", "1", "g1"),
+    ("a", "FCALL", "r", "2", "g2", "g3"),
+    ("b", "MSET", "g1", "1", "g2", "2", "g3", "3"),
+    ("a", "DRAIN"),
+    ("a", "CLIENT", "TRACKING", "on", "NOLOOP"),
+    ("a", "GET", "g4"),
+    ("a", "FCALL", "w", "1", "g4"),
+    ("a", "DRAIN"),
+    ("b", "FUNCTION", "DELETE", "trackinglib"),
+]
+
 # A refused command ends CLIENT CACHING's effect as a command that ran,
 # unless it was a CLIENT subcommand.
 REFUSED = [
@@ -508,10 +536,10 @@ ERRORS = [
 
 @pytest.mark.parametrize("steps", [DEFAULT_RESP3, NOLOOP_MULTI_LUA, REDIRECT_RESP2,
                                    BROKEN_REDIRECT, BCAST, OPTIN_OPTOUT, REFUSED, OFF_IN_EXEC,
-                                   ERRORS],
+                                   FUNCTIONS, ERRORS],
                          ids=["default-resp3", "noloop-multi-lua", "redirect-resp2",
                               "broken-redirect", "bcast", "optin-optout", "refused",
-                              "off-in-exec", "errors"])
+                              "off-in-exec", "functions", "errors"])
 def test_scenario_matches_valkey(server, ref_server, steps):
     same(server, ref_server, steps)
 
