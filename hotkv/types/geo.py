@@ -19,10 +19,14 @@ Owns the pure arithmetic behind the GEO* commands (hotkv/commands/geo.py):
   COUNT-limited result with (Bentley & McIlroy), so equal distances come
   out in the same order as in Valkey.
 
-Invariants: no state, no client, no I/O; every C ``uint64_t`` operation is
-masked to 64 bits and every C double operation is one Python float
-operation in the same order, so results are the same doubles as Valkey's
-(the same libm computes sin/cos/asin/sqrt on both).
+Invariants: no state but one lookup table built on first use (the 16-bit
+bit-splitting table of ``score_lonlat``), no client, no I/O; every C
+``uint64_t`` operation is masked to 64 bits and every C double operation is
+one Python float operation in the same order, so results are the same
+doubles as Valkey's (the same glibc libm computes sin/cos/asin/sqrt on both;
+where Python's math raises, C gives NaN and so does this module).
+``score_lonlat`` is ``cell`` unrolled for speed; ``score_lonlat_by_cell``
+is the step-by-step form tests hold it to.
 """
 
 from __future__ import annotations
