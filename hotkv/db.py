@@ -184,10 +184,17 @@ class Database:
         return True
 
     def expire_now(self, key):
-        """Delete an expired key as Redis does: propagated as DEL, 'expired' event."""
+        """Delete an expired key as Redis does: propagated as DEL, 'expired' event.
+        With the latency monitor on, the deletion (freeing the value) is timed
+        as Valkey's "expire-del" event."""
+        timed = self.server.latency_threshold_ms
+        if timed:
+            start = time.time()
         if self.data.pop(key, None) is not None:
             self.keyindex.discard(key)
             self.access.pop(key, None)
+        if timed:
+            self.server.latency_sample("expire-del", int((time.time() - start) * 1000))
         if self.expires.pop(key, None) is not None:
             self.volatile.discard(key)
         self.server.key_expired(self, key)
