@@ -116,11 +116,27 @@ class Database:
         return value
 
     def lookup_typed(self, key, cls):
-        """The value at key if it is a ``cls``; None if missing; else WRONGTYPE."""
+        """The value at key if it is a ``cls``; None if missing; else WRONGTYPE.
+        For a read-only command the lookup is a read (counted, and a miss
+        announced, as lookup_read): Valkey's lookupKeyRead of the types'
+        read commands."""
         value = self.lookup(key)
+        cmd = self.server.current_cmd     # None before the first command
+        if cmd is not None and cmd.readonly:
+            self.count_read(key, value)
         if value is not None and type(value) is not cls:
             raise WrongType()
         return value
+
+    def count_read(self, key, value):
+        """A read lookup's keyspace hit or miss (INFO), a miss's keymiss event."""
+        server = self.server
+        if value is None:
+            server.stat_keyspace_misses += 1
+            if server.notify is not None:
+                server.notify(self, key, "m", "keymiss")
+        else:
+            server.stat_keyspace_hits += 1
 
     def get_string(self, key):
         """The string at key (bytes, or the bytearray a string becomes once

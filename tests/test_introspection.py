@@ -344,34 +344,71 @@ def test_migrate_moves_keys_as_valkey(both, hotkv_server_factory):
     assert results[0][:3] == [b"OK", [], [b"a", b"l", b"t"]]
 
 
+# Read commands (and writes that read their sources) on missing keys, then on
+# existing ones: misses publish keymiss; both count keyspace hits / misses.
+_READS = [("GET", "k1"), ("EXISTS", "k2", "k3"), ("TTL", "k4"), ("TYPE", "k5"),
+          ("LRANGE", "k6", 0, -1), ("HGET", "k7", "f"), ("HGETALL", "k8"), ("SMEMBERS", "k9"),
+          ("ZRANGE", "k10", 0, -1), ("XRANGE", "k11", "-", "+"), ("OBJECT", "ENCODING", "k12"),
+          ("STRLEN", "k13"), ("LLEN", "k14"), ("SCARD", "k15"), ("MGET", "k16", "k17"),
+          ("GETRANGE", "k18", 0, 1), ("SISMEMBER", "k19", "m"), ("ZSCORE", "k20", "m"),
+          ("HEXISTS", "k21", "f"), ("DUMP", "k22"), ("PTTL", "k23"), ("TOUCH", "k24"),
+          ("SET", "k25", "v"), ("INCR", "k26"), ("SUNION", "k30", "k31"),
+          ("LPOS", "k33", "a"), ("XLEN", "k34"), ("HLEN", "k35"), ("ZCARD", "k36"),
+          ("LINDEX", "k37", 0), ("SRANDMEMBER", "k38"), ("ZRANK", "k39", "m"),
+          ("HSTRLEN", "k44", "f"), ("RPOP", "k47"), ("SPOP", "k48"),
+          ("SUNIONSTORE", "k49", "k50"), ("ZRANGESTORE", "k51", "k52", 0, -1)]
+_MISSES = 35     # keymiss events _READS publishes on an empty database
+
+
 def test_keymiss_events_match_valkey(both):
     """notify-keyspace-events m: a read that misses publishes keymiss (not
-    OBJECT, not a write).  Compared on the string and keyspace commands;
-    hotkv's list/hash/set/zset/stream reads count no misses yet (see the
-    report of issue 15)."""
+    OBJECT, not a write's own lookup), and INFO counts the same hits and
+    misses, on an empty database and then with every key present."""
     received = []
     for c in both:
         c.config_set("notify-keyspace-events", "Km")
         ps = c.pubsub()
         ps.psubscribe("__keyspace@*")
         assert ps.get_message(timeout=2)["type"] == "psubscribe"
-        for args in [("GET", "k1"), ("EXISTS", "k2", "k3"), ("TTL", "k4"), ("TYPE", "k5"),
-                     ("OBJECT", "ENCODING", "k6"), ("STRLEN", "k7"), ("MGET", "k8", "k9"),
-                     ("GETRANGE", "k10", 0, 1), ("DUMP", "k11"), ("PTTL", "k12"),
-                     ("TOUCH", "k13"), ("SET", "k14", "v"), ("INCR", "k15"), ("GET", "k14")]:
+        for args in _READS:
             c.execute_command(*args)
         c.config_set("notify-keyspace-events", "")
         out = []
-        for _ in range(50):
-            # 12 misses expected: wait for them, then briefly for any extra one.
-            m = ps.get_message(timeout=2 if len(out) < 12 else 0.2)
+        for _ in range(100):
+            # Wait for the expected misses, then briefly for any extra one.
+            m = ps.get_message(timeout=2 if len(out) < _MISSES else 0.2)
             if m is None:
                 break
             out.append((m["channel"].split(b":", 1)[1], m["data"]))
         ps.close()
+        c.flushall()
+        for n in range(1, 53):       # every key, of the type its reads want
+            key = "k%d" % n
+            c.set(key, "1")
+        for n in (6, 14, 33, 37, 47):
+            c.delete("k%d" % n)
+            c.rpush("k%d" % n, "a", "b")
+        for n in (7, 8, 21, 35, 44):
+            c.delete("k%d" % n)
+            c.hset("k%d" % n, "f", "v")
+        for n in (9, 15, 19, 30, 31, 38, 48, 50):
+            c.delete("k%d" % n)
+            c.sadd("k%d" % n, "m")
+        for n in (10, 20, 36, 39, 52):
+            c.delete("k%d" % n)
+            c.zadd("k%d" % n, {"m": 1})
+        for n in (11, 34):
+            c.delete("k%d" % n)
+            c.xadd("k%d" % n, {"f": "v"})
+        c.config_resetstat()
+        for args in _READS:
+            c.execute_command(*args)
+        stats = c.info("stats")
+        out.append((stats["keyspace_hits"], stats["keyspace_misses"]))
         received.append(out)
     assert received[0] == received[1]
-    assert (b"k1", b"keymiss") in received[0] and (b"k6", b"keymiss") not in received[0]
+    assert (b"k1", b"keymiss") in received[0] and (b"k12", b"keymiss") not in received[0]
+    assert len(received[0]) == _MISSES + 1
 
 
 def test_no_touch_tracking_ends_with_its_last_client(hotkv_server_factory):

@@ -95,8 +95,12 @@ def _where(arg: bytes) -> int:
 
 
 def _lookup(db, key):
-    """The list at key, None when missing, WRONGTYPE otherwise."""
+    """The list at key, None when missing, WRONGTYPE otherwise (a read-only
+    command's lookup is counted as a read: Database.lookup_typed)."""
     value = db.lookup(key)
+    cmd = db.server.current_cmd
+    if cmd is not None and cmd.readonly:
+        db.count_read(key, value)
     if value is not None and type(value) is not ListValue:
         raise WrongType()
     return value
@@ -188,7 +192,8 @@ def _pusher(where: int, only_existing: bool, doc: str):
         # XADDs) meet: nobody watches, waits on or listens to the key, so
         # counting the change is all there is to do.
         if key in db.watched or key in db.blocking or server.notify is not None \
-                or server.tracking_on and server.tracking.wants(key):
+                or server.tracking_on and (key in server.tracking.table
+                                           or server.tracking.prefixes):
             server.written(db, key, "l", event, len(argv) - 2)
         else:
             server.dirty += len(argv) - 2
@@ -472,8 +477,8 @@ def _popper(where: int, doc: str):
             value = lst.popleft() if left else lst.pop()
             server = c.server
             if lst and key not in db.watched and key not in db.blocking \
-                    and server.notify is None and not (server.tracking_on
-                                                       and server.tracking.wants(key)):
+                    and server.notify is None and not (server.tracking_on and (
+                        key in server.tracking.table or server.tracking.prefixes)):
                 server.dirty += 1       # Server.written, inlined (see _pusher)
             else:
                 _removed(c, db, key, lst, where, 1)

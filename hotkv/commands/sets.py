@@ -245,6 +245,7 @@ def _sets(c, keys):
     out = []
     for k in keys:
         v = db.lookup(k)
+        db.count_read(k, v)     # Valkey reads these with lookupKeyRead, STORE forms too
         if v is not None and type(v) is not SetValue:
             raise WrongType()
         out.append(v)

@@ -348,6 +348,7 @@ def _zrange_generic(c, argv, first, store, rangetype, reverse):
     else:
         a, b = _lex_bound(argv[minidx]), _lex_bound(argv[maxidx])
     z = c.db.lookup(key)
+    c.db.count_read(key, z)     # Valkey's lookupKeyRead, ZRANGESTORE's source too
     if z is not None and type(z) is not ZSetValue:
         raise WrongType()
     items = [] if z is None else _range_items(z, rangetype, direction, a, b, offset, limit)
