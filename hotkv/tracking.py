@@ -225,11 +225,6 @@ class Tracking:
             self.server.tracking_over = over
 
     # -- writes ------------------------------------------------------------
-    def wants(self, key: bytes) -> bool:
-        """Whether a change of key has anyone to tell (the inlined hot writes
-        ask before they skip Server.written)."""
-        return bool(self.prefixes) or key in self.table
-
     def invalidate(self, key: bytes, modifier=..., bcast: bool = True):
         """key changed (Valkey's trackingInvalidateKey).  ``modifier`` is the
         client whose command changed it (None for expiry); by default the

@@ -253,7 +253,8 @@ def xadd(c, argv):
         s.append(new, argv, idpos + 1, values["stream-node-max-bytes"],
                  values["stream-node-max-entries"])
     if key in db.watched or key in db.blocking or server.notify is not None \
-            or server.tracking_on and server.tracking.wants(key):
+            or server.tracking_on and (key in server.tracking.table
+                                       or server.tracking.prefixes):
         server.written(db, key, "t", "xadd")
     else:
         server.dirty += 1   # Server.written, inlined (see lists._pusher)
