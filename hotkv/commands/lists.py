@@ -95,8 +95,12 @@ def _where(arg: bytes) -> int:
 
 
 def _lookup(db, key):
-    """The list at key, None when missing, WRONGTYPE otherwise."""
+    """The list at key, None when missing, WRONGTYPE otherwise (a read-only
+    command's lookup is counted as a read: Database.lookup_typed)."""
     value = db.lookup(key)
+    cmd = db.server.current_cmd
+    if cmd is not None and cmd.readonly:
+        db.count_read(key, value)
     if value is not None and type(value) is not ListValue:
         raise WrongType()
     return value
