@@ -54,7 +54,9 @@ a redirect client; ``CLIENT TRACKING ON BCAST PREFIX a PREFIX b PREFIX bc``
 answers the overlap error *and* +OK (tracking.c's checker returns the index
 of the overlapping prefix, which is true unless it is the first one);
 SWAPDB invalidates nothing.  hotkv has no maxmemory eviction, so there are
-no eviction invalidations to send.
+no eviction invalidations to send; an eviction added later calls
+``invalidate(key, None)`` for each key it removes, before the command that
+triggered it runs (Valkey sends those before that command's reply).
 """
 
 from __future__ import annotations
