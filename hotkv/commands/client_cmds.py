@@ -30,6 +30,7 @@ from __future__ import annotations
 import time
 
 from .. import blocking, errors
+from ..access import notouch_used
 from ..client import REPLY_OFF, REPLY_ON, REPLY_SKIP
 from ..clientinfo import (
     as_str as _s,
@@ -39,7 +40,6 @@ from ..clientinfo import (
     validate_client_name,
 )
 from ..errors import CommandError
-from ..access import notouch_used
 from ..pause import PAUSED, pause_clients, unpause_clients
 from ..registry import command, container
 from ..replies import help_reply

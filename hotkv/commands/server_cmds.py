@@ -32,9 +32,9 @@ import time
 
 from .. import errors, rdb
 from ..blocking import BLOCKED
+from ..encodings import object_encoding
 from ..errors import CommandError
 from ..lazyfree import free_later
-from ..encodings import object_encoding
 from ..registry import command, container, spec
 from ..resp import OK, Simple
 from ..util import string2ll
@@ -283,12 +283,9 @@ def _read_line(sock, buf: bytearray) -> bytes:
     return line
 
 
-@command("migrate", -6, "write", group="generic", since="2.6.0", acl=("dangerous",),
-         keys_fn=_migrate_keys,
-         key_specs=(spec("RW access delete", "index 3", "range 0 1 0"),
-                    spec("RW access delete incomplete", "keyword KEYS -2", "range -1 1 0")))
-def migrate(c, argv):
-    """Atomically transfers a key from one instance to another."""
+def _migrate_options(argv):
+    """MIGRATE's options: (copy, replace, username, password, index of the
+    first key, number of keys)."""
     copy = replace = False
     username = password = None
     first, num = 3, 1
@@ -319,6 +316,16 @@ def migrate(c, argv):
         else:
             raise CommandError(errors.SYNTAX)
         j += 1
+    return copy, replace, username, password, first, num
+
+
+@command("migrate", -6, "write", group="generic", since="2.6.0", acl=("dangerous",),
+         keys_fn=_migrate_keys,
+         key_specs=(spec("RW access delete", "index 3", "range 0 1 0"),
+                    spec("RW access delete incomplete", "keyword KEYS -2", "range -1 1 0")))
+def migrate(c, argv):
+    """Atomically transfers a key from one instance to another."""
+    copy, replace, username, password, first, num = _migrate_options(argv)
     timeout = string2ll(argv[5])
     dbid = string2ll(argv[4]) if timeout is not None else None
     if timeout is None or dbid is None:
