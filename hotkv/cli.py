@@ -771,6 +771,9 @@ def build_valkey_config(path: str | None, stdin_text: str | None, options: str):
         text += "\n" + options
     config = Config()
     config.set_from_text("save", SERVE_DEFAULT_SAVE, startup=True)
+    # valkey-server's default bind (hotkv's own is 127.0.0.1): a file without a
+    # bind line listens on every address, protected mode guarding it.
+    config.set_from_text("bind", "* -::*", startup=True)
     config.given = set()
     config.deprecated = []
     state = {"save_loaded": False}
