@@ -7,8 +7,8 @@ outside compat/conformance-skip.txt (where every known failure has its reason).
 Spawn mode: the harness starts hotkv itself (compat/valkey-server-shim), for
 conformance.SPAWN_CI_UNITS (the units external mode cannot run, at their
 measured cost); each must pass its "spawn" baseline and fail nothing outside
-compat/conformance-spawn-skip.txt.  Every unit of the bundle in spawn mode
-(about 25 minutes on 2 cores):
+compat/conformance-spawn-skip.txt (44 s on 2 cores).  Every unit of the bundle in
+spawn mode (27 minutes on a loaded 2-core machine), each held to its pass count:
 
     HOTKV_SPAWN_ALL=1 pytest compat/test_conformance.py -k spawn
 """
