@@ -49,6 +49,12 @@ def rewrite(key: bytes, value: ListValue):
     return batches(b"RPUSH", key, value, ITEMS_PER_CMD)
 
 
+# lp_entry's header and back-length of a string of 64..4095 bytes, by length.
+_MID_HEAD = [b""] * 64 + [bytes((0xE0 | (n >> 8), n & 0xFF)) for n in range(64, 4096)]
+_MID_BACK = [b""] * 64 + [bytes((n + 2,)) if n + 2 <= 127 else
+                          bytes(((n + 2) >> 7, ((n + 2) & 127) | 128)) for n in range(64, 4096)]
+
+
 def quicklist_nodes(lst, fill: int):
     """Split a list into quicklist nodes the way Valkey 8.1's quicklist grown
     at the tail (RPUSH) would be: an element longer than a negative fill's
@@ -66,20 +72,30 @@ def quicklist_nodes(lst, fill: int):
         max_count = max(fill, 1)
     nodes = []
     cur, size = [], 7
+    append = cur.append
+    head, back = _MID_HEAD, _MID_BACK
     for e in lst:
         n = len(e)
         if n > large:
             if cur:
                 nodes.append((_QL_PACKED, lp_from_entries(cur, len(cur))))
                 cur, size = [], 7
+                append = cur.append
             nodes.append((_QL_PLAIN, e))
             continue
         if cur and (len(cur) + 1 > max_count or size + n + 8 > max_bytes):
             nodes.append((_QL_PACKED, lp_from_entries(cur, len(cur))))
             cur, size = [], 7
-        ent = lp_entry(e)
-        cur.append(ent)
-        size += len(ent)
+            append = cur.append
+        if 64 <= n < 4096:
+            # A queue's typical payload: lp_entry's encoding, inlined (a
+            # string this long is never an integer).
+            append(head[n] + e + back[n])
+            size += n + (3 if n < 126 else 4)
+        else:
+            ent = lp_entry(e)
+            append(ent)
+            size += len(ent)
     if cur:
         nodes.append((_QL_PACKED, lp_from_entries(cur, len(cur))))
     return nodes
