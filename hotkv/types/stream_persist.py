@@ -102,6 +102,9 @@ def _as_int(e) -> int:
     return v
 
 
+_I63 = 1 << 63
+
+
 def node_listpack(node: Node) -> bytes:
     """The listpack Valkey holds for node (flags, deltas, master fields).
     A tombstone is written without its fields (hotkv keeps none), and the
@@ -112,7 +115,20 @@ def node_listpack(node: Node) -> bytes:
     els = [node.live, node.deleted, len(fields), *fields, 0]
     mms, mseq = node.master >> 64, node.master & MASK64
     tail = None                 # where the last tombstone's fields go in els
+    single = len(fields) == 1
+    node_items = node.items
     for j, eid in enumerate(node.ids):
+        it = node_items[j]
+        if single and type(it) is bytes:
+            # The common entry: one field, the master's, stored bare:
+            # flags "same fields", the ID deltas, the value, lp-count 4.
+            d1 = (eid >> 64) - mms
+            d2 = (eid & MASK64) - mseq
+            if not (-_I63 <= d1 < _I63 and -_I63 <= d2 < _I63):
+                d1 = int64_delta(eid >> 64, mms)
+                d2 = int64_delta(eid & MASK64, mseq)
+            els += (2, d1, d2, it, 4)
+            continue
         items = node.entry(j)
         # A tombstone: no fields (and the deleted flag); loaders skip it.
         deleted = items is None
@@ -237,11 +253,22 @@ def node_from_listpack(master: int, lp: bytes) -> Node:
         node = Node(master, fields)
         mms, mseq = master >> 64, master & MASK64
         seen_live = seen_deleted = 0
-        while p < len(els):
+        n_els = len(els)
+        ids_append, items_append = node.ids.append, node.items.append
+        while p < n_els:
             flags = _as_int(els[p])
             eid = make_id((mms + _as_int(els[p + 1])) & MASK64,
                           (mseq + _as_int(els[p + 2])) & MASK64)
             p += 3
+            if flags == 2 and nmaster == 1:
+                # The common entry (one field, the master's, live): stored
+                # bare, as XADD stores it.
+                v = els[p]
+                items_append(b"%d" % v if type(v) is int else bytes(v))
+                ids_append(eid)
+                seen_live += 1
+                p += 2                              # the value, lp-count
+                continue
             if flags & 2:
                 nf = nmaster
                 vals = els[p:p + nf]
