@@ -369,3 +369,19 @@ def test_default_bind_is_valkeys(tmp_path):
     finally:
         srv.stop()
     assert build_valkey_config(srv.conf, None, "").get("bind") == ref == "* -::*"
+
+
+@pytest.mark.parametrize("which", SERVERS)
+def test_relative_dir_reads_back_absolute(which, tmp_path):
+    """``dir ./sub`` (the harness writes a relative dir): CONFIG GET dir answers
+    the absolute working directory, as valkey-server's getcwd()."""
+    (tmp_path / "sub").mkdir()
+    base = BASE_CONF.replace("dir {dir}\n", "dir ./sub\n")
+    srv = Spawned(which, tmp_path, base=base)
+    try:
+        assert srv.wait_log("Ready to accept connections tcp"), srv.stdout() + srv.stderr()
+        reply = _call(srv.port, "CONFIG", "GET", "dir")
+    finally:
+        srv.stop()
+    want = str(tmp_path / "sub").encode()
+    assert reply == b"*2\r\n$3\r\ndir\r\n$%d\r\n%s\r\n" % (len(want), want)

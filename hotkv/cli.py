@@ -897,6 +897,8 @@ def _run(config, path, valkey: bool) -> int:
         except OSError as e:
             sys.stderr.write("hotkv serve: can't chdir to '%s': %s\n" % (values["dir"], e.strerror))
             return 1
+    if valkey:   # valkey-server's CONFIG GET dir is its working directory, absolute
+        values["dir"] = os.getcwd()
     if values["pidfile"]:
         try:
             with open(values["pidfile"], "w") as f:
