@@ -36,10 +36,12 @@ STEPS = [
     ("CONFIG", "SET", "oom-score-adj-values", "9 9 9", "oom-score-adj", "relative"),
     ("CONFIG", "SET", "oom-score-adj-values", "7 7 7", "oom-score-adj", "absolute"),
     ("CONFIG", "SET", "oom-score-adj-values", "-1000 -1000 -1000"),
-    ("CONFIG", "GET", "oom-score-adj*"),
+    ("CONFIG", "GET", "oom-score-adj"),   # by name: a pattern's order is Valkey's hash order
+    ("CONFIG", "GET", "oom-score-adj-values"),
     ("CONFIG", "SET", "oom-score-adj", "no"),
     ("CONFIG", "SET", "oom-score-adj-values", "2001 0 0"),
-    ("CONFIG", "GET", "oom-score-adj*"),
+    ("CONFIG", "GET", "oom-score-adj"),   # by name: a pattern's order is Valkey's hash order
+    ("CONFIG", "GET", "oom-score-adj-values"),
 ]
 
 
