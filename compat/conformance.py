@@ -41,7 +41,8 @@ listeners, oom score, clients) at their measured cost: the 13 take 44 s on 2
 cores (12 s of it acl and introspection-2); the slow units (hyperloglog and
 functions about a minute each, those that time out: client-eviction, pubsub,
 scripting, wait) are left to ``--all``.  Recorded per unit at commits fbea1c2 (the
-full run), 88a29f0 and 8f940be (the units re-run after later fixes).
+full run), 88a29f0 and 8f940be (the units re-run after later fixes); a second
+full run at 1dfa258 (21 min) passed 2,153, no unit below its record.
 """
 
 from __future__ import annotations
