@@ -75,8 +75,9 @@ def valkey_dir(tmp_path_factory):
 
 
 def _valkey(tools, tool, *args, stdin=""):
+    # A flipped byte can make the tool print bytes that are not UTF-8.
     p = subprocess.run([str(tools / tool), *map(str, args)], input=stdin,
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, errors="replace", timeout=60)
     return p.returncode, p.stdout
 
 
