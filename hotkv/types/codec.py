@@ -204,6 +204,11 @@ def _small_int_entries() -> list:
 _LP_SMALL_INTS = _small_int_entries()
 
 
+def lp_elements(elements) -> bytes:
+    """The encoded elements, without the listpack's header and end byte."""
+    return lp_build(elements)[6:-1]
+
+
 def lp_build(elements) -> bytes:
     body = bytearray()
     small = _LP_SMALL_INTS
@@ -261,6 +266,15 @@ def lp_parse(lp: bytes) -> list:
 # A string element of under 64 bytes: its 1-byte header and 1-byte back-length.
 _LP_SMALL_HEAD = [bytes((0x80 | n,)) for n in range(64)]
 _LP_SMALL_BACK = [bytes((n + 1,)) for n in range(64)]
+
+
+# lp_entry's header and back-length of a string of 64..4095 bytes, by
+# length (a queue payload's size): callers that encode many elements inline
+# ``LP_MID_HEAD[n] + e + LP_MID_BACK[n]``.
+LP_MID_HEAD = [b""] * 64 + [bytes((0xE0 | (n >> 8), n & 0xFF)) for n in range(64, 4096)]
+LP_MID_BACK = [b""] * 64 + [bytes((n + 2,)) if n + 2 <= 127 else
+                            bytes(((n + 2) >> 7, ((n + 2) & 127) | 128))
+                            for n in range(64, 4096)]
 
 
 def lp_entry(e: bytes) -> bytes:

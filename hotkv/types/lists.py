@@ -20,6 +20,8 @@ from collections import deque
 from .codec import (
     DEFAULT_LIMITS,
     ITEMS_PER_CMD,
+    LP_MID_BACK,
+    LP_MID_HEAD,
     T_LIST,
     T_LIST_QUICKLIST,
     T_LIST_QUICKLIST_2,
@@ -49,12 +51,6 @@ def rewrite(key: bytes, value: ListValue):
     return batches(b"RPUSH", key, value, ITEMS_PER_CMD)
 
 
-# lp_entry's header and back-length of a string of 64..4095 bytes, by length.
-_MID_HEAD = [b""] * 64 + [bytes((0xE0 | (n >> 8), n & 0xFF)) for n in range(64, 4096)]
-_MID_BACK = [b""] * 64 + [bytes((n + 2,)) if n + 2 <= 127 else
-                          bytes(((n + 2) >> 7, ((n + 2) & 127) | 128)) for n in range(64, 4096)]
-
-
 def quicklist_nodes(lst, fill: int):
     """Split a list into quicklist nodes the way Valkey 8.1's quicklist grown
     at the tail (RPUSH) would be: an element longer than a negative fill's
@@ -73,7 +69,7 @@ def quicklist_nodes(lst, fill: int):
     nodes = []
     cur, size = [], 7
     append = cur.append
-    head, back = _MID_HEAD, _MID_BACK
+    head, back = LP_MID_HEAD, LP_MID_BACK
     for e in lst:
         n = len(e)
         if n > large:

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from ..util import string2ll
 from .codec import (
+    _LP_SMALL_INTS,
     DEFAULT_LIMITS,
+    LP_MID_BACK,
+    LP_MID_HEAD,
     T_STREAM_1,
     T_STREAM_2,
     T_STREAM_3,
@@ -28,6 +31,8 @@ from .codec import (
     Reader,
     el_bytes,
     lp_build,
+    lp_elements,
+    lp_entry,
     lp_int_size,
     lp_parse,
     put_len,
@@ -105,12 +110,52 @@ def _as_int(e) -> int:
 _I63 = 1 << 63
 
 
+def _plain_node_listpack(node: Node, mms: int, mseq: int) -> bytes | None:
+    """node_listpack for the usual node -- no tombstone, one field (the
+    master's) stored bare in every entry -- encoded straight into bytes,
+    without the element list; None when the node is not that node."""
+    items = node.items
+    if node.deleted or len(node.fields) != 1:
+        return None
+    for it in items:
+        if type(it) is not bytes:
+            return None
+    small = _LP_SMALL_INTS
+    body = bytearray()
+    for e in (node.live, 0, 1, node.fields[0], 0):
+        body += small[e + 4096] if type(e) is int and -4096 <= e < 4096 else lp_elements([e])
+    same, lp_count = small[2 + 4096], small[4 + 4096]
+    head, back = LP_MID_HEAD, LP_MID_BACK
+    for eid, it in zip(node.ids, items):
+        d1 = (eid >> 64) - mms
+        d2 = (eid & MASK64) - mseq
+        body += same
+        body += small[d1 + 4096] if -4096 <= d1 < 4096 else \
+            lp_elements([int64_delta(eid >> 64, mms)])
+        body += small[d2 + 4096] if -4096 <= d2 < 4096 else \
+            lp_elements([int64_delta(eid & MASK64, mseq)])
+        n = len(it)
+        if 64 <= n < 4096:          # lp_entry, inlined for a payload's size
+            body += head[n]
+            body += it
+            body += back[n]
+        else:
+            body += lp_entry(it)
+        body += lp_count
+    count = 5 + 5 * len(items)
+    return ((7 + len(body)).to_bytes(4, "little") + min(count, 65535).to_bytes(2, "little")
+            + bytes(body) + b"\xff")
+
+
 def node_listpack(node: Node) -> bytes:
     """The listpack Valkey holds for node (flags, deltas, master fields).
     A tombstone is written without its fields (hotkv keeps none), and the
     last one padded so that the listpack has the node's byte size
     (``lp_bytes()``, which counts each tombstone as the entry it was):
     the size is what decides a later split on ``stream-node-max-bytes``."""
+    plain = _plain_node_listpack(node, node.master >> 64, node.master & MASK64)
+    if plain is not None:
+        return plain
     fields = node.fields
     els = [node.live, node.deleted, len(fields), *fields, 0]
     mms, mseq = node.master >> 64, node.master & MASK64
