@@ -38,7 +38,7 @@ pytestmark = [
 ]
 
 
-@pytest.mark.parametrize("unit", conformance.UNITS)
+@pytest.mark.parametrize("unit", conformance.UNITS + conformance.FAMILY_UNITS)
 def test_unit(unit):
     res = conformance.run_unit(BUNDLE, unit, timeout=300)
     detail = "\n".join(res["failures"]) + ("\nABORTED: " + res["aborted"] if res["aborted"] else "")
