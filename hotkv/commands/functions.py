@@ -36,10 +36,7 @@ from ..registry import command, container, spec
 from ..replies import cstr, help_reply
 from ..resp import OK, SetReply, Simple
 from ..util import string2ll, stringmatch
-from .scripting import _eval_keys, kill_running
-
-_RW_NOTES = "We cannot tell how the keys will be used so we assume the worst, RW and UPDATE"
-_RO_NOTES = "We cannot tell how the keys will be used so we assume the worst, RO and ACCESS"
+from .scripting import _RO_NOTES, _RW_NOTES, _eval_keys, deliver_script_reply, kill_running
 
 
 def _fcall(c, argv, ro: bool):
@@ -83,11 +80,7 @@ def _fcall(c, argv, ro: bool):
     finally:
         reg.running_argv = None
         server.prop_override = []
-    if out is not None:
-        data = b"".join(out)
-        if data[:1] == b"-":     # an error reply the script returned: a failed call too
-            server.current_cmd.failed_calls += 1
-        c.add_raw(data)
+    deliver_script_reply(c, out)
     return BLOCKED
 
 

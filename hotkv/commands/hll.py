@@ -108,15 +108,7 @@ def pfcount(c, argv):
     """Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s)."""
     db = c.db
     if len(argv) > 2:
-        values = []
-        for key in argv[1:]:
-            value = db.lookup_read(key)
-            if value is not None:
-                values.append(_hll_value(value))
-        try:
-            acc, _ = hll.merge_raw(values)
-        except hll.Invalid:
-            raise CommandError(_INVALID) from None
+        acc, _ = _merged(db, argv[1:])
         return hll.signed(hll.count_raw(acc))
     key = argv[1]
     value = db.lookup_read(key)
@@ -132,21 +124,28 @@ def pfcount(c, argv):
     return hll.signed(card)
 
 
+def _merged(db, keys):
+    """The registers of the HLLs at keys merged (missing keys skipped):
+    (registers, whether any source was dense), as PFCOUNT of several keys
+    and PFMERGE read them."""
+    values = []
+    for key in keys:
+        value = db.lookup_read(key)
+        if value is not None:
+            values.append(_hll_value(value))
+    try:
+        return hll.merge_raw(values)
+    except hll.Invalid:
+        raise CommandError(_INVALID) from None
+
+
 @command("pfmerge", -2, "write denyoom", group="hyperloglog", since="2.8.9",
          key_specs=(spec("RW access insert", "index 1", "range 0 1 0"),
                     spec("RO access", "index 2", "range -1 1 0")))
 def pfmerge(c, argv):
     """Merges one or more HyperLogLog values into a single key."""
     db = c.db
-    values = []
-    for key in argv[1:]:
-        value = db.lookup_read(key)
-        if value is not None:
-            values.append(_hll_value(value))
-    try:
-        acc, dense = hll.merge_raw(values)
-    except hll.Invalid:
-        raise CommandError(_INVALID) from None
+    acc, dense = _merged(db, argv[1:])
     key = argv[1]
     db.add(key, hll.merge_into(db.lookup(key), acc, dense, _max_bytes(c)))
     c.server.written(db, key, "$", "pfadd")

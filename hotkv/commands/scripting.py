@@ -75,12 +75,19 @@ def _run(c, argv, evalsha: bool, ro: bool):
     finally:
         # The script's commands were propagated one by one, never the EVAL.
         server.prop_override = []
+    deliver_script_reply(c, out)
+    return BLOCKED
+
+
+def deliver_script_reply(c, out):
+    """Hand a finished script's (or function's) reply to its caller; an
+    error reply the script returned counts as a failed call, as in Valkey.
+    ``out`` is None when the run raised (the error is already added)."""
     if out is not None:
         data = b"".join(out)
-        if data[:1] == b"-":     # an error reply the script returned: a failed call too
-            server.current_cmd.failed_calls += 1
+        if data[:1] == b"-":
+            c.server.current_cmd.failed_calls += 1
         c.add_raw(data)
-    return BLOCKED
 
 
 _EVAL_FLAGS = "noscript skip_monitor may_replicate no_mandatory_keys stale"
