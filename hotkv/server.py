@@ -67,6 +67,7 @@ from .config import Config
 from .db import Database
 from .multi import discard_transaction, unwatch_all
 from .rdbfile import RDBLoadError
+from .replication import ReplState
 from .registry import TABLE as _COMMAND_TABLE
 from .snapshots import Snapshots
 from .version import __version__
@@ -195,8 +196,10 @@ class Server:
         acl.init_server(self)                     # acl (may raise: aclfile errors)
         self.tracking = tracking.init_server(self)  # client-side caching (tracking_on)
         self.snapshots = Snapshots(self)          # SAVE/BGSAVE, save points (hotkv.snapshots)
+        self.repl = ReplState(self)               # replication ids, offset, backlog, replicas
+        self.aof_writer = None                    # the AOF while it is on (attach_aof)
+        self.aof = None                           # the propagation sink (relink_propagation)
         self.aof_manager = AOF(self)
-        self.aof = None                           # the AOF while it is on (aof_manager.start)
         # A setting two subsystems read: pub/sub merges a partial value over
         # the old one first, then limits reads the normal class from it.
         self.config.listeners["client-output-buffer-limit"] = self._set_obuf_limits
@@ -363,6 +366,24 @@ class Server:
         else:
             self.prop_override.extend(entries)
 
+    def attach_aof(self, writer):
+        """The AOF writer while it wants records, or None (hotkv.aof.writer)."""
+        self.aof_writer = writer
+        self.relink_propagation()
+
+    def relink_propagation(self):
+        """``aof``, what propagation feeds and every "does anything log?"
+        test reads: the AOF writer, the replication feed (while the backlog
+        exists, hotkv.replication.primary), both, or None."""
+        writer = self.aof_writer
+        feed = self.repl.primary if self.repl.backlog is not None else None
+        if feed is None:
+            self.aof = writer
+        elif writer is None:
+            self.aof = feed
+        else:
+            self.aof = _Tee(writer, feed)
+
     def propagate(self, dbindex: int, argv):
         if self.aof is not None:
             self.prop_pending.append((dbindex, argv))
@@ -472,6 +493,19 @@ class Server:
     # ------------------------------------------------------------------
     def uptime(self) -> int:
         return int(time.time() - self.start_time)
+
+
+class _Tee:
+    """Propagation to the AOF and then to the replicas (Valkey's order)."""
+    __slots__ = ("first", "second")
+
+    def __init__(self, first, second):
+        self.first = first
+        self.second = second
+
+    def feed(self, entries):
+        self.first.feed(entries)
+        self.second.feed(entries)
 
 
 def _is_local(client) -> bool:

@@ -43,7 +43,7 @@ Invariants:
   incr file starts with a SELECT (``cur_db`` is reset when it is opened);
 * ``current_size`` is the base's and incr files' bytes (Valkey's
   aof_current_size), ``last_incr_size`` the bytes of the file appended to;
-* ``server.aof is self`` exactly when the AOF is on, or is being turned on
+* ``server.aof_writer is self`` exactly when the AOF is on, or is being turned on
   while a rewrite runs, and is not loading (``_attach``).
 """
 
@@ -223,7 +223,7 @@ class AOF(RewriteMixin, LoadMixin):
         state = self.state
         needed = (state == ON or state == WAIT_REWRITE and self.fd is not None) \
             and not self.loading
-        self.server.aof = self if needed else None
+        self.server.attach_aof(self if needed else None)
 
     # -- feeding ------------------------------------------------------------
     def feed(self, entries):

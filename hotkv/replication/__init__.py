@@ -1,0 +1,83 @@
+"""Replication state shared by both ends: hotkv as a primary and as a replica.
+
+``ReplState`` (``server.repl``, made by the server with its other
+subsystems) is the one place the replication ids, the offset, the backlog
+and the attached replicas live; ROLE and INFO replication read it, the
+primary side (``hotkv.replication.primary``) and the replica side
+(``hotkv.replication.replica``) change it.
+
+Fields (Valkey's names where it has them):
+
+* ``role`` -- ``"master"`` or ``"slave"``; the replica side sets
+  ``"slave"`` while hotkv follows a primary and back on REPLICAOF NO ONE;
+* ``replid`` / ``replid2`` -- the current replication id (40 hex chars) and
+  the previous one (``"0" * 40`` when none), ``second_replid_offset`` the
+  offset up to which ``replid2`` is still valid for a PSYNC (-1: none);
+* ``master_repl_offset`` -- bytes of replication stream produced so far
+  (the primary's ``master_repl_offset``);
+* ``backlog`` -- a ``hotkv.replication.backlog.Backlog`` or None (created
+  with the first replica, as Valkey does, and kept afterwards);
+* ``replicas`` -- the ``primary.ReplicaLink`` of every replica connection,
+  in attach order (INFO's ``slaveN`` numbering).
+
+How ROLE and INFO read it: when ``role == "slave"`` they call the replica
+side's ``role_reply(server)`` / ``info_fields(server)``
+(``hotkv.replication.replica``) and otherwise build the master form from
+these fields (``hotkv.commands.replication``).
+
+Invariants: ``master_repl_offset`` only grows while ``replid`` stays; the
+backlog, when present, ends at ``master_repl_offset``; ``server.aof`` (the
+propagation sink) includes the primary feed exactly while ``backlog`` is
+not None, so a server that never had a replica propagates nothing more
+than before.
+"""
+
+from __future__ import annotations
+
+import os
+
+NULL_REPLID = "0" * 40
+
+
+def new_replid() -> str:
+    return os.urandom(20).hex()
+
+
+class ReplState:
+    def __init__(self, server):
+        self.server = server
+        self.role = "master"
+        self.replid = new_replid()
+        self.replid2 = NULL_REPLID
+        self.master_repl_offset = 0
+        self.second_replid_offset = -1
+        self.backlog = None
+        self.replicas: list = []
+        # The primary side's machinery (hotkv.replication.primary.Primary),
+        # made on first use so a server without replicas pays nothing.
+        self.primary = None
+
+    def shift_replid(self):
+        """A new history starts (a replica promoted): the old id stays
+        valid for PSYNC up to the current offset (Valkey's shiftReplicationId)."""
+        self.replid2 = self.replid
+        self.second_replid_offset = self.master_repl_offset + 1
+        self.replid = new_replid()
+
+    def clear_replid2(self):
+        self.replid2 = NULL_REPLID
+        self.second_replid_offset = -1
+
+    def backlog_fields(self) -> list:
+        """INFO's repl_backlog_* fields (both roles report them)."""
+        b = self.backlog
+        size = self.server.config.values.get("repl-backlog-size", 1048576)
+        if b is None:
+            return [("repl_backlog_active", 0), ("repl_backlog_size", size),
+                    ("repl_backlog_first_byte_offset", 0), ("repl_backlog_histlen", 0)]
+        return [("repl_backlog_active", 1), ("repl_backlog_size", size),
+                ("repl_backlog_first_byte_offset", b.first_offset()),
+                ("repl_backlog_histlen", b.histlen)]
+
+
+__all__ = ["ReplState", "NULL_REPLID", "new_replid"]
