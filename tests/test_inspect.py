@@ -1,0 +1,370 @@
+"""server.inspect (hotkv/testing/inspect.py) against real clients and real
+queue libraries.
+
+Every view is checked against what a real client reads over the socket
+(LRANGE, HGETALL, XINFO, XPENDING...) or against the state a real library
+(RQ, Celery/kombu, dramatiq, taskiq-redis, BullMQ) leaves after enqueueing
+real jobs; that inspection changes nothing (keyspace hits, access times)
+and reads a consistent state while another thread runs transactions.
+"""
+
+import json
+import os
+import subprocess
+import threading
+
+import pytest
+import valkey
+
+from support import wait_for
+
+
+def test_values_of_every_type_match_what_a_client_reads(server, r):
+    r.set("s", "v")
+    r.rpush("l", "a", "b", "c")
+    r.hset("h", mapping={"f": "1", "g": "2"})
+    r.sadd("set", "x", "y")
+    r.zadd("z", {"m": 2.5, "n": -1, "o": 2.5})
+    first = r.xadd("st", {"f": "v"})
+    second = r.xadd("st", {"a": "1", "b": "2"})
+    r.set("ttl", "v", px=50_000)
+    i = server.inspect
+    assert i.keys() == sorted(r.keys())
+    assert i.keys("s*") == [b"s", b"set", b"st"]
+    assert i.get("s") == r.get("s")
+    assert i.get("l") == r.lrange("l", 0, -1)
+    assert i.get("h") == r.hgetall("h")
+    assert i.get("set") == set(r.smembers("set"))
+    assert i.get("z") == r.zrange("z", 0, -1, withscores=True)
+    assert i.get("st") == [(e.decode(), f) for e, f in r.xrange("st")]
+    assert [e for e, _ in i.get("st")] == [first.decode(), second.decode()]
+    for key in (b"s", b"l", b"h", b"set", b"z", b"st"):
+        assert i.type(key) == r.type(key).decode()
+    assert i.type("missing") is None and i.get("missing") is None
+    assert not i.exists("missing") and i.exists("s")
+    pttl = r.pttl("ttl")
+    assert 0 < i.ttl("ttl") * 1000 <= pttl
+    assert i.ttl("s") is None and i.ttl("missing") is None
+    assert i.dbsize() == r.dbsize()
+    r.select(2)
+    r.set("other-db", "1")
+    assert server.inspect.keys(db=2) == [b"other-db"] and b"other-db" not in i.keys()
+    r.flushdb()
+
+
+def test_views_are_copies(server, r):
+    r.rpush("l", "a")
+    r.hset("h", "f", "1")
+    got = server.inspect.get("l")
+    got.append(b"mine")
+    server.inspect.get("h")[b"f"] = b"changed"
+    assert r.lrange("l", 0, -1) == [b"a"] and r.hget("h", "f") == b"1"
+
+
+def test_inspection_changes_nothing(server, r):
+    r.set("k", "v")
+    r.rpush("q", "a")
+    r.config_resetstat()
+    before = r.info("stats")
+    for _ in range(3):
+        server.inspect.get("k")
+        server.inspect.queue("q")
+        server.inspect.get("missing")
+        server.inspect.keys()
+    after = r.info("stats")
+    assert (after["keyspace_hits"], after["keyspace_misses"]) == \
+        (before["keyspace_hits"], before["keyspace_misses"]) == (0, 0)
+    assert r.object("idletime", "k") >= 0
+
+
+def test_list_queue_with_processing_list_and_blocked_consumer(server, r):
+    r.lpush("jobs", "j1", "j2", "j3")          # j1 is the oldest: at the tail
+    assert r.blmove("jobs", "jobs:processing", 1, "RIGHT", "LEFT") == b"j1"
+    q = server.inspect.queue("jobs", processing="jobs:processing")
+    assert (q.depth, q.oldest, q.head, q.tail) == (2, b"j2", b"j3", b"j2")
+    assert q.items == r.lrange("jobs", 0, -1)
+    assert q.processing == [b"j1"] and q.waiting_consumers == 0
+    r.rpush("rq", "first", "second")
+    assert server.inspect.queue("rq", pushed="right").oldest == b"first"
+    assert server.inspect.queue("missing") is None
+    # A consumer blocked on an empty queue shows as waiting.
+    other = valkey.Valkey(host=server.host, port=server.port)
+    got = []
+    t = threading.Thread(target=lambda: got.append(other.brpop("empty", 10)))
+    t.start()
+    try:
+        assert wait_for(lambda: r.lpush("probe", 1) and server.inspect.queue("probe") and
+                        _waiting(server, b"empty") == 1)
+    finally:
+        r.lpush("empty", "wake")
+        t.join(10)
+        other.close()
+    assert got == [(b"empty", b"wake")]
+    r.set("str", "x")
+    with pytest.raises(TypeError):
+        server.inspect.queue("str")
+
+
+def _waiting(server, key):
+    return len(server.server.dbs[0].blocking.get(key) or ())
+
+
+def test_stream_groups_lag_pending_and_idle_match_xinfo(server, r):
+    for i in range(5):
+        r.xadd("events", {"n": str(i)})
+    r.xgroup_create("events", "workers", "0")
+    r.xgroup_create("events", "audit", "$")
+    r.xreadgroup("workers", "alice", {"events": ">"}, count=2)
+    r.xreadgroup("workers", "bob", {"events": ">"}, count=1)
+    acked = r.xrange("events")[0][0]
+    r.xack("events", "workers", acked)
+    pending = {p["message_id"].decode(): p for p in
+               r.xpending_range("events", "workers", "-", "+", 10)}
+    info = server.inspect.stream("events")
+    entries = r.xrange("events")
+    assert info.length == r.xlen("events") == 5
+    assert (info.first_id, info.last_id) == (entries[0][0].decode(), entries[-1][0].decode())
+    xgroups = {g["name"]: g for g in r.xinfo_groups("events")}
+    assert set(info.groups) == set(xgroups) == {b"workers", b"audit"}
+    for name, g in info.groups.items():
+        assert g.lag == xgroups[name]["lag"]
+        assert g.pending == xgroups[name]["pending"]
+        assert g.last_delivered_id == xgroups[name]["last-delivered-id"].decode()
+        assert g.entries_read == xgroups[name]["entries-read"]
+    w = info.groups[b"workers"]
+    xcons = {c["name"]: c for c in r.xinfo_consumers("events", "workers")}
+    assert {n: c.pending for n, c in w.consumers.items()} == \
+        {n: c["pending"] for n, c in xcons.items()} == {b"alice": 1, b"bob": 1}
+    for c in w.consumers.values():
+        for p in c.pending_entries:
+            # read after XPENDING: idle can only have grown
+            assert p.idle_ms >= pending[p.id]["time_since_delivered"]
+            assert p.deliveries == pending[p.id]["times_delivered"]
+            assert p.consumer == c.name == pending[p.id]["consumer"]
+    assert w.oldest_pending.id == min(pending, key=lambda x: tuple(map(int, x.split("-"))))
+    assert info.groups[b"audit"].oldest_pending is None
+    assert server.inspect.stream("missing") is None
+
+
+def test_reads_are_consistent_with_transactions_in_flight(server, r):
+    """Another thread pushes to two lists in one MULTI each time; every
+    inspection sees both lists the same length (never half a transaction)."""
+    stop = threading.Event()
+    writer = valkey.Valkey(host=server.host, port=server.port)
+
+    def write():
+        for _ in range(2000):
+            if stop.is_set():
+                return
+            p = writer.pipeline(transaction=True)
+            p.lpush("a", "x").lpush("b", "x").execute()
+
+    t = threading.Thread(target=write)
+    t.start()
+    seen = set()
+    try:
+        for _ in range(200):
+            a = server.inspect.get("a") or []
+            b = server.inspect.get("b") or []
+            d = server.inspect.dump()
+            assert len(d.get(b"a", [])) == len(d.get(b"b", []))
+            seen.add(len(a))
+    finally:
+        stop.set()
+        t.join(30)
+        writer.close()
+    assert len(seen) > 1     # the reads did run while the writer wrote
+
+
+# ----------------------------------------------------------------------
+# Queue libraries, enqueueing real jobs
+# ----------------------------------------------------------------------
+
+def _ok(x):
+    return x
+
+
+def _boom():
+    raise ValueError("boom")
+
+
+def test_rq_queued_scheduled_failed_finished(server, r):
+    import datetime
+
+    import redis
+    import rq
+    conn = redis.Redis(host=server.host, port=server.port)
+    q = rq.Queue("default", connection=conn)
+    done = q.enqueue(_ok, 1)
+    bad = q.enqueue(_boom)
+    rq.SimpleWorker([q], connection=conn).work(burst=True)
+    waiting = [q.enqueue(_ok, i) for i in range(3)]
+    later = q.enqueue_in(datetime.timedelta(seconds=600), _ok, 9)
+    other = rq.Queue("emails", connection=conn).enqueue(_ok, 7)
+    got = server.inspect.rq()
+    assert set(got) == {"default", "emails"}
+    d = got["default"]
+    assert d.queued == [j.id for j in waiting] == q.job_ids
+    assert d.delayed == [later.id]
+    assert later.id in d.when and d.when[later.id] > 0
+    assert d.failed == [bad.id]
+    assert d.other["finished"] == [done.id]
+    assert d.in_flight == []
+    assert d.jobs[waiting[0].id].name == waiting[0].description
+    assert got["emails"].queued == [other.id]
+    conn.close()
+
+
+def test_celery_queued_delayed_in_flight_and_failed(server, r):
+    import celery
+    base = "redis://%s:%d" % (server.host, server.port)
+    app = celery.Celery("inspect_test", broker=base + "/0", backend=base + "/0",
+                        set_as_current=False)
+    app.conf.update(broker_connection_retry_on_startup=False)
+
+    @app.task(name="t.add")
+    def add(x, y):
+        return x + y
+
+    now = [add.delay(i, i) for i in range(3)]
+    later = add.apply_async((1, 1), countdown=600)
+    mailq = add.apply_async((5, 5), queue="mail")
+    with app.connection() as conn:
+        ch = conn.default_channel
+        msg = ch.basic_get("celery", no_ack=False)     # taken, not acked: in flight
+        assert msg is not None
+        taken = msg.headers["id"]
+        # the result backend's own write of a failed task
+        app.backend.mark_as_failure(now[2].id, ValueError("boom"))
+        state = server.inspect.celery()
+        # kombu takes from the tail: the first task sent is the one taken
+        assert taken == now[0].id
+        c = state["celery"]
+        assert c.queued == [now[1].id, now[2].id]
+        assert c.delayed == [later.id] and later.id in c.when
+        assert c.in_flight == [taken]
+        assert c.failed == [now[2].id]
+        assert c.jobs[now[1].id].name == "t.add"
+        assert c.jobs[now[1].id].args[0] == [1, 1]
+        assert state["mail"].queued == [mailq.id]
+        msg.ack()
+    assert server.inspect.celery()["celery"].in_flight == []
+    app.close()
+
+
+def test_dramatiq_queued_delayed_in_flight_and_dead_lettered(server, r):
+    import dramatiq
+    from dramatiq.brokers.redis import RedisBroker
+    broker = RedisBroker(host=server.host, port=server.port, namespace="insp")
+
+    @dramatiq.actor(broker=broker, queue_name="work")
+    def job(x):
+        pass
+
+    msgs = [job.send(i) for i in range(4)]
+    delayed = job.send_with_options(args=(99,), delay=600_000)
+    consumer = broker.consume("work", prefetch=2, timeout=1000)
+    taken = [next(consumer) for _ in range(2)]
+    consumer.nack(taken[1])                  # dead-lettered
+    state = server.inspect.dramatiq("insp")
+    w = state["work"]
+    ids = [m.options["redis_message_id"] for m in msgs]
+    assert w.queued == ids[2:]
+    assert w.in_flight == [ids[0]]
+    assert w.failed == [ids[1]]
+    assert w.delayed == [delayed.options["redis_message_id"]]
+    assert w.when[w.delayed[0]] == delayed.options["eta"]
+    assert w.jobs[ids[2]].name == "job" and w.jobs[ids[2]].args == [2]
+    consumer.ack(taken[0])
+    consumer.close()
+    assert server.inspect.dramatiq("insp")["work"].in_flight == []
+    broker.close()
+
+
+def test_taskiq_list_and_stream_brokers(server, r):
+    import asyncio
+
+    from taskiq_redis import ListQueueBroker, RedisStreamBroker
+    url = "redis://%s:%d/0" % (server.host, server.port)
+
+    async def scenario():
+        lb = ListQueueBroker(url, queue_name="tq-list")
+        sb = RedisStreamBroker(url, queue_name="tq-stream", consumer_name="w1",
+                               xread_block=100, xread_count=1)
+
+        @lb.task(task_name="ltask")
+        async def ltask(x):
+            return x
+
+        @sb.task(task_name="stask")
+        async def stask(x):
+            return x
+
+        for b in (lb, sb):
+            await b.startup()
+        lids = [(await ltask.kiq(i)).task_id for i in range(3)]
+        sids = [(await stask.kiq(i)).task_id for i in range(3)]
+        listen = sb.listen()
+        taken = await listen.__anext__()      # delivered, never acked
+        await listen.aclose()
+        for b in (lb, sb):
+            await b.shutdown()
+        return lids, sids, taken
+
+    lids, sids, taken = asyncio.run(asyncio.wait_for(scenario(), 20))
+    lst = server.inspect.taskiq("tq-list")
+    assert [lst.jobs[j].id for j in lst.queued] == lids       # oldest first
+    assert lst.jobs[lst.queued[0]].name == "ltask" and lst.jobs[lst.queued[0]].args == [0]
+    assert server.inspect.queue("tq-list").depth == 3
+    st = server.inspect.taskiq("tq-stream")
+    assert [st.jobs[e].id for e in st.in_flight] == sids[:1]
+    assert [st.jobs[e].id for e in st.queued] == sids[1:]
+    assert json.loads(taken.data)["task_id"] == sids[0]
+    assert server.inspect.taskiq("missing") is None
+
+
+BULLMQ_SCRIPT = r"""
+import { Queue, Worker } from 'bullmq';
+import IORedis from 'ioredis';
+const connection = new IORedis({
+  host: process.env.HOST, port: Number(process.env.PORT), maxRetriesPerRequest: null,
+});
+const queue = new Queue('mail', { connection });
+const bad = await queue.add('bad', { x: 0 }, { attempts: 1 });
+let failed = 0;
+const worker = new Worker('mail', async job => { throw new Error('boom'); },
+                          { connection, concurrency: 1 });
+worker.on('failed', () => failed++);
+const t0 = Date.now();
+while (failed < 1 && Date.now() - t0 < 20000) await new Promise(r => setTimeout(r, 20));
+await worker.close();
+const w1 = await queue.add('send', { to: 'a' });
+const w2 = await queue.add('send', { to: 'b' });
+const later = await queue.add('send', { to: 'c' }, { delay: 600000 });
+console.log(JSON.stringify({ bad: bad.id, w1: w1.id, w2: w2.id, later: later.id,
+                             due: later.timestamp + 600000 }));
+await queue.close(); await connection.quit();
+"""
+
+
+def test_bullmq_waiting_delayed_failed(server, r):
+    from support import npm_packages_dir
+    node_dir = npm_packages_dir("bullmq@6", "ioredis@5")
+    script = os.path.join(node_dir, "bullmq_inspect_%d.mjs" % os.getpid())
+    with open(script, "w") as f:
+        f.write(BULLMQ_SCRIPT)
+    try:
+        proc = subprocess.run(["node", script], cwd=node_dir, capture_output=True, text=True,
+                              timeout=60,
+                              env=dict(os.environ, HOST=server.host, PORT=str(server.port)))
+    finally:
+        os.unlink(script)
+    assert proc.returncode == 0, proc.stderr
+    ids = json.loads(proc.stdout.strip().splitlines()[-1])
+    q = server.inspect.bullmq()["mail"]
+    assert q.queued == [ids["w1"], ids["w2"]]
+    assert q.delayed == [ids["later"]]
+    assert q.when[ids["later"]] == ids["due"]
+    assert q.failed == [ids["bad"]] and q.in_flight == []
+    assert q.jobs[ids["w1"]].name == "send" and q.jobs[ids["w1"]].args == {"to": "a"}
+    assert server.inspect.bullmq(prefix="other") == {}
