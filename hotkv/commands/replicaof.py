@@ -1,0 +1,91 @@
+"""REPLICAOF / SLAVEOF (hotkv as a replica: hotkv.replication.replica), and the
+two commands a cluster sends while moving keys: RESTORE-ASKING and ASKING.
+
+* ``REPLICAOF host port`` follows that primary (the link runs on the loop;
+  the reply does not wait for it); the same primary again answers Valkey's
+  ``+OK Already connected to specified master``; ``REPLICAOF NO ONE``
+  promotes, keeping every key.  The port is checked as Valkey checks it
+  (``ERR Invalid master port``).  CONFIG GET replicaof follows.
+* ``RESTORE-ASKING`` is RESTORE (hotkv.commands.dump) under Valkey's name for
+  the one a cluster node sends during a slot migration.
+* ``ASKING``: on a server without cluster mode Valkey answers
+  ``ERR This instance has cluster support disabled``; registered only when
+  no module before this one (a cluster implementation) registered it.
+
+Invariant: ``server.replica_link`` is not None exactly while
+``server.repl.role == "slave"`` and ``config replicaof`` is "host port".
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..errors import CommandError
+from ..registry import COMMANDS, command
+from ..replication import replica
+from ..resp import OK, Simple
+from .dump import restore
+
+log = logging.getLogger("hotkv")
+
+_ALREADY = Simple(b"OK Already connected to specified master")
+
+
+def _client_info(c) -> str:
+    return "id=%d addr=%s laddr=%s name=%s" % (
+        c.id, c.addr, c.laddr, c.name.decode("utf-8", "replace"))
+
+
+def _replicaof(c, argv):
+    server = c.server
+    host, port_arg = argv[1], argv[2]
+    if host.lower() == b"no" and port_arg.lower() == b"one":
+        if server.replica_link is not None:
+            replica.become_primary(server)
+            server.config.values["replicaof"] = ""
+            log.info("PRIMARY MODE enabled (user request from '%s')", _client_info(c))
+        return OK
+    if c.kind == "slave":
+        raise CommandError("ERR Command is not valid when client is a replica.")
+    text = port_arg.decode("latin-1")
+    port = int(text) if text.lstrip("-").isdigit() and text == str(int(text)) else None
+    if port is None or not 0 <= port <= 65535:
+        raise CommandError("ERR Invalid master port")
+    name = host.decode("utf-8", "surrogateescape")
+    link = server.replica_link
+    if link is not None and link.host.lower() == name.lower() and link.port == port:
+        log.info("REPLICAOF would result into synchronization with the primary we are "
+                 "already connected with. No operation performed.")
+        return _ALREADY
+    replica.become_replica(server, name, port)
+    server.config.values["replicaof"] = "%s %d" % (name, port)
+    log.info("REPLICAOF %s:%d enabled (user request from '%s')", name, port, _client_info(c))
+    return OK
+
+
+@command("replicaof", 3, "admin noscript stale no_async_loading", group="server",
+         since="5.0.0", acl=("dangerous",))
+def replicaof(c, argv):
+    """Configures a server as replica of another, or promotes it to a primary."""
+    return _replicaof(c, argv)
+
+
+@command("slaveof", 3, "admin noscript stale no_async_loading", group="server",
+         since="1.0.0", acl=("dangerous",))
+def slaveof(c, argv):
+    """Sets a server as a replica of another, or promotes it to being a primary."""
+    return _replicaof(c, argv)
+
+
+@command("restore-asking", -4, "write denyoom asking", (1, 1, 1), group="server",
+         since="3.0.0", acl=("dangerous",), key_flags="OW update")
+def restore_asking(c, argv):
+    """An internal command for migrating keys in a cluster."""
+    return restore(c, argv)
+
+
+if "asking" not in COMMANDS:
+    @command("asking", 1, "fast", group="cluster", since="3.0.0", acl=("connection",))
+    def asking(c, argv):
+        """Signals that a cluster client is following an -ASK redirect."""
+        raise CommandError("ERR This instance has cluster support disabled")

@@ -1,0 +1,623 @@
+"""hotkv as a replica of a Redis/Valkey primary (the replica half of Valkey's
+replication.c): the link, the full and partial resynchronisation, the applied
+stream, and what ROLE, INFO and the dispatcher ask of a replica.
+
+``ReplicaLink`` (``server.replica_link`` while hotkv follows a primary) runs
+one task on the server's loop: connect, ``PING``, ``AUTH`` (``masterauth`` /
+``masteruser``), ``REPLCONF listening-port``, ``REPLCONF capa eof capa
+psync2``, ``PSYNC <replid> <offset+1>`` (or ``? -1``), then
+
+* ``+FULLRESYNC <replid> <offset>``: the RDB -- as ``$<len>`` or as the
+  diskless ``$EOF:<40-byte mark>`` form -- is read into a buffer (the loop
+  keeps serving), parsed and checked in a worker thread, and only then the
+  keyspace is emptied and the new one installed in one step: a corrupt or
+  truncated payload is logged, leaves the old data as it was, and the link
+  is retried;
+* ``+CONTINUE [<replid>]``: the stream resumes where the cached offset
+  stopped (a new replid is adopted, the old one kept as replid2).
+
+The stream is applied by a "master" client (``Client(kind="master")``,
+no reply leaves it) through the dispatcher; every command adds its exact
+RESP size to the processed offset once it ran (a transaction's commands at
+EXEC, as Valkey's ``reploff``); ``REPLCONF GETACK`` answers ``REPLCONF ACK
+<offset>`` at once and a cron sends one every second.  When the link
+breaks, the master client and its offset are kept for the next ``PSYNC``
+(Valkey's cached primary); reconnection backs off from 0.1 s to 1 s, the
+pace of Valkey's replicationCron.
+
+While hotkv is a replica: ``server.repl.role == "slave"``; the dispatcher's
+``repl_check`` gate refuses writes from ordinary clients
+(``replica-read-only``) and, with ``replica-serve-stale-data no`` and the
+link down, every command without the stale flag; nothing expires actively
+and a logically expired key reads as missing but stays until the primary's
+DEL comes (``Database.lookup``), except for the master client, which sees
+it as the primary did.
+
+Invariants: ``reploff`` only counts commands that ran whole; a full sync
+installs all of a checked RDB or nothing; ``stop()`` ends the task and
+closes the socket, and no method of a stopped link changes the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import hiredis
+
+from .. import rdbfile
+from ..client import Client
+from ..multi import discard_transaction
+
+log = logging.getLogger("hotkv")
+
+READONLY = "READONLY You can't write against a read only replica."
+MASTERDOWN = ("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is "
+              "set to 'no'.")
+EOF_MARK_SIZE = 40
+CHUNK = 1 << 16
+
+
+class LinkError(Exception):
+    """Why the link went down; logged, then the link is retried."""
+
+
+def _encode(*args) -> bytes:
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        if isinstance(a, str):
+            a = a.encode()
+        elif isinstance(a, int):
+            a = b"%d" % a
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def command_size(argv) -> int:
+    """The bytes of argv as a primary writes it (canonical multibulk)."""
+    n = len(b"*%d\r\n" % len(argv))
+    for a in argv:
+        k = len(a)
+        n += k + 5 + len(str(k))       # "$", the length, CRLF, the data, CRLF
+    return n
+
+
+def _parse_rdb(buf, databases, zset_entries, zset_value):
+    # Every key is kept, expired or not: a replica leaves deletions to its
+    # primary (Valkey's rdbLoad keeps expired keys when not a primary).
+    return rdbfile.read_bytes(buf, databases, -(1 << 63), zset_entries, zset_value)
+
+
+class ReplicaLink:
+    def __init__(self, server, host: str, port: int):
+        self.server = server
+        self.host = host
+        self.port = port
+        # Valkey's repl_state names as ROLE reports them.
+        self.state = "connect"
+        self.client = None            # the master client (kept while the link is down)
+        self.replid = None            # the primary's replid, once synced
+        self.reploff = -1             # processed offset (slave_repl_offset)
+        self.read_reploff = -1        # read offset (slave_read_repl_offset)
+        self.pending_bytes = 0        # of commands inside a MULTI not yet at EXEC
+        self.cached = None            # (replid, offset) for the next PSYNC
+        self.last_io = time.time()
+        self.down_since = 0           # 0: never up since REPLICAOF (INFO says -1)
+        self.transfer_size = -1
+        self.transfer_read = 0
+        self.transfer_lastio = 0.0
+        self.writer = None
+        self.task = None
+        self.cron_task = None
+        self.stopped = False
+        self.full_syncs = 0
+        self.partial_syncs = 0
+        self.failures = 0
+
+    # ------------------------------------------------------------------
+    def start(self):
+        loop = self.server.loop
+        self.task = loop.create_task(self._run())
+        self.cron_task = loop.create_task(self._cron())
+
+    def stop(self):
+        """End the link: no further command of this primary is applied."""
+        self.stopped = True
+        for t in (self.task, self.cron_task):
+            if t is not None and not t.done():
+                t.cancel()
+        self._close()
+        self.state = "none"
+
+    def _close(self):
+        w, self.writer = self.writer, None
+        if w is not None:
+            try:
+                w.close()
+            except Exception:   # pragma: no cover - the transport is gone already
+                pass
+
+    @property
+    def connected(self) -> bool:
+        return self.state == "connected"
+
+    # ------------------------------------------------------------------
+    async def _run(self):
+        while not self.stopped:
+            try:
+                await self._session()
+            except asyncio.CancelledError:
+                raise
+            except LinkError as e:
+                log.warning("%s", e)
+            except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError) as e:
+                log.warning("Error condition on socket for SYNC with PRIMARY %s:%d: %s",
+                            self.host, self.port, e or type(e).__name__)
+            except Exception:
+                log.exception("replication link failure (primary %s:%d)", self.host, self.port)
+            self._link_down()
+            if self.stopped:
+                break
+            self.failures += 1
+            await asyncio.sleep(min(1.0, 0.1 * 2 ** min(self.failures - 1, 4)))
+
+    def _link_down(self):
+        was_up = self.state == "connected"
+        self._close()
+        if self.stopped:
+            return
+        self.state = "connect"
+        self.transfer_size = -1
+        if was_up:
+            log.warning("Connection with primary lost.")
+            self.down_since = int(time.time())
+            c = self.client
+            if c is not None:
+                # Valkey's replicationCachePrimary: an unfinished transaction
+                # goes; the offset stays where the last whole command left it.
+                discard_transaction(c)
+                self.pending_bytes = 0
+                self.cached = (self.replid, self.reploff)
+                log.info("Caching the disconnected primary state.")
+
+    async def _cron(self):
+        """Once a second: REPLCONF ACK, and the repl-timeout check."""
+        while not self.stopped:
+            await asyncio.sleep(1.0)
+            timeout = self.server.config.values.get("repl-timeout", 60)
+            now = time.time()
+            if self.state == "connected":
+                if now - self.last_io > timeout:
+                    log.warning("PRIMARY timeout: no data nor PING received...")
+                    self._close()
+                else:
+                    self.send_ack()
+            elif self.state == "sync" and now - self.transfer_lastio > timeout:
+                log.warning("Timeout receiving bulk data from PRIMARY... If the problem "
+                            "persists try to set the 'repl-timeout' parameter in "
+                            "valkey.conf to a larger value.")
+                self._close()
+
+    def send_ack(self):
+        w = self.writer
+        if w is not None and self.reploff >= 0:
+            w.write(_encode("REPLCONF", "ACK", self.reploff))
+
+    # ------------------------------------------------------------------
+    async def _line(self, reader, timeout) -> bytes:
+        line = await asyncio.wait_for(reader.readline(), timeout)
+        if not line:
+            raise LinkError("Primary %s:%d closed the connection during the handshake"
+                            % (self.host, self.port))
+        self.last_io = time.time()
+        return line.rstrip(b"\r\n")
+
+    async def _command(self, reader, timeout, *args) -> bytes:
+        self.writer.write(_encode(*args))
+        return await self._line(reader, timeout)
+
+    async def _session(self):
+        server = self.server
+        values = server.config.values
+        timeout = values.get("repl-timeout", 60)
+        self.state = "connecting"
+        log.info("Connecting to PRIMARY %s:%d", self.host, self.port)
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(self.host, self.port, limit=CHUNK * 4), timeout)
+        if self.stopped:
+            writer.close()
+            return
+        self.writer = writer
+        log.info("PRIMARY <-> REPLICA sync started")
+        self.state = "handshake"
+        reply = await self._command(reader, timeout, "PING")
+        if not reply.startswith((b"+", b"-NOAUTH", b"-NOPERM", b"-ERR operation not permitted")):
+            raise LinkError("Error reply to PING from primary: '%s'" % _text(reply))
+        log.info("Primary replied to PING, replication can continue...")
+        auth = values.get("primaryauth") or ""
+        if auth:
+            user = values.get("primaryuser") or ""
+            args = ("AUTH", user, auth) if user else ("AUTH", auth)
+            reply = await self._command(reader, timeout, *args)
+            if reply.startswith(b"-"):
+                raise LinkError("Unable to AUTH to PRIMARY: %s" % _text(reply))
+        port = values.get("replica-announce-port") or values.get("port") or 0
+        reply = await self._command(reader, timeout, "REPLCONF", "listening-port", port)
+        if reply.startswith(b"-"):
+            log.info("(Non critical) Primary does not understand REPLCONF listening-port: %s",
+                     _text(reply))
+        ip = values.get("replica-announce-ip") or ""
+        if ip:
+            reply = await self._command(reader, timeout, "REPLCONF", "ip-address", ip)
+            if reply.startswith(b"-"):
+                log.info("(Non critical) Primary does not understand REPLCONF ip-address: %s",
+                         _text(reply))
+        reply = await self._command(reader, timeout, "REPLCONF", "capa", "eof", "capa", "psync2")
+        if reply.startswith(b"-"):
+            log.info("(Non critical) Primary does not understand REPLCONF capa: %s",
+                     _text(reply))
+        if self.cached is not None and self.cached[0]:
+            psync_id, psync_off = self.cached[0], self.cached[1] + 1
+            log.info("Trying a partial resynchronization (request %s:%d).", psync_id, psync_off)
+        else:
+            psync_id, psync_off = "?", -1
+            log.info("Partial resynchronization not possible (no cached primary)")
+        writer.write(_encode("PSYNC", psync_id, psync_off))
+        while True:
+            reply = await self._line(reader, timeout)
+            if reply:
+                break    # a primary may send newlines before its answer
+        if reply.startswith(b"+FULLRESYNC"):
+            words = reply.split()
+            if len(words) != 3 or len(words[1]) != 40 or not words[2].lstrip(b"-").isdigit():
+                raise LinkError("Primary replied with wrong +FULLRESYNC syntax.")
+            replid, offset = words[1].decode(), int(words[2])
+            log.info("Full resync from primary: %s:%d", replid, offset)
+            await self._full_sync(reader, replid, offset, timeout)
+        elif reply.startswith(b"+CONTINUE"):
+            log.info("Successful partial resynchronization with primary.")
+            words = reply.split()
+            self._continue(words[1].decode() if len(words) > 1 and len(words[1]) == 40
+                           else None)
+        elif reply.startswith((b"-NOMASTERLINK", b"-LOADING")):
+            raise LinkError("Primary is currently unable to PSYNC but should be in the "
+                            "future: %s" % _text(reply))
+        elif reply.startswith(b"-"):
+            raise LinkError("Primary does not support PSYNC or is in error state (reply: %s)"
+                            % _text(reply))
+        else:
+            raise LinkError("Unexpected reply to PSYNC from primary: %s" % _text(reply))
+        await self._stream(reader)
+
+    # ------------------------------------------------------------------
+    async def _full_sync(self, reader, replid: str, offset: int, timeout):
+        self.state = "sync"
+        self.transfer_read = 0
+        self.transfer_lastio = time.time()
+        while True:
+            line = await asyncio.wait_for(reader.readline(), timeout)
+            if not line:
+                raise LinkError("Primary closed the connection before the RDB payload")
+            self.transfer_lastio = self.last_io = time.time()
+            if line in (b"\n", b"\r\n"):
+                continue      # keep-alive newlines while the primary prepares the RDB
+            break
+        if line[:1] == b"-":
+            raise LinkError("PRIMARY aborted replication with an error: %s"
+                            % _text(line.rstrip(b"\r\n")))
+        if line[:1] != b"$":
+            raise LinkError("Bad protocol from PRIMARY, the first byte is not '$' (we "
+                            "received '%s'), are you sure the host and port are right?"
+                            % _text(line.rstrip(b"\r\n")))
+        buf = bytearray()
+        head = line.rstrip(b"\r\n")
+        if head[1:5] == b"EOF:" and len(head) >= 5 + EOF_MARK_SIZE:
+            mark = bytes(head[5:5 + EOF_MARK_SIZE])
+            self.transfer_size = 0
+            log.info("PRIMARY <-> REPLICA sync: receiving streamed RDB from primary with EOF "
+                     "to disk")
+            while not (len(buf) >= EOF_MARK_SIZE and buf.endswith(mark)):
+                data = await reader.read(CHUNK)
+                if not data:
+                    raise LinkError("I/O error trying to sync with PRIMARY: connection lost")
+                buf += data
+                self.transfer_read += len(data)
+                self.transfer_lastio = self.last_io = time.time()
+            del buf[-EOF_MARK_SIZE:]
+        else:
+            if not head[1:].isdigit():
+                raise LinkError("Bad protocol from PRIMARY, bad bulk length '%s'"
+                                % _text(head))
+            size = int(head[1:])
+            self.transfer_size = size
+            log.info("PRIMARY <-> REPLICA sync: receiving %d bytes from primary to disk", size)
+            while len(buf) < size:
+                data = await reader.read(min(CHUNK, size - len(buf)))
+                if not data:
+                    raise LinkError("I/O error trying to sync with PRIMARY: connection lost")
+                buf += data
+                self.transfer_read += len(data)
+                self.transfer_lastio = self.last_io = time.time()
+        log.info("PRIMARY <-> REPLICA sync: Loading DB in memory")
+        server = self.server
+        values = server.config.values
+        try:
+            loaded = await asyncio.get_running_loop().run_in_executor(
+                None, _parse_rdb, bytes(buf), len(server.dbs),
+                values.get("zset-max-listpack-entries", 128),
+                values.get("zset-max-listpack-value", 64))
+        except rdbfile.RDBLoadError as e:
+            # Nothing was touched: the old dataset stays, the sync is retried.
+            raise LinkError("Failed trying to load the PRIMARY synchronization DB from "
+                            "socket: %s" % e) from None
+        del buf
+        if self.stopped:
+            return
+        log.info("PRIMARY <-> REPLICA sync: Flushing old data")
+        _empty_data(server)
+        try:
+            rdbfile.install(server, loaded)
+        except rdbfile.RDBLoadError as e:
+            _empty_data(server)
+            raise LinkError("Failed trying to load the PRIMARY synchronization DB from "
+                            "socket: %s" % e) from None
+        server.dirty += loaded.keys_loaded
+        self.full_syncs += 1
+        self.replid = replid
+        self.reploff = self.read_reploff = offset
+        self.pending_bytes = 0
+        self.client = self._new_client()
+        repl = server.repl
+        repl.replid = replid
+        repl.clear_replid2()
+        repl.master_repl_offset = offset
+        log.info("PRIMARY <-> REPLICA sync: Finished with success")
+        # An AOF that is on is rewritten from the new dataset (as Valkey
+        # restarts it after a full sync), so a restart finds this data.
+        aof = getattr(server, "aof_manager", None)
+        if aof is not None and values.get("appendonly"):
+            restart = getattr(aof, "after_full_sync", None)
+            if restart is not None:
+                restart()
+
+    def _continue(self, new_replid):
+        c = self.client
+        if c is None:    # pragma: no cover - +CONTINUE only answers a cached PSYNC
+            raise LinkError("+CONTINUE without a cached primary")
+        repl = self.server.repl
+        if new_replid is not None and new_replid != self.replid:
+            log.info("Primary replication ID changed to %s", new_replid)
+            repl.replid2 = self.replid
+            repl.second_replid_offset = self.reploff + 1
+            self.replid = new_replid
+            repl.replid = new_replid
+        self.read_reploff = self.reploff
+        self.partial_syncs += 1
+
+    def _new_client(self):
+        c = Client(self.server, fake=True)
+        c.kind = "master"
+        c.authenticated = True
+        return c
+
+    # ------------------------------------------------------------------
+    async def _stream(self, reader):
+        from ..dispatch import process_command   # (dispatch imports the server's parts)
+        server = self.server
+        self.state = "connected"
+        self.failures = 0
+        self.last_io = time.time()
+        log.info("PRIMARY <-> REPLICA sync: Primary accepted a Partial Resynchronization."
+                 if self.partial_syncs and self.cached else "Replica is online")
+        self.cached = None
+        self.send_ack()
+        c = self.client
+        parser = hiredis.Reader()
+        repl = server.repl
+        while True:
+            data = await reader.read(CHUNK)
+            if not data:
+                raise LinkError("Connection with primary lost (%s:%d)." % (self.host, self.port))
+            if self.stopped:
+                return
+            self.last_io = time.time()
+            self.read_reploff += len(data)
+            parser.feed(data)
+            while True:
+                argv = parser.gets()
+                if argv is False:
+                    break
+                if type(argv) is not list or not argv or \
+                        any(type(a) is not bytes for a in argv):
+                    raise LinkError("Protocol error from PRIMARY: %r" % (argv,))
+                size = command_size(argv)
+                head = argv[0]
+                if len(argv) >= 2 and head.lower() == b"replconf" \
+                        and argv[1].lower() == b"getack":
+                    # Answered with the offset before this command, as Valkey.
+                    self.send_ack()
+                else:
+                    process_command(c, argv)
+                    c.out.clear()       # a primary's commands get no reply
+                self.pending_bytes += size
+                if not c.multi:
+                    self.reploff += self.pending_bytes
+                    self.pending_bytes = 0
+            repl.master_repl_offset = self.reploff
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
+def _empty_data(server):
+    """Valkey's emptyData before a full sync: every database emptied (WATCHers
+    and trackers told), the function libraries deleted."""
+    for db in server.dbs:
+        db.touch_all()
+        db.clear()
+    if getattr(server, "tracking_on", False):
+        server.tracking.flushed()
+    functions = getattr(server, "functions", None)
+    if functions is not None:
+        functions.flush()
+
+
+# ----------------------------------------------------------------------
+# REPLICAOF, and what ROLE, INFO and the dispatcher ask of a replica
+# ----------------------------------------------------------------------
+
+def become_replica(server, host: str, port: int):
+    """Follow host:port (Valkey's replicationSetPrimary)."""
+    old = server.replica_link
+    repl = server.repl
+    cached = None
+    if old is not None:
+        old.stop()
+        if old.client is not None and old.replid:
+            cached = (old.replid, old.reploff)
+    else:
+        # A primary turning replica offers its own history (Valkey's
+        # replicationCachePrimaryUsingMyself): a PSYNC may continue it.
+        cached = (repl.replid, repl.master_repl_offset)
+        _drop_replicas(server)
+    link = ReplicaLink(server, host, port)
+    link.cached = cached
+    if old is not None and old.client is not None:
+        link.client = old.client
+        link.replid, link.reploff = old.replid, old.reploff
+    elif cached is not None:
+        link.client = link._new_client()
+        link.replid, link.reploff = cached
+    link.read_reploff = link.reploff
+    repl.role = "slave"
+    server.replica_link = link
+    server.repl_check = repl_check     # the dispatcher's gate (hotkv.server._gate)
+    if server.loop is not None:
+        link.start()
+    return link
+
+
+def become_primary(server):
+    """REPLICAOF NO ONE (Valkey's replicationUnsetPrimary): every key stays,
+    a new replid starts and the primary's becomes replid2."""
+    link = server.replica_link
+    if link is None:
+        return
+    link.stop()
+    repl = server.repl
+    if link.reploff >= 0:
+        repl.master_repl_offset = link.reploff
+    if link.replid:
+        repl.replid = link.replid
+    repl.shift_replid()
+    repl.role = "master"
+    server.replica_link = None
+    server.repl_check = None
+
+
+def _drop_replicas(server):
+    """Replicas of this server must resync once it follows someone
+    (Valkey's disconnectReplicas)."""
+    for rep in list(getattr(server.repl, "replicas", ())):
+        conn = getattr(rep, "client", None) or getattr(rep, "conn", None)
+        close = getattr(conn, "close", None)
+        if close is not None:
+            close()
+
+
+def repl_check(client, cmd, argv, phase: int) -> bool:
+    """The dispatcher's gate on a replica: True when the command was refused.
+    Phase 0 sits where Valkey checks READONLY (after MISCONF), phase 1 where
+    it checks MASTERDOWN (after the RESP2 pub/sub check)."""
+    server = client.server
+    link = server.replica_link
+    if link is None or client is link.client:
+        return False
+    from ..dispatch import reject
+    if phase == 0:
+        if server.config.values.get("replica-read-only", True) and (
+                cmd.write or (cmd.name == "exec" and client.multi_flags & 2)):
+            reject(client, READONLY, cmd)
+            return True
+        return False
+    if link.state != "connected" and not server.config.values.get(
+            "replica-serve-stale-data", True) and _denies_stale(client, cmd):
+        reject(client, MASTERDOWN, cmd)
+        return True
+    return False
+
+
+def _denies_stale(client, cmd) -> bool:
+    if "stale" not in cmd.flags:
+        return True
+    if cmd.name == "exec":
+        return any("stale" not in qc.flags for qc, _ in client.multi_queue)
+    return False
+
+
+def role_reply(server) -> list:
+    """ROLE on a replica: ["slave", host, port, state, offset]."""
+    link = server.replica_link
+    state = link.state
+    if state in ("handshake",):
+        state = "handshake"
+    offset = link.reploff if link.state == "connected" else -1
+    return [b"slave", link.host.encode(), link.port, state.encode(), offset]
+
+
+def info_fields(server) -> list:
+    """INFO replication's fields on a replica, in valkey-server 8.1.8's order
+    (the backlog fields and the replids are ReplState's, added by INFO)."""
+    link = server.replica_link
+    values = server.config.values
+    now = time.time()
+    up = link.state == "connected"
+    off = link.reploff if link.reploff >= 0 else 1
+    read_off = link.read_reploff if link.read_reploff >= 0 else 1
+    if link.client is None:
+        off = read_off = 1
+    out = [
+        ("role", "slave"),
+        ("master_host", link.host),
+        ("master_port", link.port),
+        ("master_link_status", "up" if up else "down"),
+        ("master_last_io_seconds_ago", int(now - link.last_io) if up else -1),
+        ("master_sync_in_progress", 1 if link.state == "sync" else 0),
+        ("slave_read_repl_offset", read_off),
+        ("slave_repl_offset", off),
+        ("replicas_repl_buffer_size", 0),
+        ("replicas_repl_buffer_peak", 0),
+    ]
+    if link.state == "sync":
+        size = max(link.transfer_size, 0)
+        perc = (link.transfer_read / size * 100) if size else 0.0
+        out += [
+            ("master_sync_total_bytes", size),
+            ("master_sync_read_bytes", link.transfer_read),
+            ("master_sync_left_bytes", size - link.transfer_read),
+            ("master_sync_perc", "%.2f" % perc),
+            ("master_sync_last_io_seconds_ago", int(now - link.transfer_lastio)),
+        ]
+    if not up:
+        out.append(("master_link_down_since_seconds",
+                    int(now - link.down_since) if link.down_since else -1))
+    out += [
+        ("slave_priority", values.get("replica-priority", 100)),
+        ("slave_read_only", 1 if values.get("replica-read-only", True) else 0),
+        ("replica_announced", 1 if values.get("replica-announced", True) else 0),
+    ]
+    return out
+
+
+def start_from_config(server):
+    """``replicaof host port`` given at start: follow it once the data is loaded."""
+    text = server.config.values.get("replicaof") or ""
+    if text and server.replica_link is None:
+        host, port = text.rsplit(" ", 1)
+        become_replica(server, host, int(port))
+
+
+__all__ = ["ReplicaLink", "become_replica", "become_primary", "repl_check", "role_reply",
+           "info_fields", "start_from_config", "READONLY", "MASTERDOWN", "command_size"]
