@@ -1,4 +1,65 @@
 """Test-control helpers for hotkv servers (issue 16): inspection, snapshots and seeding,
 faults, the command journal and waiting. Each module attaches to an EmbeddedServer and
 reads or changes its state on the server loop thread, so a test sees a consistent view.
+
+This module holds what those modules share:
+
+* ``on_loop(server, fn)`` runs ``fn()`` on the server's event loop and returns its
+  result (or raises its exception); called from the loop's own thread (an
+  ``AsyncEmbeddedServer``, a predicate) it runs ``fn`` at once.
+* ``install_hooks(server)`` sets ``server.test_hooks``, the one hook
+  ``hotkv.dispatch.call`` calls before each command, from what is on: the
+  faults (``hotkv.testing.faults``) and the journal (``hotkv.testing.journal``).
+
+Invariants: with no fault set and the journal off ``server.test_hooks`` is None,
+so the dispatcher pays one attribute test per command; the hook is only ever
+changed on the loop thread (between two commands).
 """
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+
+
+def on_loop(server, fn, timeout: float = 30.0):
+    """fn() on the loop of ``server`` (a hotkv ``Server``); its result."""
+    loop = server.loop
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if loop is None or running is loop or loop.is_closed():
+        return fn()
+    done: concurrent.futures.Future = concurrent.futures.Future()
+
+    def run():
+        try:
+            done.set_result(fn())
+        except BaseException as e:   # handed to the caller's thread
+            done.set_exception(e)
+    loop.call_soon_threadsafe(run)
+    return done.result(timeout)
+
+
+def install_hooks(server) -> None:
+    """Recompute ``server.test_hooks`` (call on the loop thread)."""
+    faults = server.__dict__.get("faults")
+    journal = server.__dict__.get("journal")
+    f_on = faults is not None and bool(faults.rules)
+    j_on = journal is not None and journal.recording
+    if f_on and j_on:
+        fault_hook, journal_hook = faults.hook, journal.hook
+
+        def both(client, cmd, argv, func, outer):
+            # The journal sees what the faults made of the command (and so
+            # records an injected error as the reply the client got).
+            return journal_hook(client, cmd, argv, fault_hook(client, cmd, argv, func, outer),
+                                outer)
+        server.test_hooks = both
+    elif f_on:
+        server.test_hooks = faults.hook
+    elif j_on:
+        server.test_hooks = journal.hook
+    else:
+        server.test_hooks = None

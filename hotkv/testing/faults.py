@@ -1,0 +1,485 @@
+"""Faults on demand: make a real hotkv fail the way a real Redis fails, from a test.
+
+``server.faults`` (an ``EmbeddedServer``'s, or ``faults_of(hotkv_server)``) sets:
+
+* per-command faults, each targeted by command name(s), a key glob (any key
+  of the command matches), a client-name glob (CLIENT SETNAME) and the Nth
+  matching call, firing once (``nth``), ``times`` times, or on every match:
+
+  - ``error(...)``: the command does not run and replies the given error
+    (``message="LOADING Redis is loading the dataset in memory"``); counted
+    as Valkey counts a failed command (``errorstats``, ``failed_calls``);
+  - ``delay(seconds, ...)``: the client's reply is held back ``seconds``
+    (``at="reply"``: the command runs at once, its reply waits) or the
+    command itself waits before it runs (``at="command"``); the client's
+    later commands wait behind it, other clients are served meanwhile;
+  - ``drop(...)``: the connection is closed before the command runs
+    (``when="before"``) or after it ran but before its reply is sent
+    (``when="after"``: "EXEC applied, the client never heard").  Replies to
+    the commands before it in the same pipeline are sent first.
+
+  Each returns a ``Fault``: a context manager (removed on exit), with
+  ``remove()``, ``matched`` (matching calls seen) and ``fired``.
+* server-wide: ``pause()`` (no command runs until ``resume()``: Valkey's
+  CLIENT PAUSE ALL, so CLIENT UNPAUSE ends it too), ``refuse_connections()``
+  (new connections are reset at once; open ones stay), ``drop_connections()``
+  (every open connection is closed now), ``oom()`` / ``fill_memory()`` (the
+  server acts as if used memory were over ``maxmemory``: commands that may
+  add memory get Valkey's ``-OOM command not allowed when used memory >
+  'maxmemory'.`` through the real maxmemory check; reads and deletes run),
+  each a context manager or ended by ``.end()``; and ``restart(keep_data=True)``.
+* ``clear()`` ends everything above; the pytest fixtures call it after each test.
+
+What a per-command fault sees: the commands a client sends (a pipeline's
+each, MULTI's queued ones when EXEC runs them -- an ``error`` there becomes
+that command's entry in EXEC's reply, as a runtime error would), not the
+commands a script calls, and not the re-run of a blocked command when it is
+served (it was matched when it arrived).  ``delay`` and ``drop`` act on what
+the client sent only (EXEC as a whole, never a command inside it).  A fault
+on EXEC itself discards the transaction, as an aborted EXEC does.
+
+``restart(keep_data=True)``: stop and start on the same port (every client is
+disconnected).  With ``appendonly`` on or save points set the new server
+loads what the old one wrote at shutdown (a real restart); without
+persistence the keyspace is carried over as an RDB image in memory.
+``keep_data=False`` starts empty, removing the AOF directory's files and the
+RDB file first.  Faults, the journal and CONFIG SET changes do not survive a
+restart (a new server object); settings given to ``EmbeddedServer`` do.
+
+Invariants: the rules are read by the dispatcher's hook on the loop thread
+and replaced (never changed in place) there, through ``hotkv.testing.on_loop``;
+with no rule set ``server.test_hooks`` carries no fault check at all; a held
+client is marked blocked with a key-less waiter (CLIENT PAUSE's), so CLIENT
+LIST shows it and its later commands queue behind, and it is released by a
+timer on the loop, never by sleeping.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import os
+
+from .. import blocking
+from ..blocking import BLOCKED
+from ..errors import CommandError
+from ..multi import discard_transaction
+from ..pause import PAUSED, pause_clients, unpause_clients
+from ..resp import encode, encode_error
+from ..util import compile_glob
+from . import install_hooks, on_loop
+
+_FOREVER_MS = 1 << 62
+
+
+def faults_of(server) -> "Faults":
+    """The ``Faults`` of a hotkv ``Server`` (made on first use)."""
+    faults = server.__dict__.get("faults")
+    if faults is None:
+        faults = server.__dict__["faults"] = Faults(server)
+    return faults
+
+
+def _as_bytes(value) -> bytes:
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+class Fault:
+    """One per-command fault: what it matches, what it does, how often."""
+
+    def __init__(self, faults, kind, command, keys, client, nth, times, **action):
+        self._faults = faults
+        self.kind = kind
+        if command is None:
+            self.commands = None
+        else:
+            names = [command] if isinstance(command, (str, bytes)) else list(command)
+            self.commands = frozenset(
+                (n.decode() if isinstance(n, bytes) else n).lower() for n in names)
+        self.keys = None if keys is None else _as_bytes(keys)
+        self._key_match = None if keys is None else compile_glob(self.keys, exact=True)
+        self.client = None if client is None else _as_bytes(client)
+        self._client_match = None if client is None else compile_glob(self.client, exact=True)
+        if nth is not None and nth < 1:
+            raise ValueError("nth counts from 1")
+        if times is not None and times < 0:
+            raise ValueError("times must be >= 0")
+        self.nth = nth
+        # nth alone fires once; times alone from the first match; neither: every match.
+        self.times = times if times is not None else (1 if nth is not None else None)
+        self.first = nth or 1
+        self.matched = 0
+        self.fired = 0
+        self.action = action
+
+    # -- matching (loop thread) ---------------------------------------------
+    def matches(self, client, cmd, argv) -> bool:
+        if self.commands is not None:
+            name = cmd.name
+            if name not in self.commands and not (
+                    "|" in name and name.split("|", 1)[0] in self.commands):
+                return False
+        if self._client_match is not None and not self._client_match(client.name):
+            return False
+        if self._key_match is not None:
+            match = self._key_match
+            for i in cmd.key_indexes(argv):
+                if i < len(argv) and match(argv[i]):
+                    break
+            else:
+                return False
+        return True
+
+    @property
+    def active(self) -> bool:
+        """Still set, and still to fire."""
+        return self in self._faults.rules and (self.times is None or self.fired < self.times)
+
+    def remove(self):
+        self._faults.remove(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+    def __repr__(self):
+        target = []
+        if self.commands:
+            target.append("command=%s" % "|".join(sorted(self.commands)))
+        if self.keys is not None:
+            target.append("keys=%r" % self.keys)
+        if self.client is not None:
+            target.append("client=%r" % self.client)
+        if self.nth is not None:
+            target.append("nth=%d" % self.nth)
+        if self.times is not None:
+            target.append("times=%d" % self.times)
+        return "<Fault %s %s %s fired=%d>" % (
+            self.kind, " ".join(target) or "every command", self.action, self.fired)
+
+
+class Switch:
+    """A server-wide fault that stays on until ``end()`` (or the with-block ends)."""
+
+    def __init__(self, faults, name, off):
+        self._faults = faults
+        self.name = name
+        self._off = off
+        self.on = True
+
+    def end(self):
+        if self.on:
+            self.on = False
+            on_loop(self._faults.server, self._off)
+            self._faults.switches.discard(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.end()
+
+    def __repr__(self):
+        return "<%s %s>" % (self.name, "on" if self.on else "ended")
+
+
+class Faults:
+    """The faults of one server (see the module docstring)."""
+
+    def __init__(self, server, embedded=None):
+        self.server = server
+        self.embedded = embedded
+        self.rules: tuple = ()
+        self.switches: set = set()
+        self._skip: set = set()    # ids of clients whose next command was matched already
+        self._timers: dict = {}    # client id -> loop timer of a delay holding it
+
+    # -- per-command faults ---------------------------------------------------
+    def error(self, command=None, *, keys=None, client=None, nth=None, times=None,
+              message: str = "ERR injected fault") -> Fault:
+        """The matching command replies ``message`` (an error; a leading '-' is
+        dropped) instead of running."""
+        message = message[1:] if message.startswith("-") else message
+        if not message or "\r" in message or "\n" in message:
+            raise ValueError("an error message is one non-empty line")
+        return self._add(Fault(self, "error", command, keys, client, nth, times,
+                               message=message))
+
+    def delay(self, seconds: float, command=None, *, keys=None, client=None, nth=None,
+              times=None, at: str = "reply") -> Fault:
+        """The client waits ``seconds`` for the matching command's reply:
+        ``at="reply"`` runs it at once and holds the reply, ``at="command"``
+        holds the command and runs it when the time is up."""
+        if at not in ("reply", "command"):
+            raise ValueError("at is 'reply' or 'command'")
+        if not seconds >= 0:
+            raise ValueError("seconds must be >= 0")
+        return self._add(Fault(self, "delay", command, keys, client, nth, times,
+                               seconds=float(seconds), at=at))
+
+    def drop(self, command=None, *, keys=None, client=None, nth=None, times=None,
+             when: str = "before") -> Fault:
+        """Close the client's connection before the matching command runs
+        (``when="before"``) or after it ran, before its reply is sent
+        (``when="after"``)."""
+        if when not in ("before", "after"):
+            raise ValueError("when is 'before' or 'after'")
+        return self._add(Fault(self, "drop", command, keys, client, nth, times, when=when))
+
+    def _add(self, fault: Fault) -> Fault:
+        def add():
+            self.rules = self.rules + (fault,)
+            install_hooks(self.server)
+        on_loop(self.server, add)
+        return fault
+
+    def remove(self, fault: Fault):
+        def rm():
+            if fault in self.rules:
+                self.rules = tuple(f for f in self.rules if f is not fault)
+                install_hooks(self.server)
+        on_loop(self.server, rm)
+
+    @property
+    def active(self) -> list:
+        """The per-command faults still to fire, and the switches on."""
+        return [f for f in self.rules if f.active] + list(self.switches)
+
+    def clear(self):
+        """Remove every fault and end every switch (held clients are released now)."""
+        for switch in list(self.switches):
+            switch.end()
+
+        def clear_rules():
+            self.rules = ()
+            install_hooks(self.server)
+            for cid in list(self._timers):
+                timer, release = self._timers.pop(cid)
+                timer.cancel()
+                release()
+            self._skip.clear()
+        on_loop(self.server, clear_rules)
+
+    # -- the dispatcher's hook (loop thread) -------------------------------------
+    def hook(self, client, cmd, argv, func, outer):
+        """``func``, or what runs instead of it when a fault fires."""
+        if client.reprocessing:
+            return func        # a blocked command served: it was matched when sent
+        if outer is None:
+            if self._skip and client.id in self._skip:
+                self._skip.discard(client.id)   # a held command, now let through
+                return func
+        elif not client.in_exec:
+            return func        # a script's command
+        for fault in self.rules:
+            if outer is not None and fault.kind != "error":
+                continue
+            if not fault.matches(client, cmd, argv):
+                continue
+            fault.matched += 1
+            if fault.matched < fault.first or (
+                    fault.times is not None and fault.fired >= fault.times):
+                continue
+            fault.fired += 1
+            return getattr(self, "_" + fault.kind)(fault, client, cmd, func)
+        return func
+
+    def _error(self, fault, client, cmd, func):
+        message = fault.action["message"]
+
+        def fail(c, argv):
+            if cmd.name == "exec" and c.multi:
+                discard_transaction(c)
+            raise CommandError(message)
+        fail.fault = fault
+        return fail
+
+    def _drop(self, fault, client, cmd, func):
+        after = fault.action["when"] == "after"
+
+        def drop(c, argv):
+            out = c.out
+            mark = len(out)
+            try:
+                if after:
+                    func(c, argv)
+            except CommandError:
+                pass           # its error reply is dropped with the connection
+            finally:
+                del out[mark:]       # this command's reply (EXEC writes its own)
+                c.close()            # earlier replies go out, then the FIN
+            return BLOCKED
+        drop.fault = fault
+        return drop
+
+    def _delay(self, fault, client, cmd, func):
+        seconds = fault.action["seconds"]
+        server = self.server
+        if fault.action["at"] == "command":
+            def hold(c, argv):
+                c.pending.appendleft(argv)     # runs first when the client resumes
+                self._skip.add(c.id)
+                self._hold(c, cmd, argv, seconds, None)
+                return BLOCKED
+            hold.fault = fault
+            hold.postpones = True      # the journal records the command when it runs
+            return hold
+
+        def late(c, argv):
+            out = c.out
+            mark = len(out)
+            try:
+                reply = func(c, argv)
+            except CommandError as e:
+                cmd.failed_calls += 1
+                server.count_error(e.message)
+                reply = None
+                held = out[mark:] + [encode_error(e.message)]
+            else:
+                if reply is BLOCKED and c.blocked is not None:
+                    return reply     # it blocked: its reply comes when it is served
+                held = out[mark:]
+                if reply is not BLOCKED:
+                    encode(reply, held, c.resp3)
+            del out[mark:]
+            # It ran: counted as call() counts a command that did not block.
+            cmd.calls += 1
+            cmd.lat_pending.append(0.0)
+            server.stat_numcommands += 1
+            c.ncmds += 1
+            self._hold(c, cmd, argv, seconds, held)
+            return BLOCKED
+        late.fault = fault
+        return late
+
+    def _hold(self, client, cmd, argv, seconds, held):
+        """Mark client blocked (key-less, as CLIENT PAUSE does) for seconds; then
+        hand it its held reply bytes and let it run what it sent meanwhile."""
+        server = self.server
+        waiter = blocking.Waiter(client, client.db, [], 0, cmd, argv, None, None, False,
+                                 PAUSED)
+        client.blocked = waiter
+        server.blocked_clients += 1
+
+        def release():
+            self._timers.pop(client.id, None)
+            if client.blocked is waiter:
+                blocking.drop(client)
+            if client.closed:
+                self._skip.discard(client.id)
+                return
+            if held:
+                client.out.extend(held)
+                client.schedule_flush()
+            server.resume_client(client)
+            server.wake()
+        self._timers[client.id] = (server.loop.call_later(seconds, release), release)
+
+    # -- server-wide ------------------------------------------------------------
+    def _switch(self, name, on, off) -> Switch:
+        on_loop(self.server, on)
+        switch = Switch(self, name, off)
+        self.switches.add(switch)
+        return switch
+
+    def pause(self) -> Switch:
+        """No command runs until the switch ends (clients wait, as CLIENT PAUSE ALL)."""
+        server = self.server
+        return self._switch("pause", lambda: pause_clients(server, _FOREVER_MS, True),
+                            lambda: (unpause_clients(server), server.wake()))
+
+    def refuse_connections(self) -> Switch:
+        """New connections are reset as soon as they are accepted."""
+        server = self.server
+
+        def off():
+            server.refuse_all = False
+        return self._switch("refuse_connections",
+                            lambda: setattr(server, "refuse_all", True), off)
+
+    def drop_connections(self) -> int:
+        """Close every client connection now (without their pending replies);
+        how many were closed."""
+        def drop():
+            n = 0
+            for client in list(self.server.clients.values()):
+                if not client.closed and hasattr(client, "kill"):
+                    client.kill()
+                    n += 1
+            return n
+        return on_loop(self.server, drop)
+
+    def oom(self) -> Switch:
+        """Commands that may grow memory (SET, LPUSH, EVAL...) get -OOM, as on a
+        server past its maxmemory; the real check decides (hotkv.dispatch)."""
+        server = self.server
+
+        def on():
+            from ..stats import used_memory
+            server.used_memory_cached = used_memory()
+            server.maxmemory = 1      # below any real figure: the gate says OOM
+
+        def off():
+            server._set_maxmemory(server.config.values["maxmemory"])
+        return self._switch("oom", on, off)
+
+    fill_memory = oom
+
+    def restart(self, keep_data: bool = True):
+        """Stop and start the embedded server on the same port (see the module
+        docstring); returns the new server's ``Faults``."""
+        if self.embedded is None:
+            raise RuntimeError("restart needs the EmbeddedServer (use server.faults)")
+        restart(self.embedded, keep_data)
+        return self.embedded.faults
+
+
+def _persistent(values) -> bool:
+    return bool(values["appendonly"]) or bool(str(values.get("save") or "").strip())
+
+
+def restart(embedded, keep_data: bool = True):
+    """Stop ``embedded`` (an ``EmbeddedServer``) and start it again on the same
+    port: see the module docstring."""
+    from ..rdbfile import read_bytes, write_dataset
+    old = embedded.server
+    if old is None or embedded._thread is None:
+        raise RuntimeError("the server is not running")
+    values = old.config.values
+    image = None
+    if keep_data and not _persistent(values):
+        def dump():
+            fd = os.memfd_create("hotkv-restart")
+            try:
+                write_dataset(old, fd)
+                size = os.lseek(fd, 0, os.SEEK_CUR)
+                os.lseek(fd, 0, os.SEEK_SET)
+                return os.read(fd, size) if size else b""
+            finally:
+                os.close(fd)
+        image = on_loop(old, dump)
+    port = values["port"]
+    directory = values["dir"]
+    embedded.stop()
+    if port:
+        embedded.settings["port"] = port
+    if not keep_data:
+        aofdir = os.path.join(directory, values["appenddirname"])
+        for path in _glob.glob(os.path.join(_glob.escape(aofdir), "*")):
+            os.remove(path)
+        rdb = os.path.join(directory, values["dbfilename"])
+        if os.path.exists(rdb):
+            os.remove(rdb)
+    embedded.start()
+    if image:
+        new = embedded.server
+        loaded = read_bytes(image, len(new.dbs))
+
+        def install():
+            from ..rdbfile import install as put
+            for db in new.dbs:
+                db.clear()
+            put(new, loaded)
+        on_loop(new, install)
+    return embedded

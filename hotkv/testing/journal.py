@@ -1,0 +1,343 @@
+"""The command journal: what each client had the server run, in order, for tests.
+
+``server.journal`` (an ``EmbeddedServer``'s, or ``journal_of(hotkv_server)``)
+is off until ``start(replies=False)``; ``stop()`` ends recording and keeps
+what was recorded; ``clear()`` forgets it; as a context manager it records for
+the block (``with server.journal as j:``; a new recording starts empty).
+
+Each ``Entry`` holds: ``seq`` (0, 1, ... in the order the commands ran),
+``client_id`` and ``client_name`` (CLIENT SETNAME; for a script's commands,
+the caller's), ``db``, ``argv`` (a tuple of bytes as sent), ``name`` (the
+command, lower case; a subcommand as ``client|setname``), ``time`` (the
+server's command time, seconds: the virtual clock's when it is set),
+``origin`` ("client"; "exec" for a command EXEC ran; "script" for one a script
+called), ``fault`` (the kind of fault that fired on it, else None) and, with
+``replies=True``, ``reply``: the exact bytes the client got (an error's
+``-ERR ...`` line, EXEC's whole array, a blocked command's reply once it is
+served; None while it is blocked).
+
+Queries: ``entries()``, ``commands("XACK", ...)``, ``for_client(name)`` (a glob
+on the client name, or a client id), ``keys()`` (every key the commands
+named, first use first).  Assertions, raising ``AssertionError`` whose text
+shows what was seen: ``assert_called("XACK", "stream", "group", ...)`` (the
+command with these arguments; ``...`` last accepts any rest; ``count=``
+how many times), ``assert_not_called``, ``assert_order([...])`` (the given
+calls occur in this order, others may come between), each with an optional
+``client=``.
+
+What is recorded: every command ``hotkv.dispatch.call`` runs -- what clients
+sent (a command refused before it runs, by arity, ACL, OOM..., is not: it
+never ran), what EXEC ran and what scripts called.  MULTI's queued commands
+are recorded when EXEC runs them, after the EXEC entry.
+
+Cost: off, nothing (``server.test_hooks`` is None unless a fault is set); on
+without replies, one tuple appended per command (bench/journal.py measures
+P1 LPUSH with it on and off).  Recording runs on the loop thread; queries
+copy the list on the loop thread, so a test may call them at any time.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from ..blocking import BLOCKED
+from ..errors import CommandError
+from ..resp import encode, encode_error
+from ..util import compile_glob
+from . import install_hooks, on_loop
+
+
+def journal_of(server) -> "Journal":
+    """The ``Journal`` of a hotkv ``Server`` (made on first use)."""
+    journal = server.__dict__.get("journal")
+    if journal is None:
+        journal = server.__dict__["journal"] = Journal(server)
+    return journal
+
+
+def _b(value) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode()
+    return str(value).encode()
+
+
+def _show(argv) -> str:
+    """A command as a person would type it."""
+    parts = []
+    for a in argv:
+        s = a.decode("utf-8", "backslashreplace")
+        if not s or any(ch.isspace() or ch in "\"'" for ch in s):
+            s = '"%s"' % s.replace("\\", "\\\\").replace('"', '\\"')
+        parts.append(s)
+    return " ".join(parts)
+
+
+class Entry:
+    __slots__ = ("seq", "client_id", "client_name", "db", "argv", "name", "time",
+                 "origin", "fault", "reply")
+
+    def __init__(self, seq, raw):
+        self.seq = seq
+        (self.client_id, name, self.db, argv, self.name, ms, self.origin,
+         self.fault) = raw[:8]
+        self.client_name = name.decode("utf-8", "replace")
+        self.argv = tuple(bytes(a) for a in argv)
+        self.time = ms / 1000.0
+        self.reply = raw[8] if len(raw) > 8 else None
+
+    @property
+    def args(self) -> tuple:
+        return self.argv[1:]
+
+    def __repr__(self):
+        who = "client %d" % self.client_id
+        if self.client_name:
+            who += " %r" % self.client_name
+        extra = "" if self.origin == "client" else " [%s]" % self.origin
+        if self.fault:
+            extra += " [fault: %s]" % self.fault
+        if self.reply is not None:
+            extra += " -> %r" % self.reply
+        return "#%d %s: %s%s" % (self.seq, who, _show(self.argv), extra)
+
+
+class _Pattern:
+    """A call to look for: name plus argument prefix, ``...`` for any rest."""
+
+    def __init__(self, spec):
+        if isinstance(spec, (str, bytes)):
+            spec = spec.split() if isinstance(spec, str) else spec.split()
+        spec = list(spec)
+        if not spec:
+            raise ValueError("a call to look for needs at least a command name")
+        self.rest = spec[-1] is Ellipsis
+        if self.rest:
+            spec = spec[:-1]
+        self.name = _b(spec[0]).lower()
+        self.args = [_b(a) for a in spec[1:]]
+
+    def same_command(self, entry: Entry) -> bool:
+        return entry.argv[0].lower() == self.name or entry.name.encode() == self.name
+
+    def matches(self, entry: Entry) -> bool:
+        argv = entry.argv
+        if argv[0].lower() != self.name and entry.name.encode() != self.name:
+            return False
+        args = list(argv[1:])
+        if self.rest:
+            return args[:len(self.args)] == self.args
+        return args == self.args
+
+    def show(self) -> str:
+        return _show([self.name.upper()] + self.args) + (" ..." if self.rest else "")
+
+
+class Journal:
+    """The journal of one server (see the module docstring)."""
+
+    def __init__(self, server):
+        self.server = server
+        self.recording = False
+        self.replies = False
+        self._log: list = []
+        self._blocked: dict = {}    # client id -> its blocked command's record (replies)
+
+    # -- control ----------------------------------------------------------------
+    def start(self, replies: bool = False) -> "Journal":
+        """Record from now on (what was recorded before is kept: see clear())."""
+        def on():
+            self.replies = bool(replies)
+            self.recording = True
+            install_hooks(self.server)
+        on_loop(self.server, on)
+        return self
+
+    def stop(self) -> "Journal":
+        def off():
+            self.recording = False
+            self._blocked.clear()
+            install_hooks(self.server)
+        on_loop(self.server, off)
+        return self
+
+    def clear(self):
+        def forget():
+            self._log = []
+            self._blocked.clear()
+        on_loop(self.server, forget)
+
+    def __enter__(self):
+        self.clear()
+        return self.start(self.replies)
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # -- the dispatcher's hook (loop thread) ---------------------------------------
+    def hook(self, client, cmd, argv, func, outer):
+        if getattr(func, "postpones", False):
+            return func       # held by a delay fault: recorded when it runs
+        if client.reprocessing:
+            rec = self._blocked.pop(client.id, None)
+            return func if rec is None else self._capture(rec, func)
+        if outer is None:
+            owner, origin = client, "client"
+        else:
+            owner, origin = outer, "exec" if client.in_exec else "script"
+        fault = getattr(func, "fault", None)
+        rec = (owner.id, owner.name, client.db.index, argv, cmd.name,
+               self.server.cmd_time_ms, origin, fault.kind if fault is not None else None)
+        if not self.replies:
+            self._log.append(rec)
+            return func
+        rec = list(rec) + [None]
+        self._log.append(rec)
+        return self._capture(rec, func)
+
+    def _capture(self, rec, func):
+        def run(c, argv):
+            out = c.out
+            mark = len(out)
+            try:
+                reply = func(c, argv)
+            except CommandError as e:
+                rec[8] = encode_error(e.message)
+                raise
+            if reply is BLOCKED:
+                if c.blocked is not None and not c.closing:
+                    self._blocked[c.id] = rec      # its reply comes when it is served
+                    return reply
+                rec[8] = b"".join(out[mark:]) or None
+                return reply
+            buf = list(out[mark:])
+            encode(reply, buf, c.resp3)
+            rec[8] = b"".join(buf)
+            return reply
+        fault = getattr(func, "fault", None)
+        if fault is not None:
+            run.fault = fault
+        return run
+
+    # -- queries ----------------------------------------------------------------
+    def entries(self) -> list:
+        """Every entry, in order."""
+        log = on_loop(self.server, lambda: list(self._log))
+        return [Entry(i, raw) for i, raw in enumerate(log)]
+
+    def __len__(self):
+        return len(self._log)
+
+    def __iter__(self):
+        return iter(self.entries())
+
+    def commands(self, *names, client=None) -> list:
+        """The entries of these commands (any case; all commands when none given)."""
+        wanted = {n.lower() if isinstance(n, str) else n.decode().lower() for n in names}
+        return [e for e in self._select(client)
+                if not wanted or e.name in wanted or e.name.split("|")[0] in wanted]
+
+    def for_client(self, client) -> list:
+        """The entries of the clients whose name matches the glob ``client``
+        (or whose id is ``client``, an int)."""
+        return self._select(client)
+
+    def keys(self, client=None) -> list:
+        """Every key the recorded commands named, in the order first named."""
+        from ..registry import lookup
+        seen: dict = {}
+        for e in self._select(client):
+            cmd = lookup(e.argv[0])
+            if cmd is None:
+                continue
+            if cmd.subcommands is not None and len(e.argv) > 1:
+                cmd = cmd.subcommands.get(e.argv[1].lower(), cmd)
+            try:
+                positions = cmd.key_indexes(list(e.argv))
+            except Exception:   # a malformed call's keys cannot be read
+                continue
+            for i in positions:
+                if i < len(e.argv):
+                    seen.setdefault(e.argv[i], None)
+        return list(seen)
+
+    def _select(self, client) -> list:
+        entries = self.entries()
+        if client is None:
+            return entries
+        if isinstance(client, int):
+            return [e for e in entries if e.client_id == client]
+        match = compile_glob(_b(client), exact=True)
+        return [e for e in entries if match(e.client_name.encode())]
+
+    # -- assertions ---------------------------------------------------------------
+    def assert_called(self, *call, count: int | None = None, client=None) -> list:
+        """The call was recorded (``count`` times, when given); returns its entries."""
+        pattern = _Pattern(call)
+        entries = self._select(client)
+        hits = [e for e in entries if pattern.matches(e)]
+        if (count is None and hits) or (count is not None and len(hits) == count):
+            return hits
+        want = "%s%s" % (pattern.show(), "" if count is None else " %d time(s)" % count)
+        raise AssertionError(self._report("expected a call: " + want, pattern, entries, hits))
+
+    def assert_not_called(self, *call, client=None):
+        pattern = _Pattern(call)
+        entries = self._select(client)
+        hits = [e for e in entries if pattern.matches(e)]
+        if hits:
+            raise AssertionError("expected no call: %s\nfound %d:\n%s" % (
+                pattern.show(), len(hits), "\n".join("  %r" % e for e in hits)))
+
+    def assert_order(self, calls, client=None) -> list:
+        """Each of ``calls`` (a command name, ``"SET k v"``, or a list such as
+        ``["XACK", "s", ...]``) was recorded, in this order (others may come
+        between); returns the matched entries."""
+        patterns = [_Pattern(c) for c in calls]
+        entries = self._select(client)
+        found, pos = [], 0
+        for p in patterns:
+            while pos < len(entries) and not p.matches(entries[pos]):
+                pos += 1
+            if pos == len(entries):
+                break
+            found.append(entries[pos])
+            pos += 1
+        if len(found) == len(patterns):
+            return found
+        # The diff: the expected sequence against what was seen of the same
+        # commands, in the order seen.
+        seen = [e for e in entries if any(p.same_command(e) for p in patterns)]
+        want = [p.show() for p in patterns]
+        got = [_show(e.argv) for e in seen]
+        diff = "\n".join(difflib.unified_diff(want, got, "expected order", "seen", lineterm="",
+                                              n=max(len(want), len(got))))
+        raise AssertionError(
+            "calls not in the expected order: %d of %d matched, the first missing: %s\n%s"
+            % (len(found), len(patterns), patterns[len(found)].show(), diff or "(nothing seen)"))
+
+    def _report(self, head, pattern, entries, hits) -> str:
+        lines = [head]
+        same = [e for e in entries if pattern.same_command(e)]
+        if hits:
+            lines.append("seen %d time(s):" % len(hits))
+            lines += ["  %r" % e for e in hits]
+        elif same:
+            lines.append("calls to %s seen (%d):" % (pattern.name.decode().upper(), len(same)))
+            lines += ["  %r" % e for e in same[:20]]
+            want = pattern.show()
+            closest = max(same, key=lambda e: difflib.SequenceMatcher(
+                None, want, _show(e.argv)).ratio())
+            lines.append("closest, as a diff (- expected, + seen):")
+            lines += ["  " + d.rstrip("\n") for d in difflib.ndiff([want], [_show(closest.argv)])]
+        else:
+            lines.append("no call to %s at all; the journal holds %d command(s)%s" % (
+                pattern.name.decode().upper(), len(entries), ":" if entries else "."))
+            lines += ["  %r" % e for e in entries[-20:]]
+            if len(entries) > 20:
+                lines.insert(-20, "  ... (the last 20)")
+        return "\n".join(lines)
+

@@ -1,0 +1,170 @@
+"""Waiting for the server instead of sleeping: ``wait_until`` and ``wait_idle``.
+
+``wait_until(embedded, predicate, timeout=5.0)`` returns once ``predicate(embedded)``
+is true.  The predicate runs on the server's loop thread -- once at once, then
+at the end of every loop turn (``Server.before_sleep``: after each batch of
+commands, each reply flush, each cron tick), never by sleeping and polling --
+so it reads the server's state as no command is half-done.  It must only read
+state (the embedded server's inspection helpers, ``embedded.server``): a
+client call to the same server from inside it would wait for itself.
+
+``wait_idle(embedded, timeout=5.0)`` returns once nothing is in flight: no
+client has a command waiting to run (held behind a pause or a delay fault),
+a partial command in its query buffer, or unread bytes in its socket; no
+reply is waiting to be written (the client's buffer, the transport's, the
+server's flush list); and no blocked client could be served (no ready keys).
+A client blocked on an empty list or stream is idle: it waits for data.  It
+must hold on two loop turns in a row (a pipeline larger than the socket
+buffer arrives in pieces).  It cannot know of bytes a client has not sent
+yet: call it after the client's send returned.
+
+Both raise ``TimeoutError`` naming what was still busy (``busy(server)`` gives
+that list; empty when idle); an exception in the predicate is raised in the
+caller.  Invariant: a condition registered with ``server.sleep_hooks`` is
+removed when it is met, raises or times out, so no check outlives its wait.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import struct
+import termios
+import threading
+
+from ..pause import PAUSED
+from . import on_loop
+
+_INT = struct.Struct("i")
+
+
+def _unread(fd: int) -> int:
+    """Bytes in the socket's receive queue (0 when it cannot be asked)."""
+    if fd < 0:
+        return 0
+    try:
+        return _INT.unpack(fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0
+
+
+def _who(client) -> str:
+    name = client.name.decode("utf-8", "replace")
+    return "client %d%s" % (client.id, " (%s)" % name if name else "")
+
+
+def busy(server) -> list:
+    """What keeps ``server`` from being idle, one line each (loop thread)."""
+    out = []
+    faults = server.__dict__.get("faults")
+    held = faults._timers if faults is not None else {}
+    for client in list(server.clients.values()):
+        if client.closed:
+            continue
+        who = _who(client)
+        waiter = client.blocked
+        if client.id in held:
+            out.append("%s: held by a delay fault" % who)
+        elif waiter is not None and waiter.data is PAUSED:
+            out.append("%s: %d command(s) postponed by a pause" % (who, len(client.pending)))
+        elif waiter is None and client.pending:
+            out.append("%s: %d command(s) waiting to run" % (who, len(client.pending)))
+        parser = getattr(client, "parser", None)
+        if parser is not None and parser.held:
+            out.append("%s: %d bytes of a partial command" % (who, parser.held))
+        unread = _unread(client.fd)
+        if unread:
+            out.append("%s: %d bytes not read yet" % (who, unread))
+        pending = sum(map(len, client.out))
+        transport = getattr(client, "transport", None)
+        if transport is not None and not transport.is_closing():
+            pending += transport.get_write_buffer_size()
+        if pending:
+            out.append("%s: %d reply bytes not written" % (who, pending))
+    if server.ready_keys:
+        out.append("%d key(s) ready for blocked clients" % len(server.ready_keys))
+    if server.pending_flush:
+        out.append("%d client(s) with replies to flush" % len(server.pending_flush))
+    return out
+
+
+class _Wait:
+    """One registered condition: checked on the loop, awaited by the caller."""
+
+    def __init__(self, server, check):
+        self.server = server
+        self.check = check
+        self.done = threading.Event()
+        self.error = None
+        self.checks = 0
+        self.last = None
+
+    def __call__(self):
+        if self.done.is_set():
+            return
+        self.checks += 1
+        try:
+            ok = self.check()
+        except BaseException as e:   # raised in the caller's thread
+            self.error = e
+            ok = True
+        if ok:
+            self.done.set()
+            self._unregister()
+
+    def _unregister(self):
+        try:
+            self.server.sleep_hooks.remove(self)
+        except ValueError:
+            pass
+
+    def run(self, timeout: float) -> bool:
+        def register():
+            self.server.sleep_hooks.append(self)
+            self()
+            self.server.wake()    # a turn soon, even on a quiet server
+        on_loop(self.server, register)
+        met = self.done.wait(timeout)
+        if not met:
+            on_loop(self.server, self._unregister)
+            met = self.done.is_set()   # met between the wait's end and now
+        if self.error is not None:
+            raise self.error
+        return met
+
+
+def wait_until(embedded, predicate, timeout: float = 5.0):
+    """Return once predicate(embedded) is true (see the module docstring)."""
+    server = embedded.server if hasattr(embedded, "server") else embedded
+
+    def check():
+        return bool(predicate(embedded))
+    wait = _Wait(server, check)
+    if not wait.run(timeout):
+        state = on_loop(server, lambda: busy(server))
+        name = getattr(predicate, "__qualname__", None) or repr(predicate)
+        raise TimeoutError("wait_until: %s still false after %.1f s (checked %d times)%s"
+                           % (name, timeout, wait.checks,
+                              "; busy: " + "; ".join(state) if state else ""))
+
+
+def wait_idle(embedded, timeout: float = 5.0):
+    """Return once the server is idle (see the module docstring)."""
+    server = embedded.server if hasattr(embedded, "server") else embedded
+    streak = [0]
+
+    def check():
+        state = busy(server)
+        if state:
+            streak[0] = 0
+            wait.last = state
+            return False
+        streak[0] += 1
+        if streak[0] >= 2:
+            return True
+        server.wake()     # confirm on the next loop turn
+        return False
+    wait = _Wait(server, check)
+    if not wait.run(timeout):
+        state = on_loop(server, lambda: busy(server)) or wait.last or []
+        raise TimeoutError("wait_idle: the server was still busy after %.1f s: %s"
+                           % (timeout, "; ".join(state) or "(idle at the last check)"))
