@@ -48,6 +48,8 @@ MODULES = [
     "hll",
     "geo",
     "latency",
+    "replicaof",
+    "replication",
 ]
 
 for _name in MODULES:

@@ -84,6 +84,7 @@ COMMAND_TIPS = {
     "srandmember": (_NDO,), "sscan": (_NDO,), "sunion": (_NDOO,), "time": (_NDO,),
     "touch": _MULTI_SUM, "ttl": (_NDO,), "unlink": _MULTI_SUM,
     "wait": ("request_policy:all_shards", "response_policy:agg_min"),
+    "waitaof": ("request_policy:all_shards", "response_policy:agg_min"),
     "xadd": (_NDO,), "xautoclaim": (_NDO,), "xclaim": (_NDO,), "xinfo|consumers": (_NDO,),
     "xpending": (_NDO,), "xtrim": (_NDO,), "zrandmember": (_NDO,), "zscan": (_NDO,),
 }

@@ -57,6 +57,27 @@ class ReplState:
         # made on first use so a server without replicas pays nothing.
         self.primary = None
 
+    def get_primary(self):
+        """The primary side's machinery, made on first use."""
+        if self.primary is None:
+            from .primary import Primary
+            self.primary = Primary(self.server)
+        return self.primary
+
+    def cron(self):
+        """The server's cron (hz times a second)."""
+        if self.primary is not None:
+            self.primary.cron()
+
+    def client_gone(self, c):
+        """A replica connection closed (the server calls this for kind "replica")."""
+        if self.primary is not None:
+            self.primary.gone(c)
+
+    def shutdown(self):
+        if self.primary is not None:
+            self.primary.stop()
+
     def shift_replid(self):
         """A new history starts (a replica promoted): the old id stays
         valid for PSYNC up to the current offset (Valkey's shiftReplicationId)."""

@@ -1,0 +1,274 @@
+"""Replication's commands on the primary's side: SYNC, PSYNC, REPLCONF,
+WAIT, WAITAOF, ROLE, and INFO's replication section.
+
+The machinery is ``hotkv.replication.primary`` (``server.repl.primary``,
+made by the first SYNC/PSYNC); this module parses arguments and replies
+as valkey-server 8.1.8 does, byte for byte.  When hotkv itself follows a
+primary (``server.repl.role == "slave"``), ROLE and INFO replication are
+the replica side's (``hotkv.replication.replica.role_reply`` /
+``info_fields``).
+
+Invariants: a REPLCONF option's value is kept per connection (in
+``_conf``, by client id) until its SYNC/PSYNC; REPLCONF ACK and GETACK
+never reply, as Valkey's; after SYNC/PSYNC the connection gets nothing but
+the replication stream.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..blocking import parse_timeout
+from ..errors import CommandError
+from ..registry import command
+from ..replication import primary as _primary
+from ..resp import OK
+from ..util import parse_int
+from .info import INFO_SECTIONS, add_info_section
+
+log = logging.getLogger("hotkv")
+
+_FLAGS_SYNC = "no_async_loading admin no_multi noscript"
+NOT_INT = "ERR value is not an integer or out of range"
+# REPLCONF values per connection until its PSYNC (client id -> dict).
+_conf: dict = {}
+
+
+def _replica_side():
+    try:
+        from ..replication import replica
+    except ImportError:      # pragma: no cover - the replica side not there yet
+        return None
+    return replica
+
+
+def _conf_for(c) -> dict:
+    conf = _conf.get(c.id)
+    if conf is None:
+        if len(_conf) > 1024:     # connections that left without a PSYNC
+            live = c.server.clients
+            for cid in [k for k in _conf if k not in live]:
+                del _conf[cid]
+        conf = _conf[c.id] = {}
+    return conf
+
+
+@command("sync", 1, _FLAGS_SYNC, group="server")
+def sync_cmd(c, argv):
+    """An internal command used in replication."""
+    return _sync(c, argv)
+
+
+@command("psync", -3, _FLAGS_SYNC, group="server", since="2.8.0")
+def psync_cmd(c, argv):
+    """An internal command used in replication."""
+    return _sync(c, argv)
+
+
+def _sync(c, argv):
+    server = c.server
+    if c.kind == "replica":
+        return None          # already a replica: ignored (Valkey's syncCommand)
+    repl = server.repl
+    if repl.role == "slave":
+        side = _replica_side()
+        refuse = getattr(side, "sync_refusal", None) if side else None
+        message = refuse(server) if refuse else None
+        if message:
+            raise CommandError(message)
+    if c.out:
+        raise CommandError("ERR SYNC and PSYNC are invalid with pending output")
+    if argv[0].lower() == b"psync":
+        parse_int(argv[2], NOT_INT)
+    conf = _conf.pop(c.id, {})
+    repl.get_primary().sync(c, argv, conf)
+    return None
+
+
+@command("replconf", -1, "admin noscript loading stale allow_busy", group="server",
+         since="3.0.0")
+def replconf(c, argv):
+    """An internal command for configuring the replication stream."""
+    if len(argv) % 2 == 0:
+        raise CommandError("ERR syntax error")
+    server = c.server
+    for j in range(1, len(argv), 2):
+        opt = argv[j].lower()
+        val = argv[j + 1]
+        if opt == b"listening-port":
+            _conf_for(c)["port"] = parse_int(val, NOT_INT)
+        elif opt == b"ip-address":
+            if len(val) >= 46:      # NET_HOST_STR_LEN
+                raise CommandError("ERR REPLCONF ip-address provided by replica instance is "
+                                   "too long: %d bytes" % len(val))
+            _conf_for(c)["ip"] = val.decode("latin-1")
+        elif opt == b"capa":
+            v = val.lower()
+            if v == b"eof":
+                _conf_for(c)["eof"] = True
+            elif v == b"psync2":
+                _conf_for(c)["psync2"] = True
+        elif opt == b"ack":
+            if c.kind != "replica":
+                return None
+            off = _ll(val)
+            if off is None:
+                return None
+            aof = None
+            if len(argv) > j + 3 and argv[j + 2].lower() == b"fack":
+                aof = _ll(argv[j + 3])
+                if aof is None:
+                    return None
+            server.repl.get_primary().ack(c, off, aof)
+            return None
+        elif opt == b"getack":
+            side = _replica_side()
+            send = getattr(side, "send_ack", None) if side else None
+            if send is not None and server.repl.role == "slave":
+                send(server)
+            return None
+        elif opt == b"rdb-only":
+            v = parse_int(val, NOT_INT)
+            if not 0 <= v <= 1:
+                raise CommandError("ERR value is out of range, value must between 0 and 1")
+        elif opt == b"rdb-filter-only":
+            for f in val.split():
+                if f.lower() != b"functions":
+                    raise CommandError("ERR Unsupported rdb-filter-only option: %s"
+                                       % f.decode("utf-8", "replace"))
+        elif opt == b"version":
+            if not _version_ok(val):
+                raise CommandError("ERR Unrecognized version format: %s"
+                                   % val.decode("utf-8", "replace"))
+        else:
+            raise CommandError("ERR Unrecognized REPLCONF option: %s"
+                               % argv[j].decode("utf-8", "replace"))
+    return OK
+
+
+def _ll(b: bytes):
+    from ..util import string2ll
+    return string2ll(b)
+
+
+def _version_ok(val: bytes) -> bool:
+    parts = val.split(b".")
+    return len(parts) == 3 and all(p.isdigit() and int(p) <= 255 for p in parts)
+
+
+@command("wait", 3, "blocking", group="generic", since="3.0.0", acl=("connection",))
+def wait_cmd(c, argv):
+    """Blocks until the asynchronous replication of all preceding write commands sent by
+    the connection is completed."""
+    server = c.server
+    if server.repl.role == "slave":
+        raise CommandError(
+            "ERR WAIT cannot be used with replica instances. Please also note that if a "
+            "replica is configured to be writable (which is not the default) writes to "
+            "replicas are just local and are not propagated.")
+    numreplicas = parse_int(argv[1], NOT_INT)
+    deadline = parse_timeout(server, argv[2], seconds=False)
+    primary = server.repl.get_primary()
+    offset = c.woff
+    acked = primary.count_acks(offset)
+    if acked >= numreplicas:
+        return acked
+    return primary.wait(c, offset, numreplicas, -1, deadline, acked)
+
+
+@command("waitaof", 4, "blocking", group="generic", since="7.2.0", acl=("connection",))
+def waitaof_cmd(c, argv):
+    """Blocks until all of the preceding write commands sent by the connection are written
+    to the append-only file of the primary and/or replicas."""
+    server = c.server
+    numlocal = parse_int(argv[1], NOT_INT)
+    if not 0 <= numlocal <= 1:
+        raise CommandError("ERR value is out of range, value must between 0 and 1")
+    numreplicas = parse_int(argv[2], NOT_INT)
+    if numreplicas < 0:
+        raise CommandError("ERR value is out of range, must be positive")
+    deadline = parse_timeout(server, argv[3], seconds=False)
+    if server.repl.role == "slave":
+        raise CommandError("ERR WAITAOF cannot be used with replica instances. Please also "
+                           "note that writes to replicas are just local and are not "
+                           "propagated.")
+    if numlocal and not server.config.values["appendonly"]:
+        raise CommandError("ERR WAITAOF cannot be used when numlocal is set but appendonly "
+                           "is disabled.")
+    primary = server.repl.get_primary()
+    offset = c.woff
+    acked = primary.count_acks(offset, aof=True)
+    local = 1 if primary.local_synced() else 0
+    if acked >= numreplicas and local >= numlocal:
+        return [local, acked]
+    return primary.wait(c, offset, numreplicas, numlocal, deadline, [local, acked])
+
+
+@command("role", 1, "noscript loading stale fast", group="server", since="2.8.12",
+         acl=("admin", "dangerous"))
+def role_cmd(c, argv):
+    """Returns the replication role."""
+    server = c.server
+    repl = server.repl
+    if repl.role == "slave":
+        side = _replica_side()
+        fn = getattr(side, "role_reply", None) if side else None
+        if fn is not None:
+            return fn(server)
+    rows = []
+    for lk in repl.replicas:
+        if lk.state != _primary.ONLINE:
+            continue
+        ip = lk.ip or lk.client.addr.rsplit(":", 1)[0].strip("[]")
+        rows.append([ip.encode(), b"%d" % lk.port, b"%d" % lk.ack_off])
+    return [b"master", repl.master_repl_offset, rows]
+
+
+def info_replication(server):
+    repl = server.repl
+    if repl.role == "slave":
+        side = _replica_side()
+        fn = getattr(side, "info_fields", None) if side else None
+        if fn is not None:
+            return fn(server)
+    out = [("role", "master")]
+    now = _now()
+    lines = []
+    for lk in repl.replicas:
+        ip = lk.ip or lk.client.addr.rsplit(":", 1)[0].strip("[]")
+        lines.append(("ip=%s,port=%d,state=%s,offset=%d,lag=%d"
+                      % (ip, lk.port, _primary.STATE_NAMES[lk.state], lk.ack_off,
+                         int(now - lk.ack_time))))
+    out.append(("connected_slaves", len(lines)))
+    primary = repl.primary
+    if primary is not None and server.config.values["min-replicas-to-write"] \
+            and server.config.values["min-replicas-max-lag"]:
+        out.append(("min_slaves_good_slaves", primary.good))
+    for i, line in enumerate(lines):
+        out.append(("slave%d" % i, line))
+    out += [
+        ("replicas_waiting_psync", 0),
+        ("master_failover_state", "no-failover"),
+        ("master_replid", repl.replid),
+        ("master_replid2", repl.replid2),
+        ("master_repl_offset", repl.master_repl_offset),
+        ("second_repl_offset", repl.second_replid_offset),
+    ]
+    out += repl.backlog_fields()
+    return out
+
+
+def _now() -> float:
+    import time
+    return time.time()
+
+
+# WAIT and WAITAOF are in Valkey's generic group but not in @keyspace.
+for _fn in (wait_cmd, waitaof_cmd):
+    _fn.command.acl_categories = _fn.command.acl_categories - {"keyspace"}
+
+# INFO's replication section is this module's (it replaces info.py's placeholder).
+if "replication" in INFO_SECTIONS:
+    INFO_SECTIONS["replication"].fn = info_replication
+else:  # pragma: no cover
+    add_info_section("replication", info_replication, before="cpu")
