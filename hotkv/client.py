@@ -36,6 +36,7 @@ class Client:
         "flush_scheduled", "reprocessing", "tracking", "multi_flags",
         "output_soft_since",
         "net_in", "net_out", "ncmds",   # CLIENT LIST tot-net-in / tot-net-out / tot-cmds
+        "asking", "cluster_ro",         # cluster mode: ASKING, READONLY (hotkv.cluster)
     )
 
     def __init__(self, server, addr: str = "", laddr: str = "", fake: bool = False):
@@ -79,6 +80,7 @@ class Client:
         self.kind = "normal"
         self.flush_scheduled = False
         self.reprocessing = False
+        self.asking = self.cluster_ro = False   # hotkv.cluster
         self.tracking = False         # a hotkv.tracking.TrackingState while CLIENT TRACKING is on
         self.output_soft_since = 0.0
         self.net_in = self.net_out = self.ncmds = 0

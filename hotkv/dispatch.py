@@ -167,6 +167,18 @@ def _check(client, server, cmd, argv):
     return cmd
 
 
+def _cluster_reject(client, cmd, message):
+    """A redirection (Valkey's clusterRedirectClient): EXEC discards the
+    transaction and answers the bare error; a queued command flags it."""
+    if cmd.name == "exec":
+        discard_transaction(client)
+    elif client.multi:
+        client.multi_error = True
+    cmd.rejected_calls += 1
+    client.server.count_error(message)
+    client.add_error(message)
+
+
 def _gates(client, server, cmd, argv) -> bool:
     """The checks that only a server with a gate on needs, in Redis's order;
     True when the command was refused (or postponed)."""
@@ -174,6 +186,11 @@ def _gates(client, server, cmd, argv) -> bool:
         message = server.acl_check(client, cmd, argv)
         if message is not None:
             reject(client, message, cmd)
+            return True
+    if server.cluster is not None:   # Valkey's cluster redirection (hotkv.cluster.state)
+        message = server.cluster.check(client, cmd, argv)
+        if message is not None:
+            _cluster_reject(client, cmd, message)
             return True
     if server.maxmemory and (cmd.denyoom or (cmd.name == "exec" and client.multi_flags & 1)):
         if server.over_maxmemory():

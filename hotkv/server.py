@@ -62,6 +62,7 @@ import traceback
 
 from . import access, acl, cmdlog, latency, lazyfree, limits, notify, pubsub, stats, tracking
 from .aof import AOF, AOFLoadError
+from .cluster import state as cluster_state
 from .blocking import drop as drop_blocked, expire_timeouts
 from .config import Config
 from .db import Database
@@ -91,7 +92,8 @@ def _gate(name: str):
         self.gated = bool(d.get("_gate_acl_check") is not None or d.get("_gate_maxmemory")
                           or d.get("_gate_disk_error") is not None or d.get("_gate_loading")
                           or d.get("_gate_pause_check") is not None
-                          or d.get("_gate_tracking_over"))
+                          or d.get("_gate_tracking_over")
+                          or d.get("_gate_cluster") is not None)
     return property(fget, fset)
 
 
@@ -113,12 +115,15 @@ class Server:
     loading = _gate("loading")
     pause_check = _gate("pause_check")
     tracking_over = _gate("tracking_over")   # hotkv.tracking: the table is over its limit
+    cluster = _gate("cluster")   # cluster-enabled: routing of every command (hotkv.cluster)
 
     def __init__(self, config: Config | dict | None = None):
         if not isinstance(config, Config):
             config = Config(config or {})
         self.config = config
-        self.dbs = [Database(i, self) for i in range(config.values["databases"])]
+        # Cluster mode has database 0 only, as Valkey's.
+        self.dbs = [Database(i, self) for i in range(
+            1 if config.values["cluster-enabled"] else config.values["databases"])]
         self.clients: dict = {}
         self._client_ids = itertools.count(1)
         self.loop = None
@@ -196,6 +201,7 @@ class Server:
         acl.init_server(self)                     # acl (may raise: aclfile errors)
         self.tracking = tracking.init_server(self)  # client-side caching (tracking_on)
         self.snapshots = Snapshots(self)          # SAVE/BGSAVE, save points (hotkv.snapshots)
+        cluster_state.init_server(self)           # cluster (None unless cluster-enabled)
         self.repl = ReplState(self)               # replication ids, offset, backlog, replicas
         self.aof_writer = None                    # the AOF while it is on (attach_aof)
         self.aof = None                           # the propagation sink (relink_propagation)
@@ -235,6 +241,7 @@ class Server:
         c.reply_mode = 0
         c.no_evict = False
         c.no_touch = False
+        c.asking = c.cluster_ro = False
         c.authenticated = not self.auth_required()
         c.user = self.default_user()
 

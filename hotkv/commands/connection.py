@@ -99,7 +99,7 @@ def hello(c, argv):
         b"version": REDIS_COMPAT_VERSION.encode(),
         b"proto": 3 if c.resp3 else 2,
         b"id": c.id,
-        b"mode": b"standalone",
+        b"mode": b"standalone" if c.server.cluster is None else b"cluster",
         b"role": b"master",
         b"modules": [],
     }
@@ -119,6 +119,10 @@ def db_index(c, arg: bytes) -> int:
 @command("select", 2, "loading stale fast", group="connection")
 def select(c, argv):
     """Change the selected database for the current connection."""
+    if c.server.cluster is not None:    # cluster mode: database 0 only (hotkv.cluster)
+        idx = string2ll(argv[1])
+        if idx is not None and idx != 0 and -2**31 <= idx < 2**31:
+            raise CommandError("ERR SELECT is not allowed in cluster mode")
     c.db = c.server.dbs[db_index(c, argv[1])]
     return OK
 
@@ -127,6 +131,8 @@ def select(c, argv):
 def swapdb(c, argv):
     """Swaps two databases."""
     server = c.server
+    if server.cluster is not None:
+        raise CommandError("ERR SWAPDB is not allowed in cluster mode")
     a = string2ll(argv[1])
     if a is None:
         raise CommandError("ERR invalid first DB index")

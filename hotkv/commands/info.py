@@ -406,7 +406,7 @@ def _info_latencystats(server):
 
 
 def _info_cluster(server):
-    return [("cluster_enabled", 0)]
+    return [("cluster_enabled", 0 if server.cluster is None else 1)]
 
 
 def _avg_ttl(db, now_ms: int, samples: int = 64) -> int:

@@ -294,6 +294,8 @@ def _db_index(c, arg: bytes):
 @command("move", 3, "write fast", (1, 1, 1))
 def move(c, argv):
     """Move a key to another database."""
+    if c.server.cluster is not None:
+        raise CommandError("ERR MOVE is not allowed in cluster mode")
     src = c.db
     dst = _db_index(c, argv[2])
     if src is dst:

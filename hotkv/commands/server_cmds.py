@@ -1,7 +1,8 @@
 """Server commands that act on the whole dataset or the process: FLUSHALL,
 FLUSHDB, DBSIZE, TIME, LASTSAVE, SAVE, BGSAVE, SHUTDOWN; and cluster.c's
-commands on a standalone server: CLUSTER (every subcommand answers that
-cluster support is disabled) and MIGRATE (real: RESTOREs on the target).
+MIGRATE (real: RESTOREs on the target; to a node of the same in-process
+cluster, hotkv.cluster.embedded, without a socket).  CLUSTER is
+``commands/cluster.py``.
 
 The other server commands have their own modules, by concept as Valkey's
 source files: INFO (``info``), CONFIG (``config_cmds``), DEBUG and MEMORY
@@ -32,6 +33,7 @@ import time
 
 from .. import errors, rdb
 from ..blocking import BLOCKED
+from ..cluster.local import connect as local_node
 from ..encodings import object_encoding
 from ..errors import CommandError
 from ..lazyfree import free_later
@@ -201,41 +203,9 @@ def shutdown(c, argv):
     return BLOCKED
 
 
-# -- CLUSTER on a server without cluster support ---------------------------------
-# hotkv runs standalone (cluster-enabled no): every CLUSTER subcommand answers as
-# valkey-server 8.1.8 does with cluster support disabled, after the usual
-# existence and arity checks.  Registered (arity, flags, in Valkey's order) so
-# COMMAND / COMMAND LIST describe the same command table as Valkey's.
-_CLUSTER_DISABLED = "ERR This instance has cluster support disabled"
-_CLUSTER_ADMIN = "admin stale no_async_loading"
-_CLUSTER_SUBCOMMANDS = (
-    ("bumpepoch", 2, _CLUSTER_ADMIN), ("delslots", -3, _CLUSTER_ADMIN),
-    ("getkeysinslot", 4, "stale"), ("help", 2, "loading stale"), ("keyslot", 3, "stale"),
-    ("addslotsrange", -4, _CLUSTER_ADMIN), ("replicas", 3, "admin stale"),
-    ("slots", 2, "loading stale"), ("addslots", -3, _CLUSTER_ADMIN),
-    ("countkeysinslot", 3, "stale"), ("slot-stats", -4, "loading stale"),
-    ("delslotsrange", -4, _CLUSTER_ADMIN), ("forget", 3, _CLUSTER_ADMIN),
-    ("reset", -2, "admin noscript stale"), ("set-config-epoch", 3, _CLUSTER_ADMIN),
-    ("failover", -2, _CLUSTER_ADMIN), ("setslot", -4, _CLUSTER_ADMIN),
-    ("info", 2, "loading stale"), ("links", 2, "stale"), ("flushslots", 2, _CLUSTER_ADMIN),
-    ("myid", 2, "loading stale"), ("myshardid", 2, "loading stale"),
-    ("replicate", 3, _CLUSTER_ADMIN), ("saveconfig", 2, _CLUSTER_ADMIN),
-    ("shards", 2, "loading stale"), ("count-failure-reports", 3, "admin stale"),
-    ("meet", -4, _CLUSTER_ADMIN), ("nodes", 2, "loading stale"), ("slaves", 3, "admin stale"),
-)
-
-container("cluster", group="cluster", since="3.0.0")
-
-
-def _cluster_disabled(c, argv):
-    """A cluster command on a server without cluster support."""
-    raise CommandError(_CLUSTER_DISABLED)
-
-
-for _name, _arity, _flags in _CLUSTER_SUBCOMMANDS:
-    command("cluster|" + _name, _arity, _flags, group="cluster",
-            since="3.0.0")(_cluster_disabled)
-del _name, _arity, _flags
+# -- CLUSTER: hotkv/commands/cluster.py (imported here: its place in the command
+# table, and so COMMAND's order, stays the one CLUSTER always had) -------------
+from . import cluster  # noqa: E402,F401
 
 
 # -- MIGRATE ----------------------------------------------------------------------
@@ -361,9 +331,12 @@ def migrate(c, argv):
     sock = None
     try:
         try:
-            sock = socket.create_connection((argv[1].decode("utf-8", "replace"),
-                                             int(argv[2]) if argv[2].isdigit() else -1),
-                                            timeout=timeout / 1000)
+            # A node of this process's cluster is reached in process (hotkv.cluster.local).
+            sock = (server.cluster is not None and local_node(
+                server, argv[1].decode("utf-8", "replace"),
+                int(argv[2]) if argv[2].isdigit() else -1)) or socket.create_connection(
+                (argv[1].decode("utf-8", "replace"),
+                 int(argv[2]) if argv[2].isdigit() else -1), timeout=timeout / 1000)
         except ConnectionRefusedError:
             # Valkey's non-blocking connect "succeeds" and its first write fails.
             raise _MigrateError("writing") from None

@@ -311,6 +311,8 @@ class Engine:
         server = self.server
         readonly = ro
         if flags is not None:
+            if "no_cluster" in flags and server.cluster is not None:
+                raise ScriptError("ERR Can not run script on cluster, 'no-cluster' flag is set.")
             if "no_writes" not in flags:
                 if server.disk_error is not None:
                     raise ScriptError(
@@ -700,6 +702,10 @@ class Engine:
             return False, self._err_table(errors.OOM, True)
         if cmd.write:
             run.write_dirty = True
+        if server.cluster is not None:    # scriptVerifyClusterState (hotkv.cluster.state)
+            message = server.cluster.script_check(run, cmd, argv)
+            if message is not None:
+                return self._rejected(message, cmd)
         fake.out = []
         call(fake, cmd, argv)
         if server.monitors and not cmd.admin and "skip_monitor" not in cmd.flags:

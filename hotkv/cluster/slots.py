@@ -1,0 +1,54 @@
+"""Hash slots: the CRC16 (XMODEM) of a key's hash tag, modulo 16,384.
+
+``key_slot(key)`` is Valkey's keyHashSlot: when the key holds a ``{`` and a
+later ``}`` with at least one byte between them, only those bytes are
+hashed (the hash tag), else the whole key.  The value is what CLUSTER
+KEYSLOT answers and what every routing decision of hotkv.cluster uses.
+
+Invariants: a pure function of the bytes; 0 <= slot < SLOTS.
+"""
+
+from __future__ import annotations
+
+SLOTS = 16384
+
+
+def _table() -> tuple:
+    out = []
+    for byte in range(256):
+        crc = byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
+        out.append(crc & 0xFFFF)
+    return tuple(out)
+
+
+_TABLE = _table()
+
+
+def crc16(data: bytes) -> int:
+    crc = 0
+    table = _TABLE
+    for b in data:
+        crc = ((crc << 8) & 0xFF00) ^ table[(crc >> 8) ^ b]
+    return crc
+
+
+def key_slot(key: bytes) -> int:
+    start = key.find(b"{")
+    if start >= 0:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            key = key[start + 1:end]
+    return crc16(key) & 0x3FFF
+
+
+def ranges(slots) -> list[tuple[int, int]]:
+    """Sorted slot numbers -> [(first, last), ...] of consecutive runs."""
+    out: list = []
+    for s in slots:
+        if out and out[-1][1] == s - 1:
+            out[-1] = (out[-1][0], s)
+        else:
+            out.append((s, s))
+    return out

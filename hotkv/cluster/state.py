@@ -1,0 +1,352 @@
+"""One node's cluster state and the routing of its commands.
+
+``ClusterState`` is ``server.cluster`` when ``cluster-enabled yes`` (None
+otherwise: the dispatcher then pays nothing, see hotkv.server's ``cluster``
+gate).  It holds the node's view -- the shared ``Topology``, which node
+``myself`` is, the slots this node imports or migrates -- and answers the
+questions Valkey's cluster.c answers for the command path:
+
+* ``check(client, cmd, argv)``: processCommand's redirection step
+  (getNodeByQuery): the error a command gets instead of running --
+  ``CROSSSLOT``, ``MOVED``, ``ASK``, ``TRYAGAIN``, ``CLUSTERDOWN`` -- or
+  None.  EXEC is checked over the whole queued transaction; a command
+  without keys (and not EXEC) is never redirected;
+* ``script_check(run, cmd, argv)``: scriptVerifyClusterState, for each
+  command a script runs (non-local keys, undeclared cross-slot keys unless
+  the script has ``allow-cross-slot-keys`` or no shebang);
+* ``redirect_blocked()``: clusterRedirectBlockedClientIfNeeded, after every
+  topology change: a client blocked on a key of a slot this node no longer
+  serves is unblocked with ``-MOVED`` (or ``-CLUSTERDOWN``).
+
+The ASKING flag lives on the client (``client.asking``) and lasts one
+command (a whole MULTI/EXEC); READONLY is ``client.cluster_ro``.
+
+Invariants: ``importing`` slots are not owned by myself, ``migrating``
+slots are; the keys of a command are found through the command table's key
+specs (``Command.key_indexes``), the shard channels of SSUBSCRIBE /
+SUNSUBSCRIBE / SPUBLISH as keys.
+"""
+
+from __future__ import annotations
+
+from .slots import key_slot
+from .topology import Node, Topology, new_id
+
+CROSSSLOT = "CROSSSLOT Keys in request don't hash to the same slot"
+DOWN_UNBOUND = "CLUSTERDOWN Hash slot not served"
+DOWN_STATE = "CLUSTERDOWN The cluster is down"
+DOWN_RO_STATE = "CLUSTERDOWN The cluster is down and only accepts read commands"
+TRYAGAIN = "TRYAGAIN Multiple keys request during rehashing of slot"
+
+# Shard channels count as keys for routing (Valkey: CMD_CHANNEL_PUBLISH /
+# CMD_CHANNEL_SUBSCRIBE commands); name -> (first, last) argv positions.
+_SHARD_PUBSUB = {"spublish": (1, 1), "ssubscribe": (1, None), "sunsubscribe": (1, None)}
+
+
+class _Down(Exception):
+    def __init__(self, message):
+        self.message = message
+
+
+class ClusterState:
+    def __init__(self, server, topology: Topology | None = None, myself: Node | None = None):
+        self.server = server
+        values = server.config.values
+        if topology is None:
+            # A lone node: it has met nobody, so it knows no address of its
+            # own (Valkey prints ":port@cport"), and owns every slot.
+            topology = Topology()
+            cport = values.get("cluster-port") or 0
+            myself = topology.add(Node(values["port"], "", cport=cport))
+            topology.slots = [myself] * len(topology.slots)
+        self.topology = topology
+        self.myself = myself
+        myself.server = server
+        myself.state = self
+        self.importing: dict = {}    # slot -> source Node
+        self.migrating: dict = {}    # slot -> target Node
+        self._routed: dict = {}      # Command -> does processCommand route it?
+        self.cmd_slot = -1           # the slot of the command being run (-1: no key)
+        self._script_run = None
+        self._script_slot = -1
+
+    # -- helpers --------------------------------------------------------
+    def sync_address(self):
+        """A lone node learns its port once bound (port 0: an ephemeral one)."""
+        me = self.myself
+        port = self.server.config.values["port"]
+        if me.port != port and len(self.topology.nodes) == 1:
+            me.port = port
+            me.cport = self.server.config.values.get("cluster-port") or port + 10000
+
+    @property
+    def serving(self) -> Node:
+        """The primary whose slots this node serves (itself, or its primary)."""
+        return self.myself.shard_primary()
+
+    def is_routed(self, cmd) -> bool:
+        r = self._routed.get(cmd)
+        if r is None:
+            r = (cmd.first_key > 0 or cmd.keys_fn is not None or cmd.name == "exec"
+                 or cmd.name in _SHARD_PUBSUB)
+            self._routed[cmd] = r
+        return r
+
+    @staticmethod
+    def command_keys(cmd, argv) -> list:
+        shard = _SHARD_PUBSUB.get(cmd.name)
+        if shard is not None:
+            first, last = shard
+            return list(argv[first:(last + 1) if last else None])
+        try:
+            return [argv[i] for i in cmd.key_indexes(argv) if i < len(argv)]
+        except (IndexError, ValueError):
+            return []
+
+    def node_address(self, n: Node) -> str:
+        return "%s:%d" % (n.host, n.port)
+
+    # -- processCommand's redirection -------------------------------------
+    def check(self, client, cmd, argv):
+        """The redirection error for this command, or None to run it here.
+        Clears a one-command ASKING flag (Valkey's resetClient)."""
+        asking = client.asking
+        if asking and not client.multi and cmd.name != "asking":
+            client.asking = False
+        self.cmd_slot = -1
+        if not self.is_routed(cmd):
+            return None
+        if cmd.name == "exec":
+            if not client.multi:
+                return None
+            entries = client.multi_queue
+            write = any(c.write for c, _ in entries)
+        else:
+            entries = ((cmd, argv),)
+            write = cmd.write
+        error, slot = self.route(entries, asking, client.cluster_ro, write,
+                                 cmd.name == "migrate")
+        self.cmd_slot = slot
+        return error
+
+    def route(self, entries, asking: bool, readonly: bool, write: bool, migrate=False):
+        """getNodeByQuery over (cmd, argv) entries: (error or None, slot)."""
+        topo = self.topology
+        serving = self.serving
+        slot = -1
+        owner = None
+        importing = migrating = multiple = pubsub = False
+        missing = existing = 0
+        db = self.server.dbs[0]
+        for cmd, argv in entries:
+            if cmd.name in _SHARD_PUBSUB:
+                pubsub = True
+            for key in self.command_keys(cmd, argv):
+                s = key_slot(key)
+                if owner is None and slot < 0:
+                    slot = s
+                    owner = topo.slots[s]
+                    if owner is None:
+                        return DOWN_UNBOUND, s
+                    if self.myself.primary is None or readonly:
+                        if owner is serving and s in self.migrating:
+                            migrating = True
+                        elif s in self.importing:
+                            importing = True
+                elif s != slot:
+                    return CROSSSLOT, slot
+                else:
+                    multiple = True
+                if (migrating or importing) and not pubsub:
+                    if db.data.get(key) is None or (db.expires and db.is_expired(key)):
+                        missing += 1
+                    else:
+                        existing += 1
+        if owner is None:
+            return None, -1
+        if not topo.healthy():
+            if pubsub:
+                if not self.server.config.values.get("cluster-allow-pubsubshard-when-down",
+                                                     True):
+                    return DOWN_STATE, slot
+            elif not self.server.config.values.get("cluster-allow-reads-when-down"):
+                return DOWN_STATE, slot
+            elif write:
+                return DOWN_RO_STATE, slot
+        if (migrating or importing) and migrate:
+            return None, slot
+        if migrating and missing:
+            if existing:
+                return TRYAGAIN, slot
+            return "ASK %d %s" % (slot, self.node_address(self.migrating[slot])), slot
+        if importing and asking:
+            if multiple and missing:
+                return TRYAGAIN, slot
+            return None, slot
+        if (readonly or pubsub) and not write and self.myself.primary is owner:
+            return None, slot
+        if owner is not self.myself:
+            return "MOVED %d %s" % (slot, self.node_address(owner)), slot
+        return None, slot
+
+    # -- scripts ------------------------------------------------------------
+    def script_check(self, run, cmd, argv):
+        """scriptVerifyClusterState: the error text (without ERR) for a command
+        a script may not run here, or None."""
+        if self._script_run is not run:
+            self._script_run = run
+            self._script_slot = self.cmd_slot
+        if not self.is_routed(cmd):
+            return None
+        caller = run.caller
+        error, slot = self.route(((cmd, argv),), caller.asking, caller.cluster_ro, cmd.write)
+        if error is not None:
+            if error == DOWN_RO_STATE:
+                return ("Script attempted to execute a write command while the cluster is "
+                        "down and readonly")
+            if error == DOWN_STATE:
+                return "Script attempted to execute a command while the cluster is down"
+            if error == CROSSSLOT:
+                return ("Command '%s' in script attempted to access keys that don't hash "
+                        "to the same slot" % cmd.name)
+            return "Script attempted to access a non local key in a cluster node"
+        if slot != -1 and not (run.flags is None or "allow_cross_slot" in run.flags):
+            if self._script_slot == -1:
+                self._script_slot = slot
+            elif self._script_slot != slot:
+                return ("Command '%s' in script attempted to access keys that don't hash "
+                        "to the same slot" % cmd.name)
+        return None
+
+    # -- blocked clients -----------------------------------------------------
+    def redirect_blocked(self):
+        """Unblock the clients blocked on keys this node no longer serves."""
+        from ..blocking import unblock    # below this package; imported when used
+        topo = self.topology
+        healthy = topo.healthy()
+        for c in list(self.server.clients.values()):
+            waiter = c.blocked
+            if waiter is None or not waiter.keys or waiter.cmd is None:
+                continue
+            if not healthy:
+                unblock(c, error=DOWN_STATE)
+                continue
+            s = key_slot(waiter.keys[0])
+            owner = topo.slots[s]
+            if c.cluster_ro and not waiter.cmd.write and self.myself.primary is owner \
+                    and owner is not None:
+                continue
+            if owner is not self.myself and s not in self.importing:
+                unblock(c, error=DOWN_UNBOUND if owner is None else "MOVED %d %s" % (
+                    s, self.node_address(owner)))
+
+    # -- role changes ---------------------------------------------------------
+    def become_replica_of(self, primary: Node):
+        """CLUSTER REPLICATE: serve primary's data (shared in process, see
+        hotkv.cluster.embedded) and follow its slots."""
+        me = self.myself
+        me.primary = primary
+        me.shard_id = primary.shard_id
+        self.importing.clear()
+        self.migrating.clear()
+        if primary.server is not None:
+            share_data(self.server, primary.server)
+        self.topology_changed()
+
+    def promote(self):
+        """This replica takes its primary's slots (CLUSTER FAILOVER, or the
+        failover after a primary was killed): a new config epoch, the old
+        primary (when alive) and the other replicas follow it."""
+        me = self.myself
+        old = me.primary
+        if old is None:
+            return
+        topo = self.topology
+        for s in range(len(topo.slots)):
+            if topo.slots[s] is old:
+                topo.slots[s] = me
+        me.primary = None
+        for n in topo.nodes.values():
+            if n.primary is old and n is not me:
+                n.primary = me
+        if not old.failed:
+            old.primary = me
+            if old.state is not None:
+                old.state.importing.clear()
+                old.state.migrating.clear()
+        topo.bump_epoch(me)
+        self.topology_changed()
+
+    def reset(self, hard: bool):
+        """CLUSTER RESET: this node alone again, owning no slot."""
+        me = self.myself
+        topo = self.topology
+        for s in range(len(topo.slots)):
+            if topo.slots[s] is me:
+                topo.slots[s] = None
+        self.importing.clear()
+        self.migrating.clear()
+        if len(topo.nodes) > 1:
+            del topo.nodes[me.id]
+            self.topology_changed()
+            topo = self.topology = Topology()
+            topo.add(me)
+        me.primary = None
+        if hard:
+            del topo.nodes[me.id]
+            me.id = new_id()
+            me.shard_id = new_id()
+            topo.add(me)
+            me.config_epoch = 0
+            topo.current_epoch = 0
+        self.topology_changed()
+
+    # -- INFO / CLUSTER INFO ------------------------------------------------
+    def info_fields(self) -> list:
+        topo = self.topology
+        assigned = topo.assigned()
+        failed = topo.failed_slots()
+        me = self.myself
+        return [
+            ("cluster_state", "ok" if topo.healthy() else "fail"),
+            ("cluster_slots_assigned", assigned),
+            ("cluster_slots_ok", assigned - failed),
+            ("cluster_slots_pfail", 0),
+            ("cluster_slots_fail", failed),
+            ("cluster_known_nodes", len(topo.nodes)),
+            ("cluster_size", topo.size()),
+            ("cluster_current_epoch", topo.current_epoch),
+            ("cluster_my_epoch", me.shard_primary().config_epoch),
+            ("cluster_stats_messages_sent", 0),
+            ("cluster_stats_messages_received", 0),
+            ("total_cluster_links_buffer_limit_exceeded", 0),
+        ]
+
+    def topology_changed(self):
+        """After a change of slot owners or roles: every in-process node of
+        this topology redirects its blocked clients, and forgets open slots
+        it no longer has reason to keep."""
+        for n in self.topology.nodes.values():
+            st = n.state
+            if st is None or n.failed:
+                continue
+            for s in [s for s, _ in st.migrating.items()
+                      if self.topology.slots[s] is not n]:
+                del st.migrating[s]
+            for s in [s for s, _ in st.importing.items() if self.topology.slots[s] is n]:
+                del st.importing[s]
+            st.redirect_blocked()
+
+
+def init_server(server):
+    """server.cluster: a ClusterState when cluster-enabled, else None."""
+    server.cluster = ClusterState(server) if server.config.values.get("cluster-enabled") \
+        else None
+
+
+def share_data(server, source):
+    """server serves source's databases from now on (a replica in process:
+    its reads see every write of its primary at once)."""
+    server.dbs = source.dbs
+    for c in server.clients.values():
+        c.db = server.dbs[c.db.index] if c.db.index < len(server.dbs) else server.dbs[0]
