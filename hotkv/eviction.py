@@ -1,0 +1,340 @@
+"""maxmemory: evicting keys by ``maxmemory-policy``, Valkey's evict.c.
+
+Owns ``Evictor`` (``server.eviction``, made by ``Server._make_subsystems``):
+``before_command`` is Valkey's performEvictions, run by the dispatcher's
+gate before every command while ``maxmemory`` is set (the gate refuses a
+command that may grow memory when it answers True: -OOM); ``cron`` and the
+time proc (``_proc``, Valkey's evictionTimeProc, started when an eviction
+runs out of time or CONFIG SET maxmemory lowers the limit) keep evicting
+between commands; INFO reads ``info_fields``.
+
+Memory is ``hotkv.stats.used_memory`` (the allocators' in-use bytes, which
+drop as soon as a value is freed).  Reading it costs a few microseconds (up
+to a few hundred on a fragmented heap), so a command does not pay it when
+a cheap bound says the limit is far: the last reading plus ``_GROWTH``
+times the bytes read from clients since (a stored byte costs at most a few
+bytes: key, value, table entry).  The cron re-reads every tick, for growth
+that no input explains (output buffers, a script's writes).
+
+Choosing the key, as Valkey does: the LRU / LFU / TTL policies sample
+``maxmemory-samples`` keys per database (all keys, or those with a TTL for
+volatile-*) into an eviction pool of 16 kept in ascending order of "idle"
+(LRU: seconds since the last access, hotkv.access's 24-bit clock; LFU: 255
+minus the decayed counter; TTL: the later the expiry, the lower), and evict
+the pool's best entry that still exists; the random policies take a random
+key from the next database in turn.  Each eviction subtracts an estimate of
+the key's size (``estimate``) from what is left to free; once the estimates
+say enough, the allocators are read again, and the loop goes on if the
+estimates were optimistic.  After 16 keys the time spent is checked against
+``maxmemory-eviction-tenacity``'s budget (evictionTimeLimitUs); past it the
+rest is left to the time proc and the command runs (EVICT_RUNNING).
+
+An evicted key is deleted as Valkey's dbGenericDelete with KEY_EVICTED:
+WATCHers fail, client-side caches are invalidated, ``evicted`` (class e) is
+published, the deletion is propagated (DEL, or UNLINK with
+``lazyfree-lazy-eviction``) to the AOF, ``evicted_keys`` counts it.
+
+Invariants: no eviction while loading or while CLIENT PAUSE holds writes
+(Valkey's PAUSE_ACTION_EVICT); ``oom`` is the last performEvictions' answer
+(EVICT_FAIL), which scripts read as Valkey's pre_command_oom_state; at most
+one time proc is scheduled; the pool holds at most ``POOL_SIZE`` entries.
+Client eviction (``maxmemory-clients``) is not here.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from . import access, config as _config, stats
+
+POOL_SIZE = 16              # EVPOOL_SIZE
+EVICT_OK, EVICT_RUNNING, EVICT_FAIL = 0, 1, 2
+_GROWTH = 8                 # bytes of memory a byte read from a client may cost at most
+
+for _name in ("maxmemory-samples", "maxmemory-eviction-tenacity", "lazyfree-lazy-eviction"):
+    _config.PARAMS[_name].inert = False
+
+
+def time_limit_us(tenacity: int) -> float:
+    """Valkey's evictionTimeLimitUs: 0..500 us linearly up to tenacity 10,
+    then 15% more per step, unlimited at 100."""
+    if tenacity <= 10:
+        return 50.0 * tenacity
+    if tenacity < 100:
+        return 500.0 * 1.15 ** (tenacity - 10)
+    return float("inf")
+
+
+def estimate(key, value) -> int:
+    """Bytes freeing key and value is expected to release: the objects'
+    sizes, a container's elements from the first few (Valkey measures
+    the allocator around each delete; the exact reading follows the loop)."""
+    size = sys.getsizeof(key) + 96      # the key, its dict/index/access entries
+    t = type(value)
+    if t is bytes or t is bytearray:
+        return size + sys.getsizeof(value)
+    size += sys.getsizeof(value)
+    try:
+        n = len(value)
+    except TypeError:
+        return size
+    if not n:
+        return size
+    total = count = 0
+    items = value.items() if isinstance(value, dict) else value
+    try:
+        for item in items:
+            if type(item) is tuple:
+                total += sum(sys.getsizeof(x) for x in item)
+            else:
+                total += sys.getsizeof(item)
+            count += 1
+            if count == 5:
+                break
+    except TypeError:
+        return size
+    return size + total * n // count if count else size
+
+
+class Evictor:
+    __slots__ = ("server", "pool", "next_db", "used", "in_mark", "oom", "proc",
+                 "exceeded_since", "exceeded_total_us")
+
+    def __init__(self, server):
+        self.server = server
+        self.pool: list = []          # [score, dbindex, key], ascending score
+        self.next_db = 0
+        self.used = 0                 # the last reading of used_memory
+        self.in_mark = 0              # stat_net_input_bytes at that reading
+        self.oom = False              # the last answer was EVICT_FAIL
+        self.proc = None              # the scheduled time proc's handle
+        self.exceeded_since = 0.0     # monotonic time the limit was first exceeded
+        self.exceeded_total_us = 0
+        server.stat_evictedkeys = 0
+
+    # -- readings -------------------------------------------------------------
+    def read(self) -> int:
+        server = self.server
+        self.used = stats.used_memory()
+        self.in_mark = server.stat_net_input_bytes
+        return self.used
+
+    def cron(self):
+        """The server's tick: re-measure (hotkv.stats.calibrate) and, if over
+        the limit with nothing running, evict (growth no command explains)."""
+        server = self.server
+        if not server.maxmemory:
+            return
+        self.used = stats.calibrate()
+        self.in_mark = server.stat_net_input_bytes
+        if self.used > server.maxmemory and self.proc is None:
+            self.start_proc()
+
+    def limit_changed(self):
+        """CONFIG SET maxmemory (Valkey's updateMaxmemory): evict at once, in
+        the time proc, if the new limit is below what is used."""
+        if self.server.maxmemory:
+            self.read()
+            self.start_proc()
+
+    # -- performEvictions ------------------------------------------------------
+    def before_command(self) -> bool:
+        """performEvictions before a command; True when nothing more could
+        be freed (EVICT_FAIL: a command that may grow memory gets -OOM)."""
+        server = self.server
+        if (self.used + (server.stat_net_input_bytes - self.in_mark) * _GROWTH
+                <= server.maxmemory and not self.exceeded_since):
+            self.oom = False
+            return False
+        self.oom = self.perform() == EVICT_FAIL
+        return self.oom
+
+    def _safe(self) -> bool:
+        # Not while loading, nor while CLIENT PAUSE holds writes, nor on a
+        # replica that leaves eviction to its primary (replica-ignore-maxmemory).
+        server = self.server
+        return not server.loading and server.pause_check is None and (
+            server.__dict__.get("replica_link") is None
+            or not server.config.values.get("replica-ignore-maxmemory", True))
+
+    def perform(self) -> int:
+        server = self.server
+        if not self._safe():
+            return EVICT_OK        # as if eviction were not triggered (no metrics)
+        limit = server.maxmemory
+        used = self.read()
+        if not limit or used <= limit:
+            return self._metrics(EVICT_OK)
+        policy = server.config.values["maxmemory-policy"]
+        if policy == "noeviction":
+            return self._metrics(EVICT_FAIL)
+        values = server.config.values
+        budget_us = time_limit_us(values.get("maxmemory-eviction-tenacity", 10))
+        start = time.perf_counter()
+        lazy = values.get("lazyfree-lazy-eviction")
+        tofree = used - limit
+        freed = keys = 0
+        result = EVICT_OK
+        while True:
+            if freed >= tofree:
+                used = self.read()        # the estimates said enough: check
+                if used <= limit:
+                    break
+                tofree, freed = used - limit, 0
+            pick = self._pick(policy)
+            if pick is None:
+                result = EVICT_FAIL       # nothing (volatile) left to evict
+                break
+            db, key = pick
+            freed += self._evict(db, key, lazy)
+            keys += 1
+            if keys % 16 == 0 and (time.perf_counter() - start) * 1e6 > budget_us:
+                self.start_proc()        # the rest between commands
+                break
+        if result != EVICT_FAIL:
+            result = EVICT_RUNNING if self.proc is not None else EVICT_OK
+        if keys:
+            self.read()
+            server.latency_sample("eviction-cycle", int((time.perf_counter() - start) * 1000))
+        return self._metrics(result)
+
+    def _metrics(self, result: int) -> int:
+        if result == EVICT_OK:
+            if self.exceeded_since:
+                self.exceeded_total_us += int((time.monotonic() - self.exceeded_since) * 1e6)
+                self.exceeded_since = 0.0
+        elif not self.exceeded_since:
+            self.exceeded_since = time.monotonic()
+        return result
+
+    # -- the time proc -----------------------------------------------------------
+    def start_proc(self):
+        loop = self.server.loop
+        if self.proc is None and loop is not None:
+            self.proc = loop.call_soon(self._proc)
+
+    def _proc(self):
+        """evictionTimeProc: evict until under the limit, a budget at a time,
+        yielding to the loop between budgets."""
+        self.proc = None
+        server = self.server
+        if not server.maxmemory or server.current_client is not None:
+            return
+        result = self.perform()
+        if server.prop_pending:
+            server.flush_propagation()
+        server.wake()
+        if result == EVICT_RUNNING and self.proc is None:
+            self.start_proc()
+
+    # -- choosing -------------------------------------------------------------
+    def _pick(self, policy: str):
+        """(db, key) to evict under policy, or None when there is none."""
+        server = self.server
+        dbs = server.dbs
+        allkeys = policy.startswith("allkeys")
+        if policy.endswith("random"):
+            n = len(dbs)
+            for _ in range(n):
+                self.next_db = (self.next_db + 1) % n
+                db = dbs[self.next_db]
+                if allkeys:
+                    if db.data:
+                        return db, db.checked_keyindex().random_key()
+                elif db.expires:
+                    return db, db.checked_volatile().random_key()
+            return None
+        kind = policy[policy.index("-") + 1:]      # lru, lfu, ttl
+        samples = server.config.values.get("maxmemory-samples", 5)
+        pool = self.pool
+        for _ in range(100):      # each round samples anew; one is nearly always enough
+            total = 0
+            for db in dbs:
+                keys = db.data if allkeys else db.expires
+                if keys:
+                    total += len(keys)
+                    self._populate(db, kind, allkeys, samples)
+            if not total:
+                return None
+            # The pool's best (highest score) that still exists; stale
+            # entries (deleted since they were sampled) are dropped.
+            while pool:
+                _, dbindex, key = pool.pop()
+                db = dbs[dbindex]
+                if key in (db.data if allkeys else db.expires):
+                    return db, key
+        return None
+
+    def _populate(self, db, kind: str, allkeys: bool, samples: int):
+        """evictionPoolPopulate: sample keys of db into the pool."""
+        index = db.checked_keyindex() if allkeys else db.checked_volatile()
+        pool = self.pool
+        if kind == "lru":
+            now = db.clock
+            acc = db.access
+            lfu = False
+        elif kind == "lfu":
+            server = self.server
+            decay = server.config.values.get("lfu-decay-time", 1)
+            acc = db.access
+            lfu = True
+        for _ in range(min(samples, index.count)):
+            key = index.random_key()
+            if kind == "ttl":
+                score = -db.expires.get(key, 0)
+            elif lfu:
+                field = acc.get(key)
+                score = 255 - (access.lfu_decr(field, decay, server) if field is not None
+                               else access.LFU_INIT_VAL)
+            else:
+                stamp = acc.get(key)
+                if stamp is None:
+                    score = 0
+                elif now >= stamp:
+                    score = now - stamp
+                else:
+                    score = now + access.LRU_CLOCK_MAX - stamp
+            if len(pool) >= POOL_SIZE and score <= pool[0][0]:
+                continue        # worse than everything in a full pool
+            entry = [score, db.index, key]
+            if any(e[2] == key and e[1] == db.index for e in pool):
+                continue        # already pooled
+            # Insert keeping ascending order; a full pool drops its worst.
+            i = len(pool)
+            while i > 0 and pool[i - 1][0] > score:
+                i -= 1
+            pool.insert(i, entry)
+            if len(pool) > POOL_SIZE:
+                del pool[0]
+
+    # -- evicting ---------------------------------------------------------------
+    def _evict(self, db, key, lazy) -> int:
+        """Delete key as an eviction; the estimated bytes freed."""
+        server = self.server
+        value = db.data.get(key)
+        freed = estimate(key, value) if value is not None else 0
+        db.delete(key)
+        del value
+        server.stat_evictedkeys += 1
+        if key in db.watched:
+            db.touch_watched(key)
+        if server.tracking_on:
+            server.tracking.invalidate(key, None)
+        if server.notify is not None:
+            server.notify(db, key, "e", "evicted")
+        server.propagate(db.index, [b"UNLINK" if lazy else b"DEL", key])
+        return freed
+
+    # -- INFO ---------------------------------------------------------------------
+    def info_fields(self):
+        """(total_eviction_exceeded_time, current_eviction_exceeded_time), ms."""
+        current = 0
+        if self.exceeded_since:
+            current = int((time.monotonic() - self.exceeded_since) * 1e6)
+        return (self.exceeded_total_us + current) // 1000, current // 1000
+
+    def reset_stats(self):
+        self.exceeded_total_us = 0
+        if self.exceeded_since:
+            self.exceeded_since = time.monotonic()
