@@ -460,8 +460,8 @@ def bind_addresses(text: str) -> list[str]:
 
 
 def _parse_replicaof(text):
-    """``replicaof host port`` / ``no one``, checked as Valkey checks it (hotkv
-    replicates from no one: the setting is kept, inert)."""
+    """``replicaof host port`` / ``no one``, checked as Valkey checks it; hotkv
+    follows that primary once its data is loaded (hotkv.replication.replica)."""
     words = text.split()
     if len(words) != 2:
         raise ConfigError("wrong number of arguments")
@@ -524,6 +524,11 @@ def _load_table():
 
 
 _load_table()
+# Read by hotkv.replication.replica (hotkv as a replica of a Valkey primary).
+for _name in ("replicaof", "replica-read-only", "replica-serve-stale-data", "primaryauth",
+              "primaryuser", "repl-timeout", "replica-priority", "replica-announced",
+              "replica-announce-ip", "replica-announce-port"):
+    PARAMS[_name].inert = False
 # Valkey's hidden settings: answered by exact name, never listed for a pattern.
 HIDDEN = frozenset(row[0] for row in HIDDEN_ROWS)
 

@@ -75,9 +75,15 @@ class Database:
                 when = self.expires.get(key)
                 if when is not None and when <= self.server.cmd_time_ms \
                         and not self.server.loading:
-                    if self.server.pause_check is None:   # CLIENT PAUSE: gone, not deleted
-                        self.expire_now(key)
-                    return None
+                    link = self.server.replica_link
+                    if link is None:
+                        if self.server.pause_check is None:   # CLIENT PAUSE: gone, not deleted
+                            self.expire_now(key)
+                        return None
+                    # A replica deletes nothing: the primary's DEL will come.  Its
+                    # commands see the key as the primary did; the others do not.
+                    if self.server.current_client is not link.client:
+                        return None
             self.access[key] = self.clock     # an access (hotkv.access)
         return value
 
@@ -89,9 +95,13 @@ class Database:
         if value is not None and self.expires:
             when = self.expires.get(key)
             if when is not None and when <= self.server.cmd_time_ms and not self.server.loading:
-                if self.server.pause_check is None:
-                    self.expire_now(key)
-                value = None
+                link = self.server.replica_link
+                if link is None:
+                    if self.server.pause_check is None:
+                        self.expire_now(key)
+                    value = None
+                elif self.server.current_client is not link.client:
+                    value = None    # a replica: as lookup()
         if value is None:
             server = self.server
             server.stat_keyspace_misses += 1

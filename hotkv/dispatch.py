@@ -202,10 +202,15 @@ def _gates(client, server, cmd, argv) -> bool:
             cmd.name == "exec" and client.multi_flags & 2)):
         reject(client, server.disk_error, cmd)
         return True
+    repl_check = server.repl_check     # a replica (hotkv.replication.replica)
+    if repl_check is not None and repl_check(client, cmd, argv, 0):
+        return True    # READONLY
     if not client.resp3 and (client.channels or client.patterns or client.shard_channels) \
             and not cmd.pubsub_ok:
         reject(client, errors.SUBSCRIBED % cmd.name, cmd)
         return True
+    if repl_check is not None and repl_check(client, cmd, argv, 1):
+        return True    # MASTERDOWN
     if server.loading and "loading" not in cmd.flags:
         reject(client, errors.LOADING, cmd)
         return True

@@ -36,7 +36,7 @@ from typing import Callable
 KNOWN_FLAGS = frozenset("""
 write readonly denyoom admin pubsub noscript blocking loading stale skip_monitor
 skip_slowlog fast no_auth may_replicate no_mandatory_keys no_async_loading
-no_multi movablekeys allow_busy protected
+no_multi movablekeys allow_busy protected asking
 """.split())
 
 # Key-spec flags as Redis names them (COMMAND INFO, GETKEYSANDFLAGS).

@@ -68,7 +68,7 @@ from .config import Config
 from .db import Database
 from .multi import discard_transaction, unwatch_all
 from .rdbfile import RDBLoadError
-from .replication import ReplState
+from .replication import ReplState, replica
 from .registry import TABLE as _COMMAND_TABLE
 from .snapshots import Snapshots
 from .version import __version__
@@ -93,6 +93,7 @@ def _gate(name: str):
                           or d.get("_gate_disk_error") is not None or d.get("_gate_loading")
                           or d.get("_gate_pause_check") is not None
                           or d.get("_gate_tracking_over")
+                          or d.get("_gate_repl_check") is not None
                           or d.get("_gate_cluster") is not None)
     return property(fget, fset)
 
@@ -115,6 +116,7 @@ class Server:
     loading = _gate("loading")
     pause_check = _gate("pause_check")
     tracking_over = _gate("tracking_over")   # hotkv.tracking: the table is over its limit
+    repl_check = _gate("repl_check")   # a replica: READONLY / MASTERDOWN (replication.replica)
     cluster = _gate("cluster")   # cluster-enabled: routing of every command (hotkv.cluster)
 
     def __init__(self, config: Config | dict | None = None):
@@ -181,6 +183,8 @@ class Server:
         self.monitors: list = []     # MONITOR clients (hotkv.cmdlog feeds them)
         self.feed_monitors = cmdlog.feed_monitors
         self.pause_check = None      # set by hotkv.pause while a CLIENT PAUSE is on
+        self.repl_check = None       # set while hotkv is a replica (hotkv.replication.replica)
+        self.replica_link = None     # its link to the primary, then
         self.pending_push: list = []  # pushes to current_client, sent after its reply
         self.shutdown_cb = None     # set by the network layer
         self._apply_config()
@@ -259,14 +263,16 @@ class Server:
             except RDBLoadError as e:
                 log.error("%s", e)
                 raise
-            return
-        aof = self.aof_manager
-        try:
-            await aof.load()
-        except AOFLoadError as e:
-            log.error("%s", e)
-            raise
-        aof.start()
+        else:
+            aof = self.aof_manager
+            try:
+                await aof.load()
+            except AOFLoadError as e:
+                log.error("%s", e)
+                raise
+            aof.start()
+        if self.config.values["replicaof"]:   # follow the primary once the data is in
+            replica.start_from_config(self)
 
     def shutdown(self):
         """At stop, after the clients' last output: the final RDB save (when
@@ -276,6 +282,8 @@ class Server:
             self.shutdown_saved = True
             self.snapshots.shutdown_save()
         self.aof_manager.stop(final=True)
+        if self.replica_link is not None:
+            self.replica_link.stop()
 
     # ------------------------------------------------------------------
     def _apply_config(self):
@@ -479,7 +487,9 @@ class Server:
         budget = 20 * self.config.values["active-expire-effort"]
         start = time.time()
         # No active expiry while CLIENT PAUSE holds writes (Valkey's PAUSE_ACTION_EXPIRE).
-        for db in self.dbs if self.active_expire_enabled and self.pause_check is None else ():
+        # Nor on a replica: its primary's DELs expire keys (Valkey's iAmPrimary()).
+        for db in self.dbs if self.active_expire_enabled and self.pause_check is None \
+                and self.replica_link is None else ():
             if db.expires:
                 # Keep going while a quarter of the samples were expired, within bounds.
                 for _ in range(16):

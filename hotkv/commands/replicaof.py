@@ -1,5 +1,5 @@
-"""REPLICAOF / SLAVEOF (hotkv as a replica: hotkv.replication.replica), and the
-two commands a cluster sends while moving keys: RESTORE-ASKING and ASKING.
+"""REPLICAOF / SLAVEOF (hotkv as a replica: hotkv.replication.replica), and
+RESTORE-ASKING, the RESTORE a cluster node sends while moving keys.
 
 * ``REPLICAOF host port`` follows that primary (the link runs on the loop;
   the reply does not wait for it); the same primary again answers Valkey's
@@ -8,9 +8,7 @@ two commands a cluster sends while moving keys: RESTORE-ASKING and ASKING.
   (``ERR Invalid master port``).  CONFIG GET replicaof follows.
 * ``RESTORE-ASKING`` is RESTORE (hotkv.commands.dump) under Valkey's name for
   the one a cluster node sends during a slot migration.
-* ``ASKING``: on a server without cluster mode Valkey answers
-  ``ERR This instance has cluster support disabled``; registered only when
-  no module before this one (a cluster implementation) registered it.
+  (ASKING is hotkv.commands.cluster's.)
 
 Invariant: ``server.replica_link`` is not None exactly while
 ``server.repl.role == "slave"`` and ``config replicaof`` is "host port".
@@ -21,7 +19,7 @@ from __future__ import annotations
 import logging
 
 from ..errors import CommandError
-from ..registry import COMMANDS, command
+from ..registry import command
 from ..replication import replica
 from ..resp import OK, Simple
 from .dump import restore
@@ -38,6 +36,8 @@ def _client_info(c) -> str:
 
 def _replicaof(c, argv):
     server = c.server
+    if server.config.values.get("cluster-enabled"):
+        raise CommandError("ERR REPLICAOF not allowed in cluster mode.")
     host, port_arg = argv[1], argv[2]
     if host.lower() == b"no" and port_arg.lower() == b"one":
         if server.replica_link is not None:
@@ -83,9 +83,3 @@ def restore_asking(c, argv):
     """An internal command for migrating keys in a cluster."""
     return restore(c, argv)
 
-
-if "asking" not in COMMANDS:
-    @command("asking", 1, "fast", group="cluster", since="3.0.0", acl=("connection",))
-    def asking(c, argv):
-        """Signals that a cluster client is following an -ASK redirect."""
-        raise CommandError("ERR This instance has cluster support disabled")

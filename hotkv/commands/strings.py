@@ -118,8 +118,10 @@ def expire_ms(c, arg: bytes, flags: int, name: str) -> int:
 
 def already_expired(c, when: int) -> bool:
     """An expiry in the past deletes at once -- except while loading the
-    AOF, which must rebuild the key and leave its deletion to the log."""
-    return when <= c.server.cmd_time_ms and not c.server.loading
+    AOF, which must rebuild the key and leave its deletion to the log, and
+    on a replica, whose primary sends the deletion (Valkey's checkAlreadyExpired)."""
+    return when <= c.server.cmd_time_ms and not c.server.loading \
+        and c.server.replica_link is None
 
 
 def delete_expired_overwrite(c, key):

@@ -48,6 +48,7 @@ import hiredis
 
 from .. import rdbfile
 from ..client import Client
+from ..dispatch import process_command, reject
 from ..multi import discard_transaction
 
 log = logging.getLogger("hotkv")
@@ -114,6 +115,7 @@ class ReplicaLink:
         self.full_syncs = 0
         self.partial_syncs = 0
         self.failures = 0
+        self.backlog_start = -1       # offset of the last full sync (INFO's backlog)
 
     # ------------------------------------------------------------------
     def start(self):
@@ -372,6 +374,7 @@ class ReplicaLink:
         repl.replid = replid
         repl.clear_replid2()
         repl.master_repl_offset = offset
+        self.backlog_start = offset
         log.info("PRIMARY <-> REPLICA sync: Finished with success")
         # An AOF that is on is rewritten from the new dataset (as Valkey
         # restarts it after a full sync), so a restart finds this data.
@@ -403,7 +406,6 @@ class ReplicaLink:
 
     # ------------------------------------------------------------------
     async def _stream(self, reader):
-        from ..dispatch import process_command   # (dispatch imports the server's parts)
         server = self.server
         self.state = "connected"
         self.failures = 0
@@ -487,6 +489,7 @@ def become_replica(server, host: str, port: int):
     if old is not None and old.client is not None:
         link.client = old.client
         link.replid, link.reploff = old.replid, old.reploff
+        link.backlog_start = old.backlog_start
     elif cached is not None:
         link.client = link._new_client()
         link.replid, link.reploff = cached
@@ -519,12 +522,15 @@ def become_primary(server):
 
 def _drop_replicas(server):
     """Replicas of this server must resync once it follows someone
-    (Valkey's disconnectReplicas)."""
-    for rep in list(getattr(server.repl, "replicas", ())):
-        conn = getattr(rep, "client", None) or getattr(rep, "conn", None)
-        close = getattr(conn, "close", None)
-        if close is not None:
-            close()
+    (Valkey's disconnectReplicas).  The backlog goes too: a replica's offset
+    is its primary's, which the primary side's feed would not follow (hotkv
+    does not proxy its primary's stream to replicas of its own)."""
+    repl = server.repl
+    for link in list(repl.replicas):
+        link.client.close()
+    if repl.backlog is not None:
+        repl.backlog = None
+        server.relink_propagation()
 
 
 def repl_check(client, cmd, argv, phase: int) -> bool:
@@ -535,7 +541,6 @@ def repl_check(client, cmd, argv, phase: int) -> bool:
     link = server.replica_link
     if link is None or client is link.client:
         return False
-    from ..dispatch import reject
     if phase == 0:
         if server.config.values.get("replica-read-only", True) and (
                 cmd.write or (cmd.name == "exec" and client.multi_flags & 2)):
@@ -568,8 +573,7 @@ def role_reply(server) -> list:
 
 
 def info_fields(server) -> list:
-    """INFO replication's fields on a replica, in valkey-server 8.1.8's order
-    (the backlog fields and the replids are ReplState's, added by INFO)."""
+    """INFO replication's fields on a replica, in valkey-server 8.1.8's order."""
     link = server.replica_link
     values = server.config.values
     now = time.time()
@@ -608,6 +612,26 @@ def info_fields(server) -> list:
         ("slave_read_only", 1 if values.get("replica-read-only", True) else 0),
         ("replica_announced", 1 if values.get("replica-announced", True) else 0),
     ]
+    repl = server.repl
+    out += [
+        ("connected_slaves", len(repl.replicas)),
+        ("replicas_waiting_psync", 0),
+        ("master_failover_state", "no-failover"),
+        ("master_replid", repl.replid),
+        ("master_replid2", repl.replid2),
+        ("master_repl_offset", repl.master_repl_offset),
+        ("second_repl_offset", repl.second_replid_offset),
+    ]
+    size = values.get("repl-backlog-size", 1048576)
+    if link.backlog_start >= 0:
+        # As a Valkey replica: the backlog made at the full sync holds the
+        # primary's stream since then (hotkv keeps only its bounds).
+        hist = min(repl.master_repl_offset - link.backlog_start, size)
+        out += [("repl_backlog_active", 1), ("repl_backlog_size", size),
+                ("repl_backlog_first_byte_offset", repl.master_repl_offset - hist + 1),
+                ("repl_backlog_histlen", hist)]
+    else:
+        out += repl.backlog_fields()
     return out
 
 

