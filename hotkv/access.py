@@ -28,18 +28,17 @@ as Valkey does ("LRU and LFU data will take some time to adjust").
 from __future__ import annotations
 
 import random
-import time
 
 LRU_CLOCK_MAX = (1 << 24) - 1
 LFU_INIT_VAL = 5
 
 
-def lru_clock() -> int:
-    return int(time.time()) & LRU_CLOCK_MAX
+def lru_clock(server) -> int:
+    return int(server.clock.time()) & LRU_CLOCK_MAX     # hotkv.clock
 
 
-def _minutes() -> int:
-    return (int(time.time()) // 60) & 65535
+def _minutes(server) -> int:
+    return (int(server.clock.time()) // 60) & 65535
 
 
 def is_lfu(server) -> bool:
@@ -62,10 +61,10 @@ def idle_seconds(db, key) -> int:
 
 # -- LFU ----------------------------------------------------------------------
 
-def lfu_decr(field: int, decay_time: int) -> int:
+def lfu_decr(field: int, decay_time: int, server) -> int:
     """Valkey's LFUDecrAndReturn: the counter, less one per decay period elapsed."""
     ldt, counter = field >> 8, field & 255
-    now = _minutes()
+    now = _minutes(server)
     elapsed = now - ldt if now >= ldt else 65535 - ldt + now
     periods = elapsed // decay_time if decay_time else 0
     if periods:
@@ -88,7 +87,7 @@ def freq(db, key) -> int:
     field = db.access.get(key)
     if field is None:
         return LFU_INIT_VAL
-    return lfu_decr(field, db.server.config.values.get("lfu-decay-time", 1))
+    return lfu_decr(field, db.server.config.values.get("lfu-decay-time", 1), db.server)
 
 
 # -- the tracker ----------------------------------------------------------------
@@ -115,13 +114,15 @@ class Tracker(dict):
                         server.current_cmd is None or server.current_cmd.name != "touch"):
                     return
             if self.lfu:
-                values = self.db.server.config.values
-                counter = lfu_decr(dict.__getitem__(self, key), values.get("lfu-decay-time", 1))
+                server = self.db.server
+                values = server.config.values
+                counter = lfu_decr(dict.__getitem__(self, key), values.get("lfu-decay-time", 1),
+                                   server)
                 counter = lfu_incr(counter, values.get("lfu-log-factor", 10))
-                dict.__setitem__(self, key, (_minutes() << 8) | counter)
+                dict.__setitem__(self, key, (_minutes(server) << 8) | counter)
                 return
         elif self.lfu:
-            dict.__setitem__(self, key, (_minutes() << 8) | LFU_INIT_VAL)
+            dict.__setitem__(self, key, (_minutes(self.db.server) << 8) | LFU_INIT_VAL)
             return
         dict.__setitem__(self, key, clock)
 
@@ -132,7 +133,7 @@ def restore_hint(db, key, freq: int, idle: int):
     before the LRU clock, wrapping) under any other; else nothing changes."""
     if is_lfu(db.server):
         if freq >= 0:
-            dict.__setitem__(db.access, key, (_minutes() << 8) | freq)
+            dict.__setitem__(db.access, key, (_minutes(db.server) << 8) | freq)
     elif idle >= 0:
         stamp = db.clock - idle
         if stamp < 0:
@@ -163,7 +164,7 @@ def notouch_used(server):
 def refresh_clocks(server):
     """The cron's tick: the LRU clock every lookup stores (Valkey's cached
     server.lruclock, 1 s resolution)."""
-    clock = lru_clock()
+    clock = lru_clock(server)
     for db in server.dbs:
         db.clock = clock
     if server.__dict__.get("notouch_used") and not any(

@@ -36,7 +36,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-import time
 from collections import deque
 
 from . import errors
@@ -45,7 +44,6 @@ from .resp import NULL_ARRAY
 from .util import parse_int
 
 BLOCKED = object()   # a handler's return value: "no reply yet"
-_now = time.time
 # Waiters are numbered in the order they block: the dispatcher serves a
 # ready key only to waiters numbered below a fence (hotkv.dispatch).
 waiter_seq = itertools.count()
@@ -201,7 +199,7 @@ def unblock(client, reply=None, error: str | None = None):
         client.server.count_error(error)
     else:
         client.add_reply(waiter.timeout_reply if reply is None else reply)
-    client.last_interaction = _now()
+    client.last_interaction = client.server.clock.time()   # hotkv.clock
     client.schedule_flush()
     client.server.resume_client(client)
 

@@ -16,7 +16,6 @@ Invariants:
 
 from __future__ import annotations
 
-import time
 from collections import deque
 
 from . import resp
@@ -67,7 +66,7 @@ class Client:
         self.skip_this = False
         self.closing = False
         self.closed = False
-        now = time.time()
+        now = server.clock.time()   # CLIENT LIST age/idle follow hotkv.clock
         self.created = now
         self.last_interaction = now
         self.last_cmd = "NULL"

@@ -12,8 +12,6 @@ gone is described with omem 0 rather than raising.
 
 from __future__ import annotations
 
-import time
-
 from .errors import CommandError
 
 
@@ -75,7 +73,7 @@ def client_flags(cl) -> str:
 def client_info_line(cl, now: float | None = None) -> str:
     """One CLIENT LIST line (without the trailing newline)."""
     if now is None:
-        now = time.time()
+        now = cl.server.clock.time()
     cmd = cl.last_cmd
     current = cl.server.current_cmd
     if current is not None and cl.server.current_client is cl:

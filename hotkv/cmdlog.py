@@ -25,7 +25,6 @@ Invariants:
 
 from __future__ import annotations
 
-import time
 from collections import deque
 
 from .replies import quoted, redacted
@@ -40,7 +39,7 @@ def feed_monitors(client, cmd, argv):
         return
     if "skip_monitor" in cmd.flags:
         return
-    now = time.time()
+    now = server.clock.time()     # hotkv.clock
     if client.addr == client.laddr:   # a unix socket (<path>:0 both ways)
         origin = b"unix:%s" % server.config.values["unixsocket"].encode()
     else:
@@ -90,7 +89,7 @@ def slowlog_push(client, cmd, argv, duration: float):
     e = SlowlogEntry()
     e.id = server.slowlog_next_id
     server.slowlog_next_id += 1
-    e.time = int(time.time())
+    e.time = int(server.clock.time())     # hotkv.clock; the duration below is real
     e.usec = int(duration * 1_000_000)
     e.argv = out
     e.peer = client.addr.encode()

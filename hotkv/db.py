@@ -33,9 +33,10 @@ from .errors import WrongType
 from .keyindex import KeyIndex
 
 
-def lru_clock() -> int:
-    """Valkey's LRU clock: unix seconds in 24 bits (hotkv.access reads it)."""
-    return int(time.time()) & 0xFFFFFF
+def lru_clock(server) -> int:
+    """Valkey's LRU clock: unix seconds in 24 bits (hotkv.access reads it),
+    on the server's clock (hotkv.clock)."""
+    return int(server.clock.time()) & 0xFFFFFF
 
 
 class Database:
@@ -60,7 +61,7 @@ class Database:
         # key -> its last access (hotkv.access: the LRU clock, or the LFU
         # field once an LFU policy is on); ``clock`` is the cron's LRU clock.
         self.access: dict = {}
-        self.clock = lru_clock()
+        self.clock = lru_clock(server)
 
     # ------------------------------------------------------------------
     # Reads

@@ -234,10 +234,14 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
             # Another millisecond (most commands share the one before's;
             # a clock stepped back lands here too).  The float bounds may
             # sit a fraction of a microsecond off the real ones.
-            ms = int(start * 1000)
-            server.cmd_time_ms = ms
-            server.cmd_time_lo = ms / 1000
-            server.cmd_time_next = (ms + 1) / 1000
+            if server.clock.time is _time:
+                ms = int(start * 1000)
+                server.cmd_time_ms = ms
+                server.cmd_time_lo = ms / 1000
+                server.cmd_time_next = (ms + 1) / 1000
+            else:   # a test's clock (hotkv.clock): its ms and real-time bounds
+                server.cmd_time_ms, server.cmd_time_lo, server.cmd_time_next = \
+                    server.clock.window(start)
         server.current_client = client
     else:
         prev_cmd, prev_argv = server.current_cmd, server.current_argv
@@ -404,6 +408,6 @@ def serve_ready_keys(server):
                     # Redis counts the reply it writes as interaction: a worker
                     # blocked longer than `timeout` must not be dropped as idle
                     # right after getting its job.
-                    client.last_interaction = _time()
+                    client.last_interaction = server.clock.time()   # hotkv.clock
                     client.schedule_flush()
                     server.resume_client(client)

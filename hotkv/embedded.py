@@ -62,6 +62,11 @@ class _Common:
         return self.server.config.values["unixsocket"] or None
 
     @property
+    def clock(self):
+        """The server's clock (hotkv.clock.Clock): freeze(), advance(s), set(t)."""
+        return self.server.clock
+
+    @property
     def url(self) -> str:
         password = self.server.config.values["requirepass"]
         auth = f":{password}@" if password else ""

@@ -85,7 +85,7 @@ def record(server, event: str, ms: int):
         ts = server.latency_events[event] = _Series()
     if ms > ts.max:
         ts.max = ms
-    now = int(time.time())
+    now = int(server.clock.time())     # the sample's timestamp: hotkv.clock
     samples = ts.samples
     if samples and samples[-1][0] == now:
         if ms > samples[-1][1]:
@@ -276,14 +276,14 @@ def parse_percentiles(text: str):
 
 # -- LATENCY DOCTOR / GRAPH ---------------------------------------------------
 
-def analyze(ts: _Series) -> dict:
+def analyze(ts: _Series, now: float | None = None) -> dict:
     samples = [s for s in ts.samples if s[0]]
     n = len(samples)
     if not n:
         return {"samples": 0, "avg": 0, "mad": 0, "min": 0, "max": 0, "period": 0}
     lat = [s[1] for s in samples]
     avg = sum(lat) // n
-    period = int(time.time()) - min(s[0] for s in samples) or 1
+    period = int(time.time() if now is None else now) - min(s[0] for s in samples) or 1
     mad = sum(abs(avg - x) for x in lat) // n
     return {"samples": n, "avg": avg, "mad": mad, "min": min(lat), "max": max(lat),
             "period": period}
@@ -340,8 +340,8 @@ def _render_range(values, labels, rows, lo, hi_val) -> list:
     return lines
 
 
-def graph(event: str, ts: _Series) -> str:
-    now = int(time.time())
+def graph(event: str, ts: _Series, now: float | None = None) -> str:
+    now = int(time.time() if now is None else now)   # the server's clock (hotkv.clock)
     samples = [s for s in ts.samples if s[0]]
     lat = [s[1] for s in samples]
     low, high = (min(lat), max(lat)) if lat else (0, 0)

@@ -196,10 +196,13 @@ def cron(server):
     idle = values["timeout"]
     if idle and now - state.last_timeout_scan >= 1.0:
         state.last_timeout_scan = now
+        # hotkv.clock: idleness counts the clock's time, as CLIENT LIST's idle
+        # (a test that advances past `timeout` sees idle clients closed).
+        vnow = server.clock.time()
         for c in list(server.clients.values()):
             if c.closed or c.blocked is not None or c.subscribed:
                 continue
-            if now - c.last_interaction > idle:
+            if vnow - c.last_interaction > idle:
                 log.info("closing idle client id=%d addr=%s", c.id, c.addr)
                 c.kill()
 

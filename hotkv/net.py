@@ -129,7 +129,7 @@ class Connection(Client, asyncio.Protocol):
         elif self.closing:
             error = None
         else:
-            self.last_interaction = _now()
+            self.last_interaction = self.server.clock.time()   # hotkv.clock
         if error:
             self.server.count_error("ERR " + error)
             self.out.append(encode_error("ERR " + error))
@@ -249,7 +249,6 @@ class Connection(Client, asyncio.Protocol):
         return False
 
 
-_now = time.time
 # The smallest client-query-buffer-limit hotkv.config accepts (Redis's 1mb).
 _QBUF_LIMIT_MIN = 1024 * 1024
 # Commands held for a blocked client before we stop reading its socket.

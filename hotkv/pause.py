@@ -21,8 +21,6 @@ lazy expiry: ``Database.lookup`` and the cron check ``pause_check``).
 
 from __future__ import annotations
 
-import time
-
 from . import blocking
 
 # The data of a paused client's Waiter: CLIENT UNBLOCK leaves such clients alone.
@@ -39,8 +37,8 @@ class _Pause:
         self.timer = None
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+def _now_ms(server) -> int:
+    return server.clock.ms()     # CLIENT PAUSE ends on hotkv.clock's time
 
 
 def pause_info(server) -> tuple:
@@ -48,7 +46,7 @@ def pause_info(server) -> tuple:
     p = getattr(server, "client_pause", None)
     if p is None:
         return "none", "none", 0
-    return "client_pause", "all" if p.all else "write", max(0, p.end_ms - _now_ms())
+    return "client_pause", "all" if p.all else "write", max(0, p.end_ms - _now_ms(server))
 
 
 def _pause_check(client, cmd, argv) -> bool:
@@ -57,7 +55,7 @@ def _pause_check(client, cmd, argv) -> bool:
     p = server.client_pause
     if p is None or client.is_fake:
         return False
-    if _now_ms() >= p.end_ms:
+    if _now_ms(server) >= p.end_ms:
         unpause_clients(server)
         return False
     if not p.all and not (cmd.name == "exec" and client.multi_flags & 4) \
@@ -135,7 +133,7 @@ def _arm(server):
         return
     if p.timer is not None:
         p.timer.cancel()
-    p.timer = server.loop.call_later(max(0, p.end_ms - _now_ms()) / 1000.0, _on_timer, server)
+    p.timer = server.loop.call_later(max(0, p.end_ms - _now_ms(server)) / 1000.0, _on_timer, server)
 
 
 def _on_timer(server):
@@ -143,7 +141,7 @@ def _on_timer(server):
     if p is None:
         return
     p.timer = None
-    if _now_ms() >= p.end_ms:
+    if _now_ms(server) >= p.end_ms:
         unpause_clients(server)
         server.wake()
     else:

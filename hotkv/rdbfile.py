@@ -418,7 +418,7 @@ def read_file(path: str, server) -> Loaded:
     with open(path, "rb") as f:
         buf = f.read()
     values = server.config.values
-    return read_bytes(buf, len(server.dbs), int(time.time() * 1000),
+    return read_bytes(buf, len(server.dbs), server.clock.ms(),
                       values.get("zset-max-listpack-entries", 128),
                       values.get("zset-max-listpack-value", 64))
 

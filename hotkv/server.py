@@ -64,6 +64,7 @@ from . import access, acl, cmdlog, latency, lazyfree, limits, notify, pubsub, st
 from .aof import AOF, AOFLoadError
 from .cluster import state as cluster_state
 from .blocking import drop as drop_blocked, expire_timeouts
+from .clock import Clock
 from .config import Config
 from .db import Database
 from .multi import discard_transaction, unwatch_all
@@ -123,6 +124,7 @@ class Server:
         if not isinstance(config, Config):
             config = Config(config or {})
         self.config = config
+        self.clock = Clock(self)      # the time the data lives in (hotkv.clock)
         # Cluster mode has database 0 only, as Valkey's.
         self.dbs = [Database(i, self) for i in range(
             1 if config.values["cluster-enabled"] else config.values["databases"])]
@@ -133,7 +135,7 @@ class Server:
         self.run_id = os.urandom(20).hex()
         self.version = __version__
         # dispatcher state
-        self.cmd_time_ms = int(time.time() * 1000)
+        self.cmd_time_ms = self.clock.ms()
         # The clock readings (seconds) between which cmd_time_ms stays what
         # it is: call() recomputes it only outside them.
         self.cmd_time_lo = self.cmd_time_next = 0.0
@@ -459,20 +461,20 @@ class Server:
             self.loop.call_soon(client.resume)
 
     def arm_block_timer(self, deadline_ms: int):
-        if self.loop is None:
-            return
+        if self.loop is None or self.clock.frozen_at is not None:
+            return    # frozen: only a move of the clock reaches it (hotkv.clock.moved)
         if self._block_timer is not None and self._block_timer_at <= deadline_ms:
             return
         if self._block_timer is not None:
             self._block_timer.cancel()
         self._block_timer_at = deadline_ms
-        delay = max(0.0, deadline_ms / 1000.0 - time.time())
+        delay = max(0.0, deadline_ms / 1000.0 - self.clock.time())
         self._block_timer = self.loop.call_later(delay, self._block_timeout)
 
     def _block_timeout(self):
         self._block_timer = None
         self._block_timer_at = 0
-        now = int(time.time() * 1000)
+        now = self.clock.ms()
         self.cmd_time_ms = now
         nxt = expire_timeouts(self, now)
         if nxt:
@@ -481,11 +483,11 @@ class Server:
 
     def cron(self):
         """Periodic work (hz times a second): active expiry, idle clients."""
-        self.cmd_time_ms = int(time.time() * 1000)
+        self.cmd_time_ms = self.clock.ms()
         if self.maxmemory:
             self.used_memory_cached = stats.used_memory()
         budget = 20 * self.config.values["active-expire-effort"]
-        start = time.time()
+        start = time.time()     # the expire-cycle's duration: real time
         # No active expiry while CLIENT PAUSE holds writes (Valkey's PAUSE_ACTION_EXPIRE).
         # Nor on a replica: its primary's DELs expire keys (Valkey's iAmPrimary()).
         for db in self.dbs if self.active_expire_enabled and self.pause_check is None \

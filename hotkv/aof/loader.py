@@ -399,7 +399,7 @@ class _Loader:
         # propagation); a current client makes EXEC's own calls inner ones.
         saved = server.current_client
         server.current_client = self.client
-        server.cmd_time_ms = int(time.time() * 1000)
+        server.cmd_time_ms = server.clock.ms()
         try:
             await self._run(yield_to_loop)
         finally:
@@ -432,7 +432,7 @@ class _Loader:
                         end = min(size, fed + LOAD_CHUNK)
                         reader.feed(view[fed:end])
                         fed = end
-                        server.cmd_time_ms = int(time.time() * 1000)
+                        server.cmd_time_ms = server.clock.ms()
                         if yield_to_loop and time.monotonic() > deadline:
                             await asyncio.sleep(0)
                             deadline = time.monotonic() + LOAD_SLICE

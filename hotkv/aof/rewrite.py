@@ -204,7 +204,7 @@ class RewriteMixin:
         self.cur_db = -1
         if not self._open_new_incr():
             return self._start_failed()
-        now_ms = int(time.time() * 1000)
+        now_ms = server.clock.ms()     # keys expired on hotkv.clock are left out
         # Read in the parent: the child must see the setting as of the fork.
         preamble = bool(server.config.values["aof-use-rdb-preamble"])
         self.rw_preamble = preamble

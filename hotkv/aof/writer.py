@@ -432,7 +432,7 @@ class AOF(RewriteMixin, LoadMixin):
             name = manifest.new_base(filename, preamble)
             tmp = os.path.join(self.server_dir(), "temp-rewriteaof-%d.aof" % os.getpid())
             try:
-                write_file(self.server, tmp, int(time.time() * 1000), preamble)
+                write_file(self.server, tmp, self.server.clock.ms(), preamble)
                 os.rename(tmp, os.path.join(directory, name))
             finally:
                 _unlink(tmp)

@@ -27,8 +27,6 @@ Valkey's order, with its texts, and hand the result to it).
 
 from __future__ import annotations
 
-import time
-
 from .. import blocking, errors
 from ..access import notouch_used
 from ..client import REPLY_OFF, REPLY_ON, REPLY_SKIP
@@ -156,7 +154,7 @@ def client_info(c, argv):
 def client_list(c, argv):
     """Lists open connections."""
     flt = _parse_filters(c, argv, 2, False) if len(argv) > 2 else None
-    now = time.time()
+    now = c.server.clock.time()
     lines = []
     for cl in list(c.server.clients.values()):
         if cl.closed:
@@ -187,7 +185,7 @@ def client_kill(c, argv):
         flt.addr = _s(argv[2])
     else:
         flt = _parse_filters(c, argv, 2, True)
-    now = time.time()
+    now = server.clock.time()
     killed = 0
     for cl in list(server.clients.values()):
         if cl.closed or not flt.matches(cl, c, now):

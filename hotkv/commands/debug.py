@@ -213,10 +213,10 @@ def _lru_fields(c, key) -> tuple:
     db = c.db
     field = db.access.get(key)
     if field is None:     # never stamped: as just accessed
-        field = ((int(time.time()) // 60) & 0xFFFF) << 8 | access.LFU_INIT_VAL \
+        field = access._minutes(c.server) << 8 | access.LFU_INIT_VAL \
             if access.is_lfu(c.server) else db.clock
     decay = c.server.config.values.get("lfu-decay-time", 1) or 0
-    return field, access.idle_seconds(db, key), access.lfu_decr(field, decay), field >> 8
+    return field, access.idle_seconds(db, key), access.lfu_decr(field, decay, c.server), field >> 8
 
 
 @debug_subcommand("object", -3)

@@ -99,8 +99,8 @@ _OS = "%s %s %s" % (platform.system(), platform.release(), platform.machine())
 
 def _info_server(server):
     values = server.config.values
-    now = time.time()
-    uptime = int(now - server.start_time)
+    uptime = int(time.time() - server.start_time)   # real: the process's age
+    now = server.clock.time()     # hotkv.clock: server_time_usec, lru_clock
     loop_name = type(server.loop).__module__.split(".")[0] if server.loop else "asyncio"
     out = [
         ("redis_version", REDIS_COMPAT_VERSION),
@@ -423,7 +423,7 @@ def _avg_ttl(db, now_ms: int, samples: int = 64) -> int:
 
 
 def _info_keyspace(server):
-    now = int(time.time() * 1000)
+    now = server.clock.ms()
     return [("db%d" % db.index, "keys=%d,expires=%d,avg_ttl=%d"
              % (len(db.data), len(db.expires), _avg_ttl(db, now)))
             for db in server.dbs if db.data or db.expires]

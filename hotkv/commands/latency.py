@@ -35,7 +35,7 @@ def latency_graph(c, argv):
     ts = c.server.latency_events.get(name)
     if ts is None:
         raise CommandError("ERR No samples available for event '%s'" % name)
-    return Verbatim(latency.graph(name, ts).encode())
+    return Verbatim(latency.graph(name, ts, c.server.clock.time()).encode())
 
 
 @command("latency|help", 2, "loading stale", group="server", since="2.8.13")
@@ -238,7 +238,7 @@ def _doctor(server) -> str:
     for num, (name, ts) in enumerate(events.items(), 1):
         if num == 1:
             report += "Latency spikes are observed in this Valkey instance.\n\n"
-        st = latency.analyze(ts)
+        st = latency.analyze(ts, server.clock.time())
         period = st["period"] / st["samples"] if st["samples"] else float("nan")
         report += ("%d. %s: %d latency spikes (average %dms, mean deviation %dms, period %.2f "
                    "sec). Worst all time event %dms." % (num, name, st["samples"], st["avg"],

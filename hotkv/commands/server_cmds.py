@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
 
 from .. import errors, rdb
 from ..blocking import BLOCKED
@@ -115,8 +114,8 @@ def dbsize(c, argv):
 @command("time", 1, "loading stale fast", group="server")
 def time_(c, argv):
     """Return the current server time."""
-    ns = time.time_ns()
-    return [b"%d" % (ns // 1_000_000_000), b"%d" % ((ns // 1000) % 1_000_000)]
+    us = c.server.clock.us()    # hotkv.clock (also redis.call('TIME') in scripts)
+    return [b"%d" % (us // 1_000_000), b"%d" % (us % 1_000_000)]
 
 
 @command("lastsave", 1, "loading stale fast", group="server", acl=("admin", "dangerous"))

@@ -921,7 +921,7 @@ def feed_monitors(server, dbindex: int, origin: bytes, cmd, argv):
     """MONITOR lines the dispatcher does not write: the EVAL itself (flagged
     skip_monitor, shown before it runs, as Valkey does) and the script's
     commands, shown as coming from "lua"."""
-    line = b"+%.6f [%d %s] %s\r\n" % (time.time(), dbindex, origin,
+    line = b"+%.6f [%d %s] %s\r\n" % (server.clock.time(), dbindex, origin,
                                         b" ".join([quoted(a) for a in redacted(cmd, argv)]))
     for mon in list(server.monitors):
         if not mon.closed:
