@@ -79,6 +79,34 @@ class _Common:
             host = f"[{host}]"
         return f"redis://{auth}{host}:{self.port}/0"
 
+    # -- test control (issue 16): hotkv/testing/ -------------------------
+    @property
+    def inspect(self):
+        """Read-only views of the data, without a client
+        (hotkv.testing.inspect.Inspector)."""
+        from .testing.inspect import Inspector
+        return Inspector(self)
+
+    def snapshot(self):
+        """An in-memory deep copy of every database (hotkv.testing.snapshot)."""
+        from .testing import snapshot
+        return snapshot.take(self.server)
+
+    def restore(self, snap) -> None:
+        """Make the databases hold exactly ``snap``'s keys and TTLs again."""
+        from .testing import snapshot
+        snapshot.restore(self.server, snap)
+
+    def seed(self, data: dict, db: int = 0, ttl: dict | None = None) -> int:
+        """Store Python objects as keys: ``seed({"k": "v", "q": ["a"], "h": {...}})``."""
+        from .testing import snapshot
+        return snapshot.seed(self.server, data, db, ttl)
+
+    def load_rdb(self, path) -> int:
+        """Replace the databases with a dump.rdb's keys; returns how many."""
+        from .testing import snapshot
+        return snapshot.load_rdb(self.server, path)
+
 
 class EmbeddedServer(_Common):
     """A hotkv server on a background thread."""
