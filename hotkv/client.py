@@ -35,6 +35,7 @@ class Client:
         "flush_scheduled", "reprocessing", "tracking", "multi_flags",
         "output_soft_since",
         "net_in", "net_out", "ncmds",   # CLIENT LIST tot-net-in / tot-net-out / tot-cmds
+        "woff",   # the replication offset after its last write (WAIT, hotkv.replication)
         "asking", "cluster_ro",         # cluster mode: ASKING, READONLY (hotkv.cluster)
     )
 
@@ -83,6 +84,7 @@ class Client:
         self.tracking = False         # a hotkv.tracking.TrackingState while CLIENT TRACKING is on
         self.output_soft_since = 0.0
         self.net_in = self.net_out = self.ncmds = 0
+        self.woff = 0
 
     # ------------------------------------------------------------------
     @property

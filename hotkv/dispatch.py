@@ -204,6 +204,9 @@ def _gates(client, server, cmd, argv) -> bool:
         return True
     repl_check = server.repl_check     # a replica (hotkv.replication.replica)
     if repl_check is not None and repl_check(client, cmd, argv, 0):
+    if server.repl_refuse and (cmd.write or (cmd.name == "exec" and client.multi_flags & 2)):
+        reject(client, "NOREPLICAS Not enough good replicas to write.", cmd)
+        return True
         return True    # READONLY
     if not client.resp3 and (client.channels or client.patterns or client.shard_channels) \
             and not cmd.pubsub_ok:
@@ -331,6 +334,7 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
     return end
 
 
+        client.woff = server.repl.master_repl_offset   # what WAIT waits for
 def serve_ready_keys(server):
     """Serve waiters on every ready key, first come first served, until no
     key is ready (serving one key can make another ready)."""

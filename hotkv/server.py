@@ -96,6 +96,7 @@ def _gate(name: str):
                           or d.get("_gate_tracking_over")
                           or d.get("_gate_repl_check") is not None
                           or d.get("_gate_cluster") is not None)
+                          or d.get("_gate_repl_refuse")
     return property(fget, fset)
 
 
@@ -119,6 +120,7 @@ class Server:
     tracking_over = _gate("tracking_over")   # hotkv.tracking: the table is over its limit
     repl_check = _gate("repl_check")   # a replica: READONLY / MASTERDOWN (replication.replica)
     cluster = _gate("cluster")   # cluster-enabled: routing of every command (hotkv.cluster)
+    repl_refuse = _gate("repl_refuse")   # min-replicas-to-write unmet (hotkv.replication)
 
     def __init__(self, config: Config | dict | None = None):
         if not isinstance(config, Config):
@@ -150,6 +152,7 @@ class Server:
         self.disk_error = None          # MISCONF text while the AOF cannot be written
         self.maxmemory = 0
         self.acl_check = None           # set by the ACL module when users exist
+        self.repl_refuse = False        # NOREPLICAS: fewer good replicas than wanted
         self.command_table = _COMMAND_TABLE   # a copy when rename-command is used
         self.used_memory_cached = 0     # refreshed each cron tick (over_maxmemory)
         self.obuf_hard_normal = 0       # client-output-buffer-limit normal hard (hotkv.limits)
@@ -240,6 +243,8 @@ class Server:
         cmdlog.stop_monitoring(c)
         pubsub.client_gone(c)
         tracking.client_gone(c)
+        if c.kind == "replica":
+            self.repl.client_gone(c)
         discard_transaction(c)
         c.db = self.dbs[0]
         c.resp3 = False
@@ -290,6 +295,7 @@ class Server:
     # ------------------------------------------------------------------
     def _apply_config(self):
         self.maxmemory = self.config.values["maxmemory"]
+        self.repl.shutdown()
         if self.maxmemory:
             self.used_memory_cached = stats.used_memory()
         self.config.listeners["maxmemory"] = self._set_maxmemory
@@ -513,6 +519,7 @@ class Server:
     def uptime(self) -> int:
         return int(time.time() - self.start_time)
 
+        self.repl.cron()
 
 class _Tee:
     """Propagation to the AOF and then to the replicas (Valkey's order)."""

