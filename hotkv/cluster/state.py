@@ -214,8 +214,7 @@ class ClusterState:
             if self._script_slot == -1:
                 self._script_slot = slot
             elif self._script_slot != slot:
-                return ("Command '%s' in script attempted to access keys that don't hash "
-                        "to the same slot" % cmd.name)
+                return "Script attempted to access keys that do not hash to the same slot"
         return None
 
     # -- blocked clients -----------------------------------------------------

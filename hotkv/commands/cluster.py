@@ -103,6 +103,12 @@ def _state(c):
     return st
 
 
+def _sub_syntax(argv) -> CommandError:
+    """Valkey's addReplySubcommandSyntaxError (the subcommand as sent)."""
+    return CommandError("ERR unknown subcommand or wrong number of arguments for '%s'. "
+                        "Try CLUSTER HELP." % argv[1][:128].decode("utf-8", "surrogateescape"))
+
+
 def _int(arg) -> int:
     v = string2ll(arg)
     if v is None:
@@ -216,21 +222,28 @@ def _slot_args(st, argv, ranged: bool) -> list:
             slots.extend(range(a, b + 1))
     else:
         slots = [_slot(a) for a in argv[2:]]
+    return slots
+
+
+def _check_slots(st, slots, adding: bool):
+    """Slot by slot, as Valkey: its state first, then a repetition."""
     seen = set()
+    topo = st.topology
     for s in slots:
+        if adding and topo.slots[s] is not None:
+            raise CommandError("ERR Slot %d is already busy" % s)
+        if not adding and topo.slots[s] is None:
+            raise CommandError("ERR Slot %d is already unassigned" % s)
         if s in seen:
             raise CommandError("ERR Slot %d specified multiple times" % s)
         seen.add(s)
-    return slots
 
 
 def _addslots(c, argv, ranged: bool):
     st = _state(c)
     slots = _slot_args(st, argv, ranged)
     topo = st.topology
-    for s in slots:
-        if topo.slots[s] is not None:
-            raise CommandError("ERR Slot %d is already busy" % s)
+    _check_slots(st, slots, True)
     me = st.serving
     for s in slots:
         st.importing.pop(s, None)
@@ -243,9 +256,7 @@ def _delslots(c, argv, ranged: bool):
     st = _state(c)
     slots = _slot_args(st, argv, ranged)
     topo = st.topology
-    for s in slots:
-        if topo.slots[s] is None:
-            raise CommandError("ERR Slot %d is already unassigned" % s)
+    _check_slots(st, slots, False)
     for s in slots:
         topo.slots[s] = None
         st.importing.pop(s, None)
@@ -318,17 +329,23 @@ def cluster_setslot(c, argv):
         raise CommandError("ERR Can't assign hashslot %d to a different node while I still "
                            "hold keys for this hash slot." % slot)
     i = opt
-    while i < len(argv):
+    while i < len(argv):   # TIMEOUT ms is checked; any other word is passed over
         if argv[i].lower() == b"timeout":
             if i + 1 >= len(argv):
                 raise CommandError("ERR Missing timeout value")
-            if _int(argv[i + 1]) < 0:
-                raise CommandError("ERR Invalid timeout value")
+            ms = string2ll(argv[i + 1])
+            if ms is None:
+                raise CommandError("ERR timeout is not an integer or out of range")
+            if ms < 0:
+                raise CommandError("ERR timeout is negative")
             i += 2
         else:
-            raise CommandError("ERR Unrecognized SETSLOT option")
+            i += 1
     if action == b"migrating":
-        st.migrating[slot] = n
+        if n is me:
+            st.migrating.pop(slot, None)
+        else:
+            st.migrating[slot] = n
     elif action == b"importing":
         st.importing[slot] = n
     elif action == b"stable":
@@ -445,7 +462,7 @@ def cluster_failover(c, argv):
         else:
             raise CommandError(errors.SYNTAX)
     elif len(argv) > 3:
-        raise CommandError(errors.SYNTAX)
+        raise _sub_syntax(argv)
     me = st.myself
     if me.primary is None:
         raise CommandError("ERR You should send CLUSTER FAILOVER to a replica")
@@ -465,7 +482,7 @@ def cluster_reset(c, argv):
         elif opt != b"soft":
             raise CommandError(errors.SYNTAX)
     elif len(argv) > 3:
-        raise CommandError(errors.SYNTAX)
+        raise _sub_syntax(argv)
     if st.myself.primary is None and len(st.server.dbs[0].data):
         raise CommandError("ERR CLUSTER RESET can't be called with master nodes containing "
                            "keys")

@@ -109,8 +109,11 @@ def hello(c, argv):
 
 def db_index(c, arg: bytes) -> int:
     idx = string2ll(arg)
-    if idx is None or idx < -2**31 or idx > 2**31 - 1:
+    if idx is None:
         raise CommandError(errors.NOT_INTEGER)
+    if idx < -2**31 or idx > 2**31 - 1:   # Valkey's getIntFromObjectOrReply
+        raise CommandError("ERR value is out of range, value must between -2147483648 and "
+                           "2147483647")
     if idx < 0 or idx >= len(c.server.dbs):
         raise CommandError(errors.DB_INDEX)
     return idx
