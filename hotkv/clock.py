@@ -260,7 +260,9 @@ def moved(server):
     server.cmd_time_lo = server.cmd_time_next = 0.0   # the next command recomputes
     now = server.cmd_time_ms = clock.ms()
     refresh_clocks(server)     # OBJECT IDLETIME's LRU clock
-    if server.active_expire_enabled and server.pause_check is None and not server.loading:
+    # Not on a replica: its primary's DELs expire keys (hotkv.replication.replica).
+    if server.active_expire_enabled and server.pause_check is None and not server.loading \
+            and server.replica_link is None:
         for db in server.dbs:
             if db.expires:
                 for key in [k for k, when in db.expires.items() if when <= now]:

@@ -357,10 +357,82 @@ def test_writes_refused_as_a_valkey_replica_refuses_them(primaries, hotkv_server
         for cmd in READONLY_SCRIPT:
             assert hc.call(*cmd) == rc.call(*cmd), cmd
         assert b"-READONLY You can't write against a read only replica." in hc.call("SET", "a", "b")
+        # ROLE and INFO replication as a valkey replica of the same primary
+        # reports them, once both acknowledged the same offset.
+        p = prim.client()
+        p.set("one-more", 1)
+        assert p.execute_command("WAIT", 2, 5000) == 2
+        assert hc.call("ROLE") == rc.call("ROLE")
+        assert _info_lines(hc) == _info_lines(rc)
         rc.close()
         hc.close()
     finally:
         ref.stop()
+
+
+def _info_lines(c) -> list:
+    """INFO replication's lines, the seconds since the last I/O masked."""
+    text = c.call("INFO", "replication").split(b"\r\n", 1)[1].decode()
+    return [line if not line.startswith("master_last_io_seconds_ago:") else line[:27]
+            for line in text.split("\r\n")]
+
+
+def test_expired_keys_on_a_replica_as_valkey(primaries, hotkv_server_factory):
+    """A replica never expires a key itself: a logically expired key reads as
+    missing yet stays (DBSIZE counts it) until the primary's DEL arrives."""
+    prim = primaries()
+    p = prim.client()
+    p.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", 0)    # the primary sends no DEL yet
+    s, _ = _start_replica(hotkv_server_factory, prim)
+    ref = ReferenceValkey().start()
+    try:
+        rc = RawClient("127.0.0.1", ref.port)
+        assert rc.call("REPLICAOF", "127.0.0.1", str(prim.port)) == b"+OK\r\n"
+        assert wait_for(lambda: b"master_link_status:up" in rc.call("INFO", "replication"), 15)
+        hc = RawClient("127.0.0.1", s.port)
+        p.set("short", "v", px=50)
+        p.set("long", "v", ex=3600)
+        assert p.execute_command("WAIT", 2, 5000) == 2
+        # (Read on the replicas only: a read on the primary would delete it.)
+        assert wait_for(lambda: hc.call("GET", "short") == b"$-1\r\n"
+                        and rc.call("GET", "short") == b"$-1\r\n", 5)
+        script = [("GET", "short"), ("EXISTS", "short", "long"), ("TTL", "short"),
+                  ("TYPE", "short"), ("DBSIZE",), ("GET", "long"), ("STRLEN", "short")]
+        for cmd in script:
+            assert hc.call(*cmd) == rc.call(*cmd), cmd
+        assert hc.call("DBSIZE") == b":2\r\n"          # still there on both replicas
+        p.get("short")                                   # the primary deletes it: DEL
+        assert p.execute_command("WAIT", 2, 5000) == 2
+        for cmd in script:
+            assert hc.call(*cmd) == rc.call(*cmd), cmd
+        assert hc.call("DBSIZE") == b":1\r\n"
+        hc.close()
+        rc.close()
+    finally:
+        ref.stop()
+
+
+def test_primary_commands_see_keys_the_replica_thinks_expired(primaries,
+                                                              hotkv_server_factory):
+    """The replica's clock runs ahead (hotkv's test clock): its clients see
+    the key expired, but the primary's APPEND meets it alive, as on the
+    primary -- Valkey's expireIfNeeded for the primary's client."""
+    prim = primaries()
+    p = prim.client()
+    p.set("k", "v", ex=3600)
+    s, r = _start_replica(hotkv_server_factory, prim)
+    assert _caught_up(p)
+    s.clock.advance(7200)
+    try:
+        assert r.get("k") is None and r.dbsize() == 1     # expired here, not deleted
+        p.append("k", "x")
+        assert _caught_up(p)
+        assert r.dbsize() == 1
+    finally:
+        s.clock.reset()
+    assert r.get("k") == b"vx" and 3500 < r.ttl("k") <= 3600
+    dp, dr = _equal_digests(p, r)
+    assert dp == dr
 
 
 # ----------------------------------------------------------------------
