@@ -252,8 +252,11 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
     server.current_cmd = cmd
     server.current_argv = argv
     dirty = server.dirty
+    func = cmd.func
+    if server.test_hooks is not None:   # hotkv.testing: a fault or the journal is on
+        func = server.test_hooks(client, cmd, argv, func, outer)
     try:
-        reply = cmd.func(client, argv)
+        reply = func(client, argv)
     except CommandError as e:
         cmd.failed_calls += 1
         server.count_error(e.message)

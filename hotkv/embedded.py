@@ -107,6 +107,33 @@ class _Common:
         from .testing import snapshot
         return snapshot.load_rdb(self.server, path)
 
+    @property
+    def faults(self):
+        """Errors, delays, dropped connections, pause, OOM... on demand
+        (hotkv.testing.faults.Faults)."""
+        from .testing.faults import faults_of
+        faults = faults_of(self.server)
+        faults.embedded = self
+        return faults
+
+    @property
+    def journal(self):
+        """The command journal (hotkv.testing.journal.Journal); off until start()."""
+        from .testing.journal import journal_of
+        return journal_of(self.server)
+
+    def wait_until(self, predicate, timeout: float = 5.0) -> None:
+        """Return once predicate(self) is true, re-checked after every loop
+        turn on the server's thread (hotkv.testing.waiting); TimeoutError."""
+        from .testing.waiting import wait_until
+        wait_until(self, predicate, timeout)
+
+    def wait_idle(self, timeout: float = 5.0) -> None:
+        """Return once no command, input or reply is in flight and no blocked
+        client could be served (hotkv.testing.waiting); TimeoutError."""
+        from .testing.waiting import wait_idle
+        wait_idle(self, timeout)
+
 
 class EmbeddedServer(_Common):
     """A hotkv server on a background thread."""
@@ -165,6 +192,11 @@ class EmbeddedServer(_Common):
                 pass
         self._thread.join()
         self._thread = None
+
+    def restart(self, keep_data: bool = True) -> "EmbeddedServer":
+        """Stop and start again on the same port (hotkv.testing.faults.restart)."""
+        from .testing.faults import restart
+        return restart(self, keep_data)
 
     def __enter__(self):
         return self.start()

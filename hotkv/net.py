@@ -69,6 +69,11 @@ class Connection(Client, asyncio.Protocol):
                 except OSError:
                     pass
         transport.set_write_buffer_limits(high=1024 * 1024, low=256 * 1024)
+        if getattr(server, "refuse_all", False):
+            # hotkv.testing.faults.refuse_connections: as a server that went away
+            transport.abort()
+            self.closed = True
+            return
         server.stat_numconnections += 1
         maxclients = server.config.values["maxclients"]
         if len(server.clients) >= maxclients:

@@ -111,6 +111,7 @@ class Server:
         "command_table", "ready_keys", "ready_set", "notify", "notify_new",
         "stat_net_input_bytes", "stat_net_output_bytes", "obuf_hard_normal",
         "pending_flush", "dbs", "config", "tracking_on", "slow_gate", "__dict__",
+        "test_hooks",   # hotkv.testing: faults / the journal while on (dispatch.call)
     )
     acl_check = _gate("acl_check")
     maxmemory = _gate("maxmemory")
@@ -167,6 +168,10 @@ class Server:
         # output
         self.pending_flush: list = []
         self._wake_scheduled = False
+        # hotkv.testing: call()'s hook (faults, the journal) and what runs at
+        # the end of before_sleep (wait_until, wait_idle); off: None and [].
+        self.test_hooks = None
+        self.sleep_hooks: list = []
         # stats
         self.stat_numcommands = 0
         self.stat_numconnections = 0
@@ -457,6 +462,9 @@ class Server:
             for client in pending:
                 client.flush_scheduled = False
                 client.flush()
+        if self.sleep_hooks:   # hotkv.testing.waiting: conditions re-checked once per turn
+            for hook in tuple(self.sleep_hooks):
+                hook()
 
     def resume_client(self, client):
         """An unblocked client may run the commands it sent meanwhile.  A

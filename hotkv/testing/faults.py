@@ -159,6 +159,20 @@ class Fault:
             self.kind, " ".join(target) or "every command", self.action, self.fired)
 
 
+class Injected:
+    """What runs instead of a command's handler when a fault fires: the
+    journal tells it from a handler by its type and records ``fault.kind``."""
+    __slots__ = ("run", "fault", "postpones")
+
+    def __init__(self, run, fault, postpones: bool = False):
+        self.run = run
+        self.fault = fault
+        self.postpones = postpones
+
+    def __call__(self, client, argv):
+        return self.run(client, argv)
+
+
 class Switch:
     """A server-wide fault that stays on until ``end()`` (or the with-block ends)."""
 
@@ -235,11 +249,19 @@ class Faults:
         return fault
 
     def remove(self, fault: Fault):
+        """Remove fault; the clients its delays hold get their replies now."""
         def rm():
             if fault in self.rules:
                 self.rules = tuple(f for f in self.rules if f is not fault)
                 install_hooks(self.server)
+            self._release(lambda f: f is fault)
         on_loop(self.server, rm)
+
+    def _release(self, which):
+        for cid, (timer, release, fault) in list(self._timers.items()):
+            if which(fault):
+                timer.cancel()
+                release()
 
     @property
     def active(self) -> list:
@@ -254,10 +276,7 @@ class Faults:
         def clear_rules():
             self.rules = ()
             install_hooks(self.server)
-            for cid in list(self._timers):
-                timer, release = self._timers.pop(cid)
-                timer.cancel()
-                release()
+            self._release(lambda f: True)
             self._skip.clear()
         on_loop(self.server, clear_rules)
 
@@ -292,8 +311,7 @@ class Faults:
             if cmd.name == "exec" and c.multi:
                 discard_transaction(c)
             raise CommandError(message)
-        fail.fault = fault
-        return fail
+        return Injected(fail, fault)
 
     def _drop(self, fault, client, cmd, func):
         after = fault.action["when"] == "after"
@@ -310,8 +328,7 @@ class Faults:
                 del out[mark:]       # this command's reply (EXEC writes its own)
                 c.close()            # earlier replies go out, then the FIN
             return BLOCKED
-        drop.fault = fault
-        return drop
+        return Injected(drop, fault)
 
     def _delay(self, fault, client, cmd, func):
         seconds = fault.action["seconds"]
@@ -320,11 +337,10 @@ class Faults:
             def hold(c, argv):
                 c.pending.appendleft(argv)     # runs first when the client resumes
                 self._skip.add(c.id)
-                self._hold(c, cmd, argv, seconds, None)
+                self._hold(c, cmd, argv, seconds, None, fault)
                 return BLOCKED
-            hold.fault = fault
-            hold.postpones = True      # the journal records the command when it runs
-            return hold
+            # The journal records the command when it runs, not now.
+            return Injected(hold, fault, postpones=True)
 
         def late(c, argv):
             out = c.out
@@ -348,12 +364,11 @@ class Faults:
             cmd.lat_pending.append(0.0)
             server.stat_numcommands += 1
             c.ncmds += 1
-            self._hold(c, cmd, argv, seconds, held)
+            self._hold(c, cmd, argv, seconds, held, fault)
             return BLOCKED
-        late.fault = fault
-        return late
+        return Injected(late, fault)
 
-    def _hold(self, client, cmd, argv, seconds, held):
+    def _hold(self, client, cmd, argv, seconds, held, fault):
         """Mark client blocked (key-less, as CLIENT PAUSE does) for seconds; then
         hand it its held reply bytes and let it run what it sent meanwhile."""
         server = self.server
@@ -374,7 +389,7 @@ class Faults:
                 client.schedule_flush()
             server.resume_client(client)
             server.wake()
-        self._timers[client.id] = (server.loop.call_later(seconds, release), release)
+        self._timers[client.id] = (server.loop.call_later(seconds, release), release, fault)
 
     # -- server-wide ------------------------------------------------------------
     def _switch(self, name, on, off) -> Switch:

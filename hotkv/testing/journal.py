@@ -3,7 +3,8 @@
 ``server.journal`` (an ``EmbeddedServer``'s, or ``journal_of(hotkv_server)``)
 is off until ``start(replies=False)``; ``stop()`` ends recording and keeps
 what was recorded; ``clear()`` forgets it; as a context manager it records for
-the block (``with server.journal as j:``; a new recording starts empty).
+the block (``with server.journal as j:`` starts an empty recording without
+replies; ``with server.journal.start(replies=True) as j:`` keeps that start).
 
 Each ``Entry`` holds: ``seq`` (0, 1, ... in the order the commands ran),
 ``client_id`` and ``client_name`` (CLIENT SETNAME; for a script's commands,
@@ -20,8 +21,8 @@ Queries: ``entries()``, ``commands("XACK", ...)``, ``for_client(name)`` (a glob
 on the client name, or a client id), ``keys()`` (every key the commands
 named, first use first).  Assertions, raising ``AssertionError`` whose text
 shows what was seen: ``assert_called("XACK", "stream", "group", ...)`` (the
-command with these arguments; ``...`` last accepts any rest; ``count=``
-how many times), ``assert_not_called``, ``assert_order([...])`` (the given
+command with these arguments; ``...`` last accepts any rest, a bare name any
+arguments; ``count=`` how many times), ``assert_not_called``, ``assert_order([...])`` (the given
 calls occur in this order, others may come between), each with an optional
 ``client=``.
 
@@ -45,6 +46,7 @@ from ..errors import CommandError
 from ..resp import encode, encode_error
 from ..util import compile_glob
 from . import install_hooks, on_loop
+from .faults import Injected
 
 
 def journal_of(server) -> "Journal":
@@ -119,6 +121,7 @@ class _Pattern:
             spec = spec[:-1]
         self.name = _b(spec[0]).lower()
         self.args = [_b(a) for a in spec[1:]]
+        self.rest = self.rest or not self.args    # a bare name: any arguments
 
     def same_command(self, entry: Entry) -> bool:
         return entry.argv[0].lower() == self.name or entry.name.encode() == self.name
@@ -133,7 +136,8 @@ class _Pattern:
         return args == self.args
 
     def show(self) -> str:
-        return _show([self.name.upper()] + self.args) + (" ..." if self.rest else "")
+        return _show([self.name.upper()] + self.args) + (
+            " ..." if self.rest and self.args else "")
 
 
 class Journal:
@@ -171,16 +175,21 @@ class Journal:
         on_loop(self.server, forget)
 
     def __enter__(self):
-        self.clear()
-        return self.start(self.replies)
+        if not self.recording:     # ``with journal.start(replies=True):`` keeps its start
+            self.clear()
+            self.start()
+        return self
 
     def __exit__(self, *exc):
         self.stop()
 
     # -- the dispatcher's hook (loop thread) ---------------------------------------
     def hook(self, client, cmd, argv, func, outer):
-        if getattr(func, "postpones", False):
-            return func       # held by a delay fault: recorded when it runs
+        fault = None
+        if type(func) is Injected:
+            if func.postpones:
+                return func       # held by a delay fault: recorded when it runs
+            fault = func.fault.kind
         if client.reprocessing:
             rec = self._blocked.pop(client.id, None)
             return func if rec is None else self._capture(rec, func)
@@ -188,9 +197,8 @@ class Journal:
             owner, origin = client, "client"
         else:
             owner, origin = outer, "exec" if client.in_exec else "script"
-        fault = getattr(func, "fault", None)
         rec = (owner.id, owner.name, client.db.index, argv, cmd.name,
-               self.server.cmd_time_ms, origin, fault.kind if fault is not None else None)
+               self.server.cmd_time_ms, origin, fault)
         if not self.replies:
             self._log.append(rec)
             return func
@@ -217,9 +225,6 @@ class Journal:
             encode(reply, buf, c.resp3)
             rec[8] = b"".join(buf)
             return reply
-        fault = getattr(func, "fault", None)
-        if fault is not None:
-            run.fault = fault
         return run
 
     # -- queries ----------------------------------------------------------------
@@ -312,7 +317,9 @@ class Journal:
         # commands, in the order seen.
         seen = [e for e in entries if any(p.same_command(e) for p in patterns)]
         want = [p.show() for p in patterns]
-        got = [_show(e.argv) for e in seen]
+        # A seen call a pattern matches is shown as the pattern is: the diff
+        # is then about the order, not about arguments nobody asked for.
+        got = [next((p.show() for p in patterns if p.matches(e)), _show(e.argv)) for e in seen]
         diff = "\n".join(difflib.unified_diff(want, got, "expected order", "seen", lineterm="",
                                               n=max(len(want), len(got))))
         raise AssertionError(
