@@ -220,7 +220,7 @@ class ClusterState:
     # -- blocked clients -----------------------------------------------------
     def redirect_blocked(self):
         """Unblock the clients blocked on keys this node no longer serves."""
-        from ..blocking import unblock    # below this package; imported when used
+        from ..blocking import unblock  # below this package; imported when used
         topo = self.topology
         healthy = topo.healthy()
         for c in list(self.server.clients.values()):
