@@ -238,6 +238,3 @@ if pytest_asyncio is not None:
 
 
 from .cluster.pytest_fixtures import hotkv_cluster  # noqa: E402,F401  (EmbeddedCluster)
-
-
-from .cluster.pytest_fixtures import hotkv_cluster  # noqa: E402,F401  (EmbeddedCluster)
