@@ -484,3 +484,27 @@ const mk = () => new Cluster([{ host: '127.0.0.1', port }],
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["done"] == 50
     assert result["counts"]["completed"] == 50 and result["counts"]["failed"] == 0
+
+
+def test_pubsub_is_cluster_wide_and_shard_channels_reach_the_shard(hotkv_cluster):
+    """PUBLISH reaches subscribers on every node (Valkey's cluster bus
+    broadcast); SPUBLISH those of the channel's shard, its replicas too."""
+    c = hotkv_cluster
+    a, b = c.primaries()[0], c.primaries()[1]
+    sub = _raw(a)
+    assert sub.call("SUBSCRIBE", "news").startswith(b"*3\r\n$9\r\nsubscribe")
+    pub = _raw(b)
+    assert pub.call("PUBLISH", "news", "hello") == b":0\r\n"    # no local receiver
+    assert sub.read_reply() == b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nhello\r\n"
+    slot = key_slot(b"orders")
+    owner = c.node_for_slot(slot)
+    replica = next(n for n in c.replicas() if n.node.primary is owner.node)
+    ssub = _raw(replica)
+    assert ssub.call("SSUBSCRIBE", "orders").startswith(b"*3\r\n$10\r\nssubscribe")
+    other = next(n for n in c.primaries() if n is not owner)
+    assert _raw(other).call("SPUBLISH", "orders", "x") == \
+        b"-MOVED %d 127.0.0.1:%d\r\n" % (slot, owner.port)
+    assert _raw(owner).call("SPUBLISH", "orders", "o1") == b":0\r\n"
+    assert ssub.read_reply() == b"*3\r\n$8\r\nsmessage\r\n$6\r\norders\r\n$2\r\no1\r\n"
+    for x in (sub, pub, ssub):
+        x.close()

@@ -300,6 +300,20 @@ class ClusterState:
             topo.current_epoch = 0
         self.topology_changed()
 
+    # -- pub/sub ----------------------------------------------------------------
+    def publish_elsewhere(self, channel: bytes, message: bytes, shard: bool):
+        """What the cluster bus carries for PUBLISH (to every node) and
+        SPUBLISH (to the nodes of this shard): the other in-process nodes'
+        subscribers get the message; the reply counts local receivers only,
+        as Valkey's."""
+        serving = self.serving
+        for n in self.topology.nodes.values():
+            if n is self.myself or n.failed or n.server is None:
+                continue
+            if shard and n.shard_primary() is not serving:
+                continue
+            n.server.pubsub.publish(channel, message, shard=shard)
+
     # -- INFO / CLUSTER INFO ------------------------------------------------
     def info_fields(self) -> list:
         topo = self.topology

@@ -119,14 +119,20 @@ def sunsubscribe(c, argv):
          since="2.0.0")
 def publish(c, argv):
     """Posts a message to a channel."""
-    return c.server.pubsub.publish(argv[1], argv[2])
+    n = c.server.pubsub.publish(argv[1], argv[2])
+    if c.server.cluster is not None:   # the cluster bus's broadcast (hotkv.cluster.state)
+        c.server.cluster.publish_elsewhere(argv[1], argv[2], False)
+    return n
 
 
 @command("spublish", 3, "pubsub loading stale fast may_replicate", group="pubsub",
          since="7.0.0", key_specs=(spec("not_key"),))
 def spublish(c, argv):
     """Post a message to a shard channel"""
-    return c.server.pubsub.publish(argv[1], argv[2], shard=True)
+    n = c.server.pubsub.publish(argv[1], argv[2], shard=True)
+    if c.server.cluster is not None:   # to the shard's other nodes (hotkv.cluster.state)
+        c.server.cluster.publish_elsewhere(argv[1], argv[2], True)
+    return n
 
 
 # -- PUBSUB ---------------------------------------------------------------------
