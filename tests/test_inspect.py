@@ -366,3 +366,31 @@ def test_bullmq_waiting_delayed_failed(server, r):
     assert q.failed == [ids["bad"]] and q.in_flight == []
     assert q.jobs[ids["w1"]].name == "send" and q.jobs[ids["w1"]].args == {"to": "a"}
     assert server.inspect.bullmq(prefix="other") == {}
+
+
+def test_reads_follow_the_servers_clock(hotkv_server_factory):
+    """TTLs and idle times are read on the server's clock (the virtual one
+    when a test moves it); a key whose time has come is absent to inspect
+    and still there for the server to expire (inspection deletes nothing)."""
+    server = hotkv_server_factory(enable_debug_command="yes")
+    r = valkey.Valkey(host=server.host, port=server.port)
+    try:
+        server.clock.freeze()
+        r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")   # expiry only on access
+        r.set("k", "v", ex=100)
+        r.xadd("s", {"f": "v"}, id="1-0")
+        r.xgroup_create("s", "g", "0")
+        r.xreadgroup("g", "c", {"s": ">"})
+        assert server.inspect.ttl("k") == 100.0
+        server.clock.advance(60)
+        assert server.inspect.ttl("k") == 40.0
+        p = server.inspect.stream("s").groups[b"g"].oldest_pending
+        assert p.idle_ms == 60_000 == r.xpending_range("s", "g", "-", "+", 1)[0][
+            "time_since_delivered"]
+        assert server.inspect.stream("s").groups[b"g"].consumers[b"c"].idle_ms == 60_000
+        server.clock.advance(40)
+        assert server.inspect.get("k") is None and server.inspect.keys() == [b"s"]
+        assert b"k" in server.server.dbs[0].data          # not deleted by reading
+        assert r.get("k") is None and b"k" not in server.server.dbs[0].data
+    finally:
+        r.close()
