@@ -186,6 +186,16 @@ def _boom():
     raise ValueError("boom")
 
 
+_PEEK = {}
+
+
+def _peek():
+    """A running RQ job: what inspect shows while it runs."""
+    from rq import get_current_job
+    _PEEK["running"] = get_current_job().id
+    _PEEK["in_flight"] = _PEEK["server"].inspect.rq()["default"].in_flight
+
+
 def test_rq_queued_scheduled_failed_finished(server, r):
     import datetime
 
@@ -195,7 +205,10 @@ def test_rq_queued_scheduled_failed_finished(server, r):
     q = rq.Queue("default", connection=conn)
     done = q.enqueue(_ok, 1)
     bad = q.enqueue(_boom)
+    peek = q.enqueue(_peek)
+    _PEEK["server"] = server
     rq.SimpleWorker([q], connection=conn).work(burst=True)
+    assert _PEEK["in_flight"] == [_PEEK["running"]] == [peek.id]
     waiting = [q.enqueue(_ok, i) for i in range(3)]
     later = q.enqueue_in(datetime.timedelta(seconds=600), _ok, 9)
     other = rq.Queue("emails", connection=conn).enqueue(_ok, 7)
@@ -206,7 +219,7 @@ def test_rq_queued_scheduled_failed_finished(server, r):
     assert d.delayed == [later.id]
     assert later.id in d.when and d.when[later.id] > 0
     assert d.failed == [bad.id]
-    assert d.other["finished"] == [done.id]
+    assert sorted(d.other["finished"]) == sorted([done.id, peek.id])
     assert d.in_flight == []
     assert d.jobs[waiting[0].id].name == waiting[0].description
     assert got["emails"].queued == [other.id]
