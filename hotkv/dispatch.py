@@ -192,10 +192,12 @@ def _gates(client, server, cmd, argv) -> bool:
         if message is not None:
             _cluster_reject(client, cmd, message)
             return True
-    if server.maxmemory and (cmd.denyoom or (cmd.name == "exec" and client.multi_flags & 1)):
-        if server.over_maxmemory():
-            reject(client, errors.OOM, cmd)
-            return True
+    if server.maxmemory and server.eviction.before_command() and (
+            cmd.denyoom or (cmd.name == "exec" and client.multi_flags & 1)):
+        # Evictions run before every command (Valkey's performEvictions);
+        # when nothing more could be freed, what may grow memory is refused.
+        reject(client, errors.OOM, cmd)
+        return True
     if server.tracking_over:   # Valkey's trackingLimitUsedSlots, before the command
         server.tracking.limit_used_slots(client)
     if server.disk_error is not None and (cmd.write or cmd.name == "ping" or (

@@ -60,7 +60,8 @@ import os
 import time
 import traceback
 
-from . import access, acl, cmdlog, latency, lazyfree, limits, notify, pubsub, stats, tracking
+from . import (access, acl, cmdlog, eviction, latency, lazyfree, limits, notify, pubsub,
+               stats, tracking)
 from .aof import AOF, AOFLoadError
 from .cluster import state as cluster_state
 from .blocking import drop as drop_blocked, expire_timeouts
@@ -155,7 +156,6 @@ class Server:
         self.acl_check = None           # set by the ACL module when users exist
         self.repl_refuse = False        # NOREPLICAS: fewer good replicas than wanted
         self.command_table = _COMMAND_TABLE   # a copy when rename-command is used
-        self.used_memory_cached = 0     # refreshed each cron tick (over_maxmemory)
         self.obuf_hard_normal = 0       # client-output-buffer-limit normal hard (hotkv.limits)
         # blocking
         self.ready_keys: list = []
@@ -209,6 +209,7 @@ class Server:
         access.init_server(self)                  # OBJECT IDLETIME/FREQ (db.access kind)
         lazyfree.init_server(self)                # UNLINK / FLUSH ASYNC free after the reply
         self.startup_memory = stats.used_memory()  # INFO used_memory_startup
+        self.eviction = eviction.Evictor(self)    # maxmemory (the dispatcher's gate, cron)
         self.pubsub = pubsub.init_server(self)
         notify.init_server(self)                  # notify, notify_new (publishes via pubsub)
         limits.init_server(self)                  # command_table (rename-command), obuf
@@ -301,14 +302,11 @@ class Server:
     def _apply_config(self):
         self.maxmemory = self.config.values["maxmemory"]
         self.repl.shutdown()
-        if self.maxmemory:
-            self.used_memory_cached = stats.used_memory()
         self.config.listeners["maxmemory"] = self._set_maxmemory
 
     def _set_maxmemory(self, v):
         self.maxmemory = v
-        if v:
-            self.used_memory_cached = stats.used_memory()
+        self.eviction.limit_changed()     # a lower limit evicts at once (hotkv.eviction)
 
     def next_client_id(self) -> int:
         return next(self._client_ids)
@@ -331,8 +329,9 @@ class Server:
         return None
 
     def over_maxmemory(self) -> bool:
-        # Reading /proc per command is too dear: the cron refreshes the figure.
-        return self.maxmemory > 0 and self.used_memory_cached > self.maxmemory
+        # The answer of the eviction run before the command (Valkey's
+        # pre_command_oom_state): what scripts check before their first write.
+        return self.maxmemory > 0 and self.eviction.oom
 
     # ------------------------------------------------------------------
     # Hooks for command modules
@@ -498,8 +497,7 @@ class Server:
     def cron(self):
         """Periodic work (hz times a second): active expiry, idle clients."""
         self.cmd_time_ms = self.clock.ms()
-        if self.maxmemory:
-            self.used_memory_cached = stats.used_memory()
+        self.eviction.cron()
         budget = 20 * self.config.values["active-expire-effort"]
         start = time.time()     # the expire-cycle's duration: real time
         # No active expiry while CLIENT PAUSE holds writes (Valkey's PAUSE_ACTION_EXPIRE).

@@ -179,8 +179,8 @@ def reset_stats(server):
     server.stat_client_qbuf_limit_disconnections = 0
     server.stat_client_outbuf_limit_disconnections = 0
     server.lazyfreed_objects = 0          # hotkv.lazyfree
-    if hasattr(server, "stat_evictedkeys"):
-        server.stat_evictedkeys = 0
+    server.stat_evictedkeys = 0
+    server.eviction.reset_stats()         # total_eviction_exceeded_time (hotkv.eviction)
     denied = getattr(getattr(server, "acl", None), "denied", None)
     if denied:
         for k in denied:

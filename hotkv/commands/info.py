@@ -37,7 +37,7 @@ from ..lua.functions import memory_info
 from ..pause import pause_info
 from ..registry import all_commands, command
 from ..resp import Verbatim
-from ..stats import instantaneous, peak_rss, used_memory
+from ..stats import calibrate, instantaneous, peak_used, rss
 from ..version import REDIS_COMPAT_VERSION, __version__
 
 
@@ -185,17 +185,20 @@ def _info_clients(server):
 
 
 def _info_memory(server):
-    used = used_memory()
-    peak = max(peak_rss(), used)
-    startup = getattr(server, "startup_memory", used)
+    # The allocators' in-use bytes and the RSS (hotkv.stats): their ratio is
+    # the fragmentation; the dataset is what grew since the server started.
+    used = calibrate()      # at most once a second it re-measures pymalloc's blocks
+    resident = rss()
+    peak = peak_used()
+    startup = min(getattr(server, "startup_memory", used), used)
     total = _total_system_memory()
     maxmemory = server.config.values["maxmemory"]
     lua = memory_info(server)
     return [
         ("used_memory", used),
         ("used_memory_human", bytes_to_human(used)),
-        ("used_memory_rss", used),
-        ("used_memory_rss_human", bytes_to_human(used)),
+        ("used_memory_rss", resident),
+        ("used_memory_rss_human", bytes_to_human(resident)),
         ("used_memory_peak", peak),
         ("used_memory_peak_human", bytes_to_human(peak)),
         ("used_memory_peak_perc", "%.2f%%" % (used * 100.0 / peak if peak else 100.0)),
@@ -220,7 +223,8 @@ def _info_memory(server):
         ("maxmemory", maxmemory),
         ("maxmemory_human", bytes_to_human(maxmemory)),
         ("maxmemory_policy", server.config.values["maxmemory-policy"]),
-        ("mem_fragmentation_ratio", "1.00"),
+        ("mem_fragmentation_ratio", "%.2f" % (resident / used if used else 1.0)),
+        ("mem_fragmentation_bytes", resident - used),
         ("mem_not_counted_for_evict", 0),
         ("mem_clients_normal", 0),
         ("mem_aof_buffer", 0),
@@ -304,8 +308,9 @@ def _info_stats(server):
         ("evicted_keys", getattr(server, "stat_evictedkeys", 0)),
         ("evicted_clients", 0),
         ("evicted_scripts", getattr(getattr(server, "scripting", None), "evicted", 0)),
-        ("total_eviction_exceeded_time", 0),
-        ("current_eviction_exceeded_time", 0),
+        # ms over maxmemory, in total and now (hotkv.eviction)
+        ("total_eviction_exceeded_time", server.eviction.info_fields()[0]),
+        ("current_eviction_exceeded_time", server.eviction.info_fields()[1]),
         ("keyspace_hits", server.stat_keyspace_hits),
         ("keyspace_misses", server.stat_keyspace_misses),
         ("pubsub_channels", channels),
