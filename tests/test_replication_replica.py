@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -225,7 +226,7 @@ def test_full_sync_every_type_digest_equal(primaries, hotkv_server_factory, form
     assert r.get("int") == b"12346"
     assert r.lindex("list:big", -1) == b"tail"
     link = _replica_link(s)
-    assert link.reploff == p.info("replication")["master_repl_offset"]
+    assert wait_for(lambda: link.reploff == p.info("replication")["master_repl_offset"], 10)
 
 
 def test_replicaof_from_config_and_hotkv_serve_cli(primaries, hotkv_server_factory, tmp_path):
@@ -321,6 +322,90 @@ def test_equal_after_write_load(primaries, hotkv_server_factory):
     assert dp == dr
     assert r.dbsize() == p.dbsize()
     assert r.get("counter") == str(LOAD_OPS).encode()
+
+
+# What the primary propagates for each write command (its effects, rewritten
+# forms: SPOP as SREM, INCRBYFLOAT as SET KEEPTTL, EX as PXAT, scripts' and
+# functions' effects, SWAPDB, FLUSHDB ASYNC...), applied by hotkv.
+WIDE_SCRIPT = [
+    "SET a 1", "INCRBYFLOAT a 1.5", "APPEND a xyz", "SETRANGE a 10 hello", "GETEX a EX 100",
+    "SET b 2 EX 100", "GETDEL b", "SET c 3 KEEPTTL", "SETEX d 100 v", "PSETEX e 100000 v",
+    "MSET m1 1 m2 2", "MSETNX m3 3", "INCR cnt", "DECRBY cnt 5",
+    "RPUSH l 1 2 3 4 5 6", "LPOP l", "RPOP l 2", "LMOVE l l2 LEFT RIGHT",
+    "LINSERT l BEFORE 4 x", "LSET l 0 y", "LTRIM l 0 1", "LREM l 0 x",
+    "SADD s 1 2 3 4 5 6 7 8 9", "SPOP s", "SPOP s 2", "SMOVE s s2 9", "SINTERSTORE s3 s s2",
+    "SREM s 1", "ZADD z 1 a 2 b 3 c 4 d", "ZPOPMIN z", "ZPOPMAX z", "ZINCRBY z 5 d",
+    "ZRANGESTORE z2 z 0 -1", "ZREMRANGEBYSCORE z 0 1", "ZUNIONSTORE z3 2 z z2",
+    "HSET h a 1 b 2", "HINCRBY h a 5", "HINCRBYFLOAT h b 1.25", "HDEL h a", "HSETNX h c 3",
+    "XADD x * f v", "XADD x * f v2", "XGROUP CREATE x g 0",
+    "XREADGROUP GROUP g c1 COUNT 1 STREAMS x >", "XADD x MAXLEN 5 * f v3",
+    "XGROUP CREATECONSUMER x g c2", "XAUTOCLAIM x g c2 0 0", "XTRIM x MAXLEN 2",
+    "XSETID x 99999999999999-0", "PFADD hl a b c", "PFADD hl2 d", "PFMERGE hl3 hl hl2",
+    "SETBIT bits 7 1", "BITOP NOT bits2 bits", "BITFIELD bf SET u8 0 255 INCRBY u8 0 10",
+    "GEOADD g 13.36 38.11 Palermo 15.08 37.50 Catania",
+    "GEOSEARCHSTORE g2 g FROMMEMBER Palermo BYRADIUS 500 km", "SORT s2 STORE sorted",
+    "COPY a acopy", "RENAME acopy arenamed", "RENAMENX m1 mx", "MOVE m2 1", "EXPIRE m3 100",
+    "PEXPIREAT c 99999999999999", "PERSIST c", "SELECT 2", "SET indb2 1", "SWAPDB 2 3",
+    "SELECT 3", "RPUSH gone 1", "FLUSHDB ASYNC", "SELECT 0", "DEL e", "UNLINK d",
+    "EVAL \"redis.call('set','ev',ARGV[1]); return redis.call('incr','evc')\" 0 7",
+    "FUNCTION LOAD \"#!lua name=lib\nredis.register_function('f', function(k, a) "
+    "return redis.call('set', k[1], a[1]) end)\"",
+    "FCALL f 1 fk fv", "SET tmp 1 PX 30", "LPUSH big " + " ".join(map(str, range(200))),
+    "HSET bighash " + " ".join("f%d %d" % (i, i) for i in range(200)),
+]
+
+
+def test_every_write_command_applied_as_the_primary_propagates_it(primaries,
+                                                                   hotkv_server_factory):
+    prim = primaries()
+    s, r = _start_replica(hotkv_server_factory, prim)
+    sub = valkey.Valkey(port=s.port).pubsub()
+    sub.subscribe("news")              # PUBLISH on the primary reaches the replica's
+    assert wait_for(lambda: sub.get_message(timeout=0.1) is not None, 5)
+    p = valkey.Valkey(port=prim.port, single_connection_client=True)
+    for line in WIDE_SCRIPT:
+        p.execute_command(*shlex.split(line))
+    p.execute_command("RESTORE", "restored", 0, p.dump("h"))
+    p.publish("news", "hello")
+    dp, dr = _equal_digests(p, r)
+    assert dp == dr
+    for db in range(4):
+        p.execute_command("SELECT", db)
+        rr = valkey.Valkey(port=s.port, db=db)
+        keys = sorted(p.keys("*"))
+        assert sorted(rr.keys("*")) == keys, db
+        for k in keys:
+            assert rr.execute_command("DEBUG", "DIGEST-VALUE", k) == \
+                p.execute_command("DEBUG", "DIGEST-VALUE", k), (db, k)
+    assert r.execute_command("FUNCTION", "LIST") == p.execute_command("FUNCTION", "LIST")
+    msg = None
+    for _ in range(50):
+        msg = sub.get_message(timeout=0.1)
+        if msg is not None:
+            break
+    assert msg is not None and msg["data"] == b"hello"
+    sub.close()
+
+
+def test_hotkv_replica_of_a_hotkv_primary(hotkv_server_factory):
+    """Both ends hotkv (the primary side is hotkv.replication.primary)."""
+    prim = hotkv_server_factory(**DEBUG, **{"repl-diskless-sync-delay": 0})
+    p = valkey.Valkey(port=prim.port, single_connection_client=True)
+    _populate(p)
+    s = hotkv_server_factory(**DEBUG)
+    r = valkey.Valkey(port=s.port)
+    assert r.execute_command("REPLICAOF", "127.0.0.1", prim.port) == b"OK"
+    assert wait_for(lambda: _linked(s), 15)
+    for line in WIDE_SCRIPT:
+        p.execute_command(*shlex.split(line))
+    assert p.execute_command("WAIT", 1, 5000) == 1
+    assert r.execute_command("DEBUG", "DIGEST") == p.execute_command("DEBUG", "DIGEST")
+    assert wait_for(lambda: _replica_link(s).reploff ==
+                    p.info("replication")["master_repl_offset"], 10)
+    assert p.execute_command("CLIENT", "KILL", "TYPE", "replica") == 1
+    p.set("after-kill", 1)
+    assert wait_for(lambda: r.get("after-kill") == b"1", 15)
+    assert p.info("stats")["sync_partial_ok"] == 1 and _replica_link(s).partial_syncs == 1
 
 
 # ----------------------------------------------------------------------
@@ -470,6 +555,8 @@ def test_replicaof_no_one_keeps_every_key(primaries, hotkv_server_factory):
     assert dp == dr
     primary_replid = p.info("replication")["master_replid"]
     offset = p.info("replication")["master_repl_offset"]
+    # WAIT's own REPLCONF GETACK is in the stream after the offset it waited for.
+    assert wait_for(lambda: _replica_link(s).reploff == offset, 10)
     assert r.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
     assert r.execute_command("DEBUG", "DIGEST") == dp
     assert r.set("written-after-promotion", 1)
