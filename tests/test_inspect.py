@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 
 import pytest
 import valkey
@@ -337,6 +338,7 @@ def test_taskiq_list_and_stream_brokers(server, r):
 BULLMQ_SCRIPT = r"""
 import { Queue, Worker } from 'bullmq';
 import IORedis from 'ioredis';
+import readline from 'node:readline';
 const connection = new IORedis({
   host: process.env.HOST, port: Number(process.env.PORT), maxRetriesPerRequest: null,
 });
@@ -352,32 +354,65 @@ await worker.close();
 const w1 = await queue.add('send', { to: 'a' });
 const w2 = await queue.add('send', { to: 'b' });
 const later = await queue.add('send', { to: 'c' }, { delay: 600000 });
+// A job held active until the test has looked (it writes a line to stdin).
+const lines = readline.createInterface({ input: process.stdin });
+const go = new Promise(r => lines.once('line', r));
+const hold = new Queue('hold', { connection });
+const held = await hold.add('hold', {});
+const holder = new Worker('hold', async job => {
+  console.log(JSON.stringify({ active: job.id }));
+  await go;
+}, { connection, concurrency: 1 });
+await new Promise(r => holder.once('completed', r));
+await holder.close(); lines.close();
 console.log(JSON.stringify({ bad: bad.id, w1: w1.id, w2: w2.id, later: later.id,
-                             due: later.timestamp + 600000 }));
-await queue.close(); await connection.quit();
+                             due: later.timestamp + 600000, held: held.id }));
+await queue.close(); await hold.close(); await connection.quit();
 """
 
 
-def test_bullmq_waiting_delayed_failed(server, r):
+def _line(proc, deadline) -> str:
+    import select
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+        if ready:
+            return proc.stdout.readline()
+    raise AssertionError("the node script said nothing in time")
+
+
+def test_bullmq_waiting_delayed_active_failed(server, r):
     from support import npm_packages_dir
     node_dir = npm_packages_dir("bullmq@6", "ioredis@5")
     script = os.path.join(node_dir, "bullmq_inspect_%d.mjs" % os.getpid())
     with open(script, "w") as f:
         f.write(BULLMQ_SCRIPT)
+    deadline = time.monotonic() + 60
+    proc = subprocess.Popen(["node", script], cwd=node_dir, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, HOST=server.host, PORT=str(server.port)))
     try:
-        proc = subprocess.run(["node", script], cwd=node_dir, capture_output=True, text=True,
-                              timeout=60,
-                              env=dict(os.environ, HOST=server.host, PORT=str(server.port)))
+        active = json.loads(_line(proc, deadline))["active"]
+        assert server.inspect.bullmq()["hold"].in_flight == [active]
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        ids = json.loads(_line(proc, deadline))
+        assert proc.wait(max(1, deadline - time.monotonic())) == 0, proc.stderr.read()
     finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+        proc.stdin.close()
         os.unlink(script)
-    assert proc.returncode == 0, proc.stderr
-    ids = json.loads(proc.stdout.strip().splitlines()[-1])
-    q = server.inspect.bullmq()["mail"]
+    state = server.inspect.bullmq()
+    q = state["mail"]
     assert q.queued == [ids["w1"], ids["w2"]]
     assert q.delayed == [ids["later"]]
     assert q.when[ids["later"]] == ids["due"]
     assert q.failed == [ids["bad"]] and q.in_flight == []
     assert q.jobs[ids["w1"]].name == "send" and q.jobs[ids["w1"]].args == {"to": "a"}
+    assert state["hold"].in_flight == [] and state["hold"].other["completed"] == [ids["held"]]
     assert server.inspect.bullmq(prefix="other") == {}
 
 
