@@ -7,6 +7,8 @@ consumers); a stream (``stream``: length, first/last ID, groups with lag,
 pending per consumer with idle times, the oldest pending entry); and the
 queues of the libraries hotkv runs, read from their key layouts under their
 own names: ``rq()``, ``celery()``, ``dramatiq()``, ``taskiq()``, ``bullmq()``.
+The layouts read are those of RQ 2-3, kombu 5 (Celery 5), dramatiq 1-2,
+taskiq-redis 1 and BullMQ 5-6 (tests/test_inspect.py runs each library).
 
 Invariants:
 * every read runs on the server's loop thread (``run_on_loop``: scheduled
@@ -40,7 +42,7 @@ from ..types.hashes import HashValue
 from ..types.lists import ListValue
 from ..types.sets import SetValue
 from ..types.stream import Stream
-from ..types.stream_ids import MASK64, MAX_ID, id_bytes
+from ..types.stream_ids import MAX_ID, id_bytes
 from ..types.table import TYPE_NAMES
 from ..types.zsets import ZSetValue
 from ..util import compile_glob
@@ -187,11 +189,12 @@ class Job:
 
 @dataclass
 class LibraryQueue:
-    """One queue of a library, its jobs by state.  ``queued``: waiting to
-    be taken, oldest first; ``delayed``: scheduled for later (``eta_ms``
-    per id in ``when``); ``in_flight``: taken, not finished; ``failed``:
-    dead-lettered / failed.  Other states a library names are in
-    ``other`` under its own name (RQ's "finished", BullMQ's "completed")."""
+    """One queue of a library, its jobs (ids, as the library names them) by
+    state.  ``queued``: waiting to be taken, oldest first; ``delayed``:
+    scheduled for later, with ``when[id]`` its due time in unix ms;
+    ``in_flight``: taken, not finished; ``failed``: dead-lettered / failed.
+    Other states a library names are in ``other`` under its own name (RQ's
+    "finished", BullMQ's "completed").  ``jobs[id]``: the job's record."""
     name: str
     queued: list = field(default_factory=list)
     delayed: list = field(default_factory=list)
@@ -492,6 +495,18 @@ def _celery_message(raw, queue: str):
                name=headers.get("task"), queue=queue, args=args, raw=msg)
 
 
+def _eta_ms(eta):
+    """Celery's ETA header (ISO 8601) as unix ms; None if unreadable."""
+    import datetime
+    try:
+        when = datetime.datetime.fromisoformat(str(eta))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
 def _celery(server, db, backend_db):
     # Queues: from kombu's bindings (the routing table), plus bare lists
     # of Celery messages (a queue bound by another process).
@@ -517,7 +532,7 @@ def _celery(server, db, backend_db):
                 q.jobs[job.id] = job
                 if job.raw.get("headers", {}).get("eta"):
                     q.delayed.append(job.id)
-                    q.when[job.id] = job.raw["headers"]["eta"]
+                    q.when[job.id] = _eta_ms(job.raw["headers"]["eta"])
                 else:
                     q.queued.append(job.id)
         out[name] = q
@@ -537,7 +552,7 @@ def _celery(server, db, backend_db):
             eta = job.raw.get("headers", {}).get("eta")
             if eta:
                 q.delayed.append(job.id)
-                q.when[job.id] = eta
+                q.when[job.id] = _eta_ms(eta)
     prefix = b"celery-task-meta-"
     for k in _live_keys(server, backend_db):
         if k.startswith(prefix):
@@ -708,5 +723,4 @@ def _bullmq(server, prefix, db):
 
 
 __all__ = ["Inspector", "QueueInfo", "StreamInfo", "GroupInfo", "ConsumerInfo",
-           "PendingEntry", "LibraryQueue", "Job", "run_on_loop", "now_ms", "to_python",
-           "MASK64"]
+           "PendingEntry", "LibraryQueue", "Job", "run_on_loop", "now_ms", "to_python"]
