@@ -412,7 +412,22 @@ def test_hotkv_replica_of_a_hotkv_primary(hotkv_server_factory):
 # READONLY, byte for byte with a valkey-server replica
 # ----------------------------------------------------------------------
 
+LIBRARY = ("#!lua name=lib\n"
+           "redis.register_function('w', function(k, a) return redis.call('set', k[1], a[1]) "
+           "end)\n"
+           "redis.register_function{function_name='r', callback=function(k, a) return "
+           "redis.call('get', k[1]) end, flags={'no-writes'}}")
+
 READONLY_SCRIPT = [
+    ("EVAL", "return redis.call('set','a','1')", "0"),
+    ("EVAL", "return redis.call('get','k')", "0"),
+    ("EVAL", "#!lua flags=no-writes\nreturn redis.call('set','a','1')", "0"),
+    ("EVAL", "#!lua\nreturn redis.call('set','a','1')", "0"),
+    ("EVAL_RO", "return redis.call('set','a','1')", "0"),
+    ("EVAL", "return redis.pcall('set','a','1')", "0"),
+    ("FCALL", "w", "1", "k", "v"), ("FCALL", "r", "1", "k"), ("FCALL_RO", "w", "1", "k", "v"),
+    ("BLPOP", "l", "0.1"), ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "x", ">"),
+    ("PUBLISH", "c", "m"), ("FUNCTION", "FLUSH"), ("SWAPDB", "0", "1"), ("SORT", "l"),
     ("SET", "a", "1"),
     ("LPUSH", "l", "x"),
     ("GET", "k"),
@@ -424,6 +439,8 @@ READONLY_SCRIPT = [
     ("CONFIG", "SET", "replica-read-only", "no"),
     ("SET", "local", "1"),
     ("GET", "local"),
+    ("EVAL", "return redis.call('set','a','1')", "0"),
+    ("FCALL", "w", "1", "k2", "v"),
     ("CONFIG", "SET", "replica-read-only", "yes"),
     ("DEL", "local"),
 ]
@@ -432,6 +449,7 @@ READONLY_SCRIPT = [
 def test_writes_refused_as_a_valkey_replica_refuses_them(primaries, hotkv_server_factory):
     prim = primaries()
     prim.client().set("k", "v")
+    prim.client().function_load(LIBRARY)
     s, _ = _start_replica(hotkv_server_factory, prim)
     ref = ReferenceValkey().start()
     try:
@@ -571,22 +589,46 @@ def test_replicaof_no_one_keeps_every_key(primaries, hotkv_server_factory):
     assert r.get("after") is None
 
 
+STALE_SCRIPT = [
+    ("GET", "k"), ("PING",), ("SET", "k", "x"), ("CONFIG", "GET", "replicaof"),
+    ("MULTI",), ("GET", "k"), ("EXEC",),
+    ("MULTI",), ("CONFIG", "GET", "replica-serve-stale-data"), ("EXEC",),
+    ("EVAL", "return 1", "0"),
+    ("EVAL", "#!lua flags=no-writes\nreturn redis.call('get', 'k')", "0"),
+    ("EVAL", "#!lua flags=no-writes,allow-stale\nreturn redis.call('ping')", "0"),
+    ("FCALL", "r", "1", "k"), ("FCALL_RO", "r", "1", "k"),
+]
+
+
 def test_primary_goes_away_and_comes_back(primaries, hotkv_server_factory):
     prim = primaries()
     p = prim.client()
     p.set("k", "v1")
+    p.function_load(LIBRARY)
     s, r = _start_replica(hotkv_server_factory, prim)
-    assert r.get("k") == b"v1"
-    prim.stop()
-    assert wait_for(lambda: not _linked(s), 10)
-    assert r.get("k") == b"v1"                       # stale data served (the default)
-    hc = RawClient("127.0.0.1", s.port)
-    assert hc.call("CONFIG", "SET", "replica-serve-stale-data", "no") == b"+OK\r\n"
-    masterdown = (b"-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set "
-                  b"to 'no'.\r\n")
-    assert hc.call("GET", "k") == masterdown
-    assert hc.call("PING") == masterdown
-    assert hc.call("INFO", "server").startswith(b"$")      # INFO has the stale flag
+    ref = ReferenceValkey().start()
+    try:
+        rc = RawClient("127.0.0.1", ref.port)
+        assert rc.call("REPLICAOF", "127.0.0.1", str(prim.port)) == b"+OK\r\n"
+        assert wait_for(lambda: b"master_link_status:up" in rc.call("INFO", "replication"), 15)
+        assert r.get("k") == b"v1"
+        prim.stop()
+        assert wait_for(lambda: not _linked(s), 10)
+        assert wait_for(lambda: b"master_link_status:down" in rc.call("INFO", "replication"),
+                        10)
+        assert r.get("k") == b"v1"                       # stale data served (the default)
+        hc = RawClient("127.0.0.1", s.port)
+        for c in (hc, rc):
+            assert c.call("CONFIG", "SET", "replica-serve-stale-data", "no") == b"+OK\r\n"
+        for cmd in STALE_SCRIPT:
+            assert hc.call(*cmd) == rc.call(*cmd), cmd
+        masterdown = (b"-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is "
+                      b"set to 'no'.\r\n")
+        assert hc.call("GET", "k") == masterdown
+        assert hc.call("INFO", "server").startswith(b"$")      # INFO has the stale flag
+        rc.close()
+    finally:
+        ref.stop()
     prim.start()                                        # same port, empty (no save)
     prim.client().set("k", "v2")
     assert wait_for(lambda: _linked(s), 15)

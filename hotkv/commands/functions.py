@@ -33,6 +33,7 @@ from ..lua.engine import (
 )
 from ..lua.functions import ENGINE_NAME, LOAD_TIMEOUT_MS, FunctionError, registry
 from ..registry import command, container, spec
+from ..replication import replica
 from ..replies import cstr, help_reply
 from ..resp import OK, SetReply, Simple
 from ..util import string2ll, stringmatch
@@ -52,6 +53,8 @@ def _fcall(c, argv, ro: bool):
             raise CommandError(server.disk_error)
         if no_good_replicas(server):
             raise CommandError(NOREPLICAS)
+        if server.replica_link is not None and replica.refuses_writes(server, c):
+            raise CommandError(replica.READONLY)
     if server.monitors:
         origin = (b"unix:%s" % server.config.values["unixsocket"].encode()
                   if c.addr == c.laddr else c.addr.encode())

@@ -74,6 +74,7 @@ from .. import errors
 from ..client import Client
 from ..dispatch import call, reject
 from ..registry import lookup
+from ..replication import replica
 from ..replies import quoted, redacted
 from ..resp import Double, encode, format_double, split_inline_args
 from .libs import LibError, bit, cjson, cmsgpack, lib, struct as lua_struct
@@ -313,6 +314,13 @@ class Engine:
         if flags is not None:
             if "no_cluster" in flags and server.cluster is not None:
                 raise ScriptError("ERR Can not run script on cluster, 'no-cluster' flag is set.")
+            if server.replica_link is not None:
+                # What processCommand refuses once the script's flags made EVAL
+                # or FCALL a write (READONLY) and took its stale flag away.
+                if "no_writes" not in flags and replica.refuses_writes(server, c):
+                    raise ScriptError(replica.READONLY)
+                if "allow_stale" not in flags and replica.running_stale(server):
+                    raise ScriptError(replica.MASTERDOWN)
             if "no_writes" not in flags:
                 if server.disk_error is not None:
                     raise ScriptError(
@@ -330,6 +338,8 @@ class Engine:
                                       "run it when used memory > 'maxmemory'")
             else:
                 readonly = True
+        elif server.replica_link is not None and replica.running_stale(server):
+            raise ScriptError(replica.MASTERDOWN)
         fake = self.fake
         if fake is None:
             fake = self.fake = Client(server, fake=True)
@@ -678,8 +688,12 @@ class Engine:
         n = len(argv)
         if (cmd.arity > 0 and n != cmd.arity) or n < -cmd.arity:
             return self._rejected("Wrong number of args calling command from script", cmd)
-        if "noscript" in cmd.flags:
+        if "noscript" in cmd.flags and not getattr(server, "script_disable_deny_script", False):
+            # DEBUG SET-DISABLE-DENY-SCRIPTS 1 lifts this (Valkey's tests use it)
             return self._rejected("This Redis command is not allowed from script", cmd)
+        if server.replica_link is not None and "stale" not in cmd.flags \
+                and replica.running_stale(server):
+            return self._rejected("Can not execute the command on a stale replica", cmd)
         if server.acl_check is not None:
             denied = server.acl_check(fake, cmd, argv)
             if denied is not None:
@@ -688,6 +702,9 @@ class Engine:
                 return self._rejected("ACL failure in script: " + denied, cmd)
         if run.readonly and (cmd.write or "may_replicate" in cmd.flags):
             return self._rejected("Write commands are not allowed from read-only scripts.", cmd)
+        if cmd.write and not run.write_dirty and server.replica_link is not None \
+                and replica.refuses_writes(server, run.caller):
+            return self._rejected_as_is(replica.READONLY, cmd)
         if cmd.write and not run.write_dirty and server.disk_error is not None:
             message = server.disk_error
             server.count_error(message)

@@ -554,6 +554,21 @@ def repl_check(client, cmd, argv, phase: int) -> bool:
     return False
 
 
+def refuses_writes(server, client) -> bool:
+    """A read-only replica refuses this client's writes (scripts ask: Valkey's
+    scriptPrepareForRun and scriptVerifyWriteCommandAllow)."""
+    link = server.replica_link
+    return link is not None and client is not link.client and \
+        bool(server.config.values.get("replica-read-only", True))
+
+
+def running_stale(server) -> bool:
+    """The link is down and replica-serve-stale-data is no."""
+    link = server.replica_link
+    return link is not None and link.state != "connected" and \
+        not server.config.values.get("replica-serve-stale-data", True)
+
+
 def _denies_stale(client, cmd) -> bool:
     if "stale" not in cmd.flags:
         return True
@@ -644,4 +659,5 @@ def start_from_config(server):
 
 
 __all__ = ["ReplicaLink", "become_replica", "become_primary", "repl_check", "role_reply",
-           "info_fields", "start_from_config", "READONLY", "MASTERDOWN", "command_size"]
+           "info_fields", "start_from_config", "READONLY", "MASTERDOWN", "command_size",
+           "refuses_writes", "running_stale"]
