@@ -159,6 +159,22 @@ def test_blocked_clients_served_only_by_restored_data(server, r):
     assert got["z"] == (b"z", b"bye")
 
 
+def test_tracking_clients_are_told_to_drop_everything(server, r):
+    from support import RawClient
+    r.set("k", "1")
+    snap = server.snapshot()
+    c = RawClient(server.host, server.port)
+    try:
+        assert c.call("HELLO", "3").startswith(b"%")
+        assert c.call("CLIENT", "TRACKING", "on") == b"+OK\r\n"
+        assert c.call("GET", "k") == b"$1\r\n1\r\n"
+        server.restore(snap)
+        # RESP3's "everything is gone" invalidation, as after FLUSHALL
+        assert c.read_reply() == b">2\r\n$10\r\ninvalidate\r\n_\r\n"
+    finally:
+        c.close()
+
+
 def test_seed_from_python_objects(server, r):
     from hotkv.testing.snapshot import Hash, SeedError, ZSet
     r.set("q", "old string")
@@ -201,10 +217,13 @@ def test_restore_with_the_aof_on_replays_to_the_restored_data(hotkv_server_facto
         r.set("after-flush", "1")
         server.restore(snap)
         r.set("after-restore", "1")
+        server.seed({"seeded": ["a", "b"], "z-seeded": {"m": 1.5}}, ttl={"seeded": 600})
         state = _state(r, exact=False)
         assert r.execute_command("DEBUG", "LOADAOF") == b"OK"
         assert _state(r, exact=False) == state
-        assert {k: v for k, v in state.items() if k != (0, b"after-restore")} == before
+        later = {(0, b"after-restore"), (0, b"seeded"), (0, b"z-seeded")}
+        assert {k: v for k, v in state.items() if k not in later} == before
+        assert state[(0, b"seeded")][2]           # its TTL came back from the AOF too
     finally:
         r.close()
 
