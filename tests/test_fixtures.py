@@ -77,6 +77,8 @@ def test_isolated_first(hotkv_client, hotkv):
     SESSION["port"] = hotkv.port
     hotkv_client.set("first", 1)
     hotkv.clock.freeze()                 # reset after the test
+    hotkv.faults.error("GET")            # cleared after the test
+    hotkv.journal.start()                # stopped after the test
     assert hotkv_client.dbsize() == 1
 
 
@@ -84,6 +86,8 @@ def test_isolated_second(hotkv_client, hotkv):
     assert hotkv.port == SESSION["port"]          # the session server again
     assert hotkv_client.dbsize() == 0             # emptied in between
     assert hotkv.clock.real                       # the frozen clock was reset
+    assert hotkv_client.get("x") is None          # no fault left over
+    assert not hotkv.journal.recording
 
 
 @pytest.mark.hotkv(appendonly=True, requirepass="s3cret")

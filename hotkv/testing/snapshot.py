@@ -30,7 +30,8 @@ Invariants:
   data can serve them: a BLPOP/BLMOVE/XREADGROUP BLOCK... waiting on a key
   that the snapshot fills is served at once, exactly as if the data had
   been pushed; nobody else is woken.  No keyspace notifications are sent
-  (the data did not change through commands);
+  (the data did not change through commands); access times (OBJECT
+  IDLETIME / FREQ) start afresh, as after loading a file;
 * seeding runs real commands (SET, RPUSH, HSET, SADD, ZADD, XADD,
   PEXPIRE) through a fake client on the loop, so it has every effect
   those commands have (WATCH, blocked clients, notifications, the AOF);
