@@ -110,3 +110,116 @@ def test_change_repl_id_and_stringmatch_test(pair):
     assert both(pair, "DEBUG", "STRINGMATCH-TEST").startswith(b"+Apparently")
     both(pair, "DEBUG", "SET-ACTIVE-EXPIRE")
     both(pair, "DEBUG", "JMAP")           # not a DEBUG subcommand in Valkey 8.1
+
+
+# --------------------------------------------------------------------------
+# POPULATE, HTSTATS, HTSTATS-KEY, PROTOCOL, SET-DISABLE-DENY-SCRIPTS,
+# REPLYBUFFER, CLIENT-EVICTION, DICT-RESIZING
+# --------------------------------------------------------------------------
+
+def test_debug_populate(pair):
+    both(pair, "DEBUG", "POPULATE", "1000")
+    both(pair, "DEBUG", "POPULATE", "5", "p", "12")      # padded with zero bytes
+    both(pair, "DEBUG", "POPULATE", "5", "q", "3")       # cut
+    both(pair, "DEBUG", "POPULATE", "3", "x" * 200)      # the name cut at 127 bytes
+    both(pair, "SET", "key:7", "mine")
+    both(pair, "DEBUG", "POPULATE", "10")                # present keys are left alone
+    both(pair, "DEBUG", "POPULATE", "0")
+    assert both(pair, "DBSIZE") == b":1011\r\n"      # the 3 long names cut to one
+    for key in ("key:0", "key:7", "key:999", "p:1", "q:4", "x" * 127):
+        both(pair, "GET", key)
+    assert both(pair, "GET", "p:1") == b"$12\r\nvalue:1\x00\x00\x00\x00\x00\r\n"
+    assert both(pair, "SCAN", "0", "MATCH", "x*", "COUNT", "100000")[-10:]
+    both(pair, "DEBUG", "DIGEST")
+    for bad in (("-1",), ("x",), ("2", "q", "-1"), ("2", "q", "z"), ("1", "a", "1", "extra")):
+        both(pair, "DEBUG", "POPULATE", *bad)
+
+
+def test_debug_htstats(pair):
+    assert both(pair, "DEBUG", "HTSTATS", "0") == b"$29\r\n[Dictionary HT]\n[Expires HT]\n\r\n"
+    for bad in (("99",), ("-1",), ("x",)):
+        both(pair, "DEBUG", "HTSTATS", *bad)
+    both(pair, "DEBUG", "POPULATE", "1000")
+    both(pair, "EXPIRE", "key:1", "100")
+    pattern = re.compile(rb"\[Dictionary HT\]\nHash table 0 stats \(main hash table\):\n"
+                         rb" table size: (\d+)\n number of entries: 1000\n\[Expires HT\]\n"
+                         rb"Hash table 0 stats \(main hash table\):\n table size: \d+\n"
+                         rb" number of entries: 1\n")
+    for c in pair:
+        text = c.call("DEBUG", "HTSTATS", "0")
+        m = pattern.match(text[text.index(b"\r\n") + 2:].removeprefix(b"txt:"))
+        assert m is not None and int(m.group(1)) >= 1000, text
+        text = c.call("DEBUG", "HTSTATS", "0", "full")
+        assert text.count(b"chain length distribution:") == 2, text
+    both(pair, "SADD", "s", *["m%d" % i for i in range(300)])
+    both(pair, "ZADD", "z", *[x for i in range(200) for x in (str(i), "m%d" % i)])
+    for c in pair:
+        for key, n in (("s", 300), ("z", 200)):
+            text = c.call("DEBUG", "HTSTATS-KEY", key)
+            assert b" number of entries: %d\n" % n in text, text
+    both(pair, "HSET", "h", *[str(i) for i in range(400)])
+    both(pair, "SET", "str", "x")
+    both(pair, "SADD", "small", "a")
+    for key in ("h", "str", "small", "nokey"):
+        both(pair, "DEBUG", "HTSTATS-KEY", key)
+    both(pair, "DEBUG", "HTSTATS-KEY")
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_debug_protocol(pair, proto):
+    for c in pair:      # (HELLO's own reply names the server: not compared)
+        c.call("HELLO", str(proto))
+    for kind in ("string", "integer", "double", "bignum", "null", "array", "set", "map",
+                 "attrib", "verbatim", "true", "false", "nope"):
+        both(pair, "DEBUG", "PROTOCOL", kind)
+    first = both(pair, "DEBUG", "PROTOCOL", "push")
+    if proto == 3:         # a real reply, then the push (sent after the command's reply)
+        assert first == b"$40\r\nSome real reply following the push reply\r\n"
+        a, b = (c.read_reply() for c in pair)
+        assert a == b and a.startswith(b">2\r\n")
+    for c in pair:
+        c.call("HELLO", "2")
+
+
+def test_debug_set_disable_deny_scripts(pair):
+    """Scripts may call noscript commands while it is on (the scripting
+    unit's DEBUG PROTOCOL and CLIENT LIST from Lua)."""
+    script = "redis.setresp(3); return redis.call('debug', 'protocol', 'bignum')"
+    both(pair, "EVAL", script, "0")                        # refused
+    both(pair, "DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1")
+    try:
+        assert both(pair, "EVAL", script, "0") == \
+            b"$37\r\n1234567999999999999999999999999999999\r\n"
+        for proto in ("3", "2"):
+            for c in pair:
+                c.call("HELLO", proto)
+            # (not map and set: Lua's table order decides theirs)
+            for kind in ("bignum", "double", "null", "true", "verbatim", "attrib", "array"):
+                both(pair, "EVAL", "redis.setresp(3); return redis.call('debug', 'protocol', "
+                     "'%s')" % kind, "0")
+        for c in pair:
+            assert c.call("EVAL", "return redis.call('client', 'list')", "0").startswith(b"$")
+    finally:
+        both(pair, "DEBUG", "SET-DISABLE-DENY-SCRIPTS", "0")
+    both(pair, "EVAL", "return redis.call('client', 'list')", "0")     # refused again
+    both(pair, "DEBUG", "SET-DISABLE-DENY-SCRIPTS")
+
+
+def test_debug_replybuffer_client_eviction_dict_resizing(pair):
+    for args in (("PEAK-RESET-TIME", "100"), ("PEAK-RESET-TIME", "never"),
+                 ("PEAK-RESET-TIME", "RESET"), ("PEAK-RESET-TIME", "x"), ("RESIZING", "0"),
+                 ("RESIZING", "1"), ("X", "1"), ("RESIZING",)):
+        both(pair, "DEBUG", "REPLYBUFFER", *args)
+    both(pair, "DEBUG", "CLIENT-EVICTION")             # maxmemory-clients is disabled
+    both(pair, "DEBUG", "CLIENT-EVICTION", "x")
+    both(pair, "CONFIG", "SET", "maxmemory-clients", "10mb")
+    try:
+        for c in pair:
+            text = c.call("DEBUG", "CLIENT-EVICTION")
+            assert text.count(b"\n") == 1 + 19 + 1, text    # header, 19 buckets, CRLF
+            assert b"bucket          0 -      32767: " in text, text
+            assert re.search(rb"clients: [1-9]", text), text
+    finally:
+        both(pair, "CONFIG", "SET", "maxmemory-clients", "0")
+    for args in (("0",), ("1",), ()):
+        both(pair, "DEBUG", "DICT-RESIZING", *args)

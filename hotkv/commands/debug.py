@@ -3,13 +3,26 @@
 Owns DEBUG (a dispatcher over registered subcommands: HELP, LOG, SLEEP,
 ERROR, DIGEST / DIGEST-VALUE (computed by hotkv.digest, Valkey's values),
 OBJECT, SET-ACTIVE-EXPIRE, QUICKLIST-PACKED-THRESHOLD, CHANGE-REPL-ID,
-STRINGMATCH-TEST here, more from other modules) and MEMORY (USAGE, STATS, DOCTOR,
+STRINGMATCH-TEST, POPULATE, HTSTATS, HTSTATS-KEY, PROTOCOL,
+SET-DISABLE-DENY-SCRIPTS, REPLYBUFFER, CLIENT-EVICTION, DICT-RESIZING here,
+more from other modules) and MEMORY (USAGE, STATS, DOCTOR,
 MALLOC-STATS, PURGE, HELP), as Valkey's debug.c and object.c.
 
 * ``DEBUG_SUBCOMMANDS``: ``name -> (fn(c, argv), argc)``, filled with the
   ``debug_subcommand(name, argc)`` decorator (argc as Redis checks it: the
   exact count, or negative for "at least").  DEBUG itself is gated by
   ``enable-debug-command`` in the dispatcher (its ``protected`` flag).
+* HTSTATS / HTSTATS-KEY print Valkey 8.1's text from hotkv's tables, which
+  are CPython dicts and sets: "table size" is the table's slot count (read
+  back from its size), and, open addressing having no chains, the ``full``
+  form reports every slot top-level with no child buckets and chains of 0.
+  Sizes therefore differ from Valkey's (its tables grow at a fill of 1 and
+  hold 7 entries a bucket; CPython's at 2/3).  REPLYBUFFER and
+  DICT-RESIZING are kept and change nothing (hotkv's reply buffer is never
+  resized; CPython resizes its dicts itself); CLIENT-EVICTION tabulates
+  clients' memory in Valkey's buckets but hotkv evicts no client.
+  PROTOCOL writes bignum, attribute and push replies raw (the encoder has
+  no class for them).
 * MEMORY USAGE is an estimate from ``sys.getsizeof``, sampling containers
   as Redis's objectComputeSize does; MEMORY STATS reports the process's
   memory (``hotkv.stats.used_memory``) against the memory noted at startup
@@ -24,22 +37,23 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import random
 import re
 import sys
 import time
 
 from .. import access, errors, rdb, rdbfile
+from ..blocking import BLOCKED
 from ..config import parse_memory
 from ..digest import dataset_digest, value_digest
 from ..encodings import object_encoding
 from ..errors import CommandError
 from ..lua.functions import FunctionError, registry as function_registry
 from ..registry import command, container
+from ..replication import new_replid
 from ..replies import cstr, help_reply
-from ..resp import OK, Simple, Verbatim
-from ..stats import peak_rss, used_memory
+from ..resp import OK, Double, SetReply, Simple, Verbatim
+from ..stats import peak_used, used_memory
 from ..types.lists import ListValue, quicklist_nodes
 from ..util import string2ll, stringmatch
 
@@ -184,10 +198,12 @@ def debug_quicklist_packed_threshold(c, argv):
 
 @debug_subcommand("change-repl-id", 2)
 def debug_change_repl_id(c, argv):
-    # A new master_replid for INFO replication (hotkv has no replicas, so
-    # there is no second ID to keep).
+    # Valkey's changeReplicationId + clearReplicationId2: a new master_replid
+    # (the replication state, hotkv.replication), no second one.
     log.warning("Changing replication IDs after receiving DEBUG change-repl-id")
-    c.server.replid = os.urandom(20).hex()
+    repl = c.server.repl
+    repl.replid = new_replid()
+    repl.clear_replid2()
     return OK
 
 
@@ -249,6 +265,252 @@ def debug_object(c, argv):
         if not fast:
             out += b" ql_uncompressed_size:%d" % sum(len(blob) for _, blob in nodes)
     return Simple(out)
+
+
+# ----------------------------------------------------------------------
+# The subcommands Valkey's Tcl units call in spawn mode: POPULATE,
+# HTSTATS / HTSTATS-KEY, PROTOCOL, SET-DISABLE-DENY-SCRIPTS, REPLYBUFFER,
+# CLIENT-EVICTION, DICT-RESIZING
+# ----------------------------------------------------------------------
+
+_POSITIVE = "ERR value is out of range, must be positive"
+
+
+def _positive(arg: bytes) -> int:
+    # getPositiveLongFromObjectOrReply without a message: one text for both
+    # a non-number and a negative one.
+    n = string2ll(arg)
+    if n is None or n < 0:
+        raise CommandError(_POSITIVE)
+    return n
+
+
+@debug_subcommand("populate", -3)
+def debug_populate(c, argv):
+    """DEBUG POPULATE count [prefix] [size]: keys ``prefix:N`` (``key:N``)
+    holding ``value:N``, cut or padded with zero bytes to ``size``; keys that
+    exist are left alone.  As Valkey: a "new" event and WATCH/tracking
+    invalidation per key, no dirty count (not propagated)."""
+    if len(argv) > 5:
+        raise CommandError("ERR unknown subcommand or wrong number of arguments for '%s'. "
+                           "Try DEBUG HELP." % cstr(argv[1]))
+    count = _positive(argv[2])
+    size = _positive(argv[4]) if len(argv) == 5 else 0
+    prefix = argv[3] if len(argv) >= 4 else b"key"
+    db = c.db
+    server = c.server
+    for j in range(count):
+        key = (b"%s:%d" % (prefix, j))[:127]     # Valkey's snprintf into 128 bytes
+        if db.lookup(key) is not None:
+            continue
+        value = b"value:%d" % j
+        if size:
+            value = value[:size] + bytes(max(0, size - len(value)))
+        db.add(key, value)
+        if key in db.watched:
+            db.touch_watched(key)
+        if server.tracking_on:
+            server.tracking.invalidate(key)
+    return OK
+
+
+# CPython's dicts with bytes keys: a table of n slots takes n index bytes
+# of 1/2/4/8 bytes and 2n/3 entries of 24 bytes beside a fixed header.
+def _ix(n: int) -> int:
+    return 1 if n <= 0xFF else 2 if n <= 0xFFFF else 4 if n <= 0xFFFFFFFF else 8
+
+
+_DICT_BASE = sys.getsizeof({b"a": 1}) - (8 * _ix(8) + (8 << 1) // 3 * 24)
+_SET_BASE = sys.getsizeof(set())
+
+
+def _dict_slots(d) -> int:
+    """The slots of a dict's table, read back from its size."""
+    size = sys.getsizeof(d)
+    n = 8
+    while n < (1 << 48):
+        if _DICT_BASE + n * _ix(n) + (n << 1) // 3 * 24 >= size:
+            return n
+        n <<= 1
+    return n
+
+
+def _set_slots(s) -> int:
+    return max(8, (sys.getsizeof(s) - _SET_BASE) // 16)
+
+
+def _table_stats(slots: int, entries: int, full: bool) -> str:
+    """Valkey's hashtable stats text for one of hotkv's tables.  CPython's
+    dicts and sets are open-addressed: every entry sits in a top-level
+    slot, so there are no child buckets and every chain is empty."""
+    if not entries:
+        return ""
+    out = ("Hash table 0 stats (main hash table):\n table size: %d\n"
+           " number of entries: %d\n" % (slots, entries))
+    if full:
+        out += (" top-level buckets: %d\n child buckets: 0\n max chain length: 0\n"
+                " avg chain length: 0.00\n chain length distribution:\n"
+                "   0: %d (100.00%%)\n" % (slots, slots))
+    return out
+
+
+@debug_subcommand("htstats", -3)
+def debug_htstats(c, argv):
+    """DEBUG HTSTATS dbid [full]: the keys' and the expires' tables (Python
+    dicts here: their slot count, see _table_stats)."""
+    dbid = string2ll(argv[2])
+    if dbid is None:
+        raise CommandError(errors.NOT_INTEGER)
+    if not 0 <= dbid < len(c.server.dbs):
+        raise CommandError("ERR Out of range database")
+    full = len(argv) >= 4 and argv[3].lower() == b"full"
+    db = c.server.dbs[dbid]
+    text = "[Dictionary HT]\n" + _table_stats(_dict_slots(db.data), len(db.data), full)
+    text += "[Expires HT]\n" + _table_stats(_dict_slots(db.expires), len(db.expires), full)
+    return Verbatim(text.encode())
+
+
+@debug_subcommand("htstats-key", -3)
+def debug_htstats_key(c, argv):
+    """DEBUG HTSTATS-KEY key [full]: a set in its hashtable encoding or a
+    zset in its skiplist one (its member table); anything else is refused,
+    as Valkey 8.1 does (hashes included)."""
+    value = c.db.lookup(argv[2])
+    if value is None:
+        raise CommandError("ERR no such key")
+    full = len(argv) >= 4 and argv[3].lower() == b"full"
+    encoding = object_encoding(c, argv[2], value)
+    if isinstance(value, set) and encoding == b"hashtable":
+        return Verbatim(_table_stats(_set_slots(value), len(value), full).encode())
+    members = getattr(value, "d", None) if encoding == b"skiplist" else None
+    if isinstance(members, dict):
+        return Verbatim(_table_stats(_dict_slots(members), len(members), full).encode())
+    raise CommandError("ERR The value stored at the specified key is not represented "
+                       "using an hash table")
+
+
+class _Raw(bytes):
+    """Bytes written to the reply as they are (see debug_protocol)."""
+
+
+_PROTOCOL_TYPES = ("string|integer|double|bignum|null|array|set|map|attrib|push|"
+                   "verbatim|true|false")
+
+
+@debug_subcommand("protocol", 3)
+def debug_protocol(c, argv):
+    """DEBUG PROTOCOL <type>: one reply of each RESP3 type (Valkey's
+    values), in RESP2 as Valkey downgrades them."""
+    kind = argv[2].lower()
+    if kind == b"string":
+        return b"Hello World"
+    if kind == b"integer":
+        return 12345
+    if kind == b"double":
+        return Double(3.141)
+    if kind == b"null":
+        return None
+    if kind == b"array":
+        return [0, 1, 2]
+    if kind == b"set":
+        return SetReply([0, 1, 2])
+    if kind == b"map":
+        return {0: False, 1: True, 2: False}
+    if kind == b"true":
+        return True
+    if kind == b"false":
+        return False
+    if kind == b"verbatim":
+        return Verbatim(b"This is a verbatim\nstring")
+    # The three types hotkv's encoder has no class for are written raw.
+    big = b"1234567999999999999999999999999999999"
+    if kind == b"bignum":
+        raw = b"(%s\r\n" % big if c.resp3 else b"$%d\r\n%s\r\n" % (len(big), big)
+    elif kind == b"attrib":
+        text = b"Some real reply following the attribute"
+        raw = (b"|1\r\n$14\r\nkey-popularity\r\n*2\r\n$7\r\nkey:123\r\n:90\r\n"
+               if c.resp3 else b"") + b"$%d\r\n%s\r\n" % (len(text), text)
+    elif kind == b"push":
+        if not c.resp3:
+            raise CommandError("ERR RESP2 is not supported by this command")
+        text = b"Some real reply following the push reply"
+        # Valkey 8 sends a push made while a command runs after its reply.
+        raw = b"$%d\r\n%s\r\n>2\r\n$16\r\nserver-cpu-usage\r\n:42\r\n" % (len(text), text)
+    else:
+        raise CommandError("ERR Wrong protocol type name. Please use one of the following: "
+                           + _PROTOCOL_TYPES)
+    if not c.reply_mode and not c.skip_this:
+        c.out.append(raw)
+    return BLOCKED      # "no reply to encode": the client is not blocked (dispatch.call)
+
+
+@debug_subcommand("set-disable-deny-scripts", 3)
+def debug_set_disable_deny_scripts(c, argv):
+    # Scripts may then call commands flagged noscript (hotkv.lua.engine).
+    c.server.script_disable_deny_script = _atoi(argv[2]) != 0
+    return OK
+
+
+@debug_subcommand("replybuffer", 4)
+def debug_replybuffer(c, argv):
+    """REPLYBUFFER PEAK-RESET-TIME <never|reset|ms> / RESIZING <0|1>: kept
+    (hotkv's reply buffer is a list of chunks, never resized, so neither
+    changes its behaviour); the errors are Valkey's."""
+    what = argv[2].lower()
+    server = c.server
+    if what == b"peak-reset-time":
+        arg = argv[3].lower()
+        if arg == b"never":
+            server.reply_buffer_peak_reset_time = -1
+        elif arg == b"reset":
+            server.reply_buffer_peak_reset_time = 5000
+        else:
+            ms = string2ll(argv[3])
+            if ms is None:
+                raise CommandError(errors.NOT_INTEGER)
+            server.reply_buffer_peak_reset_time = ms
+    elif what == b"resizing":
+        server.reply_buffer_resizing = _atoi(argv[3]) != 0
+    else:
+        raise CommandError("ERR unknown subcommand or wrong number of arguments for '%s'. "
+                           "Try DEBUG HELP." % cstr(argv[1]))
+    return OK
+
+
+_BUCKET_MIN_LOG, _BUCKET_MAX_LOG = 15, 33      # CLIENT_MEM_USAGE_BUCKET_{MIN,MAX}_LOG
+
+
+@debug_subcommand("client-eviction", 2)
+def debug_client_eviction(c, argv):
+    """Clients by memory, in Valkey's buckets (hotkv does not evict clients:
+    the table reports what maxmemory-clients would weigh)."""
+    server = c.server
+    if not server.config.values.get("maxmemory-clients"):
+        raise CommandError("ERR maxmemory-clients is disabled.")
+    n = 1 + _BUCKET_MAX_LOG - _BUCKET_MIN_LOG
+    sums, counts = [0] * n, [0] * n
+    for cl in server.clients.values():
+        try:
+            mem = 16384 + cl.output_size()
+        except Exception:   # a transport already gone
+            mem = 16384
+        j = min(n - 1, max(0, mem.bit_length() - _BUCKET_MIN_LOG))
+        sums[j] += mem
+        counts[j] += 1
+    lines = []
+    for j in range(n):
+        head = "bucket          0" if j == 0 else "bucket %10d" % (1 << (j - 1 + _BUCKET_MIN_LOG))
+        head += "+            : " if j == n - 1 else " - %10d: " % (
+            (1 << (j + _BUCKET_MIN_LOG)) - 1)
+        lines.append(head + "tot-mem: %10d, clients: %d\n" % (sums[j], counts[j]))
+    return Verbatim("".join(lines).encode())
+
+
+@debug_subcommand("dict-resizing", 3)
+def debug_dict_resizing(c, argv):
+    # Kept: CPython resizes its dicts itself, hotkv cannot hold that off.
+    c.server.dict_resizing = _atoi(argv[2]) != 0
+    return OK
 
 
 # ==========================================================================
@@ -325,9 +587,9 @@ def memory_stats(c, argv):
     """Show memory usage details."""
     server = c.server
     used = used_memory()
-    startup = getattr(server, "startup_memory", used)
+    startup = min(getattr(server, "startup_memory", used), used)
     out = {
-        b"peak.allocated": max(peak_rss(), used),
+        b"peak.allocated": peak_used(),
         b"total.allocated": used,
         b"startup.allocated": startup,
         b"replication.backlog": 0,
