@@ -37,6 +37,9 @@ Invariants:
   those commands have (WATCH, blocked clients, notifications, the AOF);
   they count in INFO commandstats.
 
+A snapshot holds keys only: function libraries, scripts, configuration,
+ACL users and clients are the server's, untouched by a restore.
+
 Everything runs on the server's loop thread (hotkv.testing.inspect.run_on_loop).
 """
 
