@@ -49,6 +49,7 @@ import hiredis
 from .. import rdbfile
 from ..client import Client
 from ..dispatch import process_command, reject
+from ..keyindex import KeyIndex
 from ..multi import discard_transaction
 
 log = logging.getLogger("hotkv")
@@ -84,10 +85,61 @@ def command_size(argv) -> int:
     return n
 
 
-def _parse_rdb(buf, databases, zset_entries, zset_value):
+def _parse_rdb(chunks, cut, databases, zset_entries, zset_value, clocks):
+    """In a worker thread: the payload parsed and checked, and each
+    database's key indexes and access times built (``_install`` then only
+    swaps them in)."""
+    buf = b"".join(chunks)
+    if cut:
+        buf = buf[:-cut]
     # Every key is kept, expired or not: a replica leaves deletions to its
     # primary (Valkey's rdbLoad keeps expired keys when not a primary).
-    return rdbfile.read_bytes(buf, databases, -(1 << 63), zset_entries, zset_value)
+    loaded = rdbfile.read_bytes(buf, databases, -(1 << 63), zset_entries, zset_value)
+    del buf
+    loaded.prepared = [(KeyIndex(keys), KeyIndex(expires), dict.fromkeys(keys, clock))
+                       for keys, expires, clock in zip(loaded.dbs, loaded.expires, clocks)]
+    return loaded
+
+
+def _install(server, loaded) -> list:
+    """Replace the whole dataset by ``loaded`` (Valkey's emptyData then
+    rdbLoad): WATCHers and trackers told, function libraries replaced.
+    Returns the old dictionaries, to be freed off the loop."""
+    fast = not server.notify_new and all(type(db.access) is dict for db in server.dbs)
+    if not fast:
+        _empty_data(server)
+        rdbfile.install(server, loaded)
+        return []
+    old = []
+    for db, keys, expires, (index, volatile, access) in zip(
+            server.dbs, loaded.dbs, loaded.expires, loaded.prepared):
+        db.touch_all()
+        old.append((db.data, db.expires, db.access))
+        db.data, db.expires, db.access = keys, expires, access
+        db.keyindex, db.volatile = index, volatile
+        db.expire_cursor = 0
+    if getattr(server, "tracking_on", False):
+        server.tracking.flushed()
+    functions = getattr(server, "functions", None)
+    if functions is not None:
+        functions.flush()
+    if loaded.functions:
+        from ..lua.functions import FunctionError, registry  # (lupa only when needed)
+        try:
+            registry(server).load_codes(loaded.functions)
+        except FunctionError as e:
+            raise rdbfile.RDBLoadError("Failed loading a function library from the RDB: %s"
+                                       % e.message) from None
+    return old
+
+
+def _drop(old):
+    """In a worker thread: the replaced dictionaries emptied one item at a
+    time (a Python loop, so the event loop keeps running)."""
+    for dicts in old:
+        for d in dicts:
+            while d:
+                d.popitem()
 
 
 class ReplicaLink:
@@ -312,21 +364,23 @@ class ReplicaLink:
             raise LinkError("Bad protocol from PRIMARY, the first byte is not '$' (we "
                             "received '%s'), are you sure the host and port are right?"
                             % _text(line.rstrip(b"\r\n")))
-        buf = bytearray()
+        chunks = []
         head = line.rstrip(b"\r\n")
         if head[1:5] == b"EOF:" and len(head) >= 5 + EOF_MARK_SIZE:
             mark = bytes(head[5:5 + EOF_MARK_SIZE])
             self.transfer_size = 0
             log.info("PRIMARY <-> REPLICA sync: receiving streamed RDB from primary with EOF "
                      "to disk")
-            while not (len(buf) >= EOF_MARK_SIZE and buf.endswith(mark)):
+            tail = b""
+            while tail != mark:
                 data = await reader.read(CHUNK)
                 if not data:
                     raise LinkError("I/O error trying to sync with PRIMARY: connection lost")
-                buf += data
+                chunks.append(data)
+                tail = (tail + data)[-EOF_MARK_SIZE:]
                 self.transfer_read += len(data)
                 self.transfer_lastio = self.last_io = time.time()
-            del buf[-EOF_MARK_SIZE:]
+            cut = EOF_MARK_SIZE       # the mark ends the payload
         else:
             if not head[1:].isdigit():
                 raise LinkError("Bad protocol from PRIMARY, bad bulk length '%s'"
@@ -334,36 +388,41 @@ class ReplicaLink:
             size = int(head[1:])
             self.transfer_size = size
             log.info("PRIMARY <-> REPLICA sync: receiving %d bytes from primary to disk", size)
-            while len(buf) < size:
-                data = await reader.read(min(CHUNK, size - len(buf)))
+            while self.transfer_read < size:
+                data = await reader.read(min(CHUNK, size - self.transfer_read))
                 if not data:
                     raise LinkError("I/O error trying to sync with PRIMARY: connection lost")
-                buf += data
+                chunks.append(data)
                 self.transfer_read += len(data)
                 self.transfer_lastio = self.last_io = time.time()
+            cut = 0
         log.info("PRIMARY <-> REPLICA sync: Loading DB in memory")
         server = self.server
         values = server.config.values
+        loop = asyncio.get_running_loop()
         try:
-            loaded = await asyncio.get_running_loop().run_in_executor(
-                None, _parse_rdb, bytes(buf), len(server.dbs),
+            # Parsed, checked and indexed in a worker thread (its Python loops
+            # let the event loop run between them); nothing is touched yet.
+            loaded = await loop.run_in_executor(
+                None, _parse_rdb, chunks, cut, len(server.dbs),
                 values.get("zset-max-listpack-entries", 128),
-                values.get("zset-max-listpack-value", 64))
+                values.get("zset-max-listpack-value", 64), [db.clock for db in server.dbs])
         except rdbfile.RDBLoadError as e:
             # Nothing was touched: the old dataset stays, the sync is retried.
             raise LinkError("Failed trying to load the PRIMARY synchronization DB from "
                             "socket: %s" % e) from None
-        del buf
+        del chunks
         if self.stopped:
             return
         log.info("PRIMARY <-> REPLICA sync: Flushing old data")
-        _empty_data(server)
         try:
-            rdbfile.install(server, loaded)
+            old = _install(server, loaded)
         except rdbfile.RDBLoadError as e:
             _empty_data(server)
             raise LinkError("Failed trying to load the PRIMARY synchronization DB from "
                             "socket: %s" % e) from None
+        if old:
+            loop.run_in_executor(None, _drop, old)     # the old keys freed off the loop
         server.dirty += loaded.keys_loaded
         self.full_syncs += 1
         self.replid = replid
