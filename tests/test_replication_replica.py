@@ -408,6 +408,32 @@ def test_hotkv_replica_of_a_hotkv_primary(hotkv_server_factory):
     assert p.info("stats")["sync_partial_ok"] == 1 and _replica_link(s).partial_syncs == 1
 
 
+def test_replica_with_appendonly_restarts_with_the_synced_data(primaries, hotkv_server_factory,
+                                                               tmp_path):
+    """After a full sync the AOF is rewritten from the new dataset (as Valkey
+    restarts its AOF): a restart from the replica's files has the primary's
+    keys, the stream's commands included."""
+    prim = primaries()
+    p = valkey.Valkey(port=prim.port, single_connection_client=True)
+    _populate(p)
+    s = hotkv_server_factory(**DEBUG, appendonly="yes", dir=str(tmp_path))
+    r = valkey.Valkey(port=s.port)
+    r.set("local-before-sync", 1)
+    assert r.execute_command("REPLICAOF", "127.0.0.1", prim.port) == b"OK"
+    assert wait_for(lambda: _linked(s), 15)
+    assert wait_for(lambda: r.info("persistence")["aof_rewrites"] >= 1
+                    and not r.info("persistence")["aof_rewrite_in_progress"]
+                    and not r.info("persistence")["aof_rewrite_scheduled"], 20)
+    p.set("after-sync", "streamed")
+    dp, dr = _equal_digests(p, r)
+    assert dp == dr
+    s.stop()
+    again = hotkv_server_factory(**DEBUG, appendonly="yes", dir=str(tmp_path))
+    r2 = valkey.Valkey(port=again.port)
+    assert r2.execute_command("DEBUG", "DIGEST") == dp
+    assert r2.get("after-sync") == b"streamed" and r2.exists("local-before-sync") == 0
+
+
 # ----------------------------------------------------------------------
 # READONLY, byte for byte with a valkey-server replica
 # ----------------------------------------------------------------------

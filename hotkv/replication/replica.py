@@ -437,11 +437,12 @@ class ReplicaLink:
         log.info("PRIMARY <-> REPLICA sync: Finished with success")
         # An AOF that is on is rewritten from the new dataset (as Valkey
         # restarts it after a full sync), so a restart finds this data.
-        aof = getattr(server, "aof_manager", None)
-        if aof is not None and values.get("appendonly"):
-            restart = getattr(aof, "after_full_sync", None)
-            if restart is not None:
-                restart()
+        aof = server.aof_manager
+        if values.get("appendonly"):
+            if aof.rewriting:
+                aof.kill_rewrite()    # it was writing the old dataset
+            aof.rw_scheduled = True   # the cron starts it (one child at a time)
+            aof.rw_failures = 0
 
     def _continue(self, new_replid):
         c = self.client
