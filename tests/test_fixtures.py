@@ -264,21 +264,43 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _interrupt_and_check(tmp_path, workers: list, n: int, **env):
+def _read_until(proc, text: bytes, out: bytearray, timeout: float = 60):
+    """Read proc's output into out until it holds text (bounded)."""
+    import select
+    deadline = time.monotonic() + timeout
+    while text not in out and time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if ready:
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            out += chunk
+    assert text in out, out.decode(errors="replace")
+
+
+def _interrupt_and_check(tmp_path, workers: int, n: int, wait_text: bytes = b"", **env):
+    """Run the hanging tests; once n have started (and wait_text was
+    printed), Ctrl-C the run; then no process of it may be left and none
+    of its servers may still listen.  Returns the run's output."""
     record = tmp_path / "record"
     record.mkdir()
     _write(tmp_path, {"test_hang.py": HANG})
     args = _argv("-p", "xdist.plugin", "-n", str(workers), "test_hang.py") if workers \
         else _argv("test_hang.py")
     proc = subprocess.Popen(args, cwd=tmp_path,
-                            env=_env(RECORD_DIR=str(record), TESTS=str(n), **env),
+                            env=_env(RECORD_DIR=str(record), TESTS=str(n),
+                                     PYTHONUNBUFFERED="1", **env),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
+    out = bytearray()
     try:
         recs = _wait_records(record, n)
+        if wait_text:
+            _read_until(proc, wait_text, out)
         # Ctrl-C in a terminal: SIGINT to the whole foreground process group.
         os.killpg(proc.pid, signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
+        rest, _ = proc.communicate(timeout=60)
+        out += rest
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -305,4 +327,7 @@ def test_ctrl_c_leaves_nothing_listening(tmp_path):
 
 def test_ctrl_c_under_xdist_and_a_crashed_worker_leave_nothing(tmp_path):
     pytest.importorskip("xdist")
-    _interrupt_and_check(tmp_path, 2, 2, CRASH="1")
+    # gw0 kills itself (SIGKILL) once its servers run; after xdist saw it
+    # go down, the run is interrupted with gw1 still in its test.
+    out = _interrupt_and_check(tmp_path, 2, 2, wait_text=b"[gw0] node down", CRASH="1")
+    assert "KeyboardInterrupt" in out, out
