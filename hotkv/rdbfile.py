@@ -30,6 +30,7 @@ commands after its checksum left to the AOF loader, expired keys kept.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import struct
@@ -296,7 +297,21 @@ def read_bytes(buf: bytes, databases: int = 16, now_ms: int | None = None,
     are kept, as Valkey loads a preamble: the commands after it may still
     touch them.  ``trace(offset, event, *args)``, when given, hears "aux"
     (name, value), "db" (number) and "key" (key, type) as they are read
-    (``hotkv check-rdb``'s report)."""
+    (``hotkv check-rdb``'s report).
+
+    The cyclic GC is paused meanwhile: the reader makes no cyclic garbage,
+    and its collections would walk every object loaded so far again and
+    again (a 1M-entry stream with a group: 1.7 -> 1.2 s)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_bytes(buf, databases, now_ms, zset_entries, zset_value, preamble, trace)
+    finally:
+        if was:
+            gc.enable()
+
+
+def _read_bytes(buf, databases, now_ms, zset_entries, zset_value, preamble, trace) -> Loaded:
     if now_ms is None:
         now_ms = int(time.time() * 1000)
     out = Loaded(databases)

@@ -9,6 +9,12 @@ deltas, tombstones, several fields, node byte and count limits):
   element split;
 * ``stream_persist._plain_node_listpack`` vs ``node_listpack``'s general
   path, and the reader's one-field entry vs a full decode (the round trip);
+* ``stream_persist._plain_node_from_listpack`` (a node read straight from
+  its bytes) vs ``node_from_listpack``'s element list, on valid listpacks
+  (ID deltas across 7/13/64 bits, values across 63/64 and 125/126 bytes,
+  live counts over 127) and on corrupted ones (it may only give up);
+* ``stream_persist``'s group and consumer PELs read in one step
+  (``PEL.extend_above``) vs entry by entry, on PELs in and out of order;
 * ``rdbfile._plain_string`` (inline lengths, inline LZF) vs ``Reader.string``.
 
 ``HOTKV_FASTPATH_SCALE`` multiplies the sizes (as tests/test_fastpaths.py).
@@ -171,3 +177,198 @@ def test_plain_string_equals_reader_string():
             for v in values:
                 assert rdbfile._plain_string(a) == b.string() == v
                 assert a.pos == b.pos
+
+
+M64 = (1 << 64) - 1
+
+
+def _node_state(n):
+    return (n.master, n.fields, list(n.ids.ms), list(n.ids.seq), n.items, n.live, n.deleted,
+            n.nbytes)
+
+
+def _delta_stream(rng, max_entries: int) -> Stream:
+    """IDs whose deltas from their node's master cross the 7-bit, 13-bit and
+    int64 encodings (seq deltas negative too); one field, 1..100 bytes."""
+    s = Stream()
+    ms = rng.randrange(0, 2 ** 40)
+    field = b"f" * rng.choice([1, 2, 63, 64, 100])
+    for _ in range(rng.randrange(1, 700)):
+        ms += rng.choice([0, 0, 1, 2, 63, 64, 126, 127, 128, 4094, 4095, 4096, 5000, 2 ** 33])
+        seq = rng.choice([0, 1, 5, 127, 128, 4095, 4096, 5000, rng.randrange(0, 2 ** 64)])
+        eid = (ms << 64) | seq
+        if eid <= s.last_id:
+            eid = s.last_id + 1
+        s.append(eid, [field, _string(rng)], 0, rng.choice([0, 4096]), max_entries)
+        s.last_id = eid
+    return s
+
+
+def _corrupt(rng, lp: bytes) -> bytes:
+    b = bytearray(lp)
+    k = rng.random()
+    if k < 0.5:
+        for _ in range(rng.randrange(1, 3)):
+            b[rng.randrange(len(b))] = rng.choice([0, 1, 2, 4, 0x7F, 0x80, 0xBF, 0xC0, 0xDF,
+                                                   0xE0, 0xEF, 0xF0, 0xFF, rng.randrange(256)])
+    elif k < 0.75:
+        del b[rng.randrange(6, len(b)):]
+        b[:4] = len(b).to_bytes(4, "little")       # a consistent header, a cut body
+    else:
+        at = rng.randrange(6, len(b))
+        b[at:at] = bytes([rng.randrange(256)])
+        b[:4] = len(b).to_bytes(4, "little")
+    return bytes(b)
+
+
+def _is_string_element(e: bytes, limit: int) -> bool:
+    """e is a listpack string element (not an integer) under limit bytes."""
+    head = lp_entry(e)[0]        # 6-bit and 12-bit strings; 0xC0-0xDF is a 13-bit int
+    return len(e) < limit and (0x80 <= head < 0xC0 or 0xE0 <= head < 0xF0)
+
+
+def _fast_readable(node) -> bool:
+    """What _plain_node_from_listpack promises to read (the test's own
+    statement of it): no tombstone, one field (a string under 64 bytes),
+    every entry its bare value (a string under 4 kB), ID deltas and the
+    live count within 13 bits."""
+    if node.deleted or len(node.fields) != 1 or node.live > 4095 \
+            or not _is_string_element(node.fields[0], 64):
+        return False
+    ms, seq = node.master >> 64, node.master & M64
+    for eid, it in zip(node.ids, node.items):
+        if type(it) is not bytes or not _is_string_element(it, 4096):
+            return False
+        for d in ((eid >> 64) - ms, (eid & M64) - seq):
+            if not -4096 <= d <= 4095:
+                return False
+    return True
+
+
+@pytest.mark.parametrize("shape", ["plain", "bigdelta", "fields", "tombstones", "deltas"])
+def test_stream_node_reader_equals_the_general_path(shape, monkeypatch):
+    rng = random.Random(1000 + len(shape))
+    fast_used = 0
+    for _ in range(10 * SCALE):
+        if shape == "deltas":
+            s = _delta_stream(rng, rng.choice([1, 7, 100, 300, 0]))
+        else:
+            s = _stream(rng, shape)
+        if shape == "tombstones":
+            for eid in [eid for node in s.nodes for eid in node.ids][::3]:
+                s.delete(eid)
+        cases = []
+        for node in s.nodes:
+            lp = stream_persist.node_listpack(node)
+            if _fast_readable(node):
+                assert stream_persist._plain_node_from_listpack(node.master, lp) is not None
+            cases.append((node.master, lp))
+            cases.extend((node.master, _corrupt(rng, lp)) for _ in range(3))
+        for master, lp in cases:
+            fast = stream_persist._plain_node_from_listpack(master, lp)
+            with monkeypatch.context() as m:
+                m.setattr(stream_persist, "_plain_node_from_listpack", lambda *a: None)
+                try:
+                    slow = _node_state(stream_persist.node_from_listpack(master, lp))
+                except codec.RDBError:
+                    slow = None
+            if fast is not None:
+                assert _node_state(fast) == slow        # never accepts what is refused
+                fast_used += 1
+            # The reader with its fast path: the general path's verdict.
+            try:
+                both = _node_state(stream_persist.node_from_listpack(master, lp))
+            except codec.RDBError:
+                both = None
+            assert both == slow
+    if shape != "fields":
+        assert fast_used, "the fast path never ran"
+
+
+def _groups_payload(stream: Stream, rng, order: str) -> bytes:
+    """rdb_save's payload with every PEL written in ``order`` (sorted,
+    shuffled, or with one ID written twice)."""
+    _, body = stream_persist.rdb_save(stream)
+    # The stream part is rdb_save's own; the groups are rewritten here.
+    out = bytearray(body[:body.index(_groups_marker(stream))])
+    groups = stream.sorted_groups()
+    codec.put_len(len(groups), out)
+    for g in groups:
+        codec.put_string(g.name, out)
+        codec.put_len(g.last_id >> 64, out)
+        codec.put_len(g.last_id & M64, out)
+        codec.put_len(g.entries_read, out)
+        ids = list(g.pel)
+        if order == "shuffled":
+            rng.shuffle(ids)
+        elif order == "duplicate" and ids:
+            ids.insert(rng.randrange(len(ids)), rng.choice(ids))
+        codec.put_len(len(ids), out)
+        for i in ids:
+            out += i.to_bytes(16, "big") + g.pel[i].delivery_time.to_bytes(8, "little")
+            codec.put_len(g.pel[i].delivery_count, out)
+        consumers = g.sorted_consumers()
+        codec.put_len(len(consumers), out)
+        for c in consumers:
+            codec.put_string(c.name, out)
+            out += (c.seen_time & M64).to_bytes(8, "little")
+            out += (c.active_time & M64).to_bytes(8, "little")
+            cids = list(c.pel)
+            if order == "shuffled":
+                rng.shuffle(cids)
+            codec.put_len(len(cids), out)
+            for i in cids:
+                out += i.to_bytes(16, "big")
+    return bytes(out)
+
+
+def _groups_marker(stream: Stream) -> bytes:
+    out = bytearray()
+    codec.put_len(len(stream.sorted_groups()), out)
+    g = stream.sorted_groups()[0]
+    codec.put_string(g.name, out)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("order", ["sorted", "shuffled", "duplicate"])
+def test_stream_pels_read_in_one_step_equal_entry_by_entry(order):
+    rng = random.Random(len(order))
+    for _ in range(20 * SCALE):
+        s = Stream()
+        n = rng.choice([1, 2, 63, 64, 65, 300, 1200])
+        for i in range(n):
+            s.append((i + 1) << 64, [b"f", b"v"], 0, 4096, 100)
+        s.last_id = n << 64
+        for gname in (b"g1", b"g2"):
+            g = s.create_group(gname, s.last_id, n)
+            consumers = [g.create_consumer(b"c%d" % k, 5) for k in range(rng.choice([1, 3]))]
+            for i in rng.sample(range(1, n + 1), rng.randrange(1, n + 1)):
+                c = rng.choice(consumers)
+                nack = stream_persist.NACK(rng.randrange(2 ** 40), c, rng.choice([1, 63, 64, 9000]))
+                g.pel[i << 64] = nack
+                c.pel[i << 64] = nack
+        payload = _groups_payload(s, rng, order)
+        if order == "duplicate":
+            with pytest.raises(codec.RDBError, match="duplicated PEL entry"):
+                stream_persist.rdb_load(21, payload)
+            continue
+        loaded, end = stream_persist.rdb_load(21, payload)
+        assert end == len(payload)
+        assert stream_persist.rdb_save(loaded) == stream_persist.rdb_save(s)
+        for g in loaded.groups.values():
+            assert list(g.pel) == sorted(g.pel.d)
+            for c in g.consumers.values():
+                assert list(c.pel) == sorted(c.pel.d)
+                assert all(g.pel[i] is c.pel[i] and c.pel[i].consumer is c for i in c.pel)
+
+
+def test_a_corrupt_field_count_is_refused_before_it_drives_a_loop():
+    """An entry claiming 10**6 fields (or a negative count) in a 12-element
+    listpack: refused at once for the count, not after a loop over it (a
+    RESTORE payload or a file with 2**62 there would hang the server)."""
+    for nf in (10 ** 6, -3, 2 ** 62):
+        els = [1, 0, 1, b"f", 0, 0, 0, 0, nf, b"a", b"b", 6]
+        with pytest.raises(codec.RDBError, match="field count out of range"):
+            stream_persist.node_from_listpack(1 << 64, codec.lp_build(els))
+    with pytest.raises(codec.RDBError, match="negative count"):
+        stream_persist.node_from_listpack(1 << 64, codec.lp_build([1, 0, -1, 0, 2, 0, 0, b"v", 4]))

@@ -14,9 +14,26 @@ tombstones (written without fields, hotkv keeps none) it is as long as
 Valkey's, ``node.lp_bytes()``, as far as a padding form fits;
 ``rdb_load`` validates everything (counts, order, PEL ownership) and
 raises ``RDBError`` rather than build a half-consistent stream.
+
+Fast paths (each with its general twin and the test proving them equal,
+tests/test_fastpaths_rdb.py):
+* ``_plain_node_listpack`` vs ``node_listpack``'s element list:
+  ::test_stream_node_listpacks_equal_the_general_path;
+* ``_plain_node_from_listpack`` (the usual node read from its bytes) vs
+  ``node_from_listpack``'s ``lp_parse``, on valid and corrupted listpacks
+  (it gives up, never accepts what the general path refuses):
+  ::test_stream_node_reader_equals_the_general_path;
+* the group and consumer PELs read in one step (``_read_group_pel``,
+  ``PEL.extend_above`` when ascending, as Valkey writes them) vs entry by
+  entry: ::test_stream_pels_read_in_one_step_equal_entry_by_entry.
+A 1M-entry stream with a group loads in 2.5 -> 1.3 s CPU with them.
 """
 
 from __future__ import annotations
+
+from array import array
+from itertools import islice
+from operator import lt as _lt
 
 from ..util import string2ll
 from .codec import (
@@ -38,7 +55,7 @@ from .codec import (
     put_len,
     put_string,
 )
-from .stream import Node, Stream
+from .stream import IdArray, Node, Stream
 from .stream_groups import NACK
 from .stream_ids import MASK64, MAX_ID, id_bytes, int64_delta, make_id
 
@@ -285,10 +302,113 @@ def rdb_save(stream: Stream, encoding: bytes = b"", limits=DEFAULT_LIMITS):
     return T_STREAM_3, bytes(out)
 
 
+def _plain_node_from_listpack(master: int, lp: bytes) -> Node | None:
+    """node_from_listpack for the usual node -- what _plain_node_listpack
+    writes: no tombstone, one master field (a string under 64 bytes), every
+    entry flagged "same fields" with ID deltas of 7 or 13 bits and a string
+    value under 4 kB -- read straight from the bytes, without the element
+    list; None for any other node (or any doubt: a corrupt one), which the
+    general path then reads or refuses.  It walks the same element
+    boundaries lp_parse walks, so it accepts nothing the general path
+    refuses."""
+    n = len(lp)
+    if type(lp) is not bytes or n < 7 or int.from_bytes(lp[:4], "little") != n \
+            or lp[n - 1] != 0xFF:
+        return None
+    end = n - 1
+    vals: list = []
+    d1s: list = []
+    d2s: list = []
+    va, a1, a2 = vals.append, d1s.append, d2s.append
+    try:
+        # The master entry: live count, 0 deleted, 1 field, the field, 0.
+        b = lp[6]
+        if b < 0x80:
+            live, p = b, 8
+        elif 0xC0 <= b < 0xE0:
+            u = ((b & 0x1F) << 8) | lp[7]
+            live, p = (u - 0x2000 if u >= 0x1000 else u), 10
+        else:
+            return None
+        b = lp[p + 4]
+        if lp[p] != 0 or lp[p + 2] != 1 or not 0x80 <= b < 0xC0:
+            return None
+        ln = b & 0x3F
+        field = lp[p + 5:p + 5 + ln]
+        p += 6 + ln
+        if lp[p] != 0:
+            return None
+        p += 2
+        # Each entry: flags 2, ms delta, seq delta, value, lp-count 4 -- the
+        # 1-byte elements followed by their 1-byte back-length.
+        while p < end:
+            if lp[p] != 2:
+                return None
+            b = lp[p + 2]
+            if b < 0x80:
+                a1(b)
+                p += 4
+            elif 0xC0 <= b < 0xE0:
+                u = ((b & 0x1F) << 8) | lp[p + 3]
+                a1(u - 0x2000 if u >= 0x1000 else u)
+                p += 5
+            else:
+                return None
+            b = lp[p]
+            if b < 0x80:
+                a2(b)
+                p += 2
+            elif 0xC0 <= b < 0xE0:
+                u = ((b & 0x1F) << 8) | lp[p + 1]
+                a2(u - 0x2000 if u >= 0x1000 else u)
+                p += 3
+            else:
+                return None
+            b = lp[p]
+            if b >= 0xE0:
+                if b >= 0xF0:
+                    return None
+                ln = ((b & 0x0F) << 8) | lp[p + 1]
+                va(lp[p + 2:p + 2 + ln])
+                # 2-byte header, back-length 1 byte up to 127, then lp-count
+                p += 5 + ln if ln <= 125 else 6 + ln
+            elif b >= 0x80:
+                if b >= 0xC0:
+                    return None
+                ln = b & 0x3F
+                va(lp[p + 1:p + 1 + ln])
+                p += 4 + ln
+            else:
+                return None
+            if lp[p - 2] != 4:
+                return None
+    except IndexError:
+        return None
+    if p != end or len(vals) != live:
+        return None
+    mms, mseq = master >> 64, master & MASK64
+    ms = [(mms + d) & MASK64 for d in d1s]
+    seq = [(mseq + d) & MASK64 for d in d2s]
+    ids = [(m << 64) | q for m, q in zip(ms, seq)]
+    if not all(map(_lt, ids, islice(ids, 1, None))):
+        return None                         # out of order: the general path says so
+    node = Node(master, (field,))
+    node.ids = IdArray(array("Q", ms), array("Q", seq))
+    node.items = vals
+    node.live = live
+    node.nbytes = n - lp_int_size(live) - 2
+    return node
+
+
 def node_from_listpack(master: int, lp: bytes) -> Node:
+    node = _plain_node_from_listpack(master, lp)
+    if node is not None:
+        return node
     els = lp_parse(lp)
     try:
         live, deleted, nmaster = _as_int(els[0]), _as_int(els[1]), _as_int(els[2])
+        if live < 0 or deleted < 0 or nmaster < 0:
+            raise RDBError("negative count in a stream listpack")
         fields = tuple(bytes(f) if type(f) is not int else b"%d" % f
                        for f in els[3:3 + nmaster])
         p = 3 + nmaster
@@ -325,6 +445,9 @@ def node_from_listpack(master: int, lp: bytes) -> Node:
             else:
                 nf = _as_int(els[p])
                 p += 1
+                # (a corrupt count must not drive the loop below: bounded by the elements)
+                if nf < 0 or p + 2 * nf > n_els:
+                    raise RDBError("stream entry field count out of range")
                 flat = [el_bytes(e) for e in els[p:p + 2 * nf]]
                 for k in range(nf):
                     if k < nmaster and flat[2 * k] == fields[k]:
@@ -352,6 +475,35 @@ def node_from_listpack(master: int, lp: bytes) -> Node:
     if ids and ids != sorted(set(ids)):
         raise RDBError("stream listpack IDs out of order")
     return node
+
+
+def _read_group_pel(r: Reader, count: int) -> tuple[list, list]:
+    """A group PEL's ``count`` entries at r.pos -- 16-byte ID, 8-byte
+    delivery time, delivery count (an RDB length) -- as (IDs, NACKs
+    without a consumer), in file order; r moves past them.  The usual
+    delivery count, under 64, is read inline."""
+    buf = r.buf
+    nbuf = len(buf)
+    p = r.pos
+    ids: list = []
+    nacks: list = []
+    ia, na = ids.append, nacks.append
+    for _ in range(count):
+        if p + 25 > nbuf:
+            raise RDBError("payload too short")
+        ia(int.from_bytes(buf[p:p + 16], "big"))
+        t = int.from_bytes(buf[p + 16:p + 24], "little", signed=True)
+        b = buf[p + 24]
+        if b < 0x40:
+            dc = b
+            p += 25
+        else:
+            r.pos = p + 24
+            dc = r.num()
+            p = r.pos
+        na(NACK(t, None, dc))
+    r.pos = p
+    return ids, nacks
 
 
 def rdb_load(rdb_type: int, buf: bytes, pos: int = 0, limits=DEFAULT_LIMITS):
@@ -397,12 +549,16 @@ def rdb_load(rdb_type: int, buf: bytes, pos: int = 0, limits=DEFAULT_LIMITS):
         g = s.create_group(name, last, entries_read)
         if g is None:
             raise RDBError("duplicated consumer group name")
-        for _ in range(r.num()):
-            i = int.from_bytes(r.take(16), "big")
-            t = r.mstime()
-            if i in g.pel:
-                raise RDBError("duplicated PEL entry")
-            g.pel[i] = NACK(t, None, r.num())
+        ids, nacks = _read_group_pel(r, r.num())
+        gpel = g.pel
+        if all(map(_lt, ids, islice(ids, 1, None))):
+            gpel.extend_above(ids, nacks)       # ascending, as Valkey writes it
+        else:
+            for i, nack in zip(ids, nacks):
+                if i in gpel:
+                    raise RDBError("duplicated PEL entry")
+                gpel[i] = nack
+        get = gpel.get
         for _ in range(r.num()):
             cname = r.string()
             seen = r.mstime()
@@ -410,13 +566,18 @@ def rdb_load(rdb_type: int, buf: bytes, pos: int = 0, limits=DEFAULT_LIMITS):
             if c is None:
                 raise RDBError("duplicated consumer")
             c.active_time = r.mstime() if rdb_type >= T_STREAM_3 else seen
-            for _ in range(r.num()):
-                i = int.from_bytes(r.take(16), "big")
-                nack = g.pel.get(i)
+            blob = r.take(16 * r.num())
+            ids = [int.from_bytes(blob[k:k + 16], "big") for k in range(0, len(blob), 16)]
+            nacks = [get(i) for i in ids]
+            for nack in nacks:
                 if nack is None or nack.consumer is not None:
                     raise RDBError("consumer PEL entry not in the group PEL")
                 nack.consumer = c
-                c.pel[i] = nack
+            if all(map(_lt, ids, islice(ids, 1, None))):
+                c.pel.extend_above(ids, nacks)
+            else:       # (not ascending: a duplicate was refused above)
+                for i, nack in zip(ids, nacks):
+                    c.pel[i] = nack
         if any(n.consumer is None for n in g.pel.values()):
             raise RDBError("group PEL entry without a consumer")
     return s, r.pos
