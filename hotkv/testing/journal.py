@@ -82,14 +82,13 @@ class Entry:
     __slots__ = ("seq", "client_id", "client_name", "db", "argv", "name", "time",
                  "origin", "fault", "reply")
 
-    def __init__(self, seq, raw):
+    def __init__(self, seq, raw, reply=None):
         self.seq = seq
-        (self.client_id, name, self.db, argv, self.name, ms, self.origin,
-         self.fault) = raw[:8]
+        (self.client_id, name, self.db, argv, self.name, ms, self.origin, self.fault) = raw
         self.client_name = name.decode("utf-8", "replace")
         self.argv = tuple(bytes(a) for a in argv)
         self.time = ms / 1000.0
-        self.reply = raw[8] if len(raw) > 8 else None
+        self.reply = reply
 
     @property
     def args(self) -> tuple:
@@ -140,15 +139,26 @@ class _Pattern:
             " ..." if self.rest and self.args else "")
 
 
+_STRIDE = 8   # fields per record in Journal._log (see Journal)
+
+
 class Journal:
-    """The journal of one server (see the module docstring)."""
+    """The journal of one server (see the module docstring).
+
+    ``_log`` is flat, ``_STRIDE`` fields a record (client id, client name,
+    db, argv as a tuple, command name, ms, origin, fault kind): no object
+    per record that the garbage collector would walk again and again (a
+    tuple per record made recording cost 3x more, bench/journal.py).
+    Replies, when recorded, are in ``_replies`` by record number."""
 
     def __init__(self, server):
         self.server = server
         self.recording = False
         self.replies = False
         self._log: list = []
-        self._blocked: dict = {}    # client id -> its blocked command's record (replies)
+        self._replies: dict = {}    # record number -> the reply's bytes
+        self._blocked: dict = {}    # client id -> its blocked command's record number
+        self.hook = self._full_hook   # start() sets the one for its mode
 
     # -- control ----------------------------------------------------------------
     def start(self, replies: bool = False) -> "Journal":
@@ -156,6 +166,7 @@ class Journal:
         def on():
             self.replies = bool(replies)
             self.recording = True
+            self.hook = self._full_hook if replies else self._fast_hook()
             install_hooks(self.server)
         on_loop(self.server, on)
         return self
@@ -170,7 +181,8 @@ class Journal:
 
     def clear(self):
         def forget():
-            self._log = []
+            del self._log[:]     # in place: the hook holds its extend
+            self._replies.clear()
             self._blocked.clear()
         on_loop(self.server, forget)
 
@@ -184,57 +196,72 @@ class Journal:
         self.stop()
 
     # -- the dispatcher's hook (loop thread) ---------------------------------------
-    def hook(self, client, cmd, argv, func, outer):
+    def _fast_hook(self):
+        """The hook without replies: a plain command a client sent costs one
+        test and one extend of the flat log (bench/journal.py)."""
+        extend = self._log.extend
+        server = self.server
+        full = self._full_hook
+
+        def hook(client, cmd, argv, func, outer):
+            if outer is None and type(func) is not Injected and not client.reprocessing:
+                extend((client.id, client.name, client.db.index, tuple(argv), cmd.name,
+                        server.cmd_time_ms, "client", None))
+                return func
+            return full(client, cmd, argv, func, outer)
+        return hook
+
+    def _full_hook(self, client, cmd, argv, func, outer):
         fault = None
         if type(func) is Injected:
             if func.postpones:
                 return func       # held by a delay fault: recorded when it runs
             fault = func.fault.kind
         if client.reprocessing:
-            rec = self._blocked.pop(client.id, None)
-            return func if rec is None else self._capture(rec, func)
+            seq = self._blocked.pop(client.id, None)
+            return func if seq is None else self._capture(seq, func)
         if outer is None:
             owner, origin = client, "client"
         else:
             owner, origin = outer, "exec" if client.in_exec else "script"
-        rec = (owner.id, owner.name, client.db.index, argv, cmd.name,
-               self.server.cmd_time_ms, origin, fault)
-        if not self.replies:
-            self._log.append(rec)
-            return func
-        rec = list(rec) + [None]
-        self._log.append(rec)
-        return self._capture(rec, func)
+        seq = len(self._log) // _STRIDE
+        self._log.extend((owner.id, owner.name, client.db.index, tuple(argv), cmd.name,
+                          self.server.cmd_time_ms, origin, fault))
+        return self._capture(seq, func) if self.replies else func
 
-    def _capture(self, rec, func):
+    def _capture(self, seq, func):
+        replies = self._replies
+
         def run(c, argv):
             out = c.out
             mark = len(out)
             try:
                 reply = func(c, argv)
             except CommandError as e:
-                rec[8] = encode_error(e.message)
+                replies[seq] = encode_error(e.message)
                 raise
             if reply is BLOCKED:
                 if c.blocked is not None and not c.closing:
-                    self._blocked[c.id] = rec      # its reply comes when it is served
+                    self._blocked[c.id] = seq      # its reply comes when it is served
                     return reply
-                rec[8] = b"".join(out[mark:]) or None
+                if len(out) > mark:
+                    replies[seq] = b"".join(out[mark:])
                 return reply
             buf = list(out[mark:])
             encode(reply, buf, c.resp3)
-            rec[8] = b"".join(buf)
+            replies[seq] = b"".join(buf)
             return reply
         return run
 
     # -- queries ----------------------------------------------------------------
     def entries(self) -> list:
         """Every entry, in order."""
-        log = on_loop(self.server, lambda: list(self._log))
-        return [Entry(i, raw) for i, raw in enumerate(log)]
+        log, replies = on_loop(self.server, lambda: (list(self._log), dict(self._replies)))
+        return [Entry(i, log[i * _STRIDE:(i + 1) * _STRIDE], replies.get(i))
+                for i in range(len(log) // _STRIDE)]
 
     def __len__(self):
-        return len(self._log)
+        return len(self._log) // _STRIDE
 
     def __iter__(self):
         return iter(self.entries())
