@@ -45,7 +45,7 @@ def _replicaof(c, argv):
             server.config.values["replicaof"] = ""
             log.info("PRIMARY MODE enabled (user request from '%s')", _client_info(c))
         return OK
-    if c.kind == "slave":
+    if c.kind in ("replica", "slave"):   # a replica connection of ours (replication.primary)
         raise CommandError("ERR Command is not valid when client is a replica.")
     text = port_arg.decode("latin-1")
     port = int(text) if text.lstrip("-").isdigit() and text == str(int(text)) else None
