@@ -243,3 +243,43 @@ def test_load_rdb_written_by_valkey(server, r, ref_server, tmp_path):
         bad = tmp_path / "bad.rdb"
         bad.write_bytes(b"NOTANRDB")
         server.load_rdb(bad)
+
+
+def _blocked_xreadgroup_outcome(host, port, r, unblock):
+    """What a client blocked in XREADGROUP on a stream gets when unblock()
+    removes the stream."""
+    r.xgroup_create("st", "g", "$", mkstream=True)
+    c = valkey.Valkey(host=host, port=port)
+    out = []
+
+    def read():
+        try:
+            out.append(c.xreadgroup("g", "c", {"st": ">"}, block=20_000))
+        except valkey.ResponseError as e:
+            out.append(str(e))
+
+    t = threading.Thread(target=read)
+    t.start()
+    try:
+        assert wait_for(lambda: r.info("clients")["blocked_clients"] == 1)
+        unblock()
+        t.join(10)
+    finally:
+        c.close()
+    return out
+
+
+def test_xreadgroup_on_a_stream_the_restore_removes_gets_what_flushall_gives(
+        server, r, ref_server):
+    """Restore keeps blocked clients as Valkey's FLUSHALL does: a reader
+    whose stream is gone gets valkey-server 8.1.8's reply to FLUSHALL."""
+    empty = server.snapshot()
+    ref = valkey.Valkey(host=ref_server.host, port=ref_server.port)
+    ref.flushall()
+    try:
+        want = _blocked_xreadgroup_outcome(ref_server.host, ref_server.port, ref, ref.flushall)
+    finally:
+        ref.close()
+    got = _blocked_xreadgroup_outcome(server.host, server.port, r,
+                                      lambda: server.restore(empty))
+    assert got == want and len(got) == 1

@@ -29,7 +29,9 @@ Invariants:
 * blocked clients stay blocked with their timeouts unless the restored
   data can serve them: a BLPOP/BLMOVE/XREADGROUP BLOCK... waiting on a key
   that the snapshot fills is served at once, exactly as if the data had
-  been pushed; nobody else is woken.  No keyspace notifications are sent
+  been pushed; nobody else is woken -- except a reader whose stream or
+  group the restore removes: it gets what valkey-server's FLUSHALL gives
+  it (XREADGROUP's NOGROUP error).  No keyspace notifications are sent
   (the data did not change through commands); access times (OBJECT
   IDLETIME / FREQ) start afresh, as after loading a file;
 * seeding runs real commands (SET, RPUSH, HSET, SADD, ZADD, XADD,
