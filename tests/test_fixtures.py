@@ -43,16 +43,18 @@ def _write(tmp_path, files: dict):
         (tmp_path / name).write_text(textwrap.dedent(text))
 
 
-def _argv(*args):
-    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-            "-p", "hotkv.pytest_plugin", "-o", "addopts=", *args]
+def _argv(*args, plugins=()):
+    # Plugins hotkv's imports (pytest_asyncio) go first: pytest can only
+    # assertion-rewrite a plugin module it imports itself.
+    loads = [x for name in (*plugins, "hotkv.pytest_plugin") for x in ("-p", name)]
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *loads,
+            "-o", "addopts=", *args]
 
 
-def run_pytest(tmp_path, files: dict, *args, **env):
+def run_pytest(tmp_path, files: dict, *args, plugins=(), **env):
     _write(tmp_path, files)
-    proc = subprocess.run(_argv(*args), cwd=tmp_path, env=_env(**env), capture_output=True,
-                          text=True, timeout=RUN_TIMEOUT)
-    return proc
+    return subprocess.run(_argv(*args, plugins=plugins), cwd=tmp_path, env=_env(**env),
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
 
 
 def _counts(out: str) -> dict:
@@ -216,10 +218,11 @@ async def test_anyio_server(hotkv_anyio):
 def test_asyncio_and_anyio_fixtures(tmp_path):
     pytest.importorskip("pytest_asyncio")
     pytest.importorskip("anyio")
-    proc = run_pytest(tmp_path, {"test_async.py": ASYNC}, "-p", "pytest_asyncio.plugin",
-                      "-p", "anyio.pytest_plugin")
+    proc = run_pytest(tmp_path, {"test_async.py": ASYNC},
+                      plugins=("pytest_asyncio.plugin", "anyio.pytest_plugin"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _counts(proc.stdout) == {"passed": 3}
+    assert "warning" not in proc.stdout, proc.stdout
 
 
 HANG = '''
