@@ -227,6 +227,16 @@ class AsyncEmbeddedServer(_Common):
             await self._listener.stop()
             self._listener.request_shutdown()
 
+    async def wait_until(self, predicate, timeout: float = 5.0) -> None:
+        """``await``: return once predicate(self) is true (hotkv.testing.waiting)."""
+        from .testing.waiting import wait_until_async
+        await wait_until_async(self, predicate, timeout)
+
+    async def wait_idle(self, timeout: float = 5.0) -> None:
+        """``await``: return once the server is idle (hotkv.testing.waiting)."""
+        from .testing.waiting import wait_idle_async
+        await wait_idle_async(self, timeout)
+
     async def __aenter__(self):
         return await self.start()
 

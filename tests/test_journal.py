@@ -326,3 +326,37 @@ def test_wait_until_timeout_and_errors(server):
     with pytest.raises(KeyError):
         server.wait_until(broken, timeout=5)
     assert server.server.sleep_hooks == []     # no check outlives its wait
+
+
+def test_async_server_waits_faults_and_journal():
+    """AsyncEmbeddedServer: the waits are coroutines on the server's own loop
+    (a blocking wait there would stop the server it waits for)."""
+    import asyncio
+
+    import redis.asyncio as aredis
+
+    from hotkv import AsyncEmbeddedServer
+
+    async def main():
+        async with AsyncEmbeddedServer() as server:
+            c = aredis.Redis(host=server.host, port=server.port)
+            server.journal.start()
+            with server.faults.error("GET", nth=1, message="ERR async fault") as f:
+                with pytest.raises(redis.ResponseError, match="async fault"):
+                    await c.get("k")
+            assert f.fired == 1
+
+            async def producer():
+                for i in range(20):
+                    await c.rpush("aq", i)
+            task = asyncio.ensure_future(producer())
+            await server.wait_until(lambda s: _direct_len(s, b"aq") == 20, timeout=10)
+            await task
+            await server.wait_idle(timeout=5)
+            with pytest.raises(TimeoutError, match="wait_until: .* still false after 0.1 s"):
+                await server.wait_until(lambda s: False, timeout=0.1)
+            server.journal.assert_called("RPUSH", "aq", "19")
+            server.journal.stop()
+            assert server.server.sleep_hooks == []
+            await c.aclose()
+    asyncio.run(main())

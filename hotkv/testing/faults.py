@@ -19,7 +19,9 @@
     the commands before it in the same pipeline are sent first.
 
   Each returns a ``Fault``: a context manager (removed on exit), with
-  ``remove()``, ``matched`` (matching calls seen) and ``fired``.
+  ``remove()``, ``matched`` (matching calls seen) and ``fired``.  Removing a
+  delay hands the replies it holds over at once (a test ends a 60 s delay
+  when it has seen what it wanted, without waiting for it).
 * server-wide: ``pause()`` (no command runs until ``resume()``: Valkey's
   CLIENT PAUSE ALL, so CLIENT UNPAUSE ends it too), ``refuse_connections()``
   (new connections are reset at once; open ones stay), ``drop_connections()``

@@ -18,7 +18,10 @@ must hold on two loop turns in a row (a pipeline larger than the socket
 buffer arrives in pieces).  It cannot know of bytes a client has not sent
 yet: call it after the client's send returned.
 
-Both raise ``TimeoutError`` naming what was still busy (``busy(server)`` gives
+``wait_until_async`` / ``wait_idle_async`` are the same for a coroutine on
+the server's own loop (``AsyncEmbeddedServer.wait_until`` / ``wait_idle``).
+
+All raise ``TimeoutError`` naming what was still busy (``busy(server)`` gives
 that list; empty when idle); an exception in the predicate is raised in the
 caller.  Invariant: a condition registered with ``server.sleep_hooks`` is
 removed when it is met, raises or times out, so no check outlives its wait.
@@ -26,6 +29,7 @@ removed when it is met, raises or times out, so no check outlives its wait.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import struct
 import termios
@@ -94,6 +98,7 @@ class _Wait:
         self.server = server
         self.check = check
         self.done = threading.Event()
+        self.on_done = None     # the async waits' asyncio.Event.set
         self.error = None
         self.checks = 0
         self.last = None
@@ -110,12 +115,29 @@ class _Wait:
         if ok:
             self.done.set()
             self._unregister()
+            if self.on_done is not None:
+                self.on_done()
 
     def _unregister(self):
         try:
             self.server.sleep_hooks.remove(self)
         except ValueError:
             pass
+
+    async def run_async(self, timeout: float) -> bool:
+        """run() for a caller on the loop's own thread (AsyncEmbeddedServer)."""
+        event = asyncio.Event()
+        self.on_done = event.set
+        self.server.sleep_hooks.append(self)
+        self()
+        self.server.wake()
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except asyncio.TimeoutError:
+            self._unregister()
+        if self.error is not None:
+            raise self.error
+        return self.done.is_set()
 
     def run(self, timeout: float) -> bool:
         def register():
@@ -132,23 +154,23 @@ class _Wait:
         return met
 
 
-def wait_until(embedded, predicate, timeout: float = 5.0):
-    """Return once predicate(embedded) is true (see the module docstring)."""
+def _until(embedded, predicate):
     server = embedded.server if hasattr(embedded, "server") else embedded
 
     def check():
         return bool(predicate(embedded))
-    wait = _Wait(server, check)
-    if not wait.run(timeout):
-        state = on_loop(server, lambda: busy(server))
-        name = getattr(predicate, "__qualname__", None) or repr(predicate)
-        raise TimeoutError("wait_until: %s still false after %.1f s (checked %d times)%s"
-                           % (name, timeout, wait.checks,
-                              "; busy: " + "; ".join(state) if state else ""))
+    return server, _Wait(server, check)
 
 
-def wait_idle(embedded, timeout: float = 5.0):
-    """Return once the server is idle (see the module docstring)."""
+def _until_failed(server, predicate, timeout, wait):
+    state = busy(server)
+    name = getattr(predicate, "__qualname__", None) or repr(predicate)
+    return TimeoutError("wait_until: %s still false after %.1f s (checked %d times)%s"
+                        % (name, timeout, wait.checks,
+                           "; busy: " + "; ".join(state) if state else ""))
+
+
+def _idle(embedded):
     server = embedded.server if hasattr(embedded, "server") else embedded
     streak = [0]
 
@@ -164,7 +186,38 @@ def wait_idle(embedded, timeout: float = 5.0):
         server.wake()     # confirm on the next loop turn
         return False
     wait = _Wait(server, check)
+    return server, wait
+
+
+def _idle_failed(server, timeout, wait):
+    state = busy(server) or wait.last or []
+    return TimeoutError("wait_idle: the server was still busy after %.1f s: %s"
+                        % (timeout, "; ".join(state) or "(idle at the last check)"))
+
+
+def wait_until(embedded, predicate, timeout: float = 5.0):
+    """Return once predicate(embedded) is true (see the module docstring)."""
+    server, wait = _until(embedded, predicate)
     if not wait.run(timeout):
-        state = on_loop(server, lambda: busy(server)) or wait.last or []
-        raise TimeoutError("wait_idle: the server was still busy after %.1f s: %s"
-                           % (timeout, "; ".join(state) or "(idle at the last check)"))
+        raise on_loop(server, lambda: _until_failed(server, predicate, timeout, wait))
+
+
+def wait_idle(embedded, timeout: float = 5.0):
+    """Return once the server is idle (see the module docstring)."""
+    server, wait = _idle(embedded)
+    if not wait.run(timeout):
+        raise on_loop(server, lambda: _idle_failed(server, timeout, wait))
+
+
+async def wait_until_async(embedded, predicate, timeout: float = 5.0):
+    """wait_until from a coroutine on the server's loop (AsyncEmbeddedServer)."""
+    server, wait = _until(embedded, predicate)
+    if not await wait.run_async(timeout):
+        raise _until_failed(server, predicate, timeout, wait)
+
+
+async def wait_idle_async(embedded, timeout: float = 5.0):
+    """wait_idle from a coroutine on the server's loop (AsyncEmbeddedServer)."""
+    server, wait = _idle(embedded)
+    if not await wait.run_async(timeout):
+        raise _idle_failed(server, timeout, wait)
