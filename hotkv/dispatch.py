@@ -204,11 +204,11 @@ def _gates(client, server, cmd, argv) -> bool:
             cmd.name == "exec" and client.multi_flags & 2)):
         reject(client, server.disk_error, cmd)
         return True
-    repl_check = server.repl_check     # a replica (hotkv.replication.replica)
-    if repl_check is not None and repl_check(client, cmd, argv, 0):
     if server.repl_refuse and (cmd.write or (cmd.name == "exec" and client.multi_flags & 2)):
         reject(client, "NOREPLICAS Not enough good replicas to write.", cmd)
         return True
+    repl_check = server.repl_check     # a replica (hotkv.replication.replica)
+    if repl_check is not None and repl_check(client, cmd, argv, 0):
         return True    # READONLY
     if not client.resp3 and (client.channels or client.patterns or client.shard_channels) \
             and not cmd.pubsub_ok:
@@ -334,12 +334,12 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
         client.schedule_flush()
     if server.prop_pending:
         server.flush_propagation()
+        client.woff = server.repl.master_repl_offset   # what WAIT waits for
     if client.skip_this:
         client.skip_this = False
     return end
 
 
-        client.woff = server.repl.master_repl_offset   # what WAIT waits for
 def serve_ready_keys(server):
     """Serve waiters on every ready key, first come first served, until no
     key is ready (serving one key can make another ready)."""
