@@ -345,6 +345,20 @@ def test_oom_reply_is_valkeys(server, raw, ref_server):
     assert raw.call("SET", "k", "v") == b"+OK\r\n"
 
 
+def test_oom_evicts_nothing_under_an_evicting_policy(server, raw):
+    raw.call("CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
+    try:
+        for i in range(100):
+            raw.call("SET", "key:%d" % i, "x" * 100)
+        with server.faults.oom():
+            assert raw.call("SET", "k", "v").startswith(b"-OOM ")
+            assert raw.call("DBSIZE") == b":100\r\n"
+        assert raw.call("CONFIG", "GET", "maxmemory-policy") == \
+            b"*2\r\n$16\r\nmaxmemory-policy\r\n$11\r\nallkeys-lru\r\n"
+    finally:
+        raw.call("CONFIG", "SET", "maxmemory-policy", "noeviction")
+
+
 def test_restart_keeps_memory_data_without_persistence(hotkv_server_factory):
     s = hotkv_server_factory()
     c = client(s)

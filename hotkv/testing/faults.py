@@ -28,7 +28,8 @@
   (every open connection is closed now), ``oom()`` / ``fill_memory()`` (the
   server acts as if used memory were over ``maxmemory``: commands that may
   add memory get Valkey's ``-OOM command not allowed when used memory >
-  'maxmemory'.`` through the real maxmemory check; reads and deletes run),
+  'maxmemory'.`` through the real maxmemory check; reads and deletes run;
+  nothing is evicted: maxmemory-policy reads noeviction meanwhile),
   each a context manager or ended by ``.end()``; and ``restart(keep_data=True)``.
 * ``clear()`` ends everything above; the pytest fixtures call it after each test.
 
@@ -431,14 +432,22 @@ class Faults:
         """Commands that may grow memory (SET, LPUSH, EVAL...) get -OOM, as on a
         server past its maxmemory; the real check decides (hotkv.dispatch)."""
         server = self.server
+        values = server.config.values
+        policy = []
 
         def on():
             from ..stats import used_memory
             server.used_memory_cached = used_memory()
+            # Refuse, never evict: under an evicting policy a 1-byte limit
+            # would empty the keyspace first.
+            policy.append(values.get("maxmemory-policy"))
+            values["maxmemory-policy"] = "noeviction"
             server.maxmemory = 1      # below any real figure: the gate says OOM
 
         def off():
-            server._set_maxmemory(server.config.values["maxmemory"])
+            if policy:
+                values["maxmemory-policy"] = policy.pop()
+            server._set_maxmemory(values["maxmemory"])
         return self._switch("oom", on, off)
 
     fill_memory = oom
