@@ -98,7 +98,7 @@ def replconf(c, argv):
         if opt == b"listening-port":
             _conf_for(c)["port"] = parse_int(val, NOT_INT)
         elif opt == b"ip-address":
-            if len(val) >= 46:      # NET_HOST_STR_LEN
+            if len(val) >= 256:      # NET_HOST_STR_LEN
                 raise CommandError("ERR REPLCONF ip-address provided by replica instance is "
                                    "too long: %d bytes" % len(val))
             _conf_for(c)["ip"] = val.decode("latin-1")
@@ -231,6 +231,8 @@ def info_replication(server):
         fn = getattr(side, "info_fields", None) if side else None
         if fn is not None:
             return fn(server)
+    if repl.primary is not None:
+        repl.primary.flush()       # the backlog's figures include this turn's writes
     out = [("role", "master")]
     now = _now()
     lines = []

@@ -26,7 +26,8 @@ side's ``role_reply(server)`` / ``info_fields(server)``
 these fields (``hotkv.commands.replication``).
 
 Invariants: ``master_repl_offset`` only grows while ``replid`` stays; the
-backlog, when present, ends at ``master_repl_offset``; ``server.aof`` (the
+backlog, when present, ends at ``master_repl_offset`` once the primary's
+per-turn buffer is flushed; ``server.aof`` (the
 propagation sink) includes the primary feed exactly while ``backlog`` is
 not None, so a server that never had a replica propagates nothing more
 than before.

@@ -38,9 +38,11 @@ what Valkey's replication.c does on the primary's side:
   reply is kept equal to the current count so a timeout answers it.
 
 Invariants: ``repl.master_repl_offset`` is the stream bytes produced;
-``backlog`` ends at it; a replica in ``ONLINE`` with ``live`` true gets
-every byte after its sync offset exactly once and in order (first its
-``pending``, then the live feed); at most one sync child runs.
+``backlog`` plus ``buf`` (fed this loop turn, flushed by a call_soon and
+before anything that reads the backlog or forks) end at it; a replica in
+``ONLINE`` with ``live`` true gets every byte after its sync offset
+exactly once and in order (first its ``pending``, then the live feed); at
+most one sync child runs.
 """
 
 from __future__ import annotations
@@ -128,6 +130,8 @@ class Primary:
         self.server = server
         self.repl = server.repl
         self.links: dict = {}          # client id -> ReplicaLink
+        self.buf = bytearray()         # stream bytes not yet flushed (feed, flush)
+        self.flush_scheduled = False
         self.seldb = -1
         self.job: _SyncJob | None = None
         self.waits: list = []
@@ -143,31 +147,62 @@ class Primary:
     # The stream
     # ------------------------------------------------------------------
     def feed(self, entries):
-        """One outermost call's (dbindex, argv) records (as the AOF's feed)."""
-        out = bytearray()
-        cur = self.seldb
-        multi = len(entries) > 1
-        if multi:
+        """One outermost call's (dbindex, argv) records (as the AOF's feed).
+        They are encoded into ``buf`` at once (the offset moves now: WAIT
+        reads it) and handed to the backlog and the replicas once per loop
+        turn (``flush``): one copy and one write per turn, not per command."""
+        buf = self.buf
+        mark = len(buf)
+        if len(entries) == 1:
+            dbindex, argv = entries[0]
+            if dbindex != self.seldb:
+                buf += _select(dbindex)
+                self.seldb = dbindex
+            encode_into(buf, argv)
+        else:
+            cur = self.seldb
             first = entries[0][0]
             if first != cur:
-                out += _select(first)
+                buf += _select(first)
                 cur = first
-            out += _MULTI
-        for dbindex, argv in entries:
-            if dbindex != cur:
-                out += _select(dbindex)
-                cur = dbindex
-            encode_into(out, argv)
-        if multi:
-            out += _EXEC
-        self.seldb = cur
-        self.append(bytes(out))
+            buf += _MULTI
+            for dbindex, argv in entries:
+                if dbindex != cur:
+                    buf += _select(dbindex)
+                    cur = dbindex
+                encode_into(buf, argv)
+            buf += _EXEC
+            self.seldb = cur
+        self.repl.master_repl_offset += len(buf) - mark
+        if not self.flush_scheduled:
+            self._schedule_flush()
 
     def append(self, data: bytes):
-        repl = self.repl
-        repl.master_repl_offset += len(data)
-        repl.backlog.append(data)
-        for link in repl.replicas:
+        """Raw stream bytes (PING, REPLCONF GETACK), in order with the feed."""
+        self.buf += data
+        self.repl.master_repl_offset += len(data)
+        if not self.flush_scheduled:
+            self._schedule_flush()
+
+    def _schedule_flush(self):
+        loop = self.server.loop
+        if loop is None:
+            self.flush()
+            return
+        self.flush_scheduled = True
+        loop.call_soon(self.flush)
+
+    def flush(self):
+        """What was fed since the last flush: to the backlog, to every live
+        replica's output, held for those whose RDB is on its way."""
+        self.flush_scheduled = False
+        buf = self.buf
+        if not buf:
+            return
+        data = bytes(buf)
+        self.buf = bytearray()
+        self.repl.backlog.append(data)
+        for link in self.repl.replicas:
             if link.live:
                 c = link.client
                 c.out.append(data)
@@ -249,6 +284,7 @@ class Primary:
                          "second ID was %d, but I can reply up to %d",
                          offset, repl.second_replid_offset)
             return False
+        self.flush()
         backlog = repl.backlog
         if backlog is None or not backlog.covers(offset):
             log.info("Unable to partial resync with replica %s for lack of backlog "
@@ -316,6 +352,7 @@ class Primary:
                 os._exit(code)
         os.close(wfd)
         os.set_blocking(rfd, False)
+        self.flush()       # what came before the fork is in the RDB, not in their stream
         mark = os.urandom(20).hex().encode() if eof_form else b""
         offset = self.repl.master_repl_offset
         self.seldb = -1          # the stream after the RDB starts with a SELECT
