@@ -671,8 +671,9 @@ class FakePrimary:
     """Speaks the primary's half of the handshake and sends ``payload`` as the
     RDB of every full sync; counts the PSYNCs it saw."""
 
-    def __init__(self, payload: bytes):
+    def __init__(self, payload: bytes, stream: bytes = b""):
         self.payload = payload
+        self.stream = stream
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
@@ -713,7 +714,7 @@ class FakePrimary:
             if b"PSYNC" in buf:
                 self.psyncs += 1
                 conn.sendall(b"+FULLRESYNC " + b"a" * 40 + b" 0\r\n")
-                conn.sendall(b"$%d\r\n" % len(self.payload) + self.payload)
+                conn.sendall(b"$%d\r\n" % len(self.payload) + self.payload + self.stream)
                 while conn.recv(4096):
                     pass
                 return
@@ -754,6 +755,34 @@ def test_corrupt_rdb_from_primary_leaves_data_and_retries(primaries, hotkv_serve
         assert any("Failed trying to load the PRIMARY synchronization DB" in m
                    for m in caplog.messages), caplog.messages
         assert r.ping()                                         # it keeps serving
+        assert r.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+    finally:
+        fake.close()
+
+
+def test_bad_stream_from_primary_is_logged_and_retried(primaries, hotkv_server_factory, caplog):
+    """A command the replica cannot run is logged as Valkey logs it (the
+    datasets may differ from there) and the stream goes on; bytes that are
+    not RESP drop the link, which is retried."""
+    stream = (b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n"
+              b"*1\r\n$11\r\nNOSUCHCMDXX\r\n"
+              b"*3\r\n$3\r\nSET\r\n$5\r\nafter\r\n$1\r\nv\r\n"
+              b"*2\r\n$4\r\nINCR\r\n$8\r\nfrom-rdb\r\n"
+              b"*x\r\nnot resp\r\n")
+    fake = FakePrimary(_rdb_of(primaries()), stream)
+    try:
+        s = hotkv_server_factory(**DEBUG)
+        r = valkey.Valkey(port=s.port)
+        with caplog.at_level(logging.WARNING, logger="hotkv"):
+            assert r.execute_command("REPLICAOF", "127.0.0.1", fake.port) == b"OK"
+            assert wait_for(lambda: fake.psyncs >= 2, 15)
+        assert r.get("after") == b"v" and r.llen("rdb-list") == 100
+        text = "\n".join(caplog.messages)
+        assert ("== CRITICAL == This replica is sending an error to its primary: 'ERR unknown "
+                "command 'NOSUCHCMDXX'") in text
+        assert "after processing the command 'INCR'" in text      # not an integer
+        assert "Protocol error from PRIMARY" in text
+        assert r.ping()
         assert r.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
     finally:
         fake.close()

@@ -487,12 +487,17 @@ class ReplicaLink:
             self.read_reploff += len(data)
             parser.feed(data)
             while True:
-                argv = parser.gets()
+                try:
+                    argv = parser.gets()
+                except hiredis.ProtocolError as e:
+                    raise LinkError("Protocol error from PRIMARY %s:%d: %s"
+                                    % (self.host, self.port, e)) from None
                 if argv is False:
                     break
                 if type(argv) is not list or not argv or \
                         any(type(a) is not bytes for a in argv):
-                    raise LinkError("Protocol error from PRIMARY: %r" % (argv,))
+                    raise LinkError("Protocol error from PRIMARY %s:%d: %r"
+                                    % (self.host, self.port, argv))
                 size = command_size(argv)
                 head = argv[0]
                 if len(argv) >= 2 and head.lower() == b"replconf" \
@@ -501,12 +506,25 @@ class ReplicaLink:
                     self.send_ack()
                 else:
                     process_command(c, argv)
-                    c.out.clear()       # a primary's commands get no reply
+                    out = c.out         # a primary's commands get no reply
+                    if out:
+                        if out[0][:1] == b"-" or any(chunk[:1] == b"-" for chunk in out):
+                            _error_to_primary(out, argv)
+                        out.clear()
                 self.pending_bytes += size
                 if not c.multi:
                     self.reploff += self.pending_bytes
                     self.pending_bytes = 0
             repl.master_repl_offset = self.reploff
+
+
+def _error_to_primary(out, argv):
+    """A command of the primary failed here: the datasets may now differ.
+    Logged as Valkey logs it (the error is not sent back)."""
+    err = next(bytes(chunk) for chunk in out if chunk[:1] == b"-")
+    log.warning("== CRITICAL == This replica is sending an error to its primary: '%s' after "
+                "processing the command '%s'", _text(err[1:].rstrip(b"\r\n"))[:128],
+                _text(argv[0])[:64])
 
 
 def _text(data: bytes) -> str:
