@@ -96,8 +96,8 @@ def _gate(name: str):
                           or d.get("_gate_pause_check") is not None
                           or d.get("_gate_tracking_over")
                           or d.get("_gate_repl_check") is not None
-                          or d.get("_gate_cluster") is not None)
                           or d.get("_gate_repl_refuse")
+                          or d.get("_gate_cluster") is not None)
     return property(fget, fset)
 
 
@@ -120,9 +120,9 @@ class Server:
     loading = _gate("loading")
     pause_check = _gate("pause_check")
     tracking_over = _gate("tracking_over")   # hotkv.tracking: the table is over its limit
+    repl_refuse = _gate("repl_refuse")   # min-replicas-to-write unmet (hotkv.replication)
     repl_check = _gate("repl_check")   # a replica: READONLY / MASTERDOWN (replication.replica)
     cluster = _gate("cluster")   # cluster-enabled: routing of every command (hotkv.cluster)
-    repl_refuse = _gate("repl_refuse")   # min-replicas-to-write unmet (hotkv.replication)
 
     def __init__(self, config: Config | dict | None = None):
         if not isinstance(config, Config):
@@ -152,9 +152,9 @@ class Server:
         self.loading = False
         self.active_expire_enabled = True     # DEBUG SET-ACTIVE-EXPIRE
         self.disk_error = None          # MISCONF text while the AOF cannot be written
+        self.repl_refuse = False        # NOREPLICAS: fewer good replicas than wanted
         self.maxmemory = 0
         self.acl_check = None           # set by the ACL module when users exist
-        self.repl_refuse = False        # NOREPLICAS: fewer good replicas than wanted
         self.command_table = _COMMAND_TABLE   # a copy when rename-command is used
         self.obuf_hard_normal = 0       # client-output-buffer-limit normal hard (hotkv.limits)
         # blocking
@@ -216,8 +216,8 @@ class Server:
         acl.init_server(self)                     # acl (may raise: aclfile errors)
         self.tracking = tracking.init_server(self)  # client-side caching (tracking_on)
         self.snapshots = Snapshots(self)          # SAVE/BGSAVE, save points (hotkv.snapshots)
-        cluster_state.init_server(self)           # cluster (None unless cluster-enabled)
         self.repl = ReplState(self)               # replication ids, offset, backlog, replicas
+        cluster_state.init_server(self)           # cluster (None unless cluster-enabled)
         self.aof_writer = None                    # the AOF while it is on (attach_aof)
         self.aof = None                           # the propagation sink (relink_propagation)
         self.aof_manager = AOF(self)
@@ -243,14 +243,14 @@ class Server:
         cmdlog.stop_monitoring(c)
         pubsub.client_gone(c)
         tracking.client_gone(c)
+        if c.kind == "replica":
+            self.repl.client_gone(c)
 
     def reset_client(self, c):
         """RESET (Valkey's clearClientConnectionState)."""
         cmdlog.stop_monitoring(c)
         pubsub.client_gone(c)
         tracking.client_gone(c)
-        if c.kind == "replica":
-            self.repl.client_gone(c)
         discard_transaction(c)
         c.db = self.dbs[0]
         c.resp3 = False
@@ -295,13 +295,13 @@ class Server:
             self.shutdown_saved = True
             self.snapshots.shutdown_save()
         self.aof_manager.stop(final=True)
+        self.repl.shutdown()
         if self.replica_link is not None:
             self.replica_link.stop()
 
     # ------------------------------------------------------------------
     def _apply_config(self):
         self.maxmemory = self.config.values["maxmemory"]
-        self.repl.shutdown()
         self.config.listeners["maxmemory"] = self._set_maxmemory
 
     def _set_maxmemory(self, v):
@@ -519,13 +519,13 @@ class Server:
         self.tracking.cron()
         self.aof_manager.cron()
         self.snapshots.cron()
+        self.repl.cron()
         self.wake()
 
     # ------------------------------------------------------------------
     def uptime(self) -> int:
         return int(time.time() - self.start_time)
 
-        self.repl.cron()
 
 class _Tee:
     """Propagation to the AOF and then to the replicas (Valkey's order)."""
