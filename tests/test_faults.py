@@ -488,3 +488,37 @@ def test_socket_module_sees_reset_on_refused_connection(server):
             pass
         finally:
             s.close()
+
+
+_LEAK_TESTS = '''
+import redis
+
+def test_1_leaves_everything_on(hotkv):
+    hotkv.faults.error("GET", message="ERR leaked")
+    hotkv.faults.delay(60, "INCR")
+    hotkv.faults.oom()
+    hotkv.faults.refuse_connections()
+    hotkv.journal.start(replies=True)
+
+def test_2_sees_none_of_it(hotkv):
+    c = redis.Redis(host=hotkv.host, port=hotkv.port)
+    assert c.set("k", "v") and c.get("k") == b"v" and c.incr("n") == 1
+    assert hotkv.server.test_hooks is None and hotkv.faults.active == []
+    assert len(hotkv.journal) == 0 and not hotkv.journal.recording
+'''
+
+
+def test_nothing_leaks_into_the_next_test_through_the_fixture(tmp_path):
+    """The plugin's ``hotkv`` fixture ends every fault and the journal after
+    a test that left them on (a real pytest run, in order)."""
+    import os
+    import subprocess
+    import sys
+    (tmp_path / "test_leak.py").write_text(_LEAK_TESTS)
+    # Only hotkv's plugin: loading every installed one (celery, anyio...) took seconds.
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))] + sys.path))
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "hotkv.pytest_plugin",
+                          "-p", "no:cacheprovider", str(tmp_path)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert "2 passed" in run.stdout, run.stdout + run.stderr
