@@ -127,9 +127,18 @@ def test_faults_show_in_the_journal(server, raw_factory):
         c.send("SET", "x", "1")
         server.wait_until(lambda s: slow.fired == 1, timeout=5)
     assert c.read_reply() == b"+OK\r\n"
+    with server.faults.delay(60, "EXEC") as late:
+        c.call("MULTI")
+        c.call("INCR", "n")
+        c.send("EXEC")
+        server.wait_until(lambda s: late.fired == 1, timeout=5)
+    assert c.read_reply() == b"*1\r\n:1\r\n"
     got = [(e.argv[0], e.fault, e.reply) for e in server.journal.entries()]
     assert got == [(b"GET", "error", b"-LOADING Redis is loading the dataset in memory\r\n"),
-                   (b"SET", None, b"+OK\r\n")]    # the held SET, recorded once, when it ran
+                   (b"SET", None, b"+OK\r\n"),    # the held SET, recorded once, when it ran
+                   (b"MULTI", None, b"+OK\r\n"),
+                   (b"EXEC", "delay", b"*1\r\n:1\r\n"),   # the reply it held back
+                   (b"INCR", None, b":1\r\n")]
 
 
 def test_queries(server):

@@ -165,12 +165,13 @@ class Fault:
 class Injected:
     """What runs instead of a command's handler when a fault fires: the
     journal tells it from a handler by its type and records ``fault.kind``."""
-    __slots__ = ("run", "fault", "postpones")
+    __slots__ = ("run", "fault", "postpones", "held")
 
     def __init__(self, run, fault, postpones: bool = False):
         self.run = run
         self.fault = fault
         self.postpones = postpones
+        self.held = None      # a delayed reply's chunks (the journal records them)
 
     def __call__(self, client, argv):
         return self.run(client, argv)
@@ -345,6 +346,8 @@ class Faults:
             # The journal records the command when it runs, not now.
             return Injected(hold, fault, postpones=True)
 
+        injected = Injected(None, fault)
+
         def late(c, argv):
             out = c.out
             mark = len(out)
@@ -367,9 +370,11 @@ class Faults:
             cmd.lat_pending.append(0.0)
             server.stat_numcommands += 1
             c.ncmds += 1
+            injected.held = held
             self._hold(c, cmd, argv, seconds, held, fault)
             return BLOCKED
-        return Injected(late, fault)
+        injected.run = late
+        return injected
 
     def _hold(self, client, cmd, argv, seconds, held, fault):
         """Mark client blocked (key-less, as CLIENT PAUSE does) for seconds; then

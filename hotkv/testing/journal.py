@@ -241,6 +241,9 @@ class Journal:
                 replies[seq] = encode_error(e.message)
                 raise
             if reply is BLOCKED:
+                if type(func) is Injected and func.held is not None:
+                    replies[seq] = b"".join(func.held)   # sent when the delay ends
+                    return reply
                 if c.blocked is not None and not c.closing:
                     self._blocked[c.id] = seq      # its reply comes when it is served
                     return reply
