@@ -8,8 +8,12 @@ time proc (``_proc``, Valkey's evictionTimeProc, started when an eviction
 runs out of time or CONFIG SET maxmemory lowers the limit) keep evicting
 between commands; INFO reads ``info_fields``.
 
-Memory is ``hotkv.stats.used_memory`` (the allocators' in-use bytes, which
-drop as soon as a value is freed).  Reading it costs a few microseconds (up
+Memory is ``used_memory`` here: the allocators' in-use bytes (hotkv.stats,
+which drop as soon as a value is freed) allocated since the server started,
+plus ``STARTUP_USED`` (1 MiB, about what valkey-server reports empty).  The
+interpreter's own 15-25 MB are not counted, so ``maxmemory 11mb`` leaves
+about 10 MB for the data and the clients' buffers, as on Valkey; INFO's
+used_memory_rss is still the process's RSS.  Reading it costs a few microseconds (up
 to a few hundred on a fragmented heap), so a command does not pay it when
 a cheap bound says the limit is far: the last reading plus ``_GROWTH``
 times the bytes read from clients since (a stored byte costs at most a few
@@ -45,10 +49,12 @@ from __future__ import annotations
 
 import sys
 import time
+from random import getrandbits as _getrandbits
 
 from . import access, config as _config, stats
 
 POOL_SIZE = 16              # EVPOOL_SIZE
+STARTUP_USED = 1 << 20      # the used_memory a server reports at start (Valkey's: ~1 MB)
 EVICT_OK, EVICT_RUNNING, EVICT_FAIL = 0, 1, 2
 _GROWTH = 8                 # bytes of memory a byte read from a client may cost at most
 
@@ -99,10 +105,12 @@ def estimate(key, value) -> int:
 
 class Evictor:
     __slots__ = ("server", "pool", "next_db", "used", "in_mark", "oom", "proc",
-                 "exceeded_since", "exceeded_total_us")
+                 "exceeded_since", "exceeded_total_us", "start", "peak")
 
     def __init__(self, server):
         self.server = server
+        self.start = stats.mark()     # the interpreter's own memory is not counted
+        self.peak = STARTUP_USED
         self.pool: list = []          # [score, dbindex, key], ascending score
         self.next_db = 0
         self.used = 0                 # the last reading of used_memory
@@ -114,9 +122,19 @@ class Evictor:
         server.stat_evictedkeys = 0
 
     # -- readings -------------------------------------------------------------
+    def used_memory(self, max_age: float = 1.0) -> int:
+        """INFO's used_memory: what was allocated since the server started
+        (and is still in use), plus STARTUP_USED.  pymalloc's block size is
+        re-measured when the last measurement is older than ``max_age``."""
+        stats.calibrate(max_age)
+        used = max(STARTUP_USED, STARTUP_USED + stats.used_since(self.start))
+        if used > self.peak:
+            self.peak = used
+        return used
+
     def read(self) -> int:
         server = self.server
-        self.used = stats.used_memory()
+        self.used = self.used_memory(0.1)
         self.in_mark = server.stat_net_input_bytes
         return self.used
 
@@ -126,7 +144,7 @@ class Evictor:
         server = self.server
         if not server.maxmemory:
             return
-        self.used = stats.calibrate()
+        self.used = self.used_memory()
         self.in_mark = server.stat_net_input_bytes
         if self.used > server.maxmemory and self.proc is None:
             self.start_proc()
@@ -267,23 +285,33 @@ class Evictor:
         return None
 
     def _populate(self, db, kind: str, allkeys: bool, samples: int):
-        """evictionPoolPopulate: sample keys of db into the pool."""
+        """evictionPoolPopulate: sample keys of db into the pool.  The
+        sample is Valkey's dictGetSomeKeys: the keys of consecutive buckets
+        of the key index from a random one (one random draw, not one a key)."""
         index = db.checked_keyindex() if allkeys else db.checked_volatile()
+        sample: list = []
+        cursor = _getrandbits(64)
+        for _ in range(4):      # wrapped past the end: go on from the start
+            cursor = index.scan(cursor, samples, sample)
+            if len(sample) >= samples or not cursor and len(sample) >= index.count:
+                break
+        if len(sample) > samples:
+            del sample[samples:]
         pool = self.pool
+        dbi = db.index
         if kind == "lru":
             now = db.clock
             acc = db.access
-            lfu = False
         elif kind == "lfu":
             server = self.server
             decay = server.config.values.get("lfu-decay-time", 1)
             acc = db.access
-            lfu = True
-        for _ in range(min(samples, index.count)):
-            key = index.random_key()
+        else:
+            expires = db.expires
+        for key in sample:
             if kind == "ttl":
-                score = -db.expires.get(key, 0)
-            elif lfu:
+                score = -expires.get(key, 0)
+            elif kind == "lfu":
                 field = acc.get(key)
                 score = 255 - (access.lfu_decr(field, decay, server) if field is not None
                                else access.LFU_INIT_VAL)
@@ -295,18 +323,20 @@ class Evictor:
                     score = now - stamp
                 else:
                     score = now + access.LRU_CLOCK_MAX - stamp
-            if len(pool) >= POOL_SIZE and score <= pool[0][0]:
+            full = len(pool) >= POOL_SIZE
+            if full and score <= pool[0][0]:
                 continue        # worse than everything in a full pool
-            entry = [score, db.index, key]
-            if any(e[2] == key and e[1] == db.index for e in pool):
-                continue        # already pooled
-            # Insert keeping ascending order; a full pool drops its worst.
-            i = len(pool)
-            while i > 0 and pool[i - 1][0] > score:
-                i -= 1
-            pool.insert(i, entry)
-            if len(pool) > POOL_SIZE:
-                del pool[0]
+            for e in pool:
+                if e[2] == key and e[1] == dbi:
+                    break       # already pooled
+            else:
+                # Insert keeping ascending order; a full pool drops its worst.
+                i = len(pool)
+                while i > 0 and pool[i - 1][0] > score:
+                    i -= 1
+                pool.insert(i, [score, dbi, key])
+                if full:
+                    del pool[0]
 
     # -- evicting ---------------------------------------------------------------
     def _evict(self, db, key, lazy) -> int:

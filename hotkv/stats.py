@@ -18,8 +18,9 @@ freeing Python objects seldom lowers.  CPython has two allocators:
 * pymalloc (objects up to 512 bytes, in 1 MiB arenas mmap'd directly, so
   invisible to malloc): CPython 3.11 counts only the *number* of blocks in
   use, ``sys.getallocatedblocks()``.  Their bytes are that number times the
-  average block size ``calibrate`` measures (at most once a second, about
-  5 ms per 100 MB: the cron while maxmemory is set, INFO memory) from
+  average block size ``calibrate`` measures (about 5 ms per 100 MB: at
+  most once a second for the cron while maxmemory is set and for INFO
+  memory, ten times a second while an eviction runs) from
   ``sys._debugmallocstats``'s "bytes in allocated blocks" -- exact at the
   measurement, and between two the new blocks count at the average.
 
@@ -155,6 +156,24 @@ def used_memory() -> int:
     return used
 
 
+def mark() -> tuple:
+    """The allocators' state now, for ``used_since`` (a server's start)."""
+    if _cal is None:
+        return (rss(), 0)
+    m = _mallinfo2()
+    return (m.uordblks + m.hblkhd, _blocks())
+
+
+def used_since(start: tuple) -> int:
+    """Bytes allocated since ``start`` (``mark()``) and still in use: the
+    blocks pymalloc holds beyond those then count at the measured size, so a
+    new measurement does not move what was there before."""
+    if _cal is None:
+        return rss() - start[0]
+    m = _mallinfo2()
+    return (m.uordblks + m.hblkhd - start[0]) + int((_blocks() - start[1]) * _cal.block_bytes)
+
+
 def _pymalloc_bytes():
     """pymalloc's "bytes in allocated blocks" (sys._debugmallocstats, which
     prints to the C stderr: fd 2 is pointed at a file for the call, and
@@ -188,14 +207,15 @@ def _pymalloc_bytes():
     return int(m.group(1).replace(b",", b"")), blocks
 
 
-def calibrate(force: bool = False) -> int:
-    """Measure pymalloc's bytes per block (at most once a second unless
-    forced: about 5 ms per 100 MB of small objects); returns used_memory()."""
+def calibrate(max_age: float = _CALIBRATE_EVERY) -> int:
+    """Measure pymalloc's bytes per block unless the last measurement is
+    younger than ``max_age`` seconds (about 5 ms per 100 MB of small
+    objects); returns used_memory()."""
     cal = _cal
     if cal is None:
         return rss()
     now = time.monotonic()
-    if force or now - cal.at >= _CALIBRATE_EVERY:
+    if now - cal.at >= max_age:
         cal.at = now
         got = _pymalloc_bytes()
         if got is not None and got[1] > 0:

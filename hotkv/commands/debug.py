@@ -25,7 +25,7 @@ MALLOC-STATS, PURGE, HELP), as Valkey's debug.c and object.c.
   no class for them).
 * MEMORY USAGE is an estimate from ``sys.getsizeof``, sampling containers
   as Redis's objectComputeSize does; MEMORY STATS reports the process's
-  memory (``hotkv.stats.used_memory``) against the memory noted at startup
+  memory (INFO's used_memory, ``hotkv.eviction``) against the memory noted at startup
   by INFO's init hook.
 
 Invariants: DEBUG HELP lists this module's subcommands and then every
@@ -48,12 +48,12 @@ from ..config import parse_memory
 from ..digest import dataset_digest, value_digest
 from ..encodings import object_encoding
 from ..errors import CommandError
+from ..eviction import STARTUP_USED
 from ..lua.functions import FunctionError, registry as function_registry
 from ..registry import command, container
 from ..replication import new_replid
 from ..replies import cstr, help_reply
 from ..resp import OK, Double, SetReply, Simple, Verbatim
-from ..stats import peak_used, used_memory
 from ..types.lists import ListValue, quicklist_nodes
 from ..util import string2ll, stringmatch
 
@@ -586,10 +586,10 @@ def memory_usage(c, argv):
 def memory_stats(c, argv):
     """Show memory usage details."""
     server = c.server
-    used = used_memory()
-    startup = min(getattr(server, "startup_memory", used), used)
+    used = server.eviction.used_memory()      # INFO's used_memory (hotkv.eviction)
+    startup = STARTUP_USED
     out = {
-        b"peak.allocated": peak_used(),
+        b"peak.allocated": server.eviction.peak,
         b"total.allocated": used,
         b"startup.allocated": startup,
         b"replication.backlog": 0,

@@ -33,11 +33,12 @@ import sys
 import time
 
 from .. import latency
+from ..eviction import STARTUP_USED
 from ..lua.functions import memory_info
 from ..pause import pause_info
 from ..registry import all_commands, command
 from ..resp import Verbatim
-from ..stats import calibrate, instantaneous, peak_used, rss
+from ..stats import instantaneous, rss
 from ..version import REDIS_COMPAT_VERSION, __version__
 
 
@@ -185,12 +186,13 @@ def _info_clients(server):
 
 
 def _info_memory(server):
-    # The allocators' in-use bytes and the RSS (hotkv.stats): their ratio is
-    # the fragmentation; the dataset is what grew since the server started.
-    used = calibrate()      # at most once a second it re-measures pymalloc's blocks
+    # What the allocators hold in use since the server started, plus a
+    # nominal startup figure (hotkv.eviction, the figure maxmemory reads),
+    # and the process's RSS: their ratio is the fragmentation.
+    used = server.eviction.used_memory()
     resident = rss()
-    peak = peak_used()
-    startup = min(getattr(server, "startup_memory", used), used)
+    peak = server.eviction.peak
+    startup = STARTUP_USED
     total = _total_system_memory()
     maxmemory = server.config.values["maxmemory"]
     lua = memory_info(server)
