@@ -1,5 +1,5 @@
-"""Key access tracking: what OBJECT IDLETIME / FREQ report, and what an
-eviction policy would sample.
+"""Key access tracking: what OBJECT IDLETIME / FREQ report, and what the
+eviction policies rank keys by.
 
 Owns how ``Database.access`` (key -> last access) is interpreted and kept:
 Valkey's 24-bit per-object ``lru`` field, held beside the value because a
@@ -15,9 +15,9 @@ one and deleting one pops it.  Only when an LFU policy is on, or while a
 client has CLIENT NO-TOUCH on (the cron goes back to plain stores once no
 client has), is ``access`` a ``Tracker`` (a dict whose store does the LFU
 arithmetic and skips a no-touch client's reads): the plain server never
-pays for either.  Eviction (not implemented: used_memory is the RSS, which
-freeing Python objects seldom lowers) would sample keys with
-``keyindex.random_key`` and rank them by ``idle_seconds`` / ``freq``.
+pays for either.  Eviction (hotkv.eviction) samples keys and ranks them
+by these entries: the idle seconds on the LRU clock, or 255 less the
+decayed LFU counter.
 
 Invariants: ``access`` keys are a subset of ``data`` keys; a key missing
 from it (loaded, or created by a path that does not stamp it) counts as
