@@ -274,6 +274,21 @@ def test_drop_after_exec_applied_redis_py_sees_connection_error(server):
     assert c.incr("counter") == 2           # a new connection from the pool
 
 
+def test_drop_after_exec_with_redis_pys_default_retry_runs_it_twice(server):
+    """What a dropped EXEC reply does to a default redis-py client (6+ retries
+    a ConnectionError three times): no error at all, and the transaction
+    applied twice -- the at-least-once a queue's code must be ready for."""
+    if int(redis.__version__.split(".")[0]) < 6:
+        pytest.skip("redis-py %s does not retry by default" % redis.__version__)
+    c = redis.Redis(host=server.host, port=server.port)
+    with server.faults.drop("EXEC", when="after", nth=1) as f:
+        pipe = c.pipeline(transaction=True)
+        pipe.incr("counter")
+        assert pipe.execute() == [2]
+    assert f.fired == 1 and c.get("counter") == b"2"
+    c.close()
+
+
 def test_drop_by_key_client_and_nth(server):
     w = client(server, "worker")
     o = client(server, "other")
