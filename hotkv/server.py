@@ -120,9 +120,9 @@ class Server:
     loading = _gate("loading")
     pause_check = _gate("pause_check")
     tracking_over = _gate("tracking_over")   # hotkv.tracking: the table is over its limit
-    repl_refuse = _gate("repl_refuse")   # min-replicas-to-write unmet (hotkv.replication)
     repl_check = _gate("repl_check")   # a replica: READONLY / MASTERDOWN (replication.replica)
     cluster = _gate("cluster")   # cluster-enabled: routing of every command (hotkv.cluster)
+    repl_refuse = _gate("repl_refuse")   # min-replicas-to-write unmet (hotkv.replication)
 
     def __init__(self, config: Config | dict | None = None):
         if not isinstance(config, Config):
@@ -152,9 +152,9 @@ class Server:
         self.loading = False
         self.active_expire_enabled = True     # DEBUG SET-ACTIVE-EXPIRE
         self.disk_error = None          # MISCONF text while the AOF cannot be written
-        self.repl_refuse = False        # NOREPLICAS: fewer good replicas than wanted
         self.maxmemory = 0
         self.acl_check = None           # set by the ACL module when users exist
+        self.repl_refuse = False        # NOREPLICAS: fewer good replicas than wanted
         self.command_table = _COMMAND_TABLE   # a copy when rename-command is used
         self.obuf_hard_normal = 0       # client-output-buffer-limit normal hard (hotkv.limits)
         # blocking
@@ -216,8 +216,8 @@ class Server:
         acl.init_server(self)                     # acl (may raise: aclfile errors)
         self.tracking = tracking.init_server(self)  # client-side caching (tracking_on)
         self.snapshots = Snapshots(self)          # SAVE/BGSAVE, save points (hotkv.snapshots)
-        self.repl = ReplState(self)               # replication ids, offset, backlog, replicas
         cluster_state.init_server(self)           # cluster (None unless cluster-enabled)
+        self.repl = ReplState(self)               # replication ids, offset, backlog, replicas
         self.aof_writer = None                    # the AOF while it is on (attach_aof)
         self.aof = None                           # the propagation sink (relink_propagation)
         self.aof_manager = AOF(self)
@@ -525,7 +525,6 @@ class Server:
     # ------------------------------------------------------------------
     def uptime(self) -> int:
         return int(time.time() - self.start_time)
-
 
 class _Tee:
     """Propagation to the AOF and then to the replicas (Valkey's order)."""
