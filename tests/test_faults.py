@@ -7,7 +7,8 @@ valkey-server 8.1.8's exact -OOM reply, restart with and without
 persistence); scoping (nothing leaks into the next test: the autouse
 fixture checks the dispatcher hook is off again); and two real queue
 libraries: an RQ job retried after an error injected on the second fetch
-of job input, and a dramatiq worker that survives a dropped connection.
+of job input, a dramatiq worker and a Celery worker that survive a dropped
+connection.
 
 No test asserts on time: a delay is long (60 s) and the test observes that
 the reply has not come while other clients are served, then ends the
@@ -489,6 +490,36 @@ def test_dramatiq_worker_survives_a_dropped_connection(server, monkeypatch):
     c = redis.Redis(host=server.host, port=server.port)
     assert c.llen("faults-test:default") == 0
     c.close()
+
+
+def test_celery_worker_survives_a_dropped_brpop(server):
+    import celery
+    from celery.contrib.testing.worker import start_worker
+    base = "redis://%s:%d" % (server.host, server.port)
+    app = celery.Celery("hotkv_faults", broker=base + "/3", backend=base + "/4",
+                        set_as_current=False)
+    app.conf.update(worker_hijack_root_logger=False, broker_connection_retry_on_startup=False)
+
+    @app.task
+    def add(x, y):
+        return x + y
+
+    with start_worker(app, perform_ping_check=False, pool="solo", concurrency=1,
+                      shutdown_timeout=10):
+        assert add.delay(1, 1).get(timeout=15) == 2
+        server.journal.start()
+        # The worker's next fetch loses its connection before it runs.
+        fault = server.faults.drop("BRPOP", keys="celery*", nth=1)
+        assert add.delay(2, 2).get(timeout=30) == 4
+        assert add.delay(3, 3).get(timeout=30) == 6
+        server.journal.stop()
+    app.close()
+    assert fault.fired == 1
+    fetches = server.journal.commands("BRPOP")
+    dropped = [e for e in fetches if e.fault == "drop"]
+    assert len(dropped) == 1
+    # It fetched again on a new connection.
+    assert any(e.client_id != dropped[0].client_id and e.seq > dropped[0].seq for e in fetches)
 
 
 def test_socket_module_sees_reset_on_refused_connection(server):
