@@ -13,8 +13,9 @@ anyio fixtures, and that an interrupted run (Ctrl-C, a crashed xdist
 worker) leaves no process and nothing listening.
 
 Cost: 6 pytest runs, 12 interpreters (the -n 4 run is 5), ~13 s of CPU in
-all; 15-20 s wall on 2 idle cores, up to ~50 s on the shared machine under
-load.  Every wait is bounded (RUN_TIMEOUT, _wait_records, _read_until).
+all (measured); the wall time was 33-54 s on the shared 2-core machine at
+load average 8-13, less on idle cores (not measured).  Every wait is
+bounded (RUN_TIMEOUT, _wait_records, _read_until).
 """
 
 import os
