@@ -528,7 +528,8 @@ _load_table()
 for _name in ("replicaof", "replica-read-only", "replica-serve-stale-data", "primaryauth",
               "primaryuser", "repl-timeout", "replica-priority", "replica-announced",
               "replica-announce-ip", "replica-announce-port", "tls-replication",
-              "tls-client-cert-file", "tls-client-key-file"):
+              "tls-client-cert-file", "tls-client-key-file",
+              "activerehashing"):      # (hotkv.server's cron: key-index resizes)
     PARAMS[_name].inert = False
 # Valkey's hidden settings: answered by exact name, never listed for a pattern.
 HIDDEN = frozenset(row[0] for row in HIDDEN_ROWS)

@@ -123,6 +123,15 @@ class KeyIndex:
         if self.old is not None:
             self._step(len(self.old))
 
+    def rehash(self, n: int) -> bool:
+        """Move up to n buckets of a pending resize (the server's cron, as
+        Valkey's activerehashing: a table nobody writes to still finishes
+        its resize, and SCAN then returns no duplicates); True while one is
+        still pending."""
+        if self.old is not None:
+            self._step(n)
+        return self.old is not None
+
     # -- changes -----------------------------------------------------------
     def add(self, key):
         """Index a key not already indexed."""

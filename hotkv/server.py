@@ -77,6 +77,8 @@ from .version import __version__
 
 log = logging.getLogger("hotkv")
 
+REHASH_BUCKETS = 1024    # key-index buckets moved per database per cron tick
+
 
 def _gate(name: str):
     """A server attribute the dispatcher must check before running a command.
@@ -510,6 +512,14 @@ class Server:
                     if db.active_expire(budget) * 4 < budget:
                         break
         latency.timed(self, "expire-cycle", start)
+        if self.config.values["activerehashing"]:
+            # Valkey's databasesCron: a resize of a key index left half done
+            # (no writes since) moves on, so SCAN stops returning duplicates.
+            for db in self.dbs:
+                if db.keyindex.old is not None:
+                    db.keyindex.rehash(REHASH_BUCKETS)
+                if db.volatile.old is not None:
+                    db.volatile.rehash(REHASH_BUCKETS)
         latency.cron(self)
         access.refresh_clocks(self)
         if self.prop_pending and self.current_client is None:

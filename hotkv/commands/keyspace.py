@@ -170,6 +170,14 @@ def parse_cursor(arg: bytes) -> int:
     return v
 
 
+def _rev64(v: int) -> int:
+    """The 64 bits of v reversed.  A keyindex position has only its top
+    bits set (as many as the table has buckets), so the reversed number is
+    as small as Valkey's reverse-binary cursors: clients that read a cursor
+    into a C int (valkey-cli --cluster import) can follow it."""
+    return int(format(v, "064b")[::-1], 2) if v else 0
+
+
 @command("scan", -2, "readonly", since="2.8.0")
 def scan(c, argv):
     """Incrementally iterate the keys space."""
@@ -207,7 +215,7 @@ def scan(c, argv):
             raise CommandError(errors.SYNTAX)
     db = c.db
     sampled: list = []
-    cursor = db.checked_keyindex().scan(cursor, count, sampled)
+    cursor = _rev64(db.checked_keyindex().scan(_rev64(cursor), count, sampled))
     data = db.data
     match = compile_glob(pattern) if pattern is not None else None
     out = []
