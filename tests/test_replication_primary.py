@@ -348,6 +348,7 @@ def test_min_replicas_to_write(hotkv_server_factory, replicas):
     rep = replicas(srv.port)
     assert synced(r, rep)
     assert wait_for(lambda: raw.call("SET", "a", "1") == b"+OK\r\n", 10)
+    assert raw.call("EVAL", "return redis.call('set', 'b', '2')", "0") == b"+OK\r\n"
     assert synced(r, rep) and rep.r.get("a") == b"1"
     rep.stop()
     assert wait_for(lambda: raw.call("SET", "a", "2").startswith(b"-NOREPLICAS"), 10)
@@ -412,7 +413,8 @@ WITHOUT_REPLICA = [
     ["MULTI"], ["WAIT", "0", "0"], ["SYNC"], ["PSYNC", "a", "b"], ["EXEC"],
     ["MULTI"], ["WAIT", "0", "0"], ["WAITAOF", "0", "0", "0"], ["EXEC"],
     ["CONFIG", "SET", "min-replicas-to-write", "1"], ["SET", "a", "b"], ["GET", "a"],
-    ["MULTI"], ["SET", "a", "b"], ["EXEC"],
+    ["MULTI"], ["SET", "a", "b"], ["EXEC"], ["EVAL", "return redis.call('set','x','y')", "0"],
+    ["EVAL", "#!lua\nreturn redis.call('set','x','y')", "0"],
     ["CONFIG", "SET", "min-replicas-to-write", "0"], ["SET", "a", "b"],
     ["EVAL", "return redis.call('wait','0','0')", "0"], ["PING"],
 ]

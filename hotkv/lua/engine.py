@@ -117,10 +117,9 @@ NOREPLICAS = "NOREPLICAS Not enough good replicas to write."
 
 
 def no_good_replicas(server) -> bool:
-    """min-replicas-to-write is set (with a max lag) and, hotkv having no
-    replicas, not met: Valkey's checkGoodReplicasStatus failing."""
-    values = server.config.values
-    return values["min-replicas-to-write"] > 0 and values["min-replicas-max-lag"] > 0
+    """min-replicas-to-write is set (with a max lag) and not met: Valkey's
+    checkGoodReplicasStatus failing (hotkv.replication keeps the gate)."""
+    return server.repl_refuse
 
 
 SHEBANG_FLAGS = {

@@ -84,6 +84,8 @@ class ReplState:
         """The server's cron (hz times a second)."""
         if self.primary is not None:
             self.primary.cron()
+        elif self.server.repl_refuse and self.role != "master":
+            self.server.repl_refuse = False   # a replica never answers NOREPLICAS
 
     def client_gone(self, c):
         """A replica connection closed (the server calls this for kind "replica")."""
