@@ -283,3 +283,66 @@ def test_xreadgroup_on_a_stream_the_restore_removes_gets_what_flushall_gives(
     got = _blocked_xreadgroup_outcome(server.host, server.port, r,
                                       lambda: server.restore(empty))
     assert got == want and len(got) == 1
+
+
+def _double(x):
+    return 2 * x
+
+
+def test_queue_libraries_find_their_jobs_again_after_a_restore(server, r):
+    """A seeded RQ queue and taskiq-redis stream, snapshotted; workers
+    consume everything; after the restore each library's own client sees
+    its jobs waiting again, and a worker runs them again."""
+    import asyncio
+
+    import redis
+    import rq
+    from taskiq_redis import RedisStreamBroker
+    conn = redis.Redis(host=server.host, port=server.port)
+    q = rq.Queue("default", connection=conn)
+    jobs = [q.enqueue(_double, i) for i in range(3)]
+    url = "redis://%s:%d/0" % (server.host, server.port)
+
+    def broker():
+        b = RedisStreamBroker(url, queue_name="tq", consumer_name="w", xread_block=100)
+
+        @b.task(task_name="noop")
+        async def noop(x):
+            return x
+        return b, noop
+
+    async def kick():
+        b, noop = broker()
+        await b.startup()
+        ids = [(await noop.kiq(i)).task_id for i in range(2)]
+        await b.shutdown()
+        return ids
+
+    async def consume(n):
+        b, _ = broker()
+        await b.startup()
+        listen = b.listen()
+        got = []
+        for _ in range(n):
+            m = await listen.__anext__()
+            got.append(m)
+            await m.ack()
+        await listen.aclose()
+        await b.shutdown()
+        return len(got)
+
+    kicked = asyncio.run(asyncio.wait_for(kick(), 20))
+    snap = server.snapshot()
+    rq.SimpleWorker([q], connection=conn).work(burst=True)
+    assert q.count == 0 and all(j.get_status(refresh=True) == "finished" for j in jobs)
+    assert asyncio.run(asyncio.wait_for(consume(2), 20)) == 2
+    assert server.inspect.taskiq("tq").queued == []
+    server.restore(snap)
+    assert q.job_ids == [j.id for j in jobs]
+    assert all(j.get_status(refresh=True) == "queued" for j in jobs)
+    tq = server.inspect.taskiq("tq")
+    assert [tq.jobs[e].id for e in tq.queued] == kicked and tq.in_flight == []
+    rq.SimpleWorker([q], connection=conn).work(burst=True)
+    assert [j.return_value(refresh=True) for j in jobs] == [0, 2, 4]
+    assert asyncio.run(asyncio.wait_for(consume(2), 20)) == 2
+    conn.close()
