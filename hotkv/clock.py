@@ -35,9 +35,9 @@ Invariants:
   with ``call_soon_threadsafe`` and the call returns once the server has
   acted on it (``moved``), so the next command sees the new time;
 * after a move, no key whose time has come is left (active expiry ran,
-  unless DEBUG SET-ACTIVE-EXPIRE 0 or CLIENT PAUSE holds it), no blocked
-  client whose deadline passed is still blocked, and the dispatcher's cached
-  command time is recomputed by the next command.
+  unless DEBUG SET-ACTIVE-EXPIRE 0, CLIENT PAUSE or being a replica holds
+  it), no blocked client whose deadline passed is still blocked, and the
+  dispatcher's cached command time is recomputed by the next command.
 """
 
 from __future__ import annotations

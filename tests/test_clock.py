@@ -5,18 +5,23 @@ Each test starts its own server (``hotkv_server_factory``) so a moved clock
 never leaks into another test.  Covered: TIME (and ``redis.call('TIME')``),
 TTL/PTTL/EXPIRETIME and SET EX/PX/EXAT, lazy and active expiry with its
 ``expired`` events and AOF DELs, blocking timeouts (BLPOP, BRPOP, BLMOVE,
-BZPOPMIN, XREAD BLOCK, XREADGROUP BLOCK; WAIT when the server has it),
-XPENDING idle, XCLAIM/XAUTOCLAIM min-idle, XINFO CONSUMERS seen/active
-times, XADD ``*`` IDs, OBJECT IDLETIME/FREQ, CLIENT LIST age/idle, CLIENT
+BZPOPMIN, XREAD BLOCK, XREADGROUP BLOCK, WAIT; also with the clock running
+an hour ahead), a blocked XREADGROUP whose stream expires, the idle-client
+``timeout``, XPENDING idle, XCLAIM/XAUTOCLAIM min-idle, XINFO CONSUMERS
+seen/active times, XADD ``*`` IDs, OBJECT IDLETIME/FREQ, CLIENT LIST age/idle, CLIENT
 PAUSE's end, slowlog/latency/MONITOR timestamps and INFO's clock fields;
 the same commands compared with valkey-server 8.1.8 over a real 0.4 s
 interval (Valkey waits, hotkv's clock is advanced); and real queue
 libraries: taskiq-redis's stream broker reclaiming a dead worker's message
 after advance(61), RQ's and Celery's results expiring after advance(61).
 
-No test waits for the time it tests: every wait is for a reply or a
-blocked-client count, bounded in count and in real time.  CI cost: about
-3 s on 2 cores (the one real sleep is the differential test's 0.4 s).
+Apart from the running clock's 0.2 s timeout, no test waits for the time it
+tests: every wait is for a reply or a blocked-client count, bounded in count
+and in real time; "nothing arrived" is checked over a short real read.  CI cost: about
+8 s on 2 cores, most of it the queue libraries (the one real sleep is the
+differential test's 0.4 s; the idle-timeout test waits for a cron scan, ~1 s).
+Each assertion was checked to fail with its time read put back on the wall
+clock (17 such mutations of the hunks that read the clock).
 """
 
 from __future__ import annotations
@@ -256,6 +261,18 @@ def test_a_frozen_clock_holds_a_short_timeout_until_advanced(srv, r):
         c.close()
 
 
+def test_a_running_clock_with_an_offset_times_out_in_real_time(srv, r):
+    """Running an hour ahead, a 0.2 s timeout still ends 0.2 s of real time
+    later (the timer counts on the clock's time, not the wall clock's)."""
+    srv.clock.advance(3600)
+    c = RawClient(srv.host, srv.port, timeout=5)
+    try:
+        c.send("BLPOP", "q", "0.2")
+        assert c.read_reply() == b"*-1\r\n"     # within the 5 s socket timeout
+    finally:
+        c.close()
+
+
 def test_blpop_30_returns_nil_after_advance_31_in_a_thread(srv, r):
     """The issue's example with a real client in a worker thread."""
     got = []
@@ -289,7 +306,7 @@ def test_wait_timeout_follows_the_clock(srv, r):
 
 
 def test_client_pause_ends_when_the_clock_passes_it(srv, r):
-    srv.clock.freeze()
+    srv.clock.freeze(1700000000)
     assert r.execute_command("CLIENT", "PAUSE", "60000", "WRITE")
     c = RawClient(srv.host, srv.port, timeout=5)
     try:
@@ -374,6 +391,29 @@ def test_client_list_age_and_idle(srv, r):
     other.close()
 
 
+def test_idle_clients_time_out_on_the_clock(srv, r):
+    """`timeout 100`: a client idle 101 s of the clock's time is closed by
+    the next cron (which counts idleness once a real second at most)."""
+    r.config_set("timeout", 100)
+    srv.clock.freeze()
+    idler = RawClient(srv.host, srv.port, timeout=5)
+    try:
+        assert idler.call("CLIENT", "SETNAME", "idler") == b"+OK\r\n"
+        srv.clock.advance(50)
+        assert b"name=idler" in r.execute_command("CLIENT", "LIST")
+        srv.clock.advance(51)
+        deadline = time.monotonic() + 5
+        for _ in range(500):     # the cron's scan: about 1 s of real time
+            if b"name=idler" not in r.execute_command("CLIENT", "LIST") \
+                    or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        assert b"name=idler" not in r.execute_command("CLIENT", "LIST")
+        assert idler.is_closed()
+    finally:
+        idler.close()
+
+
 def test_slowlog_latency_and_monitor_timestamps(srv, r):
     srv.clock.freeze(1700000000)
     r.config_set("slowlog-log-slower-than", 0)
@@ -398,7 +438,7 @@ def test_slowlog_latency_and_monitor_timestamps(srv, r):
 
 
 def test_info_keyspace_avg_ttl(srv, r):
-    srv.clock.freeze()
+    srv.clock.freeze(1700000000)
     r.set("a", "1", ex=100)
     srv.clock.advance(40)
     assert r.info("keyspace")["db0"]["avg_ttl"] == 60000
@@ -486,6 +526,37 @@ def test_same_replies_as_valkey_over_the_same_interval(srv, ref_server):
     for cmd, a, b in zip(SETUP + BLOCKERS + AFTER, ours, theirs):
         assert a == b, "%r:\n hotkv:  %r\n valkey: %r" % (cmd, a, b)
     assert len(ours) == len(theirs) == len(SETUP + BLOCKERS + AFTER)
+
+
+def test_blocked_xreadgroup_on_a_stream_that_expires(srv, ref_server):
+    """A consumer blocked on a stream whose TTL passes as the clock moves is
+    woken as Valkey wakes it when the stream disappears (there by DEL: the
+    same deleted-key path, without waiting on Valkey's expiry cycle)."""
+    def run(host, port, freeze, remove):
+        admin = RawClient(host, port, timeout=5)
+        c = RawClient(host, port, timeout=5)
+        try:
+            admin.call("FLUSHALL")
+            freeze()
+            admin.call("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+            admin.call("EXPIRE", "s", "10")
+            c.send("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">")
+            deadline = time.monotonic() + 5
+            for _ in range(500):
+                if b"blocked_clients:1\r\n" in admin.call("INFO", "clients") \
+                        or time.monotonic() > deadline:
+                    break
+                time.sleep(0.01)
+            remove(admin)
+            return [c.read_reply(), admin.call("EXISTS", "s")]
+        finally:
+            c.close()
+            admin.close()
+
+    theirs = run(ref_server.host, ref_server.port, lambda: None, lambda a: a.call("DEL", "s"))
+    ours = run(srv.host, srv.port, srv.clock.freeze, lambda a: srv.clock.advance(10))
+    assert ours == theirs
+    assert theirs[0].startswith(b"-NOGROUP No such key")   # re-run: the key is gone
 
 
 # -- real queue libraries ----------------------------------------------------------------------
