@@ -31,9 +31,7 @@ clock is installed, else the wall clock).
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import concurrent.futures
 import json
 import time
 from dataclasses import dataclass, field
@@ -46,28 +44,15 @@ from ..types.stream_ids import MAX_ID, id_bytes
 from ..types.table import TYPE_NAMES
 from ..types.zsets import ZSetValue
 from ..util import compile_glob
+from . import on_loop
 
 LOOP_TIMEOUT = 30.0     # seconds a test waits for the loop thread (a wedged server)
 
 
 def run_on_loop(server, fn, *args):
     """fn(*args) on ``server``'s event loop thread (a hotkv.server.Server);
-    its result, or its exception re-raised here."""
-    loop = server.loop
-    if loop is None or loop.is_closed() or asyncio._get_running_loop() is loop:
-        return fn(*args)
-    fut: concurrent.futures.Future = concurrent.futures.Future()
-
-    def run():
-        if not fut.set_running_or_notify_cancel():
-            return
-        try:
-            fut.set_result(fn(*args))
-        except BaseException as e:     # handed to the waiting thread
-            fut.set_exception(e)
-
-    loop.call_soon_threadsafe(run)
-    return fut.result(LOOP_TIMEOUT)
+    its result, or its exception re-raised here (hotkv.testing.on_loop)."""
+    return on_loop(server, lambda: fn(*args), LOOP_TIMEOUT)
 
 
 def now_ms(server) -> int:
