@@ -241,6 +241,7 @@ def test_celery_queued_delayed_in_flight_and_failed(server, r):
     now = [add.delay(i, i) for i in range(3)]
     later = add.apply_async((1, 1), countdown=600)
     mailq = add.apply_async((5, 5), queue="mail")
+    prio = add.apply_async((4, 4), priority=5)    # kombu's priority list celery\x06\x163
     with app.connection() as conn:
         ch = conn.default_channel
         msg = ch.basic_get("celery", no_ack=False)     # taken, not acked: in flight
@@ -252,7 +253,7 @@ def test_celery_queued_delayed_in_flight_and_failed(server, r):
         # kombu takes from the tail: the first task sent is the one taken
         assert taken == now[0].id
         c = state["celery"]
-        assert c.queued == [now[1].id, now[2].id]
+        assert c.queued == [now[1].id, now[2].id, prio.id]
         assert c.delayed == [later.id]
         assert abs(c.when[later.id] - (time.time() + 600) * 1000) < 60_000
         assert c.in_flight == [taken]
@@ -261,6 +262,12 @@ def test_celery_queued_delayed_in_flight_and_failed(server, r):
         assert c.jobs[now[1].id].args[0] == [1, 1]
         assert state["mail"].queued == [mailq.id]
         msg.ack()
+        # queued is the order kombu serves them in (priority lists after the bare one)
+        served = []
+        for _ in range(4):
+            m = ch.basic_get("celery", no_ack=True)
+            served.append(m.headers["id"])
+        assert [t for t in served if t != later.id] == c.queued
     assert server.inspect.celery()["celery"].in_flight == []
     app.close()
 
