@@ -216,7 +216,7 @@ class AclState:
             return
         if username is None:
             username = client.user.name if client.user is not None else b"default"
-        now = int(time.time() * 1000)
+        now = self.server.clock.ms()     # hotkv.clock, as the slowlog's timestamps
         if client.kind == "lua":
             # A script's call: Valkey logs the context "lua" and the info of the
             # client running the script (cmd=eval), not of the script's own client.
@@ -243,7 +243,7 @@ class AclState:
         del self.log[maxlen:]
 
     def log_reply(self, count: int):
-        now = int(time.time() * 1000)
+        now = self.server.clock.ms()
         out = []
         for e in self.log[:count]:
             out.append({

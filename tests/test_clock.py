@@ -437,6 +437,17 @@ def test_slowlog_latency_and_monitor_timestamps(srv, r):
         mon.close()
 
 
+def test_acl_log_timestamps_and_age(srv, r):
+    srv.clock.freeze(1700000000)
+    with pytest.raises(valkey.AuthenticationError):
+        r.execute_command("AUTH", "nobody", "wrong")
+    srv.clock.advance(30)
+    entry = r.acl_log()[0]
+    assert (entry["timestamp-created"], entry["timestamp-last-updated"]) == \
+        (1700000000000, 1700000000000)
+    assert float(entry["age-seconds"]) == 30.0
+
+
 def test_info_keyspace_avg_ttl(srv, r):
     srv.clock.freeze(1700000000)
     r.set("a", "1", ex=100)
