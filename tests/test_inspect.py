@@ -222,6 +222,7 @@ def test_rq_queued_scheduled_failed_finished(server, r):
     assert d.failed == [bad.id]
     assert sorted(d.other["finished"]) == sorted([done.id, peek.id])
     assert d.in_flight == []
+    assert d.states["scheduled"] == [later.id] and d.states["started"] == []
     assert d.jobs[waiting[0].id].name == waiting[0].description
     assert got["emails"].queued == [other.id]
     conn.close()
@@ -258,6 +259,7 @@ def test_celery_queued_delayed_in_flight_and_failed(server, r):
         assert abs(c.when[later.id] - (time.time() + 600) * 1000) < 60_000
         assert c.in_flight == [taken]
         assert c.failed == [now[2].id]
+        assert c.states["unacked"] == [taken] and c.states["FAILURE"] == [now[2].id]
         assert c.jobs[now[1].id].name == "t.add"
         assert c.jobs[now[1].id].args[0] == [1, 1]
         assert state["mail"].queued == [mailq.id]
@@ -293,6 +295,7 @@ def test_dramatiq_queued_delayed_in_flight_and_dead_lettered(server, r):
     assert w.in_flight == [ids[0]]
     assert w.failed == [ids[1]]
     assert w.delayed == [delayed.options["redis_message_id"]]
+    assert w.states["dead-lettered"] == [ids[1]] and w.states["unacked"] == [ids[0]]
     assert w.when[w.delayed[0]] == delayed.options["eta"]
     assert w.jobs[ids[2]].name == "job" and w.jobs[ids[2]].args == [2]
     consumer.ack(taken[0])
@@ -339,6 +342,7 @@ def test_taskiq_list_and_stream_brokers(server, r):
     st = server.inspect.taskiq("tq-stream")
     assert [st.jobs[e].id for e in st.in_flight] == sids[:1]
     assert [st.jobs[e].id for e in st.queued] == sids[1:]
+    assert st.states["pending"] == st.in_flight
     assert json.loads(taken.data)["task_id"] == sids[0]
     assert server.inspect.taskiq("missing") is None
 
@@ -419,6 +423,7 @@ def test_bullmq_waiting_delayed_active_failed(server, r):
     assert q.delayed == [ids["later"]]
     assert q.when[ids["later"]] == ids["due"]
     assert q.failed == [ids["bad"]] and q.in_flight == []
+    assert q.states["wait"] == q.queued and q.states["completed"] == []
     assert q.jobs[ids["w1"]].name == "send" and q.jobs[ids["w1"]].args == {"to": "a"}
     assert state["hold"].in_flight == [] and state["hold"].other["completed"] == [ids["held"]]
     assert server.inspect.bullmq(prefix="other") == {}

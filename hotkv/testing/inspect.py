@@ -179,13 +179,19 @@ class LibraryQueue:
     scheduled for later, with ``when[id]`` its due time in unix ms;
     ``in_flight``: taken, not finished; ``failed``: dead-lettered / failed.
     Other states a library names are in ``other`` under its own name (RQ's
-    "finished", BullMQ's "completed").  ``jobs[id]``: the job's record."""
+    "finished", BullMQ's "completed"); ``states`` has every state under the
+    library's own name (RQ: queued, scheduled, started, failed, finished,
+    deferred, canceled; Celery: queued, eta, unacked, FAILURE; dramatiq:
+    queued, delayed, unacked, dead-lettered; taskiq: queued, pending;
+    BullMQ: wait, paused, prioritized, active, delayed, failed, completed,
+    waiting-children).  ``jobs[id]``: the job's record."""
     name: str
     queued: list = field(default_factory=list)
     delayed: list = field(default_factory=list)
     in_flight: list = field(default_factory=list)
     failed: list = field(default_factory=list)
     other: dict = field(default_factory=dict)
+    states: dict = field(default_factory=dict)
     when: dict = field(default_factory=dict)
     jobs: dict = field(default_factory=dict)     # id -> Job
 
@@ -447,6 +453,8 @@ def _rq(server, db):
         q.other = {"finished": [m for m, _ in reg["finished"]],
                    "deferred": [m for m, _ in reg["deferred"]],
                    "canceled": [m for m, _ in reg["canceled"]]}
+        q.states = {"queued": q.queued, "scheduled": q.delayed, "started": q.in_flight,
+                    "failed": q.failed, **q.other}
         for jid in {*q.queued, *q.delayed, *q.in_flight, *q.failed,
                     *(j for ids in q.other.values() for j in ids)}:
             h = d.data.get(b"rq:job:" + jid.encode())
@@ -548,6 +556,9 @@ def _celery(server, db, backend_db):
                 q = out.setdefault(queue or "celery", LibraryQueue(name=queue or "celery"))
                 q.failed.append(tid)
                 q.jobs.setdefault(tid, Job(id=tid, queue=q.name, raw=meta))
+    for q in out.values():
+        q.states = {"queued": q.queued, "eta": q.delayed, "unacked": q.in_flight,
+                    "FAILURE": q.failed}
     return out
 
 
@@ -618,6 +629,9 @@ def _dramatiq(server, namespace, db):
                 job = _dramatiq_job(msgs.get(rid), name)
                 if job is not None:
                     q.jobs[jid] = job
+    for q in out.values():
+        q.states = {"queued": q.queued, "delayed": q.delayed, "unacked": q.in_flight,
+                    "dead-lettered": q.failed}
     return out
 
 
@@ -643,6 +657,7 @@ def _taskiq(server, key, db, group):
             q.queued.append(jid)
             if job is not None:
                 q.jobs[jid] = job
+        q.states = {"queued": q.queued}
         return q
     if type(value) is not Stream:
         raise TypeError("%r is a %s, not a taskiq queue" % (key, TYPE_NAMES[type(value)].decode()))
@@ -659,6 +674,7 @@ def _taskiq(server, key, db, group):
             q.queued.append(eid)
         elif i in pending:
             q.in_flight.append(eid)
+    q.states = {"queued": q.queued, "pending": q.in_flight}
     return q
 
 
@@ -694,6 +710,7 @@ def _bullmq(server, prefix, db):
         q.delayed = lists["delayed"]
         q.in_flight = lists["active"]
         q.failed = lists["failed"]
+        q.states = dict(lists)
         q.other = {"completed": lists["completed"],
                    "waiting-children": lists["waiting-children"],
                    "paused": lists["paused"], "prioritized": lists["prioritized"]}
