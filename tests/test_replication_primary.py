@@ -339,6 +339,26 @@ def test_backlog_too_small_full_resync(hotkv_server_factory, replicas):
 # ----------------------------------------------------------------------
 # Settings
 # ----------------------------------------------------------------------
+def test_replica_output_limit_drops_a_stuck_replica(hotkv_server_factory, replicas):
+    """client-output-buffer-limit's replica class: a replica that stops
+    reading is dropped once its output passes the hard limit; it comes back
+    and resyncs."""
+    srv = hotkv_server_factory(**FAST, **{"client-output-buffer-limit": "replica 256kb 0 0"})
+    r = client(srv)
+    rep = replicas(srv.port)
+    assert synced(r, rep)
+    rep.proc.send_signal(signal.SIGSTOP)
+    try:
+        value = "x" * 10000
+        for i in range(1000):                 # 10 MB: past the socket buffers too
+            r.set("k%d" % (i % 50), value)
+        assert wait_for(lambda: r.info("replication")["connected_slaves"] == 0, 10)
+        assert r.info("stats")["client_output_buffer_limit_disconnections"] >= 1
+    finally:
+        rep.proc.send_signal(signal.SIGCONT)
+    assert_equal(r, rep)
+
+
 def test_min_replicas_to_write(hotkv_server_factory, replicas):
     srv = hotkv_server_factory(**FAST, **{"min-replicas-to-write": 1})
     raw = RawClient(srv.host, srv.port)

@@ -30,7 +30,8 @@ what Valkey's replication.c does on the primary's side:
 * **Cron** -- ``cron()`` (the server's, hz times a second): PING into the
   stream every ``repl-ping-replica-period``; a newline each second to
   replicas waiting for their RDB (keepalive); replicas silent longer than
-  ``repl-timeout`` dropped; the good-replica count for
+  ``repl-timeout`` dropped, and those whose output passes the replica class
+  of ``client-output-buffer-limit``; the good-replica count for
   ``min-replicas-to-write`` (``server.repl_refuse``, a dispatch gate).
 * **WAIT / WAITAOF** -- a waiting client is blocked with hotkv.blocking's
   ``block`` on no key; ``REPLCONF GETACK *`` goes into the stream after the
@@ -53,7 +54,7 @@ import os
 import signal
 import time
 
-from .. import rdbfile
+from .. import limits, rdbfile
 from ..aof.files import _EXEC, _MULTI, _select, encode_into
 from ..blocking import BLOCKED, block, unblock
 from ..forkchild import die_with_parent, inherited_fds, load_prctl
@@ -68,6 +69,13 @@ _GETACK = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n"
 READ_CHUNK = 256 * 1024
 READS_PER_TURN = 16          # at most 4 MB of RDB per loop turn
 OUT_HIGH = 16 * 1024 * 1024  # stop reading the child while a replica holds this much
+
+
+def _replica_limits(value) -> tuple:
+    """(hard, soft, seconds) of the replica class of client-output-buffer-limit."""
+    if isinstance(value, str):
+        return limits.parse_output_limits(value).get("replica", (0, 0, 0))
+    return next((tuple(e[1:4]) for e in value if e[0] in ("replica", "slave")), (0, 0, 0))
 
 
 class ReplicaLink:
@@ -632,9 +640,12 @@ class Primary:
         self.last_second = now_m
         now = time.time()
         timeout = values["repl-timeout"]
+        hard, soft, secs = _replica_limits(values["client-output-buffer-limit"])
         for lk in list(repl.replicas):
             if lk.client.closed:
                 self.gone(lk.client)
+                continue
+            if lk.live and (hard or soft) and self._over_limit(lk, hard, soft, secs, now):
                 continue
             if lk.state == WAIT_BGSAVE_START or (lk.state == WAIT_BGSAVE_END
                                                  and not lk.eof_form):
@@ -644,6 +655,22 @@ class Primary:
                 lk.client.close()
                 self.gone(lk.client)
         self.refresh_good()
+
+    def _over_limit(self, lk, hard, soft, secs, now) -> bool:
+        """client-output-buffer-limit's replica class (checked once a second)."""
+        c = lk.client
+        size = c.output_size()
+        if (hard and size >= hard) or (soft and size >= soft and c.output_soft_since
+                                       and now - c.output_soft_since >= secs):
+            limits.output_limit_reached(self.server, c, size)
+            self.gone(c)
+            return True
+        if soft and size >= soft:
+            if not c.output_soft_since:
+                c.output_soft_since = now
+        else:
+            c.output_soft_since = 0.0
+        return False
 
     def stop(self):
         """At shutdown: the sync child goes."""
