@@ -163,6 +163,18 @@ def test_scripts_commands_are_not_targeted(server, raw):
         assert raw.call("SET", "k", "y") == b"-ERR no\r\n"
 
 
+def test_aof_replay_is_not_targeted(hotkv_server_factory):
+    s = hotkv_server_factory(appendonly=True, enable_debug_command="yes")
+    c = client(s)
+    c.pipeline(transaction=True).set("k", "v").incr("n").execute()
+    # The loader runs a MULTI block's commands through dispatch.call.
+    with s.faults.error("SET", message="ERR no") as f, s.journal as j:
+        assert c.execute_command("DEBUG", "LOADAOF")
+        assert c.get("k") == b"v" and c.get("n") == b"1"
+    assert f.fired == 0
+    assert ("set", "internal") in [(e.name, e.origin) for e in j.entries()]
+
+
 def test_blocked_command_matched_once_when_sent(server, raw_factory):
     waiter, pusher = raw_factory(), raw_factory()
     with server.faults.error("BLPOP", nth=2, message="ERR second blpop") as f:

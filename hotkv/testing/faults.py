@@ -37,9 +37,11 @@ What a per-command fault sees: the commands a client sends (a pipeline's
 each, MULTI's queued ones when EXEC runs them -- an ``error`` there becomes
 that command's entry in EXEC's reply, as a runtime error would), not the
 commands a script calls, and not the re-run of a blocked command when it is
-served (it was matched when it arrived).  ``delay`` and ``drop`` act on what
-the client sent only (EXEC as a whole, never a command inside it).  A fault
-on EXEC itself discards the transaction, as an aborted EXEC does.
+served (it was matched when it arrived), nor what the server runs itself (the
+AOF replayed by DEBUG LOADAOF, a replica's stream from its primary).
+``delay`` and ``drop`` act on what the client sent only (EXEC as a whole,
+never a command inside it).  A fault on EXEC itself discards the
+transaction, as an aborted EXEC does.
 
 ``restart(keep_data=True)``: stop and start on the same port (every client is
 disconnected).  With ``appendonly`` on or save points set the new server
@@ -289,6 +291,8 @@ class Faults:
         """``func``, or what runs instead of it when a fault fires."""
         if client.reprocessing:
             return func        # a blocked command served: it was matched when sent
+        if client.is_fake:
+            return func        # a script's, or the server's own (AOF replay, a replica's stream)
         if outer is None:
             if self._skip and client.id in self._skip:
                 self._skip.discard(client.id)   # a held command, now let through

@@ -12,7 +12,9 @@ the caller's), ``db``, ``argv`` (a tuple of bytes as sent), ``name`` (the
 command, lower case; a subcommand as ``client|setname``), ``time`` (the
 server's command time, seconds: the virtual clock's when it is set),
 ``origin`` ("client"; "exec" for a command EXEC ran; "script" for one a script
-called), ``fault`` (the kind of fault that fired on it, else None) and, with
+called; "internal" for a server-side client's: the AOF replayed by DEBUG
+LOADAOF, a replica's stream from its primary, a fixture's FLUSHALL),
+``fault`` (the kind of fault that fired on it, else None) and, with
 ``replies=True``, ``reply``: the exact bytes the client got (an error's
 ``-ERR ...`` line, EXEC's whole array, a blocked command's reply once it is
 served; None while it is blocked).
@@ -204,7 +206,8 @@ class Journal:
         full = self._full_hook
 
         def hook(client, cmd, argv, func, outer):
-            if outer is None and type(func) is not Injected and not client.reprocessing:
+            if (outer is None and type(func) is not Injected and not client.reprocessing
+                    and not client.is_fake):
                 extend((client.id, client.name, client.db.index, tuple(argv), cmd.name,
                         server.cmd_time_ms, "client", None))
                 return func
@@ -224,6 +227,8 @@ class Journal:
             owner, origin = client, "client"
         else:
             owner, origin = outer, "exec" if client.in_exec else "script"
+        if owner.is_fake:
+            origin = "internal"
         seq = len(self._log) // _STRIDE
         self._log.extend((owner.id, owner.name, client.db.index, tuple(argv), cmd.name,
                           self.server.cmd_time_ms, origin, fault))
