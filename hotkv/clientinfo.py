@@ -44,6 +44,8 @@ def user_name(cl) -> str:
 
 def client_flags(cl) -> str:
     f = "O" if cl in cl.server.monitors else ""
+    if cl.kind == "replica":      # Valkey lists a replica's S first
+        f = "S" + f
     if cl.channels or cl.patterns or cl.shard_channels:
         f += "P"
     if cl.multi:

@@ -275,6 +275,8 @@ def test_wait_and_role(hotkv_server_factory, replicas):
     p = r.pipeline(transaction=True)
     p.set("k2", "v").execute_command("WAIT", 5, 0)
     assert p.execute()[1] in (0, 1)           # inside MULTI: never blocks
+    listed = r.execute_command("CLIENT", "LIST", "TYPE", "replica").decode().split()
+    assert "flags=S" in listed and "cmd=replconf" in listed, listed
     role = r.execute_command("ROLE")
     assert role[0] == b"master" and len(role[2]) == 1
     assert role[2][0][:2] == [b"127.0.0.1", str(rep.port).encode()]
