@@ -19,8 +19,8 @@ freeing Python objects seldom lowers.  CPython has two allocators:
   invisible to malloc): CPython 3.11 counts only the *number* of blocks in
   use, ``sys.getallocatedblocks()``.  Their bytes are that number times the
   average block size ``calibrate`` measures (about 5 ms per 100 MB: at
-  most once a second for the cron while maxmemory is set and for INFO
-  memory, ten times a second while an eviction runs) from
+  most once a second for the cron while maxmemory is set, ten times a
+  second for INFO memory and while an eviction runs) from
   ``sys._debugmallocstats``'s "bytes in allocated blocks" -- exact at the
   measurement, and between two the new blocks count at the average.
 
@@ -34,7 +34,9 @@ used_memory over the growth of RSS was 0.99, 1.00 and 1.00; deleting half
 the keys, used_memory fell to 67%, 43% and 24% of its growth while RSS did
 not move (a Python dict keeps its table after deletions: strings fall least).
 The figure is process-wide (as the RSS was): servers embedded in one process
-share it.
+share it.  A server reports what was allocated since it started
+(``mark`` / ``used_since``, hotkv.eviction), not the interpreter's own
+memory.
 
 Cost: mallinfo2 walks malloc's free lists (about 1 us, up to a few hundred
 us on a heap fragmented by thousands of freed big values) and

@@ -189,7 +189,7 @@ def _info_memory(server):
     # What the allocators hold in use since the server started, plus a
     # nominal startup figure (hotkv.eviction, the figure maxmemory reads),
     # and the process's RSS: their ratio is the fragmentation.
-    used = server.eviction.used_memory()
+    used = server.eviction.used_memory(0.1)     # pymalloc's block size <= 0.1 s old
     resident = rss()
     peak = server.eviction.peak
     startup = STARTUP_USED
