@@ -22,9 +22,10 @@ lose its connections nor see a save it did not make.
 API (``EmbeddedServer.clock`` / ``AsyncEmbeddedServer.clock``):
 ``freeze(at=None)``, ``unfreeze()``, ``advance(seconds)`` (frozen or running:
 running is real time plus an offset), ``set(datetime | unix seconds)``,
-``reset()`` (back to real time); readings ``time()`` (float seconds),
-``ms()``, ``us()``, ``datetime()`` and ``monotonic()`` (for timeouts: moves
-with ``advance`` and with a forward ``set``, never backwards).  A naive
+``reset()`` (back to real time), ``adopt(other_clock)`` (a restarted
+server's); readings ``time()`` (float seconds), ``ms()``, ``us()``,
+``datetime()`` and ``monotonic()`` (for timeouts: moves with ``advance``
+and with a forward ``set``, never backwards).  A naive
 ``datetime`` is local time, as ``datetime.timestamp()`` reads it.
 
 Invariants:
@@ -183,6 +184,16 @@ class Clock:
             self.frozen_at = None
             self.offset = 0.0
             self.mono_offset = mono - _real_monotonic()
+        self._apply(change)
+        return self
+
+    def adopt(self, other: "Clock") -> "Clock":
+        """Take ``other``'s time (frozen or running, offset included): a server
+        started again in a test (restart) lives on in its predecessor's time."""
+        state = (other.offset, other.frozen_at, other.mono_offset, other.mono_frozen)
+
+        def change():
+            self.offset, self.frozen_at, self.mono_offset, self.mono_frozen = state
         self._apply(change)
         return self
 

@@ -475,6 +475,27 @@ def test_advance_from_the_servers_own_loop(hotkv_server_factory):
     assert asyncio.run(asyncio.wait_for(scenario(), 20)) == (0, (1700000011, 0))
 
 
+@pytest.mark.parametrize("persistence", [{}, {"appendonly": "yes"}], ids=["memory", "aof"])
+def test_a_restarted_server_lives_on_in_the_tests_time(hotkv_server_factory, persistence):
+    """restart(keep_data=True) (hotkv.testing.faults) keeps the clock: frozen
+    at the same instant, TTLs where they were, and a key whose time has come
+    meanwhile is gone."""
+    srv = hotkv_server_factory(**persistence)
+    if not hasattr(srv, "restart"):
+        pytest.skip("EmbeddedServer.restart (issue 16 item 2) is not there")
+    r = valkey.Valkey(host=srv.host, port=srv.port)
+    srv.clock.freeze(1700000000)
+    r.set("stays", "v", ex=100)
+    r.set("goes", "v", ex=10)
+    srv.clock.advance(5)
+    srv.restart()
+    assert srv.clock.frozen and r.time() == (1700000005, 0)
+    assert (r.ttl("stays"), r.ttl("goes")) == (95, 5)
+    srv.clock.advance(5)
+    assert r.exists("stays", "goes") == 1
+    r.close()
+
+
 # -- against Valkey over a real interval ---------------------------------------------------
 
 SETUP = [

@@ -507,9 +507,10 @@ def restart(embedded, keep_data: bool = True):
         if os.path.exists(rdb):
             os.remove(rdb)
     embedded.start()
+    embedded.server.clock.adopt(old.clock)   # a test's frozen/advanced time lives on
     if image:
         new = embedded.server
-        loaded = read_bytes(image, len(new.dbs))
+        loaded = read_bytes(image, len(new.dbs), old.clock.ms())
 
         def install():
             from ..rdbfile import install as put
