@@ -413,6 +413,9 @@ def test_restart_replays_the_aof(hotkv_server_factory):
     assert client(s).config_get("appendonly") == {"appendonly": "yes"}
     s.faults.restart(keep_data=False)
     assert client(s).get("n") is None
+    client(s).set("after", "1")
+    s.restart()       # the AOF says empty too (FLUSHALL was logged), then "after"
+    assert client(s).keys("*") == [b"after"]
 
 
 def test_clear_ends_everything(server, raw_factory):

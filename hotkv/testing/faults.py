@@ -47,8 +47,9 @@ transaction, as an aborted EXEC does.
 disconnected).  With ``appendonly`` on or save points set the new server
 loads what the old one wrote at shutdown (a real restart); without
 persistence the keyspace is carried over as an RDB image in memory.
-``keep_data=False`` starts empty, removing the AOF directory's files and the
-RDB file first.  Faults, the journal and CONFIG SET changes do not survive a
+``keep_data=False`` starts empty: FLUSHALL is the new server's first command
+(run as its own client), so the AOF and a save say empty too; no file is
+deleted.  Faults, the journal and CONFIG SET changes do not survive a
 restart (a new server object); settings given to ``EmbeddedServer`` do.
 
 Invariants: the rules are read by the dispatcher's hook on the loop thread
@@ -61,7 +62,6 @@ timer on the loop, never by sleeping.
 
 from __future__ import annotations
 
-import glob as _glob
 import os
 
 from .. import blocking
@@ -489,28 +489,18 @@ def restart(embedded, keep_data: bool = True):
             try:
                 write_dataset(old, fd)
                 size = os.lseek(fd, 0, os.SEEK_CUR)
-                os.lseek(fd, 0, os.SEEK_SET)
-                return os.read(fd, size) if size else b""
+                return b"".join(_read_all(fd, size))
             finally:
                 os.close(fd)
         image = on_loop(old, dump)
     port = values["port"]
-    directory = values["dir"]
     embedded.stop()
     if port:
         embedded.settings["port"] = port
-    if not keep_data:
-        aofdir = os.path.join(directory, values["appenddirname"])
-        for path in _glob.glob(os.path.join(_glob.escape(aofdir), "*")):
-            os.remove(path)
-        rdb = os.path.join(directory, values["dbfilename"])
-        if os.path.exists(rdb):
-            os.remove(rdb)
     embedded.start()
-    embedded.server.clock.adopt(old.clock)   # a test's frozen/advanced time lives on
     if image:
         new = embedded.server
-        loaded = read_bytes(image, len(new.dbs), old.clock.ms())
+        loaded = read_bytes(image, len(new.dbs))
 
         def install():
             from ..rdbfile import install as put
@@ -518,4 +508,18 @@ def restart(embedded, keep_data: bool = True):
                 db.clear()
             put(new, loaded)
         on_loop(new, install)
+    if not keep_data:
+        from .snapshot import run_commands
+        server = embedded.server
+        on_loop(server, lambda: run_commands(server, [[b"FLUSHALL"]]))
     return embedded
+
+
+def _read_all(fd: int, size: int):
+    pos = 0
+    while pos < size:
+        chunk = os.pread(fd, min(size - pos, 1 << 24), pos)
+        if not chunk:
+            raise OSError("short read of the restart image")
+        pos += len(chunk)
+        yield chunk
