@@ -8,16 +8,18 @@ the dispatcher takes from ``Clock.window``; active in the cron), TTL/PTTL/
 EXPIRETIME, SET EX/PX, TIME (also ``redis.call('TIME')`` in Lua), blocking
 timeouts, stream ``*`` IDs, XPENDING idle times and XCLAIM/XAUTOCLAIM
 min-idle, consumers' seen/active times, OBJECT IDLETIME/FREQ (the LRU/LFU
-clocks), CLIENT LIST age/idle, CLIENT PAUSE deadlines, slowlog, latency and
-MONITOR timestamps, INFO server_time_usec/lru_clock and the keyspace avg_ttl.
+clocks), CLIENT LIST age/idle and the idle-client ``timeout`` (one notion
+of idleness), CLIENT PAUSE deadlines, slowlog, latency, ACL LOG and MONITOR
+timestamps, INFO server_time_usec/lru_clock and the keyspace avg_ttl, which
+keys an AOF rewrite or an RDB load leaves out as expired.
 
 What stays on real time, on purpose: durations of real work (a command's
 microseconds, slowlog durations, latency samples, the busy-script limit,
 INFO uptime, fork/rewrite/load times), file events (LASTSAVE, save points,
 the RDB ``ctime`` field, AOF fsync and rewrite pacing), and the network's
-own protections (the client idle ``timeout``, output-buffer soft limits, the
-TLS handshake deadline): a test that advances the clock an hour must not
-lose its connections nor see a save it did not make.
+own machinery (output-buffer soft limits, the TLS handshake deadline,
+replication acks and lag): a test that advances the clock an hour must not
+see a save it did not make nor its replicas declared lagging.
 
 API (``EmbeddedServer.clock`` / ``AsyncEmbeddedServer.clock``):
 ``freeze(at=None)``, ``unfreeze()``, ``advance(seconds)`` (frozen or running:
