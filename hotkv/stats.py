@@ -58,6 +58,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 
 _SAMPLES = 16
@@ -132,6 +133,7 @@ _mallinfo2 = _load_mallinfo2()
 _blocks = sys.getallocatedblocks
 _DEFAULT_BLOCK = 64
 _CALIBRATE_EVERY = 1.0              # seconds between two measurements of the block size
+_redirect_lock = threading.Lock()
 _ALLOCATED = re.compile(rb"# bytes in allocated blocks\s*=\s*([\d,]+)")
 
 
@@ -179,7 +181,14 @@ def used_since(start: tuple) -> int:
 def _pymalloc_bytes():
     """pymalloc's "bytes in allocated blocks" (sys._debugmallocstats, which
     prints to the C stderr: fd 2 is pointed at a file for the call, and
-    anything else written there meanwhile is passed on), or None."""
+    anything else written there meanwhile is passed on), or None.  One
+    thread at a time (servers embedded in one process each have a loop
+    thread): two interleaved redirections would leave fd 2 on a file."""
+    with _redirect_lock:
+        return _pymalloc_bytes_locked()
+
+
+def _pymalloc_bytes_locked():
     try:
         sys.stderr.flush()
         saved = os.dup(2)
