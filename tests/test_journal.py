@@ -70,6 +70,15 @@ def test_entry_fields(server):
     c.close()
 
 
+def test_entry_time_is_the_servers_clock(server, raw):
+    with server.clock.freeze(1_700_000_000.5):
+        with server.journal as j:
+            raw.call("SET", "a", "1")
+            server.clock.advance(60)
+            raw.call("SET", "b", "1")
+    assert [e.time for e in j.entries()] == [1_700_000_000.5, 1_700_000_060.5]
+
+
 def test_replies_exact_bytes_resp2_resp3_errors_exec(server, raw):
     r3 = redis.Redis(host=server.host, port=server.port, protocol=3)
     r3.ping()
