@@ -12,7 +12,8 @@
   - ``delay(seconds, ...)``: the client's reply is held back ``seconds``
     (``at="reply"``: the command runs at once, its reply waits) or the
     command itself waits before it runs (``at="command"``); the client's
-    later commands wait behind it, other clients are served meanwhile;
+    later commands wait behind it, other clients are served meanwhile (real
+    seconds: the virtual clock, hotkv.clock, does not move a delay);
   - ``drop(...)``: the connection is closed before the command runs
     (``when="before"``) or after it ran but before its reply is sent
     (``when="after"``: "EXEC applied, the client never heard").  Replies to
@@ -22,8 +23,8 @@
   ``remove()``, ``matched`` (matching calls seen) and ``fired``.  Removing a
   delay hands the replies it holds over at once (a test ends a 60 s delay
   when it has seen what it wanted, without waiting for it).
-* server-wide: ``pause()`` (no command runs until ``resume()``: Valkey's
-  CLIENT PAUSE ALL, so CLIENT UNPAUSE ends it too), ``refuse_connections()``
+* server-wide: ``pause()`` (no command runs until it ends: Valkey's CLIENT
+  PAUSE ALL, so CLIENT UNPAUSE ends it too), ``refuse_connections()``
   (new connections are reset at once; open ones stay), ``drop_connections()``
   (every open connection is closed now), ``oom()`` / ``fill_memory()`` (the
   server acts as if used memory were over ``maxmemory``: commands that may
