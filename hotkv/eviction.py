@@ -190,6 +190,9 @@ class Evictor:
         used = self.read()
         if not limit or used <= limit:
             return self._metrics(EVICT_OK)
+        used -= self.not_counted()
+        if used <= limit:
+            return self._metrics(EVICT_OK)
         policy = server.config.values["maxmemory-policy"]
         if policy == "noeviction":
             return self._metrics(EVICT_FAIL)
@@ -202,7 +205,7 @@ class Evictor:
         result = EVICT_OK
         while True:
             if freed >= tofree:
-                used = self.read()        # the estimates said enough: check
+                used = self.read() - self.not_counted()   # the estimates said enough
                 if used <= limit:
                     break
                 tofree, freed = used - limit, 0
@@ -222,6 +225,20 @@ class Evictor:
             self.read()
             server.latency_sample("eviction-cycle", int((time.perf_counter() - start) * 1000))
         return self._metrics(result)
+
+    def not_counted(self) -> int:
+        """Valkey's freeMemoryGetNotCountedMemory: what replicas' output
+        buffers and the AOF buffer hold does not make keys go (evicting
+        would grow them further, with the DELs to send)."""
+        server = self.server
+        n = len(getattr(server.aof_manager, "buf", b""))
+        for cl in server.clients.values():
+            if getattr(cl, "kind", "") == "replica":
+                try:
+                    n += cl.output_size()
+                except Exception:    # a transport already gone
+                    pass
+        return n
 
     def _metrics(self, result: int) -> int:
         if result == EVICT_OK:

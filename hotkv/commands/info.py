@@ -227,7 +227,7 @@ def _info_memory(server):
         ("maxmemory_policy", server.config.values["maxmemory-policy"]),
         ("mem_fragmentation_ratio", "%.2f" % (resident / used if used else 1.0)),
         ("mem_fragmentation_bytes", resident - used),
-        ("mem_not_counted_for_evict", 0),
+        ("mem_not_counted_for_evict", server.eviction.not_counted()),
         ("mem_clients_normal", 0),
         ("mem_aof_buffer", 0),
         ("mem_allocator", "pymalloc"),
