@@ -376,6 +376,22 @@ def test_min_replicas_to_write(hotkv_server_factory, replicas):
     assert wait_for(lambda: raw.call("SET", "a", "2").startswith(b"-NOREPLICAS"), 10)
 
 
+def test_backlog_ttl_frees_the_backlog(hotkv_server_factory, replicas):
+    """repl-backlog-ttl seconds without a replica: the backlog goes, a new
+    replid starts, and writes no longer feed a stream (the no-replica path)."""
+    srv = hotkv_server_factory(**FAST, **{"repl-backlog-ttl": 1})
+    r = client(srv)
+    rep = replicas(srv.port)
+    assert synced(r, rep)
+    replid = r.info("replication")["master_replid"]
+    rep.stop()
+    assert wait_for(lambda: r.info("replication")["repl_backlog_active"] == 0, 10)
+    info = r.info("replication")
+    assert info["master_replid"] != replid and info["connected_slaves"] == 0
+    r.set("k", "v")
+    assert r.info("replication")["master_repl_offset"] == info["master_repl_offset"]
+
+
 def test_requirepass_masterauth(hotkv_server_factory, replicas):
     srv = hotkv_server_factory(**FAST, requirepass="s3cret")
     r = client(srv, password="s3cret")

@@ -31,7 +31,8 @@ what Valkey's replication.c does on the primary's side:
   stream every ``repl-ping-replica-period``; a newline each second to
   replicas waiting for their RDB (keepalive); replicas silent longer than
   ``repl-timeout`` dropped, and those whose output passes the replica class
-  of ``client-output-buffer-limit``; the good-replica count for
+  of ``client-output-buffer-limit``; the backlog freed (and the stream no
+  longer fed) after ``repl-backlog-ttl`` seconds without a replica; the good-replica count for
   ``min-replicas-to-write`` (``server.repl_refuse``, a dispatch gate).
 * **WAIT / WAITAOF** -- a waiting client is blocked with hotkv.blocking's
   ``block`` on no key; ``REPLCONF GETACK *`` goes into the stream after the
@@ -146,6 +147,7 @@ class Primary:
         self.getack_scheduled = False
         self.last_ping = time.monotonic()
         self.last_second = 0.0
+        self.no_replicas_since = time.monotonic()
         self.good = 0
         self.sync_full = 0
         self.sync_partial_ok = 0
@@ -639,6 +641,18 @@ class Primary:
             return
         self.last_second = now_m
         now = time.time()
+        ttl = values["repl-backlog-ttl"]
+        if repl.replicas or repl.backlog is None or repl.role != "master":
+            self.no_replicas_since = now_m
+        elif ttl and now_m - self.no_replicas_since > ttl:
+            # Nobody can PSYNC from it any more: writes stop feeding it.
+            self.flush()
+            repl.backlog = None
+            repl.replid = os.urandom(20).hex()
+            repl.clear_replid2()
+            server.relink_propagation()
+            log.info("Replication backlog freed after %d seconds without connected replicas.",
+                     ttl)
         timeout = values["repl-timeout"]
         hard, soft, secs = _replica_limits(values["client-output-buffer-limit"])
         for lk in list(repl.replicas):
