@@ -226,6 +226,21 @@ class Evictor:
             server.latency_sample("eviction-cycle", int((time.perf_counter() - start) * 1000))
         return self._metrics(result)
 
+    def clients_memory(self) -> dict:
+        """INFO's mem_clients_normal / mem_clients_slaves: per client 16 KB
+        (Valkey's reply buffer) plus its query and output buffers, as
+        CLIENT LIST's tot-mem counts it (hotkv.clientinfo)."""
+        out = {"normal": 0, "replica": 0}
+        for cl in self.server.clients.values():
+            parser = getattr(cl, "parser", None)
+            try:
+                mem = 16384 + cl.output_size() + (parser.pending if parser is not None else 0)
+            except Exception:    # a transport already gone
+                mem = 16384
+            kind = "replica" if getattr(cl, "kind", "") == "replica" else "normal"
+            out[kind] += mem
+        return out
+
     def not_counted(self) -> int:
         """Valkey's freeMemoryGetNotCountedMemory: what replicas' output
         buffers and the AOF buffer hold does not make keys go (evicting

@@ -196,6 +196,7 @@ def _info_memory(server):
     total = _total_system_memory()
     maxmemory = server.config.values["maxmemory"]
     lua = memory_info(server)
+    clients_mem = server.eviction.clients_memory()
     return [
         ("used_memory", used),
         ("used_memory_human", bytes_to_human(used)),
@@ -228,8 +229,9 @@ def _info_memory(server):
         ("mem_fragmentation_ratio", "%.2f" % (resident / used if used else 1.0)),
         ("mem_fragmentation_bytes", resident - used),
         ("mem_not_counted_for_evict", server.eviction.not_counted()),
-        ("mem_clients_normal", 0),
-        ("mem_aof_buffer", 0),
+        ("mem_clients_slaves", clients_mem["replica"]),
+        ("mem_clients_normal", clients_mem["normal"]),
+        ("mem_aof_buffer", len(getattr(server.aof_manager, "buf", b""))),
         ("mem_allocator", "pymalloc"),
         ("lazyfree_pending_objects", server.lazyfree_pending),    # hotkv.lazyfree
         ("lazyfreed_objects", server.lazyfreed_objects),
