@@ -684,6 +684,43 @@ def test_killed_link_resumes_with_partial_resync(primaries, hotkv_server_factory
     assert dp == dr
 
 
+def test_failover_to_a_promoted_valkey_replica_is_a_partial_resync(primaries,
+                                                                    hotkv_server_factory):
+    """PSYNC2 across a failover: hotkv and a valkey replica follow primary A;
+    the valkey replica is promoted (its replid2 is A's); REPLICAOF to it
+    continues hotkv's history with +CONTINUE <new replid>, no full sync."""
+    prim = primaries()
+    p = prim.client()
+    p.set("before", 1)
+    s, r = _start_replica(hotkv_server_factory, prim)
+    b = primaries()            # becomes the replica, then the new primary
+    bc = valkey.Valkey(port=b.port)
+    bc.execute_command("REPLICAOF", "127.0.0.1", prim.port)
+    assert wait_for(lambda: bc.info("replication")["master_link_status"] == "up", 15)
+    p.rpush("list", *range(100))
+    assert _caught_up(p, 2)
+    old_replid = p.info("replication")["master_replid"]
+    link = _replica_link(s)
+    assert wait_for(lambda: link.reploff == p.info("replication")["master_repl_offset"]
+                    and bc.info("replication")["slave_repl_offset"] == link.reploff, 10)
+    prim.stop()
+    assert bc.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+    assert r.execute_command("REPLICAOF", "127.0.0.1", b.port) == b"OK"
+    assert wait_for(lambda: _linked(s), 15)
+    assert bc.info("stats")["sync_partial_ok"] == 1 and bc.info("stats")["sync_full"] == 0
+    new = bc.info("replication")
+    assert link is not _replica_link(s)
+    link = _replica_link(s)
+    assert link.partial_syncs == 1 and link.full_syncs == 0
+    assert s.server.repl.replid == new["master_replid"]
+    assert s.server.repl.replid2 == old_replid
+    bc.set("after-failover", 1)
+    assert _caught_up(bc)
+    assert r.get("after-failover") == b"1"
+    dp, dr = _equal_digests(bc, r)
+    assert dp == dr
+
+
 def test_replicaof_no_one_keeps_every_key(primaries, hotkv_server_factory):
     prim = primaries()
     p = valkey.Valkey(port=prim.port, single_connection_client=True)
