@@ -499,9 +499,10 @@ def restart(embedded, keep_data: bool = True):
     if port:
         embedded.settings["port"] = port
     embedded.start()
+    embedded.server.clock.adopt(old.clock)   # a test's frozen/advanced time lives on
     if image:
         new = embedded.server
-        loaded = read_bytes(image, len(new.dbs))
+        loaded = read_bytes(image, len(new.dbs), old.clock.ms())
 
         def install():
             from ..rdbfile import install as put
