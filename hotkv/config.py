@@ -531,8 +531,14 @@ for _name in ("replicaof", "replica-read-only", "replica-serve-stale-data", "pri
               "tls-client-cert-file", "tls-client-key-file",
               "activerehashing"):      # (hotkv.server's cron: key-index resizes)
     PARAMS[_name].inert = False
+# hotkv's own settings (not Valkey's): the dashboard and metrics HTTP port
+# (hotkv.http; 0 = off) and how many keys /metrics gives series to.  Listed by
+# exact name only, as the hidden ones, so CONFIG GET * stays Valkey's.
+param("http-port", "int", 0, lo=0, hi=65535)
+param("http-metrics-top-keys", "int", 50, lo=0, hi=100000)
+OWN_SETTINGS = frozenset({"http-port", "http-metrics-top-keys"})
 # Valkey's hidden settings: answered by exact name, never listed for a pattern.
-HIDDEN = frozenset(row[0] for row in HIDDEN_ROWS)
+HIDDEN = frozenset(row[0] for row in HIDDEN_ROWS) | OWN_SETTINGS
 
 
 class Config:

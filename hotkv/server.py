@@ -298,6 +298,8 @@ class Server:
             self.snapshots.shutdown_save()
         self.aof_manager.stop(final=True)
         self.repl.shutdown()
+        from . import http
+        http.detach(self)
         if self.replica_link is not None:
             self.replica_link.stop()
 
@@ -443,6 +445,8 @@ class Server:
     # ------------------------------------------------------------------
     def attach_loop(self, loop):
         self.loop = loop
+        from . import http   # http-port: the dashboard and /metrics (hotkv.http)
+        http.attach(self)
 
     def wake(self):
         """Make sure before_sleep runs at the end of this loop turn."""

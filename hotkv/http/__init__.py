@@ -1,0 +1,58 @@
+"""hotkv's HTTP port (issue 19): ``http-port`` (0 = off, the default; a
+config-file setting, ``hotkv serve --http-port N`` and CONFIG SET) serves a
+live dashboard of the server and its queues at ``/``, the same data as JSON
+at ``/api/state`` and Prometheus metrics in redis_exporter's names at
+``/metrics``.  h11 parses HTTP: it is the optional extra ``hotkv[dashboard]``
+(``pip install 'hotkv[dashboard]'``); without it setting http-port fails
+with a message saying so, and nothing else in hotkv needs it.
+
+The server calls ``attach(server)`` once its loop is known (Server.attach_loop)
+and ``detach(server)`` at shutdown.  Invariant: with http-port 0 nothing runs
+(no socket, no timer, no sampling); changing it stops the old listener and
+starts the new one, and a port that cannot be served (in use, refused by the
+protected-mode rule of hotkv.http.auth, h11 missing) fails the CONFIG SET
+(or the start) with the reason and leaves the previous state.
+"""
+
+from __future__ import annotations
+
+from ..config import ConfigError
+
+
+def _start(server, port: int):
+    try:
+        from .server import HttpService
+    except ImportError as e:   # h11 not installed
+        raise ConfigError("http-port needs the h11 package: pip install 'hotkv[dashboard]' "
+                          "(%s)" % e) from None
+    svc = HttpService(server, port)
+    svc.start()
+    return svc
+
+
+def set_port(server, port: int):
+    """CONFIG SET http-port (and the start): serve ``port``, 0 = stop."""
+    old = getattr(server, "http", None)
+    if old is not None and old.port == port:
+        return
+    new = _start(server, port) if port else None   # raises before the old one stops
+    if old is not None:
+        old.stop()
+    server.http = new
+
+
+def attach(server):
+    server.http = None
+    server.config.listeners["http-port"] = lambda v: set_port(server, v)
+    if server.config.values["http-port"]:
+        set_port(server, server.config.values["http-port"])
+
+
+def detach(server):
+    svc = getattr(server, "http", None)
+    if svc is not None:
+        svc.stop()
+        server.http = None
+
+
+__all__ = ["attach", "detach", "set_port"]

@@ -1,0 +1,405 @@
+"""What the dashboard, ``/api/state`` and ``/metrics`` show: one snapshot of a
+server (its INFO fields, keyspace, the lists and streams that look like
+queues, the queue libraries' queues under their own names, slowlog, latency
+events) and the history the plots draw (``Sampler``).
+
+Invariants:
+* everything here runs on the server's loop thread, between two commands,
+  and reads without changing anything (the readers of ``hotkv.queues``: no
+  lazy expiry, no hit/miss, no access time);
+* the work of one snapshot is bounded: at most ``SCAN_LIMIT`` keys of a
+  database are looked at to find lists and streams, the library layouts are
+  read only in a database of at most ``LIBRARY_SCAN_LIMIT`` keys, only the
+  ``http-metrics-top-keys`` deepest lists and streams are reported, and the
+  snapshot is taken at most once a second unless a caller asks for a fresh
+  one (``Sampler.current``);
+* the history is in memory and bounded: ``HISTORY`` one-second samples
+  (5 minutes) of the server's rates and of each reported queue's depth.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import json
+import time
+from collections import deque
+
+from .. import queues
+from ..commands.info import info_text
+from ..types.lists import ListValue
+from ..types.stream import Stream
+
+SCAN_LIMIT = 200_000          # keys of one db looked at to find lists and streams
+LIBRARY_SCAN_LIMIT = 100_000  # library layouts are read in dbs no bigger than this
+HISTORY = 300                 # one-second samples kept for the plots
+MAX_CONSUMERS = 50            # consumers listed per stream group
+SLOWLOG_SHOWN = 10
+
+# Commands that put a job in / take one out: the server-wide enqueue and
+# dequeue rates are the rates of their calls (INFO commandstats).
+ENQUEUE_CMDS = ("lpush", "rpush", "lpushx", "rpushx", "xadd", "zadd")
+DEQUEUE_CMDS = ("lpop", "rpop", "blpop", "brpop", "lmove", "blmove", "rpoplpush",
+                "brpoplpush", "lmpop", "blmpop", "xreadgroup", "bzpopmin", "zpopmin")
+
+
+def parse_info(text: str) -> dict:
+    """INFO's text -> {section: {field: value}} (values as text)."""
+    out: dict = {}
+    section = out.setdefault("", {})
+    for line in text.splitlines():
+        if line.startswith("# "):
+            section = out.setdefault(line[2:].strip().lower(), {})
+        elif ":" in line:
+            k, v = line.split(":", 1)
+            section[k] = v
+    return out
+
+
+def kv_fields(value: str) -> dict:
+    """``a=1,b=2`` (INFO keyspace / commandstats values) -> dict of text."""
+    return dict(p.split("=", 1) for p in value.split(",") if "=" in p)
+
+
+def _num(v, default=0):
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return default
+    return int(f) if f.is_integer() else f
+
+
+# -- job timestamps -------------------------------------------------------
+
+def _iso_seconds(text) -> float | None:
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("ascii", "replace")
+    try:
+        when = datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return when.timestamp()
+
+
+def _epoch(v) -> float | None:
+    """A number of seconds or milliseconds since the epoch -> seconds."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return _iso_seconds(v) if isinstance(v, (str, bytes)) else None
+    return f / 1000 if f > 1e11 else f
+
+
+_TIME_FIELDS = ("enqueued_at", "timestamp", "message_timestamp", "created_at", "enqueued",
+                "ts", "time")
+
+
+def item_time(raw) -> float | None:
+    """When a list item was made, if it is a JSON object carrying a time
+    under a usual name (a job record); else None (unknown)."""
+    if not isinstance(raw, (bytes, bytearray)) or len(raw) > 65536 or raw[:1] != b"{":
+        return None
+    try:
+        obj = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    for name in _TIME_FIELDS:
+        if name in obj:
+            return _epoch(obj[name])
+    return None
+
+
+def _job_time(library: str, job) -> float | None:
+    raw = job.raw if job is not None else None
+    if not isinstance(raw, dict):
+        return None
+    if library == "rq":
+        v = raw.get("enqueued_at") or raw.get("created_at")
+        return _iso_seconds(v) if v else None
+    if library == "bullmq":
+        return _epoch(raw.get("timestamp"))
+    if library == "dramatiq":
+        return _epoch(raw.get("message_timestamp"))
+    return None   # celery, taskiq: their messages carry no enqueue time
+
+
+# -- the snapshot ---------------------------------------------------------
+
+def _db_scan(server, db, now_ms: int):
+    """(lists, streams, type counts) of one db: at most SCAN_LIMIT keys."""
+    d = server.dbs[db]
+    exp = d.expires
+    lists, streams, types = [], [], {}
+    for key, value in itertools.islice(d.data.items(), SCAN_LIMIT):
+        if exp and exp.get(key, now_ms + 1) <= now_ms:
+            continue
+        t = type(value)
+        name = t.__name__
+        types[name] = types.get(name, 0) + 1
+        if t is ListValue:
+            lists.append((len(value), key))
+        elif t is Stream:
+            streams.append((len(value), key))
+    return lists, streams, types
+
+
+_TYPE_LABELS = {"bytes": "string", "bytearray": "string", "ListValue": "list",
+                "HashValue": "hash", "SetValue": "set", "ZSetValue": "zset",
+                "Stream": "stream"}
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "backslashreplace")
+
+
+def _list_view(server, db, key, now_s):
+    value = server.dbs[db].data[key]
+    # Producers LPUSH and consumers take from the right (BRPOP, BLMOVE
+    # RIGHT): the oldest item is the tail, the usual Redis queue.
+    when = item_time(value[-1]) if len(value) else None
+    return {"db": db, "key": _text(key), "depth": len(value),
+            "blocked": len(server.dbs[db].blocking.get(key) or ()),
+            "oldest_age_s": None if when is None else max(0.0, round(now_s - when, 3))}
+
+
+def _stream_view(server, db, key):
+    info = queues._stream(server, key, db)
+    groups = []
+    for g in info.groups.values():
+        consumers = [{"name": _text(c.name), "pending": c.pending, "idle_ms": c.idle_ms,
+                      "inactive_ms": c.inactive_ms}
+                     for c in itertools.islice(g.consumers.values(), MAX_CONSUMERS)]
+        op = g.oldest_pending
+        groups.append({
+            "name": _text(g.name), "lag": g.lag, "pending": g.pending,
+            "last_delivered_id": g.last_delivered_id, "entries_read": g.entries_read,
+            "consumers": consumers, "consumer_count": len(g.consumers),
+            "oldest_pending": None if op is None else {
+                "id": op.id, "consumer": _text(op.consumer), "idle_ms": op.idle_ms,
+                "deliveries": op.deliveries}})
+    return {"db": db, "key": _text(key), "length": info.length, "first_id": info.first_id,
+            "last_id": info.last_id, "entries_added": info.entries_added,
+            "blocked": info.waiting_consumers, "groups": groups}
+
+
+_LIBRARIES = (
+    ("rq", lambda s, db: queues._rq(s, db)),
+    ("celery", lambda s, db: queues._celery(s, db, db)),
+    ("dramatiq", lambda s, db: queues._dramatiq(s, "dramatiq", db)),
+    ("bullmq", lambda s, db: queues._bullmq(s, "bull", db)),
+    ("taskiq", lambda s, db: ({"taskiq": q} if (q := _taskiq(s, db)) is not None else {})),
+)
+
+
+def _taskiq(server, db):
+    try:
+        return queues._taskiq(server, b"taskiq", db, b"taskiq")
+    except TypeError:   # a key named "taskiq" that is not a queue
+        return None
+
+
+def _library_views(server, db, now_s):
+    out = []
+    for library, read in _LIBRARIES:
+        try:
+            found = read(server, db)
+        except Exception:   # a key layout half written by a client: shown next time
+            continue
+        for name, q in sorted(found.items()):
+            oldest = q.queued[0] if q.queued else None
+            when = _job_time(library, q.jobs.get(oldest)) if oldest is not None else None
+            out.append({
+                "library": library, "db": db, "name": name,
+                "queued": len(q.queued), "delayed": len(q.delayed),
+                "in_flight": len(q.in_flight), "failed": len(q.failed),
+                "states": {k: len(v) for k, v in q.states.items()},
+                "oldest_age_s": None if when is None else max(0.0, round(now_s - when, 3))})
+    return out
+
+
+def _server_view(info: dict, server) -> dict:
+    srv, cl, mem = info.get("server", {}), info.get("clients", {}), info.get("memory", {})
+    st, per, repl = info.get("stats", {}), info.get("persistence", {}), info.get("replication", {})
+    return {
+        "version": srv.get("redis_version"), "hotkv_version": server.version,
+        "uptime_s": _num(srv.get("uptime_in_seconds")), "port": _num(srv.get("tcp_port")),
+        "role": repl.get("role"), "connected_replicas": _num(repl.get("connected_slaves")),
+        "clients": _num(cl.get("connected_clients")),
+        "blocked_clients": _num(cl.get("blocked_clients")),
+        "used_memory": _num(mem.get("used_memory")),
+        "used_memory_human": mem.get("used_memory_human"),
+        "maxmemory": _num(mem.get("maxmemory")),
+        "maxmemory_policy": mem.get("maxmemory_policy"),
+        "ops_per_sec": _num(st.get("instantaneous_ops_per_sec")),
+        "total_commands": _num(st.get("total_commands_processed")),
+        "keyspace_hits": _num(st.get("keyspace_hits")),
+        "keyspace_misses": _num(st.get("keyspace_misses")),
+        "expired_keys": _num(st.get("expired_keys")),
+        "evicted_keys": _num(st.get("evicted_keys")),
+        "aof": {"enabled": per.get("aof_enabled") == "1",
+                "rewrite_in_progress": per.get("aof_rewrite_in_progress") == "1",
+                "last_write_status": per.get("aof_last_write_status"),
+                "last_bgrewrite_status": per.get("aof_last_bgrewrite_status")},
+        "rdb": {"changes_since_last_save": _num(per.get("rdb_changes_since_last_save")),
+                "last_save_time": _num(per.get("rdb_last_save_time")),
+                "bgsave_in_progress": per.get("rdb_bgsave_in_progress") == "1",
+                "last_bgsave_status": per.get("rdb_last_bgsave_status")},
+    }
+
+
+def _slowlog(server) -> list:
+    out = []
+    for e in itertools.islice(getattr(server, "slowlog", ()), SLOWLOG_SHOWN):
+        out.append({"id": e.id, "time": e.time, "usec": e.usec,
+                    "args": [_text(a)[:80] for a in e.argv[:8]]})
+    return out
+
+
+def _latency(server) -> list:
+    out = []
+    for name, series in sorted(getattr(server, "latency_events", {}).items()):
+        if series.samples:
+            t, ms = series.samples[-1]
+            out.append({"event": name, "time": t, "latest_ms": ms, "max_ms": series.max})
+    return out
+
+
+def snapshot(server, top_n: int) -> dict:
+    """One snapshot of ``server`` (see the module docstring)."""
+    now_ms = queues.now_ms(server)
+    now_s = now_ms / 1000
+    info_raw = info_text(server, ("all",)).decode("utf-8", "replace")
+    info = parse_info(info_raw)
+    keyspace, lists, streams, libraries = [], [], [], []
+    for db in range(len(server.dbs)):
+        if not server.dbs[db].data:
+            continue
+        found_lists, found_streams, types = _db_scan(server, db, now_ms)
+        ks = kv_fields(info.get("keyspace", {}).get("db%d" % db, ""))
+        keyspace.append({"db": db, "keys": _num(ks.get("keys")),
+                         "expires": _num(ks.get("expires")),
+                         "types": {_TYPE_LABELS.get(k, k): v for k, v in types.items()}})
+        lists.extend((n, db, k) for n, k in found_lists)
+        streams.extend((n, db, k) for n, k in found_streams)
+        if len(server.dbs[db].data) <= LIBRARY_SCAN_LIMIT:
+            libraries.extend(_library_views(server, db, now_s))
+    lists.sort(key=lambda t: (-t[0], t[1], t[2]))
+    streams.sort(key=lambda t: (-t[0], t[1], t[2]))
+    cmdstats = {k[len("cmdstat_"):]: _num(kv_fields(v).get("calls"))
+                for k, v in info.get("commandstats", {}).items()}
+    return {
+        "time": now_s,
+        "server": _server_view(info, server),
+        "keyspace": keyspace,
+        "lists": [_list_view(server, db, k, now_s) for _, db, k in lists[:top_n]],
+        "lists_total": len(lists),
+        "streams": [_stream_view(server, db, k) for _, db, k in streams[:top_n]],
+        "streams_total": len(streams),
+        "libraries": libraries,
+        "slowlog": _slowlog(server),
+        "latency": _latency(server),
+        "enqueue_calls": sum(cmdstats.get(c, 0) for c in ENQUEUE_CMDS),
+        "dequeue_calls": sum(cmdstats.get(c, 0) for c in DEQUEUE_CMDS),
+        "info": info,
+    }
+
+
+class Sampler:
+    """The latest snapshot and the history of the plots: ``sample()`` once a
+    second (the HTTP listener's timer, only while http-port is on) takes a
+    snapshot and appends to bounded ring buffers; ``current()`` gives the
+    latest (taking one if it is older than ``max_age``)."""
+
+    def __init__(self, server):
+        self.server = server
+        self.last: dict | None = None
+        self.last_at = 0.0
+        self.times: deque = deque(maxlen=HISTORY)
+        self.series = {name: deque(maxlen=HISTORY)
+                       for name in ("ops", "enqueue", "dequeue", "memory", "clients")}
+        self.depths: dict = {}       # "db:key" -> deque of depths (queues reported now)
+        self.rates: dict = {}        # "db:key" -> latest net depth change per second
+
+    def top_n(self) -> int:
+        return self.server.config.values["http-metrics-top-keys"]
+
+    def current(self, max_age: float = 1.0) -> dict:
+        if self.last is None or time.monotonic() - self.last_at > max_age:
+            self.sample()
+        return self.last
+
+    def sample(self) -> dict:
+        snap = snapshot(self.server, self.top_n())
+        prev, prev_at = self.last, self.last_at
+        now = time.monotonic()
+        dt = now - prev_at if prev is not None else 0.0
+        self._rates(snap, prev, dt)
+        self.times.append(round(snap["time"], 3))
+        s = snap["server"]
+        self.series["ops"].append(s["ops_per_sec"])
+        self.series["enqueue"].append(snap["enqueue_rate"])
+        self.series["dequeue"].append(snap["dequeue_rate"])
+        self.series["memory"].append(s["used_memory"])
+        self.series["clients"].append(s["clients"])
+        keep = {}
+        for q in snap["lists"]:
+            name = "%d:%s" % (q["db"], q["key"])
+            ring = self.depths.get(name)
+            if ring is None:   # a queue new to the report: its past is zeros
+                ring = deque([None] * (len(self.times) - 1), maxlen=HISTORY)
+            ring.append(q["depth"])
+            keep[name] = ring
+        for st in snap["streams"]:
+            name = "%d:%s" % (st["db"], st["key"])
+            ring = self.depths.get(name) or deque([None] * (len(self.times) - 1),
+                                                  maxlen=HISTORY)
+            ring.append(st["length"])
+            keep[name] = ring
+        self.depths = keep
+        self.last, self.last_at = snap, now
+        return snap
+
+    def _rates(self, snap, prev, dt):
+        """Per second since the previous sample: the server's enqueue and
+        dequeue calls, each list's net depth change, each stream's added
+        entries and each group's delivered ones."""
+        ok = prev is not None and dt > 0
+
+        def rate(new, old):
+            return round(max(0.0, (new - old) / dt), 2) if ok and old is not None else 0.0
+        snap["enqueue_rate"] = rate(snap["enqueue_calls"], prev and prev["enqueue_calls"])
+        snap["dequeue_rate"] = rate(snap["dequeue_calls"], prev and prev["dequeue_calls"])
+        old_lists = {(q["db"], q["key"]): q for q in (prev or {}).get("lists", ())}
+        for q in snap["lists"]:
+            old = old_lists.get((q["db"], q["key"]))
+            q["net_rate"] = round((q["depth"] - old["depth"]) / dt, 2) if ok and old else 0.0
+        old_streams = {(s["db"], s["key"]): s for s in (prev or {}).get("streams", ())}
+        for st in snap["streams"]:
+            old = old_streams.get((st["db"], st["key"]))
+            st["enqueue_rate"] = rate(st["entries_added"], old and old["entries_added"])
+            old_groups = {g["name"]: g for g in (old or {}).get("groups", ())}
+            for g in st["groups"]:
+                read = _delivered(st, g)
+                og = old_groups.get(g["name"])
+                g["delivered"] = read
+                g["dequeue_rate"] = rate(read, og.get("delivered") if og else None) \
+                    if read is not None else None
+
+    def history(self) -> dict:
+        return {"t": list(self.times), **{k: list(v) for k, v in self.series.items()},
+                "depths": {k: list(v) for k, v in self.depths.items()}}
+
+
+def _delivered(stream: dict, group: dict):
+    if group["entries_read"] is not None:
+        return group["entries_read"]
+    if group["lag"] is not None:
+        return stream["entries_added"] - group["lag"]
+    return None
+
+
+__all__ = ["Sampler", "snapshot", "parse_info", "kv_fields", "item_time"]
