@@ -33,6 +33,9 @@ command line (``valkey_server``; compat/valkey-server-shim runs it for Valkey's
 Tcl harness): the log on stdout, the banner of ``always-show-logo`` (with the
 ``PID:`` line the harness waits for) before "Server initialized", Valkey's
 "FATAL CONFIG FILE ERROR" and "Failed listening on port" exits.
+``hotkv cli`` (a redis-cli) and ``hotkv queues`` (the queues in a terminal)
+are hotkv/cli_tool.py's and hotkv/queues_tui.py's; ``hotkv --help`` lists
+every subcommand.
 ``python -m hotkv`` is the same command (``hotkv/__main__.py``).  It runs on
 uvloop when installed.
 
@@ -60,9 +63,19 @@ from .server import Server
 from .version import __version__
 
 USAGE = """usage: hotkv serve [CONFIG_FILE] [--name value ...]
+       hotkv cli [-h HOST] [-p PORT] [-a PASS] [-u URL] [--resp3] [cmd [arg ...]]
+       hotkv queues [--url URL] [--once]
        hotkv check-rdb FILE
        hotkv check-aof [--fix|--truncate-to-timestamp TS] FILE.manifest|FILE.aof
+       hotkv valkey-server [CONFIG_FILE] [--name value ...]
        hotkv --version
+
+  serve          run a server (--http-port N adds the dashboard and /metrics)
+  cli            a redis-cli: interactive, or one command (hotkv cli -p 6379 LPUSH q job)
+  queues         the queues of a server (hotkv or Valkey) in the terminal, refreshing
+  check-rdb      check an RDB file
+  check-aof      check (or fix) an AOF
+  valkey-server  valkey-server's own command line (for Valkey's test harness)
 
 Any redis.conf parameter hotkv knows can be given as --name value, e.g.
   hotkv serve --port 6379 --bind 127.0.0.1 --requirepass secret --appendonly yes
@@ -951,6 +964,12 @@ def main(argv: list[str] | None = None) -> int:
         return run(argv[1:])
     if argv[0] == "valkey-server":
         return valkey_server(argv[1:])
+    if argv[0] == "cli":   # hotkv/cli_tool.py
+        from . import cli_tool
+        return cli_tool.main(argv[1:])
+    if argv[0] == "queues":   # hotkv/queues_tui.py
+        from . import queues_tui
+        return queues_tui.main(argv[1:])
     sys.stderr.write("hotkv: unknown command '%s'\n%s" % (argv[0], USAGE))
     return 2
 

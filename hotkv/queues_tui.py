@@ -1,0 +1,222 @@
+"""``hotkv queues [--url URL] [--interval S] [--once] [--iterations N]``: the
+dashboard's queue view in a terminal, refreshing in place (rich's Live), read
+from any server -- hotkv or Valkey/Redis -- with commands both have: SCAN,
+TYPE, LLEN, LINDEX, ZCARD, XINFO STREAM / GROUPS / CONSUMERS, INFO.
+
+Shown: every list (depth, age of the oldest item when the item is a job
+record carrying a timestamp -- hotkv.http.state.item_time; the producer is
+assumed to LPUSH, so the oldest is the tail), every stream with its groups
+(lag, pending, consumers with their pending count and idle time), RQ's and
+BullMQ's queues by their own names (counts by state from their key layouts,
+as hotkv.queues reads them in-process), and the server's clients, blocked
+clients, memory and ops/s.
+
+Invariants: read-only (no command here writes); the work of one refresh is
+bounded: at most ``MAX_KEYS`` keys are scanned and ``MAX_SHOWN`` lists and
+streams are shown (deepest first); ``--once`` prints one frame and exits
+(no terminal needed), ``--iterations`` bounds the refreshes.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from .cli_tool import Options, _apply_url, _txt, connect
+from .http.state import item_time, kv_fields, parse_info
+
+MAX_KEYS = 10_000
+MAX_SHOWN = 30
+BULL_STATES = ("wait", "active", "delayed", "failed", "completed", "paused", "prioritized")
+
+
+def _pairs(r) -> dict:
+    v = r.value or []
+    return {_txt(v[i].value): v[i + 1] for i in range(0, len(v) - 1, 2)}
+
+
+def _val(r):
+    if r.kind in ("int",):
+        return r.value
+    if r.kind == "nil":
+        return None
+    if r.kind in ("bulk", "status"):
+        return _txt(r.value)
+    return r.value
+
+
+def collect(conn) -> dict:
+    """One view of the server's queues (see the module docstring)."""
+    info = parse_info(_txt(conn.call("INFO").value))
+    keys, cursor = [], b"0"
+    while len(keys) < MAX_KEYS:
+        r = conn.call("SCAN", cursor, "COUNT", "1000")
+        cursor = r.value[0].value
+        keys.extend(k.value for k in r.value[1].value)
+        if cursor == b"0":
+            break
+    now = time.time()
+    lists, streams, types = [], [], {}
+    for k in keys[:MAX_KEYS]:
+        t = _txt(conn.call("TYPE", k).value)
+        types[t] = types.get(t, 0) + 1
+        if t == "list":
+            depth = conn.call("LLEN", k).value
+            tail = conn.call("LINDEX", k, "-1")
+            when = item_time(tail.value) if tail.kind == "bulk" else None
+            lists.append({"key": _txt(k), "depth": depth,
+                          "oldest_age_s": None if when is None else max(0.0, now - when)})
+        elif t == "stream":
+            s = _pairs(conn.call("XINFO", "STREAM", k))
+            groups = []
+            for g in conn.call("XINFO", "GROUPS", k).value or ():
+                gd = _pairs(g)
+                cons = [{n: _val(v) for n, v in _pairs(c).items()}
+                        for c in conn.call("XINFO", "CONSUMERS", k, gd["name"].value).value]
+                groups.append({"name": _val(gd["name"]), "lag": _val(gd.get("lag")),
+                               "pending": _val(gd["pending"]), "consumers": cons,
+                               "last_delivered_id": _val(gd["last-delivered-id"])})
+            streams.append({"key": _txt(k), "length": _val(s["length"]), "groups": groups})
+    libraries = _libraries(conn, keys)
+    lists.sort(key=lambda q: -q["depth"])
+    streams.sort(key=lambda s: -s["length"])
+    return {"info": info, "types": types, "lists": lists[:MAX_SHOWN],
+            "streams": streams[:MAX_SHOWN], "libraries": libraries, "scanned": len(keys)}
+
+
+def _libraries(conn, keys) -> list:
+    out = []
+    names = sorted({_txt(k)[len("rq:queue:"):] for k in keys if k.startswith(b"rq:queue:")})
+    for name in names:
+        states = {"queued": conn.call("LLEN", "rq:queue:" + name).value}
+        for state, reg in (("scheduled", "scheduled"), ("started", "wip"), ("failed", "failed"),
+                           ("finished", "finished")):
+            states[state] = conn.call("ZCARD", "rq:%s:%s" % (reg, name)).value
+        out.append({"library": "rq", "name": name, "states": states})
+    bull = sorted({_txt(k)[len("bull:"):-len(":meta")] for k in keys
+                   if k.startswith(b"bull:") and k.endswith(b":meta")})
+    for name in bull:
+        states = {}
+        for state in BULL_STATES:
+            key = "bull:%s:%s" % (name, state)
+            t = _txt(conn.call("TYPE", key).value)
+            states[state] = conn.call("LLEN" if t == "list" else "ZCARD", key).value \
+                if t in ("list", "zset") else 0
+        out.append({"library": "bullmq", "name": name, "states": states})
+    return out
+
+
+def _age(s):
+    if s is None:
+        return "-"
+    return "%.1f s" % s if s < 120 else "%.1f min" % (s / 60)
+
+
+def render(view: dict, target: str):
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+    info = view["info"]
+    cl, mem, st = info.get("clients", {}), info.get("memory", {}), info.get("stats", {})
+    keys = sum(int(kv_fields(v).get("keys", 0)) for v in info.get("keyspace", {}).values())
+    head = Text("hotkv queues  %s  clients %s  blocked %s  memory %s  ops/s %s  keys %d" % (
+        target, cl.get("connected_clients"), cl.get("blocked_clients"),
+        mem.get("used_memory_human"), st.get("instantaneous_ops_per_sec"), keys), style="bold")
+    parts = [head]
+    if view["libraries"]:
+        t = Table(title="Library queues", title_justify="left")
+        for c in ("library", "queue", "states"):
+            t.add_column(c)
+        for q in view["libraries"]:
+            t.add_row(q["library"], q["name"],
+                      ", ".join("%s %d" % kv for kv in q["states"].items()))
+        parts.append(t)
+    t = Table(title="Lists", title_justify="left")
+    t.add_column("key")
+    t.add_column("depth", justify="right")
+    t.add_column("oldest item", justify="right")
+    for q in view["lists"]:
+        t.add_row(q["key"], str(q["depth"]), _age(q["oldest_age_s"]))
+    parts.append(t if view["lists"] else Text("No lists."))
+    t = Table(title="Stream groups", title_justify="left")
+    for c in ("stream", "length", "group", "lag", "pending", "consumers (pending, idle ms)"):
+        t.add_column(c, justify="right" if c in ("length", "lag", "pending") else "left")
+    for s in view["streams"]:
+        for g in s["groups"] or [None]:
+            if g is None:
+                t.add_row(s["key"], str(s["length"]), "-", "-", "-", "")
+                continue
+            cons = ", ".join("%s (%s, %s)" % (c.get("name"), c.get("pending"), c.get("idle"))
+                             for c in g["consumers"])
+            t.add_row(s["key"], str(s["length"]), str(g["name"]), str(g["lag"]),
+                      str(g["pending"]), cons)
+    parts.append(t if view["streams"] else Text("No streams."))
+    return Group(*parts)
+
+
+USAGE = """usage: hotkv queues [--url redis://host:port/db] [-h HOST] [-p PORT] [-a PASSWORD]
+                    [--interval SECONDS] [--once] [--iterations N]
+"""
+
+
+def main(argv: list[str]) -> int:
+    try:
+        from rich.console import Console
+        from rich.live import Live
+    except ImportError:
+        sys.stderr.write("hotkv queues needs rich: pip install 'hotkv[dashboard]'\n")
+        return 1
+    o = Options()
+    interval, once, iterations = 1.0, False, None
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--help":
+            sys.stdout.write(USAGE)
+            return 0
+        if a == "--once":
+            once, i = True, i + 1
+            continue
+        if i + 1 >= len(argv):
+            sys.stderr.write(USAGE)
+            return 2
+        v = argv[i + 1]
+        if a in ("--url", "-u"):
+            _apply_url(o, v)
+        elif a == "-h":
+            o.host = v
+        elif a == "-p":
+            o.port = int(v)
+        elif a == "-a":
+            o.password = v
+        elif a == "--interval":
+            interval = float(v)
+        elif a == "--iterations":
+            iterations = int(v)
+        else:
+            sys.stderr.write(USAGE)
+            return 2
+        i += 2
+    try:
+        conn = connect(o)
+    except (OSError, ConnectionError) as e:
+        sys.stderr.write("Could not connect to %s:%d: %s\n" % (o.host, o.port, e))
+        return 1
+    target = "%s:%d" % (o.host, o.port)
+    console = Console()
+    if once:
+        console.print(render(collect(conn), target))
+        return 0
+    n = 0
+    try:
+        with Live(render(collect(conn), target), console=console, auto_refresh=False) as live:
+            while iterations is None or n < iterations:
+                time.sleep(interval)
+                live.update(render(collect(conn), target), refresh=True)
+                n += 1
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+__all__ = ["main", "collect", "render"]
