@@ -153,6 +153,7 @@ class EmbeddedCluster:
             n.node.primary = primary.node
             n.node.shard_id = primary.node.shard_id
             share_data(n.server, primary.server)
+        topo.invalidate()
 
     def _run(self):
         loop = self._loop = new_event_loop()
@@ -190,6 +191,7 @@ class EmbeddedCluster:
         if n.node.failed:
             return
         n.node.failed = True
+        self.topology.invalidate()
         await n.listener.stop()
         topo = self.topology
         if n.node.primary is None:

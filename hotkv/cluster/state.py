@@ -66,6 +66,7 @@ class ClusterState:
         self.importing: dict = {}    # slot -> source Node
         self.migrating: dict = {}    # slot -> target Node
         self._routed: dict = {}      # Command -> does processCommand route it?
+        self._slots: dict = {}       # key -> its slot (bounded; CRC16 in Python is dear)
         self.cmd_slot = -1           # the slot of the command being run (-1: no key)
         self._script_run = None
         self._script_slot = -1
@@ -85,10 +86,21 @@ class ClusterState:
         return self.myself.shard_primary()
 
     def is_routed(self, cmd) -> bool:
+        return self._route_kind(cmd) is not False
+
+    def _route_kind(self, cmd):
+        """False: never routed (no keys, not EXEC); a (first, last, step)
+        slice for a plain key range; True: the general way."""
         r = self._routed.get(cmd)
         if r is None:
-            r = (cmd.first_key > 0 or cmd.keys_fn is not None or cmd.name == "exec"
-                 or cmd.name in _SHARD_PUBSUB)
+            if cmd.name == "exec" or cmd.name in _SHARD_PUBSUB or cmd.keys_fn is not None:
+                r = True
+            elif cmd.first_key > 0:
+                last = cmd.last_key
+                r = (cmd.first_key, (last + 1) if last >= 0 else (last + 1 or None),
+                     cmd.key_step)
+            else:
+                r = False
             self._routed[cmd] = r
         return r
 
@@ -114,8 +126,21 @@ class ClusterState:
         if asking and not client.multi and cmd.name != "asking":
             client.asking = False
         self.cmd_slot = -1
-        if not self.is_routed(cmd):
+        kind = self._routed.get(cmd)
+        if kind is None:
+            kind = self._route_kind(cmd)
+        if kind is False:
             return None
+        if kind is not True and not self.importing and not self.migrating \
+                and self.topology._healthy:
+            # The common case, inline: one key of a slot this node serves.
+            keys = argv[kind[0]:kind[1]:kind[2]]
+            if len(keys) == 1:
+                key = keys[0]
+                s = self._slots.get(key)
+                if s is not None and self.topology.slots[s] is self.myself:
+                    self.cmd_slot = s
+                    return None
         if cmd.name == "exec":
             if not client.multi:
                 return None
@@ -138,11 +163,17 @@ class ClusterState:
         importing = migrating = multiple = pubsub = False
         missing = existing = 0
         db = self.server.dbs[0]
+        cache = self._slots
         for cmd, argv in entries:
             if cmd.name in _SHARD_PUBSUB:
                 pubsub = True
             for key in self.command_keys(cmd, argv):
-                s = key_slot(key)
+                s = cache.get(key)
+                if s is None:
+                    s = key_slot(key)
+                    if len(cache) >= 65536:
+                        cache.clear()
+                    cache[key] = s
                 if owner is None and slot < 0:
                     slot = s
                     owner = topo.slots[s]
@@ -339,6 +370,7 @@ class ClusterState:
         """After a change of slot owners or roles: every in-process node of
         this topology redirects its blocked clients, and forgets open slots
         it no longer has reason to keep."""
+        self.topology.invalidate()
         for n in self.topology.nodes.values():
             st = n.state
             if st is None or n.failed:

@@ -12,7 +12,9 @@ primary), config epoch, ``failed`` and, for an in-process member, the
 are built here from that state, in Valkey 8.1's formats.
 
 Invariants: ``slots[s]`` is a primary of this topology or None; a replica
-owns no slot; ``current_epoch`` >= every node's ``config_epoch``.
+owns no slot; ``current_epoch`` >= every node's ``config_epoch``; whoever
+changes slot owners, roles or ``failed`` calls ``invalidate()`` (through
+ClusterState.topology_changed) before the next command is routed.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class Topology:
         self.nodes: dict[str, Node] = {}     # insertion order: the order nodes met
         self.slots: list = [None] * SLOTS
         self.current_epoch = 0
+        self._healthy = None     # cached healthy(); invalidate() after any change
 
     def add(self, node: Node) -> Node:
         self.nodes[node.id] = node
@@ -80,8 +83,15 @@ class Topology:
 
     def healthy(self) -> bool:
         """cluster_state ok: every slot served by a live primary (the default
-        cluster-require-full-coverage yes)."""
-        return all(n is not None and not n.failed for n in self.slots)
+        cluster-require-full-coverage yes).  Cached: every command asks."""
+        h = self._healthy
+        if h is None:
+            h = self._healthy = all(n is not None and not n.failed for n in self.slots)
+        return h
+
+    def invalidate(self):
+        """Slot owners, roles or failures changed."""
+        self._healthy = None
 
     def size(self) -> int:
         """Primaries serving at least one slot (cluster_size)."""
