@@ -134,7 +134,9 @@ class Connection(Client, asyncio.Protocol):
         elif self.closing:
             error = None
         else:
-            self.last_interaction = self.server.clock.time()   # hotkv.clock
+            # The command time just used (hotkv.clock's; the cron refreshes it too),
+            # as Valkey stamps server.unixtime: no clock read per read.
+            self.last_interaction = self.server.cmd_time_ms / 1000
         if error:
             self.server.count_error("ERR " + error)
             self.out.append(encode_error("ERR " + error))
