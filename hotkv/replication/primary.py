@@ -56,7 +56,7 @@ import signal
 import time
 
 from .. import limits, rdbfile
-from ..aof.files import _EXEC, _MULTI, _select, encode_into
+from ..aof.files import _BULK_HDR_CACHE as _BULK_HDR, _EXEC, _MULTI, _b, _select, encode_into
 from ..blocking import BLOCKED, block, unblock
 from ..forkchild import die_with_parent, inherited_fds, load_prctl
 from .backlog import Backlog
@@ -67,6 +67,7 @@ WAIT_BGSAVE_START, WAIT_BGSAVE_END, SEND_BULK, ONLINE = range(4)
 STATE_NAMES = ("wait_bgsave", "wait_bgsave", "send_bulk", "online")
 _PING = b"*1\r\n$4\r\nPING\r\n"
 _GETACK = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n"
+_ARRAY_HDR = [b"*%d\r\n" % i for i in range(64)]
 READ_CHUNK = 256 * 1024
 READS_PER_TURN = 16          # at most 4 MB of RDB per loop turn
 OUT_HIGH = 16 * 1024 * 1024  # stop reading the child while a replica holds this much
@@ -168,7 +169,15 @@ class Primary:
             if dbindex != self.seldb:
                 buf += _select(dbindex)
                 self.seldb = dbindex
-            encode_into(buf, argv)
+            # encode_into, inlined: this runs for every write.
+            buf += _ARRAY_HDR[len(argv)] if len(argv) < 64 else b"*%d\r\n" % len(argv)
+            for a in argv:
+                if type(a) is not bytes:
+                    a = _b(a)
+                n = len(a)
+                buf += _BULK_HDR[n] if n < 1024 else b"$%d\r\n" % n
+                buf += a
+                buf += b"\r\n"
         else:
             cur = self.seldb
             first = entries[0][0]
