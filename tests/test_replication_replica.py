@@ -721,6 +721,34 @@ def test_failover_to_a_promoted_valkey_replica_is_a_partial_resync(primaries,
     assert dp == dr
 
 
+def test_promoted_hotkv_continues_a_valkey_replicas_history(primaries, hotkv_server_factory):
+    """The other way round: hotkv is promoted, the valkey replica of the
+    same old primary follows hotkv with a partial resync (hotkv's replid2 is
+    the old primary's; the primary side is hotkv.replication.primary)."""
+    prim = primaries()
+    p = prim.client()
+    p.rpush("list", *range(100))
+    s, r = _start_replica(hotkv_server_factory, prim)
+    b = primaries()
+    bc = valkey.Valkey(port=b.port)
+    bc.execute_command("REPLICAOF", "127.0.0.1", prim.port)
+    assert wait_for(lambda: bc.info("replication")["master_link_status"] == "up", 15)
+    p.set("k", "v")
+    assert _caught_up(p, 2)
+    link = _replica_link(s)
+    assert wait_for(lambda: link.reploff == p.info("replication")["master_repl_offset"]
+                    and bc.info("replication")["slave_repl_offset"] == link.reploff, 10)
+    prim.stop()
+    assert r.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+    assert bc.execute_command("REPLICAOF", "127.0.0.1", s.port) == b"OK"
+    assert wait_for(lambda: bc.info("replication")["master_link_status"] == "up", 15)
+    assert r.info("stats")["sync_partial_ok"] == 1 and r.info("stats")["sync_full"] == 0
+    r.set("written-on-hotkv", 1)
+    assert r.execute_command("WAIT", 1, 5000) == 1
+    assert bc.get("written-on-hotkv") == b"1"
+    assert bc.execute_command("DEBUG", "DIGEST") == r.execute_command("DEBUG", "DIGEST")
+
+
 def test_replicaof_no_one_keeps_every_key(primaries, hotkv_server_factory):
     prim = primaries()
     p = valkey.Valkey(port=prim.port, single_connection_client=True)

@@ -52,6 +52,7 @@ from ..client import Client
 from ..dispatch import process_command, reject
 from ..keyindex import KeyIndex
 from ..multi import discard_transaction
+from .backlog import Backlog
 
 log = logging.getLogger("hotkv")
 
@@ -168,7 +169,10 @@ class ReplicaLink:
         self.full_syncs = 0
         self.partial_syncs = 0
         self.failures = 0
-        self.backlog_start = -1       # offset of the last full sync (INFO's backlog)
+        # The primary's stream as applied since the last full sync (Valkey's
+        # replica backlog): handed to the primary side at promotion, so the
+        # other replicas of the old primary can PSYNC from hotkv.
+        self.backlog = None
 
     # ------------------------------------------------------------------
     def start(self):
@@ -437,7 +441,7 @@ class ReplicaLink:
         repl.replid = replid
         repl.clear_replid2()
         repl.master_repl_offset = offset
-        self.backlog_start = offset
+        self.backlog = Backlog(values.get("repl-backlog-size", 1 << 20), offset + 1)
         log.info("PRIMARY <-> REPLICA sync: Finished with success")
         # An AOF that is on is rewritten from the new dataset (as Valkey
         # restarts it after a full sync), so a restart finds this data.
@@ -481,6 +485,7 @@ class ReplicaLink:
         c = self.client
         parser = hiredis.Reader()
         repl = server.repl
+        raw = bytearray()       # read, not yet applied (a command's tail, a MULTI)
         while True:
             data = await reader.read(CHUNK)
             if not data:
@@ -489,6 +494,8 @@ class ReplicaLink:
                 return
             self.last_io = time.time()
             self.read_reploff += len(data)
+            applied = self.reploff
+            raw += data
             parser.feed(data)
             while True:
                 try:
@@ -519,6 +526,12 @@ class ReplicaLink:
                 if not c.multi:
                     self.reploff += self.pending_bytes
                     self.pending_bytes = 0
+            done = self.reploff - applied
+            if done:
+                # The applied bytes, exactly as the primary sent them.
+                if self.backlog is not None:
+                    self.backlog.append(bytes(raw[:done]))
+                del raw[:done]
             repl.master_repl_offset = self.reploff
 
 
@@ -595,7 +608,7 @@ def become_replica(server, host: str, port: int):
     if old is not None and old.client is not None:
         link.client = old.client
         link.replid, link.reploff = old.replid, old.reploff
-        link.backlog_start = old.backlog_start
+        link.backlog = old.backlog
     elif cached is not None:
         link.client = link._new_client()
         link.replid, link.reploff = cached
@@ -624,6 +637,14 @@ def become_primary(server):
     repl.role = "master"
     server.replica_link = None
     server.repl_check = None
+    if link.backlog is not None and repl.backlog is None:
+        # The primary side serves PSYNCs from the stream this replica applied
+        # (Valkey keeps its replica backlog when promoted); its stream starts
+        # with a SELECT (Valkey's replicaseldb = -1).
+        primary = repl.get_primary()
+        primary.seldb = -1
+        repl.backlog = link.backlog
+        server.relink_propagation()
 
 
 def _drop_replicas(server):
@@ -743,14 +764,12 @@ def info_fields(server) -> list:
         ("master_repl_offset", repl.master_repl_offset),
         ("second_repl_offset", repl.second_replid_offset),
     ]
-    size = values.get("repl-backlog-size", 1048576)
-    if link.backlog_start >= 0:
-        # As a Valkey replica: the backlog made at the full sync holds the
-        # primary's stream since then (hotkv keeps only its bounds).
-        hist = min(repl.master_repl_offset - link.backlog_start, size)
-        out += [("repl_backlog_active", 1), ("repl_backlog_size", size),
-                ("repl_backlog_first_byte_offset", repl.master_repl_offset - hist + 1),
-                ("repl_backlog_histlen", hist)]
+    b = link.backlog
+    if b is not None:
+        out += [("repl_backlog_active", 1),
+                ("repl_backlog_size", values.get("repl-backlog-size", 1048576)),
+                ("repl_backlog_first_byte_offset", b.first_offset()),
+                ("repl_backlog_histlen", b.histlen)]
     else:
         out += repl.backlog_fields()
     return out
