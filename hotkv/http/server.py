@@ -180,6 +180,12 @@ class HttpConnection(asyncio.Protocol):
                 return
             if isinstance(ev, h11.Request):
                 self.request, self.body = ev, 0
+                # h11 bounds only a head that arrives in pieces; one that
+                # came whole is measured here.
+                size = len(ev.target) + sum(len(k) + len(v) + 4 for k, v in ev.headers)
+                if size > MAX_HEAD:
+                    self._simple(431, b"request header fields too large\n", close=True)
+                    return
             elif isinstance(ev, h11.Data):
                 self.body += len(ev.data)
                 if self.body > MAX_BODY:

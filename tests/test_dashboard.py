@@ -1,0 +1,311 @@
+"""The HTTP port (hotkv.http): /api/state and /metrics against a server with
+real queue libraries producing and consuming (RQ, BullMQ when node and npm
+are there, a stream consumer group), /metrics read with Prometheus's own
+text parser under redis_exporter's names, basic auth against requirepass
+and ACL users, the protected-mode refusal, CONFIG SET http-port, and hostile
+HTTP (malformed requests, huge heads, a slowloris client) while the Redis
+port keeps answering.  CI-sized: ~10 s; nothing to scale up.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+import valkey
+
+from support import free_port, wait_for
+
+pytest.importorskip("h11", reason="h11 (pip install 'hotkv[dashboard]') is not installed")
+
+
+def get(port, path, auth=None, method="GET"):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    headers = {}
+    if auth is not None:
+        headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
+    conn.request(method, path, headers=headers)
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    return resp.status, dict(resp.getheaders()), body
+
+
+def state(port, auth=None) -> dict:
+    status, _, body = get(port, "/api/state?fresh=1", auth)
+    assert status == 200, body
+    return json.loads(body)
+
+
+def samples(text: str) -> dict:
+    """/metrics parsed by prometheus_client: {(name, labels tuple): value}."""
+    parser = pytest.importorskip("prometheus_client.parser",
+                                 reason="prometheus-client is not installed")
+    out = {}
+    for fam in parser.text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+@pytest.fixture
+def dash(hotkv_server_factory):
+    port = free_port()
+    server = hotkv_server_factory(http_port=port)
+    server.http_port = port
+    return server
+
+
+def _ok(x):
+    return x
+
+
+def _boom():
+    raise ValueError("boom")
+
+
+def test_state_and_metrics_with_rq_and_a_stream_group(dash):
+    import redis
+    import rq
+    conn = redis.Redis(host=dash.host, port=dash.port)
+    q = rq.Queue("default", connection=conn)
+    q.enqueue(_ok, 1)
+    q.enqueue(_boom)
+    rq.SimpleWorker([q], connection=conn).work(burst=True)
+    waiting = [q.enqueue(_ok, i) for i in range(3)]
+    assert q.job_ids == [j.id for j in waiting]
+    r = valkey.Valkey(host=dash.host, port=dash.port)
+    for i in range(5):
+        r.xadd("events", {"n": i})
+    r.xgroup_create("events", "workers", "0")
+    r.xreadgroup("workers", "w1", {"events": ">"}, count=2)
+    r.lpush("plain", json.dumps({"timestamp": int(time.time() * 1000) - 60_000}))
+
+    s = state(dash.http_port)
+    rqq = next(x for x in s["libraries"] if x["library"] == "rq" and x["name"] == "default")
+    assert rqq["queued"] == 3 and rqq["failed"] == 1
+    assert rqq["states"]["finished"] == 1 and rqq["states"]["queued"] == 3
+    assert rqq["oldest_age_s"] is not None and 0 <= rqq["oldest_age_s"] < 600
+    lists = {x["key"]: x for x in s["lists"]}
+    assert lists["rq:queue:default"]["depth"] == 3
+    assert 59 <= lists["plain"]["oldest_age_s"] < 600
+    st = next(x for x in s["streams"] if x["key"] == "events")
+    g = st["groups"][0]
+    assert (st["length"], g["name"], g["lag"], g["pending"]) == (5, "workers", 3, 2)
+    assert g["consumers"][0]["name"] == "w1" and g["consumers"][0]["pending"] == 2
+    assert g["oldest_pending"]["consumer"] == "w1" and g["oldest_pending"]["deliveries"] == 1
+    assert s["keyspace"][0]["keys"] == r.dbsize()
+    assert s["server"]["clients"] == r.info("clients")["connected_clients"]
+
+    status, headers, body = get(dash.http_port, "/metrics")
+    assert status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4")
+    m = samples(body.decode())
+    names = {name for name, _ in m}
+    for name in ("redis_up", "redis_instance_info", "redis_connected_clients",
+                 "redis_blocked_clients", "redis_commands_processed_total",
+                 "redis_commands_total", "redis_commands_duration_seconds_total",
+                 "redis_db_keys", "redis_db_keys_expiring", "redis_memory_used_bytes",
+                 "redis_uptime_in_seconds", "redis_connected_slaves", "redis_evicted_keys_total",
+                 "redis_expired_keys_total", "redis_keyspace_hits_total",
+                 "redis_keyspace_misses_total", "redis_net_input_bytes_total",
+                 "hotkv_queue_depth", "hotkv_queue_oldest_age_seconds",
+                 "hotkv_stream_group_lag", "hotkv_stream_group_pending",
+                 "hotkv_library_queue_jobs"):
+        assert name in names, name
+    assert m[("redis_up", ())] == 1
+    assert m[("redis_db_keys", (("db", "db0"),))] == r.dbsize()
+    calls = r.info("commandstats")["cmdstat_xadd"]["calls"]   # ours and RQ's result streams
+    assert m[("redis_commands_total", (("cmd", "xadd"),))] == calls >= 5
+    assert m[("hotkv_queue_depth", (("db", "db0"), ("key", "rq:queue:default")))] == 3
+    grp = (("db", "db0"), ("group", "workers"), ("key", "events"))
+    assert m[("hotkv_stream_group_lag", grp)] == 3
+    assert m[("hotkv_stream_group_pending", grp)] == 2
+    lib = (("db", "db0"), ("library", "rq"), ("queue", "default"), ("state", "failed"))
+    assert m[("hotkv_library_queue_jobs", lib)] == 1
+    conn.close()
+
+
+def test_metrics_series_are_bounded_by_top_keys(hotkv_server_factory):
+    port = free_port()
+    server = hotkv_server_factory(http_port=port, http_metrics_top_keys=3)
+    r = valkey.Valkey(host=server.host, port=server.port)
+    for i in range(10):
+        r.rpush("q%d" % i, *range(i + 1))
+    m = samples(get(port, "/metrics")[2].decode())
+    depth = {dict(k[1])["key"]: v for k, v in m.items() if k[0] == "hotkv_queue_depth"}
+    assert depth == {"q9": 10, "q8": 9, "q7": 8}
+    s = state(port)
+    assert [x["key"] for x in s["lists"]] == ["q9", "q8", "q7"] and s["lists_total"] == 10
+
+
+BULLMQ_SCRIPT = r"""
+import { Queue } from 'bullmq';
+import IORedis from 'ioredis';
+const connection = new IORedis({
+  host: process.env.HOST, port: Number(process.env.PORT), maxRetriesPerRequest: null,
+});
+const queue = new Queue('mail', { connection });
+await queue.add('send', { to: 'a' });
+await queue.add('send', { to: 'b' });
+await queue.add('send', { to: 'c' }, { delay: 600000 });
+await queue.close(); await connection.quit();
+console.log('done');
+"""
+
+
+def test_bullmq_queue_by_its_own_name(dash):
+    from support import npm_packages_dir
+    node_dir = npm_packages_dir("bullmq@6", "ioredis@5")
+    script = os.path.join(node_dir, "bullmq_dashboard_%d.mjs" % os.getpid())
+    with open(script, "w") as f:
+        f.write(BULLMQ_SCRIPT)
+    try:
+        proc = subprocess.run(["node", script], cwd=node_dir, capture_output=True, text=True,
+                              timeout=60, env=dict(os.environ, HOST=dash.host,
+                                                   PORT=str(dash.port)))
+    finally:
+        os.unlink(script)
+    assert proc.returncode == 0, proc.stderr
+    s = state(dash.http_port)
+    mail = next(x for x in s["libraries"] if x["library"] == "bullmq" and x["name"] == "mail")
+    assert (mail["queued"], mail["delayed"], mail["states"]["wait"]) == (2, 1, 2)
+    assert mail["oldest_age_s"] is not None and 0 <= mail["oldest_age_s"] < 600
+
+
+def test_pages_methods_and_unknown_paths(dash):
+    status, headers, body = get(dash.http_port, "/")
+    assert status == 200 and headers["content-type"].startswith("text/html")
+    assert b"<script>" in body and b"api/state" in body and b"http://" not in body
+    assert get(dash.http_port, "/nope")[0] == 404
+    status, headers, body = get(dash.http_port, "/", method="HEAD")
+    assert status == 200 and body == b"" and int(headers["content-length"]) > 1000
+    status, headers, _ = get(dash.http_port, "/metrics", method="POST")
+    assert status == 405 and headers["allow"] == "GET, HEAD"
+
+
+def test_requirepass_and_acl_users_guard_every_page(hotkv_server_factory):
+    port = free_port()
+    server = hotkv_server_factory(http_port=port, requirepass="s3cret")
+    for path in ("/", "/metrics", "/api/state"):
+        status, headers, _ = get(port, path)
+        assert status == 401 and headers["www-authenticate"].startswith("Basic")
+        assert get(port, path, auth="default:wrong")[0] == 401
+        assert get(port, path, auth="s3cret")[0] == 401   # no "user:" part
+        assert get(port, path, auth=":s3cret")[0] == 200
+        assert get(port, path, auth="default:s3cret")[0] == 200
+    r = valkey.Valkey(host=server.host, port=server.port, password="s3cret")
+    r.execute_command("ACL", "SETUSER", "alice", "on", ">pw", "~*", "+@all")
+    assert get(port, "/metrics", auth="alice:pw")[0] == 200
+    r.execute_command("ACL", "SETUSER", "alice", "off")
+    assert get(port, "/metrics", auth="alice:pw")[0] == 401
+    r.config_set("requirepass", "")   # no password any more: open again
+    assert get(port, "/metrics")[0] == 200
+
+
+def test_protected_mode_refuses_a_public_bind_without_a_password(hotkv_server_factory):
+    port = free_port()
+    with pytest.raises(Exception, match="protected mode"):
+        hotkv_server_factory(bind="0.0.0.0", http_port=port)
+    with socket.socket() as s:   # nothing was left listening
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+    server = hotkv_server_factory(bind="0.0.0.0")
+    r = valkey.Valkey(host="127.0.0.1", port=server.port)
+    with pytest.raises(valkey.ResponseError, match="protected mode"):
+        r.config_set("http-port", port)
+    assert r.config_get("http-port") == {"http-port": "0"}
+    r.config_set("requirepass", "pw")
+    r = valkey.Valkey(host="127.0.0.1", port=server.port, password="pw")
+    r.config_set("http-port", port)
+    assert get(port, "/metrics")[0] == 401 and get(port, "/metrics", auth=":pw")[0] == 200
+
+
+def test_config_set_http_port_turns_it_on_and_off(hotkv_server_factory):
+    server = hotkv_server_factory()
+    r = valkey.Valkey(host=server.host, port=server.port)
+    assert "http-port" not in r.config_get("*")   # Valkey's list stays Valkey's
+    assert r.config_get("http-port") == {"http-port": "0"}
+    port = free_port()
+    r.config_set("http-port", port)
+    assert get(port, "/metrics")[0] == 200
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    try:
+        with pytest.raises(valkey.ResponseError, match="http-port"):
+            r.config_set("http-port", busy.getsockname()[1])
+    finally:
+        busy.close()
+    assert get(port, "/metrics")[0] == 200   # the failed change kept the old port
+    r.config_set("http-port", 0)
+    assert wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) != 0, 5)
+
+
+def _exchange(port, data: bytes, timeout=5.0) -> bytes:
+    """Send data on a fresh connection, read until the server closes it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        out = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            chunk = s.recv(65536)
+            if not chunk:
+                return out
+            out += chunk
+    raise AssertionError("the server did not close the connection: %r" % out[:200])
+
+
+def test_bad_http_gets_400_and_a_close(dash):
+    r = valkey.Valkey(host=dash.host, port=dash.port)
+    for bad in (b"GARBAGE\r\n\r\n", b"GET / HTTP/1.1\r\n\r\n",   # no Host: h11 refuses
+                b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+                b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\0" * 64 + b"\r\n\r\n"):
+        reply = _exchange(dash.http_port, bad)
+        assert reply.startswith(b"HTTP/1.1 400 "), (bad, reply[:80])
+        assert r.ping()
+    huge = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 40_000 + b"\r\n\r\n"
+    reply = _exchange(dash.http_port, huge)
+    assert reply.startswith((b"HTTP/1.1 400 ", b"HTTP/1.1 431 ")), reply[:80]
+    body = b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + b"x" * 100_000
+    assert _exchange(dash.http_port, body).startswith(b"HTTP/1.1 413 ")
+    # A well-formed keep-alive pair on one connection still works after all that.
+    assert get(dash.http_port, "/metrics")[0] == 200 and r.ping()
+
+
+def test_a_slowloris_client_is_cut_and_blocks_nothing(dash):
+    svc = dash.server.http
+    svc.request_timeout = 1.0   # a float read at each new connection (test knob)
+    r = valkey.Valkey(host=dash.host, port=dash.port)
+    slow = socket.create_connection(("127.0.0.1", dash.http_port), timeout=5)
+    try:
+        slow.sendall(b"GET /metrics HTTP/1.1\r\n")
+        answered = 0
+        deadline = time.monotonic() + 10
+        closed = False
+        while time.monotonic() < deadline and not closed:
+            try:
+                slow.sendall(b"X-Drip: 1\r\n")
+            except OSError:
+                closed = True
+                break
+            # Meanwhile both ports answer.
+            assert r.ping()
+            assert get(dash.http_port, "/api/state")[0] == 200
+            answered += 1
+            slow.settimeout(0.2)
+            try:
+                data = slow.recv(65536)
+                closed = data == b"" or data.startswith(b"HTTP/1.1 408")
+            except socket.timeout:
+                pass
+            except OSError:
+                closed = True
+        assert closed, "the slow client was never cut"
+        assert answered >= 1
+    finally:
+        slow.close()
