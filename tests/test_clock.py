@@ -13,7 +13,9 @@ PAUSE's end, slowlog/latency/MONITOR timestamps and INFO's clock fields;
 the same commands compared with valkey-server 8.1.8 over a real 0.4 s
 interval (Valkey waits, hotkv's clock is advanced); and real queue
 libraries: taskiq-redis's stream broker reclaiming a dead worker's message
-after advance(61), RQ's and Celery's results expiring after advance(61).
+after advance(61), RQ's and Celery's results expiring after advance(61),
+BullMQ's deduplication window (a server-side SET PX NX) ending after
+advance(61).
 
 Apart from the running clock's 0.2 s timeout, no test waits for the time it
 tests: every wait is for a reply or a blocked-client count, bounded in count
@@ -644,6 +646,64 @@ def test_taskiq_stream_consumer_reclaimed_after_advance(srv):
     r = redis.Redis(host=srv.host, port=srv.port)
     assert r.xpending("jobs", "taskiq")["pending"] == 0
     r.close()
+
+
+BULLMQ_DEDUP_SCRIPT = r"""
+import { Queue } from 'bullmq';
+import IORedis from 'ioredis';
+import readline from 'node:readline';
+const connection = new IORedis({
+  host: process.env.HOST, port: Number(process.env.PORT), maxRetriesPerRequest: null,
+});
+const queue = new Queue('dedup', { connection });
+const opts = { deduplication: { id: 'report-42', ttl: 60000 } };
+const a = await queue.add('report', { n: 1 }, opts);
+const b = await queue.add('report', { n: 2 }, opts);
+console.log(JSON.stringify({ a: a.id, b: b.id }));
+const lines = readline.createInterface({ input: process.stdin });
+for await (const line of lines) break;    // the test has moved the clock
+const c = await queue.add('report', { n: 3 }, opts);
+console.log(JSON.stringify({ c: c.id, waiting: await queue.getWaitingCount() }));
+lines.close(); await queue.close(); await connection.quit();
+"""
+
+
+def test_bullmq_deduplication_window_ends_after_advance(srv):
+    """BullMQ (ioredis, Node) deduplicates a job id for deduplication.ttl ms
+    with a server-side SET PX NX: a second add inside the window is the first
+    job; after advance(61) the window is over and a new job is added.  (BullMQ's
+    delayed jobs are due by the client's Date.now(), so the server's clock
+    does not release them; its deduplication window is the server's.)"""
+    import json
+    import os
+    import subprocess
+
+    from support import npm_packages_dir
+    node_dir = npm_packages_dir("bullmq@6", "ioredis@5")
+    script = os.path.join(node_dir, "bullmq_clock_%d.mjs" % os.getpid())
+    with open(script, "w") as f:
+        f.write(BULLMQ_DEDUP_SCRIPT)
+    proc = subprocess.Popen(["node", script], cwd=node_dir, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, HOST=srv.host, PORT=str(srv.port)))
+    killer = threading.Timer(60, proc.kill)    # bounds every read below
+    killer.start()
+    try:
+        first = json.loads(proc.stdout.readline() or "null")
+        srv.clock.advance(61)
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        second = json.loads(proc.stdout.readline() or "null")
+        proc.stdin.close()
+        assert proc.wait(30) == 0, proc.stderr.read()
+    finally:
+        killer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.unlink(script)
+    assert first is not None and first["a"] == first["b"]     # deduplicated
+    assert second["c"] != first["a"] and second["waiting"] == 2
 
 
 def _rq_add(a, b):
