@@ -440,6 +440,35 @@ def test_garbage_and_unknown_replid(hotkv_server_factory):
     assert r.ping()
 
 
+def test_old_sync_gets_the_payload_then_the_stream(hotkv_server_factory):
+    """SYNC (valkey-cli --replica's): no +FULLRESYNC line, the RDB as
+    $<len> (keepalive newlines may come first), then the stream from a
+    SELECT on."""
+    srv = hotkv_server_factory(**FAST)
+    r = client(srv)
+    r.set("k", "v")
+    s = socket.create_connection((srv.host, srv.port), timeout=10)
+    s.sendall(b"SYNC\r\n")
+    got = b""
+    deadline = time.time() + 10
+    while b"\r\n" not in got.lstrip(b"\n") and time.time() < deadline:
+        got += s.recv(65536)
+    got = got.lstrip(b"\n")
+    assert got.startswith(b"$"), got[:80]
+    head, rest = got.split(b"\r\n", 1)
+    size = int(head[1:])
+    while len(rest) < size and time.time() < deadline:
+        rest += s.recv(65536)
+    assert rest[:9] == b"REDIS0011" and rest[size - 9] == 0xFF   # EOF opcode, then the CRC
+    r.set("after", "1")
+    want = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$5\r\nafter\r\n$1\r\n1\r\n"
+    tail = rest[size:]
+    while len(tail) < len(want) and time.time() < deadline:
+        tail += s.recv(65536)
+    assert tail[:len(want)] == want
+    s.close()
+
+
 WITHOUT_REPLICA = [
     ["WAIT", "0", "0"], ["WAIT", "1", "-1"], ["WAIT", "x", "0"], ["WAIT", "1", "x"],
     ["WAITAOF", "1", "0", "0"], ["WAITAOF", "0", "-1", "0"], ["WAITAOF", "2", "0", "0"],

@@ -380,7 +380,9 @@ class Primary:
             lk.state = WAIT_BGSAVE_END
             lk.eof_form = eof_form
             lk.sync_offset = offset
-            head = b"+FULLRESYNC %s %d\r\n" % (self.repl.replid.encode(), offset)
+            # An old SYNC (valkey-cli --replica) gets the payload alone.
+            head = b"" if lk.pre_psync else \
+                b"+FULLRESYNC %s %d\r\n" % (self.repl.replid.encode(), offset)
             if eof_form:
                 head += b"$EOF:" + mark + b"\r\n"
             self._write(lk, head)
