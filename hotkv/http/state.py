@@ -225,7 +225,8 @@ def _server_view(info: dict, server) -> dict:
     srv, cl, mem = info.get("server", {}), info.get("clients", {}), info.get("memory", {})
     st, per, repl = info.get("stats", {}), info.get("persistence", {}), info.get("replication", {})
     return {
-        "version": srv.get("redis_version"), "hotkv_version": server.version,
+        "version": srv.get("valkey_version") or srv.get("redis_version"),
+        "hotkv_version": server.version,
         "uptime_s": _num(srv.get("uptime_in_seconds")), "port": _num(srv.get("tcp_port")),
         "role": repl.get("role"), "connected_replicas": _num(repl.get("connected_slaves")),
         "clients": _num(cl.get("connected_clients")),
