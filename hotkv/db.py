@@ -285,11 +285,19 @@ class Database:
         """FLUSHDB/SWAPDB: fail transactions watching a key that existed here
         (or, for SWAPDB, exists in the db swapped in)."""
         for key, watchers in self.watched.items():
-            present = key in self.data or (other is not None and key in other.data)
-            if not present:
+            here = key in self.data
+            there = other is not None and key in other.data
+            if not (here or there):
                 continue
             for client, flag in watchers.items():
-                if flag[0] and (key not in self.data or self.is_expired(key)):
+                if flag[0]:
+                    if not there:
+                        flag[0] = False   # a stale key now gone: no logical change
+                        continue
+                    if other.is_expired(key):
+                        continue          # stale, replaced by stale
+                elif not here and other.is_expired(key):
+                    flag[0] = True        # nothing replaced by a stale key: still nothing
                     continue
                 client.dirty_cas = True
         for key in list(self.blocking):

@@ -266,7 +266,7 @@ def test_transaction_is_one_multi_exec_block_and_single_writes_are_not(hotkv_ser
     p.set("b", 1).get("b")
     p.execute()
     cmds = incr_cmds(aof_dir)
-    assert cmds == [[b"SELECT", b"0"], [b"MULTI"], [b"SET", b"a", b"1"], [b"SADD", b"s", b"m"],
+    assert cmds == [[b"MULTI"], [b"SELECT", b"0"], [b"SET", b"a", b"1"], [b"SADD", b"s", b"m"],
                     [b"RPUSH", b"l", b"x"], [b"EXEC"], [b"SET", b"b", b"1"]]
 
 

@@ -442,7 +442,7 @@ def test_script_effects_are_propagated_not_the_eval(hotkv_server_factory, tmp_pa
     c.close()
     assert not any(cmd[0] in (b"EVAL", b"EVALSHA", b"EVAL_RO") for cmd in framed)
     assert framed == [
-        [b"SELECT", b"0"], [b"MULTI"], [b"SET", b"k", b"v"], [b"INCR", b"n"], [b"EXEC"],
+        [b"MULTI"], [b"SELECT", b"0"], [b"SET", b"k", b"v"], [b"INCR", b"n"], [b"EXEC"],
         [b"SELECT", b"2"], [b"SET", b"x", b"1"],
         [b"SELECT", b"0"], [b"INCR", b"single"],
     ]

@@ -195,3 +195,96 @@ def test_hot_writes_are_counted_watched_and_notified(target, setup, write):
                                     b"$%d\r\n%b\r\n" % (len(event), event))
     finally:
         a.call("CONFIG", "SET", "notify-keyspace-events", "")
+
+
+def _lazy_expired_watch(a):
+    """WATCH a live key, let its TTL pass without touching it (active expiry
+    off), EXEC: the key is logically expired, so the EXEC fails."""
+    a.call("FLUSHALL")
+    a.call("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    try:
+        a.call("SET", "k", "1", "PX", "5")
+        a.call("WATCH", "k")
+        time.sleep(0.03)     # past the TTL; nothing reads the key until EXEC
+        a.call("MULTI")
+        a.call("INCR", "k")
+        return a.call("EXEC")
+    finally:
+        a.call("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+
+
+def test_exec_fails_on_watched_key_expired_since_watch(server, ref_server):
+    results = []
+    for a, b in _pair(server, ref_server):
+        results.append(_lazy_expired_watch(a))
+        a.close()
+        b.close()
+    assert results[0] == results[1] == b"*-1\r\n"
+
+
+def _swapdb_stale(a):
+    """A key that does not exist, WATCHed, replaced by SWAPDB with a stale
+    (expired, not yet deleted) key: logically nothing changed."""
+    a.call("FLUSHALL")
+    a.call("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    try:
+        a.call("SELECT", "0")
+        a.call("SET", "x", "foo", "PX", "1")
+        time.sleep(0.01)
+        a.call("SELECT", "1")
+        a.call("WATCH", "x")
+        a.call("SWAPDB", "0", "1")
+        a.call("MULTI")
+        a.call("PING")
+        return a.call("EXEC")
+    finally:
+        a.call("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+        a.call("SELECT", "0")
+
+
+def test_swapdb_missing_watched_key_replaced_with_stale_key(server, ref_server):
+    results = []
+    for a, b in _pair(server, ref_server):
+        results.append(_swapdb_stale(a))
+        a.close()
+        b.close()
+    assert results[0] == results[1] == b"*1\r\n+PONG\r\n"
+
+
+def _aof_commands(directory) -> list:
+    import glob
+    import os
+    from support import parse_aof
+    files = glob.glob(os.path.join(directory, "appendonlydir", "*.incr.aof"))
+    assert len(files) == 1, files
+    with open(files[0], "rb") as f:
+        return [[a.lower() if i == 0 else a for i, a in enumerate(cmd)]
+                for cmd in parse_aof(f.read())]
+
+
+def test_transaction_in_aof_is_multi_then_select(hotkv_server_factory, tmp_path):
+    """A transaction is logged MULTI first, the SELECT inside it (Valkey
+    propagates MULTI with no database), as valkey-server's AOF."""
+    from support import ReferenceValkey
+    ours = hotkv_server_factory(appendonly="yes", dir=str(tmp_path), appendfsync="always")
+    logs = []
+    with ReferenceValkey("--appendonly", "yes", "--appendfsync", "always") as ref:
+        for host, port, directory in ((ours.host, ours.port, str(tmp_path)),
+                                      (ref.host, ref.port, ref.dir)):
+            a = RawClient(host, port)
+            a.call("SELECT", "9")
+            a.call("MULTI")
+            a.call("SET", "foo", "bar")
+            a.call("FLUSHALL")
+            a.call("EXEC")
+            a.call("SELECT", "3")
+            a.call("MULTI")
+            a.call("SET", "a", "1")
+            a.call("SELECT", "4")
+            a.call("SET", "b", "2")
+            a.call("EXEC")
+            a.close()
+            logs.append(_aof_commands(directory))
+    assert logs[0] == logs[1]
+    assert logs[0][:5] == [[b"multi"], [b"select", b"9"], [b"set", b"foo", b"bar"],
+                           [b"flushall"], [b"exec"]]

@@ -245,11 +245,7 @@ class AOF(RewriteMixin, LoadMixin):
         cur = self.cur_db
         multi = len(entries) > 1
         if multi:
-            first = entries[0][0]
-            if first != cur:
-                out += _select(first)
-                cur = first
-            out += _MULTI
+            out += _MULTI    # a SELECT goes inside, before the first command (as Valkey)
         for dbindex, argv in entries:
             if dbindex != cur:
                 out += _select(dbindex)

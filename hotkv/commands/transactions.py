@@ -10,9 +10,9 @@ Invariants:
   as their non-blocking forms; blocked clients whose keys became ready are
   served after the whole EXEC (the dispatcher does it after the call), so a
   transaction that pushes twice hands both elements over in order.
-* A WATCHed key touched by anyone (another client, expiry, FLUSHALL) fails
-  the EXEC with a null reply; WATCH state is cleared by EXEC, DISCARD,
-  UNWATCH and RESET.
+* A WATCHed key touched by anyone (another client, expiry, FLUSHALL), or
+  live at WATCH and logically expired at EXEC, fails the EXEC with a null
+  reply; WATCH state is cleared by EXEC, DISCARD, UNWATCH and RESET.
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ def exec_(c, argv):
         discard_transaction(c)
         raise CommandError(errors.EXECABORT)
     queue = c.multi_queue
+    if c.watched and not c.dirty_cas:
+        _expired_since_watch(c)
     if c.dirty_cas:
         discard_transaction(c)
         return NULL_ARRAY
@@ -83,6 +85,18 @@ def exec_(c, argv):
     # EXEC itself is not logged: each command it ran was.
     server.prop_override = []
     return BLOCKED  # the replies are already written
+
+
+def _expired_since_watch(c):
+    """A WATCHed key that was live at WATCH and is logically expired now (not
+    yet deleted: lazy expiry, active expiry off) fails the EXEC as a change
+    would (Valkey's isWatchedKeyExpired)."""
+    for (_index, key), db in c.watched.items():
+        watchers = db.watched.get(key)
+        flag = watchers.get(c) if watchers is not None else None
+        if flag is not None and not flag[0] and key in db.data and db.is_expired(key):
+            c.dirty_cas = True
+            return
 
 
 @command("watch", -2, "noscript loading stale fast no_multi allow_busy", keys=(1, -1, 1),
