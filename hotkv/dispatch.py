@@ -20,7 +20,8 @@ command, or the deterministic form the handler asked for, to propagation
 propagate as one unit: the outermost call -- the one that finds no
 ``server.current_client`` -- flushes.
 
-Fast path: ``process_commands``' plain-command branch (table hit, arity and
+Fast path: ``process_commands``' plain-command branch (table hit, arity,
+cluster mode's redirection -- one attribute test when it is off -- and
 RESP2 subscribed checks only) vs ``_check``: tests/test_fastpaths_server.py::
 test_dispatcher_fast_loop_equals_checks (mixed-case names take ``_check``).
 """
@@ -100,6 +101,8 @@ def process_commands(client, commands) -> int:
             if (arity > 0 and n != arity) or n < -arity:
                 reject(client, errors.WRONG_ARGS % cmd.name, cmd)
                 cmd = None
+            elif server.cluster is not None and _cluster_refused(client, server, cmd, argv):
+                cmd = None      # cluster mode's redirection (hotkv.cluster.state)
             elif not client.resp3 and (client.channels or client.patterns or
                                        client.shard_channels) and not cmd.pubsub_ok:
                 reject(client, errors.SUBSCRIBED % cmd.name, cmd)
@@ -151,6 +154,8 @@ def _check(client, server, cmd, argv):
     if server.gated:   # one of the rare gates below is on (hotkv.server._gate)
         if _gates(client, server, cmd, argv):
             return None
+    elif server.cluster is not None and _cluster_refused(client, server, cmd, argv):
+        return None
     elif not client.resp3 and (client.channels or client.patterns or client.shard_channels) \
             and not cmd.pubsub_ok:
         return reject(client, errors.SUBSCRIBED % cmd.name, cmd)
@@ -165,6 +170,16 @@ def _check(client, server, cmd, argv):
         client.add_reply(QUEUED)
         return None
     return cmd
+
+
+def _cluster_refused(client, server, cmd, argv) -> bool:
+    """Cluster mode (after ACL, before OOM, as Valkey's processCommand): True
+    when the command was answered with a redirection or CROSSSLOT."""
+    message = server.cluster.check(client, cmd, argv)
+    if message is None:
+        return False
+    _cluster_reject(client, cmd, message)
+    return True
 
 
 def _cluster_reject(client, cmd, message):
@@ -187,11 +202,8 @@ def _gates(client, server, cmd, argv) -> bool:
         if message is not None:
             reject(client, message, cmd)
             return True
-    if server.cluster is not None:   # Valkey's cluster redirection (hotkv.cluster.state)
-        message = server.cluster.check(client, cmd, argv)
-        if message is not None:
-            _cluster_reject(client, cmd, message)
-            return True
+    if server.cluster is not None and _cluster_refused(client, server, cmd, argv):
+        return True    # Valkey's cluster redirection (hotkv.cluster.state)
     if server.maxmemory and server.eviction.before_command() and (
             cmd.denyoom or (cmd.name == "exec" and client.multi_flags & 1)):
         # Evictions run before every command (Valkey's performEvictions);

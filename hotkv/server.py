@@ -98,8 +98,7 @@ def _gate(name: str):
                           or d.get("_gate_pause_check") is not None
                           or d.get("_gate_tracking_over")
                           or d.get("_gate_repl_check") is not None
-                          or d.get("_gate_repl_refuse")
-                          or d.get("_gate_cluster") is not None)
+                          or d.get("_gate_repl_refuse"))
     return property(fget, fset)
 
 
@@ -115,6 +114,7 @@ class Server:
         "stat_net_input_bytes", "stat_net_output_bytes", "obuf_hard_normal",
         "pending_flush", "dbs", "config", "tracking_on", "slow_gate", "__dict__",
         "test_hooks",   # hotkv.testing: faults / the journal while on (dispatch.call)
+        "cluster",      # cluster-enabled: hotkv.cluster.state, or None (one test per command)
     )
     acl_check = _gate("acl_check")
     maxmemory = _gate("maxmemory")
@@ -123,7 +123,6 @@ class Server:
     pause_check = _gate("pause_check")
     tracking_over = _gate("tracking_over")   # hotkv.tracking: the table is over its limit
     repl_check = _gate("repl_check")   # a replica: READONLY / MASTERDOWN (replication.replica)
-    cluster = _gate("cluster")   # cluster-enabled: routing of every command (hotkv.cluster)
     repl_refuse = _gate("repl_refuse")   # min-replicas-to-write unmet (hotkv.replication)
 
     def __init__(self, config: Config | dict | None = None):
