@@ -286,6 +286,34 @@ def test_wait_and_role(hotkv_server_factory, replicas):
                     == r.info("replication")["master_repl_offset"], 10)
 
 
+def test_wait_in_a_script_counts_the_callers_writes(hotkv_server_factory, replicas):
+    """WAIT in a script waits for the caller's last write (Valkey's test
+    'WAIT in script will work'): a stopped replica is not counted."""
+    srv = hotkv_server_factory(**FAST)
+    r = client(srv, single_connection_client=True)
+    rep1 = replicas(srv.port)
+    rep2 = replicas(srv.port)
+    assert synced(r, rep1) and synced(r, rep2)
+    rep1.proc.send_signal(signal.SIGSTOP)
+    try:
+        r.set("foo", "bar")
+        assert wait_for(lambda: r.eval("return redis.call('wait', '2', '0')", 0) == 1, 10)
+    finally:
+        rep1.proc.send_signal(signal.SIGCONT)
+
+
+def test_waitaof_released_when_the_aof_stops(hotkv_server_factory, tmp_path):
+    srv = hotkv_server_factory(**FAST, appendonly="yes", appendfsync="no", dir=str(tmp_path))
+    r = client(srv)
+    raw = RawClient(srv.host, srv.port)
+    raw.call("INCR", "foo")
+    raw.sock.sendall(b"WAITAOF 1 0 0\r\n")
+    assert wait_for(lambda: r.info("clients")["blocked_clients"] == 1, 5)
+    r.config_set("appendonly", "no")
+    assert raw.read_reply() == (b"-ERR WAITAOF cannot be used when numlocal is set but "
+                                b"appendonly is disabled.\r\n")
+
+
 def test_waitaof(hotkv_server_factory, replicas, tmp_path):
     srv = hotkv_server_factory(**FAST, appendonly="yes", appendfsync="always",
                                dir=str(tmp_path))

@@ -156,6 +156,15 @@ def _version_ok(val: bytes) -> bool:
     return len(parts) == 3 and all(p.isdigit() and int(p) <= 255 for p in parts)
 
 
+def _write_offset(c) -> int:
+    """The offset WAIT waits for: the client's last write's; in a script,
+    its caller's (the script's own writes are not propagated yet, as Valkey)."""
+    if c.is_fake:
+        caller = c.server.current_client
+        return caller.woff if caller is not None else c.server.repl.master_repl_offset
+    return c.woff
+
+
 @command("wait", 3, "blocking", group="generic", since="3.0.0", acl=("connection",))
 def wait_cmd(c, argv):
     """Blocks until the asynchronous replication of all preceding write commands sent by
@@ -169,7 +178,7 @@ def wait_cmd(c, argv):
     numreplicas = parse_int(argv[1], NOT_INT)
     deadline = parse_timeout(server, argv[2], seconds=False)
     primary = server.repl.get_primary()
-    offset = c.woff
+    offset = _write_offset(c)
     acked = primary.count_acks(offset)
     if acked >= numreplicas:
         return acked
@@ -196,7 +205,7 @@ def waitaof_cmd(c, argv):
         raise CommandError("ERR WAITAOF cannot be used when numlocal is set but appendonly "
                            "is disabled.")
     primary = server.repl.get_primary()
-    offset = c.woff
+    offset = _write_offset(c)
     acked = primary.count_acks(offset, aof=True)
     local = 1 if primary.local_synced() else 0
     if acked >= numreplicas and local >= numlocal:

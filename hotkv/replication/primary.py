@@ -67,6 +67,8 @@ WAIT_BGSAVE_START, WAIT_BGSAVE_END, SEND_BULK, ONLINE = range(4)
 STATE_NAMES = ("wait_bgsave", "wait_bgsave", "send_bulk", "online")
 _PING = b"*1\r\n$4\r\nPING\r\n"
 _GETACK = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n"
+WAITAOF_NO_AOF = ("ERR WAITAOF cannot be used when numlocal is set but appendonly is "
+                  "disabled.")
 _ARRAY_HDR = [b"*%d\r\n" % i for i in range(64)]
 READ_CHUNK = 256 * 1024
 READS_PER_TURN = 16          # at most 4 MB of RDB per loop turn
@@ -613,9 +615,13 @@ class Primary:
 
     def check_waits(self):
         keep = []
+        aof_off = not self.server.config.values["appendonly"]
         for w in self.waits:
             if w.client.blocked is not w.waiter:
                 continue            # timed out, killed or unblocked
+            if w.numlocal > 0 and aof_off:
+                unblock(w.client, error=WAITAOF_NO_AOF)
+                continue
             reply, done = self._reply_for(w)
             if done:
                 unblock(w.client, reply)
