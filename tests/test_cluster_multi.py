@@ -642,3 +642,22 @@ def test_redirections_byte_equal_to_a_valkey_cluster():
     finally:
         ours.stop()
         ref.stop()
+
+
+def test_restore_asking_is_served_by_the_importing_node(hotkv_cluster):
+    """RESTORE-ASKING needs no ASKING before it (its asking flag), RESTORE does."""
+    c = hotkv_cluster
+    slot = key_slot(b"r")
+    owner = c.node_for_slot(slot)
+    other = next(n for n in c.primaries() if n is not owner)
+    o, t = _raw(owner), _raw(other)
+    assert o.call("SET", "r", "v") == b"+OK\r\n"
+    payload = o.call("DUMP", "r").split(b"\r\n", 1)[1][:-2]
+    assert t.call("CLUSTER", "SETSLOT", str(slot), "IMPORTING", owner.id) == b"+OK\r\n"
+    assert t.call("RESTORE", "{r}1", "0", payload) == \
+        b"-MOVED %d 127.0.0.1:%d\r\n" % (slot, owner.port)
+    assert t.call("RESTORE-ASKING", "{r}1", "0", payload) == b"+OK\r\n"
+    assert t.call("ASKING") == b"+OK\r\n"
+    assert t.call("GET", "{r}1") == b"$1\r\nv\r\n"
+    o.close()
+    t.close()

@@ -149,8 +149,9 @@ class ClusterState:
         else:
             entries = ((cmd, argv),)
             write = cmd.write
-        error, slot = self.route(entries, asking, client.cluster_ro, write,
-                                 cmd.name == "migrate")
+        # RESTORE-ASKING carries its ASKING in its flags (Valkey's CMD_ASKING).
+        error, slot = self.route(entries, asking or "asking" in cmd.flags, client.cluster_ro,
+                                 write, cmd.name == "migrate")
         self.cmd_slot = slot
         return error
 
