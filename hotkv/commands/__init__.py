@@ -24,6 +24,7 @@ MODULES = [
     "strings",
     "lists",
     "server_cmds",
+    "cluster",        # imported by server_cmds at CLUSTER's old place in the table
     "monitor",
     "slowlog",
     "info",
