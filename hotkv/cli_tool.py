@@ -14,8 +14,8 @@ compares with the real redis-cli): on a TTY, or with --no-raw, the human form
 indentation, ``(nil)``, ``(error) ERR ...``, ``(empty array)``, RESP3's
 ``1# "k" => "v"``, ``1~ ...``, ``(double) 1.5``, ``(true)``); otherwise (or
 with --raw) the raw form: strings as they are, one array element a line, an
-error's text alone.  Exit code: 0, or 1 when the one-shot command's reply is
-an error or the server cannot be reached.
+error's text on its own line.  Exit code: 0 (an error reply too, as
+valkey-cli), 1 when the server cannot be reached.
 """
 
 from __future__ import annotations
@@ -164,6 +164,9 @@ def _txt(b: bytes) -> str:
     return b.decode("utf-8", "surrogateescape")
 
 
+_AGGREGATES = ("array", "map", "set", "push")
+
+
 def format_tty(r: Reply, prefix: str = "") -> str:
     """redis-cli's cliFormatReplyTTY."""
     k = r.kind
@@ -199,7 +202,10 @@ def format_tty(r: Reply, prefix: str = "") -> str:
         out.append("%s%*d%s " % ("" if i == 0 else prefix, idxlen, n, sep))
         out.append(format_tty(items[i], child))
         if k == "map":
-            out[-1] = out[-1][:-1] + " => " + format_tty(items[i + 1], child)
+            value = items[i + 1]
+            # An aggregate value starts on its own line, indented as a child.
+            out[-1] = out[-1][:-1] + (" => \n" + child if value.kind in _AGGREGATES
+                                      else " => ") + format_tty(value, child)
             i += 1
         i += 1
         n += 1
@@ -211,7 +217,9 @@ def format_raw(r: Reply) -> str:
     k = r.kind
     if k == "nil":
         return ""
-    if k in ("error", "status", "bulk", "verbatim", "double", "bignum"):
+    if k == "error":   # its own newline, then the caller's
+        return _txt(r.value) + "\n"
+    if k in ("status", "bulk", "verbatim", "double", "bignum"):
         return _txt(r.value)
     if k == "int":
         return "%d" % r.value
@@ -222,7 +230,7 @@ def format_raw(r: Reply) -> str:
     i = 0
     while i < len(items):
         if k == "map":
-            parts.append(format_raw(items[i]) + "\n" + format_raw(items[i + 1]))
+            parts.append(format_raw(items[i]) + " " + format_raw(items[i + 1]))
             i += 2
         else:
             parts.append(format_raw(items[i]))
@@ -284,7 +292,7 @@ def _apply_url(o, url: str):
     u = urlparse(url)
     if u.scheme not in ("redis", "rediss", "valkey", "valkeys"):
         raise SystemExit("hotkv cli: invalid URI scheme '%s'" % u.scheme)
-    o.tls = u.scheme.endswith("s")
+    o.tls = u.scheme in ("rediss", "valkeys")
     o.host = u.hostname or o.host
     o.port = u.port or o.port
     if u.username:
@@ -326,6 +334,18 @@ def connect(o) -> Conn:
 
 def output(r: Reply, raw: bool) -> str:
     return format_raw(r) + "\n" if raw else format_tty(r)
+
+
+def write(text: str):
+    """To stdout as the server's bytes (a reply may be any bytes, not UTF-8)."""
+    data = text.encode("utf-8", "surrogateescape")
+    buf = getattr(sys.stdout, "buffer", None)
+    if buf is not None:
+        sys.stdout.flush()
+        buf.write(data)
+        buf.flush()
+    else:   # pragma: no cover - a stdout without bytes underneath
+        sys.stdout.write(data.decode("utf-8", "replace"))
 
 
 # -- interactive --------------------------------------------------------------
@@ -436,7 +456,7 @@ def interactive(o, conn) -> int:
                 return 1
             if name == "select" and r.kind == "status" and len(words) > 1:
                 db = int(words[1])
-            sys.stdout.write(output(r, raw))
+            write(output(r, raw))
             if r.kind == "error" and b"wrong number of arguments" in r.value and name in docs:
                 sys.stdout.write("  usage: %s %s\n" % (name.upper(), docs[name][0]))
     finally:
@@ -472,9 +492,8 @@ def main(argv: list[str]) -> int:
         except (OSError, ConnectionError) as e:
             sys.stderr.write("Error: %s\n" % e)
             return 1
-        sys.stdout.write(output(r, raw))
-        sys.stdout.flush()
-        return 1 if r.kind == "error" else 0
+        write(output(r, raw))
+        return 0   # an error reply is output, not a failure (valkey-cli's exit code)
     return interactive(o, conn)
 
 

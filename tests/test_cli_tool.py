@@ -1,0 +1,200 @@
+"""``hotkv cli`` and ``hotkv queues`` as a user runs them (subprocesses of
+``python -m hotkv``).  ``hotkv cli``'s output is compared byte for byte with
+the real redis-cli's (valkey-cli next to the reference server, or redis-cli
+from redis-tools) on the same commands against the same server: the raw form
+(stdout is a pipe), the human form (--no-raw), RESP2 and RESP3, and the exit
+code.  ``hotkv queues --once`` is run against hotkv and against the
+reference valkey-server: it only uses commands both have.  ``hotkv --help``
+lists every subcommand.  ~10 s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import valkey
+
+from support import valkey_server_binary
+
+COMMANDS = [
+    ["PING"],
+    ["SET", "s", "hello"],
+    ["GET", "s"],
+    ["GET", "missing"],
+    ["SET", "q", 'say "hi"\n\t\x01\xff'],
+    ["GET", "q"],
+    ["INCR", "n"],
+    ["INCRBYFLOAT", "f", "1.5"],
+    ["RPUSH", "l", *("item%d" % i for i in range(12))],
+    ["LRANGE", "l", "0", "-1"],
+    ["LRANGE", "nothing", "0", "-1"],
+    ["HSET", "h", "f1", "v1", "f2", "v2"],
+    ["HGETALL", "h"],
+    ["HGETALL", "nothing"],
+    ["SMEMBERS", "nothing"],
+    ["ZADD", "z", "1.5", "a", "2", "b"],
+    ["ZSCORE", "z", "a"],
+    ["ZRANGE", "z", "0", "-1", "WITHSCORES"],
+    ["XADD", "st", "1-1", "f", "v", "g", "w"],
+    ["XADD", "st", "2-1", "f", "x"],
+    ["XRANGE", "st", "-", "+"],
+    ["XGROUP", "CREATE", "st", "grp", "0"],
+    ["XREADGROUP", "GROUP", "grp", "c1", "COUNT", "1", "STREAMS", "st", ">"],
+    ["EVAL", "return {1, 'two', {3, 'four', {}}, false}", "0"],
+    ["EXISTS", "s", "missing"],
+    ["LPUSH", "s", "x"],
+    ["NOSUCHCOMMAND", "a"],
+    ["CONFIG", "GET", "maxmemory*"],
+]
+
+
+def _reference_cli() -> str | None:
+    ref = valkey_server_binary()
+    if ref:
+        cli = os.path.join(os.path.dirname(ref), "valkey-cli")
+        if os.access(cli, os.X_OK):
+            return cli
+    return shutil.which("redis-cli") or shutil.which("valkey-cli")
+
+
+def _run(argv, **kw):
+    return subprocess.run(argv, capture_output=True, timeout=30, **kw)
+
+
+def hotkv(*args):
+    return _run([sys.executable, "-m", "hotkv", *args])
+
+
+@pytest.fixture
+def cli():
+    path = _reference_cli()
+    if path is None:
+        pytest.skip("no redis-cli or valkey-cli to compare with (apt-get install redis-tools)")
+    return path
+
+
+def ours(*args):
+    """hotkv cli's main in this process (real sockets, the real server):
+    (stdout bytes, exit code) with stdout a pipe, as for redis-cli below."""
+    from hotkv import cli_tool
+    buf = io.BytesIO()
+    out = io.TextIOWrapper(buf, encoding="utf-8", errors="surrogateescape", newline="")
+    with contextlib.redirect_stdout(out):
+        rc = cli_tool.main(list(args))
+        out.flush()
+    return buf.getvalue(), rc
+
+
+@pytest.mark.parametrize("mode", [[], ["--no-raw"], ["-3", "--no-raw"], ["-3"]],
+                         ids=["raw", "human", "resp3-human", "resp3-raw"])
+def test_output_is_redis_clis(cli, hotkv_server_factory, mode):
+    """The same commands on two fresh servers, one through hotkv cli, one
+    through redis-cli: the same bytes and exit codes."""
+    a, b = hotkv_server_factory(), hotkv_server_factory()
+    mismatches = []
+    for cmd in COMMANDS:
+        got = ours("-p", str(a.port), *mode, *cmd)
+        ref = _run([cli, "-p", str(b.port), *mode, *cmd])
+        if got != (ref.stdout, ref.returncode):
+            mismatches.append((cmd, got, (ref.stdout, ref.returncode)))
+    assert not mismatches, "\n".join(repr(m) for m in mismatches)
+
+
+def test_the_hotkv_command_runs_it(hotkv_server_factory):
+    server = hotkv_server_factory()
+    got = hotkv("cli", "-p", str(server.port), "LPUSH", "q", "job")
+    assert (got.stdout, got.returncode) == (b"1\n", 0)
+    got = hotkv("cli", "-p", str(server.port), "--no-raw", "LRANGE", "q", "0", "-1")
+    assert got.stdout == b'1) "job"\n'
+
+
+def test_connection_options_url_db_and_auth(cli, hotkv_server_factory):
+    server = hotkv_server_factory(requirepass="pw")
+    r = valkey.Valkey(host=server.host, port=server.port, password="pw", db=3)
+    r.set("k", "in db 3")
+    url = "redis://:pw@127.0.0.1:%d/3" % server.port
+    assert hotkv("cli", "-u", url, "GET", "k").stdout == b"in db 3\n"
+    got = hotkv("cli", "-p", str(server.port), "-a", "pw", "-n", "3", "--no-raw", "GET", "k")
+    assert got.stdout == b'"in db 3"\n' and got.returncode == 0
+    r.execute_command("ACL", "SETUSER", "bob", "on", ">bobpw", "~*", "+@all")
+    got = hotkv("cli", "-p", str(server.port), "--user", "bob", "-a", "bobpw", "-3",
+                "--no-raw", "ACL", "WHOAMI")
+    assert got.stdout == b'"bob"\n'
+    got = hotkv("cli", "-p", str(server.port), "--no-raw", "GET", "k")
+    assert got.stdout.startswith(b"(error) NOAUTH") and got.returncode == 0   # as valkey-cli
+
+
+def test_interactive_session(hotkv_server_factory, tmp_path):
+    server = hotkv_server_factory()
+    script = b"SET greeting hello\nGET greeting\nhelp LPUSH\nSELECT 2\nDBSIZE\nquit\n"
+    proc = subprocess.run([sys.executable, "-m", "hotkv", "cli", "-p", str(server.port),
+                           "--no-raw"], input=script, capture_output=True, timeout=30,
+                          env=dict(os.environ, HOME=str(tmp_path)))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    assert "OK\n" in out and '"hello"\n' in out
+    assert "summary: Prepends one or more elements" in out   # from COMMAND DOCS
+    assert "127.0.0.1:%d[2]> " % server.port in out and "(integer) 0" in out
+    assert (tmp_path / ".hotkv_cli_history").exists()
+
+
+def test_interactive_hints_from_command_docs_arguments(ref_server, tmp_path):
+    """The syntax line is built from COMMAND DOCS' arguments (valkey-server
+    gives them; hotkv's COMMAND DOCS has none yet, so this runs against the
+    reference)."""
+    proc = subprocess.run([sys.executable, "-m", "hotkv", "cli", "-p", str(ref_server.port)],
+                          input=b"help LPUSH\nhelp XADD\nLPUSH\n", capture_output=True,
+                          timeout=30, env=dict(os.environ, HOME=str(tmp_path)))
+    out = proc.stdout.decode()
+    assert "LPUSH key element [element ...]" in out
+    assert "XADD key [NOMKSTREAM] [<MAXLEN|MINID> [=|~] threshold [LIMIT count]] <*|id> " \
+        "field value [field value ...]" in out
+    assert "wrong number of arguments" in out and "  usage: LPUSH key element" in out
+
+
+def _queues_once(port) -> str:
+    proc = _run([sys.executable, "-m", "hotkv", "queues", "-p", str(port), "--once"],
+                env=dict(os.environ, COLUMNS="200"))
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.decode()
+
+
+def _fill(r):
+    r.rpush("jobs", "a", "b", "c")
+    r.xadd("events", {"n": 1}, id="1-1")
+    r.xadd("events", {"n": 2}, id="2-1")
+    r.xgroup_create("events", "workers", "0")
+    r.xreadgroup("workers", "w1", {"events": ">"}, count=1)
+    r.rpush("rq:queue:emails", "job-1", "job-2")
+    r.sadd("rq:queues", "rq:queue:emails")
+
+
+def test_queues_view_on_hotkv_and_on_valkey(hotkv_server_factory, ref_server):
+    pytest.importorskip("rich", reason="rich (pip install 'hotkv[dashboard]') is missing")
+    server = hotkv_server_factory()
+    outputs = []
+    for host, port in ((server.host, server.port), ("127.0.0.1", ref_server.port)):
+        r = valkey.Valkey(host=host, port=port)
+        r.flushall()
+        _fill(r)
+        out = _queues_once(port)
+        for needle in ("jobs", "events", "workers", "w1 (1,", "rq", "emails", "queued 2"):
+            assert needle in out, (needle, out)
+        # Idle times differ by the milliseconds between the two runs.
+        outputs.append([re.sub(r"w1 \(1, \d+\)", "w1 (1, N)", ln)
+                        for ln in out.splitlines()[1:]])
+        r.flushall()
+    assert outputs[0] == outputs[1]   # the same view of the same data on both servers
+
+
+def test_hotkv_help_lists_every_subcommand():
+    out = hotkv("--help").stdout.decode()
+    for sub in ("serve", "cli", "queues", "check-rdb", "check-aof", "valkey-server"):
+        assert "hotkv %s" % sub in out, sub
