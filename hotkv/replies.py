@@ -8,7 +8,7 @@ that belong to none of them (so they live here, below ``hotkv.commands``):
 * ``quoted``: Redis's sdscatrepr, how MONITOR (and a script's commands fed
   to MONITOR by ``hotkv.lua.engine``) shows each argument;
 * ``redacted``: the arguments a command is echoed with by MONITOR and
-  SLOWLOG -- AUTH's and HELLO's credentials replaced by ``(redacted)``.
+  SLOWLOG -- AUTH's, HELLO's and MIGRATE's credentials replaced by ``(redacted)``.
 
 Invariants: every function here is pure (no server, client or socket
 state); ``quoted`` escapes exactly the bytes sdscatrepr escapes, so a
@@ -72,5 +72,24 @@ def redacted(cmd, argv):
         for i in range(2, len(out) - 2):
             if out[i].lower() == b"auth":
                 out[i + 1] = out[i + 2] = b"(redacted)"
+        return out
+    if name == "migrate":
+        # Valkey redacts as it parses MIGRATE's options: AUTH's password,
+        # AUTH2's user and password; KEYS ends the options.
+        out = list(argv)
+        i = 6
+        while i < len(out):
+            word = out[i].lower()
+            if word == b"keys":
+                break
+            if word == b"auth" and i + 1 < len(out):
+                out[i + 1] = b"(redacted)"
+                i += 1
+            elif word == b"auth2" and i + 2 < len(out):
+                out[i + 1] = out[i + 2] = b"(redacted)"
+                i += 2
+            elif word not in (b"copy", b"replace"):
+                break    # a syntax error: the parse (and its redaction) stops
+            i += 1
         return out
     return argv

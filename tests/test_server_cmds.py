@@ -805,3 +805,37 @@ def test_command_time_follows_the_clock_both_ways():
     assert seen == [1700000000123, 1700000000123, 1700000000123, 1700000000000,
                     1700000000000, 1699990000500, 1700000000123]
     assert client.out == [b"+PONG\r\n"] * 7
+
+
+def _monitor_migrate(host, port) -> bytes:
+    """MONITOR's lines for MIGRATE with and without credentials (nothing to
+    migrate: the key is missing, so each replies NOKEY at once)."""
+    mon = RawClient(host, port)
+    c = RawClient(host, port)
+    try:
+        assert mon.call("MONITOR") == b"+OK\r\n"
+        p = str(port)
+        c.call("MIGRATE", host, p, "key", "9", "5000")
+        c.call("MIGRATE", host, p, "key", "9", "5000", "COPY", "AUTH", "pw")
+        c.call("MIGRATE", host, p, "key", "9", "5000", "AUTH2", "user", "pw", "REPLACE")
+        c.call("MIGRATE", host, p, "", "9", "5000", "AUTH", "pw", "KEYS", "AUTH", "k")
+        c.call("MIGRATE", host, p, "key", "9", "5000", "AUTH")
+        c.call("MIGRATE", host, p, "key", "9", "5000", "NOPE", "AUTH", "pw")
+        c.call("PING")
+        out = b""
+        for _ in range(50):        # bounded: 50 reads of at most 0.1 s
+            out += mon.read_available(0.1)
+            if b'"PING"' in out:
+                break
+    finally:
+        mon.close()
+        c.close()
+    out = re.sub(rb"\+\d+\.\d{6} \[(\d+) 127\.0\.0\.1:\d+\]", rb"+T [\1 ADDR]", out)
+    return out.replace(str(port).encode(), b"PORT")
+
+
+def test_monitor_redacts_migrate_credentials(server, ref_server):
+    ours = _monitor_migrate(server.host, server.port)
+    theirs = _monitor_migrate(ref_server.host, ref_server.port)
+    assert ours == theirs
+    assert b'"AUTH2" "(redacted)" "(redacted)" "REPLACE"' in ours
