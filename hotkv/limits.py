@@ -12,7 +12,9 @@ Owns:
 * the ``normal`` class of ``client-output-buffer-limit``: the hard limit
   is checked by ``Connection.flush`` as replies are written (through
   ``server.obuf_hard_normal``, kept current here), the soft limit (over it
-  for the given seconds) by ``cron``, which the server's cron calls.  The
+  for the given seconds) by ``cron``, which the server's cron calls; both
+  count the pending output beyond the first 16 KB (``REPLY_BUF_BYTES``),
+  as Valkey counts its reply list and not its fixed reply buffer.  The
   pub/sub class is the pub/sub module's;
 * ``timeout`` in the same cron: idle clients are closed (blocked and
   subscribed clients are exempt, as in Redis);
@@ -42,6 +44,10 @@ from .config import PARAMS, ConfigError, param, parse_memory
 from .registry import TABLE
 
 log = logging.getLogger("hotkv")
+# What the limits leave out: Valkey counts a client's reply list, not the
+# fixed 16 KB reply buffer in front of it (a reply that fits there never
+# counts, so a 10-byte limit still lets INFO through).
+REPLY_BUF_BYTES = 16 * 1024
 
 PROTECTED_MODE_DENIED = (
     "DENIED Running in protected mode because protected mode is enabled and no password is "
@@ -183,7 +189,7 @@ def cron(server):
         for c in list(server.clients.values()):
             if c.closed or c.kind != "normal" or c.subscribed:
                 continue
-            size = c.output_size()
+            size = c.output_size() - REPLY_BUF_BYTES
             if hard and size >= hard:
                 _close_for_output(server, c, size)
             elif soft and size >= soft:

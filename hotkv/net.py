@@ -35,7 +35,7 @@ import time
 from .client import Client
 from .config import ConfigError, bind_addresses
 from .dispatch import process_commands, serve_ready_keys
-from .limits import output_limit_reached
+from .limits import REPLY_BUF_BYTES, output_limit_reached
 from .resp import RequestParser, encode_error
 from .tls import HANDSHAKE_TIMEOUT, start_listeners as start_tls_listeners
 
@@ -192,8 +192,9 @@ class Connection(Client, asyncio.Protocol):
             out.clear()
             if not self.closed:
                 hard = self.server.obuf_hard_normal   # hotkv.limits; pub/sub has its own
-                if hard and len(data) + self.transport.get_write_buffer_size() >= hard \
-                        and self.kind == "normal" and not self.subscribed:
+                if hard and len(data) + self.transport.get_write_buffer_size() - \
+                        REPLY_BUF_BYTES >= hard and self.kind == "normal" \
+                        and not self.subscribed:
                     output_limit_reached(self.server, self, len(data))
                     return
                 self.server.stat_net_output_bytes += len(data)
