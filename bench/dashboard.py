@@ -1,0 +1,120 @@
+"""The dashboard's cost: P1 LPUSH with the dashboard open and /metrics
+scraped every second, against the same server with http-port off (issue 19's
+target: >= 0.95x).
+
+    python bench/dashboard.py                      # 3 rounds of 100k requests each way
+    python bench/dashboard.py --rounds 5 --requests 200000 --clients 50
+
+One ``EmbeddedServer`` takes redis-benchmark ``-P 1 -t lpush -n N -q`` two
+ways per round, in turn: "off" (``CONFIG SET http-port 0``: no listener, no
+sampler) and "on" (``CONFIG SET http-port P``; a child process plays the
+open page -- GET /api/state once a second, as the page polls -- and a
+Prometheus scraper -- GET /metrics once a second).  The list is emptied
+between runs.  Reports req/s per run, the median of each way and its ratio,
+and the server's CPU time per request (this process's CPU time: the server
+thread is all that runs in it -- the pollers are another process), which a
+shared machine disturbs less than req/s; also the cost of one snapshot
+(the sampler's once-a-second work) on the final list.
+A measurement, not a test: nothing here is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+from hotkv import EmbeddedServer  # noqa: E402
+from journal import lpush_rps  # noqa: E402  (bench/journal.py: redis-benchmark P1 LPUSH)
+
+POLLER = r"""
+import sys, time, urllib.request
+port = int(sys.argv[1])
+base = "http://127.0.0.1:%d" % port
+while True:
+    t = time.monotonic()
+    for path in ("/api/state", "/metrics"):
+        try:
+            urllib.request.urlopen(base + path, timeout=10).read()
+        except OSError:
+            pass
+    time.sleep(max(0.0, 1.0 - (time.monotonic() - t)))
+"""
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=100_000)
+    ap.add_argument("--clients", type=int, default=50)
+    args = ap.parse_args()
+    if shutil.which("redis-benchmark") is None:
+        print("redis-benchmark is not on PATH")
+        return 1
+    import redis
+    figures: dict = {"off": [], "on": []}
+    cpu_figures: dict = {"off": [], "on": []}
+    http_port = free_port()
+    with EmbeddedServer() as server:
+        r = redis.Redis(host="127.0.0.1", port=server.port)
+        lpush_rps(server.port, 10_000, args.clients)      # warm-up
+        for rnd in range(args.rounds):
+            for way in ("off", "on"):
+                poller = None
+                if way == "on":
+                    r.config_set("http-port", http_port)
+                    poller = subprocess.Popen([sys.executable, "-c", POLLER, str(http_port)])
+                    time.sleep(1.5)    # the page and the scraper are polling
+                cpu = time.process_time()
+                rps = lpush_rps(server.port, args.requests, args.clients)
+                cpu_us = (time.process_time() - cpu) / args.requests * 1e6
+                if poller is not None:
+                    poller.kill()
+                    poller.wait()
+                    r.config_set("http-port", 0)
+                if rnd == args.rounds - 1 and way == "on":
+                    snap_ms = snapshot_ms(server)
+                r.flushall()
+                figures[way].append(rps)
+                cpu_figures[way].append(cpu_us)
+                print("round %d  %-4s %10.0f req/s  %6.2f us CPU/req"
+                      % (rnd + 1, way, rps, cpu_us), flush=True)
+    off, on = statistics.median(figures["off"]), statistics.median(figures["on"])
+    coff, con = statistics.median(cpu_figures["off"]), statistics.median(cpu_figures["on"])
+    print("median req/s: off %.0f, on %.0f -> on/off %.2f (target >= 0.95)" % (off, on, on / off))
+    print("median server CPU us/req: off %.2f, on %.2f -> off/on %.2f" % (coff, con, coff / con))
+    print("one snapshot (the sampler's work per second) with a %d-item list: %.1f ms"
+          % (args.requests, snap_ms))
+    return 0
+
+
+def snapshot_ms(server) -> float:
+    """CPU ms of one snapshot of the server as it is, best of 5 (run on its
+    loop thread: this process's CPU clock counts it)."""
+    from hotkv.http.state import snapshot
+    from hotkv.testing import on_loop
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.process_time()
+        on_loop(server.server, lambda: snapshot(server.server, 50))
+        best = min(best, (time.process_time() - t0) * 1000)
+    return best
+
+
+if __name__ == "__main__":
+    sys.exit(main())
