@@ -288,3 +288,39 @@ def test_transaction_in_aof_is_multi_then_select(hotkv_server_factory, tmp_path)
     assert logs[0] == logs[1]
     assert logs[0][:5] == [[b"multi"], [b"select", b"9"], [b"set", b"foo", b"bar"],
                            [b"flushall"], [b"exec"]]
+
+
+def _replicaof_in_exec(host, port):
+    """A transaction that turns its server into a replica (REPLICAOF a port
+    nothing listens on) while an old-protocol SYNC replica is attached."""
+    import socket
+    from support import free_port
+    sync = socket.create_connection((host, port), timeout=10)
+    a = RawClient(host, port)
+    try:
+        sync.sendall(b"SYNC\r\n")
+        head = b""
+        for _ in range(100):          # bounded: the payload's length line
+            head += sync.recv(1)
+            if head.endswith(b"\r\n") and head.strip():
+                break
+        assert head.lstrip(b"\n").startswith(b"$"), head
+        replies = [a.call("SET", "foo", "bar"), a.call("MULTI"), a.call("SET", "foo2", "bar"),
+                   a.call("REPLICAOF", "127.0.0.1", str(free_port())),
+                   a.call("SET", "foo3", "bar"), a.call("EXEC"), a.call("SET", "foo4", "x"),
+                   a.call("REPLICAOF", "NO", "ONE"), a.call("MGET", "foo", "foo2", "foo3")]
+    finally:
+        sync.close()
+        a.close()
+    return replies
+
+
+def test_replicaof_inside_exec(server, ref_server):
+    """EXEC runs on: the queue's writes before REPLICAOF are not fed to a
+    replica stream that no longer exists (hotkv closed the client: the
+    pending feed had no sink), and the server is a replica afterwards."""
+    ours = _replicaof_in_exec(server.host, server.port)
+    theirs = _replicaof_in_exec(ref_server.host, ref_server.port)
+    assert ours == theirs
+    assert ours[5] == b"*3\r\n+OK\r\n+OK\r\n+OK\r\n"
+    assert ours[6].startswith(b"-READONLY")

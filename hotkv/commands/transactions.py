@@ -82,6 +82,11 @@ def exec_(c, argv):
             call(c, cmd, args)
     finally:
         c.in_exec = False
+        if server.aof is None and server.prop_pending:
+            # A REPLICAOF in the queue made this server a replica (without an
+            # AOF): the writes before it go nowhere, as Valkey drops its
+            # replicas there, and there is no sink left to feed them to.
+            server.prop_pending = []
     # EXEC itself is not logged: each command it ran was.
     server.prop_override = []
     return BLOCKED  # the replies are already written
