@@ -749,6 +749,58 @@ def test_promoted_hotkv_continues_a_valkey_replicas_history(primaries, hotkv_ser
     assert bc.execute_command("DEBUG", "DIGEST") == r.execute_command("DEBUG", "DIGEST")
 
 
+def test_link_killed_repeatedly_under_load_resumes_partially(primaries, hotkv_server_factory):
+    """CLIENT KILL TYPE replica while clients write (transactions, scripts):
+    a transaction cut in the middle is dropped and re-read from its MULTI
+    on +CONTINUE; the data ends equal with no full resync."""
+    prim = primaries("--repl-backlog-size", "256mb")     # covers all the test writes
+    s, r = _start_replica(hotkv_server_factory, prim)
+    admin = prim.client()
+    full = admin.info("stats")["sync_full"]
+    stop = threading.Event()
+    errors = []
+
+    big = b"x" * 70000      # more than the replica's 64 KB read
+
+    def writer(n):
+        c = prim.client()
+        try:
+            for i in range(LOAD_OPS):
+                if stop.is_set():
+                    break
+                # Transactions bigger than one read of the link: a kill may
+                # fall inside one (the replica is then in MULTI).
+                pipe = c.pipeline(transaction=True)
+                pipe.incr("tx:%d" % n).set("big:%d" % n, big).rpush("txlog:%d" % n, i)
+                pipe.hset("txh", "f%d" % n, i).incr("tx:%d" % n)
+                pipe.execute()
+                c.eval("return redis.call('incrby', KEYS[1], ARGV[1])", 1, "ev:%d" % n, i)
+        except Exception as e:   # reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    kills = attempts = 0
+    try:
+        while kills < 4 and attempts < 200:     # bounded: 200 x 50 ms at most
+            attempts += 1
+            time.sleep(0.05)
+            if _linked(s):
+                kills += admin.execute_command("CLIENT", "KILL", "TYPE", "replica")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert not errors, errors
+    assert kills == 4
+    assert wait_for(lambda: _linked(s), 15)
+    dp, dr = _equal_digests(admin, r)
+    assert dp == dr
+    assert admin.info("stats")["sync_full"] == full
+    assert admin.info("stats")["sync_partial_ok"] >= kills
+
+
 def test_replicaof_no_one_keeps_every_key(primaries, hotkv_server_factory):
     prim = primaries()
     p = valkey.Valkey(port=prim.port, single_connection_client=True)
