@@ -8,11 +8,12 @@ one task on the server's loop: connect, ``PING``, ``AUTH`` (``masterauth`` /
 psync2``, ``PSYNC <replid> <offset+1>`` (or ``? -1``), then
 
 * ``+FULLRESYNC <replid> <offset>``: the RDB -- as ``$<len>`` or as the
-  diskless ``$EOF:<40-byte mark>`` form -- is read into a buffer (the loop
-  keeps serving), parsed and checked in a worker thread, and only then the
-  keyspace is emptied and the new one installed in one step: a corrupt or
-  truncated payload is logged, leaves the old data as it was, and the link
-  is retried;
+  diskless ``$EOF:<40-byte mark>`` form -- is read as the chunks that come
+  (the loop keeps serving), parsed, checked and indexed in a worker thread,
+  and only then swapped in for the whole keyspace (``_install``; the old
+  dictionaries are emptied in a worker thread): a corrupt or truncated
+  payload is logged, leaves the old data as it was, and the link is
+  retried; with ``appendonly yes`` an AOF rewrite follows;
 * ``+CONTINUE [<replid>]``: the stream resumes where the cached offset
   stopped (a new replid is adopted, the old one kept as replid2).
 
@@ -23,7 +24,13 @@ EXEC, as Valkey's ``reploff``); ``REPLCONF GETACK`` answers ``REPLCONF ACK
 <offset>`` at once and a cron sends one every second.  When the link
 breaks, the master client and its offset are kept for the next ``PSYNC``
 (Valkey's cached primary); reconnection backs off from 0.1 s to 1 s, the
-pace of Valkey's replicationCron.
+pace of Valkey's replicationCron.  The applied bytes, as received, go to
+the link's ``backlog`` (Valkey's replica backlog, INFO's repl_backlog_*);
+``REPLICAOF NO ONE`` hands it to the primary side, so the other replicas
+of the old primary continue from hotkv with a partial resync.  Commands
+the replica fails are logged as Valkey logs them ("== CRITICAL == ...");
+``tls-replication yes`` makes the link TLS.  Not done: passing the stream
+on to replicas of this replica (chained replication).
 
 While hotkv is a replica: ``server.repl.role == "slave"``; the dispatcher's
 ``repl_check`` gate refuses writes from ordinary clients
@@ -31,7 +38,8 @@ While hotkv is a replica: ``server.repl.role == "slave"``; the dispatcher's
 link down, every command without the stale flag; nothing expires actively
 and a logically expired key reads as missing but stays until the primary's
 DEL comes (``Database.lookup``), except for the master client, which sees
-it as the primary did.
+it as the primary did; scripts are held to the same rules
+(``refuses_writes``, ``running_stale``: hotkv.lua.engine, FCALL).
 
 Invariants: ``reploff`` only counts commands that ran whole; a full sync
 installs all of a checked RDB or nothing; ``stop()`` ends the task and
