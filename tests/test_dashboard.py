@@ -309,3 +309,26 @@ def test_a_slowloris_client_is_cut_and_blocks_nothing(dash):
         assert answered >= 1
     finally:
         slow.close()
+
+
+def test_hotkv_serve_http_port(tmp_path):
+    """``hotkv serve --http-port N`` as a user starts it; ``--bind 0.0.0.0``
+    without a password refuses to start, saying why."""
+    import sys
+    port, http_port = free_port(), free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "hotkv", "serve", "--port", str(port),
+                             "--http-port", str(http_port), "--save", "", "--dir",
+                             str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert b"listening" in proc.stdout.readline()
+        status, _, body = get(http_port, "/metrics")
+        assert status == 200 and b'redis_instance_info{role="master"' in body
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        proc.stdout.close()
+        proc.stderr.close()
+    refused = subprocess.run([sys.executable, "-m", "hotkv", "serve", "--port", str(port),
+                              "--bind", "0.0.0.0", "--http-port", str(http_port), "--save", "",
+                              "--dir", str(tmp_path)], capture_output=True, timeout=30)
+    assert refused.returncode == 1 and b"protected mode" in refused.stderr

@@ -13,8 +13,9 @@ resources:
   keep-alive connection is closed after ``idle_timeout``; at most
   ``MAX_CONNECTIONS`` HTTP connections are open at once (more get 503);
 * replies are built synchronously from a snapshot taken at most once a
-  second (hotkv.http.state.Sampler), so a request costs one bounded
-  snapshot at worst; the sampler's timer runs only while the port is on;
+  second, less often when costly (hotkv.http.state.Sampler: its share of
+  the loop is bounded), so a request costs one bounded snapshot at worst;
+  the sampler's timer runs only while the port is on;
 * authentication and the protected-mode bind rule are hotkv.http.auth's.
 """
 
@@ -96,7 +97,8 @@ class HttpService:
     def _tick(self):
         """Once a second while the port is on: a sample for the plots."""
         try:
-            self.sampler.sample()
+            if self.sampler.due():
+                self.sampler.sample()
         except Exception:
             log.exception("dashboard sampler failure")
         self._timer = self.server.loop.call_later(1.0, self._tick)
@@ -244,8 +246,7 @@ class HttpConnection(asyncio.Protocol):
             body = metrics.render(svc.sampler.current(1.0)).encode()
             self._send(200, body, "text/plain; version=0.0.4; charset=utf-8")
         elif path == b"/api/state":
-            fresh = b"fresh=1" in query.split(b"&")
-            snap = svc.sampler.current(0.0 if fresh else 1.0)
+            snap = svc.sampler.current(1.0, fresh=b"fresh=1" in query.split(b"&"))
             state = {k: v for k, v in snap.items() if k != "info"}
             state["history"] = svc.sampler.history()
             state["top_n"] = svc.sampler.top_n()

@@ -11,10 +11,11 @@ Invariants:
   database are looked at to find lists and streams, the library layouts are
   read only in a database of at most ``LIBRARY_SCAN_LIMIT`` keys, only the
   ``http-metrics-top-keys`` deepest lists and streams are reported, and the
-  snapshot is taken at most once a second unless a caller asks for a fresh
-  one (``Sampler.current``);
-* the history is in memory and bounded: ``HISTORY`` one-second samples
-  (5 minutes) of the server's rates and of each reported queue's depth.
+  snapshot is taken at most once a second -- less often when one is costly:
+  sampling takes at most ~2 % of the loop's time (``Sampler.interval``),
+  a request asking for fresh data at most ~10 % (``Sampler.current``);
+* the history is in memory and bounded: ``HISTORY`` samples (5 minutes at
+  one a second) of the server's rates and of each reported queue's depth.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from ..types.stream import Stream
 
 SCAN_LIMIT = 200_000          # keys of one db looked at to find lists and streams
 LIBRARY_SCAN_LIMIT = 100_000  # library layouts are read in dbs no bigger than this
-HISTORY = 300                 # one-second samples kept for the plots
+HISTORY = 300                 # samples kept for the plots (one a second: 5 minutes)
+MAX_INTERVAL = 60.0           # the longest wait between samples (a huge keyspace)
 MAX_CONSUMERS = 50            # consumers listed per stream group
 SLOWLOG_SHOWN = 10
 
@@ -324,17 +326,34 @@ class Sampler:
                        for name in ("ops", "enqueue", "dequeue", "memory", "clients")}
         self.depths: dict = {}       # "db:key" -> deque of depths (queues reported now)
         self.rates: dict = {}        # "db:key" -> latest net depth change per second
+        self.cost = 0.0              # seconds the last snapshot took
+        self.interval = 1.0          # seconds between samples (longer when costly)
 
     def top_n(self) -> int:
         return self.server.config.values["http-metrics-top-keys"]
 
-    def current(self, max_age: float = 1.0) -> dict:
-        if self.last is None or time.monotonic() - self.last_at > max_age:
+    def current(self, max_age: float = 1.0, fresh: bool = False) -> dict:
+        """The latest snapshot, taken anew when older than ``max_age`` (and
+        than ``interval``); ``fresh``: when older than ten times its own cost
+        (so even requests that all ask for fresh data keep the server's
+        share under ~10 %)."""
+        age = time.monotonic() - self.last_at
+        limit = self.cost * 10 if fresh else max(max_age, self.interval)
+        if self.last is None or age > limit:
             self.sample()
         return self.last
 
+    def due(self) -> bool:
+        """Whether the once-a-second timer should sample now."""
+        return time.monotonic() - self.last_at >= self.interval - 0.05
+
     def sample(self) -> dict:
+        t0 = time.perf_counter()
         snap = snapshot(self.server, self.top_n())
+        # A costly snapshot (a big keyspace) is taken less often: at most
+        # ~2 % of the loop's time goes to sampling.
+        self.cost = time.perf_counter() - t0
+        self.interval = min(MAX_INTERVAL, max(1.0, self.cost * 50))
         prev, prev_at = self.last, self.last_at
         now = time.monotonic()
         dt = now - prev_at if prev is not None else 0.0
