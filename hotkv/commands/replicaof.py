@@ -78,7 +78,7 @@ def slaveof(c, argv):
 
 
 @command("restore-asking", -4, "write denyoom asking", (1, 1, 1), group="server",
-         since="3.0.0", acl=("dangerous",), key_flags="OW update")
+         since="3.0.0", acl=("keyspace", "dangerous"), key_flags="OW update")
 def restore_asking(c, argv):
     """An internal command for migrating keys in a cluster."""
     return restore(c, argv)
