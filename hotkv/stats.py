@@ -17,12 +17,12 @@ freeing Python objects seldom lowers.  CPython has two allocators:
   ``uordblks + hblkhd`` through ctypes;
 * pymalloc (objects up to 512 bytes, in 1 MiB arenas mmap'd directly, so
   invisible to malloc): CPython 3.11 counts only the *number* of blocks in
-  use, ``sys.getallocatedblocks()``.  Their bytes are that number times the
-  average block size ``calibrate`` measures (about 5 ms per 100 MB: at
-  most once a second for the cron while maxmemory is set, ten times a
-  second for INFO memory and while an eviction runs) from
-  ``sys._debugmallocstats``'s "bytes in allocated blocks" -- exact at the
-  measurement, and between two the new blocks count at the average.
+  use, ``sys.getallocatedblocks()``.  ``calibrate`` reads their exact
+  bytes from ``sys._debugmallocstats``'s "bytes in allocated blocks"
+  (about 5 ms per 100 MB: at most once a second for the cron while
+  maxmemory is set, ten times a second for INFO memory and while an
+  eviction runs); between two readings, the blocks allocated or freed
+  since count at the size the blocks of the last interval had on average.
 
 Both counts drop as soon as an object is freed, so the figure falls when keys
 are deleted or evicted, and RSS / used_memory (``mem_fragmentation_ratio``)
@@ -133,20 +133,31 @@ _mallinfo2 = _load_mallinfo2()
 _blocks = sys.getallocatedblocks
 _DEFAULT_BLOCK = 64
 _CALIBRATE_EVERY = 1.0              # seconds between two measurements of the block size
+_MARGINAL_MIN = 2000                # blocks: fewer tell too little of the size of new ones
 _redirect_lock = threading.Lock()
 _ALLOCATED = re.compile(rb"# bytes in allocated blocks\s*=\s*([\d,]+)")
 
 
 class _Calibration:
-    __slots__ = ("block_bytes", "at", "peak_used")
+    """The last exact reading of pymalloc (bytes and blocks in use) and the
+    size blocks allocated or freed since count at (until the next one)."""
+    __slots__ = ("block_bytes", "at", "peak_used", "bytes_at", "blocks_at")
 
     def __init__(self):
-        self.block_bytes = _DEFAULT_BLOCK
+        self.block_bytes = float(_DEFAULT_BLOCK)
         self.at = -_CALIBRATE_EVERY
         self.peak_used = 0
+        self.blocks_at = _blocks()
+        self.bytes_at = self.blocks_at * _DEFAULT_BLOCK
 
 
 _cal = _Calibration() if _mallinfo2 is not None else None
+
+
+def _pymalloc_now() -> int:
+    # Exact at the last measurement; the blocks since at the marginal size.
+    cal = _cal
+    return cal.bytes_at + int((_blocks() - cal.blocks_at) * cal.block_bytes)
 
 
 def used_memory() -> int:
@@ -154,28 +165,28 @@ def used_memory() -> int:
     if _cal is None:
         return rss()
     m = _mallinfo2()
-    used = m.uordblks + m.hblkhd + int(_blocks() * _cal.block_bytes)
+    used = m.uordblks + m.hblkhd + _pymalloc_now()
     if used > _cal.peak_used:
         _cal.peak_used = used
     return used
 
 
 def mark() -> tuple:
-    """The allocators' state now, for ``used_since`` (a server's start)."""
+    """The allocators' state now, for ``used_since`` (a server's start):
+    measured exactly (one calibration)."""
     if _cal is None:
         return (rss(), 0)
+    calibrate(0)
     m = _mallinfo2()
-    return (m.uordblks + m.hblkhd, _blocks())
+    return (m.uordblks + m.hblkhd, _pymalloc_now())
 
 
 def used_since(start: tuple) -> int:
-    """Bytes allocated since ``start`` (``mark()``) and still in use: the
-    blocks pymalloc holds beyond those then count at the measured size, so a
-    new measurement does not move what was there before."""
+    """Bytes allocated since ``start`` (``mark()``) and still in use."""
     if _cal is None:
         return rss() - start[0]
     m = _mallinfo2()
-    return (m.uordblks + m.hblkhd - start[0]) + int((_blocks() - start[1]) * _cal.block_bytes)
+    return (m.uordblks + m.hblkhd - start[0]) + (_pymalloc_now() - start[1])
 
 
 def _pymalloc_bytes():
@@ -230,7 +241,13 @@ def calibrate(max_age: float = _CALIBRATE_EVERY) -> int:
         cal.at = now
         got = _pymalloc_bytes()
         if got is not None and got[1] > 0:
-            cal.block_bytes = min(512.0, max(16.0, got[0] / got[1]))
+            nbytes, blocks = got
+            grown = blocks - cal.blocks_at
+            marginal = (nbytes - cal.bytes_at) / grown if abs(grown) >= _MARGINAL_MIN else 0
+            # New blocks count at what the blocks since the last measurement
+            # cost on average when that says something, else the average.
+            cal.block_bytes = marginal if 16 <= marginal <= 512 else nbytes / blocks
+            cal.bytes_at, cal.blocks_at = nbytes, blocks
     return used_memory()
 
 
