@@ -101,7 +101,7 @@ def process_commands(client, commands) -> int:
             if (arity > 0 and n != arity) or n < -arity:
                 reject(client, errors.WRONG_ARGS % cmd.name, cmd)
                 cmd = None
-            elif server.cluster is not None and _cluster_refused(client, server, cmd, argv):
+            elif server.cluster is not None and server.cluster.refuse(client, cmd, argv):
                 cmd = None      # cluster mode's redirection (hotkv.cluster.state)
             elif not client.resp3 and (client.channels or client.patterns or
                                        client.shard_channels) and not cmd.pubsub_ok:
@@ -154,7 +154,7 @@ def _check(client, server, cmd, argv):
     if server.gated:   # one of the rare gates below is on (hotkv.server._gate)
         if _gates(client, server, cmd, argv):
             return None
-    elif server.cluster is not None and _cluster_refused(client, server, cmd, argv):
+    elif server.cluster is not None and server.cluster.refuse(client, cmd, argv):
         return None
     elif not client.resp3 and (client.channels or client.patterns or client.shard_channels) \
             and not cmd.pubsub_ok:
@@ -172,28 +172,6 @@ def _check(client, server, cmd, argv):
     return cmd
 
 
-def _cluster_refused(client, server, cmd, argv) -> bool:
-    """Cluster mode (after ACL, before OOM, as Valkey's processCommand): True
-    when the command was answered with a redirection or CROSSSLOT."""
-    message = server.cluster.check(client, cmd, argv)
-    if message is None:
-        return False
-    _cluster_reject(client, cmd, message)
-    return True
-
-
-def _cluster_reject(client, cmd, message):
-    """A redirection (Valkey's clusterRedirectClient): EXEC discards the
-    transaction and answers the bare error; a queued command flags it."""
-    if cmd.name == "exec":
-        discard_transaction(client)
-    elif client.multi:
-        client.multi_error = True
-    cmd.rejected_calls += 1
-    client.server.count_error(message)
-    client.add_error(message)
-
-
 def _gates(client, server, cmd, argv) -> bool:
     """The checks that only a server with a gate on needs, in Redis's order;
     True when the command was refused (or postponed)."""
@@ -202,7 +180,7 @@ def _gates(client, server, cmd, argv) -> bool:
         if message is not None:
             reject(client, message, cmd)
             return True
-    if server.cluster is not None and _cluster_refused(client, server, cmd, argv):
+    if server.cluster is not None and server.cluster.refuse(client, cmd, argv):
         return True    # Valkey's cluster redirection (hotkv.cluster.state)
     if server.maxmemory and server.eviction.before_command() and (
             cmd.denyoom or (cmd.name == "exec" and client.multi_flags & 1)):

@@ -29,6 +29,7 @@ SUNSUBSCRIBE / SPUBLISH as keys.
 
 from __future__ import annotations
 
+from ..multi import discard_transaction
 from .slots import key_slot
 from .topology import Node, Topology, new_id
 
@@ -67,9 +68,14 @@ class ClusterState:
         self.migrating: dict = {}    # slot -> target Node
         self._routed: dict = {}      # Command -> does processCommand route it?
         self._slots: dict = {}       # key -> its slot (bounded; CRC16 in Python is dear)
-        self.cmd_slot = -1           # the slot of the command being run (-1: no key)
         self._script_run = None
         self._script_slot = -1
+        # True while no slot is open here and the cluster is ok: then a
+        # one-key command of a served slot is decided by ``refuse`` alone.
+        # Anything that may change that sets it False (Topology.invalidate,
+        # every CLUSTER command); the general path sets it again.
+        self._simple = False
+        self.refuse = self._make_refuse()
 
     # -- helpers --------------------------------------------------------
     def sync_address(self):
@@ -89,16 +95,18 @@ class ClusterState:
         return self._route_kind(cmd) is not False
 
     def _route_kind(self, cmd):
-        """False: never routed (no keys, not EXEC); a (first, last, step)
-        slice for a plain key range; True: the general way."""
+        """False: never routed (no keys, not EXEC); the argv index of the one
+        key of a command that always has exactly one (its arity guarantees
+        the index); True: the general way."""
         r = self._routed.get(cmd)
         if r is None:
+            first = cmd.first_key
             if cmd.name == "exec" or cmd.name in _SHARD_PUBSUB or cmd.keys_fn is not None:
                 r = True
-            elif cmd.first_key > 0:
-                last = cmd.last_key
-                r = (cmd.first_key, (last + 1) if last >= 0 else (last + 1 or None),
-                     cmd.key_step)
+            elif first > 0:
+                arity = cmd.arity
+                one = cmd.last_key == first or (cmd.last_key == -1 and arity == first + 1)
+                r = first if one and (arity > first or -arity > first) else True
             else:
                 r = False
             self._routed[cmd] = r
@@ -119,28 +127,87 @@ class ClusterState:
         return "%s:%d" % (n.host, n.port)
 
     # -- processCommand's redirection -------------------------------------
+    def _make_refuse(self):
+        """``refuse(client, cmd, argv)``, what the dispatcher calls for every
+        command in cluster mode: True when the command was answered with a
+        redirection (or CROSSSLOT...) instead of running.  A closure over
+        what it reads, as the common case -- one key of a slot this node
+        serves, nothing open, cluster ok -- must cost next to nothing."""
+        kind_of = self._routed.get
+        slots = self.topology.slots
+        me = self.myself
+        check = self.check
+        simple = False
+        # Keys of slots this node serves, met since ``simple`` last became
+        # True (emptied whenever it is set): a set test is the whole check.
+        served: set = set()
+
+        def set_simple(value: bool):
+            nonlocal simple
+            simple = value
+            served.clear()
+
+        def refuse(client, cmd, argv) -> bool:
+            kind = kind_of(cmd)
+            if kind is False:
+                if client.asking:
+                    check(client, cmd, argv)    # clears a one-command ASKING
+                return False
+            if simple and kind.__class__ is int and not client.asking:
+                key = argv[kind]
+                if key in served:
+                    return False
+                message = check(client, cmd, argv)
+                if message is None:
+                    if simple and slots[self_slot(key)] is me:
+                        if len(served) >= 65536:
+                            served.clear()
+                        served.add(key)
+                    return False
+            else:
+                message = check(client, cmd, argv)
+                if message is None:
+                    return False
+            _redirect(client, cmd, message)
+            return True
+        self_slot = self.slot_of
+        self._set_simple = set_simple
+        return refuse
+
+    def slot_of(self, key: bytes) -> int:
+        """key_slot through the bounded cache."""
+        s = self._slots.get(key)
+        if s is None:
+            s = key_slot(key)
+            if len(self._slots) >= 65536:
+                self._slots.clear()
+            self._slots[key] = s
+        return s
+
+    @property
+    def simple(self) -> bool:
+        return self._simple
+
+    @simple.setter
+    def simple(self, value: bool):
+        """Kept in ``refuse``'s closure too (a cell is the cheapest read)."""
+        self._simple = value
+        setter = self.__dict__.get("_set_simple")
+        if setter is not None:
+            setter(value)
+
     def check(self, client, cmd, argv):
         """The redirection error for this command, or None to run it here.
         Clears a one-command ASKING flag (Valkey's resetClient)."""
         asking = client.asking
         if asking and not client.multi and cmd.name != "asking":
             client.asking = False
-        self.cmd_slot = -1
         kind = self._routed.get(cmd)
         if kind is None:
             kind = self._route_kind(cmd)
         if kind is False:
             return None
-        if kind is not True and not self.importing and not self.migrating \
-                and self.topology._healthy:
-            # The common case, inline: one key of a slot this node serves.
-            keys = argv[kind[0]:kind[1]:kind[2]]
-            if len(keys) == 1:
-                key = keys[0]
-                s = self._slots.get(key)
-                if s is not None and self.topology.slots[s] is self.myself:
-                    self.cmd_slot = s
-                    return None
+        self.simple = not self.importing and not self.migrating and self.topology.healthy()
         if cmd.name == "exec":
             if not client.multi:
                 return None
@@ -150,9 +217,8 @@ class ClusterState:
             entries = ((cmd, argv),)
             write = cmd.write
         # RESTORE-ASKING carries its ASKING in its flags (Valkey's CMD_ASKING).
-        error, slot = self.route(entries, asking or "asking" in cmd.flags, client.cluster_ro,
-                                 write, cmd.name == "migrate")
-        self.cmd_slot = slot
+        error, _ = self.route(entries, asking or "asking" in cmd.flags, client.cluster_ro,
+                              write, cmd.name == "migrate")
         return error
 
     def route(self, entries, asking: bool, readonly: bool, write: bool, migrate=False):
@@ -226,8 +292,15 @@ class ClusterState:
         """scriptVerifyClusterState: the error text (without ERR) for a command
         a script may not run here, or None."""
         if self._script_run is not run:
+            # The slot of the keys the script declared (EVAL/FCALL is still the
+            # server's current command when the script's first command comes).
             self._script_run = run
-            self._script_slot = self.cmd_slot
+            self._script_slot = -1
+            outer, outer_argv = self.server.current_cmd, self.server.current_argv
+            if outer is not None and outer_argv is not None:
+                keys = self.command_keys(outer, outer_argv)
+                if keys:
+                    self._script_slot = key_slot(keys[0])
         if not self.is_routed(cmd):
             return None
         caller = run.caller
@@ -322,6 +395,8 @@ class ClusterState:
             self.topology_changed()
             topo = self.topology = Topology()
             topo.add(me)
+            self.refuse = self._make_refuse()     # it holds the topology's slot table
+            self.simple = False
         me.primary = None
         if hard:
             del topo.nodes[me.id]
@@ -382,6 +457,18 @@ class ClusterState:
             for s in [s for s, _ in st.importing.items() if self.topology.slots[s] is n]:
                 del st.importing[s]
             st.redirect_blocked()
+
+
+def _redirect(client, cmd, message):
+    """Valkey's clusterRedirectClient: EXEC discards the transaction and
+    answers the bare error; a command queued in MULTI flags it."""
+    if cmd.name == "exec":
+        discard_transaction(client)
+    elif client.multi:
+        client.multi_error = True
+    cmd.rejected_calls += 1
+    client.server.count_error(message)
+    client.add_error(message)
 
 
 def init_server(server):

@@ -90,8 +90,12 @@ class Topology:
         return h
 
     def invalidate(self):
-        """Slot owners, roles or failures changed."""
+        """Slot owners, roles or failures changed: the cached health goes, and
+        every node routes its next command the general way."""
         self._healthy = None
+        for n in self.nodes.values():
+            if n.state is not None:
+                n.state.simple = False
 
     def size(self) -> int:
         """Primaries serving at least one slot (cluster_size)."""

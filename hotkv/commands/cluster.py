@@ -100,6 +100,7 @@ def _state(c):
     if st is None:
         raise CommandError(_CLUSTER_DISABLED)
     st.sync_address()
+    st.simple = False     # whatever this CLUSTER command changes, routing re-reads it
     return st
 
 
