@@ -33,7 +33,7 @@ from ..lua.engine import (
 )
 from ..lua.functions import ENGINE_NAME, LOAD_TIMEOUT_MS, FunctionError, registry
 from ..registry import command, container, spec
-from ..replication import replica
+from ..replication import replica_gate as replica
 from ..replies import cstr, help_reply
 from ..resp import OK, SetReply, Simple
 from ..util import string2ll, stringmatch

@@ -74,7 +74,7 @@ from .. import errors
 from ..client import Client
 from ..dispatch import call, reject
 from ..registry import lookup
-from ..replication import replica
+from ..replication import replica_gate as replica
 from ..replies import quoted, redacted
 from ..resp import Double, encode, format_double, split_inline_args
 from .libs import LibError, bit, cjson, cmsgpack, lib, struct as lua_struct

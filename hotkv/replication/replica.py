@@ -39,7 +39,7 @@ link down, every command without the stale flag; nothing expires actively
 and a logically expired key reads as missing but stays until the primary's
 DEL comes (``Database.lookup``), except for the master client, which sees
 it as the primary did; scripts are held to the same rules
-(``refuses_writes``, ``running_stale``: hotkv.lua.engine, FCALL).
+(``replica_gate.refuses_writes`` / ``running_stale``: hotkv.lua.engine, FCALL).
 
 Invariants: ``reploff`` only counts commands that ran whole; a full sync
 installs all of a checked RDB or nothing; ``stop()`` ends the task and
@@ -61,12 +61,10 @@ from ..dispatch import process_command, reject
 from ..keyindex import KeyIndex
 from ..multi import discard_transaction
 from .backlog import Backlog
+from .replica_gate import MASTERDOWN, READONLY, refuses_writes, running_stale
 
 log = logging.getLogger("hotkv")
 
-READONLY = "READONLY You can't write against a read only replica."
-MASTERDOWN = ("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is "
-              "set to 'no'.")
 EOF_MARK_SIZE = 40
 CHUNK = 1 << 16
 
@@ -687,21 +685,6 @@ def repl_check(client, cmd, argv, phase: int) -> bool:
         reject(client, MASTERDOWN, cmd)
         return True
     return False
-
-
-def refuses_writes(server, client) -> bool:
-    """A read-only replica refuses this client's writes (scripts ask: Valkey's
-    scriptPrepareForRun and scriptVerifyWriteCommandAllow)."""
-    link = server.replica_link
-    return link is not None and client is not link.client and \
-        bool(server.config.values.get("replica-read-only", True))
-
-
-def running_stale(server) -> bool:
-    """The link is down and replica-serve-stale-data is no."""
-    link = server.replica_link
-    return link is not None and link.state != "connected" and \
-        not server.config.values.get("replica-serve-stale-data", True)
 
 
 def _denies_stale(client, cmd) -> bool:
