@@ -28,6 +28,10 @@ Invariants:
   so it stops counting as a receiver.  The check costs O(1) per delivery:
   the output size is measured once per client per loop turn and then kept
   up to date by adding what this module appends.
+* PUBLISH reaches replicas, never the AOF (Valkey's forceCommandPropagation
+  with PROPAGATE_REPL): its entry in the propagation unit is a ``ReplOnly``
+  argv, which the AOF writer leaves out; only a primary with a replication
+  stream queues it (a cluster node broadcasts instead).
 """
 
 from __future__ import annotations
@@ -38,6 +42,11 @@ import time
 from . import config as _config
 from .config import ConfigError
 from .util import compile_glob
+
+
+class ReplOnly(list):
+    """A propagated argv that goes to the replicas only (PUBLISH)."""
+    __slots__ = ()
 
 log = logging.getLogger("hotkv")
 

@@ -837,3 +837,70 @@ def test_command_info_matches_valkey(diff, name):
     # channel with a NOT_KEY key spec, which hotkv's registry cannot express
     # without making the channel a key for ACL checks and GETKEYS.
     diff("COMMAND", "INFO", name)
+
+
+def _publish_stream(host, port) -> bytes:
+    """What an old-protocol SYNC replica receives after the RDB for PUBLISH
+    alone and inside a transaction with a write."""
+    c = RawClient(host, port)
+    c.call("CONFIG", "SET", "repl-ping-replica-period", "3600")
+    c.call("FLUSHALL")
+    sync = socket.create_connection((host, port), timeout=10)
+    try:
+        sync.sendall(b"SYNC\r\n")
+        head = b""
+        for _ in range(100):           # bounded: the payload's length line
+            head += sync.recv(1)
+            if head.endswith(b"\r\n") and head.strip():
+                break
+        size = int(head.strip()[1:])
+        rdb = b""
+        for _ in range(1000):           # bounded: the RDB payload
+            if len(rdb) >= size:
+                break
+            rdb += sync.recv(size - len(rdb))
+        c.call("PUBLISH", "a", "b")
+        c.call("MULTI")
+        c.call("SET", "k", "v")
+        c.call("PUBLISH", "c", "d")
+        c.call("EXEC")
+        c.call("SET", "end", "1")
+        stream = b""
+        for _ in range(200):            # bounded: until the last SET arrived
+            stream += sync.recv(4096)
+            if stream.endswith(b"$3\r\nend\r\n$1\r\n1\r\n"):
+                break
+    finally:
+        sync.close()
+        c.close()
+    return stream
+
+
+def test_publish_is_replicated(server, ref_server):
+    """PUBLISH reaches replicas (alone, and inside MULTI/EXEC with the
+    transaction's writes), never the AOF -- the stream byte-equal to Valkey's."""
+    ours = _publish_stream(server.host, server.port)
+    theirs = _publish_stream(ref_server.host, ref_server.port)
+    assert ours == theirs
+    assert b"$7\r\nPUBLISH\r\n$1\r\nc\r\n" in ours
+
+
+def test_publish_is_not_in_the_aof(hotkv_server_factory, tmp_path):
+    """With a replica attached (so PUBLISH is propagated) the AOF still has
+    no PUBLISH: as valkey-server's AOF, a transaction keeps its MULTI/EXEC."""
+    import glob
+    import os
+    from support import ReferenceValkey, parse_aof
+    ours = hotkv_server_factory(appendonly="yes", dir=str(tmp_path), appendfsync="always")
+    logs = []
+    with ReferenceValkey("--appendonly", "yes", "--appendfsync", "always") as ref:
+        for host, port, directory in ((ours.host, ours.port, str(tmp_path)),
+                                      (ref.host, ref.port, ref.dir)):
+            _publish_stream(host, port)
+            files = glob.glob(os.path.join(directory, "appendonlydir", "*.incr.aof"))
+            assert len(files) == 1, files
+            with open(files[0], "rb") as f:
+                logs.append([[cmd[0].lower()] + cmd[1:] for cmd in parse_aof(f.read())])
+    assert logs[0] == logs[1]
+    assert [b"publish"] not in [cmd[:1] for cmd in logs[0]]
+    assert [b"multi"] in logs[0]

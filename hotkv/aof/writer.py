@@ -57,6 +57,7 @@ import threading
 import time
 
 from ..config import PARAMS, param
+from ..pubsub import ReplOnly
 from .files import (
     _EXEC,
     _MULTI,
@@ -233,6 +234,8 @@ class AOF(RewriteMixin, LoadMixin):
         if len(entries) == 1:
             # The usual record: one command, no rewrite running.
             dbindex, argv = entries[0]
+            if argv.__class__ is ReplOnly:
+                return      # PUBLISH: for the replicas only
             buf = self.buf
             if not buf:
                 self.server.wake()
@@ -247,6 +250,8 @@ class AOF(RewriteMixin, LoadMixin):
         if multi:
             out += _MULTI    # a SELECT goes inside, before the first command (as Valkey)
         for dbindex, argv in entries:
+            if argv.__class__ is ReplOnly:
+                continue    # the unit stays a MULTI/EXEC, as Valkey's AOF has it
             if dbindex != cur:
                 out += _select(dbindex)
                 cur = dbindex

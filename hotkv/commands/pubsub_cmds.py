@@ -11,13 +11,15 @@ channel the client is not subscribed to still confirms it, with the current
 count (Valkey >= 8.1; 8.0's NOSUB error is gone).  A single node behaves as
 Valkey standalone: shard channels are plain channels of their own namespace
 that patterns never see.  RESP2 subscribed-mode restrictions are the
-dispatcher's (``hotkv.dispatch``).
+dispatcher's (``hotkv.dispatch``).  PUBLISH is propagated to replicas only
+(``hotkv.pubsub.ReplOnly``).
 """
 
 from __future__ import annotations
 
 from ..blocking import BLOCKED
 from ..errors import CommandError
+from ..pubsub import ReplOnly
 from ..registry import command, container, spec
 from ..resp import Simple
 
@@ -119,9 +121,14 @@ def sunsubscribe(c, argv):
          since="2.0.0")
 def publish(c, argv):
     """Posts a message to a channel."""
-    n = c.server.pubsub.publish(argv[1], argv[2])
-    if c.server.cluster is not None:   # the cluster bus's broadcast (hotkv.cluster.state)
-        c.server.cluster.publish_elsewhere(argv[1], argv[2], False)
+    server = c.server
+    n = server.pubsub.publish(argv[1], argv[2])
+    if server.cluster is not None:   # the cluster bus's broadcast (hotkv.cluster.state)
+        server.cluster.publish_elsewhere(argv[1], argv[2], False)
+    elif server.repl.backlog is not None:
+        # To the replicas, in order with the writes around it (inside a
+        # transaction's MULTI/EXEC), never to the AOF (hotkv.pubsub.ReplOnly).
+        server.propagate(c.db.index, ReplOnly(argv))
     return n
 
 
