@@ -34,6 +34,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+# The servers are processes started in their own directories: they import
+# this checkout's hotkv, whatever an installed one says.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [os.path.dirname(HERE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 from run import HOTKV_CODE, RawConn, Target, free_port, resp_command  # noqa: E402
 from tests_support import valkey_server_binary  # noqa: E402
 
@@ -159,50 +163,180 @@ def _probe(port: int, stop: threading.Event, lat: list):
     c.close()
 
 
-def _p99(values):
+def _pct(values, q: float):
     v = sorted(values)
-    return v[int(len(v) * 0.99)] if v else float("nan")
+    return v[min(int(len(v) * q), len(v) - 1)] if v else float("nan")
 
 
-def bench_bgsave(n: int, base: str, window: float) -> dict:
-    out = {}
-    for name, (make, _) in _targets(os.path.join(base, "bgsave")).items():
-        t = make().start()
-        load = None
-        try:
-            _fill(t.port, dataset("strings", n))
-            load = subprocess.Popen(["redis-benchmark", "-p", str(t.port), "-t", "lpush",
-                                     "-P", "16", "-c", "8", "-n", "100000000", "-q"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(1.0)
-            results = {}
-            for phase in ("without", "during"):
-                lat: list = []
-                stop = threading.Event()
-                th = threading.Thread(target=_probe, args=(t.port, stop, lat))
+def _info(c: RawConn, section: str) -> dict:
+    text = c.call("INFO", section)
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+
+
+def _proc_stat(pid: int) -> tuple[float, int]:
+    """(CPU seconds, minor faults) of process pid itself (not its children)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tick, int(fields[7])
+
+
+def _window(t, seconds: float, bgsave: bool) -> dict:
+    """The probe's latencies over ``seconds``; with ``bgsave`` a BGSAVE is
+    started whenever none runs (polled every 50 ms), so one covers the
+    window but for the gaps between them.  Also what the server process
+    itself (the parent) spent: CPU per command and minor page faults
+    (copy-on-write shows there), and the forks' durations (INFO
+    latest_fork_usec after each BGSAVE started)."""
+    port = t.port
+    lat: list = []
+    stop = threading.Event()
+    th = threading.Thread(target=_probe, args=(port, stop, lat))
+    c = RawConn(port)
+    cmds0 = int(_info(c, "stats")["total_commands_processed"])
+    cpu0, flt0 = _proc_stat(t.proc.pid)
+    th.start()
+    end = time.monotonic() + seconds
+    saves = 0
+    forks = []
+    try:
+        while time.monotonic() < end:
+            if bgsave and _info(c, "persistence").get("rdb_bgsave_in_progress") == "0":
+                c.call("BGSAVE")
+                saves += 1
+                forks.append(int(_info(c, "stats").get("latest_fork_usec", "0")))
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        th.join()
+    cpu1, flt1 = _proc_stat(t.proc.pid)
+    cmds = int(_info(c, "stats")["total_commands_processed"]) - cmds0
+    if bgsave:           # the last save finishes outside the window
+        deadline = time.monotonic() + 300
+        while _info(c, "persistence").get("rdb_bgsave_in_progress") != "0" \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+    c.close()
+    return {"p99": _pct(lat, 0.99), "p50": _pct(lat, 0.5), "max": max(lat, default=0.0),
+            "n": len(lat), "saves": saves, "fork_us": forks,
+            "cpu_per_cmd": (cpu1 - cpu0) / max(cmds, 1), "faults": flt1 - flt0,
+            "cmds": cmds}
+
+
+# A BGSAVE child that only sleeps (``--child sleep:S``): what the fork and
+# a child's mere existence cost the parent, without the child's work.
+SLEEPING_CHILD = """
+import time, hotkv.rdbfile as _rf
+def _write_file(server, target, pid=None, _s={seconds}):
+    time.sleep(_s)
+    return 0
+_rf.write_file = _write_file
+"""
+
+
+def _knobs_code(spec: str) -> str:
+    """Python that sets hotkv.forkchild's knobs from "NAME=V,NAME=V"."""
+    lines = ["import hotkv.forkchild as _fc"]
+    for item in filter(None, spec.split(",")):
+        name, value = item.split("=", 1)
+        lines.append(f"_fc.{name.strip()} = {int(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _seed_file(n: int, base: str) -> str:
+    """A dump.rdb of the N strings, written by hotkv (every server in the
+    BGSAVE runs starts from a copy: filling each over the network would
+    take minutes on a loaded machine)."""
+    made = _targets(os.path.join(base, "seed"))
+    t = made["hotkv"][0]().start()
+    try:
+        _fill(t.port, dataset("strings", n))
+        c = RawConn(t.port)
+        c.call("SAVE")
+        c.close()
+    finally:
+        t.stop()
+    return os.path.join(made["hotkv"][1], "dump.rdb")
+
+
+def bench_bgsave(n: int, base: str, window: float, runs: int, child: str = "",
+                 variants: str = "") -> dict:
+    """Every server started on the same file of N strings; then ``runs``
+    times, for each server in turn: its own P16 LPUSH load (8 clients), a
+    window without BGSAVE and one with, the load stopped and its list
+    deleted (else the heap, and each fork, grows from run to run).  Taking
+    turns keeps all under the same background load of a shared machine.
+    ``variants`` ("label:NAME=V,...;label2:...") runs several hotkv
+    servers, each with hotkv.forkchild's knobs set so, in the same turns."""
+    seed = _seed_file(n, base)
+    prelude = ""
+    if child.startswith("sleep:"):
+        prelude = SLEEPING_CHILD.format(seconds=float(child.split(":", 1)[1]))
+    hotkvs = {"hotkv": ""}
+    if variants:
+        hotkvs = dict(v.split(":", 1) for v in variants.split(";"))
+    targets = {}
+    out: dict = {}
+    try:
+        for label in [*hotkvs, "valkey"]:
+            made = _targets(os.path.join(base, "bgsave-" + label))
+            kind = "valkey" if label == "valkey" else "hotkv"
+            shutil.copy(seed, os.path.join(made[kind][1], "dump.rdb"))
+            t = made[kind][0]()
+            if kind == "hotkv":
+                t.argv[2] = prelude + _knobs_code(hotkvs[label]) + t.argv[2]
+                t.name = label
+            targets[label] = t.start()
+            out[label] = []
+        for _ in range(runs):
+            for name, t in targets.items():
+                load = subprocess.Popen(["redis-benchmark", "-p", str(t.port), "-t", "lpush",
+                                         "-P", "16", "-c", "8", "-n", "100000000", "-q"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                try:
+                    time.sleep(1.0)
+                    wo = _window(t, window, False)
+                    du = _window(t, window, True)
+                finally:
+                    load.terminate()
+                    load.wait()
                 c = RawConn(t.port)
-                th.start()
-                end = time.monotonic() + window
-                saves = 0
-                while time.monotonic() < end:
-                    if phase == "during":
-                        info = c.call("INFO", "persistence")
-                        text = info.decode() if isinstance(info, bytes) else str(info)
-                        if "rdb_bgsave_in_progress:0" in text:
-                            c.call("BGSAVE")
-                            saves += 1
-                    time.sleep(0.05)
-                stop.set()
-                th.join()
+                c.call("DEL", "mylist", "probe")
                 c.close()
-                results[phase] = (_p99(lat), len(lat), saves)
-            out[name] = results
-        finally:
-            if load is not None:
-                load.terminate()
-                load.wait()
+                out[name].append((wo, du))
+    finally:
+        for t in targets.values():
             t.stop()
     return out
+
+
+def _median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
+
+def report_bgsave(r: dict):
+    ratios = {}
+    for name, pairs in r.items():
+        for i, (wo, du) in enumerate(pairs):
+            forks = du["fork_us"]
+            fk = f"fork {_median(forks) / 1000:5.1f} ms" if forks else "fork -"
+            print(f"bgsave   {name:6} run {i + 1}: probe p99 {wo['p99'] * 1000:6.2f} -> "
+                  f"{du['p99'] * 1000:6.2f} ms ({du['p99'] / wo['p99']:5.2f}x; {du['saves']} "
+                  f"BGSAVEs, {fk}; p50 {wo['p50'] * 1000:.2f} -> {du['p50'] * 1000:.2f} ms; "
+                  f"parent CPU/cmd {wo['cpu_per_cmd'] * 1e6:.1f} -> "
+                  f"{du['cpu_per_cmd'] * 1e6:.1f} us; faults {wo['faults']} -> {du['faults']})")
+        ratios[name] = v = [du["p99"] / wo["p99"] for wo, du in pairs]
+        cpu = [du["cpu_per_cmd"] / wo["cpu_per_cmd"] for wo, du in pairs if wo["cpu_per_cmd"]]
+        faults = [du["faults"] for _, du in pairs]
+        forks = [f for _, du in pairs for f in du["fork_us"]]
+        print(f"bgsave   {name:6} p99 during/without: median {_median(v):4.2f}x (range "
+              f"{min(v):4.2f}-{max(v):4.2f}, {len(v)} runs); parent CPU/cmd "
+              f"{_median(cpu):4.2f}x; faults during {_median(faults):.0f}; fork "
+              f"{_median(forks) / 1000 if forks else 0:.1f} ms (range "
+              f"{min(forks, default=0) / 1000:.1f}-{max(forks, default=0) / 1000:.1f})")
+    return ratios
 
 
 def main(argv=None):
@@ -210,6 +344,12 @@ def main(argv=None):
     ap.add_argument("--items", type=int, default=1_000_000)
     ap.add_argument("--only", default="list,strings,stream,bgsave")
     ap.add_argument("--window", type=float, default=5.0)
+    ap.add_argument("--runs", type=int, default=3, help="BGSAVE: window pairs per server")
+    ap.add_argument("--child", default="",
+                    help="BGSAVE: 'sleep:S' makes hotkv's child only sleep S seconds")
+    ap.add_argument("--variants", default="",
+                    help="BGSAVE: several hotkv servers with hotkv.forkchild knobs, e.g. "
+                         "'before:CHILD_NICE=0,FREEZE_GC=0;after:'")
     args = ap.parse_args(argv)
     base = tempfile.mkdtemp(prefix="hotkv-bench-persist-")
     try:
@@ -229,12 +369,8 @@ def main(argv=None):
             if shutil.which("redis-benchmark") is None:
                 print("bgsave: skipped, redis-benchmark is not installed (redis-tools)")
             else:
-                r = bench_bgsave(args.items, base, args.window)
-                for name, res in r.items():
-                    (p_wo, n_wo, _), (p_du, n_du, saves) = res["without"], res["during"]
-                    print(f"bgsave   {name:6} probe LPUSH p99 without {p_wo * 1000:6.2f} ms "
-                          f"({n_wo}) during {p_du * 1000:6.2f} ms ({n_du}, {saves} BGSAVEs): "
-                          f"{p_du / p_wo:4.2f}x")
+                report_bgsave(bench_bgsave(args.items, base, args.window, args.runs,
+                                           args.child, args.variants))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

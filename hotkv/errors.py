@@ -51,7 +51,7 @@ WRONG_ARGS = "ERR wrong number of arguments for '%s' command"
 SUBSCRIBED = ("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / "
               "PING / QUIT / RESET are allowed in this context")
 OOM = "OOM command not allowed when used memory > 'maxmemory'."
-LOADING = "LOADING Server is loading the dataset in memory"
+LOADING = "LOADING Valkey is loading the dataset in memory"
 UNBLOCKED = "UNBLOCKED client unblocked via CLIENT UNBLOCK"
 
 

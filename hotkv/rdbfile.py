@@ -302,20 +302,28 @@ def read_bytes(buf: bytes, databases: int = 16, now_ms: int | None = None,
     The cyclic GC is paused meanwhile: the reader makes no cyclic garbage,
     and its collections would walk every object loaded so far again and
     again (a 1M-entry stream with a group: 1.7 -> 1.2 s)."""
+    out = Loaded(databases)
     was = gc.isenabled()
     gc.disable()
     try:
-        return _read_bytes(buf, databases, now_ms, zset_entries, zset_value, preamble, trace)
+        for _ in _reader(buf, out, now_ms, zset_entries, zset_value, preamble, trace, 0):
+            pass
     finally:
         if was:
             gc.enable()
+    return out
 
 
-def _read_bytes(buf, databases, now_ms, zset_entries, zset_value, preamble, trace) -> Loaded:
+def _reader(buf, out: Loaded, now_ms, zset_entries, zset_value, preamble, trace, step: int):
+    """read_bytes as a generator filling ``out``: with ``step`` > 0 it
+    yields the offset reached each time another ``step`` bytes are read
+    (between two keys), so that a start-up load can let the loop answer
+    clients meanwhile; with 0 it never yields."""
     if now_ms is None:
         now_ms = int(time.time() * 1000)
-    out = Loaded(databases)
+    databases = len(out.dbs)
     out.version, pos = _header(buf)
+    mark = pos + step if step > 0 else len(buf) + 1
     r = Reader(buf, pos)
     db = 0
     expire = None
@@ -392,6 +400,9 @@ def _read_bytes(buf, databases, now_ms, zset_entries, zset_value, preamble, trac
                         out.expires[db][key] = expire
                     out.keys_loaded += 1
                 expire = None
+                if r.pos >= mark:
+                    mark = r.pos + step
+                    yield r.pos
     except RDBLoadError:
         raise
     except (RDBError, IndexError, ValueError, OverflowError, struct.error) as e:
@@ -400,7 +411,12 @@ def _read_bytes(buf, databases, now_ms, zset_entries, zset_value, preamble, trac
                                "at offset %d (file size %d)" % (what, start, len(buf))) from None
         raise RDBLoadError("Corrupt RDB: error reading %s at offset %d: %s"
                              % (what, start, e)) from None
-    eof = r.pos
+    _check_tail(buf, r.pos, out, preamble)
+
+
+def _check_tail(buf, eof: int, out: Loaded, preamble: bool):
+    """After the EOF opcode at eof - 1: the CRC64 (version 5+), then the
+    end of the file (or of the AOF's preamble): ``out.end``."""
     if out.version >= 5:
         if len(buf) < eof + 8:
             raise RDBLoadError("Short read or truncated file: the checksum after EOF at offset "
@@ -416,7 +432,6 @@ def _read_bytes(buf, databases, now_ms, zset_entries, zset_value, preamble, trac
     if eof != len(buf) and not preamble:
         raise RDBLoadError("Trailing data after the RDB's end at offset %d (file size %d)"
                            % (eof, len(buf)))
-    return out
 
 
 def read_preamble(buf: bytes, server) -> Loaded:
@@ -467,10 +482,32 @@ def install(server, loaded: Loaded):
             db.set_expire(key, when)
 
 
-def load_at_start(server, path: str) -> Loaded:
-    """Read, check and install path, logging as valkey-server does."""
-    t0 = time.monotonic()
-    loaded = read_file(path, server)
+class LoadProgress:
+    """What INFO persistence shows while a start-up load runs (Valkey's
+    loading_* fields): bytes read of the file, its size, when it began."""
+    __slots__ = ("start_time", "total_bytes", "loaded_bytes", "rdb_used_mem")
+
+    def __init__(self, total: int):
+        self.start_time = int(time.time())
+        self.total_bytes = total
+        self.loaded_bytes = 0
+        self.rdb_used_mem = 0
+
+    def info_fields(self) -> list:
+        elapsed = int(time.time()) - self.start_time
+        remaining = self.total_bytes - self.loaded_bytes
+        perc = self.loaded_bytes * 100.0 / self.total_bytes if self.total_bytes else 0.0
+        # No rate known in the first second: a nominal 1 s, as Valkey says.
+        eta = elapsed * remaining // (self.loaded_bytes + 1) if elapsed else 1
+        return [("loading_start_time", self.start_time),
+                ("loading_total_bytes", self.total_bytes),
+                ("loading_rdb_used_mem", self.rdb_used_mem),
+                ("loading_loaded_bytes", self.loaded_bytes),
+                ("loading_loaded_perc", "%.2f" % perc),
+                ("loading_eta_seconds", eta)]
+
+
+def _log_loaded(loaded: Loaded):
     aux = loaded.aux
     ver = aux.get(b"valkey-ver") or aux.get(b"redis-ver")
     if ver:
@@ -479,8 +516,59 @@ def load_at_start(server, path: str) -> Loaded:
     ctime = aux.get(b"ctime")
     if ctime and ctime.lstrip(b"-").isdigit():
         log.info("RDB age %d seconds", int(time.time()) - int(ctime))
+
+
+def load_at_start(server, path: str) -> Loaded:
+    """Read, check and install path, logging as valkey-server does."""
+    t0 = time.monotonic()
+    loaded = read_file(path, server)
+    _log_loaded(loaded)
     install(server, loaded)
     log.info("Done loading RDB, keys loaded: %d, keys expired: %d.",
              loaded.keys_loaded, loaded.keys_expired)
     log.info("DB loaded from disk: %.3f seconds", time.monotonic() - t0)
     return loaded
+
+
+async def load_at_start_async(server, path: str) -> Loaded:
+    """load_at_start on a running loop: the file is read in slices of
+    ``loading-process-events-interval-bytes`` with a loop turn between two,
+    so clients that connect meanwhile are answered (LOADING for what may
+    not run while loading, as valkey-server) and INFO persistence shows
+    ``loading:1`` and the progress (``server.loading_progress``).
+    ``key-load-delay`` (microseconds a key, a test setting as in Valkey)
+    slows it down key by key."""
+    import asyncio
+    t0 = time.monotonic()
+    with open(path, "rb") as f:
+        buf = f.read()
+    values = server.config.values
+    delay = values.get("key-load-delay", 0)
+    step = 1 if delay > 0 else max(values.get("loading-process-events-interval-bytes",
+                                              2 << 20), 1024)
+    out = Loaded(len(server.dbs))
+    progress = server.loading_progress = LoadProgress(len(buf))
+    server.loading = True
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        for pos in _reader(buf, out, server.clock.ms(),
+                           values.get("zset-max-listpack-entries", 128),
+                           values.get("zset-max-listpack-value", 64), False, None, step):
+            progress.loaded_bytes = pos
+            if not progress.rdb_used_mem:
+                used = out.aux.get(b"used-mem", b"")
+                progress.rdb_used_mem = int(used) if used.isdigit() else 0
+            await asyncio.sleep(delay / 1e6 if delay > 0 else 0)
+        progress.loaded_bytes = len(buf)
+        _log_loaded(out)
+        install(server, out)
+    finally:
+        if was:
+            gc.enable()
+        server.loading = False
+        server.loading_progress = None
+    log.info("Done loading RDB, keys loaded: %d, keys expired: %d.",
+             out.keys_loaded, out.keys_expired)
+    log.info("DB loaded from disk: %.3f seconds", time.monotonic() - t0)
+    return out

