@@ -864,6 +864,7 @@ def _publish_stream(host, port) -> bytes:
         c.call("SET", "k", "v")
         c.call("PUBLISH", "c", "d")
         c.call("EXEC")
+        c.call("SPUBLISH", "s", "e")
         c.call("SET", "end", "1")
         stream = b""
         for _ in range(200):            # bounded: until the last SET arrived
@@ -883,6 +884,7 @@ def test_publish_is_replicated(server, ref_server):
     theirs = _publish_stream(ref_server.host, ref_server.port)
     assert ours == theirs
     assert b"$7\r\nPUBLISH\r\n$1\r\nc\r\n" in ours
+    assert b"$8\r\nSPUBLISH\r\n$1\r\ns\r\n" in ours
 
 
 def test_publish_is_not_in_the_aof(hotkv_server_factory, tmp_path):

@@ -11,8 +11,8 @@ channel the client is not subscribed to still confirms it, with the current
 count (Valkey >= 8.1; 8.0's NOSUB error is gone).  A single node behaves as
 Valkey standalone: shard channels are plain channels of their own namespace
 that patterns never see.  RESP2 subscribed-mode restrictions are the
-dispatcher's (``hotkv.dispatch``).  PUBLISH is propagated to replicas only
-(``hotkv.pubsub.ReplOnly``).
+dispatcher's (``hotkv.dispatch``).  PUBLISH and SPUBLISH are propagated to
+replicas only (``hotkv.pubsub.ReplOnly``).
 """
 
 from __future__ import annotations
@@ -136,9 +136,12 @@ def publish(c, argv):
          since="7.0.0", key_specs=(spec("not_key"),))
 def spublish(c, argv):
     """Post a message to a shard channel"""
-    n = c.server.pubsub.publish(argv[1], argv[2], shard=True)
-    if c.server.cluster is not None:   # to the shard's other nodes (hotkv.cluster.state)
-        c.server.cluster.publish_elsewhere(argv[1], argv[2], True)
+    server = c.server
+    n = server.pubsub.publish(argv[1], argv[2], shard=True)
+    if server.cluster is not None:   # to the shard's other nodes (hotkv.cluster.state)
+        server.cluster.publish_elsewhere(argv[1], argv[2], True)
+    elif server.repl.backlog is not None:
+        server.propagate(c.db.index, ReplOnly(argv))   # as PUBLISH
     return n
 
 
