@@ -245,11 +245,12 @@ def test_replicaof_from_config_and_hotkv_serve_cli(primaries, hotkv_server_facto
     r = valkey.Valkey(port=s.port)
     assert r.get("from-config") == b"yes"
     assert r.config_get("replicaof") == {"replicaof": "127.0.0.1 %d" % prim.port}
-    # The command line: python -m hotkv serve --replicaof HOST PORT
+    # The command line: python -m hotkv serve FILE --replicaof HOST PORT
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "hotkv", "serve", "--port", str(port),
-                             "--dir", str(tmp_path), "--replicaof", "127.0.0.1",
-                             str(prim.port)],
+    conf = tmp_path / "hotkv.conf"
+    conf.write_text("port %d\ndir %s\n" % (port, tmp_path))
+    proc = subprocess.Popen([sys.executable, "-m", "hotkv", "serve", str(conf),
+                             "--replicaof", "127.0.0.1", str(prim.port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         c = valkey.Valkey(port=port, socket_timeout=2)
@@ -263,6 +264,15 @@ def test_replicaof_from_config_and_hotkv_serve_cli(primaries, hotkv_server_facto
         assert _caught_up(p, 2)
         with pytest.raises(valkey.ReadOnlyError):
             c.set("x", 1)
+        # CONFIG REWRITE writes the line as valkey-server does (two arguments,
+        # a line valkey-server reads back).
+        assert c.config_rewrite()
+        lines = conf.read_text().splitlines()
+        assert "replicaof 127.0.0.1 %d" % prim.port in lines
+        assert c.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+        assert c.config_rewrite()
+        assert not [line for line in conf.read_text().splitlines()
+                    if line.startswith("replicaof")]
     finally:
         proc.terminate()
         proc.wait(10)

@@ -256,7 +256,7 @@ def rewrite_config_file(server, path: str, force_all: bool = False):
     os.replace(tmp, path)
 
 
-_MULTI_ARG = {"save", "client-output-buffer-limit", "bind"}
+_MULTI_ARG = {"save", "client-output-buffer-limit", "bind", "replicaof"}
 
 
 def _conf_line(canon, value) -> str:
