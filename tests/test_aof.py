@@ -1182,3 +1182,39 @@ def test_pending_entries_of_trimmed_entries_survive_rewrite_and_restart(hotkv_se
     finally:
         ref["v"].stop()
     assert got == want
+
+
+def _rewrite_in_exec(c: valkey.Valkey) -> tuple:
+    """A transaction that asks for a rewrite, then one that turns the AOF
+    on: both are scheduled (no fork inside EXEC) and then run, each counted
+    in INFO total_forks."""
+    forks = c.info("stats")["total_forks"]
+    p = c.pipeline(transaction=True)
+    p.set("foo", "bar")
+    p.execute_command("BGREWRITEAOF")
+    first = p.execute()
+    assert wait_for(lambda: c.info("stats")["total_forks"] > forks, timeout=10)
+    assert wait_for(lambda: c.info("persistence")["aof_rewrite_in_progress"] == 0, timeout=10)
+    forks = c.info("stats")["total_forks"]
+    p = c.pipeline(transaction=True)
+    p.set("foo", "bar")
+    p.config_set("appendonly", "yes")
+    second = p.execute()
+    assert wait_for(lambda: c.info("stats")["total_forks"] > forks, timeout=10)
+    assert wait_for(lambda: c.info("persistence")["aof_rewrite_in_progress"] == 0, timeout=10)
+    return first, second
+
+
+def test_rewrite_inside_exec_is_scheduled_and_counted(hotkv_server_factory, tmp_path, caplog):
+    """As valkey-server 8.1.8 (Tcl multi 'MULTI with BGREWRITEAOF' / 'with
+    config set appendonly'): the replies, a fork counted for each, and the
+    log line saying the enabling rewrite was scheduled."""
+    from support import ReferenceValkey
+    s = hotkv_server_factory(dir=str(tmp_path))
+    with ReferenceValkey() as ref:
+        theirs = _rewrite_in_exec(valkey.Valkey(host=ref.host, port=ref.port))
+    with caplog.at_level(logging.INFO, logger="hotkv"):
+        ours = _rewrite_in_exec(valkey.Valkey(host=s.host, port=s.port))
+    assert ours == theirs
+    assert ours == ([True, True], [True, True])
+    assert any("AOF background was scheduled" in r.getMessage() for r in caplog.records)

@@ -249,6 +249,8 @@ class RewriteMixin:
             finally:
                 os._exit(code)
         self.rw_pid = pid
+        # INFO's total_forks counts every fork, this one too (as Valkey's).
+        server.total_forks = getattr(server, "total_forks", 0) + 1
         self.rw_tmp = os.path.join(tmp_dir, "temp-rewriteaof-bg-%d.aof" % pid)
         self._attach()
         log.info("Background append only file rewriting started by pid %d", pid)

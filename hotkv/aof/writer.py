@@ -519,8 +519,14 @@ class AOF(RewriteMixin, LoadMixin):
                 # It writes no incr file for this: start one that does.
                 self.kill_rewrite()
             snaps = getattr(self.server, "snapshots", None)
+            running = self.server.current_client
             if snaps is not None and snaps.in_progress:
                 self.rw_scheduled = True     # one child at a time: cron starts it
+            elif running is not None and running.in_exec:
+                # No fork inside a transaction (as BGREWRITEAOF): cron starts it.
+                self.rw_scheduled = True
+                log.info("AOF enabled inside a transaction: the AOF background was "
+                         "scheduled to start when possible.")
             else:
                 self.start_rewrite()
         elif not value and self.state != OFF:
