@@ -203,9 +203,17 @@ class Evictor:
         tofree = used - limit
         freed = keys = 0
         result = EVICT_OK
+        # What the evictions' own messages (invalidations, evicted events)
+        # add to clients' output buffers is not set against what they freed:
+        # Valkey measures a key's delta around its delete alone (else 10
+        # tracking clients of 1 KB key names drain the database).
+        messages = server.tracking_on or server.notify is not None
+        out0 = self._outputs() if messages else 0
         while True:
             if freed >= tofree:
                 used = self.read() - self.not_counted()   # the estimates said enough
+                if messages:
+                    used -= max(0, self._outputs() - out0)
                 if used <= limit:
                     break
                 tofree, freed = used - limit, 0
@@ -240,6 +248,15 @@ class Evictor:
             kind = "replica" if getattr(cl, "kind", "") == "replica" else "normal"
             out[kind] += mem
         return out
+
+    def _outputs(self) -> int:
+        n = 0
+        for cl in self.server.clients.values():
+            try:
+                n += cl.output_size()
+            except Exception:    # a transport already gone
+                pass
+        return n
 
     def not_counted(self) -> int:
         """Valkey's freeMemoryGetNotCountedMemory: what replicas' output
@@ -392,6 +409,10 @@ class Evictor:
         if server.notify is not None:
             server.notify(db, key, "e", "evicted")
         server.propagate(db.index, [b"UNLINK" if lazy else b"DEL", key])
+        if server.prop_pending and server.current_client is None:
+            # Each eviction is its own unit (Valkey's exitExecutionUnit): no
+            # MULTI around a batch of them in the replication stream.
+            server.flush_propagation()
         return freed
 
     # -- INFO ---------------------------------------------------------------------
