@@ -203,3 +203,24 @@ def test_hotkv_help_lists_every_subcommand():
     out = hotkv("--help").stdout.decode()
     for sub in ("serve", "cli", "queues", "check-rdb", "check-aof", "valkey-server"):
         assert "hotkv %s" % sub in out, sub
+
+
+def test_tls_options(hotkv_server_factory, tmp_path):
+    """--tls --cacert (and a client certificate when the server asks for
+    one), and rediss:// URLs."""
+    pytest.importorskip("cryptography", reason="cryptography is not installed")
+    from support import make_pki
+    pki = make_pki(tmp_path)
+    cert, key = pki["server"]
+    server = hotkv_server_factory(tls_port=0, tls_cert_file=cert, tls_key_file=key,
+                                  tls_ca_cert_file=pki["ca"][0], tls_auth_clients="yes")
+    port = str(server.tls_port)
+    client = ["--cert", pki["client"][0], "--key", pki["client"][1]]
+    assert ours("-h", "localhost", "-p", port, "--tls", "--cacert", pki["ca"][0], *client,
+                "--no-raw", "PING") == (b"PONG\n", 0)
+    got = ours("-u", "rediss://localhost:%s/2" % port, "--cacert", pki["ca"][0], *client,
+               "SET", "k", "v")
+    assert got == (b"OK\n", 0)
+    assert valkey.Valkey(host=server.host, port=server.port, db=2).get("k") == b"v"
+    # Without the CA the server's certificate is not trusted: no connection.
+    assert ours("-h", "localhost", "-p", port, "--tls", *client, "PING")[1] == 1
