@@ -207,7 +207,9 @@ class ClusterState:
             kind = self._route_kind(cmd)
         if kind is False:
             return None
-        self.simple = not self.importing and not self.migrating and self.topology.healthy()
+        simple = not self.importing and not self.migrating and self.topology.healthy()
+        if simple is not self._simple:
+            self.simple = simple     # (setting it empties refuse's set of served keys)
         if cmd.name == "exec":
             if not client.multi:
                 return None
