@@ -929,7 +929,9 @@ def _run(config, path, valkey: bool) -> int:
         sys.stderr.write("hotkv serve: cannot listen: %s\n" % (e.strerror or e))
         return 1
     except Exception as e:  # the start failed (AOF unreadable, TLS files...)
-        if not isinstance(e, (rdbfile.RDBLoadError, AOFLoadError)):
+        if isinstance(e, ConfigError):   # a setting refused at start (http-port): no traceback
+            log.warning("%s", e)
+        elif not isinstance(e, (rdbfile.RDBLoadError, AOFLoadError)):
             # A damaged file was logged with its reason and offset by
             # Server.load_data: no traceback for bad input.
             log.exception("start-up failed")

@@ -332,3 +332,4 @@ def test_hotkv_serve_http_port(tmp_path):
                               "--bind", "0.0.0.0", "--http-port", str(http_port), "--save", "",
                               "--dir", str(tmp_path)], capture_output=True, timeout=30)
     assert refused.returncode == 1 and b"protected mode" in refused.stderr
+    assert b"Traceback" not in refused.stderr
