@@ -127,9 +127,11 @@ def _pong(port) -> bool:
 
 @pytest.fixture
 def cluster():
-    c = Cluster().start()
-    yield c
-    c.stop()
+    c = Cluster()
+    try:
+        yield c.start()
+    finally:
+        c.stop()           # also after a failed start: no node left running
 
 
 def _fill(r) -> dict:

