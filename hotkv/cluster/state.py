@@ -106,7 +106,8 @@ class ClusterState:
             elif first > 0:
                 arity = cmd.arity
                 one = cmd.last_key == first or (cmd.last_key == -1 and arity == first + 1)
-                r = first if one and (arity > first or -arity > first) else True
+                r = first if one and not cmd.spec_movable and (
+                    arity > first or -arity > first) else True
             else:
                 r = False
             self._routed[cmd] = r
