@@ -302,6 +302,23 @@ def test_wait_in_a_script_counts_the_callers_writes(hotkv_server_factory, replic
         rep1.proc.send_signal(signal.SIGCONT)
 
 
+def test_wait_unblocked_when_demoted(hotkv_server_factory, ref_server):
+    """A client blocked in WAIT gets Valkey's UNBLOCKED error when REPLICAOF
+    makes hotkv a replica (the Tcl test 'WAITAOF on demoted master...')."""
+    srv = hotkv_server_factory(**FAST)
+    r = client(srv)
+    raw = RawClient(srv.host, srv.port)
+    raw.call("INCR", "foo")
+    raw.sock.sendall(b"WAIT 1 0\r\n")
+    assert wait_for(lambda: r.info("clients")["blocked_clients"] == 1, 5)
+    r.execute_command("REPLICAOF", ref_server.host, ref_server.port)
+    try:
+        assert raw.read_reply() == (b"-UNBLOCKED force unblock from blocking operation, "
+                                    b"instance state changed (master -> replica?)\r\n")
+    finally:
+        r.execute_command("REPLICAOF", "NO", "ONE")
+
+
 def test_waitaof_released_when_the_aof_stops(hotkv_server_factory, tmp_path):
     srv = hotkv_server_factory(**FAST, appendonly="yes", appendfsync="no", dir=str(tmp_path))
     r = client(srv)

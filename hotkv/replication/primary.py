@@ -56,7 +56,15 @@ import signal
 import time
 
 from .. import limits, rdbfile
-from ..aof.files import _BULK_HDR_CACHE as _BULK_HDR, _EXEC, _MULTI, _b, _select, encode_into
+from ..aof.files import (
+    _BULK_HDR_CACHE as _BULK_HDR,
+    _EXEC,
+    _MULTI,
+    ON as AOF_ON,
+    _b,
+    _select,
+    encode_into,
+)
 from ..blocking import BLOCKED, block, unblock
 from ..forkchild import die_with_parent, inherited_fds, load_prctl
 from .backlog import Backlog
@@ -69,6 +77,8 @@ _PING = b"*1\r\n$4\r\nPING\r\n"
 _GETACK = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n"
 WAITAOF_NO_AOF = ("ERR WAITAOF cannot be used when numlocal is set but appendonly is "
                   "disabled.")
+UNBLOCKED_DEMOTED = ("UNBLOCKED force unblock from blocking operation, instance state "
+                     "changed (master -> replica?)")
 _ARRAY_HDR = [b"*%d\r\n" % i for i in range(64)]
 READ_CHUNK = 256 * 1024
 READS_PER_TURN = 16          # at most 4 MB of RDB per loop turn
@@ -222,7 +232,10 @@ class Primary:
             return
         data = bytes(buf)
         self.buf = bytearray()
-        self.repl.backlog.append(data)
+        backlog = self.repl.backlog
+        if backlog is None:          # freed (repl-backlog-ttl): nobody to send it to
+            return
+        backlog.append(data)
         for link in self.repl.replicas:
             if link.live:
                 c = link.client
@@ -611,14 +624,20 @@ class Primary:
         fsynced (hotkv's AOF writes before replies leave; 'always' fsyncs
         then, 'everysec' within the second: the cron re-checks)."""
         w = self.server.aof_writer
-        return w is not None and not w.buf and not w.unsynced
+        # While the AOF is being turned on (its first rewrite runs) nothing
+        # counts as fsynced yet, as Valkey's fsynced_reploff.
+        return w is not None and w.state == AOF_ON and not w.buf and not w.unsynced
 
     def check_waits(self):
         keep = []
         aof_off = not self.server.config.values["appendonly"]
+        demoted = self.repl.role != "master"
         for w in self.waits:
             if w.client.blocked is not w.waiter:
                 continue            # timed out, killed or unblocked
+            if demoted:             # REPLICAOF: Valkey's disconnectAllBlockedClients
+                unblock(w.client, error=UNBLOCKED_DEMOTED)
+                continue
             if w.numlocal > 0 and aof_off:
                 unblock(w.client, error=WAITAOF_NO_AOF)
                 continue
