@@ -8,7 +8,9 @@ credentials of an enabled user whose password matches, else 401; the check
 reads the live ACL state, so ACL SETUSER / CONFIG SET requirepass apply to
 the next request.  The HTTP port never listens on a non-loopback address
 while protected mode would refuse a non-loopback client (protected-mode yes
-and the default user without a password): ``bind_refusal`` says why.
+and the default user without a password): ``bind_refusal`` says why; and a
+request from a non-loopback peer gets 403 whenever that holds
+(``peer_refused``: the settings may change after the port opened).
 """
 
 from __future__ import annotations
@@ -38,6 +40,16 @@ def allowed(server, header: bytes | None) -> bool:
     return user is not None and user.enabled and user.password_ok(password)
 
 
+def peer_refused(server, peer) -> bool:
+    """Protected mode, checked per request as Valkey checks each connection:
+    a non-loopback peer while protected mode is on and the default user has
+    no password (the settings may have changed since the port opened)."""
+    values = server.config.values
+    if not values["protected-mode"] or server.acl.auth_required():
+        return False
+    return not (isinstance(peer, tuple) and _loopback(str(peer[0])))
+
+
 def _loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host.split("%")[0]).is_loopback
@@ -58,4 +70,4 @@ def bind_refusal(server) -> str | None:
             "127.0.0.1)" % ", ".join(exposed))
 
 
-__all__ = ["allowed", "bind_refusal"]
+__all__ = ["allowed", "bind_refusal", "peer_refused"]

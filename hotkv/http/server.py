@@ -234,6 +234,10 @@ class HttpConnection(asyncio.Protocol):
         if req.method not in (b"GET", b"HEAD"):
             self._simple(405, b"method not allowed\n", extra=[("allow", "GET, HEAD")])
             return
+        if auth.peer_refused(svc.server, self.transport.get_extra_info("peername")):
+            self._simple(403, b"protected mode: set a password to reach this port from "
+                              b"another host\n", close=True)
+            return
         creds = next((v for k, v in req.headers if k == b"authorization"), None)
         if not auth.allowed(svc.server, creds):
             self._simple(401, b"authentication required\n",
