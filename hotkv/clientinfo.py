@@ -46,6 +46,8 @@ def client_flags(cl) -> str:
     f = "O" if cl in cl.server.monitors else ""
     if cl.kind == "replica":      # Valkey lists a replica's S first
         f = "S" + f
+    elif cl.kind == "primary":    # the primary's stream (hotkv.replication.replica)
+        f = "M" + f
     if cl.channels or cl.patterns or cl.shard_channels:
         f += "P"
     if cl.multi:

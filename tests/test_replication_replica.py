@@ -814,6 +814,31 @@ def test_link_killed_repeatedly_under_load_resumes_partially(primaries, hotkv_se
     assert admin.info("stats")["sync_partial_ok"] >= kills
 
 
+def test_primary_client_listed_and_killable_as_valkey(primaries, hotkv_server_factory):
+    """The primary's connection is a client (flags=M): CLIENT LIST TYPE
+    master shows it, CLIENT KILL TYPE master breaks the link (":1", as a
+    valkey replica answers) and it comes back with a partial resync."""
+    prim = primaries()
+    p = prim.client()
+    p.set("k", 1)
+    s, r = _start_replica(hotkv_server_factory, prim)
+    line = r.execute_command("CLIENT", "LIST", "TYPE", "master").decode()
+    fields = dict(f.split("=", 1) for f in line.split())
+    assert fields["flags"] == "M" and fields["addr"] == "127.0.0.1:%d" % prim.port
+    partial = p.info("stats")["sync_partial_ok"]
+    link = _replica_link(s)
+    hc = RawClient("127.0.0.1", s.port)
+    assert hc.call("CLIENT", "KILL", "TYPE", "master") == b":1\r\n"
+    assert wait_for(lambda: link.partial_syncs == 1 and _linked(s), 15)
+    assert p.info("stats")["sync_partial_ok"] == partial + 1
+    p.set("k", 2)
+    assert _caught_up(p)
+    assert hc.call("GET", "k") == b"$1\r\n2\r\n"
+    assert r.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+    assert hc.call("CLIENT", "LIST", "TYPE", "master") == b"$0\r\n\r\n"
+    hc.close()
+
+
 def test_replicaof_no_one_keeps_every_key(primaries, hotkv_server_factory):
     prim = primaries()
     p = valkey.Valkey(port=prim.port, single_connection_client=True)

@@ -150,6 +150,19 @@ def _drop(old):
                 d.popitem()
 
 
+class PrimaryClient(Client):
+    """The client the primary's stream runs as (Valkey's primary client,
+    flag M): listed by CLIENT LIST; CLIENT KILL (TYPE master) breaks the
+    link, which then resumes with a PSYNC."""
+    __slots__ = ("link",)
+
+    def kill(self):
+        self.link._close()
+
+    def close(self):
+        self.link._close()
+
+
 class ReplicaLink:
     def __init__(self, server, host: str, port: int):
         self.server = server
@@ -193,6 +206,7 @@ class ReplicaLink:
             if t is not None and not t.done():
                 t.cancel()
         self._close()
+        self._unlist_client()
         self.state = "none"
 
     def _close(self):
@@ -231,6 +245,7 @@ class ReplicaLink:
     def _link_down(self):
         was_up = self.state == "connected"
         self._close()
+        self._unlist_client()
         if self.stopped:
             return
         self.state = "connect"
@@ -473,10 +488,27 @@ class ReplicaLink:
         self.partial_syncs += 1
 
     def _new_client(self):
-        c = Client(self.server, fake=True)
-        c.kind = "master"
+        c = PrimaryClient(self.server, fake=True)
+        c.id = self.server.next_client_id()   # listed: CLIENT LIST / KILL TYPE master
+        c.link = self
+        c.kind = "primary"
         c.authenticated = True
         return c
+
+    def _list_client(self, writer):
+        """The master client shows in CLIENT LIST while the link is up."""
+        c = self.client
+        c.link = self
+        c.addr = "%s:%d" % (self.host, self.port)
+        sock = writer.get_extra_info("sockname")
+        c.laddr = "%s:%d" % sock[:2] if sock else ""
+        c.last_interaction = time.time()
+        self.server.clients[c.id] = c
+
+    def _unlist_client(self):
+        c = self.client
+        if c is not None:
+            self.server.clients.pop(c.id, None)
 
     # ------------------------------------------------------------------
     async def _stream(self, reader):
@@ -488,6 +520,7 @@ class ReplicaLink:
                  if self.partial_syncs and self.cached else "Replica is online")
         self.cached = None
         self.send_ack()
+        self._list_client(self.writer)
         c = self.client
         parser = hiredis.Reader()
         repl = server.repl
@@ -498,7 +531,8 @@ class ReplicaLink:
                 raise LinkError("Connection with primary lost (%s:%d)." % (self.host, self.port))
             if self.stopped:
                 return
-            self.last_io = time.time()
+            c.last_interaction = self.last_io = time.time()   # (never idle: `timeout`)
+            c.net_in += len(data)
             self.read_reploff += len(data)
             applied = self.reploff
             raw += data
