@@ -32,7 +32,9 @@ from ..types.lists import ListValue
 from ..types.stream import Stream
 
 SCAN_LIMIT = 200_000          # keys of one db looked at to find lists and streams
-LIBRARY_SCAN_LIMIT = 100_000  # library layouts are read in dbs no bigger than this
+# Library layouts are read in dbs no bigger than this: their readers
+# (hotkv.queues) load every job's record, so a snapshot stays short.
+LIBRARY_SCAN_LIMIT = 20_000
 HISTORY = 300                 # samples kept for the plots (one a second: 5 minutes)
 MAX_INTERVAL = 60.0           # the longest wait between samples (a huge keyspace)
 MAX_CONSUMERS = 50            # consumers listed per stream group
@@ -168,24 +170,35 @@ def _list_view(server, db, key, now_s):
             "oldest_age_s": None if when is None else max(0.0, round(now_s - when, 3))}
 
 
-def _stream_view(server, db, key):
-    info = queues._stream(server, key, db)
+def _stream_view(server, db, key, now_ms: int):
+    """A stream and its groups, in O(groups + consumers): counts and the
+    oldest pending entry only -- unlike hotkv.queues._stream, no list of
+    every pending entry (a group may have millions)."""
+    value = server.dbs[db].data[key]
     groups = []
-    for g in info.groups.values():
-        consumers = [{"name": _text(c.name), "pending": c.pending, "idle_ms": c.idle_ms,
-                      "inactive_ms": c.inactive_ms}
-                     for c in itertools.islice(g.consumers.values(), MAX_CONSUMERS)]
-        op = g.oldest_pending
+    for g in value.sorted_groups():
+        consumers = [{"name": _text(c.name), "pending": len(c.pel),
+                      "idle_ms": max(0, now_ms - c.seen_time),
+                      "inactive_ms": -1 if c.active_time == -1
+                      else max(0, now_ms - c.active_time)}
+                     for c in itertools.islice(g.sorted_consumers(), MAX_CONSUMERS)]
+        oldest = None
+        if g.pel.chunks:
+            eid = g.pel.chunks[0][0]
+            nack = g.pel[eid]
+            oldest = {"id": queues.sid(eid), "consumer": _text(nack.consumer.name),
+                      "idle_ms": max(0, now_ms - nack.delivery_time),
+                      "deliveries": nack.delivery_count}
         groups.append({
-            "name": _text(g.name), "lag": g.lag, "pending": g.pending,
-            "last_delivered_id": g.last_delivered_id, "entries_read": g.entries_read,
+            "name": _text(g.name), "lag": value.group_lag(g), "pending": len(g.pel),
+            "last_delivered_id": queues.sid(g.last_id),
+            "entries_read": None if g.entries_read < 0 else g.entries_read,
             "consumers": consumers, "consumer_count": len(g.consumers),
-            "oldest_pending": None if op is None else {
-                "id": op.id, "consumer": _text(op.consumer), "idle_ms": op.idle_ms,
-                "deliveries": op.deliveries}})
-    return {"db": db, "key": _text(key), "length": info.length, "first_id": info.first_id,
-            "last_id": info.last_id, "entries_added": info.entries_added,
-            "blocked": info.waiting_consumers, "groups": groups}
+            "oldest_pending": oldest})
+    return {"db": db, "key": _text(key), "length": len(value),
+            "first_id": queues.sid(value.first_id) if len(value) else None,
+            "last_id": queues.sid(value.last_id), "entries_added": value.entries_added,
+            "blocked": len(server.dbs[db].blocking.get(key) or ()), "groups": groups}
 
 
 _LIBRARIES = (
@@ -300,7 +313,7 @@ def snapshot(server, top_n: int) -> dict:
         "keyspace": keyspace,
         "lists": [_list_view(server, db, k, now_s) for _, db, k in lists[:top_n]],
         "lists_total": len(lists),
-        "streams": [_stream_view(server, db, k) for _, db, k in streams[:top_n]],
+        "streams": [_stream_view(server, db, k, now_ms) for _, db, k in streams[:top_n]],
         "streams_total": len(streams),
         "libraries": libraries,
         "slowlog": _slowlog(server),
