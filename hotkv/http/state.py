@@ -398,8 +398,8 @@ class Sampler:
 
     def _rates(self, snap, prev, dt):
         """Per second since the previous sample: the server's enqueue and
-        dequeue calls, each list's net depth change, each stream's added
-        entries and each group's delivered ones."""
+        dequeue calls, each list's and library queue's net depth change,
+        each stream's added entries and each group's delivered ones."""
         ok = prev is not None and dt > 0
 
         def rate(new, old):
@@ -410,6 +410,11 @@ class Sampler:
         for q in snap["lists"]:
             old = old_lists.get((q["db"], q["key"]))
             q["net_rate"] = round((q["depth"] - old["depth"]) / dt, 2) if ok and old else 0.0
+        old_libs = {(q["library"], q["db"], q["name"]): q for q in (prev or {}).get("libraries",
+                                                                                     ())}
+        for q in snap["libraries"]:
+            old = old_libs.get((q["library"], q["db"], q["name"]))
+            q["net_rate"] = round((q["queued"] - old["queued"]) / dt, 2) if ok and old else 0.0
         old_streams = {(s["db"], s["key"]): s for s in (prev or {}).get("streams", ())}
         for st in snap["streams"]:
             old = old_streams.get((st["db"], st["key"]))
