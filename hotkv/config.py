@@ -243,7 +243,8 @@ param("active-expire-effort", "int", 1, lo=1, hi=10)
 param("lazyfree-lazy-user-del", "bool", True)
 param("lazyfree-lazy-user-flush", "bool", True)
 param("lazyfree-lazy-expire", "bool", False, inert=True)
-param("lazyfree-lazy-eviction", "bool", False, inert=True)
+# Valkey's default: an eviction is propagated as UNLINK (hotkv.eviction).
+param("lazyfree-lazy-eviction", "bool", True, inert=True)
 param("lazyfree-lazy-server-del", "bool", False, inert=True)
 param("io-threads", "int", 1, mutable=False, inert=True)
 param("appendonly", "bool", False)
@@ -312,7 +313,7 @@ for _name, _lo, _hi in (("list-max-listpack-size", -INT_MAX - 1, INT_MAX),
 
 # Where hotkv keeps its own default on purpose (tests/test_config_parity.py lists why).
 _OWN_DEFAULT = {"dir", "port", "bind", "save",
-                "lazyfree-lazy-eviction", "lazyfree-lazy-expire", "lazyfree-lazy-server-del"}
+                "lazyfree-lazy-expire", "lazyfree-lazy-server-del"}
 # Table settings hotkv acts on in ``hotkv serve`` (hotkv.cli: logging, supervision); an
 # embedded server has no log or supervisor of its own.
 _SERVE_ONLY = {"always-show-logo", "log-format", "log-timestamp-format", "supervised",

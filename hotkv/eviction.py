@@ -13,11 +13,13 @@ which drop as soon as a value is freed) allocated since the server started,
 plus ``STARTUP_USED`` (1 MiB, about what valkey-server reports empty).  The
 interpreter's own 15-25 MB are not counted, so ``maxmemory 11mb`` leaves
 about 10 MB for the data and the clients' buffers, as on Valkey; INFO's
-used_memory_rss is still the process's RSS.  Reading it costs a few microseconds (up
-to a few hundred on a fragmented heap), so a command does not pay it when
+used_memory_rss is still the process's RSS.  Reading it costs a few
+microseconds (up to a few hundred on a fragmented heap), so a command does
+not pay it when
 a cheap bound says the limit is far: the last reading plus ``_GROWTH``
 times the bytes read from clients since (a stored byte costs at most a few
-bytes: key, value, table entry).  The cron re-reads every tick, for growth
+bytes: key, value, table entry) is more than ``_SLACK`` (or 1/64 of the
+limit) under it.  The cron re-reads every tick, for growth
 that no input explains (output buffers, a script's writes).
 
 Choosing the key, as Valkey does: the LRU / LFU / TTL policies sample
@@ -35,8 +37,10 @@ rest is left to the time proc and the command runs (EVICT_RUNNING).
 
 An evicted key is deleted as Valkey's dbGenericDelete with KEY_EVICTED:
 WATCHers fail, client-side caches are invalidated, ``evicted`` (class e) is
-published, the deletion is propagated (DEL, or UNLINK with
-``lazyfree-lazy-eviction``) to the AOF, ``evicted_keys`` counts it.
+published, the deletion is propagated (UNLINK with ``lazyfree-lazy-eviction``,
+Valkey's default yes, else DEL) to the AOF and replicas, one unit per key,
+``evicted_keys`` counts it.  The value is freed at once either way: what an
+eviction frees must show in the next reading.
 
 Invariants: no eviction while loading or while CLIENT PAUSE holds writes
 (Valkey's PAUSE_ACTION_EVICT); ``oom`` is the last performEvictions' answer
@@ -57,6 +61,9 @@ POOL_SIZE = 16              # EVPOOL_SIZE
 STARTUP_USED = 1 << 20      # the used_memory a server reports at start (Valkey's: ~1 MB)
 EVICT_OK, EVICT_RUNNING, EVICT_FAIL = 0, 1, 2
 _GROWTH = 8                 # bytes of memory a byte read from a client may cost at most
+# Within this of the limit (or 1/64 of it) every command reads the memory:
+# a table that doubles (a dict's resize) grows it with no input to show.
+_SLACK = 64 * 1024
 
 for _name in ("maxmemory-samples", "maxmemory-eviction-tenacity", "lazyfree-lazy-eviction"):
     _config.PARAMS[_name].inert = False
@@ -167,8 +174,9 @@ class Evictor:
         """performEvictions before a command; True when nothing more could
         be freed (EVICT_FAIL: a command that may grow memory gets -OOM)."""
         server = self.server
+        limit = server.maxmemory
         if (self.used + (server.stat_net_input_bytes - self.in_mark) * _GROWTH
-                <= server.maxmemory and not self.exceeded_since):
+                + max(_SLACK, limit >> 6) <= limit and not self.exceeded_since):
             self.oom = False
             return False
         self.oom = self.perform() == EVICT_FAIL
