@@ -206,7 +206,10 @@ def cron(server):
         # (a test that advances past `timeout` sees idle clients closed).
         vnow = server.clock.time()
         for c in list(server.clients.values()):
-            if c.closed or c.blocked is not None or c.subscribed:
+            # Never the replication links (Valkey: no timeout for a replica
+            # or the primary's client).
+            if c.closed or c.blocked is not None or c.subscribed or \
+                    c.kind in ("primary", "replica"):
                 continue
             if vnow - c.last_interaction > idle:
                 log.info("closing idle client id=%d addr=%s", c.id, c.addr)

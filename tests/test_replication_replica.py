@@ -839,6 +839,24 @@ def test_primary_client_listed_and_killable_as_valkey(primaries, hotkv_server_fa
     hc.close()
 
 
+def test_idle_timeout_spares_the_primary_link(primaries, hotkv_server_factory):
+    """`timeout` closes idle clients but never the primary's (Valkey exempts
+    it): with the replica's clock moved 100 s on, an idle client is closed
+    and the link is untouched."""
+    prim = primaries()
+    s, r = _start_replica(hotkv_server_factory, prim, timeout=1)
+    link = _replica_link(s)
+    idle = RawClient("127.0.0.1", s.port)
+    assert idle.call("PING") == b"+PONG\r\n"
+    s.clock.advance(100)
+    try:
+        assert wait_for(lambda: idle.is_closed(0.1), 10)   # the idle scan ran
+        assert _linked(s) and link.partial_syncs == 0 and link.failures == 0
+    finally:
+        s.clock.reset()
+        idle.close()
+
+
 def test_replicaof_no_one_keeps_every_key(primaries, hotkv_server_factory):
     prim = primaries()
     p = valkey.Valkey(port=prim.port, single_connection_client=True)
