@@ -444,7 +444,7 @@ class Server:
     # ------------------------------------------------------------------
     def attach_loop(self, loop):
         self.loop = loop
-        from . import http   # http-port: the dashboard and /metrics (hotkv.http)
+        from . import http  # http-port: the dashboard and /metrics (hotkv.http)
         http.attach(self)
 
     def wake(self):
