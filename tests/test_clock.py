@@ -19,9 +19,10 @@ advance(61).
 
 Apart from the running clock's 0.2 s timeout, no test waits for the time it
 tests: every wait is for a reply or a blocked-client count, bounded in count
-and in real time; "nothing arrived" is checked over a short real read.  CI cost: about
-8 s on 2 cores, most of it the queue libraries (the one real sleep is the
-differential test's 0.4 s; the idle-timeout test waits for a cron scan, ~1 s).
+and in real time; "nothing arrived" is checked over a short real read.  CI cost: 38 tests
+in about 8 s on 2 cores (20 s with the machine loaded 5x over), most of it
+the queue libraries (Node for BullMQ); the one real sleep is the differential
+test's 0.4 s, and the idle-timeout test waits for a cron scan (~1 s).
 Each assertion was checked to fail with its time read put back on the wall
 clock (17 such mutations of the hunks that read the clock).
 """
