@@ -178,6 +178,7 @@ def test_full_sync_every_type(hotkv_server_factory, replicas, form):
     info = r.info("replication")
     assert info["connected_slaves"] == 1
     assert info["slave0"]["port"] == rep.port and info["slave0"]["state"] == "online"
+    assert info["slave0"]["type"] == "replica"
     assert info["repl_backlog_active"] == 1
 
 
@@ -346,6 +347,27 @@ def test_waitaof(hotkv_server_factory, replicas, tmp_path):
 # ----------------------------------------------------------------------
 # Links cut
 # ----------------------------------------------------------------------
+def test_info_replication_fields_as_valkey(hotkv_server_factory, replicas):
+    """INFO replication of a primary with one replica: the fields, in order,
+    and the slave0 keys of valkey-server 8.1.8 as a primary."""
+    from support import ReferenceValkey
+    ref = ReferenceValkey("--repl-diskless-sync-delay", "0", "--min-replicas-to-write", "1")
+    ref.start()
+    try:
+        srv = hotkv_server_factory(**FAST, **{"min-replicas-to-write": 1})
+        shapes = []
+        for port in (srv.port, ref.port):
+            r = valkey.Valkey(port=port, socket_timeout=10)
+            rep = replicas(port)
+            assert synced(r, rep)
+            text = RawClient("127.0.0.1", port).call("INFO", "replication").decode()
+            fields = [ln.split(":", 1)[0] for ln in text.split("\r\n")[2:] if ln]
+            shapes.append((fields, sorted(r.info("replication")["slave0"])))
+        assert shapes[0] == shapes[1]
+    finally:
+        ref.stop()
+
+
 def test_killed_link_partial_resync(hotkv_server_factory, replicas):
     srv = hotkv_server_factory(**FAST)
     r = client(srv)

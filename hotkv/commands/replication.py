@@ -247,7 +247,7 @@ def info_replication(server):
     lines = []
     for lk in repl.replicas:
         ip = lk.ip or lk.client.addr.rsplit(":", 1)[0].strip("[]")
-        lines.append(("ip=%s,port=%d,state=%s,offset=%d,lag=%d"
+        lines.append(("ip=%s,port=%d,state=%s,offset=%d,lag=%d,type=replica"
                       % (ip, lk.port, _primary.STATE_NAMES[lk.state], lk.ack_off,
                          int(now - lk.ack_time))))
     out.append(("connected_slaves", len(lines)))
