@@ -38,9 +38,17 @@ def get(port, path, auth=None, method="GET"):
 
 
 def state(port, auth=None) -> dict:
-    status, _, body = get(port, "/api/state?fresh=1", auth)
-    assert status == 200, body
-    return json.loads(body)
+    """/api/state taken after this call began: ?fresh=1 gives a snapshot no
+    older than 10x a snapshot's cost, so ask again (bounded) until it is."""
+    since = time.time()
+    for _ in range(200):
+        status, _, body = get(port, "/api/state?fresh=1", auth)
+        assert status == 200, body
+        s = json.loads(body)
+        if s["time"] >= since:
+            return s
+        time.sleep(0.01)
+    raise AssertionError("no snapshot newer than the request in 200 tries")
 
 
 def samples(text: str) -> dict:
@@ -333,3 +341,26 @@ def test_hotkv_serve_http_port(tmp_path):
                               "--dir", str(tmp_path)], capture_output=True, timeout=30)
     assert refused.returncode == 1 and b"protected mode" in refused.stderr
     assert b"Traceback" not in refused.stderr
+
+
+def test_history_and_rates_follow_the_queues(dash):
+    """Each fresh snapshot is a sample of the plots' history: the depth of
+    every reported queue, the server's rates; a list that grew between two
+    samples has a positive net rate, a stream its added entries' rate."""
+    r = valkey.Valkey(host=dash.host, port=dash.port)
+    r.rpush("grow", "a")
+    r.xadd("st", {"n": 0})
+    first = state(dash.http_port)
+    r.rpush("grow", *"bcdef")
+    for i in range(4):
+        r.xadd("st", {"n": i + 1})
+    time.sleep(0.01)   # the rates divide by the time between the two samples
+    s = state(dash.http_port)
+    h = s["history"]
+    assert len(h["t"]) >= 2 and len(h["ops"]) == len(h["t"]) == len(h["enqueue"])
+    assert h["depths"]["0:grow"][-1] == 6 and h["depths"]["0:st"][-1] == 5
+    assert h["depths"]["0:grow"][-2] == first["lists"][0]["depth"] == 1
+    grow = next(q for q in s["lists"] if q["key"] == "grow")
+    assert grow["net_rate"] > 0
+    assert next(x for x in s["streams"] if x["key"] == "st")["enqueue_rate"] > 0
+    assert s["enqueue_rate"] > 0   # RPUSH and XADD calls, server-wide
