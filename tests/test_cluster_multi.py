@@ -689,3 +689,23 @@ def test_valkey_cli_cluster_reshard(hotkv_cluster):
         assert proc.returncode == 0 and "[OK] All 16384 slots covered." in proc.stdout
     finally:
         rc.close()
+
+
+def test_asking_lasts_one_command_or_one_transaction(hotkv_cluster):
+    c = hotkv_cluster
+    slot = key_slot(b"k")
+    owner = c.node_for_slot(slot)
+    other = next(n for n in c.primaries() if n is not owner)
+    t = _raw(other)
+    assert t.call("CLUSTER", "SETSLOT", str(slot), "IMPORTING", owner.id) == b"+OK\r\n"
+    moved = b"-MOVED %d 127.0.0.1:%d\r\n" % (slot, owner.port)
+    assert t.call("ASKING") == b"+OK\r\n"
+    assert t.call("MULTI") == b"+OK\r\n"
+    assert t.call("SET", "k", "1") == b"+QUEUED\r\n"
+    assert t.call("EXEC") == b"*1\r\n+OK\r\n"
+    assert t.call("GET", "k") == moved           # the transaction ended it
+    assert t.call("ASKING") == b"+OK\r\n"
+    assert t.call("MULTI") == b"+OK\r\n"
+    assert t.call("DISCARD") == b"+OK\r\n"
+    assert t.call("GET", "k") == moved
+    t.close()

@@ -201,7 +201,11 @@ class ClusterState:
         """The redirection error for this command, or None to run it here.
         Clears a one-command ASKING flag (Valkey's resetClient)."""
         asking = client.asking
-        if asking and not client.multi and cmd.name != "asking":
+        name = cmd.name
+        if asking and name != "asking" and name != "multi" and (
+                not client.multi or name == "exec" or name == "discard"):
+            # Valkey's resetClient, after the command: it lasts one command, or
+            # from MULTI to the end of the transaction.
             client.asking = False
         kind = self._routed.get(cmd)
         if kind is None:
