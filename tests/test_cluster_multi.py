@@ -622,7 +622,12 @@ def test_redirections_byte_equal_to_a_valkey_cluster():
         for args in (("GET", "{b}x"), ("ASKING",), ("GET", "{b}x"), ("ASKING",),
                      ("MSET", "{b}x", "1", "{b}y", "2"), ("ASKING",), ("SET", "{b}x", "1"),
                      ("GET", "{b}x"), ("ASKING",), ("MGET", "{b}x", "{b}z"),
-                     ("CLUSTER", "SETSLOT", "3300", "MIGRATING", "@N0")):
+                     ("CLUSTER", "SETSLOT", "3300", "MIGRATING", "@N0"),
+                     # ASKING lasts from MULTI to the end of the transaction
+                     ("ASKING",), ("MULTI",), ("SET", "{b}q", "1"), ("EXEC",), ("GET", "{b}q"),
+                     ("ASKING",), ("MULTI",), ("DISCARD",), ("GET", "{b}q"),
+                     ("ASKING",), ("MULTI",), ("SET", "{b}q", "2"), ("GET", "{b}q"), ("EXEC",),
+                     ("ASKING",), ("PING",), ("GET", "{b}q")):
             both(1, *args)
         for side in ("hotkv", "valkey"):
             clients, ports, _ = sides[side]
