@@ -586,7 +586,8 @@ def test_redirections_byte_equal_to_a_valkey_cluster():
         b_slot, a_slot = key_slot(b"b"), key_slot(b"a")     # 3300 (node 0), 15495 (node 2)
         assert (b_slot, a_slot) == (3300, 15495)
         for node in range(3):
-            for args in (("SET", "a", "1"), ("GET", "b"), ("MSET", "a", "1", "b", "2"),
+            for args in (("CLUSTER", "SLOTS"), ("CLUSTER", "MYID"),
+                         ("SET", "a", "1"), ("GET", "b"), ("MSET", "a", "1", "b", "2"),
                          ("MGET", "{a}1", "{a}2"), ("BLPOP", "a", "0.01"),
                          ("EVAL", "return 1", "1", "a"), ("SPUBLISH", "a", "m"),
                          ("SSUBSCRIBE", "b", "a"), ("XREAD", "STREAMS", "a", "0"),
