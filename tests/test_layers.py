@@ -17,7 +17,9 @@ that it still exists and still is function-level (so the list cannot rot).
 It is empty: no cycle needed one.
 
 The second rule is the layering itself: only ``hotkv`` (the package, which
-registers the commands) and the command modules import ``hotkv.commands``.
+registers the commands) and the command modules import ``hotkv.commands``
+(hotkv.http, the dashboard, asks INFO through the registry,
+as a client would).
 
 Runs in well under a second; nothing to scale.
 """

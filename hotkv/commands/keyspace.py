@@ -33,7 +33,6 @@ counter.
 from __future__ import annotations
 
 import re
-from collections import deque
 
 from .. import access, errors
 from ..encodings import cfg as _cfg, object_encoding
@@ -41,9 +40,7 @@ from ..errors import CommandError
 from ..lazyfree import maybe_free_later
 from ..registry import command, container, spec
 from ..resp import OK, Simple
-from ..types.hashes import HashValue
-from ..types.lists import ListValue
-from ..types.sets import SetValue
+from ..types.copying import copy_value
 from ..types.table import TYPE_NAMES
 from ..util import LLONG_MAX, LLONG_MIN, compile_glob, string2ll
 from .strings import already_expired, delete_expired_overwrite
@@ -323,31 +320,6 @@ def move(c, argv):
     written(src, key, "g", "move_from")
     written(dst, key, "g", "move_to", 0)
     return 1
-
-
-_BUILTIN_MODULES = ("builtins", "collections")
-
-
-def copy_value(value):
-    """A deep copy of a stored value for COPY.  Strings are immutable and
-    shared; the built-in containers hold only immutable bytes, so a new
-    container of the same class is a deep copy; a type registered by
-    another module supplies its own ``copy()`` (which must copy deeply)."""
-    t = type(value)
-    if t is bytes:
-        return value
-    if t is bytearray:      # a string changed in place: the copy is the new key's own
-        return bytearray(value)
-    if t is ListValue or t is HashValue or t is SetValue:
-        return t(value)
-    for klass in t.__mro__:
-        if klass.__module__ in _BUILTIN_MODULES:
-            break
-        if "copy" in vars(klass):
-            return value.copy()
-    if isinstance(value, (dict, set, list, deque)):
-        return t(value)
-    raise CommandError("ERR unknown type object")
 
 
 @command("copy", -3, "write denyoom", since="6.2.0",

@@ -51,8 +51,8 @@ import gc
 
 from sortedcontainers import SortedList
 
-from ..commands.keyspace import copy_value
 from ..keyindex import KeyIndex
+from ..types.copying import copy_value
 from ..types.zsets import ZSetValue
 from .inspect import run_on_loop
 
