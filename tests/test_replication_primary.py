@@ -512,6 +512,46 @@ def test_tls_replication_link(hotkv_server_factory, replicas, tmp_path):
     assert synced(r, rep) and rep.r.get("over") == b"tls"
 
 
+def test_tls_link_with_a_python_replica(hotkv_server_factory, tmp_path):
+    """The same link over TLS, the replica's side played by a Python socket:
+    PSYNC, the $EOF: payload, first ACK, then the live stream."""
+    pytest.importorskip("cryptography.x509", reason="TLS needs the cryptography package")
+    import ssl
+
+    from support import make_pki
+    pki = make_pki(tmp_path)
+    cert, key = pki["server"]
+    srv = hotkv_server_factory(**FAST, tls_port=0, tls_cert_file=cert, tls_key_file=key,
+                               tls_ca_cert_file=pki["ca"][0], tls_auth_clients="no")
+    r = client(srv)
+    value = os.urandom(300).hex().encode()        # LZF leaves it as it is
+    r.set("k", value)
+    ctx = ssl.create_default_context(cafile=pki["ca"][0])
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", srv.tls_port), timeout=10),
+                        server_hostname="localhost")
+    s.sendall(b"REPLCONF capa eof capa psync2\r\n")
+    assert s.recv(100) == b"+OK\r\n"      # (pipelined, PSYNC meets pending output)
+    s.sendall(b"PSYNC ? -1\r\n")
+    got = b""
+    deadline = time.time() + 10
+    while got.count(b"\r\n") < 2 and time.time() < deadline:
+        got += s.recv(65536)
+    full, eof, rest = got.split(b"\r\n", 2)
+    assert full.startswith(b"+FULLRESYNC ") and eof.startswith(b"$EOF:")
+    mark = eof[5:]
+    while not rest.endswith(mark) and time.time() < deadline:
+        rest += s.recv(65536)
+    assert rest.startswith(b"REDIS0011") and value in rest
+    s.sendall(b"REPLCONF ACK 0\r\n")
+    r.set("over", "tls")
+    want = b"*3\r\n$3\r\nSET\r\n$4\r\nover\r\n$3\r\ntls\r\n"
+    stream = b""
+    while want not in stream and time.time() < deadline:
+        stream += s.recv(65536)
+    assert stream.startswith(b"*2\r\n$6\r\nSELECT\r\n") and want in stream
+    s.close()
+
+
 # ----------------------------------------------------------------------
 # Bad input
 # ----------------------------------------------------------------------
