@@ -24,14 +24,21 @@ Use: ``with EmbeddedCluster() as cluster: RedisCluster(host=cluster.host,
 port=cluster.port)``; ``cluster.nodes`` lists ``ClusterNode`` (``port``,
 ``id``, ``role``, ``server``) in topology order, primaries first.
 
+Settings are passed to every node (``EmbeddedCluster(appendonly=True)``);
+without ``dir`` each node gets a temporary directory of its own, removed by
+``stop()``.
+
 Invariants: ``start()`` returns once every node accepts connections;
-``stop()`` leaves no thread or socket behind; a killed node stays in the
+``stop()`` leaves no thread, socket or directory behind; a killed node stays in the
 topology, flagged ``fail``, and is never routed to.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import tempfile
 import threading
 
 from ..net import Listener, close_loop, new_event_loop
@@ -109,6 +116,7 @@ class EmbeddedCluster:
         self._started = threading.Event()
         self._error = None
         self._stop = None
+        self._tmp = None     # the nodes' directories when no dir was given
 
     # -- life ------------------------------------------------------------
     def start(self) -> "EmbeddedCluster":
@@ -120,19 +128,28 @@ class EmbeddedCluster:
         if self._error is not None:
             self._thread.join()
             self._thread = None
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+                self._tmp = None
             raise self._error
         return self
 
-    def _settings(self) -> dict:
+    def _settings(self, i: int) -> dict:
         settings = {"port": 0, "bind": self.bind, "save": "", "cluster-enabled": "yes"}
         settings.update(self.config)
+        if "dir" not in settings:
+            # Each node its own directory (an AOF or a SAVE must not meet another's).
+            if self._tmp is None:
+                self._tmp = tempfile.mkdtemp(prefix="hotkv-cluster-")
+            settings["dir"] = os.path.join(self._tmp, "node%d" % i)
+            os.makedirs(settings["dir"], exist_ok=True)
         return settings
 
     async def _build(self):
         topo = self.topology = Topology()
         count = self.masters * (1 + self.replicas_per_master)
         for i in range(count):
-            server = Server(self._settings())
+            server = Server(self._settings(i))
             listener = Listener(server)
             await listener.start(self._loop)
             node = Node(server.config.values["port"], self.bind)
@@ -215,6 +232,9 @@ class EmbeddedCluster:
                 pass
         self._thread.join()
         self._thread = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
 
     def __enter__(self):
         return self.start()
