@@ -63,9 +63,9 @@ import traceback
 from . import (access, acl, cmdlog, eviction, latency, lazyfree, limits, notify, pubsub,
                stats, tracking)
 from .aof import AOF, AOFLoadError
-from .cluster import state as cluster_state
 from .blocking import drop as drop_blocked, expire_timeouts
 from .clock import Clock
+from .cluster import state as cluster_state
 from .config import Config
 from .db import Database
 from .multi import discard_transaction, unwatch_all

@@ -36,7 +36,7 @@ from ..cluster.local import connect as local_node
 from ..encodings import object_encoding
 from ..errors import CommandError
 from ..lazyfree import free_later
-from ..registry import command, container, spec
+from ..registry import command, spec
 from ..resp import OK, Simple
 from ..util import string2ll
 
@@ -205,7 +205,6 @@ def shutdown(c, argv):
 # -- CLUSTER: hotkv/commands/cluster.py (imported here: its place in the command
 # table, and so COMMAND's order, stays the one CLUSTER always had) -------------
 from . import cluster  # noqa: E402,F401
-
 
 # -- MIGRATE ----------------------------------------------------------------------
 # Valkey's migrateCommand: the keys go to the target as RESTORE commands over
