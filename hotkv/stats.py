@@ -22,7 +22,8 @@ freeing Python objects seldom lowers.  CPython has two allocators:
   (about 5 ms per 100 MB: at most once a second for the cron while
   maxmemory is set, ten times a second for INFO memory and while an
   eviction runs); between two readings, the blocks allocated or freed
-  since count at the size the blocks of the last interval had on average.
+  since count at the size the blocks of the last interval had on average
+  (64 bytes until an interval says).
 
 Both counts drop as soon as an object is freed, so the figure falls when keys
 are deleted or evicted, and RSS / used_memory (``mem_fragmentation_ratio``)
@@ -245,8 +246,11 @@ def calibrate(max_age: float = _CALIBRATE_EVERY) -> int:
             grown = blocks - cal.blocks_at
             marginal = (nbytes - cal.bytes_at) / grown if abs(grown) >= _MARGINAL_MIN else 0
             # New blocks count at what the blocks since the last measurement
-            # cost on average when that says something, else the average.
-            cal.block_bytes = marginal if 16 <= marginal <= 512 else nbytes / blocks
+            # cost on average when that says something; else as before (64
+            # at first: the process-wide average, ~90-140 with the code
+            # objects, overstates what keys and short values take).
+            if 16 <= marginal <= 512:
+                cal.block_bytes = marginal
             cal.bytes_at, cal.blocks_at = nbytes, blocks
     return used_memory()
 
