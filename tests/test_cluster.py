@@ -327,3 +327,22 @@ def test_cluster_disabled_answers(diff):
                  ("SELECT", "1"), ("SELECT", "0"), ("MSET", "a", "1", "b", "2"),
                  ("SELECT", "99999999999"), ("SELECT", "-1")):
         diff(*args)
+
+
+def test_hotkv_serve_cluster_enabled_from_the_command_line_and_a_config_file(tmp_path):
+    """`hotkv serve --cluster-enabled yes` and `cluster-enabled yes` in a file."""
+    from test_cli import port_of, start, stop
+    conf = tmp_path / "hotkv.conf"
+    conf.write_text("cluster-enabled yes\nsave \"\"\n")
+    for args in (("--port", "0", "--save", "", "--cluster-enabled", "yes"),
+                 (str(conf), "--port", "0")):
+        proc, line = start(*args, cwd=str(tmp_path))
+        try:
+            c = RawClient("127.0.0.1", port_of(line))
+            assert c.call("INFO", "cluster") == b"$30\r\n# Cluster\r\ncluster_enabled:1\r\n\r\n"
+            assert c.call("SELECT", "1") == b"-ERR SELECT is not allowed in cluster mode\r\n"
+            assert b"cluster_state:ok" in c.call("CLUSTER", "INFO")
+            assert c.call("MSET", "a", "1", "b", "2").startswith(b"-CROSSSLOT")
+            c.close()
+        finally:
+            assert stop(proc) == 0
