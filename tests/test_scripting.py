@@ -554,3 +554,25 @@ def test_monitor_shows_eval_and_script_commands(server):
     assert lines[1].endswith(b'[0 lua] "set" "monkey" "v"\r\n')
     mon.close()
     c.close()
+
+
+def test_time_stands_still_in_a_script(hotkv_server_factory, ref_server):
+    """TIME inside one script (EVAL and FCALL) gives the same instant each
+    call, across a DEBUG SLEEP, as valkey-server (Tcl scripting 'TIME
+    command using cached time')."""
+    body = ("local a = server.call('TIME') server.call('DEBUG', 'SLEEP', 0.01) "
+            "local b = server.call('TIME') return {a[1] == b[1] and a[2] == b[2], #a}")
+    lib = "#!lua name=timelib\nserver.register_function('t', function() " + body + " end)"
+    server = hotkv_server_factory(enable_debug_command="yes")
+    results = []
+    for host, port in ((server.host, server.port), (ref_server.host, ref_server.port)):
+        c = RawClient(host, port)
+        c.call("FUNCTION", "LOAD", "REPLACE", lib)
+        c.call("DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1")   # DEBUG SLEEP from a script
+        try:
+            results.append((c.call("EVAL", body, "0"), c.call("FCALL", "t", "0")))
+        finally:
+            c.call("DEBUG", "SET-DISABLE-DENY-SCRIPTS", "0")
+            c.call("FUNCTION", "DELETE", "timelib")
+        c.close()
+    assert results[0] == results[1] == (b"*2\r\n:1\r\n:2\r\n", b"*2\r\n:1\r\n:2\r\n")

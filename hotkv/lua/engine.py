@@ -172,7 +172,7 @@ class ScriptError(Exception):
 class RunCtx:
     __slots__ = ("caller", "fake", "sha", "readonly", "write_dirty", "flags", "killed",
                  "start", "busy", "prev_gate", "prev_shutdown", "shutdown", "prop_mark",
-                 "busy_error", "serving")
+                 "busy_error", "serving", "time_us")
 
     def __init__(self, caller, fake, sha, readonly, flags):
         self.caller = caller
@@ -190,6 +190,7 @@ class RunCtx:
         self.prop_mark = 0
         self.busy_error = BUSY_SCRIPT
         self.serving = None     # hotkv.net.ServeWhileBlocked while busy
+        self.time_us = 0        # TIME's answer, frozen at its first call (0: none yet)
 
 
 class Script:
