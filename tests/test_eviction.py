@@ -33,8 +33,14 @@ import time
 import pytest
 import valkey
 
-from support import (RawClient, ReferenceValkey, encode_command, free_port, parse_aof,
-                     valkey_server_binary)
+from support import (
+    RawClient,
+    ReferenceValkey,
+    encode_command,
+    free_port,
+    parse_aof,
+    valkey_server_binary,
+)
 
 BUDGET = 1024 * 1024
 VALUE = b"v" * 1000
