@@ -190,7 +190,7 @@ class RunCtx:
         self.prop_mark = 0
         self.busy_error = BUSY_SCRIPT
         self.serving = None     # hotkv.net.ServeWhileBlocked while busy
-        self.time_us = 0        # TIME's answer, frozen at its first call (0: none yet)
+        self.time_us = 0        # TIME's answer in this run (set at its start)
 
 
 class Script:
@@ -354,6 +354,7 @@ class Engine:
         run = RunCtx(c, fake, sha, readonly, flags)
         run.busy_error = self.BUSY
         run.prop_mark = len(server.prop_pending)
+        run.time_us = server.clock.us()   # TIME's frozen instant: the script's start
         self.run = run
         try:
             lua = self.lua
