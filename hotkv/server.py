@@ -60,8 +60,19 @@ import os
 import time
 import traceback
 
-from . import (access, acl, cmdlog, eviction, latency, lazyfree, limits, notify, pubsub,
-               stats, tracking)
+from . import (
+    access,
+    acl,
+    cmdlog,
+    eviction,
+    latency,
+    lazyfree,
+    limits,
+    notify,
+    pubsub,
+    stats,
+    tracking,
+)
 from .aof import AOF, AOFLoadError
 from .blocking import drop as drop_blocked, expire_timeouts
 from .clock import Clock
@@ -70,8 +81,8 @@ from .config import Config
 from .db import Database
 from .multi import discard_transaction, unwatch_all
 from .rdbfile import RDBLoadError
-from .replication import ReplState, replica
 from .registry import TABLE as _COMMAND_TABLE
+from .replication import ReplState, replica
 from .snapshots import Snapshots
 from .version import __version__
 
