@@ -1,11 +1,16 @@
 """One node's cluster state and the routing of its commands.
 
 ``ClusterState`` is ``server.cluster`` when ``cluster-enabled yes`` (None
-otherwise: the dispatcher then pays nothing, see hotkv.server's ``cluster``
-gate).  It holds the node's view -- the shared ``Topology``, which node
-``myself`` is, the slots this node imports or migrates -- and answers the
-questions Valkey's cluster.c answers for the command path:
+otherwise: the dispatcher's fast path then pays one attribute test).  It
+holds the node's view -- the shared ``Topology``, which node ``myself`` is,
+the slots this node imports or migrates -- and answers the questions
+Valkey's cluster.c answers for the command path:
 
+* ``refuse(client, cmd, argv)``: what the dispatcher calls for every
+  command (after ACL, before OOM, as processCommand): True when the command
+  got a redirection instead of running.  A one-key command of a slot this
+  node serves, with nothing open and the cluster ok, is decided by a set
+  test on keys already routed here; the rest goes to ``check``;
 * ``check(client, cmd, argv)``: processCommand's redirection step
   (getNodeByQuery): the error a command gets instead of running --
   ``CROSSSLOT``, ``MOVED``, ``ASK``, ``TRYAGAIN``, ``CLUSTERDOWN`` -- or
@@ -42,11 +47,6 @@ TRYAGAIN = "TRYAGAIN Multiple keys request during rehashing of slot"
 # Shard channels count as keys for routing (Valkey: CMD_CHANNEL_PUBLISH /
 # CMD_CHANNEL_SUBSCRIBE commands); name -> (first, last) argv positions.
 _SHARD_PUBSUB = {"spublish": (1, 1), "ssubscribe": (1, None), "sunsubscribe": (1, None)}
-
-
-class _Down(Exception):
-    def __init__(self, message):
-        self.message = message
 
 
 class ClusterState:
