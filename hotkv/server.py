@@ -28,8 +28,8 @@ client-side caching   ``tracking.init_server``      written, key_expired,
                                                     before_sleep, cron,
                                                     client_gone, reset_client
 RDB snapshots         ``snapshots.Snapshots``       cron, load_data, shutdown
-cluster mode          ``cluster.state.init_server``  (the dispatcher: ``cluster``,
-                                                    reset_client)
+cluster mode          ``cluster_state.init_server`` reset_client (the
+                      (hotkv.cluster.state)         dispatcher: ``cluster``)
 AOF                   ``aof.AOF``                   before_sleep, cron,
                                                     load_data, shutdown
 ====================  ============================  ==========================
