@@ -240,7 +240,10 @@ def _knobs_code(spec: str) -> str:
     lines = ["import hotkv.forkchild as _fc"]
     for item in filter(None, spec.split(",")):
         name, value = item.split("=", 1)
-        lines.append(f"_fc.{name.strip()} = {int(value)}")
+        if name.strip() == "SLEEP":         # a sleeping child (SLEEPING_CHILD)
+            lines.append(SLEEPING_CHILD.format(seconds=float(value)))
+        else:
+            lines.append(f"_fc.{name.strip()} = {int(value)}")
     return "\n".join(lines) + "\n"
 
 
@@ -268,7 +271,8 @@ def bench_bgsave(n: int, base: str, window: float, runs: int, child: str = "",
     deleted (else the heap, and each fork, grows from run to run).  Taking
     turns keeps all under the same background load of a shared machine.
     ``variants`` ("label:NAME=V,...;label2:...") runs several hotkv
-    servers, each with hotkv.forkchild's knobs set so, in the same turns."""
+    servers, each with hotkv.forkchild's knobs set so (``SLEEP=S``: a
+    child that only sleeps S seconds), in the same turns."""
     seed = _seed_file(n, base)
     prelude = ""
     if child.startswith("sleep:"):

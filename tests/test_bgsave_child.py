@@ -30,7 +30,7 @@ def _info(r, section: str) -> dict:
     return r.info(section)
 
 
-def _held_save(hotkv_server_factory, keys: int = 20):
+def _held_save(hotkv_server_factory, keys: int = 10):
     srv = hotkv_server_factory(**{"rdb-key-save-delay": "100000"})
     r = valkey.Valkey(port=srv.port)
     for i in range(keys):
@@ -50,7 +50,7 @@ def test_gc_frozen_while_the_child_runs_and_after_it_is_reaped(hotkv_server_fact
     with open(f"/proc/{snaps.child_pid}/stat") as f:
         child_nice = int(f.read().rsplit(")", 1)[1].split()[16])
     assert child_nice == min(os.nice(0) + forkchild.CHILD_NICE, 19)
-    # 20 keys x 0.1 s: the child ends by itself; the cron reaps it.
+    # 10 keys x 0.1 s: the child ends by itself; the cron reaps it.
     assert wait_for(lambda: _info(r, "persistence")["rdb_bgsave_in_progress"] == 0, timeout=30)
     assert _info(r, "persistence")["rdb_last_bgsave_status"] == "ok"
     assert gc.get_freeze_count() == 0

@@ -23,8 +23,8 @@ import valkey
 
 from support import RawClient, free_port, valkey_server_binary, wait_for
 
-KEYS = 3000
-SLOW = ["key-load-delay", "1000", "loading-process-events-interval-bytes", "1024"]
+KEYS = 200
+SLOW = ["key-load-delay", "20000", "loading-process-events-interval-bytes", "1024"]
 
 
 def _dump(tmp_path) -> str:
