@@ -48,9 +48,10 @@ units re-run after later fixes); a second full run at 1dfa258 (21 min) passed
 2,153, no unit below its record.  Re-measured at 55a3271-fc1c8d6 (the gap units,
 at load 11-12): multi 61, pubsub 31, protocol 25, type/stream-cgroups 65, aofrw 22,
 scripting 552 (stops at SCRIPT DEBUG, which hotkv has not), info 19, introspection
-49, functions 108 (parity), maxmemory 19 (times out at 400 s), expire 64, wait 15 (hangs at 'WAITAOF on demoted master gets unblocked with an
-error'), scan 24 and sort 54 (their cluster halves stop at CLUSTER ADDSLOTSRANGE: a
-hotkv cluster node owns every slot from its start).
+49, functions 108 (parity), maxmemory 19 (times out at 400 s), expire 64, wait 15
+(hangs at 'WAITAOF on demoted master gets unblocked with an error'), scan 24 and
+sort 54 (their cluster halves stop at CLUSTER ADDSLOTSRANGE: a hotkv cluster node
+owns every slot from its start).
 """
 
 from __future__ import annotations
