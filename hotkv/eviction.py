@@ -117,7 +117,7 @@ def estimate(key, value) -> int:
 
 
 class Evictor:
-    __slots__ = ("server", "pool", "next_db", "used", "in_mark", "oom", "proc",
+    __slots__ = ("server", "pool", "next_db", "used", "check_at", "oom", "proc",
                  "exceeded_since", "exceeded_total_us", "start", "peak")
 
     def __init__(self, server):
@@ -127,7 +127,8 @@ class Evictor:
         self.pool: list = []          # [score, dbindex, key], ascending score
         self.next_db = 0
         self.used = 0                 # the last reading of used_memory
-        self.in_mark = 0              # stat_net_input_bytes at that reading
+        # stat_net_input_bytes from which a command reads the memory again
+        self.check_at = 0
         self.oom = False              # the last answer was EVICT_FAIL
         self.proc = None              # the scheduled time proc's handle
         self.exceeded_since = 0.0     # monotonic time the limit was first exceeded
@@ -145,11 +146,15 @@ class Evictor:
             self.peak = used
         return used
 
-    def read(self) -> int:
+    def read(self, max_age: float = 0.1) -> int:
         server = self.server
-        self.used = self.used_memory(0.1)
-        self.in_mark = server.stat_net_input_bytes
-        return self.used
+        self.used = used = self.used_memory(max_age)
+        # The input that may grow memory into the slack below the limit
+        # before a command must read again (one comparison a command).
+        limit = server.maxmemory
+        room = limit - used - max(_SLACK, limit >> 6)
+        self.check_at = server.stat_net_input_bytes + room // _GROWTH if room > 0 else 0
+        return used
 
     def cron(self):
         """The server's tick: re-measure (hotkv.stats.calibrate) and, if over
@@ -157,8 +162,7 @@ class Evictor:
         server = self.server
         if not server.maxmemory:
             return
-        self.used = self.used_memory()
-        self.in_mark = server.stat_net_input_bytes
+        self.read(1.0)
         if self.used > server.maxmemory and self.proc is None:
             self.start_proc()
 
@@ -173,10 +177,7 @@ class Evictor:
     def before_command(self) -> bool:
         """performEvictions before a command; True when nothing more could
         be freed (EVICT_FAIL: a command that may grow memory gets -OOM)."""
-        server = self.server
-        limit = server.maxmemory
-        if (self.used + (server.stat_net_input_bytes - self.in_mark) * _GROWTH
-                + max(_SLACK, limit >> 6) <= limit and not self.exceeded_since):
+        if self.server.stat_net_input_bytes < self.check_at and not self.exceeded_since:
             self.oom = False
             return False
         self.oom = self.perform() == EVICT_FAIL

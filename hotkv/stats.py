@@ -142,7 +142,7 @@ _ALLOCATED = re.compile(rb"# bytes in allocated blocks\s*=\s*([\d,]+)")
 class _Calibration:
     """The last exact reading of pymalloc (bytes and blocks in use) and the
     size blocks allocated or freed since count at (until the next one)."""
-    __slots__ = ("block_bytes", "at", "peak_used", "bytes_at", "blocks_at")
+    __slots__ = ("block_bytes", "at", "peak_used", "bytes_at", "blocks_at", "exact")
 
     def __init__(self):
         self.block_bytes = float(_DEFAULT_BLOCK)
@@ -150,6 +150,7 @@ class _Calibration:
         self.peak_used = 0
         self.blocks_at = _blocks()
         self.bytes_at = self.blocks_at * _DEFAULT_BLOCK
+        self.exact = False          # bytes_at is a guess until the first reading
 
 
 _cal = _Calibration() if _mallinfo2 is not None else None
@@ -245,14 +246,15 @@ def calibrate(max_age: float = _CALIBRATE_EVERY) -> int:
         if got is not None and got[1] > 0:
             nbytes, blocks = got
             grown = blocks - cal.blocks_at
-            marginal = (nbytes - cal.bytes_at) / grown if abs(grown) >= _MARGINAL_MIN else 0
+            marginal = (nbytes - cal.bytes_at) / grown \
+                if cal.exact and abs(grown) >= _MARGINAL_MIN else 0
             # New blocks count at what the blocks since the last measurement
             # cost on average when that says something; else as before (64
             # at first: the process-wide average, ~90-140 with the code
             # objects, overstates what keys and short values take).
             if 16 <= marginal <= 512:
                 cal.block_bytes = marginal
-            cal.bytes_at, cal.blocks_at = nbytes, blocks
+            cal.bytes_at, cal.blocks_at, cal.exact = nbytes, blocks, True
     return used_memory()
 
 
