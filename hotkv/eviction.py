@@ -15,11 +15,11 @@ interpreter's own 15-25 MB are not counted, so ``maxmemory 11mb`` leaves
 about 10 MB for the data and the clients' buffers, as on Valkey; INFO's
 used_memory_rss is still the process's RSS.  Reading it costs a few
 microseconds (up to a few hundred on a fragmented heap), so a command does
-not pay it when
-a cheap bound says the limit is far: the last reading plus ``_GROWTH``
-times the bytes read from clients since (a stored byte costs at most a few
-bytes: key, value, table entry) is more than ``_SLACK`` (or 1/64 of the
-limit) under it.  The cron re-reads every tick, for growth
+not pay it while a cheap bound says the limit is far: each reading computes
+``check_at``, the count of bytes read from clients (``_GROWTH`` bytes of
+memory each at most: key, value, table entry) that would bring the memory
+within ``_SLACK`` (or 1/64 of the limit) of it, and a command compares the
+count with it (0.14 us).  The cron re-reads every tick, for growth
 that no input explains (output buffers, a script's writes).
 
 Choosing the key, as Valkey does: the LRU / LFU / TTL policies sample
