@@ -333,6 +333,11 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
 def serve_ready_keys(server):
     """Serve waiters on every ready key, first come first served, until no
     key is ready (serving one key can make another ready)."""
+    if server.__dict__.get("yielding"):
+        # A busy script is running (a command allowed while BUSY got here):
+        # its writes are served when it ends, as Valkey defers
+        # handleClientsBlockedOnKeys inside a yielding command.
+        return
     # Re-run commands change no ACL: one read of the gate (a property) per pass.
     acl_check = server.acl_check
     while server.ready_keys:

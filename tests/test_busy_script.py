@@ -501,3 +501,47 @@ def test_on_asyncio_default_event_loop(pki):
         state["loop"].call_soon_threadsafe(state["stop"].set)
         thread.join(TIMEOUT)
     assert not thread.is_alive()
+
+
+ABORT_LOOP = ("redis.call('lpush', KEYS[1], 'y') "
+              "while not string.find(redis.call('client', 'list'), 'abortscript') do end "
+              "redis.call('lpush', KEYS[1], 'z') return 1")
+
+
+def _blocked_client_waits_for_the_busy_script(host, port) -> tuple:
+    """A client blocked on x; a busy script pushes y, loops until a HELLO
+    (allowed while BUSY) names a client 'abortscript', then pushes z."""
+    admin = RawClient(host, port, timeout=TIMEOUT)
+    waiter = RawClient(host, port, timeout=TIMEOUT)
+    runner = RawClient(host, port, timeout=TIMEOUT)
+    late = None
+    try:
+        admin.call("DEL", "x")
+        admin.call("DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1")   # CLIENT LIST in the script
+        waiter.send("BLPOP", "x", "0")
+        assert wait_for(lambda: b"blocked_clients:1" in admin.call("INFO", "clients"),
+                        timeout=TIMEOUT)
+        runner.send("EVAL", ABORT_LOOP, "1", "x")
+        assert wait_for(lambda: admin.call("PING") == BUSY, timeout=TIMEOUT)
+        late = RawClient(host, port, timeout=TIMEOUT)
+        hello = late.call("HELLO", "2", "SETNAME", "abortscript")
+        return hello.startswith(b"*"), waiter.read_reply(), runner.read_reply(), \
+            admin.call("LRANGE", "x", "0", "-1")
+    finally:
+        admin.call("DEBUG", "SET-DISABLE-DENY-SCRIPTS", "0")
+        for c in (admin, waiter, runner, late):
+            if c is not None:
+                c.close()
+
+
+def test_blocked_client_is_served_after_the_busy_script(hotkv_server_factory):
+    """HELLO run while a script is busy does not serve the keys the script
+    made ready: the blocked client gets the element left when the script
+    ended (z), as Valkey (Tcl scripting 'Timedout scripts and unblocked
+    command'); hotkv served it y from inside the script."""
+    hot = hotkv_server_factory(enable_debug_command="yes", lua_time_limit=int(THRESHOLD_MS))
+    ours = _blocked_client_waits_for_the_busy_script(hot.host, hot.port)
+    with ReferenceValkey("--busy-reply-threshold", THRESHOLD_MS) as ref:
+        theirs = _blocked_client_waits_for_the_busy_script(ref.host, ref.port)
+    assert ours == theirs
+    assert ours[1] == b"*2\r\n$1\r\nx\r\n$1\r\nz\r\n"

@@ -499,6 +499,7 @@ class Engine:
         from ..net import ServeWhileBlocked
         server = self.server
         run.busy = True
+        server.yielding = True     # blocked clients wait for the script's end (dispatch)
         log.warning("Slow script detected: still in execution after %d milliseconds. "
                     "You can try killing the script using the %s command. "
                     "Script name is: %s.", int((time.monotonic() - run.start) * 1000),
@@ -537,6 +538,7 @@ class Engine:
 
     def _leave_busy(self, run):
         server = self.server
+        server.yielding = False
         prev, gate = run.prev_gate
         if server.pause_check is gate:
             server.pause_check = prev
