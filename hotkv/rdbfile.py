@@ -26,6 +26,11 @@ starts with half a file.  Keys already expired are dropped while loading,
 as a Valkey primary does.  ``read_preamble`` is the AOF loader's entry
 point (hotkv/aof/loader.py): the same checks on an AOF's RDB preamble, the
 commands after its checksum left to the AOF loader, expired keys kept.
+``load_at_start_async`` is the start-up load: the same reader in slices of
+``loading-process-events-interval-bytes`` with a loop turn between two, so
+clients connected meanwhile are answered (LOADING, INFO's ``loading:1`` and
+``LoadProgress``'s loading_* fields); nothing is installed before the whole
+file has been read and checked.
 """
 
 from __future__ import annotations
