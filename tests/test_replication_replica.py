@@ -517,6 +517,34 @@ def test_replica_with_appendonly_restarts_with_the_synced_data(primaries, hotkv_
     assert r2.get("after-sync") == b"streamed" and r2.exists("local-before-sync") == 0
 
 
+def test_waitaof_counts_the_replicas_fsynced_aof(primaries, hotkv_server_factory, tmp_path):
+    """The replica reports its AOF's fsynced offset (REPLCONF ACK <off> FACK
+    <aof off>, as Valkey's replicas do): WAITAOF numreplicas on a valkey-server
+    primary completes with 'everysec' and 'always', not with 'no' (nothing is
+    ever known fsynced) nor with the replica's AOF off (no FACK sent)."""
+    prim = primaries("--appendonly", "yes", "--appendfsync", "always")
+    p = valkey.Valkey(port=prim.port, single_connection_client=True)
+    s = hotkv_server_factory(**DEBUG, appendonly="yes", dir=str(tmp_path))
+    r = valkey.Valkey(port=s.port)
+    assert r.execute_command("REPLICAOF", "127.0.0.1", prim.port) == b"OK"
+    assert wait_for(lambda: _linked(s), 15)
+    assert wait_for(lambda: r.info("persistence")["aof_rewrites"] >= 1
+                    and not r.info("persistence")["aof_rewrite_in_progress"]
+                    and not r.info("persistence")["aof_rewrite_scheduled"], 20)
+    for mode in ("everysec", "always"):
+        r.config_set("appendfsync", mode)
+        p.incr("foo")
+        assert p.execute_command("WAITAOF", 0, 1, 10000) == [1, 1], mode
+    r.config_set("appendfsync", "no")
+    p.incr("foo")
+    assert p.execute_command("WAITAOF", 0, 1, 300) == [1, 0]
+    r.config_set("appendfsync", "everysec")
+    r.config_set("appendonly", "no")
+    p.incr("foo")
+    assert p.execute_command("WAITAOF", 1, 1, 300) == [1, 0]
+    assert p.execute_command("WAIT", 1, 5000) == 1
+
+
 def test_tls_link_to_a_hotkv_primary(hotkv_server_factory, tmp_path):
     """tls-replication yes: the link is TLS, with the replica's client
     certificate checked by a primary that requires one (the reference

@@ -21,10 +21,11 @@ The stream is applied by a "master" client (``Client(kind="master")``,
 no reply leaves it) through the dispatcher; every command adds its exact
 RESP size to the processed offset once it ran (a transaction's commands at
 EXEC, as Valkey's ``reploff``); ``REPLCONF GETACK`` answers ``REPLCONF ACK
-<offset>`` at once and a cron sends one every second.  When the link
-breaks, the master client and its offset are kept for the next ``PSYNC``
-(Valkey's cached primary); reconnection backs off from 0.1 s to 1 s, the
-pace of Valkey's replicationCron.  The applied bytes, as received, go to
+<offset>`` at once and a cron sends one every second, with ``FACK <offset>``
+-- the offset the local AOF holds fsynced, for WAITAOF -- while the AOF is
+on.  When the link breaks, the master client and its offset are kept for
+the next ``PSYNC`` (Valkey's cached primary); reconnection backs off from
+0.1 s to 1 s, the pace of Valkey's replicationCron.  The applied bytes, as received, go to
 the link's ``backlog`` (Valkey's replica backlog, INFO's repl_backlog_*);
 ``REPLICAOF NO ONE`` hands it to the primary side, so the other replicas
 of the old primary continue from hotkv with a partial resync.  Commands
@@ -56,6 +57,7 @@ import time
 import hiredis
 
 from .. import rdbfile
+from ..aof.files import ON as AOF_ON
 from ..client import Client
 from ..dispatch import process_command, reject
 from ..keyindex import KeyIndex
@@ -192,6 +194,13 @@ class ReplicaLink:
         # replica backlog): handed to the primary side at promotion, so the
         # other replicas of the old primary can PSYNC from hotkv.
         self.backlog = None
+        # WAITAOF on the primary: the offset this replica's AOF holds fsynced
+        # (Valkey's fsynced_reploff; -1 while the AOF is off or its first
+        # rewrite runs, and then no FACK is sent), and the (offset, time) of
+        # the last moment the AOF buffer was empty: an fsync started after
+        # that time covers that offset.
+        self.fsynced_off = -1
+        self.fack_mark = None
 
     # ------------------------------------------------------------------
     def start(self):
@@ -283,7 +292,38 @@ class ReplicaLink:
     def send_ack(self):
         w = self.writer
         if w is not None and self.reploff >= 0:
-            w.write(_encode("REPLCONF", "ACK", self.reploff))
+            fack = self.fsynced_offset()
+            if fack < 0:
+                w.write(_encode("REPLCONF", "ACK", self.reploff))
+            else:
+                w.write(_encode("REPLCONF", "ACK", self.reploff, "FACK", fack))
+
+    def fsynced_offset(self) -> int:
+        """The applied offset the local AOF holds on disk, fsynced (sent as
+        FACK).  Never ahead of the disk: an offset counts once the buffer
+        that held it was written and an fsync started after that finished
+        ('always' fsyncs as it writes; 'no' never counts, as Valkey)."""
+        aof = self.server.aof_writer
+        if aof is None or aof.state != AOF_ON:
+            self.fsynced_off = -1
+            self.fack_mark = None
+            return -1
+        off = max(self.reploff, 0)
+        bio = aof.bio
+        idle = bio is None or bio.pending_fsync == 0
+        if self.fsynced_off < 0:
+            self.fsynced_off = 0
+        if not aof.buf and not aof.unsynced and idle:
+            self.fsynced_off = max(self.fsynced_off, off)   # everything is on disk
+            self.fack_mark = None
+            return self.fsynced_off
+        mark = self.fack_mark
+        if mark is not None and aof.last_fsync > mark[1] and idle:
+            self.fsynced_off = max(self.fsynced_off, mark[0])
+            mark = self.fack_mark = None
+        if not aof.buf and mark is None and self.fsynced_off < off:
+            self.fack_mark = (off, time.monotonic())
+        return self.fsynced_off
 
     # ------------------------------------------------------------------
     async def _line(self, reader, timeout) -> bytes:
