@@ -3,6 +3,8 @@ side by side in one run (issue 14's targets).
 
     python bench/persistence.py                 # 1M items per dataset
     python bench/persistence.py --items 200000  # quicker
+    python bench/persistence.py --only bgsave --runs 6 \
+        --variants "before:CHILD_NICE=0,FREEZE_GC=0;after:;sleep:SLEEP=3"
 
 For each dataset -- one list of N 100-byte jobs, N 100-byte strings, one
 stream of N one-field 100-byte entries with a consumer group holding 10% of
@@ -11,10 +13,20 @@ them pending -- both servers are filled the same way, then:
 * load: the server is stopped and started again on its dump.rdb; the time
   is what each logs as "DB loaded from disk: X seconds";
 * the file's size.
-BGSAVE: with the N-strings dataset loaded, a P16 LPUSH load (8 clients) runs
-while a probe client sends one LPUSH at a time; the probe's p99 latency over
-a window without BGSAVE and over the window of a BGSAVE (repeated until it
-covers the window) give the ratio "p99 during / p99 without".
+BGSAVE: every server starts on the same dump.rdb of the N strings; then,
+``--runs`` times and each server in turn, a P16 LPUSH load (8 clients)
+runs while a probe client sends one LPUSH at a time; the probe's p99 over
+a window without BGSAVE and over one with BGSAVE (restarted whenever none
+runs) give the ratio "p99 during / p99 without".  Also per window: the
+server process's own CPU per command and minor faults (copy-on-write
+shows there) and INFO latest_fork_usec.  ``--variants`` runs several hotkv
+servers with hotkv.forkchild's knobs (``CHILD_NICE``, ``FREEZE_GC``;
+``SLEEP=S``: a child that only sleeps) in the same turns; ``--child
+sleep:S`` does that for the only one.  Medians and ranges over the runs.
+
+On a machine other work keeps busy, run it under ``nice -n -20`` (root):
+the servers, load generator and probe then lose fewer scheduler slices to
+the rest (a child keeps its offset from its parent's priority).
 
 Reports seconds and hotkv/valkey ratios (lower is better for time here,
 so the ratio is hotkv's time over Valkey's).  Not a test: nothing asserted.
