@@ -46,7 +46,9 @@ from .registry import TABLE
 log = logging.getLogger("hotkv")
 # What the limits leave out: Valkey counts a client's reply list, not the
 # fixed 16 KB reply buffer in front of it (a reply that fits there never
-# counts, so a 10-byte limit still lets INFO through).
+# counts, so a 10-byte limit still lets INFO through).  An array reply is
+# counted whole (Connection.flush): those built with a deferred length (KEYS,
+# SCAN...) go to the reply list entirely in Valkey.
 REPLY_BUF_BYTES = 16 * 1024
 
 PROTECTED_MODE_DENIED = (

@@ -193,8 +193,8 @@ class Connection(Client, asyncio.Protocol):
             if not self.closed:
                 hard = self.server.obuf_hard_normal   # hotkv.limits; pub/sub has its own
                 if hard and len(data) + self.transport.get_write_buffer_size() - \
-                        REPLY_BUF_BYTES >= hard and self.kind == "normal" \
-                        and not self.subscribed:
+                        (REPLY_BUF_BYTES if data[:1] != b"*" else 0) >= hard \
+                        and self.kind == "normal" and not self.subscribed:
                     output_limit_reached(self.server, self, len(data))
                     return
                 self.server.stat_net_output_bytes += len(data)

@@ -256,8 +256,9 @@ def _stat(c: RawClient, name: bytes) -> int:
 def test_buffer_limit_disconnections_like_valkey(hotkv_server_factory):
     """As Valkey's info.tcl: a 1 MB argument with a 1 MB query-buffer limit,
     and a 100 KB reply with a 10-byte output limit, each cost the client its
-    connection and count in INFO stats."""
-    s = hotkv_server_factory()
+    connection and count in INFO stats; INFO passes the 10-byte limit, a KEYS
+    array of 111 KB does not pass 100 KB."""
+    s = hotkv_server_factory(enable_debug_command="yes")   # DEBUG POPULATE
     with ReferenceValkey() as ref:
         for host, port in ((s.host, s.port), (ref.host, ref.port)):
             admin = RawClient(host, port)
@@ -285,3 +286,12 @@ def test_buffer_limit_disconnections_like_valkey(hotkv_server_factory):
                               "normal 0 0 0") == b"+OK\r\n"
             assert _stat(admin, b"client_output_buffer_limit_disconnections") == 1
             assert admin.call("STRLEN", "key") == b":100000\r\n"
+            # An array of 111 KB under a 100 KB limit: closed on both (Valkey
+            # builds KEYS with a deferred length, all of it in its reply list).
+            admin.call("CONFIG", "SET", "client-output-buffer-limit", "normal 100000 0 0")
+            admin.call("DEBUG", "POPULATE", "1000", "long-key-name-prefix-of-100-chars" + "-" * 67)
+            c = RawClient(host, port)
+            with pytest.raises((ConnectionError, OSError)):
+                c.call("KEYS", "*")
+            assert admin.call("CONFIG", "SET", "client-output-buffer-limit",
+                              "normal 0 0 0") == b"+OK\r\n"
