@@ -561,6 +561,8 @@ async def load_at_start_async(server, path: str) -> Loaded:
                            values.get("zset-max-listpack-entries", 128),
                            values.get("zset-max-listpack-value", 64), False, None, step):
             progress.loaded_bytes = pos
+            # INFO's rdb_last_load_keys_loaded counts up while loading, as Valkey's.
+            server.snapshots.keys_loaded = out.keys_loaded
             if not progress.rdb_used_mem:
                 used = out.aux.get(b"used-mem", b"")
                 progress.rdb_used_mem = int(used) if used.isdigit() else 0

@@ -104,6 +104,8 @@ def _during_load(kind: str, dump: str, workdir) -> dict:
         out["total_is_file_size"] = total == os.path.getsize(dump)
         loaded = int(fields.get("loading_loaded_bytes", "-1"))
         out["loaded_in_range"] = 0 <= loaded <= total
+        keys = int(fields.get("rdb_last_load_keys_loaded", "-1"))
+        out["keys_counting"] = 0 < keys < KEYS       # counted as they load
         c.close()
         assert wait_for(lambda: _pong(port), timeout=60), f"{kind} never finished loading"
         c = RawClient("127.0.0.1", port, timeout=5)
