@@ -8,7 +8,8 @@ that belong to none of them (so they live here, below ``hotkv.commands``):
 * ``quoted``: Redis's sdscatrepr, how MONITOR (and a script's commands fed
   to MONITOR by ``hotkv.lua.engine``) shows each argument;
 * ``redacted``: the arguments a command is echoed with by MONITOR and
-  SLOWLOG -- AUTH's, HELLO's and MIGRATE's credentials replaced by ``(redacted)``.
+  SLOWLOG -- AUTH's, HELLO's, MIGRATE's, ACL SETUSER's and CONFIG SET's
+  credentials replaced by ``(redacted)``.
 
 Invariants: every function here is pure (no server, client or socket
 state); ``quoted`` escapes exactly the bytes sdscatrepr escapes, so a
@@ -62,8 +63,15 @@ def quoted(arg: bytes) -> bytes:
     return b'"' + b"".join([_REPR[ch] for ch in arg]) + b'"'
 
 
+_SENSITIVE_CONFIGS = frozenset((b"requirepass", b"masterauth", b"primaryauth", b"masteruser",
+                                b"primaryuser", b"tls-key-file-pass",
+                                b"tls-client-key-file-pass"))
+
+
 def redacted(cmd, argv):
-    """AUTH and HELLO's AUTH credentials never reach a monitor or the slow log."""
+    """Credentials never reach a monitor or the slow log: AUTH's, HELLO's
+    AUTH, MIGRATE's AUTH/AUTH2, ACL SETUSER/GETUSER/DELUSER's users and
+    rules, CONFIG SET's sensitive values."""
     name = cmd.name
     if name == "auth":
         return argv[:1] + [b"(redacted)"] * (len(argv) - 1)
@@ -72,6 +80,16 @@ def redacted(cmd, argv):
         for i in range(2, len(out) - 2):
             if out[i].lower() == b"auth":
                 out[i + 1] = out[i + 2] = b"(redacted)"
+        return out
+    if name in ("acl|setuser", "acl|getuser", "acl|deluser"):
+        return argv[:2] + [b"(redacted)"] * (len(argv) - 2)    # user names and rules
+    if name == "config|set" and len(argv) >= 4 and not len(argv) % 2:
+        # The values of the sensitive settings, every pair checked (Valkey's
+        # SENSITIVE_CONFIG), even when another name in the command is wrong.
+        out = list(argv)
+        for i in range(2, len(out), 2):
+            if out[i].lower() in _SENSITIVE_CONFIGS:
+                out[i + 1] = b"(redacted)"
         return out
     if name == "migrate":
         # Valkey redacts as it parses MIGRATE's options: AUTH's password,

@@ -839,3 +839,35 @@ def test_monitor_redacts_migrate_credentials(server, ref_server):
     theirs = _monitor_migrate(ref_server.host, ref_server.port)
     assert ours == theirs
     assert b'"AUTH2" "(redacted)" "(redacted)" "REPLACE"' in ours
+
+
+def _slowlog_of_credentials(host, port) -> bytes:
+    """SLOWLOG of ACL SETUSER/GETUSER/DELUSER (failing and not) and CONFIG
+    SET of sensitive and plain settings; ids, times and addresses masked."""
+    c = RawClient(host, port)
+    try:
+        c.call("CONFIG", "SET", "slowlog-max-len", "100")
+        c.call("CONFIG", "SET", "slowlog-log-slower-than", "0")
+        c.call("SLOWLOG", "RESET")
+        for cmd in (("ACL", "SETUSER", "slowlog test user", "+get", "+set"),
+                    ("ACL", "SETUSER", "sl-user", "+get", "+set"),
+                    ("ACL", "GETUSER", "sl-user"),
+                    ("ACL", "DELUSER", "sl-user", "no-such-user"),
+                    ("CONFIG", "SET", "requirepass", ""),
+                    ("CONFIG", "SET", "primaryauth", "", "maxmemory-samples", "5"),
+                    ("CONFIG", "SET", "no-such-setting", "1", "masteruser", "x"),
+                    ("CONFIG", "SET", "slowlog-log-slower-than", "-1")):
+            c.call(*cmd)
+        out = c.call("SLOWLOG", "GET", "-1")
+    finally:
+        c.call("CONFIG", "SET", "slowlog-log-slower-than", "10000")
+        c.close()
+    out = re.sub(rb"\*6\r\n:\d+\r\n:\d+\r\n:\d+\r\n", b"*6\r\nID TIME USEC\r\n", out)
+    return re.sub(rb"\$\d+\r\n127\.0\.0\.1:\d+\r\n", b"ADDR\r\n", out)
+
+
+def test_slowlog_redacts_acl_users_and_sensitive_configs(server, ref_server):
+    ours = _slowlog_of_credentials(server.host, server.port)
+    theirs = _slowlog_of_credentials(ref_server.host, ref_server.port)
+    assert ours == theirs
+    assert b"slowlog test user" not in ours and b"sl-user" not in ours
