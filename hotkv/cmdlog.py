@@ -77,6 +77,8 @@ def slowlog_push(client, cmd, argv, duration: float):
     if "skip_slowlog" in cmd.flags or client.is_fake:
         return
     server = client.server
+    if not server.config.values["slowlog-max-len"]:
+        return      # a zero-length log takes no entry and uses no id (as Valkey)
     args = redacted(cmd, argv)
     if len(args) > SLOWLOG_MAX_ARGC:
         args = args[:SLOWLOG_MAX_ARGC - 1] + [
@@ -112,7 +114,5 @@ def init_slowlog(server):
     set_threshold(server.config.values["slowlog-log-slower-than"])
     server.config.listeners["slowlog-log-slower-than"] = set_threshold
 
-    def set_max_len(n):
-        while len(server.slowlog) > max(n, 0):
-            server.slowlog.pop()
-    server.config.listeners["slowlog-max-len"] = set_max_len
+    # slowlog-max-len takes effect at the next entry (slowlog_push trims):
+    # lowering it, even to 0, leaves the entries there, as Valkey does.

@@ -871,3 +871,39 @@ def test_slowlog_redacts_acl_users_and_sensitive_configs(server, ref_server):
     theirs = _slowlog_of_credentials(ref_server.host, ref_server.port)
     assert ours == theirs
     assert b"slowlog test user" not in ours and b"sl-user" not in ours
+
+
+def _slowlog_ids(host, port) -> list:
+    """How far the ids moved across commands run while slowlog-max-len was 0."""
+    c = RawClient(host, port)
+    try:
+        c.call("SLOWLOG", "RESET")
+        c.call("CONFIG", "SET", "slowlog-max-len", "10")
+        c.call("CONFIG", "SET", "slowlog-log-slower-than", "0")
+        before = re.findall(rb"\*6\r\n:(\d+)\r\n", c.call("SLOWLOG", "GET", "1"))
+        c.call("CONFIG", "SET", "slowlog-max-len", "0")
+        for _ in range(5):
+            c.call("PING")
+        zero = re.sub(rb"\*6\r\n:\d+\r\n:\d+\r\n:\d+\r\n", b"*6\r\nID TIME USEC\r\n",
+                      c.call("SLOWLOG", "GET", "-1"))
+        zero = re.sub(rb"\$\d+\r\n127\.0\.0\.1:\d+\r\n", b"ADDR\r\n", zero)
+        c.call("CONFIG", "SET", "slowlog-max-len", "10")
+        c.call("PING")
+        c.call("CONFIG", "SET", "slowlog-log-slower-than", "-1")
+        after = re.findall(rb"\*6\r\n:(\d+)\r\n", c.call("SLOWLOG", "GET", "1"))
+    finally:
+        c.call("CONFIG", "SET", "slowlog-log-slower-than", "10000")
+        c.call("CONFIG", "SET", "slowlog-max-len", "128")
+        c.call("SLOWLOG", "RESET")
+        c.close()
+    return [zero, int(after[0]) - int(before[0])]
+
+
+def test_slowlog_of_zero_length_takes_no_ids(server, ref_server):
+    """With slowlog-max-len 0 nothing is logged and no id is used: the ids
+    after it continue from the last real entry; setting 0 empties nothing
+    (the trim comes with the next entry), as valkey-server's."""
+    ours = _slowlog_ids(server.host, server.port)
+    theirs = _slowlog_ids(ref_server.host, ref_server.port)
+    assert ours == theirs
+    assert ours[0].startswith(b"*2\r\n")     # still there; nothing was added
