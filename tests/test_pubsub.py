@@ -892,6 +892,7 @@ def test_publish_is_not_in_the_aof(hotkv_server_factory, tmp_path):
     no PUBLISH: as valkey-server's AOF, a transaction keeps its MULTI/EXEC."""
     import glob
     import os
+
     from support import ReferenceValkey, parse_aof
     ours = hotkv_server_factory(appendonly="yes", dir=str(tmp_path), appendfsync="always")
     logs = []

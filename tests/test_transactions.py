@@ -254,6 +254,7 @@ def test_swapdb_missing_watched_key_replaced_with_stale_key(server, ref_server):
 def _aof_commands(directory) -> list:
     import glob
     import os
+
     from support import parse_aof
     files = glob.glob(os.path.join(directory, "appendonlydir", "*.incr.aof"))
     assert len(files) == 1, files
@@ -294,6 +295,7 @@ def _replicaof_in_exec(host, port):
     """A transaction that turns its server into a replica (REPLICAOF a port
     nothing listens on) while an old-protocol SYNC replica is attached."""
     import socket
+
     from support import free_port
     sync = socket.create_connection((host, port), timeout=10)
     a = RawClient(host, port)
