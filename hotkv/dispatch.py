@@ -303,7 +303,8 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
             for entry in override:
                 server.propagate(client.db.index if entry[0] is None else entry[0], entry[1])
         else:
-            server.propagate(client.db.index, argv)
+            # Server.propagate inlined (its test is the one just made).
+            server.prop_pending.append((client.db.index, argv))
     if server.prop_override is not None:
         server.prop_override = None
     if outer is not None:

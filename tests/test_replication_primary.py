@@ -611,6 +611,83 @@ def test_old_sync_gets_the_payload_then_the_stream(hotkv_server_factory):
     s.close()
 
 
+def _mixed_commands(rng, n: int) -> list:
+    """n writes of 1 to 6 arguments: sent verbatim (SET k v, LPUSH, HSET),
+    rewritten before propagation (SET EX -> PXAT, EXPIRE -> PEXPIREAT,
+    INCRBYFLOAT -> SET KEEPTTL, SPOP -> SREM, GETEX, SETEX), and no-ops
+    (not propagated)."""
+    out = []
+    for i in range(n):
+        k = "k%d" % rng.randrange(40)
+        v = rng.choice(["v", "x" * rng.randrange(1, 2000), "%d" % i, "\u00e9\r\n"])
+        out.append(rng.choice([
+            ["SET", k, v], ["SET", k, v, "EX", 1000], ["SET", k, v, "PX", 900000, "NX"],
+            ["LPUSH", "l" + k, v], ["RPUSH", "l" + k, v, v], ["LPOP", "l" + k],
+            ["HSET", "h" + k, "f%d" % (i % 5), v], ["HINCRBYFLOAT", "h" + k, "n", "1.5"],
+            ["INCR", "c" + k], ["INCRBYFLOAT", "f" + k, "0.25"], ["EXPIRE", "c" + k, 500],
+            ["SADD", "s" + k, i % 9, v], ["SPOP", "s" + k], ["GETEX", k, "EX", 700],
+            ["SETEX", "x" + k, 800, v], ["DEL", "x" + k], ["APPEND", k, v],
+            ["ZADD", "z" + k, i, v], ["PERSIST", k], ["DEL", "nosuch"],
+        ]))
+    return out
+
+
+def test_stream_bytes_are_the_general_encoding(hotkv_server_factory, replicas):
+    """The stream as a replica receives it (a raw SYNC connection) is
+    byte-for-byte the general encoder's output (hotkv.aof.files.encode_into)
+    of the commands it holds, whatever path encoded them (the feed's
+    one-format fast path or the general loop); a valkey-server replica
+    ends with equal data.  3000 mixed writes x SCALE, pipelined, in
+    MULTI/EXEC and in scripts."""
+    import random
+
+    import hiredis
+
+    from hotkv.aof.files import encode_into
+
+    srv = hotkv_server_factory(**FAST)
+    r = client(srv)
+    r.set("before", "1")
+    rep = replicas(srv.port)
+    assert synced(r, rep), rep.tail()
+    s = socket.create_connection((srv.host, srv.port), timeout=10)
+    s.sendall(b"SYNC\r\n")
+    got = b""
+    deadline = time.time() + 20
+    while b"\r\n" not in got.lstrip(b"\n") and time.time() < deadline:
+        got += s.recv(65536)
+    head, stream = got.lstrip(b"\n").split(b"\r\n", 1)
+    size = int(head[1:])
+    while len(stream) < size and time.time() < deadline:
+        stream += s.recv(65536)
+    stream = stream[size:]
+    rng = random.Random(17)
+    cmds = _mixed_commands(rng, 3000 * SCALE)
+    for start in range(0, len(cmds), 100):
+        batch = cmds[start:start + 100]
+        p = r.pipeline(transaction=start % 300 == 0)
+        for argv in batch:
+            p.execute_command(*argv)
+        p.execute(raise_on_error=False)
+        r.eval("redis.call('rpush', KEYS[1], ARGV[1]); return redis.call('incr', KEYS[2])",
+               2, "lua-list", "lua-ctr", start)
+    r.set("end-of-stream", "1")
+    while b"end-of-stream" not in stream and time.time() < deadline + 60:
+        stream += s.recv(65536)
+    s.close()
+    stream = stream[:stream.index(b"end-of-stream") + len(b"end-of-stream\r\n$1\r\n1\r\n")]
+    reader = hiredis.Reader()
+    reader.feed(stream)
+    again = bytearray()
+    count = 0
+    while (argv := reader.gets()) is not False:
+        encode_into(again, argv)
+        count += 1
+    assert count > 3000 * SCALE // 2
+    assert bytes(again) == stream
+    assert_equal(r, rep)
+
+
 WITHOUT_REPLICA = [
     ["WAIT", "0", "0"], ["WAIT", "1", "-1"], ["WAIT", "x", "0"], ["WAIT", "1", "x"],
     ["WAITAOF", "1", "0", "0"], ["WAITAOF", "0", "-1", "0"], ["WAITAOF", "2", "0", "0"],

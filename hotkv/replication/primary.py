@@ -80,6 +80,14 @@ WAITAOF_NO_AOF = ("ERR WAITAOF cannot be used when numlocal is set but appendonl
 UNBLOCKED_DEMOTED = ("UNBLOCKED force unblock from blocking operation, instance state "
                      "changed (master -> replica?)")
 _ARRAY_HDR = [b"*%d\r\n" % i for i in range(64)]
+# A whole 2-, 3- or 4-argument command in one formatting operation (most
+# writes: SET k v, LPUSH k v, HSET k f v): about 100 ns less than the
+# loop's three appends per argument.  %b refuses anything but bytes-like
+# objects (an int or str argument of a rewritten command): TypeError, and
+# the general loop encodes it.
+_CMD2 = b"*2\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
+_CMD3 = b"*3\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
+_CMD4 = b"*4\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
 READ_CHUNK = 256 * 1024
 READS_PER_TURN = 16          # at most 4 MB of RDB per loop turn
 OUT_HIGH = 16 * 1024 * 1024  # stop reading the child while a replica holds this much
@@ -182,14 +190,30 @@ class Primary:
                 buf += _select(dbindex)
                 self.seldb = dbindex
             # encode_into, inlined: this runs for every write.
-            buf += _ARRAY_HDR[len(argv)] if len(argv) < 64 else b"*%d\r\n" % len(argv)
-            for a in argv:
-                if type(a) is not bytes:
-                    a = _b(a)
-                n = len(a)
-                buf += _BULK_HDR[n] if n < 1024 else b"$%d\r\n" % n
-                buf += a
-                buf += b"\r\n"
+            argc = len(argv)
+            try:
+                if argc == 3:
+                    a0, a1, a2 = argv
+                    buf += _CMD3 % (len(a0), a0, len(a1), a1, len(a2), a2)
+                elif argc == 2:
+                    a0, a1 = argv
+                    buf += _CMD2 % (len(a0), a0, len(a1), a1)
+                elif argc == 4:
+                    a0, a1, a2, a3 = argv
+                    buf += _CMD4 % (len(a0), a0, len(a1), a1, len(a2), a2, len(a3), a3)
+                else:
+                    argc = 0
+            except TypeError:
+                argc = 0
+            if not argc:
+                buf += _ARRAY_HDR[len(argv)] if len(argv) < 64 else b"*%d\r\n" % len(argv)
+                for a in argv:
+                    if type(a) is not bytes:
+                        a = _b(a)
+                    n = len(a)
+                    buf += _BULK_HDR[n] if n < 1024 else b"$%d\r\n" % n
+                    buf += a
+                    buf += b"\r\n"
         else:
             cur = self.seldb
             first = entries[0][0]
