@@ -39,9 +39,9 @@ CI runs ``SPAWN_CI_UNITS`` in spawn mode, the units chosen for what they guard
 (server start, config files and command line, shutdown and signals, ACL files,
 listeners, oom score, clients) at their measured cost: the first 13 take 44 s on 2
 cores (12 s of it acl and introspection-2); pubsub, protocol, multi, info,
-type/stream-cgroups and functions joined them later (their replication-stream, AOF
-and restart tests): 1, 2, 6, 3, 6 and 6 s at load 8 (the 17 first units took 55 s
-together then), 4, 9, 20, 15, 19 and 10 s at load 12; the slow units (hyperloglog
+type/stream-cgroups, functions and slowlog joined them later (their replication-stream,
+AOF and restart tests): 1, 2, 6, 3, 6, 6 and 2 s at load 8 (the 17 first units took
+55 s together then), 4, 9, 20, 15, 19, 10 and 2 s at load 12; the slow units (hyperloglog
 about a minute, aofrw 40 s, scripting 3 min, type/list, maxmemory, and wait and
 client-eviction, which time out) are left to ``--all``.
 Recorded per unit at commits fbea1c2 (the full run), 88a29f0 and 8f940be (the
@@ -49,7 +49,8 @@ units re-run after later fixes); a second full run at 1dfa258 (21 min) passed
 2,153, no unit below its record.  Re-measured at 55a3271-fc1c8d6 (the gap units,
 at load 11-12): multi 61, pubsub 31, protocol 25, type/stream-cgroups 65, aofrw 22,
 scripting 552 (stops at SCRIPT DEBUG, which hotkv has not), info 19, introspection
-49, functions 108 (parity), maxmemory 19 (times out at 400 s), expire 64, wait 15
+49, functions 108 (parity), maxmemory 19 (times out at 400 s), slowlog 20 (parity),
+other 28, dump 26, expire 64, wait 15
 (hangs at 'WAITAOF on demoted master gets unblocked with an error'), scan 24 and
 sort 54 (their cluster halves stop at CLUSTER ADDSLOTSRANGE: a hotkv cluster node
 owns every slot from its start).
@@ -102,7 +103,8 @@ SPAWN_CI_UNITS = ["acl", "acl-v2", "auth", "limits", "networking", "quit", "shut
                   "tracking",
                   # at parity or with their known failures listed, 4-20 s each: every
                   # external:skip test of these (replication streams, AOF, restarts)
-                  "pubsub", "protocol", "multi", "info", "type/stream-cgroups", "functions"]
+                  "pubsub", "protocol", "multi", "info", "type/stream-cgroups", "functions",
+                  "slowlog"]
 
 _LINE = re.compile(r"^(\S+): (\d+) passed, (\d+) failed, (\d+) skipped$")
 
