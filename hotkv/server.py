@@ -84,7 +84,7 @@ from .db import Database
 from .multi import discard_transaction, unwatch_all
 from .rdbfile import RDBLoadError
 from .registry import TABLE as _COMMAND_TABLE
-from .replication import ReplState, replica
+from .replication import CountedAOF, ReplState, replica
 from .snapshots import Snapshots
 from .version import __version__
 
@@ -421,7 +421,8 @@ class Server:
         writer = self.aof_writer
         feed = self.repl.primary if self.repl.backlog is not None else None
         if feed is None:
-            self.aof = writer
+            # No backlog: the offset still counts the AOF's commands (Valkey's).
+            self.aof = None if writer is None else CountedAOF(writer, self.repl)
         elif writer is None:
             self.aof = feed
         else:

@@ -368,6 +368,39 @@ def test_info_replication_fields_as_valkey(hotkv_server_factory, replicas):
         ref.stop()
 
 
+def _offset_steps(r) -> list:
+    """master_repl_offset's growth for writes of each shape, no replica."""
+    port = r.connection_pool.connection_kwargs["port"]
+    steps = [lambda: r.set("a", 1),
+             lambda: r.pipeline(transaction=True).set("a", 1).set("b", 2).execute(),
+             lambda: r.eval("redis.call('set','a','1'); redis.call('incr','b')", 0),
+             lambda: valkey.Valkey(port=port, db=1).set("x", 1),
+             lambda: r.delete("nosuch"),
+             lambda: r.config_set("appendonly", "no") and r.set("a", 3)]
+    out = []
+    for step in steps:
+        before = r.info("replication")["master_repl_offset"]
+        step()
+        out.append(r.info("replication")["master_repl_offset"] - before)
+    return out
+
+
+def test_master_repl_offset_counts_aof_writes_without_a_backlog(hotkv_server_factory,
+                                                                  tmp_path):
+    """With the AOF on and no replica ever attached, Valkey 8.1.8 grows
+    master_repl_offset by one per command it would stream (MULTI and EXEC
+    counted, SELECT not); with the AOF off, not at all."""
+    from support import ReferenceValkey
+
+    ref = ReferenceValkey("--appendonly", "yes").start()
+    try:
+        want = _offset_steps(valkey.Valkey(port=ref.port))
+    finally:
+        ref.stop()
+    srv = hotkv_server_factory(appendonly="yes", dir=str(tmp_path))
+    assert _offset_steps(client(srv)) == want == [1, 4, 4, 1, 0, 0]
+
+
 def test_killed_link_partial_resync(hotkv_server_factory, replicas):
     srv = hotkv_server_factory(**FAST)
     r = client(srv)

@@ -119,4 +119,22 @@ class ReplState:
                 ("repl_backlog_histlen", b.histlen)]
 
 
-__all__ = ["ReplState", "NULL_REPLID", "new_replid"]
+class CountedAOF:
+    """The propagation sink while the AOF is on and no backlog exists:
+    the AOF's feed, and ``master_repl_offset`` grown by one for each
+    command that would be streamed (a transaction's MULTI and EXEC too, no
+    SELECT), as Valkey's replicationFeedReplicas counts when it has no
+    backlog (the offset that WAITAOF's fsync tracking reads)."""
+    __slots__ = ("writer", "repl")
+
+    def __init__(self, writer, repl):
+        self.writer = writer
+        self.repl = repl
+
+    def feed(self, entries):
+        self.writer.feed(entries)
+        n = len(entries)
+        self.repl.master_repl_offset += 1 if n == 1 else n + 2
+
+
+__all__ = ["ReplState", "CountedAOF", "NULL_REPLID", "new_replid"]
