@@ -14,7 +14,9 @@ Fields (Valkey's names where it has them):
   the previous one (``"0" * 40`` when none), ``second_replid_offset`` the
   offset up to which ``replid2`` is still valid for a PSYNC (-1: none);
 * ``master_repl_offset`` -- bytes of replication stream produced so far
-  (the primary's ``master_repl_offset``);
+  (the primary's ``master_repl_offset``); while the AOF is on and no
+  backlog exists, one per command that would be streamed (``CountedAOF``,
+  Valkey's count without a backlog);
 * ``backlog`` -- a ``hotkv.replication.backlog.Backlog`` or None (created
   with the first replica, as Valkey does, and kept afterwards);
 * ``replicas`` -- the ``primary.ReplicaLink`` of every replica connection,

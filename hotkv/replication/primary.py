@@ -26,7 +26,10 @@ what Valkey's replication.c does on the primary's side:
   call's ``(db, argv)`` records; several wrapped in MULTI/EXEC), emits
   SELECT when the db changes (``seldb``, reset to -1 at each fork so the
   stream after an RDB always starts with one), appends to the backlog and
-  to every online replica's output.
+  to every online replica's output.  A 2- to 4-argument command of bytes
+  is encoded by one format operation, anything else by encode_into's loop
+  (the same bytes: tests/test_replication_primary.py re-encodes a received
+  stream with encode_into and compares).
 * **Cron** -- ``cron()`` (the server's, hz times a second): PING into the
   stream every ``repl-ping-replica-period``; a newline each second to
   replicas waiting for their RDB (keepalive); replicas silent longer than
