@@ -128,6 +128,11 @@ def write_dataset(server, fd: int, aof_base: bool = False) -> int:
     _aux(out, b"redis-bits", b"64")
     _aux(out, b"ctime", b"%d" % int(time.time()))
     _aux(out, b"used-mem", b"%d" % used_memory())
+    repl = getattr(server, "repl", None)
+    if repl is not None and not aof_base:
+        # A replica's repl-stream-db / repl-id / repl-offset (hotkv.replication).
+        for name, value in repl.rdb_aux():
+            _aux(out, name, value)
     _aux(out, b"aof-base", b"1" if aof_base else b"0")
     with lzf_compression(values["rdbcompression"]):
         # The function libraries, before the keys (Valkey's rdbSaveFunctions).
@@ -529,6 +534,7 @@ def load_at_start(server, path: str) -> Loaded:
     loaded = read_file(path, server)
     _log_loaded(loaded)
     install(server, loaded)
+    server.repl.loaded_aux(loaded.aux)     # a replica's PSYNC after a restart
     log.info("Done loading RDB, keys loaded: %d, keys expired: %d.",
              loaded.keys_loaded, loaded.keys_expired)
     log.info("DB loaded from disk: %.3f seconds", time.monotonic() - t0)
@@ -570,6 +576,7 @@ async def load_at_start_async(server, path: str) -> Loaded:
         progress.loaded_bytes = len(buf)
         _log_loaded(out)
         install(server, out)
+        server.repl.loaded_aux(out.aux)     # a replica's PSYNC after a restart
     finally:
         if was:
             gc.enable()

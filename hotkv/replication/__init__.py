@@ -55,6 +55,7 @@ class ReplState:
         self.master_repl_offset = 0
         self.second_replid_offset = -1
         self.backlog = None
+        self.loaded_stream_db = -1      # repl-stream-db of the RDB loaded at start
         self.replicas: list = []
         # The primary side's machinery (hotkv.replication.primary.Primary),
         # made on first use so a server without replicas pays nothing.
@@ -108,6 +109,33 @@ class ReplState:
     def clear_replid2(self):
         self.replid2 = NULL_REPLID
         self.second_replid_offset = -1
+
+    def rdb_aux(self) -> list:
+        """The RDB aux fields of Valkey's rdbPopulateSaveInfo for a replica
+        (a primary's are not written): the stream's db, the primary's replid
+        and the offset applied, so a restart can continue with a PSYNC."""
+        link = getattr(self.server, "replica_link", None)
+        if self.role != "slave" or link is None or not link.replid or link.reploff < 0 \
+                or link.client is None:
+            return []
+        return [(b"repl-stream-db", b"%d" % link.client.db.index),
+                (b"repl-id", link.replid.encode()),
+                (b"repl-offset", b"%d" % link.reploff)]
+
+    def loaded_aux(self, aux: dict):
+        """The RDB loaded at start held a replica's aux fields and hotkv is
+        to follow a primary: its history becomes ours (the replid and the
+        offset), which REPLICAOF offers as the cached primary's -- Valkey's
+        replicationCachePrimaryUsingMyself after rdbLoad."""
+        replid = aux.get(b"repl-id", b"")
+        offset = aux.get(b"repl-offset", b"")
+        db = aux.get(b"repl-stream-db", b"")
+        if not self.server.config.values.get("replicaof") or len(replid) != 40 \
+                or not offset.lstrip(b"-").isdigit() or not db.isdigit():
+            return
+        self.replid = replid.decode("latin-1")
+        self.master_repl_offset = int(offset)
+        self.loaded_stream_db = int(db)
 
     def backlog_fields(self) -> list:
         """INFO's repl_backlog_* fields (both roles report them)."""

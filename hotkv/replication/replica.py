@@ -30,7 +30,11 @@ the link's ``backlog`` (Valkey's replica backlog, INFO's repl_backlog_*);
 ``REPLICAOF NO ONE`` hands it to the primary side, so the other replicas
 of the old primary continue from hotkv with a partial resync.  Commands
 the replica fails are logged as Valkey logs them ("== CRITICAL == ...");
-``tls-replication yes`` makes the link TLS.  Not done: passing the stream
+``tls-replication yes`` makes the link TLS.  An RDB saved by a replica
+holds ``repl-stream-db`` / ``repl-id`` / ``repl-offset`` (``ReplState.
+rdb_aux``); started again from it with ``replicaof``, hotkv offers that
+history as its cached primary (``ReplState.loaded_aux``) and continues with
+a partial resync, as Valkey does.  Not done: passing the stream
 on to replicas of this replica (chained replication).
 
 While hotkv is a replica: ``server.repl.role == "slave"``; the dispatcher's
@@ -845,7 +849,11 @@ def start_from_config(server):
     text = server.config.values.get("replicaof") or ""
     if text and server.replica_link is None:
         host, port = text.rsplit(" ", 1)
-        become_replica(server, host, int(port))
+        link = become_replica(server, host, int(port))
+        db = server.repl.loaded_stream_db
+        if link is not None and link.client is not None and 0 <= db < len(server.dbs):
+            # The restored history continues in the db its stream had selected.
+            link.client.db = server.dbs[db]
 
 
 __all__ = ["ReplicaLink", "become_replica", "become_primary", "repl_check", "role_reply",
