@@ -64,6 +64,9 @@ _GROWTH = 8                 # bytes of memory a byte read from a client may cost
 # Within this of the limit (or 1/64 of it) every command reads the memory:
 # a table that doubles (a dict's resize) grows it with no input to show.
 _SLACK = 64 * 1024
+_EST_GROWTH = 2             # ... and about what it costs with values of 100 bytes and more
+_DEAR = 20e-6               # seconds: a reading dearer than this is not taken every command
+_SPACING = 50
 
 for _name in ("maxmemory-samples", "maxmemory-eviction-tenacity", "lazyfree-lazy-eviction"):
     _config.PARAMS[_name].inert = False
@@ -118,6 +121,7 @@ def estimate(key, value) -> int:
 
 class Evictor:
     __slots__ = ("server", "pool", "next_db", "used", "check_at", "oom", "proc",
+                 "read_at", "read_cost", "input_at", "freed_since",
                  "exceeded_since", "exceeded_total_us", "start", "peak")
 
     def __init__(self, server):
@@ -129,6 +133,13 @@ class Evictor:
         self.used = 0                 # the last reading of used_memory
         # stat_net_input_bytes from which a command reads the memory again
         self.check_at = 0
+        # When reading is dear (a heap fragmented by many freed values makes
+        # mallinfo2 walk thousands of free chunks): the last reading's time,
+        # what it cost, the input count then, and the estimated bytes the
+        # evictions since freed -- what ``estimate_used`` goes by meanwhile.
+        self.read_at = self.read_cost = 0.0
+        self.input_at = 0
+        self.freed_since = 0
         self.oom = False              # the last answer was EVICT_FAIL
         self.proc = None              # the scheduled time proc's handle
         self.exceeded_since = 0.0     # monotonic time the limit was first exceeded
@@ -148,13 +159,32 @@ class Evictor:
 
     def read(self, max_age: float = 0.1) -> int:
         server = self.server
+        stats.calibrate(max_age)      # (its 5 ms a 100 MB, ten times a second, not timed)
+        t = time.perf_counter()
         self.used = used = self.used_memory(max_age)
+        self.read_at = now = time.perf_counter()
+        self.read_cost = (self.read_cost + now - t) / 2
+        self.input_at = server.stat_net_input_bytes
+        self.freed_since = 0
         # The input that may grow memory into the slack below the limit
         # before a command must read again (one comparison a command).
         limit = server.maxmemory
         room = limit - used - max(_SLACK, limit >> 6)
         self.check_at = server.stat_net_input_bytes + room // _GROWTH if room > 0 else 0
         return used
+
+    def reading(self) -> int:
+        """A reading, or while readings are dear (over ``_DEAR`` each) and
+        the last is younger than ``_SPACING`` times its cost, an estimate
+        from it: ``_EST_GROWTH`` bytes per byte clients sent since, less what
+        the evictions since are estimated to have freed.  Readings then take
+        at most 1/``_SPACING`` of the time; between two, the memory may pass
+        the limit by what tiny values cost beyond the estimate."""
+        if self.read_cost > _DEAR and \
+                time.perf_counter() - self.read_at < self.read_cost * _SPACING:
+            return self.used + (self.server.stat_net_input_bytes - self.input_at) * _EST_GROWTH \
+                - self.freed_since
+        return self.read()
 
     def cron(self):
         """The server's tick: re-measure (hotkv.stats.calibrate) and, if over
@@ -196,7 +226,7 @@ class Evictor:
         if not self._safe():
             return EVICT_OK        # as if eviction were not triggered (no metrics)
         limit = server.maxmemory
-        used = self.read()
+        used = self.reading()
         if not limit or used <= limit:
             return self._metrics(EVICT_OK)
         used -= self.not_counted()
@@ -218,9 +248,11 @@ class Evictor:
         # tracking clients of 1 KB key names drain the database).
         messages = server.tracking_on or server.notify is not None
         out0 = self._outputs() if messages else 0
+        fresh = True        # self.used is a reading taken after the last eviction
         while True:
             if freed >= tofree:
-                used = self.read() - self.not_counted()   # the estimates said enough
+                used = self.reading() - self.not_counted()   # the estimates said enough
+                fresh = True
                 if messages:
                     used -= max(0, self._outputs() - out0)
                 if used <= limit:
@@ -228,10 +260,16 @@ class Evictor:
                 tofree, freed = used - limit, 0
             pick = self._pick(policy)
             if pick is None:
-                result = EVICT_FAIL       # nothing (volatile) left to evict
+                # Nothing (volatile) left to evict: an OOM is only answered
+                # on a reading, never on an estimate.
+                if self.read() - self.not_counted() > limit:
+                    result = EVICT_FAIL
                 break
             db, key = pick
-            freed += self._evict(db, key, lazy)
+            n = self._evict(db, key, lazy)
+            freed += n
+            self.freed_since += n
+            fresh = False
             keys += 1
             if keys % 16 == 0 and (time.perf_counter() - start) * 1e6 > budget_us:
                 self.start_proc()        # the rest between commands
@@ -239,7 +277,8 @@ class Evictor:
         if result != EVICT_FAIL:
             result = EVICT_RUNNING if self.proc is not None else EVICT_OK
         if keys:
-            self.read()
+            if not fresh:
+                self.read()
             server.latency_sample("eviction-cycle", int((time.perf_counter() - start) * 1000))
         return self._metrics(result)
 

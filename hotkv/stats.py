@@ -232,13 +232,13 @@ def _pymalloc_bytes_locked():
     return int(m.group(1).replace(b",", b"")), blocks
 
 
-def calibrate(max_age: float = _CALIBRATE_EVERY) -> int:
+def calibrate(max_age: float = _CALIBRATE_EVERY) -> None:
     """Measure pymalloc's bytes per block unless the last measurement is
     younger than ``max_age`` seconds (about 5 ms per 100 MB of small
-    objects); returns used_memory()."""
+    objects)."""
     cal = _cal
     if cal is None:
-        return rss()
+        return
     now = time.monotonic()
     if now - cal.at >= max_age:
         cal.at = now
@@ -255,7 +255,6 @@ def calibrate(max_age: float = _CALIBRATE_EVERY) -> int:
             if 16 <= marginal <= 512:
                 cal.block_bytes = marginal
             cal.bytes_at, cal.blocks_at, cal.exact = nbytes, blocks, True
-    return used_memory()
 
 
 def peak_used() -> int:
