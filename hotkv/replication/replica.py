@@ -276,9 +276,19 @@ class ReplicaLink:
                 log.info("Caching the disconnected primary state.")
 
     async def _cron(self):
-        """Once a second: REPLCONF ACK, and the repl-timeout check."""
+        """Once a second: REPLCONF ACK, and the repl-timeout check.  Every
+        0.1 s between: an ACK as soon as the AOF's fsynced offset moved (a
+        WAITAOF on the primary waits for it; nothing is sent otherwise)."""
+        tick = 0
         while not self.stopped:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(0.1)
+            tick += 1
+            if tick % 10:
+                if self.state == "connected" and self.server.aof_writer is not None:
+                    sent = self.fsynced_off
+                    if self.fsynced_offset() > sent >= 0:
+                        self.send_ack()
+                continue
             timeout = self.server.config.values.get("repl-timeout", 60)
             now = time.time()
             if self.state == "connected":
