@@ -65,7 +65,7 @@ _GROWTH = 8                 # bytes of memory a byte read from a client may cost
 # a table that doubles (a dict's resize) grows it with no input to show.
 _SLACK = 64 * 1024
 _EST_GROWTH = 2             # ... and about what it costs with values of 100 bytes and more
-_DEAR = 20e-6               # seconds: a reading dearer than this is not taken every command
+_DEAR = 100e-6              # seconds: a reading dearer than this is not taken every command
 _SPACING = 50
 
 for _name in ("maxmemory-samples", "maxmemory-eviction-tenacity", "lazyfree-lazy-eviction"):
