@@ -112,6 +112,19 @@ def test_keyslot(cdiff):
         cdiff("CLUSTER", "KEYSLOT", key)
 
 
+def test_keyslot_of_many_random_keys(cdiff):
+    """The slot (binascii's C CRC16) of 1,500 seeded random keys -- any byte,
+    braces placed at random, up to 64 bytes -- equal to Valkey's."""
+    import random
+    rng = random.Random(18)
+    for _ in range(1500):
+        key = bytearray(rng.randbytes(rng.randint(0, 64)))
+        for _ in range(rng.randint(0, 3)):
+            if key:
+                key[rng.randrange(len(key))] = rng.choice(b"{}")
+        cdiff("CLUSTER", "KEYSLOT", bytes(key))
+
+
 def test_topology_replies(cdiff):
     for sub in ("INFO", "NODES", "SLOTS", "SHARDS", "LINKS", "MYID", "MYSHARDID"):
         cdiff("CLUSTER", sub, normalize=True)

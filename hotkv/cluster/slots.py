@@ -10,28 +10,16 @@ Invariants: a pure function of the bytes; 0 <= slot < SLOTS.
 
 from __future__ import annotations
 
+from binascii import crc_hqx
+
 SLOTS = 16384
 
 
-def _table() -> tuple:
-    out = []
-    for byte in range(256):
-        crc = byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
-        out.append(crc & 0xFFFF)
-    return tuple(out)
-
-
-_TABLE = _table()
-
-
 def crc16(data: bytes) -> int:
-    crc = 0
-    table = _TABLE
-    for b in data:
-        crc = ((crc << 8) & 0xFF00) ^ table[(crc >> 8) ^ b]
-    return crc
+    """CRC16-XMODEM (poly 0x1021, initial 0), Valkey's crc16: the standard
+    library's ``binascii.crc_hqx`` computes exactly this, in C (a pure
+    Python loop cost ~0.1 us a byte on the routing path)."""
+    return crc_hqx(data, 0)
 
 
 def key_slot(key: bytes) -> int:
