@@ -746,3 +746,48 @@ def test_replies_as_valkey(diff):
     diff.resp3()
     for cmd in WITHOUT_REPLICA:
         diff(*cmd)
+
+
+def _sync_stream(host: int, port: int, commands: list) -> bytes:
+    """The replication stream a SYNC connection receives for ``commands``
+    (sent on a fresh client after the payload), PINGs and keepalive
+    newlines left out, up to and including the final ``SET end 1``."""
+    s = socket.create_connection((host, port), timeout=10)
+    s.sendall(b"SYNC\r\n")
+    got = b""
+    deadline = time.time() + 15
+    while b"\r\n" not in got.lstrip(b"\n") and time.time() < deadline:
+        got += s.recv(65536)
+    head, rest = got.lstrip(b"\n").split(b"\r\n", 1)
+    size = int(head[1:])
+    while len(rest) < size and time.time() < deadline:
+        rest += s.recv(65536)
+    r = RawClient(host, port)
+    for cmd in commands + [["SELECT", "0"], ["SET", "end", "1"]]:
+        r.call(*cmd)
+    r.close()
+    end = b"*3\r\n$3\r\nSET\r\n$3\r\nend\r\n$1\r\n1\r\n"
+    tail = rest[size:]
+    while end not in tail and time.time() < deadline:
+        tail += s.recv(65536)
+    s.close()
+    return tail.replace(b"*1\r\n$4\r\nPING\r\n", b"").lstrip(b"\n")
+
+
+def test_transactions_in_the_stream_as_valkey_sends_them(hotkv_server_factory, ref_server):
+    """MULTI/EXEC in another database, a SELECT inside a transaction, a
+    script's writes: the stream's bytes equal valkey-server 8.1.8's (MULTI
+    goes out before the SELECT a transaction needs, as Valkey propagates
+    MULTI with no database)."""
+    commands = [
+        ["SELECT", "1"], ["MULTI"], ["SET", "a", "1"], ["LPUSH", "q", "x"], ["EXEC"],
+        ["SET", "b", "2"],
+        ["SELECT", "0"], ["MULTI"], ["SET", "c", "3"], ["SELECT", "2"], ["SET", "d", "4"],
+        ["EXEC"],
+        ["SELECT", "3"], ["EVAL", "redis.call('SET', 'e', '5') redis.call('INCR', 'n')", "0"],
+        ["SELECT", "3"], ["MULTI"], ["INCR", "n"], ["EXEC"],
+    ]
+    srv = hotkv_server_factory(**FAST)
+    ours = _sync_stream(srv.host, srv.port, commands)
+    theirs = _sync_stream(ref_server.host, ref_server.port, commands)
+    assert ours == theirs

@@ -218,11 +218,9 @@ class Primary:
                     buf += a
                     buf += b"\r\n"
         else:
+            # MULTI goes out with no database (Valkey propagates it with
+            # dbid -1): a SELECT the transaction needs follows it, inside.
             cur = self.seldb
-            first = entries[0][0]
-            if first != cur:
-                buf += _select(first)
-                cur = first
             buf += _MULTI
             for dbindex, argv in entries:
                 if dbindex != cur:
