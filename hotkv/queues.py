@@ -340,7 +340,16 @@ def _rq(server, db):
     return out
 
 
-_KOMBU_SEP = "\x06\x16"
+# Key layouts, module-level so that hotkv/queues_remote.py (``hotkv queues``,
+# reading through a client connection) names the same keys.
+_KOMBU_SEP = "\x06\x16"                      # kombu's field separator
+KOMBU_SEP = _KOMBU_SEP
+KOMBU_BINDING_PREFIX = b"_kombu.binding."      # set per exchange: rk SEP pattern SEP queue
+KOMBU_PRIORITIES = range(1, 10)                # queue SEP p: kombu's priority lists
+KOMBU_UNACKED = b"unacked"                     # hash: tag -> [message, exchange, routing key]
+CELERY_RESULT_PREFIX = b"celery-task-meta-"    # the Redis result backend's records
+DRAMATIQ_SUFFIXES = (".XQ.msgs", ".DQ.msgs", ".msgs", ".XQ", ".DQ")
+DRAMATIQ_ACKS = b"__acks__."                   # <ns>:__acks__.<worker>.<queue>: sets of ids
 
 
 def _celery_message(raw, queue: str):
@@ -378,7 +387,7 @@ def _celery(server, db, backend_db):
     # of Celery messages (a queue bound by another process).
     names = set()
     for k in _live_keys(server, db):
-        if k.startswith(b"_kombu.binding."):
+        if k.startswith(KOMBU_BINDING_PREFIX):
             members = _live(server, db, k)
             if type(members) is SetValue:
                 for m in members:
@@ -388,7 +397,7 @@ def _celery(server, db, backend_db):
     out = {}
     for name in sorted(names):
         q = LibraryQueue(name=name)
-        keys = [name.encode()] + [(name + _KOMBU_SEP + str(p)).encode() for p in range(1, 10)]
+        keys = [name.encode()] + [(name + _KOMBU_SEP + str(p)).encode() for p in KOMBU_PRIORITIES]
         for key in keys:
             # kombu LPUSHes and BRPOPs: the oldest is at the tail.
             for raw in reversed(_list_items(server, db, key) or ()):
@@ -402,7 +411,7 @@ def _celery(server, db, backend_db):
                 else:
                     q.queued.append(job.id)
         out[name] = q
-    unacked = _live(server, db, b"unacked")
+    unacked = _live(server, db, KOMBU_UNACKED)
     if type(unacked) is HashValue:
         for tag, raw in unacked.items():
             rec = _json(raw)
@@ -419,7 +428,7 @@ def _celery(server, db, backend_db):
             if eta:
                 q.delayed.append(job.id)
                 q.when[job.id] = _eta_ms(eta)
-    prefix = b"celery-task-meta-"
+    prefix = CELERY_RESULT_PREFIX
     for k in _live_keys(server, backend_db):
         if k.startswith(prefix):
             meta = _json(_live(server, backend_db, k))
@@ -451,7 +460,7 @@ def _dramatiq(server, namespace, db):
         if not k.startswith(ns) or k.startswith(ns + b"__"):
             continue
         rest = _text(k[len(ns):])
-        for suffix in (".XQ.msgs", ".DQ.msgs", ".msgs", ".XQ", ".DQ"):
+        for suffix in DRAMATIQ_SUFFIXES:
             if rest.endswith(suffix):
                 rest = rest[:-len(suffix)]
                 break
@@ -483,7 +492,7 @@ def _dramatiq(server, namespace, db):
         out[name] = q
     # In flight: <ns>:__acks__.<worker id>.<queue> sets of message ids
     # (messages fetched, not acked: their bodies stay in <queue>.msgs).
-    acks = ns + b"__acks__."
+    acks = ns + DRAMATIQ_ACKS
     for k in _live_keys(server, db):
         if not k.startswith(acks):
             continue

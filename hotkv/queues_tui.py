@@ -1,15 +1,17 @@
 """``hotkv queues [--url URL] [--interval S] [--once] [--iterations N]``: the
 dashboard's queue view in a terminal, refreshing in place (rich's Live), read
 from any server -- hotkv or Valkey/Redis -- with commands both have: SCAN,
-TYPE, LLEN, LINDEX, ZCARD, XINFO STREAM / GROUPS / CONSUMERS, INFO.
+TYPE, LLEN, LINDEX, ZCARD, XINFO STREAM / GROUPS / CONSUMERS, INFO (and the
+library reads of hotkv/queues_remote.py).
 
 Shown: every list (depth, age of the oldest item when the item is a job
 record carrying a timestamp -- hotkv.http.state.item_time; the producer is
 assumed to LPUSH, so the oldest is the tail), every stream with its groups
-(lag, pending, consumers with their pending count and idle time), RQ's and
-BullMQ's queues by their own names (counts by state from their key layouts,
-as hotkv.queues reads them in-process), and the server's clients, blocked
-clients, memory and ops/s.
+(lag, pending, consumers with their pending count and idle time),
+the queues of RQ, Celery/kombu, dramatiq, BullMQ and taskiq-redis by their
+own names with the dashboard's states (hotkv/queues_remote.py: counts from
+their key layouts, hotkv/queues.py's constants, through this connection),
+and the server's clients, blocked clients, memory and ops/s.
 
 Invariants: read-only (no command here writes); the work of one refresh is
 bounded: at most ``MAX_KEYS`` keys are scanned and ``MAX_SHOWN`` lists and
@@ -24,10 +26,10 @@ import time
 
 from .cli_tool import Options, _apply_url, _txt, connect
 from .http.state import item_time, kv_fields, parse_info
+from .queues_remote import libraries, pipe
 
 MAX_KEYS = 10_000
 MAX_SHOWN = 30
-BULL_STATES = ("wait", "active", "delayed", "failed", "completed", "paused", "prioritized")
 
 
 def _pairs(r) -> dict:
@@ -57,8 +59,10 @@ def collect(conn) -> dict:
             break
     now = time.time()
     lists, streams, types = [], [], {}
-    for k in keys[:MAX_KEYS]:
-        t = _txt(conn.call("TYPE", k).value)
+    keys = keys[:MAX_KEYS]
+    key_types = {k: _txt(r.value) for k, r in zip(keys, pipe(conn, [("TYPE", k) for k in keys]))}
+    for k in keys:
+        t = key_types[k]
         types[t] = types.get(t, 0) + 1
         if t == "list":
             depth = conn.call("LLEN", k).value
@@ -77,33 +81,11 @@ def collect(conn) -> dict:
                                "pending": _val(gd["pending"]), "consumers": cons,
                                "last_delivered_id": _val(gd["last-delivered-id"])})
             streams.append({"key": _txt(k), "length": _val(s["length"]), "groups": groups})
-    libraries = _libraries(conn, keys)
+    found = libraries(conn, keys, key_types)
     lists.sort(key=lambda q: -q["depth"])
     streams.sort(key=lambda s: -s["length"])
     return {"info": info, "types": types, "lists": lists[:MAX_SHOWN],
-            "streams": streams[:MAX_SHOWN], "libraries": libraries, "scanned": len(keys)}
-
-
-def _libraries(conn, keys) -> list:
-    out = []
-    names = sorted({_txt(k)[len("rq:queue:"):] for k in keys if k.startswith(b"rq:queue:")})
-    for name in names:
-        states = {"queued": conn.call("LLEN", "rq:queue:" + name).value}
-        for state, reg in (("scheduled", "scheduled"), ("started", "wip"), ("failed", "failed"),
-                           ("finished", "finished")):
-            states[state] = conn.call("ZCARD", "rq:%s:%s" % (reg, name)).value
-        out.append({"library": "rq", "name": name, "states": states})
-    bull = sorted({_txt(k)[len("bull:"):-len(":meta")] for k in keys
-                   if k.startswith(b"bull:") and k.endswith(b":meta")})
-    for name in bull:
-        states = {}
-        for state in BULL_STATES:
-            key = "bull:%s:%s" % (name, state)
-            t = _txt(conn.call("TYPE", key).value)
-            states[state] = conn.call("LLEN" if t == "list" else "ZCARD", key).value \
-                if t in ("list", "zset") else 0
-        out.append({"library": "bullmq", "name": name, "states": states})
-    return out
+            "streams": streams[:MAX_SHOWN], "libraries": found, "scanned": len(keys)}
 
 
 def _age(s):
@@ -128,8 +110,10 @@ def render(view: dict, target: str):
         for c in ("library", "queue", "states"):
             t.add_column(c)
         for q in view["libraries"]:
-            t.add_row(q["library"], q["name"],
-                      ", ".join("%s %d" % kv for kv in q["states"].items()))
+            states = ", ".join("%s %d" % kv for kv in q["states"].items())
+            if q.get("unread"):
+                states += " (%d records unread: over the budget)" % q["unread"]
+            t.add_row(q["library"], q["name"], states)
         parts.append(t)
     t = Table(title="Lists", title_justify="left")
     t.add_column("key")

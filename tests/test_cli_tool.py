@@ -199,6 +199,120 @@ def test_queues_view_on_hotkv_and_on_valkey(hotkv_server_factory, ref_server, mo
     assert outputs[0] == outputs[1]   # the same view of the same data on both servers
 
 
+def _add(x, y):
+    return x + y
+
+
+def _job(x):
+    return None
+
+
+def _enqueue_libraries(host, port, read):
+    """Real Celery (kombu), dramatiq and taskiq-redis producers enqueue on
+    (host, port), leave one job of each in flight, and ``read()`` runs while
+    those are still held (kombu and dramatiq give an unacked job back when
+    their connection closes)."""
+    import asyncio
+
+    import celery
+    import dramatiq
+    from dramatiq.brokers.redis import RedisBroker
+    from taskiq_redis import RedisStreamBroker
+    url = "redis://%s:%d/0" % (host, port)
+
+    async def taskiq_jobs():
+        sb = RedisStreamBroker(url, consumer_name="w1", xread_block=100, xread_count=1)
+
+        @sb.task(task_name="stask")
+        async def stask(x):
+            return x
+
+        await sb.startup()
+        for i in range(3):
+            await stask.kiq(i)
+        listen = sb.listen()
+        await listen.__anext__()              # delivered, never acked: pending
+        await listen.aclose()
+        await sb.shutdown()
+
+    asyncio.run(asyncio.wait_for(taskiq_jobs(), 20))
+    app = celery.Celery("queues_view", broker=url, backend=url, set_as_current=False)
+    app.conf.update(broker_connection_retry_on_startup=False)
+    add = app.task(name="t.add")(_add)
+    now = [add.delay(i, i) for i in range(3)]
+    add.apply_async((1, 1), countdown=600)              # eta
+    add.apply_async((5, 5), queue="mail")
+    add.apply_async((4, 4), priority=5)                 # the priority list celery\x06\x163
+    broker = RedisBroker(host=host, port=port)          # namespace "dramatiq"
+    job = dramatiq.actor(_job, actor_name="job", broker=broker, queue_name="work")
+    for i in range(4):
+        job.send(i)
+    job.send_with_options(args=(99,), delay=600_000)
+    consumer = broker.consume("work", prefetch=2, timeout=1000)
+    try:
+        taken = [next(consumer) for _ in range(2)]
+        consumer.nack(taken[1])                         # dead-lettered
+        with app.connection() as conn:
+            msg = conn.default_channel.basic_get("celery", no_ack=False)   # unacked
+            assert msg is not None
+            app.backend.mark_as_failure(now[2].id, ValueError("boom"))
+            return read()
+    finally:
+        consumer.close()
+        broker.close()
+        app.close()
+
+
+def _library_rows(out: str) -> dict:
+    """(library, queue) -> the states text of the Library queues table."""
+    rows = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.split("\u2502")]
+        if len(cells) == 5 and cells[1] in ("rq", "celery", "dramatiq", "bullmq", "taskiq"):
+            rows[(cells[1], cells[2])] = cells[3]
+    return rows
+
+
+def test_queues_view_names_celery_dramatiq_and_taskiq(hotkv_server_factory, ref_server,
+                                                      monkeypatch):
+    """Jobs enqueued by the real libraries: hotkv queues --once names their
+    queues with the counts server.inspect gives on hotkv, and the same
+    counts against valkey-server."""
+    pytest.importorskip("rich", reason="rich (pip install 'hotkv[dashboard]') is missing")
+    for lib in ("celery", "dramatiq", "taskiq_redis"):
+        pytest.importorskip(lib, reason="%s is not installed" % lib)
+    server = hotkv_server_factory()
+
+    def states(q):
+        return ", ".join("%s %d" % (k, len(v)) for k, v in q.states.items())
+
+    def expected():
+        i = server.inspect
+        want = {("celery", n): states(q) for n, q in i.celery().items()}
+        want.update({("dramatiq", n): states(q) for n, q in i.dramatiq("dramatiq").items()})
+        want[("taskiq", "taskiq")] = states(i.taskiq("taskiq"))
+        return want
+
+    seen = {}
+    for name, host, port in (("hotkv", server.host, server.port),
+                             ("valkey", "127.0.0.1", ref_server.port)):
+        valkey.Valkey(host=host, port=port).flushall()
+        out, want = _enqueue_libraries(
+            host, port, lambda: (_queues_once(port, monkeypatch),
+                                 expected() if name == "hotkv" else None))
+        rows = _library_rows(out)
+        seen[name] = rows
+        if want is not None:
+            # Every queue each library has, and each one's counts, in order.
+            assert {k for k in want if k in rows} == set(want), (want, out)
+            assert {k: rows[k] for k in want} == want, out
+            assert {("celery", "celery"), ("celery", "mail"), ("dramatiq", "work"),
+                    ("taskiq", "taskiq")} <= set(want)
+            assert "unacked 1" in want[("celery", "celery")]
+        valkey.Valkey(host=host, port=port).flushall()
+    assert seen["valkey"] == seen["hotkv"]   # the same view of the same jobs
+
+
 def test_hotkv_help_lists_every_subcommand():
     out = hotkv("--help").stdout.decode()
     for sub in ("serve", "cli", "queues", "check-rdb", "check-aof", "valkey-server"):
