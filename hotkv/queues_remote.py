@@ -11,12 +11,19 @@ group "taskiq", Celery's results in the broker's database.
 
 Invariants: read-only; the work of one refresh is bounded: the key names come
 from the caller's SCAN (at most MAX_KEYS of them), every count is one
-LLEN / ZCARD / SCARD / XINFO, and the only record bodies read are Celery's
+LLEN / ZCARD / SCARD / XINFO, and the only records read are Celery's
 (whether a message carries an ETA, which queue an unacked message is from,
-whether a result is a FAILURE), at most ``MAX_BODIES`` of them per refresh.
-When that budget runs out, the messages not read count as queued (not eta)
-and the row says how many went unread (``unread``), so a count is never
-silently wrong.  A reply that is an error (a key of another type) counts 0.
+whether a result is a FAILURE) and, when Valkey's XINFO has no lag for
+taskiq's group (an entry was deleted), the stream entries after the group's
+last delivered one: at most ``MAX_BODIES`` records in all per refresh.  When
+that budget runs out, the messages not read count as queued (not eta) and
+the row says how many went unread (``unread``), so a count is never silently
+wrong.  A reply that is an error (a key of another type) counts 0.
+
+Where the counts can differ from hotkv/queues.py's (which reads every
+record): records that do not parse count as queued when not read; taskiq's
+pending is the group's PEL count (XINFO), entries deleted while pending
+included.
 """
 
 from __future__ import annotations

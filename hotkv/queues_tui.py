@@ -88,6 +88,26 @@ def collect(conn) -> dict:
             "streams": streams[:MAX_SHOWN], "libraries": found, "scanned": len(keys)}
 
 
+def _shown(name: str) -> str:
+    """A key as text a terminal shows whole: control characters (kombu's
+    priority lists are "<queue>\\x06\\x16<n>") and bytes that are not UTF-8
+    (surrogate-escaped by _txt) as \\xNN, not dropped; rich's markup
+    ("[bold]") escaped too, so a key shows as it is named."""
+    from rich.markup import escape
+    if not name.isprintable():
+        out = []
+        for c in name:
+            o = ord(c)
+            if c.isprintable():
+                out.append(c)
+            elif 0xDC80 <= o <= 0xDCFF:
+                out.append("\\x%02x" % (o - 0xDC00))
+            else:
+                out.append("\\x%02x" % o if o < 256 else "\\u%04x" % o)
+        name = "".join(out)
+    return escape(name)
+
+
 def _age(s):
     if s is None:
         return "-"
@@ -113,14 +133,14 @@ def render(view: dict, target: str):
             states = ", ".join("%s %d" % kv for kv in q["states"].items())
             if q.get("unread"):
                 states += " (%d records unread: over the budget)" % q["unread"]
-            t.add_row(q["library"], q["name"], states)
+            t.add_row(q["library"], _shown(q["name"]), states)
         parts.append(t)
     t = Table(title="Lists", title_justify="left")
     t.add_column("key")
     t.add_column("depth", justify="right")
     t.add_column("oldest item", justify="right")
     for q in view["lists"]:
-        t.add_row(q["key"], str(q["depth"]), _age(q["oldest_age_s"]))
+        t.add_row(_shown(q["key"]), str(q["depth"]), _age(q["oldest_age_s"]))
     parts.append(t if view["lists"] else Text("No lists."))
     t = Table(title="Stream groups", title_justify="left")
     for c in ("stream", "length", "group", "lag", "pending", "consumers (pending, idle ms)"):
@@ -128,11 +148,11 @@ def render(view: dict, target: str):
     for s in view["streams"]:
         for g in s["groups"] or [None]:
             if g is None:
-                t.add_row(s["key"], str(s["length"]), "-", "-", "-", "")
+                t.add_row(_shown(s["key"]), str(s["length"]), "-", "-", "-", "")
                 continue
             cons = ", ".join("%s (%s, %s)" % (c.get("name"), c.get("pending"), c.get("idle"))
                              for c in g["consumers"])
-            t.add_row(s["key"], str(s["length"]), str(g["name"]), str(g["lag"]),
+            t.add_row(_shown(s["key"]), str(s["length"]), _shown(str(g["name"])), str(g["lag"]),
                       str(g["pending"]), cons)
     parts.append(t if view["streams"] else Text("No streams."))
     return Group(*parts)

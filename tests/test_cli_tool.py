@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 import shutil
@@ -160,13 +161,13 @@ def test_interactive_hints_from_command_docs_arguments(ref_server, tmp_path):
     assert "wrong number of arguments" in out and "  usage: LPUSH key element" in out
 
 
-def _queues_once(port, monkeypatch) -> str:
+def _queues_once(port, monkeypatch, *args) -> str:
     """hotkv queues --once in this process, its terminal 200 columns wide."""
     from hotkv import queues_tui
     monkeypatch.setenv("COLUMNS", "200")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert queues_tui.main(["-p", str(port), "--once"]) == 0
+        assert queues_tui.main(["-p", str(port), "--once", *args]) == 0
     return out.getvalue()
 
 
@@ -311,6 +312,59 @@ def test_queues_view_names_celery_dramatiq_and_taskiq(hotkv_server_factory, ref_
             assert "unacked 1" in want[("celery", "celery")]
         valkey.Valkey(host=host, port=port).flushall()
     assert seen["valkey"] == seen["hotkv"]   # the same view of the same jobs
+
+
+def _kombu_message(i, eta):
+    return json.dumps({"body": "", "content-type": "application/json", "properties": {},
+                       "headers": {"id": "task-%d" % i, "task": "t.add",
+                                   "eta": "2030-01-01T00:00:00+00:00" if eta else None}})
+
+
+def test_queues_view_bounded_reads_and_taskiq_layouts(hotkv_server_factory, ref_server,
+                                                      monkeypatch):
+    """The reads' bounds and taskiq's other layouts, on hotkv and on
+    valkey-server: Celery messages past the body budget count as queued and
+    the row says how many went unread; a taskiq stream whose group has no lag
+    (an entry deleted: XINFO says nil) is counted by XRANGE; a taskiq list in
+    another database (--url .../1).  Full counts equal server.inspect's."""
+    pytest.importorskip("rich", reason="rich (pip install 'hotkv[dashboard]') is missing")
+    from hotkv import queues_remote
+    server = hotkv_server_factory()
+    seen = {}
+    for name, port in (("hotkv", server.port), ("valkey", ref_server.port)):
+        r = valkey.Valkey(host="127.0.0.1", port=port)
+        r.flushall()
+        r.sadd("_kombu.binding.celery", "celery\x06\x16\x06\x16celery")
+        for i, eta in enumerate((True, False, False, True, False)):   # oldest first
+            r.lpush("celery", _kombu_message(i, eta))
+        ids = [r.xadd("taskiq", {"data": json.dumps({"task_id": str(i)})}) for i in range(5)]
+        r.xgroup_create("taskiq", "taskiq", "0")
+        r.xreadgroup("taskiq", "w1", {"taskiq": ">"}, count=2)
+        r.xdel("taskiq", ids[3])
+        assert r.xinfo_groups("taskiq")[0]["lag"] is None    # the XRANGE path is taken
+        r1 = valkey.Valkey(host="127.0.0.1", port=port, db=1)
+        r1.rpush("taskiq", "a", "b", "c")
+        full = _library_rows(_queues_once(port, monkeypatch))
+        in_db1 = _library_rows(_queues_once(port, monkeypatch, "--url",
+                                            "redis://127.0.0.1:%d/1" % port))
+        monkeypatch.setattr(queues_remote, "MAX_BODIES", 3)
+        bounded = _library_rows(_queues_once(port, monkeypatch))
+        monkeypatch.undo()
+        if name == "hotkv":
+            i = server.inspect
+            c, t = i.celery()["celery"], i.taskiq("taskiq")
+            assert full[("celery", "celery")] == "queued %d, eta %d, unacked 0, FAILURE 0" % (
+                len(c.queued), len(c.delayed))
+            assert full[("taskiq", "taskiq")] == "queued %d, pending %d" % (
+                len(t.queued), len(t.in_flight))
+            assert in_db1[("taskiq", "taskiq")] == "queued %d" % len(
+                i.taskiq("taskiq", db=1).queued)
+        # The 3 oldest read (one with an ETA), the 2 newest counted unread.
+        assert bounded[("celery", "celery")] == \
+            "queued 4, eta 1, unacked 0, FAILURE 0 (2 records unread: over the budget)"
+        seen[name] = (full, in_db1, bounded)
+        r.flushall()
+    assert seen["valkey"] == seen["hotkv"]
 
 
 def test_hotkv_help_lists_every_subcommand():
