@@ -92,7 +92,7 @@ def config_set(c, argv):
     config = c.server.config
     invalid_name = None
     errstr = err_name = None
-    failed = False
+    failed = deny_loading = False
     todo = []   # (canonical, name as spelled, text)
     for i in range(2, len(argv), 2):
         typed = cstr(argv[i])
@@ -109,6 +109,12 @@ def config_set(c, argv):
             errstr = "can't set immutable config" if not p.mutable else \
                 "can't set protected config"
             err_name = typed
+            failed = True
+            continue
+        if "L" in p.flags and c.server.loading:
+            # Valkey's DENY_LOADING_CONFIG: its LOADING error goes before any
+            # other (clients may retry on it, unlike a plain ERR).
+            deny_loading = True
             failed = True
             continue
         if any(t[0] == canon for t in todo):
@@ -156,6 +162,8 @@ def config_set(c, argv):
                         log.warning("could not restore %s after a failed CONFIG SET", canon)
         else:
             return OK
+    if deny_loading:
+        raise CommandError(errors.LOADING)
     if invalid_name is not None:
         raise CommandError("ERR Unknown option or number of arguments for CONFIG SET - '%s'"
                            % invalid_name)
