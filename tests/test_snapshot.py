@@ -231,6 +231,7 @@ def test_restore_with_the_aof_on_replays_to_the_restored_data(hotkv_server_facto
 def test_load_rdb_written_by_valkey(server, r, ref_server, tmp_path):
     import os
     ref = valkey.Valkey(host=ref_server.host, port=ref_server.port)
+    ref.flushall()      # the reference is the session's: other tests leave keys in it
     _fill(ref)
     want = _state(ref, exact=False)
     ref.save()
