@@ -105,6 +105,37 @@ def child_setup(parent: int):
     die_with_parent(parent)
 
 
+def run_child(parent: int, work, what: str, keep: tuple = (), lower_priority: bool = False):
+    """The whole life of a forked child; never returns.  Set up (``child_setup``
+    with ``lower_priority``, else only no GC and death with the parent),
+    close every inherited fd above 2 but ``keep`` (listening and client
+    sockets stay the parent's only: a parent killed mid-save must free its
+    port at once), run ``work()`` and exit 0 -- or exit 1 with
+    ``<what> failed: <error>`` on stderr."""
+    code = 1
+    try:
+        if lower_priority:
+            child_setup(parent)
+        else:
+            gc.disable()
+            die_with_parent(parent)
+        for fd in inherited_fds():
+            if fd > 2 and fd not in keep:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        work()
+        code = 0
+    except BaseException as e:
+        try:
+            os.write(2, ("%s failed: %r\n" % (what, e)).encode())
+        except BaseException:
+            pass
+    finally:
+        os._exit(code)
+
+
 def reaped():
     """A child from ``fork`` has ended (or could not start)."""
     global _children

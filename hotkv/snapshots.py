@@ -32,7 +32,6 @@ import signal
 import time
 
 from . import forkchild, rdbfile
-from .forkchild import inherited_fds
 
 log = logging.getLogger("hotkv")
 
@@ -146,24 +145,8 @@ class Snapshots:
             self._misconf()
             return False
         if pid == 0:  # pragma: no cover - the child
-            code = 1
-            try:
-                forkchild.child_setup(parent)
-                for fd in inherited_fds():   # the parent's sockets stay its own
-                    if fd > 2:
-                        try:
-                            os.close(fd)
-                        except OSError:
-                            pass
-                rdbfile.write_file(server, target)
-                code = 0
-            except BaseException as e:
-                try:
-                    os.write(2, ("Background RDB save child failed: %r\n" % (e,)).encode())
-                except BaseException:
-                    pass
-            finally:
-                os._exit(code)
+            forkchild.run_child(parent, lambda: rdbfile.write_file(server, target),
+                                "Background RDB save child", lower_priority=True)
         self.child_pid = pid
         self.child_start = time.monotonic()
         log.info("Background saving started by pid %d", pid)

@@ -43,13 +43,12 @@ the new base; the child imports nothing after the fork
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import signal
 import time
 
-from ..forkchild import die_with_parent, inherited_fds, load_prctl
+from ..forkchild import load_prctl, run_child
 from ..rdbfile import write_dataset
 from ..types.table import BY_CLASS
 from .files import OFF, ON, WAIT_REWRITE, _select, _unlink, _write_all, encode_into
@@ -222,32 +221,13 @@ class RewriteMixin:
             self._cleanup_failed_rewrite()
             return self._start_failed()
         if pid == 0:  # pragma: no cover - the child
-            code = 1
-            try:
-                gc.disable()
-                die_with_parent(parent)
+            def work():
                 tmp = os.path.join(tmp_dir, "temp-rewriteaof-bg-%d.aof" % os.getpid())
-                # Listening and client sockets stay the parent's only: a
-                # parent killed mid-rewrite must free its port at once.
-                for fd in inherited_fds():
-                    if fd > 2:
-                        try:
-                            os.close(fd)
-                        except OSError:
-                            pass
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 write_base(server, fd, now_ms, preamble)
                 os.fsync(fd)
                 os.close(fd)
-                code = 0
-            except BaseException as e:
-                code = 1
-                try:
-                    os.write(2, ("AOF rewrite child failed: %r\n" % (e,)).encode())
-                except BaseException:
-                    pass
-            finally:
-                os._exit(code)
+            run_child(parent, work, "AOF rewrite child")
         self.rw_pid = pid
         # INFO's total_forks counts every fork, this one too (as Valkey's).
         server.total_forks = getattr(server, "total_forks", 0) + 1

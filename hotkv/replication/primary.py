@@ -52,7 +52,6 @@ most one sync child runs.
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import signal
@@ -69,7 +68,7 @@ from ..aof.files import (
     encode_into,
 )
 from ..blocking import BLOCKED, block, unblock
-from ..forkchild import die_with_parent, inherited_fds, load_prctl
+from ..forkchild import load_prctl, run_child
 from .backlog import Backlog
 
 log = logging.getLogger("hotkv")
@@ -390,25 +389,8 @@ class Primary:
                 self._drop(lk, b"-ERR BGSAVE failed, replication can't continue\r\n")
             return
         if pid == 0:  # pragma: no cover - the child
-            code = 1
-            try:
-                gc.disable()
-                die_with_parent(parent)
-                for fd in inherited_fds():
-                    if fd > 2 and fd != wfd:
-                        try:
-                            os.close(fd)
-                        except OSError:
-                            pass
-                rdbfile.write_dataset(server, wfd)
-                code = 0
-            except BaseException as e:
-                try:
-                    os.write(2, ("Replication RDB child failed: %r\n" % (e,)).encode())
-                except BaseException:
-                    pass
-            finally:
-                os._exit(code)
+            run_child(parent, lambda: rdbfile.write_dataset(server, wfd),
+                      "Replication RDB child", keep=(wfd,))
         os.close(wfd)
         os.set_blocking(rfd, False)
         self.flush()       # what came before the fork is in the RDB, not in their stream
