@@ -108,6 +108,7 @@ def process_commands(client, commands) -> int:
                 reject(client, errors.SUBSCRIBED % cmd.name, cmd)
                 cmd = None
         else:
+            server.input_done = done
             cmd = _check(client, server, cmd, argv)
         if cmd is not None:
             # The clock read that ends one command starts the next.

@@ -113,7 +113,12 @@ class Connection(Client, asyncio.Protocol):
             if len(self.pending) > PENDING_PAUSE:
                 self._pause(1)
         else:
-            self._run(commands, error)
+            server = self.server
+            server.input_bytes, server.input_total = n, len(commands)
+            try:
+                self._run(commands, error)
+            finally:
+                server.input_bytes = 0
         if parser.held > _QBUF_LIMIT_MIN:
             self._check_query_buffer()
 

@@ -204,6 +204,10 @@ class Server:
         self.notify = None          # fn(db, key, cls, event) for keyspace events (notify)
         self.notify_new = False     # the notify module: emit "new" when a key is created
         self.current_client = None  # the client whose command runs (outermost call)
+        # The read whose commands run now (hotkv.net): its size and command
+        # count, and how many ran (set on the gated path only): maxmemory does
+        # not count the input not yet run (hotkv.eviction.not_counted).
+        self.input_bytes = self.input_total = self.input_done = 0
         self.monitors: list = []     # MONITOR clients (hotkv.cmdlog feeds them)
         self.feed_monitors = cmdlog.feed_monitors
         self.pause_check = None      # set by hotkv.pause while a CLIENT PAUSE is on
