@@ -128,6 +128,7 @@ class Server:
         "pending_flush", "dbs", "config", "tracking_on", "slow_gate", "__dict__",
         "test_hooks",   # hotkv.testing: faults / the journal while on (dispatch.call)
         "cluster",      # cluster-enabled: hotkv.cluster.state, or None (one test per command)
+        "queue_counts",  # per-list enqueue/dequeue counters while http-port is on, else None
     )
     acl_check = _gate("acl_check")
     maxmemory = _gate("maxmemory")
@@ -186,6 +187,7 @@ class Server:
         # the end of before_sleep (wait_until, wait_idle); off: None and [].
         self.test_hooks = None
         self.sleep_hooks: list = []
+        self.queue_counts = None      # hotkv.http.counts, counted by the list commands
         # stats
         self.stat_numcommands = 0
         self.stat_numconnections = 0

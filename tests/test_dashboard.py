@@ -147,9 +147,26 @@ def test_metrics_series_are_bounded_by_top_keys(hotkv_server_factory):
         r.rpush("q%d" % i, *range(i + 1))
     m = samples(get(port, "/metrics")[2].decode())
     depth = {dict(k[1])["key"]: v for k, v in m.items() if k[0] == "hotkv_queue_depth"}
-    assert depth == {"q9": 10, "q8": 9, "q7": 8}
+    # The 3 deepest, then the 3 counted keys most active since the previous
+    # sample (q4..q6 whatever the sampler's timing: by activity, then total).
+    assert depth == {"q9": 10, "q8": 9, "q7": 8, "q6": 7, "q5": 6, "q4": 5}
     s = state(port)
-    assert [x["key"] for x in s["lists"]] == ["q9", "q8", "q7"] and s["lists_total"] == 10
+    assert [x["key"] for x in s["lists"]] == ["q9", "q8", "q7", "q6", "q5", "q4"]
+    assert s["lists_total"] == 10
+    # A queue drained as fast as it fills: reported by its activity (its
+    # 200 elements in and out outrank any other key's count, sampled or not).
+    r.delete("q0")
+    for i in range(100):
+        r.lpush("q0", "job")
+        r.rpop("q0")
+    s = state(port)
+    assert [x["key"] for x in s["lists"]] == ["q9", "q8", "q7", "q0", "q6", "q5"]
+    assert s["lists"][3]["depth"] == 0 and not r.exists("q0")
+    assert (s["lists"][3]["enqueued"], s["lists"][3]["dequeued"]) == (101, 100)
+    m = samples(get(port, "/metrics")[2].decode())
+    q0 = (("db", "db0"), ("key", "q0"))
+    assert m[("hotkv_queue_enqueued_total", q0)] == 101
+    assert m[("hotkv_queue_dequeued_total", q0)] == 100
 
 
 BULLMQ_SCRIPT = r"""

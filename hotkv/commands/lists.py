@@ -25,6 +25,10 @@ Invariants:
   the null reply Redis gives there (BLMOVE: a null bulk, the others a null
   array), while a *timed out* BLMOVE answers a null array, as Redis does.
 
+Queue counters: while the dashboard is on (``server.queue_counts``, see
+hotkv/http/counts.py) every element pushed or removed is counted per key;
+off, the cost is one attribute test per command.
+
 Fast paths: the push and pop closures (``_pusher``, ``_popper``) count
 their own change when nobody watches, waits on or listens to the key,
 instead of calling ``Server.written``; tests/test_fastpaths_server.py::
@@ -136,6 +140,8 @@ def _range(lst, start: int, end: int) -> list:
 def _removed(c, db, key, lst, where: int, n: int):
     """After popping n elements from key: event, dirty, delete when empty."""
     server = c.server
+    if server.queue_counts is not None:
+        server.queue_counts.count(db, key, 0, n)
     if lst:
         server.written(db, key, "l", _POP_EVENT[where], n)
     else:
@@ -197,6 +203,8 @@ def _pusher(where: int, only_existing: bool, doc: str):
             server.written(db, key, "l", event, len(argv) - 2)
         else:
             server.dirty += len(argv) - 2
+        if server.queue_counts is not None:
+            server.queue_counts.count(db, key, len(argv) - 2, 0)
         return len(lst)
 
     push.__doc__ = doc
@@ -243,6 +251,8 @@ def linsert(c, argv):
         return -1
     lst.insert(i + 1 if after else i, argv[4])
     c.server.written(db, key, "l", "linsert")
+    if c.server.queue_counts is not None:
+        c.server.queue_counts.count(db, key, 1, 0)
     return len(lst)
 
 
@@ -400,6 +410,8 @@ def lrem(c, argv):
             lst.clear()
             lst.extend(kept)
     if removed:
+        if c.server.queue_counts is not None:
+            c.server.queue_counts.count(db, key, 0, removed)
         if lst:
             c.server.written(db, key, "l", "lrem", removed)
         else:
@@ -443,6 +455,8 @@ def ltrim(c, argv):
         for _ in range(rtrim_n):
             lst.pop()
     server = c.server
+    if server.queue_counts is not None and ltrim_n + rtrim_n:
+        server.queue_counts.count(db, key, 0, ltrim_n + rtrim_n)
     if lst:
         server.written(db, key, "l", "ltrim", ltrim_n + rtrim_n)
     else:
@@ -480,6 +494,8 @@ def _popper(where: int, doc: str):
                     and server.notify is None and not (server.tracking_on and (
                         key in server.tracking.table or server.tracking.prefixes)):
                 server.dirty += 1       # Server.written, inlined (see _pusher)
+                if server.queue_counts is not None:
+                    server.queue_counts.count(db, key, 0, 1)
             else:
                 _removed(c, db, key, lst, where, 1)
             return value
@@ -580,6 +596,8 @@ def _lmove(c, src, dst, wherefrom: int, whereto: int):
         dlst.append(value)
     # Redis's order: the push event, then the pop (and del); one dirty.
     server.written(db, dst, "l", _PUSH_EVENT[whereto], 0)
+    if server.queue_counts is not None:
+        server.queue_counts.count(db, dst, 1, 0)
     _removed(c, db, src, slst, wherefrom, 1)
     return value
 

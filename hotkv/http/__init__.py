@@ -8,15 +8,17 @@ with a message saying so, and nothing else in hotkv needs it.
 
 The server calls ``attach(server)`` once its loop is known (Server.attach_loop)
 and ``detach(server)`` at shutdown.  Invariant: with http-port 0 nothing runs
-(no socket, no timer, no sampling); changing it stops the old listener and
-starts the new one, and a port that cannot be served (in use, refused by the
-protected-mode rule of hotkv.http.auth, h11 missing) fails the CONFIG SET
-(or the start) with the reason and leaves the previous state.
+(no socket, no timer, no sampling, no per-list counting: hotkv.http.counts);
+changing it stops the old listener and starts the new one, and a port that
+cannot be served (in use, refused by the protected-mode rule of
+hotkv.http.auth, h11 missing) fails the CONFIG SET (or the start) with the
+reason and leaves the previous state.
 """
 
 from __future__ import annotations
 
 from ..config import ConfigError
+from . import counts
 
 
 def _start(server, port: int):
@@ -39,6 +41,8 @@ def set_port(server, port: int):
     if old is not None:
         old.stop()
     server.http = new
+    # The list commands count per key only while the dashboard is on.
+    (counts.start if new is not None else counts.stop)(server)
 
 
 def attach(server):
@@ -53,6 +57,7 @@ def detach(server):
     if svc is not None:
         svc.stop()
         server.http = None
+        counts.stop(server)
 
 
 __all__ = ["attach", "detach", "set_port"]

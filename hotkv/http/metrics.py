@@ -6,7 +6,12 @@ redis_commands_total{cmd}, redis_commands_duration_seconds_total{cmd},
 redis_db_keys{db="db0"}, redis_db_keys_expiring, redis_memory_used_bytes,
 redis_errors_total{err}, ...), then hotkv's own queue metrics:
 hotkv_queue_depth{db,key}, hotkv_queue_oldest_age_seconds{db,key},
-hotkv_queue_blocked_clients{db,key}, hotkv_stream_length{db,key},
+hotkv_queue_blocked_clients{db,key}, hotkv_queue_enqueued_total{db,key} and
+hotkv_queue_dequeued_total{db,key} (elements the list commands pushed and
+removed since http-port went on, hotkv.http.counts: rate() of them is the
+enqueue/dequeue rate), hotkv_stream_length{db,key},
+hotkv_stream_entries_added_total{db,key},
+hotkv_stream_group_entries_read_total{db,key,group},
 hotkv_stream_group_lag{db,key,group}, hotkv_stream_group_pending{db,key,group},
 hotkv_stream_group_oldest_pending_idle_seconds, hotkv_library_queue_jobs{library,db,
 queue,state}.
@@ -204,9 +209,27 @@ def _queue_metrics(out, snap):
         lab = {"db": "db%d" % q["db"], "key": q["key"]}
         out.add("hotkv_queue_blocked_clients", "gauge", "Clients blocked on a list",
                 q["blocked"], lab)
+    for name, field, help_ in (
+            ("hotkv_queue_enqueued_total", "enqueued",
+             "Elements pushed to a list (LPUSH, RPUSH, LINSERT, the push of LMOVE...)"),
+            ("hotkv_queue_dequeued_total", "dequeued",
+             "Elements removed from a list (pops, the pop of LMOVE..., LREM, LTRIM)")):
+        for q in snap["lists"]:
+            out.add(name, "counter", help_, q[field],
+                    {"db": "db%d" % q["db"], "key": q["key"]})
     for st in snap["streams"]:
         lab = {"db": "db%d" % st["db"], "key": st["key"]}
         out.add("hotkv_stream_length", "gauge", "Entries in a stream", st["length"], lab)
+    for st in snap["streams"]:
+        out.add("hotkv_stream_entries_added_total", "counter",
+                "Entries ever added to a stream (XINFO STREAM entries-added)",
+                st["entries_added"], {"db": "db%d" % st["db"], "key": st["key"]})
+    for st in snap["streams"]:
+        for g in st["groups"]:
+            out.add("hotkv_stream_group_entries_read_total", "counter",
+                    "Entries delivered to a stream group (XINFO GROUPS entries-read)",
+                    g["entries_read"],
+                    {"db": "db%d" % st["db"], "key": st["key"], "group": g["name"]})
     for name, field, help_ in (
             ("hotkv_stream_group_lag", "lag", "Entries a stream group has not delivered yet"),
             ("hotkv_stream_group_pending", "pending",

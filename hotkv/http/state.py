@@ -15,7 +15,19 @@ Invariants:
   sampling takes at most ~2 % of the loop's time (``Sampler.interval``),
   a request asking for fresh data at most ~10 % (``Sampler.current``);
 * the history is in memory and bounded: ``HISTORY`` samples (5 minutes at
-  one a second) of the server's rates and of each reported queue's depth.
+  one a second) of the server's rates and of each reported queue's depth
+  and enqueue/dequeue rates;
+* a list's enqueue and dequeue rates are real: the deltas per second of its
+  counters (hotkv.http.counts: every element the list commands pushed or
+  removed), not the net change of its depth -- a queue with 1,000 jobs/s
+  in and 1,000 out shows 1,000 and 1,000, even when it is empty at every
+  sample.  The lists reported are the ``http-metrics-top-keys`` deepest,
+  plus up to as many of the counted keys most active since the previous
+  sample (a queue drained as fast as it fills has depth 0, or no key at
+  all): at most twice top-keys.  A stream's enqueue rate is its
+  entries-added counter's, a group's dequeue rate its entries-read's
+  (entries delivered); the server-wide rates add up every counted list and
+  every stream of the scan.
 """
 
 from __future__ import annotations
@@ -27,6 +39,7 @@ import time
 from collections import deque
 
 from .. import queues
+from . import counts as qcounts
 from ..registry import COMMANDS
 from ..types.lists import ListValue
 from ..types.stream import Stream
@@ -40,11 +53,6 @@ MAX_INTERVAL = 60.0           # the longest wait between samples (a huge keyspac
 MAX_CONSUMERS = 50            # consumers listed per stream group
 SLOWLOG_SHOWN = 10
 
-# Commands that put a job in / take one out: the server-wide enqueue and
-# dequeue rates are the rates of their calls (INFO commandstats).
-ENQUEUE_CMDS = ("lpush", "rpush", "lpushx", "rpushx", "xadd", "zadd")
-DEQUEUE_CMDS = ("lpop", "rpop", "blpop", "brpop", "lmove", "blmove", "rpoplpush",
-                "brpoplpush", "lmpop", "blmpop", "xreadgroup", "bzpopmin", "zpopmin")
 
 
 class _InfoAsker:
@@ -149,10 +157,11 @@ def _job_time(library: str, job) -> float | None:
 # -- the snapshot ---------------------------------------------------------
 
 def _db_scan(server, db, now_ms: int):
-    """(lists, streams, type counts) of one db: at most SCAN_LIMIT keys."""
+    """(lists, streams, type counts, [entries added, entries delivered] of
+    its streams) of one db: at most SCAN_LIMIT keys."""
     d = server.dbs[db]
     exp = d.expires
-    lists, streams, types = [], [], {}
+    lists, streams, types, flow = [], [], {}, [0, 0]
     for key, value in itertools.islice(d.data.items(), SCAN_LIMIT):
         if exp and exp.get(key, now_ms + 1) <= now_ms:
             continue
@@ -163,7 +172,12 @@ def _db_scan(server, db, now_ms: int):
             lists.append((len(value), key))
         elif t is Stream:
             streams.append((len(value), key))
-    return lists, streams, types
+            flow[0] += value.entries_added
+            if value.groups:
+                # entries-read, where Valkey keeps it valid (XINFO's)
+                flow[1] += sum(g.entries_read for g in value.groups.values()
+                               if g.entries_read >= 0)
+    return lists, streams, types, flow
 
 
 _TYPE_LABELS = {"bytes": "string", "bytearray": "string", "ListValue": "list",
@@ -175,14 +189,49 @@ def _text(b: bytes) -> str:
     return b.decode("utf-8", "backslashreplace")
 
 
-def _list_view(server, db, key, now_s):
-    value = server.dbs[db].data[key]
+def _list_view(server, db, key, now_s, counted, dt):
+    """A list (or a counted key that holds none now: depth 0) with its
+    counters (None when not counted) and their rates over ``dt`` s."""
+    value = queues._live(server, db, key)
+    if type(value) is not ListValue:
+        value = ()
     # Producers LPUSH and consumers take from the right (BRPOP, BLMOVE
     # RIGHT): the oldest item is the tail, the usual Redis queue.
     when = item_time(value[-1]) if len(value) else None
+    enq = deq = None
+    in_rate = out_rate = 0.0
+    if counted is not None:
+        enq, deq, d_enq, d_deq = counted
+        if dt:
+            in_rate, out_rate = round(d_enq / dt, 2), round(d_deq / dt, 2)
     return {"db": db, "key": _text(key), "depth": len(value),
             "blocked": len(server.dbs[db].blocking.get(key) or ()),
-            "oldest_age_s": None if when is None else max(0.0, round(now_s - when, 3))}
+            "oldest_age_s": None if when is None else max(0.0, round(now_s - when, 3)),
+            "enqueued": enq, "dequeued": deq, "enqueue_rate": in_rate,
+            "dequeue_rate": out_rate}
+
+
+def _report_lists(server, found: list, sweep, top_n: int, now_ms: int) -> list:
+    """(db, key) of the lists to report: the top_n deepest of ``found``
+    ((depth, db, key), sorted), then up to top_n counted keys, most active
+    since the previous sample first, that hold a list or nothing."""
+    chosen = [(db, k) for _, db, k in found[:top_n]]
+    if not sweep:
+        return chosen
+    have = set(chosen)
+    active = []
+    for dk, v in sweep.items():
+        if dk is None or dk in have:
+            continue
+        active.append((-(v[2] + v[3]), -(v[0] + v[1]), dk))
+    active.sort(key=lambda t: t[:2])
+    for _, _, (db, k) in active:
+        if len(chosen) >= 2 * top_n:
+            break
+        value = queues._live(server, db, k)
+        if value is None or type(value) is ListValue:
+            chosen.append((db, k))
+    return chosen
 
 
 def _stream_view(server, db, key, now_ms: int):
@@ -299,17 +348,21 @@ def _latency(server) -> list:
     return out
 
 
-def snapshot(server, top_n: int) -> dict:
-    """One snapshot of ``server`` (see the module docstring)."""
+def snapshot(server, top_n: int, sweep=None) -> dict:
+    """One snapshot of ``server`` (see the module docstring); ``sweep``: the
+    list counters (hotkv.http.counts.QueueCounts.sweep), None when off."""
     now_ms = queues.now_ms(server)
     now_s = now_ms / 1000
     info_raw = _info_all(server).decode("utf-8", "replace")
     info = parse_info(info_raw)
     keyspace, lists, streams, libraries = [], [], [], []
+    flow = [0, 0]
     for db in range(len(server.dbs)):
         if not server.dbs[db].data:
             continue
-        found_lists, found_streams, types = _db_scan(server, db, now_ms)
+        found_lists, found_streams, types, db_flow = _db_scan(server, db, now_ms)
+        flow[0] += db_flow[0]
+        flow[1] += db_flow[1]
         ks = kv_fields(info.get("keyspace", {}).get("db%d" % db, ""))
         keyspace.append({"db": db, "keys": _num(ks.get("keys")),
                          "expires": _num(ks.get("expires")),
@@ -320,21 +373,27 @@ def snapshot(server, top_n: int) -> dict:
             libraries.extend(_library_views(server, db, now_s))
     lists.sort(key=lambda t: (-t[0], t[1], t[2]))
     streams.sort(key=lambda t: (-t[0], t[1], t[2]))
-    cmdstats = {k[len("cmdstat_"):]: _num(kv_fields(v).get("calls"))
-                for k, v in info.get("commandstats", {}).items()}
+    dt = sweep[None] if sweep else None
+    sweep = sweep or {}
     return {
         "time": now_s,
         "server": _server_view(info, server),
         "keyspace": keyspace,
-        "lists": [_list_view(server, db, k, now_s) for _, db, k in lists[:top_n]],
+        "lists": [_list_view(server, db, k, now_s, sweep.get((db, k)), dt)
+                  for db, k in _report_lists(server, lists, sweep, top_n, now_ms)],
         "lists_total": len(lists),
+        "lists_counted": bool(sweep),
         "streams": [_stream_view(server, db, k, now_ms) for _, db, k in streams[:top_n]],
         "streams_total": len(streams),
         "libraries": libraries,
         "slowlog": _slowlog(server),
         "latency": _latency(server),
-        "enqueue_calls": sum(cmdstats.get(c, 0) for c in ENQUEUE_CMDS),
-        "dequeue_calls": sum(cmdstats.get(c, 0) for c in DEQUEUE_CMDS),
+        # Server-wide: the elements every counted list took in / gave out
+        # since the previous sample, and every stream's totals.
+        "lists_enqueued_since": sum(v[2] for k, v in sweep.items() if k is not None),
+        "lists_dequeued_since": sum(v[3] for k, v in sweep.items() if k is not None),
+        "streams_added": flow[0],
+        "streams_delivered": flow[1],
         "info": info,
     }
 
@@ -353,7 +412,9 @@ class Sampler:
         self.series = {name: deque(maxlen=HISTORY)
                        for name in ("ops", "enqueue", "dequeue", "memory", "clients")}
         self.depths: dict = {}       # "db:key" -> deque of depths (queues reported now)
-        self.rates: dict = {}        # "db:key" -> latest net depth change per second
+        # "db:key" -> (deque of enqueue rates, deque of dequeue rates), per
+        # sample: lists by their counters, streams by entries added/read.
+        self.flows: dict = {}
         self.cost = 0.0              # seconds the last snapshot took
         self.interval = 1.0          # seconds between samples (longer when costly)
 
@@ -377,13 +438,15 @@ class Sampler:
 
     def sample(self) -> dict:
         t0 = time.perf_counter()
-        snap = snapshot(self.server, self.top_n())
+        now = time.monotonic()
+        counts = self.server.queue_counts
+        sweep = counts.sweep(self.server, now) if counts is not None else None
+        snap = snapshot(self.server, self.top_n(), sweep)
         # A costly snapshot (a big keyspace) is taken less often: at most
         # ~2 % of the loop's time goes to sampling.
         self.cost = time.perf_counter() - t0
         self.interval = min(MAX_INTERVAL, max(1.0, self.cost * 50))
         prev, prev_at = self.last, self.last_at
-        now = time.monotonic()
         dt = now - prev_at if prev is not None else 0.0
         self._rates(snap, prev, dt)
         self.times.append(round(snap["time"], 3))
@@ -393,34 +456,53 @@ class Sampler:
         self.series["dequeue"].append(snap["dequeue_rate"])
         self.series["memory"].append(s["used_memory"])
         self.series["clients"].append(s["clients"])
-        keep = {}
+        keep, flows = {}, {}
         for q in snap["lists"]:
             name = "%d:%s" % (q["db"], q["key"])
-            ring = self.depths.get(name)
-            if ring is None:   # a queue new to the report: its past is zeros
-                ring = deque([None] * (len(self.times) - 1), maxlen=HISTORY)
-            ring.append(q["depth"])
-            keep[name] = ring
+            self._ring(self.depths, keep, name).append(q["depth"])
+            ins, outs = self._flow(name, flows)
+            ins.append(q["enqueue_rate"])
+            outs.append(q["dequeue_rate"])
         for st in snap["streams"]:
             name = "%d:%s" % (st["db"], st["key"])
-            ring = self.depths.get(name) or deque([None] * (len(self.times) - 1),
-                                                  maxlen=HISTORY)
-            ring.append(st["length"])
-            keep[name] = ring
-        self.depths = keep
+            self._ring(self.depths, keep, name).append(st["length"])
+            ins, outs = self._flow(name, flows)
+            ins.append(st["enqueue_rate"])
+            outs.append(st["dequeue_rate"])
+        self.depths, self.flows = keep, flows
         self.last, self.last_at = snap, now
         return snap
 
+    def _blank(self) -> deque:
+        """The ring of a queue new to the report: its past is unknown."""
+        return deque([None] * (len(self.times) - 1), maxlen=HISTORY)
+
+    def _ring(self, old: dict, new: dict, name: str) -> deque:
+        ring = old.get(name)
+        new[name] = ring = self._blank() if ring is None else ring
+        return ring
+
+    def _flow(self, name: str, new: dict):
+        pair = self.flows.get(name)
+        new[name] = pair = (self._blank(), self._blank()) if pair is None else pair
+        return pair
+
     def _rates(self, snap, prev, dt):
-        """Per second since the previous sample: the server's enqueue and
-        dequeue calls, each list's and library queue's net depth change,
-        each stream's added entries and each group's delivered ones."""
+        """Per second since the previous sample: the server's enqueued and
+        dequeued elements and entries, each list's and library queue's net
+        depth change, each stream's added entries and each group's
+        delivered ones (the server's and the streams' totals; each list's
+        own rates are its counters', taken by snapshot)."""
         ok = prev is not None and dt > 0
 
         def rate(new, old):
             return round(max(0.0, (new - old) / dt), 2) if ok and old is not None else 0.0
-        snap["enqueue_rate"] = rate(snap["enqueue_calls"], prev and prev["enqueue_calls"])
-        snap["dequeue_rate"] = rate(snap["dequeue_calls"], prev and prev["dequeue_calls"])
+        snap["enqueue_rate"] = round(
+            (snap["lists_enqueued_since"] / dt if ok else 0.0)
+            + rate(snap["streams_added"], prev and prev["streams_added"]), 2)
+        snap["dequeue_rate"] = round(
+            (snap["lists_dequeued_since"] / dt if ok else 0.0)
+            + rate(snap["streams_delivered"], prev and prev["streams_delivered"]), 2)
         old_lists = {(q["db"], q["key"]): q for q in (prev or {}).get("lists", ())}
         for q in snap["lists"]:
             old = old_lists.get((q["db"], q["key"]))
@@ -441,10 +523,13 @@ class Sampler:
                 g["delivered"] = read
                 g["dequeue_rate"] = rate(read, og.get("delivered") if og else None) \
                     if read is not None else None
+            st["dequeue_rate"] = round(sum(g["dequeue_rate"] or 0.0 for g in st["groups"]), 2)
 
     def history(self) -> dict:
         return {"t": list(self.times), **{k: list(v) for k, v in self.series.items()},
-                "depths": {k: list(v) for k, v in self.depths.items()}}
+                "depths": {k: list(v) for k, v in self.depths.items()},
+                "flows": {k: {"in": list(i), "out": list(o)}
+                          for k, (i, o) in self.flows.items()}}
 
 
 def _delivered(stream: dict, group: dict):
