@@ -425,10 +425,16 @@ class Server:
         test reads: the AOF writer, the replication feed (while the backlog
         exists, hotkv.replication.primary), both, or None."""
         writer = self.aof_writer
-        feed = self.repl.primary if self.repl.backlog is not None else None
+        repl = self.repl
+        if repl.role != "master":
+            # A replica passes its primary's stream on as received (chained
+            # replication, hotkv.replication.replica): nothing of its own.
+            self.aof = writer
+            return
+        feed = repl.primary if repl.backlog is not None else None
         if feed is None:
             # No backlog: the offset still counts the AOF's commands (Valkey's).
-            self.aof = None if writer is None else CountedAOF(writer, self.repl)
+            self.aof = None if writer is None else CountedAOF(writer, repl)
         elif writer is None:
             self.aof = feed
         else:

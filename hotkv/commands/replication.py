@@ -243,20 +243,7 @@ def info_replication(server):
     if repl.primary is not None:
         repl.primary.flush()       # the backlog's figures include this turn's writes
     out = [("role", "master")]
-    now = _now()
-    lines = []
-    for lk in repl.replicas:
-        ip = lk.ip or lk.client.addr.rsplit(":", 1)[0].strip("[]")
-        lines.append(("ip=%s,port=%d,state=%s,offset=%d,lag=%d,type=replica"
-                      % (ip, lk.port, _primary.STATE_NAMES[lk.state], lk.ack_off,
-                         int(now - lk.ack_time))))
-    out.append(("connected_slaves", len(lines)))
-    primary = repl.primary
-    if primary is not None and server.config.values["min-replicas-to-write"] \
-            and server.config.values["min-replicas-max-lag"]:
-        out.append(("min_slaves_good_slaves", primary.good))
-    for i, line in enumerate(lines):
-        out.append(("slave%d" % i, line))
+    out += _primary.replica_lines(server, _now())
     out += [
         ("replicas_waiting_psync", 0),
         ("master_failover_state", "no-failover"),

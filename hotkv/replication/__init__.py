@@ -18,7 +18,9 @@ Fields (Valkey's names where it has them):
   backlog exists, one per command that would be streamed (``CountedAOF``,
   Valkey's count without a backlog);
 * ``backlog`` -- a ``hotkv.replication.backlog.Backlog`` or None (created
-  with the first replica, as Valkey does, and kept afterwards);
+  with the first replica, as Valkey does, and kept afterwards); on a
+  replica, the primary's stream as applied, made at each full sync (the
+  replica side appends to it and passes it on to sub-replicas);
 * ``replicas`` -- the ``primary.ReplicaLink`` of every replica connection,
   in attach order (INFO's ``slaveN`` numbering).
 
@@ -31,8 +33,9 @@ Invariants: ``master_repl_offset`` only grows while ``replid`` stays; the
 backlog, when present, ends at ``master_repl_offset`` once the primary's
 per-turn buffer is flushed; ``server.aof`` (the
 propagation sink) includes the primary feed exactly while ``backlog`` is
-not None, so a server that never had a replica propagates nothing more
-than before.
+not None and ``role`` is ``"master"``, so a server that never had a
+replica propagates nothing more than before, and a replica adds nothing of
+its own to the stream it passes on (chained replication).
 """
 
 from __future__ import annotations

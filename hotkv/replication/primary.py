@@ -256,6 +256,18 @@ class Primary:
             return
         data = bytes(buf)
         self.buf = bytearray()
+        self._distribute(data)
+
+    def relay(self, data: bytes):
+        """Chained replication: the stream this replica applied, as its
+        primary sent it, to the backlog and the sub-replicas (Valkey's
+        replicationFeedStreamFromPrimaryStream).  The offset is the
+        replica side's (hotkv.replication.replica sets it)."""
+        if self.buf:       # (never on a replica: its feed is not linked)
+            self.flush()
+        self._distribute(data)
+
+    def _distribute(self, data: bytes):
         backlog = self.repl.backlog
         if backlog is None:          # freed (repl-backlog-ttl): nobody to send it to
             return
@@ -675,7 +687,7 @@ class Primary:
                 if (idle >= delay or (most and len(waiting) >= most)
                         or not values["repl-diskless-sync"]):
                     self.start_sync()
-        if repl.backlog is not None and repl.replicas and \
+        if repl.backlog is not None and repl.replicas and repl.role == "master" and \
                 now_m - self.last_ping >= values["repl-ping-replica-period"]:
             self.last_ping = now_m
             if server.pause_check is None:
@@ -735,4 +747,23 @@ class Primary:
             self._abort_job("shutdown")
 
 
-__all__ = ["Primary", "ReplicaLink", "STATE_NAMES", "ONLINE"]
+def replica_lines(server, now: float) -> list:
+    """INFO replication's connected_slaves, min_slaves_good_slaves and
+    slaveN fields (both roles: a replica lists its sub-replicas)."""
+    repl = server.repl
+    lines = []
+    for i, lk in enumerate(repl.replicas):
+        ip = lk.ip or lk.client.addr.rsplit(":", 1)[0].strip("[]")
+        lines.append(("slave%d" % i, "ip=%s,port=%d,state=%s,offset=%d,lag=%d,type=replica"
+                      % (ip, lk.port, STATE_NAMES[lk.state], lk.ack_off,
+                         int(now - lk.ack_time))))
+    out = [("connected_slaves", len(lines))]
+    values = server.config.values
+    primary = repl.primary
+    if primary is not None and values["min-replicas-to-write"] \
+            and values["min-replicas-max-lag"]:
+        out.append(("min_slaves_good_slaves", primary.good))
+    return out + lines
+
+
+__all__ = ["Primary", "ReplicaLink", "STATE_NAMES", "ONLINE", "replica_lines"]

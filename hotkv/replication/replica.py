@@ -25,17 +25,31 @@ EXEC, as Valkey's ``reploff``); ``REPLCONF GETACK`` answers ``REPLCONF ACK
 -- the offset the local AOF holds fsynced, for WAITAOF -- while the AOF is
 on.  When the link breaks, the master client and its offset are kept for
 the next ``PSYNC`` (Valkey's cached primary); reconnection backs off from
-0.1 s to 1 s, the pace of Valkey's replicationCron.  The applied bytes, as received, go to
-the link's ``backlog`` (Valkey's replica backlog, INFO's repl_backlog_*);
-``REPLICAOF NO ONE`` hands it to the primary side, so the other replicas
-of the old primary continue from hotkv with a partial resync.  Commands
+0.1 s to 1 s, the pace of Valkey's replicationCron.
+
+Chained replication (Valkey's replica proxies its primary's stream): the
+applied bytes, exactly as received, go to ``server.repl.backlog`` (made at
+each full sync, from the primary's offset) and to the replicas of this
+replica (``Primary.relay``); nothing of hotkv's own is added to that stream
+(``Server.relink_propagation`` leaves the primary side's feed out while
+``role == "slave"``, and its cron sends no PING).  So a sub-replica sees
+the top primary's replid and offsets: PSYNC is served from that backlog,
+a full sync gets ``+FULLRESYNC <primary's replid> <applied offset>`` and
+an RDB whose ``repl-stream-db`` aux field names the db the stream has
+selected (read back here too: the master client starts in that db, as
+Valkey's replicationCreatePrimaryClient).  SYNC/PSYNC while the link is
+not up answers ``-NOMASTERLINK`` (``sync_refusal``).  The sub-replicas
+are disconnected, to resync, when this replica loads a new RDB, when its
+primary's replid changes (``+CONTINUE <new id>``), on REPLICAOF and on
+``REPLICAOF NO ONE``, which shifts the replid (the primary's becomes
+replid2 up to the offset) so they continue with ``+CONTINUE`` -- the
+other replicas of the old primary too.  Commands
 the replica fails are logged as Valkey logs them ("== CRITICAL == ...");
 ``tls-replication yes`` makes the link TLS.  An RDB saved by a replica
 holds ``repl-stream-db`` / ``repl-id`` / ``repl-offset`` (``ReplState.
 rdb_aux``); started again from it with ``replicaof``, hotkv offers that
 history as its cached primary (``ReplState.loaded_aux``) and continues with
-a partial resync, as Valkey does.  Not done: passing the stream
-on to replicas of this replica (chained replication).
+a partial resync, as Valkey does.
 
 While hotkv is a replica: ``server.repl.role == "slave"``; the dispatcher's
 ``repl_check`` gate refuses writes from ordinary clients
@@ -67,6 +81,7 @@ from ..dispatch import process_command, reject
 from ..keyindex import KeyIndex
 from ..multi import discard_transaction
 from .backlog import Backlog
+from .primary import replica_lines
 from .replica_gate import MASTERDOWN, READONLY, refuses_writes, running_stale
 
 log = logging.getLogger("hotkv")
@@ -194,10 +209,6 @@ class ReplicaLink:
         self.full_syncs = 0
         self.partial_syncs = 0
         self.failures = 0
-        # The primary's stream as applied since the last full sync (Valkey's
-        # replica backlog): handed to the primary side at promotion, so the
-        # other replicas of the old primary can PSYNC from hotkv.
-        self.backlog = None
         # WAITAOF on the primary: the offset this replica's AOF holds fsynced
         # (Valkey's fsynced_reploff; -1 while the AOF is off or its first
         # rewrite runs, and then no FACK is sent), and the (offset, time) of
@@ -498,6 +509,10 @@ class ReplicaLink:
         if self.stopped:
             return
         log.info("PRIMARY <-> REPLICA sync: Flushing old data")
+        # Replicas of this replica hold the old history (Valkey's
+        # replicationAttachToNewPrimary); the old backlog goes with it.
+        _drop_replicas(server)
+        server.repl.backlog = None
         try:
             old = _install(server, loaded)
         except rdbfile.RDBLoadError as e:
@@ -516,7 +531,15 @@ class ReplicaLink:
         repl.replid = replid
         repl.clear_replid2()
         repl.master_repl_offset = offset
-        self.backlog = Backlog(values.get("repl-backlog-size", 1 << 20), offset + 1)
+        # The stream continues in the db the primary's stream had selected
+        # at its fork (the RDB's repl-stream-db; a chained primary sends no
+        # SELECT before its next command).
+        db = loaded.aux.get(b"repl-stream-db", b"")
+        if db.isdigit() and int(db) < len(server.dbs):
+            self.client.db = server.dbs[int(db)]
+        # A new history: the stream from the primary's offset on, for
+        # sub-replicas' PSYNCs and for a promotion.
+        repl.backlog = Backlog(values.get("repl-backlog-size", 1 << 20), offset + 1)
         log.info("PRIMARY <-> REPLICA sync: Finished with success")
         # An AOF that is on is rewritten from the new dataset (as Valkey
         # restarts it after a full sync), so a restart finds this data.
@@ -538,6 +561,14 @@ class ReplicaLink:
             repl.second_replid_offset = self.reploff + 1
             self.replid = new_replid
             repl.replid = new_replid
+            # Sub-replicas learn the new id by reconnecting (+CONTINUE).
+            _drop_replicas(self.server)
+        if repl.backlog is None:
+            # A primary turned replica that had no backlog (Valkey creates
+            # it on a successful PSYNC).
+            repl.backlog = Backlog(self.server.config.values.get("repl-backlog-size", 1 << 20),
+                                   self.reploff + 1)
+        repl.master_repl_offset = self.reploff
         self.read_reploff = self.reploff
         self.partial_syncs += 1
 
@@ -622,10 +653,14 @@ class ReplicaLink:
                     self.pending_bytes = 0
             done = self.reploff - applied
             if done:
-                # The applied bytes, exactly as the primary sent them.
-                if self.backlog is not None:
-                    self.backlog.append(bytes(raw[:done]))
+                # The applied bytes, exactly as the primary sent them, to the
+                # backlog and the sub-replicas (chained replication).
+                data = bytes(raw[:done])
                 del raw[:done]
+                if repl.replicas:
+                    repl.primary.relay(data)
+                elif repl.backlog is not None:
+                    repl.backlog.append(data)
             repl.master_repl_offset = self.reploff
 
 
@@ -695,14 +730,17 @@ def become_replica(server, host: str, port: int):
     else:
         # A primary turning replica offers its own history (Valkey's
         # replicationCachePrimaryUsingMyself): a PSYNC may continue it.
+        if repl.primary is not None:
+            repl.primary.flush()        # this turn's writes are in the backlog
         cached = (repl.replid, repl.master_repl_offset)
-        _drop_replicas(server)
+    # Our replicas resync with us, to learn of the change (Valkey's
+    # disconnectReplicas); the backlog stays: a +CONTINUE extends it.
+    _drop_replicas(server)
     link = ReplicaLink(server, host, port)
     link.cached = cached
     if old is not None and old.client is not None:
         link.client = old.client
         link.replid, link.reploff = old.replid, old.reploff
-        link.backlog = old.backlog
     elif cached is not None:
         link.client = link._new_client()
         link.replid, link.reploff = cached
@@ -710,6 +748,7 @@ def become_replica(server, host: str, port: int):
     repl.role = "slave"
     server.replica_link = link
     server.repl_check = repl_check     # the dispatcher's gate (hotkv.server._gate)
+    server.relink_propagation()        # nothing of ours goes into the stream now
     if server.loop is not None:
         link.start()
     return link
@@ -731,27 +770,33 @@ def become_primary(server):
     repl.role = "master"
     server.replica_link = None
     server.repl_check = None
-    if link.backlog is not None and repl.backlog is None:
+    # Sub-replicas reconnect to learn the new id; they continue with
+    # +CONTINUE from the backlog (Valkey's replicationUnsetPrimary).
+    _drop_replicas(server)
+    if repl.backlog is not None:
         # The primary side serves PSYNCs from the stream this replica applied
-        # (Valkey keeps its replica backlog when promoted); its stream starts
-        # with a SELECT (Valkey's replicaseldb = -1).
-        primary = repl.get_primary()
-        primary.seldb = -1
-        repl.backlog = link.backlog
-        server.relink_propagation()
+        # (Valkey keeps its backlog when promoted); its own stream starts
+        # with a SELECT (Valkey's replicas_eldb = -1).
+        repl.get_primary().seldb = -1
+    server.relink_propagation()
 
 
 def _drop_replicas(server):
-    """Replicas of this server must resync once it follows someone
-    (Valkey's disconnectReplicas).  The backlog goes too: a replica's offset
-    is its primary's, which the primary side's feed would not follow (hotkv
-    does not proxy its primary's stream to replicas of its own)."""
+    """Our replicas' connections closed, so that they resync (Valkey's
+    disconnectReplicas): they learn a new replid or a new dataset."""
     repl = server.repl
     for link in list(repl.replicas):
         link.client.close()
-    if repl.backlog is not None:
-        repl.backlog = None
-        server.relink_propagation()
+        if repl.primary is not None:
+            repl.primary.gone(link.client)
+
+
+def sync_refusal(server):
+    """SYNC/PSYNC on a replica whose link is not up (Valkey's syncCommand)."""
+    link = server.replica_link
+    if link is not None and link.state != "connected":
+        return "NOMASTERLINK Can't SYNC while not connected with my master"
+    return None
 
 
 def repl_check(client, cmd, argv, phase: int) -> bool:
@@ -834,8 +879,8 @@ def info_fields(server) -> list:
         ("replica_announced", 1 if values.get("replica-announced", True) else 0),
     ]
     repl = server.repl
+    out += replica_lines(server, now)
     out += [
-        ("connected_slaves", len(repl.replicas)),
         ("replicas_waiting_psync", 0),
         ("master_failover_state", "no-failover"),
         ("master_replid", repl.replid),
@@ -843,14 +888,7 @@ def info_fields(server) -> list:
         ("master_repl_offset", repl.master_repl_offset),
         ("second_repl_offset", repl.second_replid_offset),
     ]
-    b = link.backlog
-    if b is not None:
-        out += [("repl_backlog_active", 1),
-                ("repl_backlog_size", values.get("repl-backlog-size", 1048576)),
-                ("repl_backlog_first_byte_offset", b.first_offset()),
-                ("repl_backlog_histlen", b.histlen)]
-    else:
-        out += repl.backlog_fields()
+    out += repl.backlog_fields()
     return out
 
 
@@ -868,4 +906,5 @@ def start_from_config(server):
 
 __all__ = ["ReplicaLink", "become_replica", "become_primary", "repl_check", "role_reply",
            "info_fields", "start_from_config", "READONLY", "MASTERDOWN", "command_size",
+           "sync_refusal",
            "refuses_writes", "running_stale"]
