@@ -1,8 +1,6 @@
 """Server commands that act on the whole dataset or the process: FLUSHALL,
-FLUSHDB, DBSIZE, TIME, LASTSAVE, SAVE, BGSAVE, SHUTDOWN; and cluster.c's
-MIGRATE (real: RESTOREs on the target; to a node of the same in-process
-cluster, hotkv.cluster.embedded, without a socket).  CLUSTER is
-``commands/cluster.py``.
+FLUSHDB, DBSIZE, TIME, LASTSAVE, SAVE, BGSAVE, SHUTDOWN.  CLUSTER is
+``commands/cluster.py``, MIGRATE ``commands/migrate.py``.
 
 The other server commands have their own modules, by concept as Valkey's
 source files: INFO (``info``), CONFIG (``config_cmds``), DEBUG and MEMORY
@@ -28,17 +26,13 @@ sends no reply -- the connection closes, as with Redis.
 from __future__ import annotations
 
 import logging
-import socket
 
-from .. import errors, rdb
+from .. import errors
 from ..blocking import BLOCKED
-from ..cluster.local import connect as local_node
-from ..encodings import object_encoding
 from ..errors import CommandError
 from ..lazyfree import free_later
-from ..registry import command, spec
+from ..registry import command
 from ..resp import OK, Simple
-from ..util import string2ll
 
 log = logging.getLogger("hotkv")
 
@@ -215,178 +209,7 @@ def shutdown(c, argv):
     return BLOCKED
 
 
-# -- CLUSTER: hotkv/commands/cluster.py (imported here: its place in the command
-# table, and so COMMAND's order, stays the one CLUSTER always had) -------------
-from . import cluster  # noqa: E402,F401
-
-# -- MIGRATE ----------------------------------------------------------------------
-# Valkey's migrateCommand: the keys go to the target as RESTORE commands over
-# one blocking connection (the command blocks the server as Valkey's does),
-# the ones the target acknowledged are deleted here (unless COPY) and the
-# command is propagated as DEL of those.  hotkv keeps no connection cache:
-# each MIGRATE connects, SELECTs and closes (Valkey's cache only saves the
-# connect and the SELECT).
-
-def _migrate_keys(argv):
-    """The key positions of a MIGRATE (Valkey's migrateGetKeys)."""
-    if len(argv) < 6:
-        return []
-    j = 6
-    while j < len(argv):
-        opt = argv[j].lower()
-        if opt == b"auth":
-            j += 1
-        elif opt == b"auth2":
-            j += 2
-        elif opt == b"keys" and not argv[3]:
-            return list(range(j + 1, len(argv)))
-        j += 1
-    return [3]
-
-
-class _MigrateError(Exception):
-    pass
-
-
-def _resp_array(args) -> bytes:
-    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
-
-
-def _read_line(sock, buf: bytearray) -> bytes:
-    while b"\r\n" not in buf:
-        chunk = sock.recv(4096)
-        if not chunk:
-            raise OSError("connection closed")
-        buf += chunk
-    end = buf.index(b"\r\n")
-    line = bytes(buf[:end])
-    del buf[:end + 2]
-    return line
-
-
-def _migrate_options(argv):
-    """MIGRATE's options: (copy, replace, username, password, index of the
-    first key, number of keys)."""
-    copy = replace = False
-    username = password = None
-    first, num = 3, 1
-    j = 6
-    while j < len(argv):
-        opt = argv[j].lower()
-        more = len(argv) - j - 1
-        if opt == b"copy":
-            copy = True
-        elif opt == b"replace":
-            replace = True
-        elif opt == b"auth":
-            if not more:
-                raise CommandError(errors.SYNTAX)
-            j += 1
-            password = argv[j]
-        elif opt == b"auth2":
-            if more < 2:
-                raise CommandError(errors.SYNTAX)
-            username, password = argv[j + 1], argv[j + 2]
-            j += 2
-        elif opt == b"keys":
-            if argv[3]:
-                raise CommandError("ERR When using MIGRATE KEYS option, the key argument must "
-                                   "be set to the empty string")
-            first, num = j + 1, len(argv) - j - 1
-            break
-        else:
-            raise CommandError(errors.SYNTAX)
-        j += 1
-    return copy, replace, username, password, first, num
-
-
-@command("migrate", -6, "write", group="generic", since="2.6.0", acl=("dangerous",),
-         keys_fn=_migrate_keys,
-         key_specs=(spec("RW access delete", "index 3", "range 0 1 0"),
-                    spec("RW access delete incomplete", "keyword KEYS -2", "range -1 1 0")))
-def migrate(c, argv):
-    """Atomically transfers a key from one instance to another."""
-    copy, replace, username, password, first, num = _migrate_options(argv)
-    timeout = string2ll(argv[5])
-    dbid = string2ll(argv[4]) if timeout is not None else None
-    if timeout is None or dbid is None:
-        raise CommandError(errors.NOT_INTEGER)
-    if timeout <= 0:
-        timeout = 1000
-    db = c.db
-    keys, values = [], []
-    for key in argv[first:first + num]:
-        value = db.lookup_read(key)
-        if value is not None:
-            keys.append(key)
-            values.append(value)
-    if not keys:
-        return Simple(b"NOKEY")
-    server = c.server
-    fill = server.config.values.get("list-max-listpack-size", -2)
-    out = []
-    if password is not None:
-        out.append([b"AUTH", username, password] if username is not None else [b"AUTH", password])
-    out.append([b"SELECT", b"%d" % dbid])
-    now = server.cmd_time_ms
-    for key, value in zip(keys, values):
-        ttl = 0
-        when = db.expires.get(key)
-        if when is not None:
-            ttl = max(when - now, 1)
-        payload = rdb.dump_payload(value, object_encoding(c, key, value), fill)
-        out.append([b"RESTORE", key, b"%d" % ttl, payload] + ([b"REPLACE"] if replace else []))
-    data = b"".join(_resp_array(args) for args in out)
-    acked = []
-    error = None
-    sock = None
-    try:
-        try:
-            # A node of this process's cluster is reached in process (hotkv.cluster.local).
-            sock = (server.cluster is not None and local_node(
-                server, argv[1].decode("utf-8", "replace"),
-                int(argv[2]) if argv[2].isdigit() else -1)) or socket.create_connection(
-                (argv[1].decode("utf-8", "replace"),
-                 int(argv[2]) if argv[2].isdigit() else -1), timeout=timeout / 1000)
-        except ConnectionRefusedError:
-            # Valkey's non-blocking connect "succeeds" and its first write fails.
-            raise _MigrateError("writing") from None
-        except (OSError, ValueError, OverflowError):
-            raise CommandError("IOERR error or timeout connecting to the client") from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            sock.sendall(data)
-        except OSError:
-            raise _MigrateError("writing") from None
-        buf = bytearray()
-        try:
-            head = [_read_line(sock, buf) for _ in range(len(out) - len(keys))]
-            for key in keys:
-                line = _read_line(sock, buf)
-                failed = [h for h in head if h[:1] == b"-"]
-                if failed or line[:1] == b"-":
-                    if error is None:
-                        error = (failed or [line])[0][1:]
-                elif not copy:
-                    acked.append(key)
-        except OSError:
-            if error is None and not acked:
-                raise _MigrateError("reading") from None
-    except _MigrateError as e:
-        raise CommandError("IOERR error or timeout %s to target instance" % e) from None
-    finally:
-        if sock is not None:
-            sock.close()
-        for key in acked:
-            if db.delete(key):
-                server.written(db, key, "g", "del")
-        if acked:
-            server.propagate_as([b"DEL", *acked])   # what the AOF logs, as Valkey
-    if error is not None:
-        raise CommandError("ERR Target instance replied with error: %s"
-                           % error.decode("utf-8", "replace"))
-    return OK
-
-
-# GETKEYSANDFLAGS: every key RW access delete, as Valkey's migrateGetKeys.
-migrate.key_flags_fn = lambda argv: [b"RW", b"access", b"delete"]
+# -- CLUSTER and MIGRATE: hotkv/commands/cluster.py and migrate.py, imported here:
+# their place in the command table, and so COMMAND's order, stays the one they
+# always had.
+from . import cluster, migrate  # noqa: E402,F401 isort:skip
