@@ -325,7 +325,7 @@ def _info_stats(server):
         ("pubsubshard_channels", shard),
         ("latest_fork_usec", getattr(server, "latest_fork_usec", 0)),   # hotkv.forkchild
         ("total_forks", getattr(server, "total_forks", 0)),
-        ("migrate_cached_sockets", 0),
+        ("migrate_cached_sockets", len(server.__dict__.get("migrate_sockets") or ())),
         ("slave_expires_tracked_keys", 0),
         ("active_defrag_hits", 0),
         ("active_defrag_misses", 0),
