@@ -18,6 +18,7 @@ from __future__ import annotations
 from .. import errors
 from ..blocking import BLOCKED
 from ..errors import CommandError
+from ..lua import ldb
 from ..lua.engine import ScriptError, engine, feed_monitors
 from ..registry import command, container, spec
 from ..replies import help_reply
@@ -37,6 +38,29 @@ def _eval_keys(argv):
 
 
 def _run(c, argv, evalsha: bool, ro: bool):
+    eng = engine(c.server)
+    if eng.ldb_clients and c.id in eng.ldb_clients:
+        # SCRIPT DEBUG YES/SYNC: the debugger's session (hotkv.lua.ldb)
+        return _run_debugged(c, argv, evalsha, ro)
+    return _run_plain(c, argv, evalsha, ro)
+
+
+def _run_debugged(c, argv, evalsha: bool, ro: bool):
+    if evalsha:
+        # As Valkey: a sha of the wrong length is NOSCRIPT first.
+        if len(argv[1]) != 40:
+            raise CommandError(NOSCRIPT)
+        raise CommandError("ERR Please use EVAL instead of EVALSHA for debugging")
+    if getattr(c, "transport", None) is not None and \
+            c.transport.get_extra_info("ssl_object") is not None:
+        raise CommandError("ERR SCRIPT DEBUG over TLS is not supported by hotkv")
+    if c.fd < 0:
+        raise CommandError("ERR SCRIPT DEBUG needs a client connection")
+    ldb.debug_eval(c, argv, lambda: _run_plain(c, argv, evalsha, ro))
+    return BLOCKED
+
+
+def _run_plain(c, argv, evalsha: bool, ro: bool):
     n = string2ll(argv[2])
     if n is None:
         raise CommandError(errors.NOT_INTEGER)
@@ -152,11 +176,15 @@ _HELP = [
 @command("script|debug", 3, "noscript", group="scripting", since="3.2.0")
 def script_debug(c, argv):
     """Sets the debug mode of server-side Lua scripts."""
+    if ldb.has_pending_replies(c):
+        raise CommandError("ERR SCRIPT DEBUG must be called outside a pipeline")
     mode = argv[2].lower()
     if mode == b"no":
+        ldb.set_mode(c, None)
         return OK
     if mode in (b"yes", b"sync"):
-        raise CommandError("ERR SCRIPT DEBUG is not supported by hotkv")
+        ldb.set_mode(c, mode)
+        return OK
     raise CommandError("ERR Use SCRIPT DEBUG YES/SYNC/NO")
 
 

@@ -220,6 +220,11 @@ class Engine:
         self.evicted = 0
         self.run: RunCtx | None = None
         self.fake = None
+        # The Lua debugger (hotkv.lua.ldb): the session while a debugged
+        # EVAL runs, SCRIPT DEBUG's mode per client id, forked sessions.
+        self.ldb = None
+        self.ldb_clients: dict[int, bytes] = {}
+        self.ldb_children: set[int] = set()
         self._init_lua()
 
     # ------------------------------------------------------------------
@@ -251,7 +256,8 @@ class Engine:
             lambda name: lua_struct.fn(name.decode()), self.CHUNK, self._py_load_expired,
             self._py_loadstring, self._py_register, self._py_type,
             lambda name: lib(lambda *a: _json_setting(json_cfg, name.decode(), *a),
-                             multi=True))
+                             multi=True),
+            self._ldb_hook, self._ldb_debug, self._ldb_break, _ldb_addr)
         self._internals = extra[0]
         self._load = extra[1] if len(extra) > 1 else None
         self._internals.gcfull()     # the prelude's garbage: a fresh state is small
@@ -360,7 +366,10 @@ class Engine:
             lua = self.lua
             kt = lua.table_from(keys) if keys else lua.table()
             at = lua.table_from(args) if args else lua.table()
-            res = self._run(script.func, kt, at, server.config.values["lua-time-limit"] > 0)
+            debugging = self.ldb is not None
+            res = self._run(script.func, kt, at,
+                            not debugging and server.config.values["lua-time-limit"] > 0,
+                            debugging)
         finally:
             self.run = None
             if run.busy:
@@ -473,6 +482,43 @@ class Engine:
             return None, b"[string \"%s\"]:1: unexpected symbol near 'char(27)'" % first
         load = self._internals.loadstring
         return load(s) if name is None else load(s, name)
+
+    # The debugger (hotkv.lua.ldb) ----------------------------------------
+    def _ldb_hook(self, is_count, line):
+        """Every line of a debugged script (prelude's ldbhook)."""
+        session = self.ldb
+        if session is None:
+            return None
+        try:
+            session.line_hook(bool(is_count), int(line))
+        except lua51.LuaError:
+            raise
+        except Exception:   # the hook must never raise a Python error into Lua
+            log.exception("scripting: debugger hook failed")
+        return None
+
+    def _ldb_debug(self, text):
+        """redis.debug(...): its arguments, shown as the debugger shows values."""
+        session = self.ldb
+        if session is not None:
+            session.log(b"<debug> line %d: " % session.currentline + text)
+        return None
+
+    def _ldb_break(self, *args):
+        """redis.breakpoint(): stop at the next line when debugging."""
+        session = self.ldb
+        if session is None:
+            return False
+        session.luabp = True
+        return True
+
+    def _ldb_error(self, text):
+        """An error of a script's call while the debugger steps (Valkey logs
+        the error's text as its luaPushError gets it)."""
+        session = self.ldb
+        if session is not None and session.step:
+            session.log(b"<error> " + (text.encode("utf-8", "surrogateescape")
+                                        if isinstance(text, str) else text))
 
     # Script timeout ----------------------------------------------------
     def _py_interrupt(self):
@@ -649,6 +695,8 @@ class Engine:
 
     def _rejected(self, text, cmd=None):
         """A command the script may not run: counted as Valkey counts it."""
+        if self.ldb is not None:
+            self._ldb_error(text)
         message = "ERR " + text
         self.server.count_error(message)
         if cmd is not None:
@@ -657,6 +705,8 @@ class Engine:
 
     def _rejected_as_is(self, message, cmd):
         """A command the script may not run, refused with the server's own text."""
+        if self.ldb is not None:
+            self._ldb_error("-" + message + "\r\n")
         self.server.count_error(message)
         cmd.rejected_calls += 1
         return False, self._err_table(message, True)
@@ -667,6 +717,8 @@ class Engine:
         if run is None:
             return False, self._err_table("ERR redis.call is only valid inside a script")
         if not args:
+            if self.ldb is not None:
+                self._ldb_error("Please specify at least one argument for this call")
             return False, self._err_table("ERR Please specify at least one argument for this call")
         argv = []
         for a in args:
@@ -676,8 +728,13 @@ class Engine:
             elif (t is int or t is float):
                 argv.append(_number_arg(a))
             else:
+                if self.ldb is not None:
+                    self._ldb_error("Command arguments must be strings or integers")
                 return False, self._err_table("ERR Command arguments must be strings or integers")
         fake = run.fake
+        ldb = self.ldb
+        if ldb is not None and ldb.step:
+            ldb.log_command(argv)
 
         cmd = server.command_table.get(argv[0])
         if cmd is None:
@@ -717,6 +774,8 @@ class Engine:
             return self._rejected_as_is(NOREPLICAS, cmd)
         if server.maxmemory and cmd.denyoom and not run.write_dirty and \
                 (run.flags is None or "allow_oom" not in run.flags) and server.over_maxmemory():
+            if ldb is not None:
+                self._ldb_error("-" + errors.OOM + "\r\n")
             server.count_error(errors.OOM)
             cmd.rejected_calls += 1
             return False, self._err_table(errors.OOM, True)
@@ -735,6 +794,8 @@ class Engine:
         if not data:    # the command replied nothing (CLIENT REPLY OFF, say)
             return True, None
         value, _ = self._parse(data, 0)
+        if ldb is not None and ldb.step:
+            ldb.log_reply(data)
         if raise_error and data[:1] == b"-":
             return False, value
         return True, value
@@ -757,6 +818,8 @@ class Engine:
             t[b"ok"] = line
             return t, pos
         if kind == b"-":
+            if self.ldb is not None:
+                self._ldb_error(data[pos - len(line) - 3:pos - 2])
             text = line
             sp = text.find(b" ")
             if sp < 0:
@@ -896,6 +959,12 @@ class Engine:
         if server.acl_check is None or run is None:
             return True
         return server.acl_check(run.fake, cmd, argv) is None
+
+
+def _ldb_addr(v) -> bytes:
+    """How the debugger names one of the API's Python callables (a C
+    function to Valkey's Lua): "function@0x..."."""
+    return b"function@0x%x" % id(v)
 
 
 def _json_setting(cfg, name: str, *args):
