@@ -38,7 +38,7 @@ naming them replaces the old one, and history files are unlinked only
 after; every record fed after the fork is in the incr file opened at the
 fork (or a later one), every record before it in an older incr file and in
 the new base; the child imports nothing after the fork
-(``forkchild.load_prctl`` runs before it).
+(``forkchild.fork`` loads what it needs before it).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import os
 import signal
 import time
 
-from ..forkchild import load_prctl, run_child
+from .. import forkchild
 from ..rdbfile import write_dataset
 from ..types.table import BY_CLASS
 from .files import OFF, ON, WAIT_REWRITE, _select, _unlink, _write_all, encode_into
@@ -212,10 +212,11 @@ class RewriteMixin:
         tmp_dir = self.server_dir()
         if not hasattr(os, "fork"):
             return self._rewrite_sync(tmp_dir, now_ms, preamble)
-        load_prctl()   # before fork: the child must not import anything
         parent = os.getpid()
         try:
-            pid = os.fork()
+            # GC frozen while the child runs, the fork timed and counted for
+            # INFO (latest_fork_usec, total_forks), as BGSAVE's (hotkv.forkchild).
+            pid = forkchild.fork(server)
         except OSError as e:
             log.warning("Can't rewrite append only file in background: fork: %s", e.strerror)
             self._cleanup_failed_rewrite()
@@ -227,10 +228,8 @@ class RewriteMixin:
                 write_base(server, fd, now_ms, preamble)
                 os.fsync(fd)
                 os.close(fd)
-            run_child(parent, work, "AOF rewrite child")
+            forkchild.run_child(parent, work, "AOF rewrite child", lower_priority=True)
         self.rw_pid = pid
-        # INFO's total_forks counts every fork, this one too (as Valkey's).
-        server.total_forks = getattr(server, "total_forks", 0) + 1
         self.rw_tmp = os.path.join(tmp_dir, "temp-rewriteaof-bg-%d.aof" % pid)
         self._attach()
         log.info("Background append only file rewriting started by pid %d", pid)
@@ -319,6 +318,7 @@ class RewriteMixin:
         if pid == 0:
             return
         self.rw_pid = 0
+        forkchild.reaped()
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
             log.info("Background AOF rewrite terminated with success")
             self._finish_rewrite()
@@ -426,5 +426,6 @@ class RewriteMixin:
             except OSError:
                 pass
             self.rw_pid = 0
+            forkchild.reaped()
         self._cleanup_failed_rewrite()
         self.rw_scheduled = False
