@@ -6,12 +6,16 @@ it shows, and ``validate_client_name`` (the rule CLIENT SETNAME and HELLO
 SETNAME share).  It lives below ``commands/`` because the core uses it too:
 the ACL LOG records the line of the client it denied.
 
+tot-mem is hotkv.client_eviction's figure, the one maxmemory-clients
+weighs (as Valkey's line shows getClientMemoryUsage).
+
 Invariants: reads a client, never changes one; a client whose transport is
 gone is described with omem 0 rather than raising.
 """
 
 from __future__ import annotations
 
+from .client_eviction import argv_memory, client_memory
 from .errors import CommandError
 
 
@@ -95,7 +99,7 @@ def client_info_line(cl, now: float | None = None) -> str:
     multi_mem = sum(len(a) for _, argv in cl.multi_queue for a in argv) if cl.multi else 0
     return (
         "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s capa= db=%d "
-        "sub=%d psub=%d ssub=%d multi=%d watch=%d qbuf=%d qbuf-free=%d argv-mem=0 "
+        "sub=%d psub=%d ssub=%d multi=%d watch=%d qbuf=%d qbuf-free=%d argv-mem=%d "
         "multi-mem=%d rbs=16384 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=%s cmd=%s "
         "user=%s redir=%d resp=%d lib-name=%s lib-ver=%s tot-net-in=%d tot-net-out=%d "
         "tot-cmds=%d" % (
@@ -103,7 +107,7 @@ def client_info_line(cl, now: float | None = None) -> str:
             int(now - cl.last_interaction), client_flags(cl), cl.db.index,
             len(cl.channels), len(cl.patterns), len(cl.shard_channels),
             len(cl.multi_queue) if cl.multi else -1, len(cl.watched), qbuf,
-            0, multi_mem, omem, 16384 + qbuf + omem + multi_mem, events, cmd,
+            0, argv_memory(cl), multi_mem, omem, client_memory(cl), events, cmd,
             user_name(cl), cl.tracking.redirect if cl.tracking else -1,
             3 if cl.resp3 else 2, as_str(cl.lib_name), as_str(cl.lib_ver),
             cl.net_in, cl.net_out, cl.ncmds))

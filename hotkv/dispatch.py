@@ -183,6 +183,8 @@ def _gates(client, server, cmd, argv) -> bool:
             return True
     if server.cluster is not None and server.cluster.refuse(client, cmd, argv):
         return True    # Valkey's cluster redirection (hotkv.cluster.state)
+    if server.clients_limit and server.client_evictor.before_command(client, argv):
+        return True    # evicted itself (Valkey's evictClients, before performEvictions)
     if server.maxmemory and server.eviction.before_command() and (
             cmd.denyoom or (cmd.name == "exec" and client.multi_flags & 1)):
         # Evictions run before every command (Valkey's performEvictions);

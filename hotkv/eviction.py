@@ -46,7 +46,7 @@ Invariants: no eviction while loading or while CLIENT PAUSE holds writes
 (Valkey's PAUSE_ACTION_EVICT); ``oom`` is the last performEvictions' answer
 (EVICT_FAIL), which scripts read as Valkey's pre_command_oom_state; at most
 one time proc is scheduled; the pool holds at most ``POOL_SIZE`` entries.
-Client eviction (``maxmemory-clients``) is not here.
+Client eviction (``maxmemory-clients``) is hotkv.client_eviction's.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ import time
 from random import getrandbits as _getrandbits
 
 from . import access, config as _config, stats
+from .client_eviction import client_memory
 
 POOL_SIZE = 16              # EVPOOL_SIZE
 STARTUP_USED = 1 << 20      # the used_memory a server reports at start (Valkey's: ~1 MB)
@@ -295,16 +296,11 @@ class Evictor:
         return self._metrics(result)
 
     def clients_memory(self) -> dict:
-        """INFO's mem_clients_normal / mem_clients_slaves: per client 16 KB
-        (Valkey's reply buffer) plus its query and output buffers, as
-        CLIENT LIST's tot-mem counts it (hotkv.clientinfo)."""
+        """INFO's mem_clients_normal / mem_clients_slaves: each client's
+        memory as CLIENT LIST's tot-mem counts it (hotkv.client_eviction)."""
         out = {"normal": 0, "replica": 0}
         for cl in self.server.clients.values():
-            parser = getattr(cl, "parser", None)
-            try:
-                mem = 16384 + cl.output_size() + (parser.pending if parser is not None else 0)
-            except Exception:    # a transport already gone
-                mem = 16384
+            mem = client_memory(cl)
             kind = "replica" if getattr(cl, "kind", "") == "replica" else "normal"
             out[kind] += mem
         return out

@@ -17,7 +17,8 @@ Owns:
   as Valkey counts its reply list and not its fixed reply buffer.  The
   pub/sub class is the pub/sub module's;
 * ``timeout`` in the same cron: idle clients are closed (blocked and
-  subscribed clients are exempt, as in Redis);
+  subscribed clients are exempt, as in Redis); the cron also measures every
+  client for ``maxmemory-clients`` (hotkv.client_eviction) while it is set;
 * ``oom-score-adj`` / ``oom-score-adj-values`` (Linux): the process's
   /proc/self/oom_score_adj, as valkey-server sets it (``set_oom_score_adj``):
   the first adjustment remembers the score the process had, ``yes``/``relative``
@@ -201,6 +202,8 @@ def cron(server):
                     _close_for_output(server, c, size)
             else:
                 c.output_soft_since = 0.0
+    if server.clients_limit:     # maxmemory-clients: every client measured anew
+        server.client_evictor.cron()
     idle = values["timeout"]
     if idle and now - state.last_timeout_scan >= 1.0:
         state.last_timeout_scan = now

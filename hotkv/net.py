@@ -7,9 +7,11 @@ the AOF is written) hands each client's replies of the loop turn to its
 transport in a single ``transport.write``.
 
 Flow control, as Redis and uvicorn do it:
-* when the transport's write buffer passes its high-water mark we stop
-  reading the client's input until it drains (a client that does not read
-  its replies cannot make us buffer without bound);
+* when the transport's write buffer passes its high-water mark (64 MB) we
+  stop reading the client's input until it drains (a client that does not
+  read its replies cannot make us buffer without bound).  Valkey has no such
+  mark: client-output-buffer-limit and maxmemory-clients (hotkv.limits,
+  hotkv.client_eviction) are its guards, and they act first below it;
 * a blocked client's later commands are held (``pending``) and reading is
   paused until it is unblocked;
 * a query buffer over ``client-query-buffer-limit`` closes the connection.
@@ -68,7 +70,7 @@ class Connection(Client, asyncio.Protocol):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 except OSError:
                     pass
-        transport.set_write_buffer_limits(high=1024 * 1024, low=256 * 1024)
+        transport.set_write_buffer_limits(high=_OUTPUT_PAUSE, low=_OUTPUT_PAUSE // 4)
         if getattr(server, "refuse_all", False):
             # hotkv.testing.faults.refuse_connections: as a server that went away
             transport.abort()
@@ -119,7 +121,7 @@ class Connection(Client, asyncio.Protocol):
                 self._run(commands, error)
             finally:
                 server.input_bytes = 0
-        if parser.held > _QBUF_LIMIT_MIN:
+        if parser.held > _BIG_ARG:
             self._check_query_buffer()
 
     def _run(self, commands, error):
@@ -251,19 +253,28 @@ class Connection(Client, asyncio.Protocol):
 
     def _check_query_buffer(self, incoming: int = 0) -> bool:
         size = self.parser.pending + incoming
-        if size <= _QBUF_LIMIT_MIN:   # twice per read: skip the config lookup
-            return False
-        limit = self.server.config.values["client-query-buffer-limit"]
-        if size > limit:
-            self.server.stat_client_qbuf_limit_disconnections += 1
-            log.warning("closing client that reached max query buffer length (qbuf=%d)", size)
-            self.kill()
-            return True
+        server = self.server
+        if size > _QBUF_LIMIT_MIN:   # below it, no config lookup
+            limit = server.config.values["client-query-buffer-limit"]
+            if size > limit:
+                server.stat_client_qbuf_limit_disconnections += 1
+                log.warning("closing client that reached max query buffer length (qbuf=%d)",
+                            size)
+                self.kill()
+                return True
+        if not incoming and server.gated and server.clients_limit:
+            # After a read that left a big argument arriving (hotkv.client_eviction).
+            return server.client_evictor.after_read(self)
         return False
 
 
 # The smallest client-query-buffer-limit hotkv.config accepts (Redis's 1mb).
 _QBUF_LIMIT_MIN = 1024 * 1024
+# A read leaving more than this pending is checked against maxmemory-clients
+# (Valkey's PROTO_MBULK_BIG_ARG: smaller ones are not worth measuring).
+_BIG_ARG = 32 * 1024
+# The output backlog at which a client's input is paused (see the docstring).
+_OUTPUT_PAUSE = 64 * 1024 * 1024
 # Commands held for a blocked client before we stop reading its socket.
 PENDING_PAUSE = 1024
 

@@ -188,6 +188,7 @@ def reset_stats(server):
     server.stat_client_outbuf_limit_disconnections = 0
     server.lazyfreed_objects = 0          # hotkv.lazyfree
     server.stat_evictedkeys = 0
+    server.stat_evictedclients = 0        # hotkv.client_eviction
     server.eviction.reset_stats()         # total_eviction_exceeded_time (hotkv.eviction)
     denied = getattr(getattr(server, "acl", None), "denied", None)
     if denied:

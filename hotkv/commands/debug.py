@@ -42,7 +42,7 @@ import re
 import sys
 import time
 
-from .. import access, errors, rdb, rdbfile
+from .. import access, client_eviction, errors, rdb, rdbfile
 from ..blocking import BLOCKED
 from ..config import parse_memory
 from ..digest import dataset_digest, value_digest
@@ -482,18 +482,17 @@ _BUCKET_MIN_LOG, _BUCKET_MAX_LOG = 15, 33      # CLIENT_MEM_USAGE_BUCKET_{MIN,MA
 
 @debug_subcommand("client-eviction", 2)
 def debug_client_eviction(c, argv):
-    """Clients by memory, in Valkey's buckets (hotkv does not evict clients:
-    the table reports what maxmemory-clients would weigh)."""
+    """The evictable clients by memory, in Valkey's buckets (hotkv.client_eviction
+    weighs the same figures)."""
     server = c.server
     if not server.config.values.get("maxmemory-clients"):
         raise CommandError("ERR maxmemory-clients is disabled.")
     n = 1 + _BUCKET_MAX_LOG - _BUCKET_MIN_LOG
     sums, counts = [0] * n, [0] * n
     for cl in server.clients.values():
-        try:
-            mem = 16384 + cl.output_size()
-        except Exception:   # a transport already gone
-            mem = 16384
+        if not client_eviction.evictable(cl):
+            continue
+        mem = client_eviction.client_memory(cl)
         j = min(n - 1, max(0, mem.bit_length() - _BUCKET_MIN_LOG))
         sums[j] += mem
         counts[j] += 1

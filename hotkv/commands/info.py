@@ -313,7 +313,7 @@ def _info_stats(server):
         ("expired_time_cap_reached_count", 0),
         ("expire_cycle_cpu_milliseconds", 0),
         ("evicted_keys", getattr(server, "stat_evictedkeys", 0)),
-        ("evicted_clients", 0),
+        ("evicted_clients", server.stat_evictedclients),
         ("evicted_scripts", getattr(getattr(server, "scripting", None), "evicted", 0)),
         # ms over maxmemory, in total and now (hotkv.eviction)
         ("total_eviction_exceeded_time", server.eviction.info_fields()[0]),
