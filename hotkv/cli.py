@@ -620,7 +620,8 @@ async def _serve(server, ready_line: bool = True, systemd=None, running_line=Tru
     values = server.config.values
     log = logging.getLogger("hotkv")
     if running_line:
-        log.info("Running mode=standalone, port=%d.", values["port"])
+        log.info("Running mode=%s, port=%d.",
+                 "standalone" if server.cluster is None else "cluster", values["port"])
     for kind, on in (("tcp", True), ("unix", values["unixsocket"]), ("tls", values["tls-port"])):
         if on:
             log.info("Ready to accept connections %s", kind)
@@ -892,6 +893,8 @@ def _run(config, path, valkey: bool) -> int:
         sys.stderr.write("hotkv serve: cannot start: %s\n" % e)
         return 1
     values = server.config.values
+    if server.cluster is not None and not valkey:
+        server.cluster.own_every_slot()   # hotkv serve's ready single node (README, Cluster mode)
     if valkey:
         problem = _port_in_use(values)
         if problem:
@@ -901,7 +904,8 @@ def _run(config, path, valkey: bool) -> int:
     if values["always-show-logo"]:
         log.info(banner(values), extra={"raw": True})
     elif valkey:
-        log.info("Running mode=standalone, port=%d.", values["port"])
+        log.info("Running mode=%s, port=%d.",
+                 "standalone" if server.cluster is None else "cluster", values["port"])
     log.info("Server initialized")
     server.config_file = path
     if values["dir"] and values["dir"] != ".":

@@ -10,6 +10,9 @@ Settings are redis.conf names, with ``_`` for ``-``:
 ``tls_port=0`` with ``tls_cert_file`` / ``tls_key_file`` (and
 ``tls_ca_cert_file`` or ``tls_auth_clients="no"``) adds a TLS listener on an
 ephemeral port, reported as ``tls_port``; ``url`` is then ``rediss://``.
+``cluster_enabled=True`` gives a ready single cluster node: a fresh one takes
+every slot once it listens (``ClusterState.own_every_slot``); its nodes.conf
+goes to ``dir`` and a restart in that dir comes back as the file says.
 
 Invariants: ``start()`` returns only once the server accepts connections
 (it waits on an event, never sleeps); ``stop()`` leaves no thread, socket
@@ -167,6 +170,8 @@ class EmbeddedServer(_Common):
             self.server = Server(self.settings)
             self._listener = Listener(self.server)
             loop.run_until_complete(self._listener.start(loop))
+            if self.server.cluster is not None:
+                self.server.cluster.own_every_slot()   # the ready single node (README)
         except BaseException as e:  # report start-up failures to start()
             self._error = e
             self._started.set()
@@ -220,6 +225,8 @@ class AsyncEmbeddedServer(_Common):
         self.server = Server(self.settings)
         self._listener = Listener(self.server)
         await self._listener.start(asyncio.get_running_loop())
+        if self.server.cluster is not None:
+            self.server.cluster.own_every_slot()   # the ready single node (README)
         return self
 
     async def stop(self):

@@ -284,6 +284,27 @@ BAD = [
 ]
 
 
+def test_sort_patterns_in_cluster_mode(cdiff):
+    """SORT / SORT_RO BY and GET: a pattern whose keys may be of another slot
+    than the sorted key is refused (Valkey's patternHashSlot: wildcards and
+    escapes before a closed tag, empty tags, a tag of another slot)."""
+    cdiff("RPUSH", "{a}list", "1", "2", "3")
+    cdiff("RPUSH", "list", "3", "1")
+    for k, v in (("{a}by1", "20"), ("{a}by2", "30"), ("{a}by3", "0"), ("{a}get1", "x"),
+                 ("{a}get2", "y"), ("by1", "5"), ("{}a1", "7")):
+        cdiff("SET", k, v)
+    patterns = ["by*", "{a}by*", "{a}*", "*{a}", "x{a}y*", "{b}by*", "?{a}*", "[a]{a}*",
+                "\\{a}*", "{a*}", "{}{a}*", "{}a*", "{a", "{a}*{b}", "{{a}}*", "a}{a}*",
+                "{a}by", "nopattern", "#", "{a}get*", "{a}get*->f", "{b}get*->f", ""]
+    for cmd in ("SORT", "SORT_RO"):
+        for key in ("{a}list", "list"):
+            for p in patterns:
+                cdiff(cmd, key, "BY", p)
+                cdiff(cmd, key, "GET", p)
+                cdiff(cmd, key, "BY", "{a}by*", "GET", "#", "GET", p, "ALPHA")
+            cdiff(cmd, key, "GET", "{a}get*", "BY", "*")
+
+
 def test_bad_arguments(cdiff):
     for args in BAD:
         cdiff(*args)

@@ -26,7 +26,8 @@ port=cluster.port)``; ``cluster.nodes`` lists ``ClusterNode`` (``port``,
 
 Settings are passed to every node (``EmbeddedCluster(appendonly=True)``);
 without ``dir`` each node gets a temporary directory of its own, removed by
-``stop()``.
+``stop()``.  The nodes write no nodes.conf (``cluster-config-file``): the
+topology lives in process and is built anew by every start.
 
 Invariants: ``start()`` returns once every node accepts connections;
 ``stop()`` leaves no thread, socket or directory behind; a killed node stays in the
@@ -44,7 +45,7 @@ import threading
 from ..net import Listener, close_loop, new_event_loop
 from ..server import Server
 from .slots import SLOTS
-from .state import ClusterState, share_data
+from .state import ClusterState, share_data, without_config_file
 from .topology import Node, Topology
 
 
@@ -149,7 +150,8 @@ class EmbeddedCluster:
         topo = self.topology = Topology()
         count = self.masters * (1 + self.replicas_per_master)
         for i in range(count):
-            server = Server(self._settings(i))
+            with without_config_file():     # the shared topology below replaces its own
+                server = Server(self._settings(i))
             listener = Listener(server)
             await listener.start(self._loop)
             node = Node(server.config.values["port"], self.bind)

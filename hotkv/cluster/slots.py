@@ -31,6 +31,27 @@ def key_slot(key: bytes) -> int:
     return crc16(key) & 0x3FFF
 
 
+def pattern_slot(pattern: bytes) -> int:
+    """The one slot every key matching a glob pattern hashes to, or -1 when
+    the keys may be in any slot (Valkey's patternHashSlot, used by SORT's BY
+    and GET in cluster mode): a wildcard (``*``, ``?``, ``[``) or an escape
+    before a closed non-empty hash tag means any slot; a closed non-empty tag
+    is hashed alone; an empty ``{}`` first means the whole pattern; a pattern
+    without wildcards is one key, hashed whole."""
+    opening = -1        # index of the first '{'; -2 once an empty tag was met
+    for i, ch in enumerate(pattern):
+        if ch in b"*?[\\":
+            return -1
+        if opening == -1 and ch == 0x7B:           # '{'
+            opening = i
+        elif opening >= 0 and ch == 0x7D:          # '}'
+            if i == opening + 1:
+                opening = -2
+            else:
+                return crc16(pattern[opening + 1:i]) & 0x3FFF
+    return crc16(pattern) & 0x3FFF
+
+
 def ranges(slots) -> list[tuple[int, int]]:
     """Sorted slot numbers -> [(first, last), ...] of consecutive runs."""
     out: list = []

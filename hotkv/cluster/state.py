@@ -34,7 +34,13 @@ SUNSUBSCRIBE / SPUBLISH as keys.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
+
+from .. import config as _config
 from ..multi import discard_transaction
+from . import nodes_conf
 from .slots import key_slot
 from .topology import Node, Topology, new_id
 
@@ -44,6 +50,14 @@ DOWN_STATE = "CLUSTERDOWN The cluster is down"
 DOWN_RO_STATE = "CLUSTERDOWN The cluster is down and only accepts read commands"
 TRYAGAIN = "TRYAGAIN Multiple keys request during rehashing of slot"
 
+log = logging.getLogger("hotkv")
+
+# The cluster settings this package reads (the table marks Valkey's others inert).
+for _name in ("cluster-enabled", "cluster-config-file", "cluster-port",
+              "cluster-allow-reads-when-down", "cluster-allow-pubsubshard-when-down"):
+    _config.PARAMS[_name].inert = False
+del _name
+
 # Shard channels count as keys for routing (Valkey: CMD_CHANNEL_PUBLISH /
 # CMD_CHANNEL_SUBSCRIBE commands); name -> (first, last) argv positions.
 _SHARD_PUBSUB = {"spublish": (1, 1), "ssubscribe": (1, None), "sunsubscribe": (1, None)}
@@ -52,20 +66,18 @@ _SHARD_PUBSUB = {"spublish": (1, 1), "ssubscribe": (1, None), "sunsubscribe": (1
 class ClusterState:
     def __init__(self, server, topology: Topology | None = None, myself: Node | None = None):
         self.server = server
-        values = server.config.values
+        self.conf = None             # its nodes.conf (a lone node), or None
+        self.loaded = False          # the view came from that file (a restart)
+        importing: dict = {}
+        migrating: dict = {}
         if topology is None:
-            # A lone node: it has met nobody, so it knows no address of its
-            # own (Valkey prints ":port@cport"), and owns every slot.
-            topology = Topology()
-            cport = values.get("cluster-port") or 0
-            myself = topology.add(Node(values["port"], "", cport=cport))
-            topology.slots = [myself] * len(topology.slots)
+            topology, myself, importing, migrating = self._lone_node(server)
         self.topology = topology
         self.myself = myself
         myself.server = server
         myself.state = self
-        self.importing: dict = {}    # slot -> source Node
-        self.migrating: dict = {}    # slot -> target Node
+        self.importing = importing   # slot -> source Node
+        self.migrating = migrating   # slot -> target Node
         self._routed: dict = {}      # Command -> does processCommand route it?
         self._slots: dict = {}       # key -> its slot (bounded; CRC16 in Python is dear)
         self._script_run = None
@@ -77,6 +89,74 @@ class ClusterState:
         self._simple = False
         self.refuse = self._make_refuse()
 
+    def _lone_node(self, server):
+        """A node of its own, as valkey-server starts one: the view its
+        nodes.conf holds (a restart: its id, slots, epochs), else a fresh
+        node -- a new id, no slot, epoch 0, known only to itself -- written
+        to that file at once.  It has met nobody, so it knows no address of
+        its own (Valkey prints ":port@cport")."""
+        values = server.config.values
+        port = values["port"]
+        cport = values.get("cluster-port") or 0
+        got = None
+        if not getattr(_no_conf, "on", False):
+            self.conf = nodes_conf.NodesConf(nodes_conf.conf_path(server))
+            self.conf.lock()
+            try:
+                got = self.conf.load()
+            except nodes_conf.NodesConfError:
+                self.conf.close()
+                raise
+        if got is not None:
+            topology, myself, importing, migrating = got
+            myself.port = port      # the ports are the configured ones, the rest the file's
+            myself.cport = cport or port + 10000
+            self.loaded = True
+            log.info("Node configuration loaded, I'm %.40s", myself.id)
+        else:
+            topology = Topology()
+            myself = topology.add(Node(port, "", cport=cport))
+            importing, migrating = {}, {}
+            if self.conf is not None:
+                log.info("No cluster configuration found, I'm %.40s", myself.id)
+        if self.conf is not None:
+            self.conf.save(nodes_conf.render(topology, myself, importing, migrating))
+        return topology, myself, importing, migrating
+
+    def save_config(self) -> str | None:
+        """Write nodes.conf (a lone node) after a change: None, or why not."""
+        if self.conf is None:
+            return None
+        try:
+            self.conf.save(nodes_conf.render(self.topology, self.myself, self.importing,
+                                             self.migrating))
+        except OSError as e:
+            log.warning("Could not save the cluster configuration to %s: %s",
+                        self.conf.path, e.strerror or e)
+            return e.strerror or str(e)
+        return None
+
+    def close(self):
+        """The server stops: the nodes.conf lock goes."""
+        if self.conf is not None:
+            self.conf.close()
+
+    def own_every_slot(self):
+        """The ready single node of ``hotkv serve`` and ``EmbeddedServer``: a
+        fresh lone node takes the 16,384 slots, as ``CLUSTER ADDSLOTSRANGE 0
+        16383`` would (its nodes.conf says so too).  A node restarted from its
+        nodes.conf is left as the file says; valkey-server's command line
+        (``hotkv valkey-server``, the Tcl harness) never calls this."""
+        self.sync_address()
+        topo = self.topology
+        if self.loaded or len(topo.nodes) != 1 or topo.assigned():
+            return
+        me = self.myself
+        for s in range(len(topo.slots)):     # in place: ``refuse`` holds this list
+            topo.slots[s] = me
+        self.topology_changed()
+        self.save_config()
+
     # -- helpers --------------------------------------------------------
     def sync_address(self):
         """A lone node learns its port once bound (port 0: an ephemeral one)."""
@@ -85,6 +165,7 @@ class ClusterState:
         if me.port != port and len(self.topology.nodes) == 1:
             me.port = port
             me.cport = self.server.config.values.get("cluster-port") or port + 10000
+            self.save_config()
 
     @property
     def serving(self) -> Node:
@@ -482,6 +563,21 @@ def init_server(server):
     """server.cluster: a ClusterState when cluster-enabled, else None."""
     server.cluster = ClusterState(server) if server.config.values.get("cluster-enabled") \
         else None
+
+
+# Set on a thread while it builds servers whose ClusterState is replaced at
+# once (EmbeddedCluster's nodes share an in-process topology): their
+# throw-away lone state must neither lock nor write a nodes.conf.
+_no_conf = threading.local()
+
+
+@contextlib.contextmanager
+def without_config_file():
+    _no_conf.on = True
+    try:
+        yield
+    finally:
+        _no_conf.on = False
 
 
 def share_data(server, source):

@@ -107,8 +107,11 @@ class Topology:
         return self.current_epoch
 
     # -- replies --------------------------------------------------------
-    def nodes_text(self, myself: Node, importing: dict, migrating: dict) -> bytes:
-        """CLUSTER NODES: one line per node, myself's open slots appended."""
+    def nodes_text(self, myself: Node, importing: dict, migrating: dict,
+                   aux: bool = False) -> bytes:
+        """CLUSTER NODES: one line per node, myself's open slots appended.
+        ``aux``: the nodes.conf form (hotkv.cluster.nodes_conf), whose address
+        carries the hostname and the auxiliary fields (``,,tls-port=0,shard-id=``)."""
         now = int(time.time() * 1000)
         owned: dict = {}
         for s, n in enumerate(self.slots):
@@ -124,7 +127,10 @@ class Topology:
                 flags.append("fail")
             me = n is myself
             epoch = (n.config_epoch if n.primary is None else n.primary.config_epoch)
-            parts = [n.id, "%s:%d@%d" % (n.host, n.port, n.cport), ",".join(flags),
+            address = "%s:%d@%d" % (n.host, n.port, n.cport)
+            if aux:
+                address += ",,tls-port=0,shard-id=" + n.shard_id
+            parts = [n.id, address, ",".join(flags),
                      n.primary.id if n.primary is not None else "-",
                      "0", "0" if me else str(n.created_ms if not n.failed else now),
                      str(epoch), "disconnected" if n.failed else "connected"]

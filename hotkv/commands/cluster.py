@@ -13,16 +13,21 @@ flags, so COMMAND / COMMAND LIST describe the same table as Valkey's; this
 module is imported by server_cmds at the place CLUSTER always had in the
 table.
 
+A lone node writes its nodes.conf (hotkv.cluster.nodes_conf) after each
+subcommand of ``_SAVES`` and on SAVECONFIG.
+
 What the emulation does not do: there is no cluster bus.  MEET answers OK
 without joining anything (an ``EmbeddedCluster`` is built in process, its
-nodes sharing one Topology), FORGET drops only a failed node, the cluster
-config file (nodes.conf) is not written, SLOT-STATS answers key counts only.
+nodes sharing one Topology, and writes no nodes.conf), FORGET drops only a
+failed node, SLOT-STATS answers key counts only.
 
 Invariants: a slot argument is checked as Valkey's getSlotOrReply; node ids
 are looked up by their exact 40 characters.
 """
 
 from __future__ import annotations
+
+import functools
 
 from .. import errors
 from ..cluster.slots import SLOTS, key_slot
@@ -492,7 +497,9 @@ def cluster_reset(c, argv):
 
 
 def cluster_saveconfig(c, argv):
-    _state(c)
+    why = _state(c).save_config()
+    if why is not None:
+        raise CommandError("ERR error saving the cluster node config: %s" % why)
     return OK
 
 
@@ -534,10 +541,26 @@ _HANDLERS = {
     "slot-stats": cluster_slot_stats, "help": cluster_help,
 }
 
+# The subcommands that may change what nodes.conf holds: a lone node writes
+# the file after them (hotkv.cluster.nodes_conf), as Valkey saves its config.
+_SAVES = {"addslots", "addslotsrange", "delslots", "delslotsrange", "flushslots", "setslot",
+          "bumpepoch", "set-config-epoch", "forget", "replicate", "failover", "reset"}
+
+
+def _saving(fn):
+    @functools.wraps(fn)
+    def handler(c, argv):
+        reply = fn(c, argv)
+        c.server.cluster.save_config()     # fn returned: cluster mode is on
+        return reply
+    return handler
+
+
 for _name, _arity, _flags in _CLUSTER_SUBCOMMANDS:
+    _fn = _HANDLERS[_name]
     command("cluster|" + _name, _arity, _flags, group="cluster",
-            since="3.0.0")(_HANDLERS[_name])
-del _name, _arity, _flags
+            since="3.0.0")(_saving(_fn) if _name in _SAVES else _fn)
+del _name, _arity, _flags, _fn
 
 
 # -- connection flags ------------------------------------------------------------

@@ -53,6 +53,21 @@ NOT_INTEGER = "ERR value is not an integer or out of range"
 NOT_DOUBLE = "ERR One or more scores can't be converted into double"
 BY_DENIED = "ERR BY option of SORT denied due to insufficient ACL permissions."
 GET_DENIED = "ERR GET option of SORT denied due to insufficient ACL permissions."
+BY_CLUSTER = ("ERR BY option of SORT denied in Cluster mode when keys formed by the pattern "
+              "may be in different slots.")
+GET_CLUSTER = ("ERR GET option of SORT denied in Cluster mode when keys formed by the pattern "
+               "may be in different slots.")
+
+
+def _other_slots(c, argv, pattern: bytes) -> bool:
+    """Cluster mode: may the keys the pattern forms be of another slot than
+    the sorted key's?  (Valkey refuses BY / GET patterns then.)"""
+    if c.server.cluster is None:
+        return False
+    from ..cluster.slots import key_slot, pattern_slot
+    return pattern_slot(pattern) != key_slot(argv[1])
+
+
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 _DEC = re.compile(rb"[+-]?(?:([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\Z")
@@ -201,10 +216,14 @@ def _parse_sort(c, argv, readonly: bool) -> _SortArgs:
             o.sortby = argv[j + 1]
             if b"*" not in o.sortby:
                 o.dontsort = True
+            elif _other_slots(c, argv, o.sortby):
+                raise CommandError(BY_CLUSTER)
             elif not _full_key_access(c, argv, readonly):
                 raise CommandError(BY_DENIED)
             j += 1
         elif word == b"get" and left >= 1:
+            if argv[j + 1] != b"#" and _other_slots(c, argv, argv[j + 1]):
+                raise CommandError(GET_CLUSTER)
             if not _full_key_access(c, argv, readonly):
                 raise CommandError(GET_DENIED)
             o.gets.append(argv[j + 1])
