@@ -65,6 +65,7 @@ import traceback
 from . import (
     access,
     acl,
+    client_eviction,
     cmdlog,
     eviction,
     latency,
@@ -111,7 +112,8 @@ def _gate(name: str):
                           or d.get("_gate_pause_check") is not None
                           or d.get("_gate_tracking_over")
                           or d.get("_gate_repl_check") is not None
-                          or d.get("_gate_repl_refuse"))
+                          or d.get("_gate_repl_refuse")
+                          or d.get("_gate_clients_limit"))
     return property(fget, fset)
 
 
@@ -138,6 +140,7 @@ class Server:
     tracking_over = _gate("tracking_over")   # hotkv.tracking: the table is over its limit
     repl_check = _gate("repl_check")   # a replica: READONLY / MASTERDOWN (replication.replica)
     repl_refuse = _gate("repl_refuse")   # min-replicas-to-write unmet (hotkv.replication)
+    clients_limit = _gate("clients_limit")   # maxmemory-clients in bytes (client_eviction)
 
     def __init__(self, config: Config | dict | None = None):
         if not isinstance(config, Config):
@@ -168,6 +171,7 @@ class Server:
         self.active_expire_enabled = True     # DEBUG SET-ACTIVE-EXPIRE
         self.disk_error = None          # MISCONF text while the AOF cannot be written
         self.maxmemory = 0
+        self.clients_limit = 0          # hotkv.client_eviction sets it
         self.acl_check = None           # set by the ACL module when users exist
         self.repl_refuse = False        # NOREPLICAS: fewer good replicas than wanted
         self.command_table = _COMMAND_TABLE   # a copy when rename-command is used
@@ -230,6 +234,7 @@ class Server:
         lazyfree.init_server(self)                # UNLINK / FLUSH ASYNC free after the reply
         self.startup_memory = stats.used_memory()  # INFO used_memory_startup
         self.eviction = eviction.Evictor(self)    # maxmemory (the dispatcher's gate, cron)
+        client_eviction.init_server(self)         # maxmemory-clients (after: maxmemory's hook)
         self.pubsub = pubsub.init_server(self)
         notify.init_server(self)                  # notify, notify_new (publishes via pubsub)
         limits.init_server(self)                  # command_table (rename-command), obuf
@@ -263,6 +268,8 @@ class Server:
         cmdlog.stop_monitoring(c)
         pubsub.client_gone(c)
         tracking.client_gone(c)
+        if self.clients_limit:
+            self.client_evictor.client_gone(c)
         if c.kind == "replica":
             self.repl.client_gone(c)
 
@@ -494,6 +501,8 @@ class Server:
             for client in pending:
                 client.flush_scheduled = False
                 client.flush()
+        if self.gated and self.clients_limit:   # after the flushes: output limits go first
+            self.client_evictor.before_sleep(pending)
         if self.sleep_hooks:   # hotkv.testing.waiting: conditions re-checked once per turn
             for hook in tuple(self.sleep_hooks):
                 hook()
