@@ -259,6 +259,7 @@ class Engine:
                              multi=True),
             self._ldb_hook, self._ldb_debug, self._ldb_break, _ldb_addr)
         self._internals = extra[0]
+        self.ldb_loaded = False      # hotkv/lua/ldb.lua compiled in this state (ldb.py)
         self._load = extra[1] if len(extra) > 1 else None
         self._internals.gcfull()     # the prelude's garbage: a fresh state is small
         self.gc_count = 0
@@ -636,7 +637,7 @@ class Engine:
         elif kind == b"err":
             err = res[1]
             if not res[2]:
-                self.server.count_error(err.decode("utf-8", "surrogateescape"))
+                self.server.count_error(err.decode("utf-8", "surrogateescape"), True)
             out.append(b"-" + err.replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n")
         elif kind == b"ok":
             out.append(b"+" + res[1].replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n")

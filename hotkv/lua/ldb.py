@@ -591,6 +591,15 @@ def has_pending_replies(c) -> bool:
         return False
 
 
+def _load_lua_half(eng):
+    """Compile the debugger's Lua half (ldb.lua) in the engine's Lua state,
+    once per state (SCRIPT FLUSH makes a new one)."""
+    if not eng.ldb_loaded:
+        from importlib import resources
+        eng._internals.ldb_load(resources.files(__package__).joinpath("ldb.lua").read_bytes())
+        eng.ldb_loaded = True
+
+
 def debug_eval(c, argv, body_fn):
     """EVAL (or EVAL_RO) for client c in debug mode; ``body_fn()`` is the
     plain EVAL (it raises CommandError or queues the reply and returns the
@@ -600,8 +609,10 @@ def debug_eval(c, argv, body_fn):
     eng = engine(server)
     mode = eng.ldb_clients.get(c.id)
     if mode == b"yes":
+        _load_lua_half(eng)     # in the parent: a state this one forks keeps it
         return _forked(c, argv, eng, body_fn)
     log_notice(server, "synchronous debugging eval session started")
+    _load_lua_half(eng)
     session = Session(eng, c.fd, argv[1], False)
     eng.ldb = session
     try:

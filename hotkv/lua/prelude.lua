@@ -35,8 +35,6 @@ local funcmode = chunk == '@user_function'
 local killed_text = funcmode and 'ERR Script killed by user with FUNCTION KILL.'
                     or 'ERR Script killed by user with SCRIPT KILL.'
 local dbg = debug
-local sformat, sgsub, sbyte, sfind, tconcat =
-      string.format, string.gsub, string.byte, string.find, table.concat
 local sethook = debug.sethook
 local lua_setfenv, lua_next, lower = setfenv, next, string.lower
 local error, type, tostring, rawget, rawset, setmetatable, select, xpcall, lua_pcall, rawequal =
@@ -75,14 +73,10 @@ redis.acl_check_cmd = py_aclcheck
 redis.replicate_commands = function() return true end
 -- The debugger's functions (hotkv.lua.ldb): no-ops unless the script runs
 -- in a SCRIPT DEBUG session (ldb_on, set by run).
-local ldb_on = false
-local ldb_repr
+local ldb_on, ldb = false, nil     -- ldb: hotkv/lua/ldb.lua's table, once loaded
 redis.breakpoint = py_ldb_break
 redis.debug = function(...)
-  if not ldb_on then return end
-  local parts = {}
-  for j = 1, select('#', ...) do parts[j] = ldb_repr((select(j, ...)), 0) end
-  py_ldb_debug(tconcat(parts, ', '))
+  if ldb_on then ldb.debug(...) end
 end
 local function single(field, n, v)
   if n ~= 1 or type(v) ~= 'string' then
@@ -288,18 +282,11 @@ hook = function()
     end
   end
 end
--- The debugger's hook (SCRIPT DEBUG): every line of the user's code, and
--- every 100000 instructions (its timeout check), goes to hotkv.lua.ldb;
--- lines of our glue never do.
-local function ldbhook(ev)
-  local i = dbg.getinfo(2, 'Sl')
-  if i and i.source == chunk then py_ldb_hook(ev == 'count', i.currentline) end
-end
 local function run(f, keys, argv, timed, debugging)
   cur_keys, cur_argv = keys, argv
   if debugging then
     ldb_on = true
-    sethook(ldbhook, 'l', 100000)
+    sethook(ldb.hook, 'l', 100000)   -- every line of the user's code (hotkv/lua/ldb.lua)
   elseif timed then
     sethook(hook, '', 100000)
   end
@@ -328,110 +315,20 @@ local internals = {next = lua_next_, loadstring = lua_loadstring,
                    gcstep = function(n) lua_gc('step', n) end,
                    gcfull = function() lua_gc('collect') end}
 
--- The debugger's views of values and of the stack (hotkv.lua.ldb), as
--- Valkey's ldbCatStackValue, ldbPrint, ldbPrintAll, ldbTrace and ldbEval
--- show them.  The stack helpers count levels from themselves: level 1 is
--- the helper, then the Python callback and the hook, then the user's
--- frames (source == chunk; our glue's frames are never shown).
-local REPR_ESC = {['\\'] = '\\\\', ['"'] = '\\"', ['\n'] = '\\n', ['\r'] = '\\r',
-                  ['\t'] = '\\t', ['\a'] = '\\a', ['\b'] = '\\b'}
-local function repr_char(ch)
-  return REPR_ESC[ch] or sformat('\\x%02x', sbyte(ch))
-end
-ldb_repr = function(v, level)
-  if level == 10 then return '<max recursion level reached! Nested table?>' end
-  level = level + 1
-  local t = type(v)
-  if t == 'string' then
-    return '"' .. sgsub(v, '[%z\1-\31\127-\255"\\]', repr_char) .. '"'
-  elseif t == 'number' then return sformat('%g', v)
-  elseif t == 'boolean' then return v and 'true' or 'false'
-  elseif t == 'nil' then return 'nil'
-  elseif t == 'table' then
-    v = real_of[v] or v        -- a read-only proxy shows the table behind it
-    local arr, full, is_array, expected = {}, {}, true, 1
-    for k, val in lua_next, v do
-      if is_array and (type(k) ~= 'number' or k ~= expected) then is_array = false end
-      local r = ldb_repr(val, level)
-      arr[#arr + 1] = r
-      full[#full + 1] = '[' .. ldb_repr(k, level) .. ']=' .. r
-      expected = expected + 1
-    end
-    return '{' .. tconcat(is_array and arr or full, '; ') .. '}'
-  elseif rawequal(v, null) then
-    return '"light-userdata@(nil)"'     -- Valkey's cjson.null is a NULL light userdata
-  elseif t == 'userdata' then
-    return '"' .. py_ldb_addr(v) .. '"'   -- the API's Python callables: C functions
-  end
-  local s = tostring(v)                     -- "function: 0x55..." / "thread: 0x55..."
-  return '"' .. sgsub(s, ': ', '@', 1) .. '"'
-end
--- print <name>: the first local of that name from the innermost user frame
--- outwards, then the globals KEYS and ARGV; nil when there is none.
-internals.ldb_print = function(name)
-  local lvl = 2
-  while true do
-    local i = dbg.getinfo(lvl, 'S')
-    if not i then break end
-    if i.source == chunk then
-      local n = 1
-      while true do
-        local k, v = dbg.getlocal(lvl, n)
-        if k == nil then break end
-        if k == name then return ldb_repr(v, 0) end
-        n = n + 1
-      end
-    end
-    lvl = lvl + 1
-  end
-  if name == 'KEYS' then return ldb_repr(cur_keys, 0) end
-  if name == 'ARGV' then return ldb_repr(cur_argv, 0) end
-  return nil
-end
--- print: "name = value" for every local of the innermost user frame.
-internals.ldb_locals = function()
-  local out, lvl = {}, 2
-  while true do
-    local i = dbg.getinfo(lvl, 'S')
-    if not i then return out end
-    if i.source == chunk then break end
-    lvl = lvl + 1
-  end
-  local n = 1
-  while true do
-    local k, v = dbg.getlocal(lvl, n)
-    if k == nil then break end
-    if not sfind(k, '(*temporary)', 1, true) then out[#out + 1] = k .. ' = ' .. ldb_repr(v, 0) end
-    n = n + 1
-  end
-  return out
-end
--- trace: {name or false, current line} per user frame, innermost first.
-internals.ldb_trace = function()
-  local out, lvl = {}, 2
-  while true do
-    local i = dbg.getinfo(lvl, 'Snl')
-    if not i then return out end
-    if i.source == chunk then out[#out + 1] = {i.name or false, i.currentline} end
-    lvl = lvl + 1
-  end
-end
--- eval <code>: as an expression first, else as statements, in a new chunk
--- ("@ldb_eval") over the script's globals; (true, value) or (false, error).
-internals.ldb_eval = function(code)
-  local f, err = lua_loadstring('return ' .. code, '@ldb_eval')
-  if not f then
-    f, err = lua_loadstring(code, '@ldb_eval')
-    if not f then return false, err end
-  end
-  local ok, v = lua_pcall(f)
-  if ok then return true, ldb_repr(v, 0) end
-  if type(v) == 'userdata' then
-    local u = py_unwrap(v)
-    if u ~= nil then v = u end
-  end
-  if type(v) == 'table' then v = rawget(v, 'err') end
-  return false, tostring(v)
+-- The debugger's Lua half (hotkv/lua/ldb.lua) is compiled by the first
+-- SCRIPT DEBUG session only (a fresh state stays small: Valkey's suite holds
+-- used_memory_lua under 100 KB); it gets what it needs of this chunk here.
+internals.ldb_load = function(body)
+  ldb = lua_loadstring(body, '=hotkv')({
+    dbg = dbg, chunk = chunk, real_of = real_of, null = null, type = type,
+    tostring = tostring, rawequal = rawequal, rawget = rawget, next = lua_next,
+    pcall = lua_pcall, loadstring = lua_loadstring, select = select,
+    py_unwrap = py_unwrap, py_ldb_hook = py_ldb_hook, py_ldb_debug = py_ldb_debug,
+    py_ldb_addr = py_ldb_addr,
+    args = function() return cur_keys, cur_argv end,
+  })
+  internals.ldb_print, internals.ldb_locals = ldb.print, ldb.locals
+  internals.ldb_trace, internals.ldb_eval = ldb.trace, ldb.eval
 end
 
 if funcmode then
