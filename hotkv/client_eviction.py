@@ -18,8 +18,10 @@ counts only the table entries).
 When it runs (Valkey's call sites of evictClients and
 updateClientMemUsageAndBucket): before each command, on the dispatcher's
 gate (``before_command``: the client's memory with the arguments of the
-command about to run); after a read that leaves over 32 KB pending in the
-parser (``after_read``: a big argument still arriving); at the end of each
+command about to run); after a read (``after_read``: a big argument still
+arriving, the replies of the commands it ran -- Valkey measures a client
+after each command), while the dispatcher is gated or the read left over
+32 KB pending in the parser; at the end of each
 loop turn for the clients whose output was flushed (``before_sleep``:
 replies, pub/sub messages, tracking redirections written to other
 clients); and in the cron, for every client.  Each updates the figures of
@@ -168,7 +170,7 @@ class ClientEvictor:
         return False
 
     def after_read(self, cl) -> bool:
-        """After a read left a big argument pending: True when cl was evicted."""
+        """After a read and its commands: True when cl was evicted."""
         if self._update(cl):
             self.evict()
             return cl.closed

@@ -121,7 +121,8 @@ class Connection(Client, asyncio.Protocol):
                 self._run(commands, error)
             finally:
                 server.input_bytes = 0
-        if parser.held > _BIG_ARG:
+        if parser.held > _BIG_ARG or self.server.gated:
+            # (gated: maxmemory-clients weighs the replies just queued too)
             self._check_query_buffer()
 
     def _run(self, commands, error):
@@ -263,7 +264,8 @@ class Connection(Client, asyncio.Protocol):
                 self.kill()
                 return True
         if not incoming and server.gated and server.clients_limit:
-            # After a read that left a big argument arriving (hotkv.client_eviction).
+            # After a read: a big argument arriving, or the replies of the
+            # commands it ran (hotkv.client_eviction).
             return server.client_evictor.after_read(self)
         return False
 
