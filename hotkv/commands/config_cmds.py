@@ -190,6 +190,9 @@ def reset_stats(server):
     server.stat_evictedkeys = 0
     server.stat_evictedclients = 0        # hotkv.client_eviction
     server.eviction.reset_stats()         # total_eviction_exceeded_time (hotkv.eviction)
+    scripting = getattr(server, "scripting", None)
+    if scripting is not None:
+        scripting.evicted = 0             # evicted_scripts (hotkv.lua.engine)
     denied = getattr(getattr(server, "acl", None), "denied", None)
     if denied:
         for k in denied:
