@@ -576,3 +576,26 @@ def test_time_stands_still_in_a_script(hotkv_server_factory, ref_server):
             c.call("FUNCTION", "DELETE", "timelib")
         c.close()
     assert results[0] == results[1] == (b"*2\r\n:1\r\n:2\r\n", b"*2\r\n:1\r\n:2\r\n")
+
+
+def _evicted_scripts(c) -> int:
+    info = c.call("INFO", "stats").split(b"\r\n")
+    line = next(x for x in info if x.startswith(b"evicted_scripts:"))
+    return int(line.split(b":")[1])
+
+
+def test_config_resetstat_resets_evicted_scripts(target):
+    """INFO's evicted_scripts is a statistic: CONFIG RESETSTAT zeroes it (the
+    Tcl scripting unit's 'eviction is plain LRU' counts from a reset)."""
+    c = target.admin
+    c.call("SCRIPT", "FLUSH")
+    c.call("CONFIG", "RESETSTAT")
+    pipe = b"".join(b"*3\r\n$4\r\nEVAL\r\n$%d\r\n%s\r\n$1\r\n0\r\n" % (len(s), s)
+                    for s in (b"return %d" % j for j in range(501)))
+    c.send_raw(pipe)
+    for _ in range(501):
+        c.read_reply()
+    assert _evicted_scripts(c) == 1
+    c.call("CONFIG", "RESETSTAT")
+    assert _evicted_scripts(c) == 0
+    c.call("SCRIPT", "FLUSH")
