@@ -459,16 +459,18 @@ class Server:
             self.prop_pending = []
             self.aof.feed(pending)
 
-    def count_error(self, message: str):
+    def count_error(self, message: str, custom: bool = False):
+        """INFO errorstats: the code is the text up to a space within its first
+        31 bytes (after Valkey's dash), else ERR.  ``custom``: an error a script
+        returned (its own code); past 128 codes a new one of those counts as
+        ERRORSTATS_OVERFLOW (Valkey's ERRORSTATS_LIMIT), the server's always count."""
         self.stat_total_error_replies += 1
-        prefix = message.split(" ", 1)[0]
-        if not prefix or not prefix.isupper() or len(prefix) > 128:
-            prefix = "ERR"
-        if prefix not in self.errorstats and len(self.errorstats) >= 128:
-            # Redis stops tracking new error codes after 128 and counts them
-            # as errorstat_ERRORSTATS_DISABLED... keep it simple: count as ERR
-            prefix = "ERR"
-        self.errorstats[prefix] = self.errorstats.get(prefix, 0) + 1
+        space = message.find(" ", 0, 31)
+        prefix = message[:space] if space >= 0 else "ERR"
+        errorstats = self.errorstats
+        if custom and len(errorstats) >= 128 and prefix not in errorstats:
+            prefix = "ERRORSTATS_OVERFLOW"
+        errorstats[prefix] = errorstats.get(prefix, 0) + 1
 
     def log_exception(self, cmd, argv, exc):
         log.error("internal error running %s: %s\n%s", cmd.name, exc,
