@@ -166,6 +166,9 @@ def _check(client, server, cmd, argv):
             client.multi_flags |= 1
         if cmd.write:
             client.multi_flags |= 2
+        declared = getattr(cmd.func, "queued_flags", None)
+        if declared is not None:   # EVAL: what its script declared (hotkv.commands.scripting)
+            client.multi_flags |= declared(client, argv)
         if (cmd.write or "may_replicate" in cmd.flags) and may_replicate(server, cmd, argv):
             client.multi_flags |= 4     # CLIENT PAUSE WRITE holds the EXEC (hotkv.pause)
         client.add_reply(QUEUED)
