@@ -599,3 +599,29 @@ def test_config_resetstat_resets_evicted_scripts(target):
     c.call("CONFIG", "RESETSTAT")
     assert _evicted_scripts(c) == 0
     c.call("SCRIPT", "FLUSH")
+
+
+def _queued_script_on_new_replica(host, port, primary_port):
+    """MULTI on a primary, EVALs queued, the server becomes a replica, EXEC."""
+    c, admin, c2 = (RawClient(host, port) for _ in range(3))
+    out = [c.call("MULTI"), c.call("EVAL", "#!lua\nreturn 1", 0),
+           c2.call("MULTI"), c2.call("EVAL", "#!lua flags=no-writes\nreturn 1", 0),
+           admin.call("REPLICAOF", "127.0.0.1", primary_port), c.call("EXEC"), c2.call("EXEC"),
+           admin.call("REPLICAOF", "NO", "ONE")]
+    for x in (c, admin, c2):
+        x.close()
+    return out
+
+
+def test_queued_eval_with_write_shebang_aborts_exec_on_replica(hotkv_server_factory,
+                                                              server, ref_server):
+    """A queued EVAL's script that declares flags counts as a write (or not,
+    with no-writes) for EXEC's gates, as Valkey's evalGetCommandFlags."""
+    from support import ReferenceValkey
+    replica = hotkv_server_factory()
+    with ReferenceValkey() as ref_replica:
+        got = _queued_script_on_new_replica(replica.host, replica.port, server.port)
+        assert got == _queued_script_on_new_replica(ref_replica.host, ref_replica.port,
+                                                    ref_server.port)
+    assert got[5].startswith(b"-EXECABORT Transaction discarded because of: READONLY")
+    assert got[6] == b"*1\r\n:1\r\n"

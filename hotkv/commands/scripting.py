@@ -15,11 +15,13 @@ Invariants:
 
 from __future__ import annotations
 
+import hashlib
+
 from .. import errors
 from ..blocking import BLOCKED
 from ..errors import CommandError
 from ..lua import ldb
-from ..lua.engine import ScriptError, engine, feed_monitors
+from ..lua.engine import ScriptError, engine, feed_monitors, parse_shebang
 from ..registry import command, container, spec
 from ..replies import help_reply
 from ..resp import OK
@@ -112,6 +114,35 @@ def deliver_script_reply(c, out):
         if data[:1] == b"-":
             c.server.current_cmd.failed_calls += 1
         c.add_raw(data)
+
+
+def _queued_flags(c, argv) -> int:
+    """The flags a queued EVAL adds to its transaction (Valkey's
+    evalGetCommandFlags): a script that declares flags (a shebang) is a
+    write unless ``no-writes`` (bit 2 of ``multi_flags``) and may grow memory
+    unless ``no-writes`` or ``allow-oom`` (bit 1), so EXEC meets the replica's
+    READONLY and the OOM gates as the script would; a script without a
+    shebang keeps EVAL's own flags."""
+    if len(argv) < 2:
+        return 0
+    eng = engine(c.server)
+    if argv[0].lower().startswith(b"evalsha"):
+        script = eng.scripts.get(argv[1].lower()) if len(argv[1]) == 40 else None
+        if script is None:
+            return 0
+        flags = script.flags
+    else:
+        script = eng.scripts.get(hashlib.sha1(argv[1]).hexdigest().encode())
+        if script is not None:
+            flags = script.flags
+        else:
+            try:
+                flags = parse_shebang(argv[1])[0]
+            except ValueError:
+                return 0
+    if flags is None or "no_writes" in flags:
+        return 0
+    return 2 if "allow_oom" in flags else 3
 
 
 _EVAL_FLAGS = "noscript skip_monitor may_replicate no_mandatory_keys stale"
@@ -266,3 +297,5 @@ def _command_metadata():
 
 
 _command_metadata()
+for _fn in (eval_, evalsha, eval_ro, evalsha_ro):
+    _fn.queued_flags = _queued_flags
