@@ -16,9 +16,11 @@ carries the hostname and the auxiliary fields
 8.1.8 loads here, and the reverse.
 
 Invariants: while a node runs it holds an exclusive flock on its file (a
-second node given the same file does not start, as Valkey's
-clusterLockConfig); a save goes to a temporary file, fsynced, renamed over
-the old one, and the lock moves to the new file; a missing or empty file
+second node given the same file does not start: clusterLockConfig's intent;
+valkey-server 8.1.8 loses its lock at its first save, whose rename replaces
+the locked file, and would start that second node with the same id); a
+save goes to a temporary file, fsynced, renamed over the old one, and the
+lock moves to the new file; a missing or empty file
 means a fresh node; a file that does not parse stops the start
 (``NodesConfError``) instead of inventing a node.
 """

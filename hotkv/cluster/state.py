@@ -119,6 +119,14 @@ class ClusterState:
             importing, migrating = {}, {}
             if self.conf is not None:
                 log.info("No cluster configuration found, I'm %.40s", myself.id)
+        if port > 65535 - 10000 and not cport:
+            # valkey-server's check: the bus port is the port + 10000.
+            if self.conf is not None:
+                self.conf.close()
+            raise nodes_conf.NodesConfError(
+                "Valkey port number too high. Cluster communication port is 10,000 port "
+                "numbers higher than your Valkey port. Your Valkey port number must be "
+                "55535 or less.")
         if self.conf is not None:
             self.conf.save(nodes_conf.render(topology, myself, importing, migrating))
         return topology, myself, importing, migrating
