@@ -1,7 +1,8 @@
 """Cluster mode: Valkey Cluster as its clients see it, emulated in process.
 
 ``cluster-enabled yes`` makes a server a cluster node (``server.cluster``,
-hotkv.cluster.state): key slots (hotkv.cluster.slots), CROSSSLOT / MOVED /
+hotkv.cluster.state; a lone node keeps its view in its nodes.conf,
+hotkv.cluster.nodes_conf): key slots (hotkv.cluster.slots), CROSSSLOT / MOVED /
 ASK / TRYAGAIN / CLUSTERDOWN on the command path, the CLUSTER commands
 (hotkv/commands/cluster.py).  ``EmbeddedCluster`` (hotkv.cluster.embedded)
 runs several such nodes in one process, each a real listener, sharing one

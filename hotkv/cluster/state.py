@@ -26,6 +26,13 @@ Valkey's cluster.c answers for the command path:
 The ASKING flag lives on the client (``client.asking``) and lasts one
 command (a whole MULTI/EXEC); READONLY is ``client.cluster_ro``.
 
+A lone node (no topology given) starts as valkey-server's: the view of its
+nodes.conf (hotkv.cluster.nodes_conf) when the file exists, else a fresh
+node with no slot and epoch 0, written to that file at once; it rewrites
+the file after each change (``save_config``) and releases its lock at
+shutdown (``close``).  ``own_every_slot`` is the ready single node of
+``hotkv serve`` and ``EmbeddedServer`` (a fresh node takes every slot).
+
 Invariants: ``importing`` slots are not owned by myself, ``migrating``
 slots are; the keys of a command are found through the command table's key
 specs (``Command.key_indexes``), the shard channels of SSUBSCRIBE /
