@@ -625,3 +625,39 @@ def test_queued_eval_with_write_shebang_aborts_exec_on_replica(hotkv_server_fact
                                                     ref_server.port)
     assert got[5].startswith(b"-EXECABORT Transaction discarded because of: READONLY")
     assert got[6] == b"*1\r\n:1\r\n"
+
+
+SET_REPL = """redis.call('set','a','1')
+redis.set_repl(redis.REPL_NONE)
+redis.call('set','b','2')
+redis.set_repl(redis.REPL_AOF)
+redis.call('set','c','3')
+redis.set_repl(redis.REPL_REPLICA)
+redis.call('set','e','5')
+redis.set_repl(redis.REPL_ALL)
+redis.call('set','d','4')"""
+
+
+def test_set_repl_sends_each_command_where_it_says(hotkv_server_factory, tmp_path):
+    """redis.set_repl (the Tcl unit's 'selective replication'): a, d
+    everywhere, b nowhere, c to the AOF only, e to the replicas only; the
+    primary has them all."""
+    primary = start_aof_server(hotkv_server_factory, tmp_path)
+    replica = hotkv_server_factory()
+    c = RawClient(primary.host, primary.port)
+    c.call("CONFIG", "SET", "repl-diskless-sync-delay", "0")
+    rep = RawClient(replica.host, replica.port)
+    assert rep.call("REPLICAOF", "127.0.0.1", primary.port) == b"+OK\r\n"
+    assert wait_for(lambda: b"master_link_status:up" in rep.call("INFO", "replication"), 15)
+    c.call("EVAL", SET_REPL, 0)
+    c.call("SET", "done", "1")
+    assert c.call("MGET", "a", "b", "c", "d", "e") == \
+        b"*5\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n$1\r\n4\r\n$1\r\n5\r\n"
+    assert wait_for(lambda: rep.call("GET", "done") == b"$1\r\n1\r\n")
+    assert rep.call("MGET", "a", "b", "c", "d", "e") == \
+        b"*5\r\n$1\r\n1\r\n$-1\r\n$-1\r\n$1\r\n4\r\n$1\r\n5\r\n"
+    logged = [cmd for cmd in aof_commands(tmp_path) if cmd[0] == b"SET"]
+    assert [cmd[1] for cmd in logged] == [b"a", b"c", b"d", b"done"]
+    rep.call("REPLICAOF", "NO", "ONE")
+    c.close()
+    rep.close()

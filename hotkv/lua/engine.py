@@ -172,7 +172,7 @@ class ScriptError(Exception):
 class RunCtx:
     __slots__ = ("caller", "fake", "sha", "readonly", "write_dirty", "flags", "killed",
                  "start", "busy", "prev_gate", "prev_shutdown", "shutdown", "prop_mark",
-                 "busy_error", "serving", "time_us")
+                 "busy_error", "serving", "time_us", "repl", "targets")
 
     def __init__(self, caller, fake, sha, readonly, flags):
         self.caller = caller
@@ -191,6 +191,8 @@ class RunCtx:
         self.busy_error = BUSY_SCRIPT
         self.serving = None     # hotkv.net.ServeWhileBlocked while busy
         self.time_us = 0        # TIME's answer in this run (set at its start)
+        self.repl = 3           # redis.set_repl: 1 AOF, 2 replicas, 3 both, 0 neither
+        self.targets = None     # {index in prop_pending: 1 or 2} once set_repl narrowed it
 
 
 class Script:
@@ -257,7 +259,7 @@ class Engine:
             self._py_loadstring, self._py_register, self._py_type,
             lambda name: lib(lambda *a: _json_setting(json_cfg, name.decode(), *a),
                              multi=True),
-            self._ldb_hook, self._ldb_debug, self._ldb_break, _ldb_addr)
+            self._ldb_hook, self._ldb_debug, self._ldb_break, _ldb_addr, self._py_set_repl)
         self._internals = extra[0]
         self.ldb_loaded = False      # hotkv/lua/ldb.lua compiled in this state (ldb.py)
         self._load = extra[1] if len(extra) > 1 else None
@@ -380,6 +382,8 @@ class Engine:
                 # logged, and its caller gets no reply (Valkey's process exits).
                 del server.prop_pending[run.prop_mark:]
                 c.skip_this = True
+            elif run.targets is not None:
+                _feed_targeted(server, run)
         # A GC step every 50 runs, as Valkey (LUA_GC_CYCLE_PERIOD): the
         # garbage of many small scripts does not pile up to Lua's own pause.
         self.gc_count += 1
@@ -787,7 +791,12 @@ class Engine:
             if message is not None:
                 return self._rejected(message, cmd)
         fake.out = []
-        call(fake, cmd, argv)
+        if run.repl != 3:
+            mark = len(server.prop_pending)
+            call(fake, cmd, argv)
+            _retarget(server, run, mark)
+        else:
+            call(fake, cmd, argv)
         if server.monitors and not cmd.admin and "skip_monitor" not in cmd.flags:
             feed_monitors(server, fake.db.index, b"lua", cmd, argv)
         data = b"".join(fake.out)
@@ -903,6 +912,13 @@ class Engine:
             self.run.fake.resp3 = resp == 3
         return None
 
+    def _py_set_repl(self, flags):
+        """redis.set_repl (validated by the prelude): where the script's
+        next commands propagate, as Valkey's run_ctx->repl_flags."""
+        if self.run is not None:
+            self.run.repl = int(flags) & 3
+        return None
+
     def _py_log(self, *args):
         n = len(args)
         if n < 2:
@@ -960,6 +976,57 @@ class Engine:
         if server.acl_check is None or run is None:
             return True
         return server.acl_check(run.fake, cmd, argv) is None
+
+
+def _retarget(server, run, mark: int):
+    """What the command just called appended to ``prop_pending`` (from
+    ``mark``) goes where redis.set_repl says: nowhere (dropped), or to the
+    AOF or the replicas only (noted in ``run.targets``)."""
+    pending = server.prop_pending
+    if len(pending) <= mark:
+        return
+    if run.repl == 0:
+        del pending[mark:]
+        return
+    if run.targets is None:
+        run.targets = {}
+    for i in range(mark, len(pending)):
+        run.targets[i] = run.repl
+
+
+def _feed_targeted(server, run):
+    """At the script's end, when set_repl narrowed some of its commands:
+    its propagated commands go out now, each to its sinks (the AOF writer,
+    the replicas' stream), in order, as one unit per sink (a MULTI/EXEC when
+    more than one), as Valkey's propagatePendingCommands feeds each op to
+    its targets."""
+    pending = server.prop_pending
+    mark = run.prop_mark
+    entries = pending[mark:]
+    del pending[mark:]
+    targets = run.targets
+    run.targets = None
+    sink = server.aof
+    if sink is None or not entries:
+        return
+    aof_part = [e for i, e in enumerate(entries, mark) if targets.get(i, 3) & 1]
+    repl_part = [e for i, e in enumerate(entries, mark) if targets.get(i, 3) & 2]
+    writer = server.aof_writer
+    if sink is writer:                          # a replica: its own AOF only
+        feeds = ((writer, aof_part),)
+    elif hasattr(sink, "first") and hasattr(sink, "second"):   # server._Tee
+        feeds = ((sink.first, aof_part), (sink.second, repl_part))
+    elif hasattr(sink, "writer") and hasattr(sink, "repl"):    # replication.CountedAOF
+        feeds = ((sink.writer, aof_part),)
+        if repl_part:
+            n = len(repl_part)
+            sink.repl.master_repl_offset += 1 if n == 1 else n + 2
+    else:                                       # the replicas' stream only
+        feeds = ((sink, repl_part),)
+    for target, part in feeds:
+        if part:
+            target.feed(part)
+    run.caller.woff = server.repl.master_repl_offset   # what WAIT waits for
 
 
 def _ldb_addr(v) -> bytes:

@@ -27,7 +27,7 @@ local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, 
       py_aclcheck, py_unwrap, py_interrupt, py_mp_pack, py_mp_unpack, py_mp_unpack_one,
       py_mp_unpack_limit, py_struct, chunk, py_load_expired, py_loadstring,
       py_register, py_type, py_json_cfg, py_ldb_hook, py_ldb_debug, py_ldb_break,
-      py_ldb_addr = ...
+      py_ldb_addr, py_set_repl = ...
 -- chunk: '@user_script' (EVAL's state) or '@user_function' (FUNCTION's
 -- state: KEYS / ARGV are the callback's arguments, never globals, and a
 -- library's code runs once, at load, against the load API only).
@@ -102,6 +102,7 @@ redis.set_repl = function(...)
     error({err = 'ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or '
                  .. 'REPL_NONE.'})
   end
+  py_set_repl(f)    -- where the script's next commands propagate (hotkv.lua.engine)
 end
 redis.REPL_NONE = 0; redis.REPL_AOF = 1; redis.REPL_SLAVE = 2; redis.REPL_REPLICA = 2
 redis.REPL_ALL = 3
