@@ -240,12 +240,13 @@ param("slowlog-max-len", "int", 128)
 param("latency-tracking", "bool", True)    # hotkv.latency: the per-command histograms
 param("active-expire-effort", "int", 1, lo=1, hi=10)
 # DEL as UNLINK, FLUSH* ASYNC by default: big values freed after the reply (hotkv.lazyfree).
+# All five default to yes as in Valkey 8.1: a deletion by expiry, eviction or the server
+# (RESTORE with a past TTL, SPOP of the whole set) is propagated as UNLINK.
 param("lazyfree-lazy-user-del", "bool", True)
 param("lazyfree-lazy-user-flush", "bool", True)
-param("lazyfree-lazy-expire", "bool", False, inert=True)
-# Valkey's default: an eviction is propagated as UNLINK (hotkv.eviction).
-param("lazyfree-lazy-eviction", "bool", True, inert=True)
-param("lazyfree-lazy-server-del", "bool", False, inert=True)
+param("lazyfree-lazy-expire", "bool", True)
+param("lazyfree-lazy-eviction", "bool", True)
+param("lazyfree-lazy-server-del", "bool", True)
 param("io-threads", "int", 1, mutable=False, inert=True)
 param("appendonly", "bool", False)
 param("appendfilename", "string", "appendonly.aof", mutable=False)
@@ -312,8 +313,7 @@ for _name, _lo, _hi in (("list-max-listpack-size", -INT_MAX - 1, INT_MAX),
 
 
 # Where hotkv keeps its own default on purpose (tests/test_config_parity.py lists why).
-_OWN_DEFAULT = {"dir", "port", "bind", "save",
-                "lazyfree-lazy-expire", "lazyfree-lazy-server-del"}
+_OWN_DEFAULT = {"dir", "port", "bind", "save"}
 # Table settings hotkv acts on in ``hotkv serve`` (hotkv.cli: logging, supervision); an
 # embedded server has no log or supervisor of its own.
 _SERVE_ONLY = {"always-show-logo", "log-format", "log-timestamp-format", "supervised",

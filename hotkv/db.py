@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import time
 
+from . import replica_keys
 from .errors import WrongType
 from .keyindex import KeyIndex
 
@@ -203,6 +204,8 @@ class Database:
         if key not in expires:
             self.volatile.add(key)
         expires[key] = when_ms
+        if self.server.replica_link is not None:   # a writable replica's own TTLs
+            replica_keys.remember(self.server, self, key)
 
     def persist(self, key) -> bool:
         if self.expires.pop(key, None) is None:

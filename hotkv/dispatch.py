@@ -321,6 +321,7 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
     # current_cmd / current_argv are left as they are: only the command that
     # runs reads them, and it has just set them.
     server.current_client = None
+    server.el_cmd_sum += duration     # INFO's eventloop_duration_cmd_sum (hotkv.loopstats)
     if server.pending_push:
         # Pub/sub messages to the client itself follow its reply (EXEC's whole array),
         # and then the invalidations of keys it changed (hotkv.tracking).

@@ -61,6 +61,7 @@ import logging
 import os
 import time
 import traceback
+from time import perf_counter as _perf_counter
 
 from . import (
     access,
@@ -70,9 +71,11 @@ from . import (
     eviction,
     latency,
     lazyfree,
+    loopstats,
     limits,
     notify,
     pubsub,
+    replica_keys,
     stats,
     tracking,
 )
@@ -232,6 +235,7 @@ class Server:
         latency.init_server(self)                 # LATENCY events, slow_gate, on_slow
         access.init_server(self)                  # OBJECT IDLETIME/FREQ (db.access kind)
         lazyfree.init_server(self)                # UNLINK / FLUSH ASYNC free after the reply
+        loopstats.init_server(self)               # INFO's eventloop_* (before_sleep, cron)
         self.startup_memory = stats.used_memory()  # INFO used_memory_startup
         self.eviction = eviction.Evictor(self)    # maxmemory (the dispatcher's gate, cron)
         client_eviction.init_server(self)         # maxmemory-clients (after: maxmemory's hook)
@@ -409,6 +413,10 @@ class Server:
             self.signal_ready(db, key)
         self.propagate(db.index, [b"UNLINK" if self.config.values.get("lazyfree-lazy-expire")
                                   else b"DEL", key])
+        if self.current_client is None and self.prop_pending:
+            # Outside a command (active expiry, a clock move) each deletion is its
+            # own unit, never a MULTI around a batch (Valkey's exitExecutionUnit).
+            self.flush_propagation()
         if self.notify is not None:
             self.notify(db, key, "x", "expired")
         if self.tracking_on:
@@ -457,7 +465,15 @@ class Server:
         pending = self.prop_pending
         if pending:
             self.prop_pending = []
-            self.aof.feed(pending)
+            if len(pending) > 1 and self.current_cmd is not None \
+                    and self.current_cmd.name in _ARBITRARY_KEYS:
+                # SCAN / RANDOMKEY run directly: their lazy expiries go out one by
+                # one, no MULTI (Valkey's CMD_TOUCHES_ARBITRARY_KEYS); inside EXEC
+                # or a script the outer command is the one named here.
+                for entry in pending:
+                    self.aof.feed([entry])
+            else:
+                self.aof.feed(pending)
 
     def count_error(self, message: str, custom: bool = False):
         """INFO errorstats: the code is the text up to a space within its first
@@ -491,12 +507,19 @@ class Server:
             self.loop.call_soon(self.before_sleep)
 
     def before_sleep(self):
-        """Redis's beforeSleep: persistence first, then replies."""
+        """Redis's beforeSleep: persistence first, then replies; it ends the
+        loop turn's cycle (hotkv.loopstats)."""
+        started = _perf_counter()
         self._wake_scheduled = False
         if self.tracking.bcast_dirty:      # BCAST invalidations of this turn
             self.tracking.before_sleep()
         self.pubsub.new_turn()            # the flush below empties what it measured
-        self.aof_manager.before_sleep()   # the AOF is written before any reply leaves
+        if self.aof is None:
+            self.aof_manager.before_sleep()   # the AOF is written before any reply leaves
+        else:
+            aof_start = _perf_counter()
+            self.aof_manager.before_sleep()
+            loopstats.add_aof(self, _perf_counter() - aof_start)
         pending = self.pending_flush
         if pending:
             self.pending_flush = []
@@ -508,6 +531,7 @@ class Server:
         if self.sleep_hooks:   # hotkv.testing.waiting: conditions re-checked once per turn
             for hook in tuple(self.sleep_hooks):
                 hook()
+        loopstats.end_cycle(self, started)
 
     def resume_client(self, client):
         """An unblocked client may run the commands it sent meanwhile.  A
@@ -540,6 +564,7 @@ class Server:
 
     def cron(self):
         """Periodic work (hz times a second): active expiry, idle clients."""
+        cron_start = _perf_counter()
         self.cmd_time_ms = self.clock.ms()
         self.eviction.cron()
         budget = 20 * self.config.values["active-expire-effort"]
@@ -553,6 +578,8 @@ class Server:
                 for _ in range(16):
                     if db.active_expire(budget) * 4 < budget:
                         break
+        if self.replica_link is not None and self.active_expire_enabled:
+            replica_keys.cron(self)     # keys a writable replica's clients gave a TTL
         latency.timed(self, "expire-cycle", start)
         if self.config.values["activerehashing"]:
             # Valkey's databasesCron: a resize of a key index left half done
@@ -572,11 +599,17 @@ class Server:
         self.aof_manager.cron()
         self.snapshots.cron()
         self.repl.cron()
+        loopstats.track(self, time.monotonic())
+        loopstats.add_cron(self, _perf_counter() - cron_start)
         self.wake()
 
     # ------------------------------------------------------------------
     def uptime(self) -> int:
         return int(time.time() - self.start_time)
+
+# Commands whose lazy expiries are not wrapped in MULTI when run directly.
+_ARBITRARY_KEYS = frozenset(("scan", "randomkey"))
+
 
 class _Tee:
     """Propagation to the AOF and then to the replicas (Valkey's order)."""

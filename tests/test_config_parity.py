@@ -29,10 +29,6 @@ from support import RawClient, ReferenceValkey, free_port, valkey_server_binary,
 GET_DIFFERENCES = {
     "dir": "each server runs in its own directory",
     "port": "each server listens on its own free port",
-    **{"lazyfree-lazy-" + k: "Valkey 8.1 defaults to yes and logs an expired key's deletion "
-       "as UNLINK; hotkv keeps no and logs DEL (tests/test_expire.py and test_aof.py pin "
-       "DEL): an open divergence, see the report of issue 21"
-       for k in ("eviction", "expire", "server-del")},
 }
 SET_DIFFERENCES = {
     "port": "moves the listener: tests/test_config_listen.py compares it with Valkey",

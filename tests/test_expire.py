@@ -7,6 +7,7 @@ the AOF records; keyspace events."""
 
 from __future__ import annotations
 
+import socket
 import time
 
 import pytest
@@ -14,6 +15,7 @@ import valkey
 
 from support import (
     KeyEvents,
+    ReferenceValkey,
     RawClient,
     aof_commands,
     exec_after_watch,
@@ -203,10 +205,10 @@ def test_expiry_is_logged_in_absolute_form(hotkv_server_factory, tmp_path):
         c.call("EXPIRE", "nokey", "10")            # no key: not logged
         c.call("PERSIST", "k")
         c.call("PERSIST", "k")                      # nothing to remove: not logged
-        c.call("EXPIRE", "k", "-1")                 # in the past: DEL
+        c.call("EXPIRE", "k", "-1")                 # in the past: UNLINK (lazyfree-lazy-expire)
         c.call("SET", "lazy", "v", "PX", "1")
         time.sleep(0.01)
-        c.call("GET", "lazy")                       # lazily expired: DEL
+        c.call("GET", "lazy")                       # lazily expired: UNLINK
         c.call("SET", "sentinel", "1")
     finally:
         c.close()
@@ -216,12 +218,31 @@ def test_expiry_is_logged_in_absolute_form(hotkv_server_factory, tmp_path):
         assert cmds[i][0] == b"PEXPIREAT" and cmds[i][1] == b"k" and cmds[i][3:] == extra
         assert t0 - 1000 < int(cmds[i][2]) - ttl < t0 + 5000
     assert cmds[3:7] == [[b"PEXPIREAT", b"k", FAR_MS.encode()],
-                         [b"PEXPIREAT", b"k", b"4102444800123"], [b"PERSIST", b"k"], [b"DEL", b"k"]]
+                         [b"PEXPIREAT", b"k", b"4102444800123"], [b"PERSIST", b"k"],
+                         [b"UNLINK", b"k"]]
     assert cmds[7][:4] == [b"SET", b"lazy", b"v", b"PXAT"]
-    assert cmds[8:] == [[b"DEL", b"lazy"], [b"SET", b"sentinel", b"1"]]
+    assert cmds[8:] == [[b"UNLINK", b"lazy"], [b"SET", b"sentinel", b"1"]]
 
 
-def test_active_expiry_is_logged_as_del(hotkv_server_factory, tmp_path):
+def test_expiry_is_logged_as_del_with_lazyfree_off(hotkv_server_factory, tmp_path):
+    """lazyfree-lazy-expire no: the deletions are logged as DEL."""
+    srv = start_aof_server(hotkv_server_factory, tmp_path)
+    c = RawClient(srv.host, srv.port)
+    try:
+        assert c.call("CONFIG", "SET", "lazyfree-lazy-expire", "no") == b"+OK\r\n"
+        c.call("SET", "k", "v")
+        c.call("EXPIRE", "k", "-1")
+        c.call("SET", "a", "v", "PX", "50")
+        assert wait_for(lambda: c.call("DBSIZE") == b":0\r\n")
+        c.call("SET", "sentinel", "1")
+    finally:
+        c.close()
+    cmds = aof_commands(tmp_path)
+    assert cmds[:2] == [[b"SET", b"k", b"v"], [b"DEL", b"k"]]
+    assert cmds[3:] == [[b"DEL", b"a"], [b"SET", b"sentinel", b"1"]]
+
+
+def test_active_expiry_is_logged_as_unlink(hotkv_server_factory, tmp_path):
     srv = start_aof_server(hotkv_server_factory, tmp_path)
     c = RawClient(srv.host, srv.port)
     try:
@@ -232,7 +253,7 @@ def test_active_expiry_is_logged_as_del(hotkv_server_factory, tmp_path):
         c.close()
     cmds = aof_commands(tmp_path)
     assert cmds[0][:4] == [b"SET", b"a", b"v", b"PXAT"]
-    assert cmds[1:] == [[b"DEL", b"a"], [b"SET", b"sentinel", b"1"]]
+    assert cmds[1:] == [[b"UNLINK", b"a"], [b"SET", b"sentinel", b"1"]]
 
 
 def test_expiry_keyspace_events(r, server):
@@ -272,3 +293,167 @@ def test_aof_reload_keeps_expired_keys_expired(hotkv_server_factory, tmp_path):
         assert 0 < int(c.call("TTL", "k2")[1:-2]) <= 100
     finally:
         c.close()
+
+
+# ----------------------------------------------------------------------
+# The replication stream of expiries, against valkey-server 8.1.8
+# ----------------------------------------------------------------------
+
+def _stream_of(host: str, port: int, run) -> list:
+    """The commands a SYNC replica receives while ``run(client)`` runs,
+    PINGs left out, up to the final ``SET end 1``."""
+    import hiredis
+
+    s = socket.create_connection((host, port), timeout=10)
+    s.sendall(b"SYNC\r\n")
+    got = b""
+    deadline = time.time() + 15
+    while b"\r\n" not in got.lstrip(b"\n") and time.time() < deadline:
+        got += s.recv(65536)
+    head, rest = got.lstrip(b"\n").split(b"\r\n", 1)
+    size = int(head[1:])
+    while len(rest) < size and time.time() < deadline:
+        rest += s.recv(65536)
+    c = RawClient(host, port)
+    try:
+        run(c)
+        c.call("SELECT", "0")
+        c.call("SET", "end", "1")
+    finally:
+        c.close()
+    tail = rest[size:]
+    end = b"*3\r\n$3\r\nSET\r\n$3\r\nend\r\n$1\r\n1\r\n"
+    while end not in tail and time.time() < deadline:
+        tail += s.recv(65536)
+    s.close()
+    reader = hiredis.Reader()
+    reader.feed(tail.lstrip(b"\n"))
+    out = []
+    while (argv := reader.gets()) is not False:
+        if argv != [b"PING"]:
+            out.append(argv)
+    return out
+
+
+def _runs_sorted(cmds: list) -> list:
+    """Consecutive UNLINK/DEL of one key each sorted by key: which of two
+    expired keys a scan meets first is the hash table's order."""
+    out, run = [], []
+    for argv in cmds + [None]:
+        if argv is not None and argv[0].upper() in (b"UNLINK", b"DEL") and len(argv) == 2:
+            run.append(argv)
+            continue
+        out.extend(sorted(run, key=lambda a: a[1]))
+        run = []
+        if argv is not None:
+            # absolute times differ between the servers: keep their place only
+            out.append([b"<ms>" if a.isdigit() and len(a) >= 12 else a for a in argv])
+    return out
+
+
+def _expiry_scenario(c):
+    def two_expired(*names):
+        for name in names:
+            c.call("SET", name, "bar", "PX", "1")
+        c.call("DEBUG", "SLEEP", "0.01")
+
+    assert c.call("DEBUG", "SET-ACTIVE-EXPIRE", "0") == b"+OK\r\n"
+    try:
+        c.call("FLUSHALL")
+        two_expired("foo1", "foo2")
+        c.call("SCAN", "0")                  # two UNLINKs, no MULTI
+        two_expired("foo1", "foo2")
+        c.call("RANDOMKEY")                  # the same
+        two_expired("foo1", "foo2")
+        c.call("MULTI")
+        c.call("SCAN", "0")
+        c.call("EXEC")                       # inside EXEC: one MULTI/EXEC unit
+        two_expired("foo")
+        c.call("GET", "foo")                 # the read is not propagated
+        c.call("SET", "x", "1")
+        c.call("SET", "g", "bar", "PX", "100000")
+        c.call("GETEX", "g", "PERSIST")
+        c.call("GETEX", "g", "PXAT", "1")    # in the past: UNLINK
+        c.call("SET", "e", "1")
+        c.call("EXPIRE", "e", "-1")          # in the past: UNLINK (lazyfree-lazy-expire)
+        c.call("SADD", "s", "a", "b")
+        c.call("SPOP", "s", "5")             # the whole set: UNLINK (lazyfree-lazy-server-del)
+        c.call("SET", "d", "v")
+        payload = c.call("DUMP", "d")
+        data = payload.split(b"\r\n", 1)[1][:-2]
+        c.call("RESTORE", "r", "1", data, "ABSTTL")   # expired already: UNLINK? no key: nothing
+        c.call("RESTORE", "d", "1", data, "ABSTTL", "REPLACE")   # replaced, expired: UNLINK
+    finally:
+        c.call("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+
+
+def test_expiry_stream_as_valkey(hotkv_server_factory, ref_server):
+    """Lazy expiries met by SCAN and RANDOMKEY go out as single UNLINKs (in
+    EXEC as one MULTI/EXEC unit), a read that met an expired key is not
+    propagated, GETEX/EXPIRE in the past, SPOP of a whole set and RESTORE of
+    an expired key propagate UNLINK: the lazyfree-lazy-* defaults (all yes)
+    and the stream equal to valkey-server 8.1.8's."""
+    srv = hotkv_server_factory(**{"repl-diskless-sync-delay": 0, "enable-debug-command": "yes"})
+    ours = _stream_of(srv.host, srv.port, _expiry_scenario)
+    theirs = _stream_of(ref_server.host, ref_server.port, _expiry_scenario)
+    assert _runs_sorted(ours) == _runs_sorted(theirs)
+    assert [b"MULTI"] not in ours[:8]        # the canonical form kept MULTI where it was
+
+
+def test_active_expiry_stream_as_valkey(hotkv_server_factory, ref_server):
+    """Several keys deleted by one active-expiry cycle: one UNLINK each, no
+    MULTI around them, as valkey-server 8.1.8 sends them."""
+    def run(c):
+        c.call("FLUSHALL")
+        c.call("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+        for i in range(5):
+            c.call("SET", "k%d" % i, "v", "PX", "1")
+        c.call("DEBUG", "SLEEP", "0.01")
+        c.call("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+        assert wait_for(lambda: c.call("DBSIZE") == b":0\r\n")
+
+    srv = hotkv_server_factory(**{"repl-diskless-sync-delay": 0, "enable-debug-command": "yes"})
+    ours = _stream_of(srv.host, srv.port, run)
+    theirs = _stream_of(ref_server.host, ref_server.port, run)
+    assert _runs_sorted(ours) == _runs_sorted(theirs)
+    assert sum(1 for a in ours if a[0] == b"UNLINK") == 5
+
+
+@pytest.mark.parametrize("kind", ["hotkv", "valkey"])
+def test_writable_replica_expires_its_own_keys(kind, hotkv_server_factory, tmp_path):
+    """A key a writable replica's own client set with a TTL is expired by
+    the replica's cron (no primary will send its UNLINK), counted in
+    expired_keys, with the replica's AOF off and on; the primary's keys
+    keep waiting for the primary.  Same on valkey-server 8.1.8."""
+    refs = []
+    if kind == "hotkv":
+        prim = hotkv_server_factory(**{"enable-debug-command": "yes",
+                                       "repl-diskless-sync-delay": 0})
+        rep = hotkv_server_factory(dir=str(tmp_path))
+    else:
+        prim = ReferenceValkey("--repl-diskless-sync-delay", "0").start()
+        rep = ReferenceValkey().start()
+        refs = [prim, rep]
+    try:
+        p = valkey.Valkey(host=prim.host, port=prim.port)
+        r = valkey.Valkey(host=rep.host, port=rep.port)
+        r.execute_command("REPLICAOF", "127.0.0.1", prim.port)
+        assert wait_for(lambda: r.info("replication")["master_link_status"] == "up", 20)
+        p.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")   # the primary's keys stay
+        p.set("theirs", "v", px=1)
+        assert wait_for(lambda: r.exists("theirs") == 0 and r.dbsize() == 1)
+        r.config_set("replica-read-only", "no")
+        for aof in ("yes", "no"):
+            r.config_set("appendonly", aof)
+            assert wait_for(lambda: r.info("persistence")["aof_rewrite_in_progress"] == 0)
+            before = r.info("stats")["expired_keys"]
+            r.set("foo", "bar", px=1)
+            assert wait_for(lambda: r.info("stats")["expired_keys"] == before + 1), aof
+            assert r.get("foo") is None
+            assert r.dbsize() == 1          # "theirs": not the replica's to delete
+            assert r.info("stats")["slave_expires_tracked_keys"] == 0
+        r.set("later", "v", ex=1000)
+        assert r.info("stats")["slave_expires_tracked_keys"] == 1
+    finally:
+        for s in refs:
+            s.stop()

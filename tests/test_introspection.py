@@ -20,7 +20,7 @@ import time
 import pytest
 import valkey
 
-from support import aof_incr_bytes, parse_aof, wait_for
+from support import RawClient, aof_incr_bytes, parse_aof, wait_for
 
 SETTINGS = ("maxmemory-policy", "lfu-log-factor", "lfu-decay-time", "slowlog-log-slower-than",
             "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush")
@@ -442,3 +442,122 @@ def test_migrate_is_logged_as_del_of_the_moved_keys(hotkv_server_factory, tmp_pa
                     timeout=5), parse_aof(aof_incr_bytes(tmp_path))
     c.close()
     dest.close()
+
+
+# ----------------------------------------------------------------------
+# INFO errorstats: the error codes counted, and the 128-code limit
+# ----------------------------------------------------------------------
+
+def _errors_scenario(c):
+    lua = "return server.error_reply(ARGV[1])"
+    c.call("SET", "a", "b", "c", "d")                       # ERR syntax error
+    c.call("LPUSH", "a", "x")
+    c.call("GET", "a")                                      # WRONGTYPE
+    for text in ("my lowercase code", "1 digit code", "nospace_at_all_in_the_first_32_chars x",
+                 "-DASHED already", "MixedCase x", "x" * 31 + " 31", "x" * 32 + " 32"):
+        c.call("EVAL", lua, "0", text)                      # a script's own error codes
+    c.call("EVAL", "return {err = 'TABLEERR from a table'}", "0")
+    for j in range(1, 200):                                 # past the 128 codes tracked
+        c.call("EVAL", lua, "0", "C%d my error message" % j)
+    c.call("EVAL", lua, "0", "C1 my error message")         # a tracked code keeps counting
+    c.call("EVAL", lua, "0", "My error message")            # a new one: ERRORSTATS_OVERFLOW
+    c.call("SET", "a", "b", "c", "d")                       # not a script's: ERR as always
+    c.call("GET", "a")
+    c.call("EVAL", "return server.call('get', 'x', 'x')", "0")   # raised, not returned
+    c.call("EVAL", "return server.call('nosuchcommand')", "0")
+    return c.call("INFO", "errorstats")
+
+
+def test_errorstats_as_valkey(server, ref_server):
+    """INFO errorstats after the same errors, byte for byte: the code is the
+    first word of the text (whatever its case, if a space comes within 32
+    bytes of the dash; else ERR); past 128 codes a script's own new codes
+    count as ERRORSTATS_OVERFLOW while the server's keep their names."""
+    out = []
+    for s in (server, ref_server):
+        c = RawClient(s.host, s.port)
+        try:
+            c.call("FLUSHALL")
+            c.call("CONFIG", "RESETSTAT")
+            out.append(_errors_scenario(c))
+            c.call("CONFIG", "RESETSTAT")
+        finally:
+            c.close()
+    assert b"errorstat_ERRORSTATS_OVERFLOW:count=" in out[1]
+    assert out[0] == out[1]
+
+
+# ----------------------------------------------------------------------
+# INFO stats' event-loop metrics and INFO DEBUG (hotkv.loopstats)
+# ----------------------------------------------------------------------
+
+def _fields(text: bytes) -> dict:
+    out = {}
+    for line in text.decode().split("\r\n"):
+        if ":" in line and not line.startswith(("$", "#")):
+            k, v = line.split(":", 1)
+            out[k] = v
+    return out
+
+
+def _section_titles(text: bytes) -> list:
+    return [line for line in text.decode().split("\r\n") if line.startswith("# ")]
+
+
+def test_info_stats_and_debug_fields_as_valkey(server, ref_server):
+    """INFO stats has Valkey 8.1's fields in its order (the io_threaded_* and
+    eventloop_* ones included); INFO DEBUG has its four fields and comes
+    only when named, never with all or everything."""
+    got = []
+    for s in (server, ref_server):
+        c = RawClient(s.host, s.port)
+        try:
+            got.append((list(_fields(c.call("INFO", "stats"))),
+                        list(_fields(c.call("INFO", "debug"))),
+                        _section_titles(c.call("INFO", "debug")),
+                        "# Debug" in _section_titles(c.call("INFO", "everything")),
+                        "# Debug" in _section_titles(c.call("INFO", "all")),
+                        _section_titles(c.call("INFO", "all", "debug"))[-1]))
+        finally:
+            c.close()
+    assert got[0] == got[1]
+
+
+def test_eventloop_metrics_grow(hotkv_server_factory):
+    """The cycle count and durations grow with each turn and cron tick (the
+    Tcl info unit's checks, with bounded waits instead of a sleep); the
+    instantaneous rates fill within a few seconds; CONFIG RESETSTAT zeroes
+    the durations."""
+    srv = hotkv_server_factory()
+    c = RawClient(srv.host, srv.port)
+    try:
+        def stats():
+            return {k: int(v) for k, v in _fields(c.call("INFO", "stats")).items()
+                    if k.startswith(("eventloop_", "instantaneous_eventloop_"))}
+
+        def debug():
+            return {k: int(v) for k, v in _fields(c.call("INFO", "debug")).items()}
+
+        c.call("SET", "k", "v")
+        one, d1 = stats(), debug()
+        assert one["eventloop_cycles"] > 0 and one["eventloop_duration_cmd_sum"] > 0
+        assert wait_for(lambda: debug()["eventloop_duration_cron_sum"] > d1[
+            "eventloop_duration_cron_sum"])
+        two, d2 = stats(), debug()
+        assert two["eventloop_cycles"] > one["eventloop_cycles"]
+        assert two["eventloop_duration_sum"] > one["eventloop_duration_sum"]
+        assert two["eventloop_duration_cmd_sum"] > one["eventloop_duration_cmd_sum"]
+        assert d2["eventloop_cmd_per_cycle_max"] >= 1
+        assert d2["eventloop_duration_max"] > 0 and d2["eventloop_duration_aof_sum"] == 0
+        c.send_raw(b"PING\r\n" * 50)                     # one read, one cycle of 50
+        assert [c.read_reply() for _ in range(50)] == [b"+PONG\r\n"] * 50
+        assert wait_for(lambda: debug()["eventloop_cmd_per_cycle_max"] >= 50)
+        assert wait_for(lambda: stats()["instantaneous_eventloop_cycles_per_sec"] > 0, 10)
+        assert stats()["instantaneous_eventloop_duration_usec"] > 0
+        assert c.call("CONFIG", "RESETSTAT") == b"+OK\r\n"
+        after = stats()
+        assert after["eventloop_cycles"] <= 2
+        assert after["eventloop_duration_cmd_sum"] < two["eventloop_duration_cmd_sum"]
+        assert debug()["eventloop_cmd_per_cycle_max"] < 50
+    finally:
+        c.close()

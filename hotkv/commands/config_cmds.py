@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import os
 
-from .. import errors
+from .. import errors, loopstats
 from ..config import ALIASES, HIDDEN as HIDDEN_SETTINGS, PARAMS, ConfigError, parse_config_file
 from ..errors import CommandError
 from ..registry import all_commands, command, container
@@ -201,6 +201,7 @@ def reset_stats(server):
     for cmd in all_commands():
         cmd.reset_stats()
     reset_instantaneous(server)
+    loopstats.reset(server)               # eventloop_* and INFO DEBUG (hotkv.loopstats)
 
 
 @command("config|resetstat", 2, "admin noscript loading stale", group="server")

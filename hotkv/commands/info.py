@@ -32,7 +32,7 @@ import resource
 import sys
 import time
 
-from .. import latency
+from .. import latency, loopstats, replica_keys
 from ..eviction import STARTUP_USED
 from ..lua.functions import memory_info
 from ..pause import pause_info
@@ -326,7 +326,7 @@ def _info_stats(server):
         ("latest_fork_usec", getattr(server, "latest_fork_usec", 0)),   # hotkv.forkchild
         ("total_forks", getattr(server, "total_forks", 0)),
         ("migrate_cached_sockets", len(server.__dict__.get("migrate_sockets") or ())),
-        ("slave_expires_tracked_keys", 0),
+        ("slave_expires_tracked_keys", replica_keys.count(server)),   # hotkv.replica_keys
         ("active_defrag_hits", 0),
         ("active_defrag_misses", 0),
         ("active_defrag_key_hits", 0),
@@ -343,12 +343,18 @@ def _info_stats(server):
         ("total_writes_processed", 0),
         ("io_threaded_reads_processed", 0),
         ("io_threaded_writes_processed", 0),
+        ("io_threaded_freed_objects", 0),
+        ("io_threaded_accept_processed", 0),
+        ("io_threaded_poll_processed", 0),
+        ("io_threaded_total_prefetch_batches", 0),
+        ("io_threaded_total_prefetch_entries", 0),
         ("client_query_buffer_limit_disconnections",
          server.stat_client_qbuf_limit_disconnections),
         ("client_output_buffer_limit_disconnections",
          server.stat_client_outbuf_limit_disconnections),
         ("reply_buffer_shrinks", 0),
         ("reply_buffer_expands", 0),
+        *loopstats.stats_fields(server),       # eventloop_* (hotkv.loopstats)
         ("acl_access_denied_auth", denied.get("auth", 0)),
         ("acl_access_denied_cmd", denied.get("cmd", 0)),
         ("acl_access_denied_key", denied.get("key", 0)),
@@ -454,6 +460,9 @@ add_info_section("errorstats", _info_errorstats)
 add_info_section("latencystats", _info_latencystats, default=False)
 add_info_section("cluster", _info_cluster)
 add_info_section("keyspace", _info_keyspace)
+# Valkey's INFO DEBUG: only when named (not in all / everything), last.
+add_info_section("debug", loopstats.debug_fields, default=False)
+_NAMED_ONLY = frozenset(("debug",))
 
 
 def info_text(server, args=()) -> bytes:
@@ -476,7 +485,7 @@ def info_text(server, args=()) -> bytes:
             wanted.add(_SECTION_ALIASES.get(a, a))
     parts = []
     for name, sec in INFO_SECTIONS.items():
-        if not everything and name not in wanted:
+        if name not in wanted and (not everything or name in _NAMED_ONLY):
             continue
         lines = ["# %s\r\n" % sec.title]
         for fields in [sec.fn(server)] + [fn(server) for fn in sec.extra]:
