@@ -6,12 +6,24 @@ library reads of hotkv/queues_remote.py).
 
 Shown: every list (depth, age of the oldest item when the item is a job
 record carrying a timestamp -- hotkv.http.state.item_time; the producer is
-assumed to LPUSH, so the oldest is the tail), every stream with its groups
+assumed to LPUSH, so the oldest is the tail; its enqueue and dequeue rates
+and counters, see below), every stream with its groups
 (lag, pending, consumers with their pending count and idle time),
 the queues of RQ, Celery/kombu, dramatiq, BullMQ and taskiq-redis by their
 own names with the dashboard's states (hotkv/queues_remote.py: counts from
 their key layouts, hotkv/queues.py's constants, through this connection),
 and the server's clients, blocked clients, memory and ops/s.
+
+Enqueue and dequeue rates: real ones only from a hotkv whose dashboard is on
+(``CONFIG GET http-port`` non-zero): its per-list counters
+(hotkv.http.counts) are read from its ``/api/state`` (the same host, basic
+auth with this connection's user and password), and a queue's in/s and
+out/s are the counters' change between two refreshes (in ``--once``, the
+server's own latest rates); a drained queue (no key) with counters shows too.
+Against Valkey/Redis, or a hotkv with http-port 0, there are no counters:
+in/s and out/s show "-" and only net/s is there -- the change of depth
+between refreshes, which is not a rate (a queue with 1,000 jobs/s in and out
+shows 0), as the table's caption says.
 
 Invariants: read-only (no command here writes); the work of one refresh is
 bounded: at most ``MAX_KEYS`` keys are scanned and ``MAX_SHOWN`` lists and
@@ -21,8 +33,11 @@ streams are shown (deepest first); ``--once`` prints one frame and exits
 
 from __future__ import annotations
 
+import base64
+import json
 import sys
 import time
+import urllib.request
 
 from .cli_tool import Options, _apply_url, _txt, connect
 from .http.state import item_time, kv_fields, parse_info
@@ -47,8 +62,45 @@ def _val(r):
     return r.value
 
 
-def collect(conn) -> dict:
-    """One view of the server's queues (see the module docstring)."""
+NO_COUNTERS = ("in/s, out/s: no enqueue/dequeue counters on this server (they need hotkv "
+               "with http-port on); net/s is the change of depth between refreshes, "
+               "not a rate")
+
+
+def counters(conn, o) -> tuple:
+    """({key text: list view from /api/state} of the db this connection
+    reads, caption) when the server is a hotkv with http-port on, else
+    (None, NO_COUNTERS)."""
+    r = conn.call("CONFIG", "GET", "http-port")
+    # [name, value] (a RESP3 map is read flat too); Valkey: empty, no such setting
+    pair = r.value if r.kind in ("array", "map") and r.value else []
+    if len(pair) < 2:
+        return None, NO_COUNTERS
+    try:
+        port = int(_txt(pair[1].value))
+    except (TypeError, ValueError):
+        return None, NO_COUNTERS
+    if not port:
+        return None, NO_COUNTERS
+    host = "[%s]" % o.host if ":" in o.host else o.host
+    req = urllib.request.Request("http://%s:%d/api/state?fresh=1" % (host, port))
+    if o.password is not None:
+        cred = "%s:%s" % (o.user or "default", o.password)
+        req.add_header("Authorization", "Basic " + base64.b64encode(cred.encode()).decode())
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            state = json.loads(resp.read())
+    except (OSError, ValueError) as e:
+        return None, "%s (http-port %d: %s)" % (NO_COUNTERS, port, e)
+    found = {q["key"]: q for q in state.get("lists", ())
+             if q.get("db") == o.db and q.get("enqueued") is not None}
+    return found, ("in/s, out/s: hotkv's enqueue/dequeue counters (http-port %d); net/s: "
+                   "change of depth" % port)
+
+
+def collect(conn, o=None) -> dict:
+    """One view of the server's queues (see the module docstring); with
+    ``o`` (the connection's Options), the counters of a hotkv that has them."""
     info = parse_info(_txt(conn.call("INFO").value))
     keys, cursor = [], b"0"
     while len(keys) < MAX_KEYS:
@@ -82,10 +134,42 @@ def collect(conn) -> dict:
                                "last_delivered_id": _val(gd["last-delivered-id"])})
             streams.append({"key": _txt(k), "length": _val(s["length"]), "groups": groups})
     found = libraries(conn, keys, key_types)
+    counted, caption = counters(conn, o) if o is not None else (None, NO_COUNTERS)
     lists.sort(key=lambda q: -q["depth"])
+    lists = lists[:MAX_SHOWN]
+    if counted is not None:
+        shown = {q["key"] for q in lists}
+        for key, q in counted.items():   # a drained queue: counters, no key
+            if key not in shown and len(lists) < MAX_SHOWN * 2:
+                lists.append({"key": key, "depth": 0, "oldest_age_s": None})
+        for q in lists:
+            c = counted.get(q["key"])
+            if c is not None:
+                q.update(enqueued=c["enqueued"], dequeued=c["dequeued"],
+                         server_rates=(c["enqueue_rate"], c["dequeue_rate"]))
     streams.sort(key=lambda s: -s["length"])
-    return {"info": info, "types": types, "lists": lists[:MAX_SHOWN],
+    return {"info": info, "types": types, "lists": lists, "counted": counted is not None,
+            "caption": caption, "time": time.monotonic(),
             "streams": streams[:MAX_SHOWN], "libraries": found, "scanned": len(keys)}
+
+
+def rates(view: dict, prev: dict | None):
+    """Each list's in/s and out/s (its counters' change since ``prev``, or
+    the server's latest rates at the first frame; None without counters)
+    and net/s (depth change since ``prev``; None at the first frame)."""
+    old = {q["key"]: q for q in (prev or {}).get("lists", ())}
+    dt = view["time"] - prev["time"] if prev else 0.0
+    for q in view["lists"]:
+        o = old.get(q["key"])
+        q["net"] = (q["depth"] - o["depth"]) / dt if o is not None and dt > 0 else None
+        if q.get("enqueued") is None:
+            q["in"] = q["out"] = None
+        elif o is not None and o.get("enqueued") is not None and dt > 0:
+            q["in"] = max(0, q["enqueued"] - o["enqueued"]) / dt
+            q["out"] = max(0, q["dequeued"] - o["dequeued"]) / dt
+        else:
+            q["in"], q["out"] = q["server_rates"]
+    return view
 
 
 def _shown(name: str) -> str:
@@ -106,6 +190,14 @@ def _shown(name: str) -> str:
                 out.append("\\x%02x" % o if o < 256 else "\\u%04x" % o)
         name = "".join(out)
     return escape(name)
+
+
+def _rate(v) -> str:
+    return "-" if v is None else "%.1f" % v
+
+
+def _count(v) -> str:
+    return "-" if v is None else "{:,}".format(v)
 
 
 def _age(s):
@@ -135,12 +227,15 @@ def render(view: dict, target: str):
                 states += " (%d records unread: over the budget)" % q["unread"]
             t.add_row(q["library"], _shown(q["name"]), states)
         parts.append(t)
-    t = Table(title="Lists", title_justify="left")
+    t = Table(title="Lists", title_justify="left", caption=view.get("caption"),
+              caption_justify="left")
     t.add_column("key")
-    t.add_column("depth", justify="right")
-    t.add_column("oldest item", justify="right")
+    for c in ("depth", "in/s", "out/s", "net/s", "enqueued", "dequeued", "oldest item"):
+        t.add_column(c, justify="right")
     for q in view["lists"]:
-        t.add_row(_shown(q["key"]), str(q["depth"]), _age(q["oldest_age_s"]))
+        t.add_row(_shown(q["key"]), str(q["depth"]), _rate(q.get("in")), _rate(q.get("out")),
+                  _rate(q.get("net")), _count(q.get("enqueued")), _count(q.get("dequeued")),
+                  _age(q["oldest_age_s"]))
     parts.append(t if view["lists"] else Text("No lists."))
     t = Table(title="Stream groups", title_justify="left")
     for c in ("stream", "length", "group", "lag", "pending", "consumers (pending, idle ms)"):
@@ -208,15 +303,17 @@ def main(argv: list[str]) -> int:
         return 1
     target = "%s:%d" % (o.host, o.port)
     console = Console()
+    view = rates(collect(conn, o), None)
     if once:
-        console.print(render(collect(conn), target))
+        console.print(render(view, target))
         return 0
     n = 0
     try:
-        with Live(render(collect(conn), target), console=console, auto_refresh=False) as live:
+        with Live(render(view, target), console=console, auto_refresh=False) as live:
             while iterations is None or n < iterations:
                 time.sleep(interval)
-                live.update(render(collect(conn), target), refresh=True)
+                view = rates(collect(conn, o), view)
+                live.update(render(view, target), refresh=True)
                 n += 1
     except KeyboardInterrupt:
         pass

@@ -15,6 +15,7 @@ import json
 import os
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -381,3 +382,167 @@ def test_history_and_rates_follow_the_queues(dash):
     assert grow["net_rate"] > 0
     assert next(x for x in s["streams"] if x["key"] == "st")["enqueue_rate"] > 0
     assert s["enqueue_rate"] > 0   # RPUSH and XADD calls, server-wide
+
+
+def _counted(s) -> dict:
+    """{(db, key): (enqueued, dequeued, depth)} of a snapshot's lists."""
+    return {(q["db"], q["key"]): (q["enqueued"], q["dequeued"], q["depth"]) for q in s["lists"]}
+
+
+def _blocked(r, n: int) -> bool:
+    return wait_for(lambda: r.info("clients")["blocked_clients"] >= n, timeout=10)
+
+
+def test_list_counters_count_what_every_list_command_moves(dash):
+    """Each list command's elements in and out, as hotkv.http.counts
+    documents them: pushes, LINSERT, the moves' push half in; pops (blocking
+    ones served at once or after blocking), the moves' pop half, LREM and
+    LTRIM out; LSET, a failed LINSERT, LPUSHX on no key and DEL not at all;
+    inside MULTI and a script too; per database.  Counters outlive the key
+    (a drained queue keeps them), and depth = in - out for a list only list
+    commands touched.  Turning http-port off and on restarts them."""
+    r = valkey.Valkey(host=dash.host, port=dash.port, decode_responses=True)
+    r.lpush("a", "x", "y", "z")
+    r.rpush("a", "w")
+    assert r.lpushx("missing", "m") == 0
+    r.rpushx("a", "v")
+    assert r.linsert("a", "BEFORE", "x", "ins") == 6
+    assert r.linsert("a", "BEFORE", "nosuch", "q") == -1
+    r.lset("a", 0, "new")
+    r.lpop("a")
+    r.rpop("a", 2)
+    assert r.execute_command("LMPOP", 2, "nosuch", "a", "LEFT", "COUNT", 2)[0] == "a"
+    r.lmove("a", "b", "RIGHT", "LEFT")        # a's last element: a is gone
+    r.rpush("a", "last")
+    r.rpoplpush("a", "b")
+    assert not r.exists("a") and r.llen("b") == 2
+    r.lrem("b", 1, r.lindex("b", 0))
+    r.ltrim("b", 1, 0)                        # trims the last one away
+    r.rpush("c", 1, 2, 3)
+    r.blpop(["c"], 1)
+    r.brpop(["c"], 1)
+    r.execute_command("BLMPOP", 1, 1, "c", "RIGHT", "COUNT", 5)
+    r.rpush("h", 1, 2)
+    r.lmove("h", "h", "LEFT", "RIGHT")       # a rotation: one in, one out
+    r.rpush("k", 1, 2)
+    r.delete("k")
+    with r.pipeline(transaction=True) as p:
+        p.lpush("f", 1, 2).rpop("f").execute()
+    r.eval("redis.call('rpush', KEYS[1], 'a', 'b'); redis.call('lpop', KEYS[1])", 1, "g")
+    r1 = valkey.Valkey(host=dash.host, port=dash.port, db=1)
+    r1.lpush("a", 1)
+    # A consumer blocked on an empty queue, served by the push.
+    out = {}
+    waiter = valkey.Valkey(host=dash.host, port=dash.port, decode_responses=True)
+    t = threading.Thread(target=lambda: out.update(v=waiter.blmove("d", "e", 10, "LEFT",
+                                                                   "RIGHT")))
+    t.start()
+    assert _blocked(r, 1)
+    r.lpush("d", "job")
+    t.join(15)
+    assert out == {"v": "job"} and not r.exists("d")
+
+    got = _counted(state(dash.http_port))
+    want = {(0, "a"): (7, 7, 0), (0, "b"): (2, 2, 0), (0, "c"): (3, 3, 0),
+            (0, "h"): (3, 1, 2), (0, "k"): (2, 0, 0), (0, "f"): (2, 1, 1),
+            (0, "g"): (2, 1, 1), (1, "a"): (1, 0, 1), (0, "d"): (1, 1, 0),
+            (0, "e"): (1, 0, 1)}
+    assert got == want
+    for (db, key), (enq, deq, depth) in got.items():
+        if key != "k":   # DEL is not a list command
+            assert enq - deq == depth, key
+    m = samples(get(dash.http_port, "/metrics")[2].decode())
+    assert m[("hotkv_queue_enqueued_total", (("db", "db0"), ("key", "a")))] == 7
+    assert m[("hotkv_queue_dequeued_total", (("db", "db0"), ("key", "a")))] == 7
+
+    r.config_set("http-port", 0)
+    r.lpush("z", 1)
+    r.config_set("http-port", dash.http_port)
+    r.rpush("z", 2)
+    r.rpop("h")
+    got = _counted(state(dash.http_port))
+    assert got[(0, "z")] == (1, 0, 2) and got[(0, "h")] == (0, 1, 1)
+    assert (0, "a") not in got     # forgotten with the port: no list there now
+    for c in (waiter, r1, r):
+        c.close()
+
+
+def test_real_producers_and_consumers_give_exact_counters_and_rates(dash):
+    """Two producers push N jobs, two BRPOP consumers and one reliable
+    consumer (BLMOVE to a processing list, LREM to acknowledge) take M of
+    them: the counters are exactly N in and M out (the processing list:
+    its moves in, its acks out).  Then a queue whose consumer keeps up --
+    every job taken as it comes, the key absent at every sample, its net
+    depth change 0 -- shows non-zero enqueue and dequeue rates."""
+    n, m = 400, 300
+    host, port = dash.host, dash.port
+
+    def produce(start):
+        c = valkey.Valkey(host=host, port=port)
+        for i in range(start, n, 2):
+            c.lpush("jobs", json.dumps({"id": i, "enqueued_at": time.time()}))
+        c.close()
+
+    taken = []
+
+    def consume(reliable, count):
+        c = valkey.Valkey(host=host, port=port)
+        for _ in range(count):
+            if reliable:
+                job = c.blmove("jobs", "jobs:processing", 10, "RIGHT", "LEFT")
+                if job is None or c.lrem("jobs:processing", 1, job) != 1:
+                    break
+            elif c.brpop(["jobs"], 10) is None:
+                break
+            taken.append(reliable)
+        c.close()
+
+    threads = [threading.Thread(target=produce, args=(i,)) for i in range(2)]
+    threads += [threading.Thread(target=consume, args=(rel, m // 3))
+                for rel in (False, False, True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads) and len(taken) == m
+    r = valkey.Valkey(host=host, port=port)
+    s = state(dash.http_port)
+    got = _counted(s)
+    assert got[(0, "jobs")] == (n, m, n - m) == (n, m, r.llen("jobs"))
+    assert got[(0, "jobs:processing")] == (m // 3, m // 3, 0) == (taken.count(True),) * 2 + (0,)
+    m_ = samples(get(dash.http_port, "/metrics")[2].decode())
+    assert m_[("hotkv_queue_enqueued_total", (("db", "db0"), ("key", "jobs")))] == n
+    assert m_[("hotkv_queue_dequeued_total", (("db", "db0"), ("key", "jobs")))] == m
+
+    # Equal in and out: a consumer blocked in BRPOP takes each job pushed.
+    k = 200
+    done = []
+    consumer = valkey.Valkey(host=host, port=port)
+
+    def drain():
+        for _ in range(k):
+            if consumer.brpop(["live"], 10) is None:
+                return
+            done.append(1)
+
+    t = threading.Thread(target=drain)
+    t.start()
+    first = state(dash.http_port)
+    assert _blocked(r, 1)
+    for i in range(k):
+        r.lpush("live", i)
+    t.join(30)
+    assert len(done) == k and not r.exists("live")
+    s = state(dash.http_port)
+    live = next(q for q in s["lists"] if q["key"] == "live")
+    assert (live["enqueued"], live["dequeued"], live["depth"]) == (k, k, 0)
+    assert live["net_rate"] == 0          # what the depth alone would say
+    # Every element counted lands in the delta of exactly one sample taken
+    # after first: so some sample's rate is > 0, in and out.
+    since = [i for i, t_ in enumerate(s["history"]["t"]) if t_ > first["time"]]
+    flow = s["history"]["flows"]["0:live"]
+    assert since and max(flow["in"][i] or 0 for i in since) > 0
+    assert max(flow["out"][i] or 0 for i in since) > 0
+    assert s["dequeue_rate"] >= 0 and max(s["history"]["enqueue"]) > 0
+    consumer.close()
+    r.close()

@@ -1,9 +1,10 @@
 """The dashboard in a real browser: the distribution's headless Chromium
 driven by selenium through /usr/bin/chromedriver.  The page shows the numbers
 the server has (clients, keys, a list's depth, a stream group's lag and
-pending, an RQ queue under its own name) and updates itself after an LPUSH
-without a reload; a screenshot of each state is saved under the test's tmp
-dir and, when HOTKV_TEST_ARTIFACTS names a directory, copied there.  Skips,
+pending, an RQ queue under its own name, a list's enqueued and dequeued
+counters) and updates itself after an LPUSH and an RPOP without a reload; a
+screenshot of each state is saved under the test's tmp dir and, when
+HOTKV_TEST_ARTIFACTS names a directory, copied there.  Skips,
 naming what is missing, without chromium, chromedriver or selenium.  ~5 s.
 """
 
@@ -123,5 +124,13 @@ def test_the_page_shows_the_servers_numbers_and_updates_live(browser, hotkv_serv
         == 1   # updated in place: no reload
     # The depth plot has a series for the list.
     assert "0:jobs" in text("#depth-legend")
+    # Its counters: 7 RPUSHed + 2 LPUSHed in; then a consumer takes 3.
+    _until(lambda: text('tr[data-key="jobs"] td.enqueued') == "9", "9 enqueued")
+    assert text('tr[data-key="jobs"] td.dequeued') == "0"
+    r.rpop("jobs", 3)
+    _until(lambda: text('tr[data-key="jobs"] td.dequeued') == "3", "3 dequeued")
+    assert text('tr[data-key="jobs"] td.depth') == "6"
+    # The enqueue/dequeue plot draws the list (traffic in the last minute).
+    _until(lambda: "0:jobs" in (text("#flow-legend") or ""), "jobs in the flow plot")
     _shot(browser, tmp_path, "dashboard-after-lpush.png")
     conn.close()

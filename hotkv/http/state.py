@@ -39,7 +39,6 @@ import time
 from collections import deque
 
 from .. import queues
-from . import counts as qcounts
 from ..registry import COMMANDS
 from ..types.lists import ListValue
 from ..types.stream import Stream
@@ -281,7 +280,24 @@ def _taskiq(server, db):
         return None
 
 
-def _library_views(server, db, now_s):
+def _queue_lists(library: str, name: str) -> tuple:
+    """The list keys a library's queue takes jobs in by (its "queued"),
+    whose counters give the queue's enqueue and dequeue rates."""
+    if library == "rq":
+        return (b"rq:queue:" + name.encode(),)
+    if library == "celery":
+        return (name.encode(),) + tuple((name + queues.KOMBU_SEP + str(p)).encode()
+                                        for p in queues.KOMBU_PRIORITIES)
+    if library == "dramatiq":
+        return (b"dramatiq:" + name.encode(),)
+    if library == "bullmq":
+        return (b"bull:%s:wait" % name.encode(),)
+    if library == "taskiq":
+        return (name.encode(),)
+    return ()
+
+
+def _library_views(server, db, now_s, sweep=None, dt=None):
     out = []
     for library, read in _LIBRARIES:
         try:
@@ -291,8 +307,16 @@ def _library_views(server, db, now_s):
         for name, q in sorted(found.items()):
             oldest = q.queued[0] if q.queued else None
             when = _job_time(library, q.jobs.get(oldest)) if oldest is not None else None
+            flow = None
+            for key in _queue_lists(library, name) if sweep else ():
+                c = sweep.get((db, key))
+                if c is not None:
+                    flow = [a + b for a, b in zip(flow, c)] if flow else list(c)
             out.append({
                 "library": library, "db": db, "name": name,
+                "enqueued": flow and flow[0], "dequeued": flow and flow[1],
+                "enqueue_rate": round(flow[2] / dt, 2) if flow and dt else 0.0,
+                "dequeue_rate": round(flow[3] / dt, 2) if flow and dt else 0.0,
                 "queued": len(q.queued), "delayed": len(q.delayed),
                 "in_flight": len(q.in_flight), "failed": len(q.failed),
                 "states": {k: len(v) for k, v in q.states.items()},
@@ -357,6 +381,7 @@ def snapshot(server, top_n: int, sweep=None) -> dict:
     info = parse_info(info_raw)
     keyspace, lists, streams, libraries = [], [], [], []
     flow = [0, 0]
+    dt = sweep[None] if sweep else None
     for db in range(len(server.dbs)):
         if not server.dbs[db].data:
             continue
@@ -370,10 +395,9 @@ def snapshot(server, top_n: int, sweep=None) -> dict:
         lists.extend((n, db, k) for n, k in found_lists)
         streams.extend((n, db, k) for n, k in found_streams)
         if len(server.dbs[db].data) <= LIBRARY_SCAN_LIMIT:
-            libraries.extend(_library_views(server, db, now_s))
+            libraries.extend(_library_views(server, db, now_s, sweep, dt))
     lists.sort(key=lambda t: (-t[0], t[1], t[2]))
     streams.sort(key=lambda t: (-t[0], t[1], t[2]))
-    dt = sweep[None] if sweep else None
     sweep = sweep or {}
     return {
         "time": now_s,
