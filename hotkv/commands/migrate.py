@@ -96,7 +96,9 @@ def _get_socket(server, host: str, port: int, timeout_ms: int):
         entry.last_use = time.monotonic()
         return name, entry
     try:
-        sock = socket.create_connection((host, port), timeout=timeout_ms / 1000)
+        source = server.config.values.get("bind-source-addr") or None
+        sock = socket.create_connection((host, port), timeout=timeout_ms / 1000,
+                                        source_address=(source, 0) if source else None)
     except ConnectionRefusedError:
         # Valkey's non-blocking connect "succeeds" and its first write fails.
         raise _MigrateError("writing") from None

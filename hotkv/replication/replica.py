@@ -370,9 +370,11 @@ class ReplicaLink:
         self.state = "connecting"
         log.info("Connecting to PRIMARY %s:%d", self.host, self.port)
         ctx = _tls_context(values) if values.get("tls-replication") else None
+        source = values.get("bind-source-addr") or None     # the link's own address
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(self.host, self.port, limit=CHUNK * 4, ssl=ctx,
-                                    server_hostname="" if ctx is not None else None), timeout)
+                                    server_hostname="" if ctx is not None else None,
+                                    local_addr=(source, 0) if source else None), timeout)
         if self.stopped:
             writer.close()
             return
