@@ -5,6 +5,7 @@ target: >= 0.95x).
     python bench/dashboard.py                      # 3 rounds of 100k requests each way
     python bench/dashboard.py --rounds 5 --requests 200000 --clients 50
     python bench/dashboard.py --keys 100000     # beside 100k other keys (costly snapshots)
+    python bench/dashboard.py --queues 10000    # the cost of a sample with 10k counted lists
 
 One ``EmbeddedServer`` takes redis-benchmark ``-P 1 -t lpush -n N -q`` two
 ways per round, in turn: "off" (``CONFIG SET http-port 0``: no listener, no
@@ -15,7 +16,11 @@ between runs.  Reports req/s per run, the median of each way and its ratio,
 and the server's CPU time per request (this process's CPU time: the server
 thread is all that runs in it -- the pollers are another process), which a
 shared machine disturbs less than req/s; also the cost of one snapshot
-(the sampler's once-a-second work) on the final list.
+(the sampler's once-a-second work) on the final list, and of one whole
+sample (the per-list counters' sweep, hotkv.http.counts, and the snapshot)
+once ``--queues`` lists (default 1,000) have been pushed to and popped from
+with the counters on.  With the dashboard on, every LPUSH is also counted
+(hotkv.http.counts: the "on" way pays it).
 A measurement, not a test: nothing here is asserted.
 """
 
@@ -65,6 +70,8 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--keys", type=int, default=0,
                     help="other keys in the server (a big keyspace: costly snapshots)")
+    ap.add_argument("--queues", type=int, default=1000,
+                    help="counted lists for the cost of one sample (counters' sweep)")
     args = ap.parse_args()
     if shutil.which("redis-benchmark") is None:
         print("redis-benchmark is not on PATH")
@@ -94,6 +101,7 @@ def main() -> int:
                     r.config_set("http-port", 0)
                 if rnd == args.rounds - 1 and way == "on":
                     snap_ms = snapshot_ms(server)
+                    sample = sample_ms(server, r, args.queues)
                 r.delete("mylist")   # redis-benchmark's LPUSH key; other keys stay
                 figures[way].append(rps)
                 cpu_figures[way].append(cpu_us)
@@ -105,6 +113,8 @@ def main() -> int:
     print("median server CPU us/req: off %.2f, on %.2f -> off/on %.2f" % (coff, con, coff / con))
     print("one snapshot with a %d-item list and %d other keys: %.1f ms"
           % (args.requests, args.keys, snap_ms))
+    print("one sample (counters' sweep + snapshot) with %d counted lists: %.1f ms"
+          % (args.queues, sample))
     return 0
 
 
@@ -127,6 +137,30 @@ def snapshot_ms(server) -> float:
         t0 = time.process_time()
         on_loop(server.server, lambda: snapshot(server.server, 50))
         best = min(best, (time.process_time() - t0) * 1000)
+    return best
+
+
+def sample_ms(server, r, queues: int) -> float:
+    """CPU ms of one Sampler.sample() (sweep + snapshot) once ``queues``
+    lists were pushed to and popped from (emptied: counted, no key) with the
+    counters on, best of 5; the lists' counters are then dropped."""
+    from hotkv.http import counts
+    from hotkv.http.state import Sampler
+    from hotkv.testing import on_loop
+    on_loop(server.server, lambda: counts.start(server.server))
+    pipe = r.pipeline(transaction=False)
+    for i in range(queues):
+        pipe.lpush("queue:%d" % i, "job").rpop("queue:%d" % i)
+        if i % 5_000 == 4_999:
+            pipe.execute()
+    pipe.execute()
+    sampler = Sampler(server.server)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.process_time()
+        on_loop(server.server, sampler.sample)
+        best = min(best, (time.process_time() - t0) * 1000)
+    on_loop(server.server, lambda: counts.stop(server.server))
     return best
 
 
