@@ -6,6 +6,13 @@ target: >= 0.95x).
     python bench/dashboard.py --rounds 5 --requests 200000 --clients 50
     python bench/dashboard.py --keys 100000     # beside 100k other keys (costly snapshots)
     python bench/dashboard.py --queues 10000    # the cost of a sample with 10k counted lists
+    python bench/dashboard.py --handlers [--tree DIR]   # LPUSH+RPOP handler CPU, counters off/on
+
+``--handlers`` times the LPUSH and RPOP handlers themselves, in this process
+(no network: what the counters' attribute test and counting add to a list
+command), CPU time per LPUSH+RPOP pair, best of 15, counters off and on;
+``--tree DIR`` imports hotkv from DIR (``git archive <commit> | tar -x -C
+DIR``: the same figure for another commit, e.g. before the counters).
 
 One ``EmbeddedServer`` takes redis-benchmark ``-P 1 -t lpush -n N -q`` two
 ways per round, in turn: "off" (``CONFIG SET http-port 0``: no listener, no
@@ -35,7 +42,10 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+if "--tree" in sys.argv:
+    sys.path.insert(0, os.path.abspath(sys.argv[sys.argv.index("--tree") + 1]))
+else:
+    sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 from hotkv import EmbeddedServer  # noqa: E402
@@ -72,7 +82,12 @@ def main() -> int:
                     help="other keys in the server (a big keyspace: costly snapshots)")
     ap.add_argument("--queues", type=int, default=1000,
                     help="counted lists for the cost of one sample (counters' sweep)")
+    ap.add_argument("--handlers", action="store_true",
+                    help="only time the LPUSH/RPOP handlers in-process, counters off and on")
+    ap.add_argument("--tree", help="import hotkv from this directory (with --handlers)")
     args = ap.parse_args()
+    if args.handlers:
+        return handlers()
     if shutil.which("redis-benchmark") is None:
         print("redis-benchmark is not on PATH")
         return 1
@@ -138,6 +153,38 @@ def snapshot_ms(server) -> float:
         on_loop(server.server, lambda: snapshot(server.server, 50))
         best = min(best, (time.process_time() - t0) * 1000)
     return best
+
+
+def handlers() -> int:
+    import timeit
+    import types
+
+    import hotkv.commands  # noqa: F401  (registers every command)
+    from hotkv.registry import COMMANDS
+    from hotkv.server import Server
+    s = Server()
+    c = types.SimpleNamespace(db=s.dbs[0], server=s, in_exec=False, is_fake=False)
+    lpush, rpop = COMMANDS["lpush"].func, COMMANDS["rpop"].func
+    push, pop = [b"LPUSH", b"q", b"job-payload"], [b"RPOP", b"q"]
+    lpush(c, [b"LPUSH", b"q", b"keep"])   # the list never empties
+
+    def pair():
+        lpush(c, push)
+        rpop(c, pop)
+    ways = ["off"]
+    try:
+        from hotkv.http import counts
+        ways.append("on")
+    except ImportError:   # a commit before the counters
+        counts = None
+    for way in ways:
+        if way == "on":
+            counts.start(s)
+        best = min(timeit.repeat(pair, number=100_000, repeat=15,
+                                 timer=time.process_time)) / 100_000
+        print("counters %-3s %7.1f ns CPU per LPUSH+RPOP pair (handlers only)"
+              % (way, best * 1e9))
+    return 0
 
 
 def sample_ms(server, r, queues: int) -> float:
