@@ -19,8 +19,8 @@ Invariants: while a node runs it holds an exclusive flock on its file (a
 second node given the same file does not start: clusterLockConfig's intent;
 valkey-server 8.1.8 loses its lock at its first save, whose rename replaces
 the locked file, and would start that second node with the same id); a
-save goes to a temporary file, fsynced, renamed over the old one, and the
-lock moves to the new file; a missing or empty file
+save goes to a temporary file, locked, fsynced, renamed over the old one,
+so the lock moves to the new file; a missing or empty file
 means a fresh node; a file that does not parse stops the start
 (``NodesConfError``) instead of inventing a node.
 """
@@ -112,23 +112,25 @@ class NodesConf:
 
     # -- writing ---------------------------------------------------------
     def save(self, text: bytes):
-        """Write the whole file anew (temporary file, fsync, rename)."""
+        """Write the whole file anew (temporary file, fsync, rename).  The
+        temporary file is locked before the rename, so the lock passes to
+        the new file with no moment where another node could take it."""
         tmp = "%s.tmp-%d" % (self.path, os.getpid())
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
+            if self._lock_fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)   # a new file: free
             view = memoryview(text)
             while view:
                 view = view[os.write(fd, view):]
             os.fsync(fd)
-        finally:
+            os.replace(tmp, self.path)
+        except BaseException:
             os.close(fd)
-        os.replace(tmp, self.path)
-        if self._lock_fd is not None:
-            # The lock was on the file the rename replaced: take the new one's.
-            try:
-                fd = self._open_locked(self.path)
-            except NodesConfError:
-                return
+            raise
+        if self._lock_fd is None:
+            os.close(fd)
+        else:
             self.close()
             self._lock_fd = fd
 
