@@ -99,6 +99,16 @@ def lpush_rps(port: int, requests: int, clients: int) -> float:
     return float(m[-1])
 
 
+def cluster_port() -> int:
+    """A free port a cluster node accepts (at most 55535: its bus port is the
+    port + 10000; valkey-server and hotkv refuse a higher one)."""
+    for _ in range(200):
+        port = free_port()
+        if port <= 55535:
+            return port
+    raise RuntimeError("no free port at or below 55535")
+
+
 def serve(port: int, *extra: str) -> subprocess.Popen:
     d = tempfile.mkdtemp(prefix="hotkv-bench-cluster.")
     env = dict(os.environ, PYTHONPATH=ROOT)
@@ -140,7 +150,7 @@ def main() -> int:
     if shutil.which("redis-benchmark") is None:
         print("redis-benchmark is not on PATH: the LPUSH figures are not measured")
         return 0
-    ports = {"standalone": free_port(), "cluster": free_port()}
+    ports = {"standalone": free_port(), "cluster": cluster_port()}
     procs = {"standalone": serve(ports["standalone"]),
              "cluster": serve(ports["cluster"], "--cluster-enabled", "yes")}
     rps: dict = {k: [] for k in procs}
