@@ -546,3 +546,27 @@ def test_real_producers_and_consumers_give_exact_counters_and_rates(dash):
     assert s["dequeue_rate"] >= 0 and max(s["history"]["enqueue"]) > 0
     consumer.close()
     r.close()
+
+
+def test_an_aof_replay_is_not_counted(hotkv_server_factory, tmp_path):
+    """The commands an AOF load replays are history, not traffic: neither
+    DEBUG LOADAOF nor the load at a restart (the port is on before the data
+    is loaded) moves the counters; what clients do afterwards does."""
+    http_port = free_port()
+    server = hotkv_server_factory(http_port=http_port, appendonly="yes", dir=str(tmp_path),
+                                  enable_debug_command="yes")
+    r = valkey.Valkey(host=server.host, port=server.port)
+    r.rpush("q", *range(5))
+    r.lpop("q")
+    assert _counted(state(http_port))[(0, "q")] == (5, 1, 4)
+    assert r.execute_command("DEBUG", "LOADAOF") == b"OK"
+    assert _counted(state(http_port))[(0, "q")] == (5, 1, 4)
+    r.close()
+    server.stop()
+    again = hotkv_server_factory(http_port=http_port, appendonly="yes", dir=str(tmp_path))
+    r = valkey.Valkey(host=again.host, port=again.port)
+    assert r.llen("q") == 4
+    assert _counted(state(http_port))[(0, "q")] == (None, None, 4)   # not counted
+    r.rpush("q", "new")
+    assert _counted(state(http_port))[(0, "q")] == (1, 0, 5)
+    r.close()

@@ -16,8 +16,10 @@ when the dashboard is off.  What counts:
   list commands touch);
 * not counted: LSET (no element comes or goes), and what is not a list
   command -- DEL/UNLINK, expiry, eviction, FLUSH*, RENAME, MOVE, SWAPDB,
-  RESTORE, COPY, SORT ... STORE.  A move within one list (LMOVE q q) counts
-  one in and one out.
+  RESTORE, COPY, SORT ... STORE -- nor the commands an AOF load replays
+  (at start, after the port went on, or DEBUG LOADAOF: history, not
+  traffic).  A move within one list (LMOVE q q) counts one in and one out.
+  A replica counts what its primary's stream does to its lists.
 
 Invariants:
 * counters are exact and never decrease while the port stays on: they are
@@ -58,6 +60,9 @@ class QueueCounts:
 
     def count(self, db, key, enq: int, deq: int):
         """``enq`` elements pushed to / ``deq`` taken from ``key`` of ``db``."""
+        server = db.server
+        if server.gated and server.loading:   # an AOF replay
+            return
         c = self.tables[db.index].get(key)
         if c is None:
             if self.size >= MAX_KEYS:
