@@ -258,6 +258,56 @@ def test_context_manager_starts_empty(server, raw):
     assert [e.argv[1] for e in j.entries()] == [b"new"]
 
 
+def test_the_dispatchers_records_and_the_hooks_in_one_log(server, raw_factory):
+    """Without replies dispatch.call records a command a client sent itself
+    (``server.test_hooks`` is then the log); EXEC's, a script's, one a fault
+    fired on, and every command once replies are on go through the journal's
+    hook.  Records of each kind, in one log, read back in order and whole."""
+    a, b = raw_factory(), raw_factory()
+    a.call("CLIENT", "SETNAME", "alpha")
+    aid, bid = (int(c.call("CLIENT", "ID")[1:-2]) for c in (a, b))
+    j = server.journal
+    j.start()
+    assert type(server.server.test_hooks).__name__ == "JournalLog"
+    a.call("SELECT", "3")
+    a.call("RPUSH", "q", "x", "y")
+    a.call("MULTI")
+    a.call("LPOP", "q")
+    assert a.call("EXEC") == b"*1\r\n$1\r\nx\r\n"
+    b.send("BLPOP", "w", "0")
+    server.wait_until(lambda s: s.server.blocked_clients >= 1, timeout=5)
+    a.call("EVAL", "return redis.call('INCR', KEYS[1])", "1", "n")
+    with server.faults.error("GET", message="ERR injected"):
+        assert server.server.test_hooks is not j._log     # both hooks: the journal's called
+        assert a.call("GET", "n") == b"-ERR injected\r\n"
+    assert server.server.test_hooks is j._log
+    a.call("SELECT", "0")
+    j.start(replies=True)       # what was recorded stays
+    a.call("RPUSH", "w", "job")
+    assert b.read_reply() == b"*2\r\n$1\r\nw\r\n$3\r\njob\r\n"   # served: not recorded again
+    j.stop()
+    got = [(e.seq, e.client_id, e.client_name, e.db, e.argv, e.name, e.origin, e.fault,
+            e.reply) for e in j.entries()]
+    script = b"return redis.call('INCR', KEYS[1])"
+    assert got == [
+        (0, aid, "alpha", 0, (b"SELECT", b"3"), "select", "client", None, None),
+        (1, aid, "alpha", 3, (b"RPUSH", b"q", b"x", b"y"), "rpush", "client", None, None),
+        (2, aid, "alpha", 3, (b"MULTI",), "multi", "client", None, None),
+        (3, aid, "alpha", 3, (b"EXEC",), "exec", "client", None, None),
+        (4, aid, "alpha", 3, (b"LPOP", b"q"), "lpop", "exec", None, None),
+        (5, bid, "", 0, (b"BLPOP", b"w", b"0"), "blpop", "client", None, None),
+        (6, aid, "alpha", 3, (b"EVAL", script, b"1", b"n"), "eval", "client", None, None),
+        (7, aid, "alpha", 3, (b"INCR", b"n"), "incr", "script", None, None),
+        (8, aid, "alpha", 3, (b"GET", b"n"), "get", "client", "error", None),
+        (9, aid, "alpha", 3, (b"SELECT", b"0"), "select", "client", None, None),
+        (10, aid, "alpha", 0, (b"RPUSH", b"w", b"job"), "rpush", "client", None, b":1\r\n"),
+    ]
+    assert len(j) == 11
+    times = [e.time for e in j.entries()]
+    assert times == sorted(times)
+    assert j.keys() == [b"q", b"w", b"n"]
+
+
 # -- waiting -------------------------------------------------------------------
 
 def _list_len(server, key: bytes) -> int:

@@ -34,9 +34,11 @@ never ran), what EXEC ran and what scripts called.  MULTI's queued commands
 are recorded when EXEC runs them, after the EXEC entry.
 
 Cost: off, nothing (``server.test_hooks`` is None unless a fault is set); on
-without replies, one tuple appended per command (bench/journal.py measures
-P1 LPUSH with it on and off).  Recording runs on the loop thread; queries
-copy the list on the loop thread, so a test may call them at any time.
+without replies, ``hotkv.dispatch.call`` itself appends a command a client sent
+to the log -- no call, no object made, the arguments not copied -- and
+``bench/journal.py`` measures what that costs P1 LPUSH.  Recording runs on the
+loop thread; queries copy the log on the loop thread, so a test may call them
+at any time.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from __future__ import annotations
 import difflib
 
 from ..blocking import BLOCKED
+from ..dispatch import JournalLog
 from ..errors import CommandError
 from ..resp import encode, encode_error
 from ..util import compile_glob
@@ -84,12 +87,17 @@ class Entry:
     __slots__ = ("seq", "client_id", "client_name", "db", "argv", "name", "time",
                  "origin", "fault", "reply")
 
-    def __init__(self, seq, raw, reply=None):
+    def __init__(self, seq, client_id, client_name, db, argv, name, ms, origin, fault,
+                 reply=None):
         self.seq = seq
-        (self.client_id, name, self.db, argv, self.name, ms, self.origin, self.fault) = raw
-        self.client_name = name.decode("utf-8", "replace")
-        self.argv = tuple(bytes(a) for a in argv)
+        self.client_id = client_id
+        self.client_name = client_name.decode("utf-8", "replace")
+        self.db = db
+        self.argv = tuple(_b(a) for a in argv)
+        self.name = name
         self.time = ms / 1000.0
+        self.origin = origin
+        self.fault = fault
         self.reply = reply
 
     @property
@@ -141,25 +149,34 @@ class _Pattern:
             " ..." if self.rest and self.args else "")
 
 
-_STRIDE = 8   # fields per record in Journal._log (see Journal)
+_HEAD = 6     # fields of a record before its arguments (see Journal)
 
 
 class Journal:
     """The journal of one server (see the module docstring).
 
-    ``_log`` is flat, ``_STRIDE`` fields a record (client id, client name,
-    db, argv as a tuple, command name, ms, origin, fault kind): no object
-    per record that the garbage collector would walk again and again (a
-    tuple per record made recording cost 3x more, bench/journal.py).
-    Replies, when recorded, are in ``_replies`` by record number."""
+    ``_log`` (a ``hotkv.dispatch.JournalLog``: a list) is flat: a record is
+    ``_HEAD`` fields, then the command's arguments as they came (the list the
+    parser made is not kept, its items are): the head, client id, client
+    name, db, command (the registry's ``Command``), ms.  The head is the
+    number of arguments for a command a client sent (origin "client", no
+    fault); else the tuple (that number, origin, fault kind).  ``dispatch.call``
+    writes a client's records itself while the journal alone records without
+    replies (``server.test_hooks`` is then the log); ``_full_hook`` the rest.
+    No object per record for the garbage collector to walk again and again
+    (a tuple per record made recording cost 3x more), no copy of the
+    arguments (a third of the cost that was left, bench/journal.py).
+    Replies, when recorded, are in ``_replies`` by the record's position in
+    ``_log``."""
 
     def __init__(self, server):
         self.server = server
         self.recording = False
         self.replies = False
-        self._log: list = []
-        self._replies: dict = {}    # record number -> the reply's bytes
-        self._blocked: dict = {}    # client id -> its blocked command's record number
+        self._log = JournalLog()
+        self._log.hook = self._full_hook   # what dispatch.call does not record itself
+        self._replies: dict = {}    # record position -> the reply's bytes
+        self._blocked: dict = {}    # client id -> its blocked command's record position
         self.hook = self._full_hook   # start() sets the one for its mode
 
     # -- control ----------------------------------------------------------------
@@ -168,7 +185,7 @@ class Journal:
         def on():
             self.replies = bool(replies)
             self.recording = True
-            self.hook = self._full_hook if replies else self._fast_hook()
+            self.hook = self._full_hook if replies else self._log
             install_hooks(self.server)
         on_loop(self.server, on)
         return self
@@ -183,7 +200,7 @@ class Journal:
 
     def clear(self):
         def forget():
-            del self._log[:]     # in place: the hook holds its extend
+            del self._log[:]     # in place: it may be server.test_hooks
             self._replies.clear()
             self._blocked.clear()
         on_loop(self.server, forget)
@@ -198,43 +215,33 @@ class Journal:
         self.stop()
 
     # -- the dispatcher's hook (loop thread) ---------------------------------------
-    def _fast_hook(self):
-        """The hook without replies: a plain command a client sent costs one
-        test and one extend of the flat log (bench/journal.py)."""
-        extend = self._log.extend
-        server = self.server
-        full = self._full_hook
-
-        def hook(client, cmd, argv, func, outer):
-            if (outer is None and type(func) is not Injected and not client.reprocessing
-                    and not client.is_fake):
-                extend((client.id, client.name, client.db.index, tuple(argv), cmd.name,
-                        server.cmd_time_ms, "client", None))
-                return func
-            return full(client, cmd, argv, func, outer)
-        return hook
-
     def _full_hook(self, client, cmd, argv, func, outer):
+        """Records what dispatch.call does not (see Journal), and replies."""
         fault = None
         if type(func) is Injected:
             if func.postpones:
                 return func       # held by a delay fault: recorded when it runs
             fault = func.fault.kind
         if client.reprocessing:
-            seq = self._blocked.pop(client.id, None)
-            return func if seq is None else self._capture(seq, func)
+            pos = self._blocked.pop(client.id, None)
+            return func if pos is None else self._capture(pos, func)
         if outer is None:
             owner, origin = client, "client"
         else:
             owner, origin = outer, "exec" if client.in_exec else "script"
         if owner.is_fake:
             origin = "internal"
-        seq = len(self._log) // _STRIDE
-        self._log.extend((owner.id, owner.name, client.db.index, tuple(argv), cmd.name,
-                          self.server.cmd_time_ms, origin, fault))
-        return self._capture(seq, func) if self.replies else func
+        log = self._log
+        pos = len(log)
+        n = len(argv)
+        log.extend((n if origin == "client" and fault is None else (n, origin, fault),
+                    owner.id, owner.name, client.db.index, cmd, self.server.cmd_time_ms))
+        # Copies of what is not bytes: a view of a file being loaded must
+        # not outlive it.
+        log.extend([a if type(a) is bytes else _b(a) for a in argv])
+        return self._capture(pos, func) if self.replies else func
 
-    def _capture(self, seq, func):
+    def _capture(self, pos, func):
         replies = self._replies
 
         def run(c, argv):
@@ -243,21 +250,21 @@ class Journal:
             try:
                 reply = func(c, argv)
             except CommandError as e:
-                replies[seq] = encode_error(e.message)
+                replies[pos] = encode_error(e.message)
                 raise
             if reply is BLOCKED:
                 if type(func) is Injected and func.held is not None:
-                    replies[seq] = b"".join(func.held)   # sent when the delay ends
+                    replies[pos] = b"".join(func.held)   # sent when the delay ends
                     return reply
                 if c.blocked is not None and not c.closing:
-                    self._blocked[c.id] = seq      # its reply comes when it is served
+                    self._blocked[c.id] = pos      # its reply comes when it is served
                     return reply
                 if len(out) > mark:
-                    replies[seq] = b"".join(out[mark:])
+                    replies[pos] = b"".join(out[mark:])
                 return reply
             buf = list(out[mark:])
             encode(reply, buf, c.resp3)
-            replies[seq] = b"".join(buf)
+            replies[pos] = b"".join(buf)
             return reply
         return run
 
@@ -265,11 +272,31 @@ class Journal:
     def entries(self) -> list:
         """Every entry, in order."""
         log, replies = on_loop(self.server, lambda: (list(self._log), dict(self._replies)))
-        return [Entry(i, log[i * _STRIDE:(i + 1) * _STRIDE], replies.get(i))
-                for i in range(len(log) // _STRIDE)]
+        out = []
+        pos, end = 0, len(log)
+        while pos < end:
+            head, client_id, client_name, db, cmd, ms = log[pos:pos + _HEAD]
+            if type(head) is int:
+                n, origin, fault = head, "client", None
+            else:
+                n, origin, fault = head
+            nxt = pos + _HEAD + n
+            out.append(Entry(len(out), client_id, client_name, db, log[pos + _HEAD:nxt],
+                             cmd.name, ms, origin, fault, replies.get(pos)))
+            pos = nxt
+        return out
 
     def __len__(self):
-        return len(self._log) // _STRIDE
+        def count():
+            log = self._log
+            pos = records = 0
+            end = len(log)
+            while pos < end:
+                head = log[pos]
+                pos += _HEAD + (head if type(head) is int else head[0])
+                records += 1
+            return records
+        return on_loop(self.server, count)
 
     def __iter__(self):
         return iter(self.entries())
