@@ -94,6 +94,9 @@ def counters(conn, o) -> tuple:
         return None, "%s (http-port %d: %s)" % (NO_COUNTERS, port, e)
     found = {q["key"]: q for q in state.get("lists", ())
              if q.get("db") == o.db and q.get("enqueued") is not None}
+    # Library queues by (library, name): their queue lists' counters.
+    found.update({(q["library"], q["name"]): q for q in state.get("libraries", ())
+                  if q.get("db") == o.db and q.get("enqueued") is not None})
     return found, ("in/s, out/s: hotkv's enqueue/dequeue counters (http-port %d); net/s: "
                    "change of depth" % port)
 
@@ -140,35 +143,50 @@ def collect(conn, o=None) -> dict:
     if counted is not None:
         shown = {q["key"] for q in lists}
         for key, q in counted.items():   # a drained queue: counters, no key
-            if key not in shown and len(lists) < MAX_SHOWN * 2:
+            if isinstance(key, str) and key not in shown and len(lists) < MAX_SHOWN * 2:
                 lists.append({"key": key, "depth": 0, "oldest_age_s": None})
         for q in lists:
-            c = counted.get(q["key"])
-            if c is not None:
-                q.update(enqueued=c["enqueued"], dequeued=c["dequeued"],
-                         server_rates=(c["enqueue_rate"], c["dequeue_rate"]))
+            _attach(q, counted.get(q["key"]))
+        for q in found:
+            _attach(q, counted.get((q["library"], q["name"])))
     streams.sort(key=lambda s: -s["length"])
     return {"info": info, "types": types, "lists": lists, "counted": counted is not None,
             "caption": caption, "time": time.monotonic(),
             "streams": streams[:MAX_SHOWN], "libraries": found, "scanned": len(keys)}
 
 
+def _attach(q: dict, c):
+    """A row's counters from /api/state's entry ``c`` (None: not counted)."""
+    if c is not None:
+        q.update(enqueued=c["enqueued"], dequeued=c["dequeued"],
+                 server_rates=(c["enqueue_rate"], c["dequeue_rate"]))
+
+
+def _flow(q: dict, o, dt: float):
+    """q's in/s and out/s: its counters' change since ``o`` (its row in the
+    previous frame), else the server's latest rates; None without counters."""
+    if q.get("enqueued") is None:
+        q["in"] = q["out"] = None
+    elif o is not None and o.get("enqueued") is not None and dt > 0:
+        q["in"] = max(0, q["enqueued"] - o["enqueued"]) / dt
+        q["out"] = max(0, q["dequeued"] - o["dequeued"]) / dt
+    else:
+        q["in"], q["out"] = q["server_rates"]
+
+
 def rates(view: dict, prev: dict | None):
-    """Each list's in/s and out/s (its counters' change since ``prev``, or
-    the server's latest rates at the first frame; None without counters)
-    and net/s (depth change since ``prev``; None at the first frame)."""
-    old = {q["key"]: q for q in (prev or {}).get("lists", ())}
+    """Each list's and library queue's in/s and out/s (``_flow``) and each
+    list's net/s (depth change since ``prev``; None at the first frame)."""
+    prev = prev or {}
+    old = {q["key"]: q for q in prev.get("lists", ())}
     dt = view["time"] - prev["time"] if prev else 0.0
     for q in view["lists"]:
         o = old.get(q["key"])
         q["net"] = (q["depth"] - o["depth"]) / dt if o is not None and dt > 0 else None
-        if q.get("enqueued") is None:
-            q["in"] = q["out"] = None
-        elif o is not None and o.get("enqueued") is not None and dt > 0:
-            q["in"] = max(0, q["enqueued"] - o["enqueued"]) / dt
-            q["out"] = max(0, q["dequeued"] - o["dequeued"]) / dt
-        else:
-            q["in"], q["out"] = q["server_rates"]
+        _flow(q, o, dt)
+    old = {(q["library"], q["name"]): q for q in prev.get("libraries", ())}
+    for q in view["libraries"]:
+        _flow(q, old.get((q["library"], q["name"])), dt)
     return view
 
 
@@ -226,6 +244,17 @@ def render(view: dict, target: str):
             if q.get("unread"):
                 states += " (%d records unread: over the budget)" % q["unread"]
             t.add_row(q["library"], _shown(q["name"]), states)
+        counted = [q for q in view["libraries"] if q.get("enqueued") is not None]
+        if counted:
+            # Only with hotkv's counters: the library's queue lists' flow.
+            parts.append(t)
+            t = Table(title="Library queues in and out (their queue lists' counters)",
+                      title_justify="left")
+            for c in ("library", "queue", "in/s", "out/s", "enqueued", "dequeued"):
+                t.add_column(c, justify="left" if c in ("library", "queue") else "right")
+            for q in counted:
+                t.add_row(q["library"], _shown(q["name"]), _rate(q["in"]), _rate(q["out"]),
+                          _count(q["enqueued"]), _count(q["dequeued"]))
         parts.append(t)
     t = Table(title="Lists", title_justify="left", caption=view.get("caption"),
               caption_justify="left")

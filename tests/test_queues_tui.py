@@ -36,13 +36,18 @@ def _once(port, monkeypatch, *args) -> str:
     return out.getvalue()
 
 
-def _row(out: str, key: str) -> list:
-    """The cells of the Lists table's row of ``key``."""
+def _row(out: str, key: str, width: int = 8) -> list:
+    """The cells of the row of ``key`` in the table ``width`` columns wide
+    (the Lists table's by default)."""
     for line in out.splitlines():
         cells = [c.strip() for c in line.strip("│ ").split("│")]
-        if cells and cells[0] == key:
+        if len(cells) == width and cells[0] == key:
             return cells
     raise AssertionError("no row for %r in:\n%s" % (key, out))
+
+
+def _ok(x):
+    return x
 
 
 def _opts(port, password=None) -> Options:
@@ -61,12 +66,24 @@ def test_counters_and_rates_from_a_hotkv_with_the_dashboard_on(hotkv_server_fact
     for i in range(5):          # drained as it fills: no key at the end
         r.lpush("live", i)
         r.rpop("live")
+    import redis
+    import rq
+    conn = redis.Redis(host=server.host, port=server.port, password="s3cret")
+    q = rq.Queue("emails", connection=conn)
+    for i in range(3):
+        q.enqueue(_ok, i)
+    rq.SimpleWorker([q], connection=conn).work(burst=True)   # takes the 3 jobs
+    q.enqueue(_ok, 3)
+    conn.close()
     out = _once(server.port, monkeypatch, "-a", "s3cret")
     assert "enqueue/dequeue counters (http-port %d)" % http_port in out
     # key, depth, in/s, out/s, net/s, enqueued, dequeued, oldest item
     jobs, live = _row(out, "jobs"), _row(out, "live")
     assert (jobs[1], jobs[5], jobs[6]) == ("7", "10", "3")
     assert (live[1], live[5], live[6]) == ("0", "5", "5")
+    # library, queue, in/s, out/s, enqueued, dequeued: RQ's rq:queue:emails
+    rq_row = _row(out, "rq", 6)
+    assert (rq_row[1], rq_row[4], rq_row[5]) == ("emails", "4", "3")
 
     # Frame by frame: a consumer blocked in BRPOP takes every job pushed.
     o = _opts(server.port, "s3cret")
