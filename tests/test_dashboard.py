@@ -99,6 +99,7 @@ def test_state_and_metrics_with_rq_and_a_stream_group(dash):
     s = state(dash.http_port)
     rqq = next(x for x in s["libraries"] if x["library"] == "rq" and x["name"] == "default")
     assert rqq["queued"] == 3 and rqq["failed"] == 1
+    assert (rqq["enqueued"], rqq["dequeued"]) == (5, 2)   # rq:queue:default's counters
     assert rqq["states"]["finished"] == 1 and rqq["states"]["queued"] == 3
     assert rqq["oldest_age_s"] is not None and 0 <= rqq["oldest_age_s"] < 600
     lists = {x["key"]: x for x in s["lists"]}
