@@ -12,7 +12,8 @@ Settings are redis.conf names, with ``_`` for ``-``:
 ephemeral port, reported as ``tls_port``; ``url`` is then ``rediss://``.
 ``cluster_enabled=True`` gives a ready single cluster node: a fresh one takes
 every slot once it listens (``ClusterState.own_every_slot``); its nodes.conf
-goes to ``dir`` and a restart in that dir comes back as the file says.
+goes to ``dir`` (without one, to a temporary directory of the object's own)
+and a restart with that file comes back as the file says.
 
 Invariants: ``start()`` returns only once the server accepts connections
 (it waits on an event, never sleeps); ``stop()`` leaves no thread, socket
@@ -22,10 +23,28 @@ or unix-socket file behind.
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import tempfile
 import threading
+import weakref
 
 from .net import Listener, close_loop, new_event_loop
 from .server import Server
+
+
+def _private_nodes_conf(owner, settings: dict):
+    """A cluster node given no ``dir`` keeps its nodes.conf in a temporary
+    directory of its own (removed with ``owner``), not in the process's
+    working directory: two embedded cluster nodes of one process (or of
+    pytest-xdist workers in one checkout) would otherwise share one file,
+    which a second node refuses (its lock).  ``restart()`` keeps the path."""
+    on = str(settings.get("cluster-enabled", "no")).lower() in ("yes", "true", "1")
+    if not on or "dir" in settings or "cluster-config-file" in settings:
+        return
+    tmp = tempfile.mkdtemp(prefix="hotkv-nodes-")
+    settings["cluster-config-file"] = os.path.join(tmp, "nodes.conf")
+    weakref.finalize(owner, shutil.rmtree, tmp, True)
 
 
 def _settings(port, host, unixsocket, config) -> dict:
@@ -143,6 +162,7 @@ class EmbeddedServer(_Common):
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1", unixsocket=None, **config):
         self.settings = _settings(port, host, unixsocket, config)
+        _private_nodes_conf(self, self.settings)
         self.server = None
         self._listener = None
         self._thread = None
@@ -218,6 +238,7 @@ class AsyncEmbeddedServer(_Common):
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1", unixsocket=None, **config):
         self.settings = _settings(port, host, unixsocket, config)
+        _private_nodes_conf(self, self.settings)
         self.server = None
         self._listener = None
 

@@ -293,6 +293,25 @@ def test_embedded_server_is_a_ready_single_node_kept_over_restarts(tmp_path):
         c.close()
 
 
+def test_embedded_servers_without_a_dir_keep_their_files_apart():
+    """Two cluster-enabled EmbeddedServers without ``dir`` run together (each
+    nodes.conf in a directory of its own, not the working directory)."""
+    cwd_files = set(os.listdir("."))
+    with EmbeddedServer(cluster_enabled=True) as a, EmbeddedServer(cluster_enabled=True) as b:
+        ids = []
+        for srv in (a, b):
+            c = RawClient(srv.host, srv.port)
+            assert b"cluster_state:ok" in c.call("CLUSTER", "INFO")
+            ids.append(c.call("CLUSTER", "MYID"))
+            c.close()
+        assert ids[0] != ids[1]
+        a.restart()
+        c = RawClient(a.host, a.port)
+        assert c.call("CLUSTER", "MYID") == ids[0]
+        c.close()
+    assert "nodes.conf" not in set(os.listdir(".")) - cwd_files
+
+
 def test_embedded_cluster_nodes_write_no_file(tmp_path):
     """The nodes of an EmbeddedCluster share one dir when one is given: no
     nodes.conf (the topology is in process), so no lock to collide on."""
