@@ -7,12 +7,15 @@ target: >= 0.95x).
     python bench/dashboard.py --keys 100000     # beside 100k other keys (costly snapshots)
     python bench/dashboard.py --queues 10000    # the cost of a sample with 10k counted lists
     python bench/dashboard.py --handlers [--tree DIR]   # LPUSH+RPOP handler CPU, counters off/on
+    python bench/dashboard.py --pipeline 16 --tests lpush,lpop [--tree DIR]
 
 ``--handlers`` times the LPUSH and RPOP handlers themselves, in this process
 (no network: what the counters' attribute test and counting add to a list
 command), CPU time per LPUSH+RPOP pair, best of 15, counters off and on;
 ``--tree DIR`` imports hotkv from DIR (``git archive <commit> | tar -x -C
 DIR``: the same figure for another commit, e.g. before the counters).
+``--pipeline``/``--tests`` change the load (redis-benchmark ``-P``/``-t``;
+the CPU per request is over all the tests' requests).
 
 One ``EmbeddedServer`` takes redis-benchmark ``-P 1 -t lpush -n N -q`` two
 ways per round, in turn: "off" (``CONFIG SET http-port 0``: no listener, no
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -49,7 +53,6 @@ else:
 sys.path.insert(0, HERE)
 
 from hotkv import EmbeddedServer  # noqa: E402
-from journal import lpush_rps  # noqa: E402  (bench/journal.py: redis-benchmark P1 LPUSH)
 
 POLLER = r"""
 import sys, time, urllib.request
@@ -82,6 +85,8 @@ def main() -> int:
                     help="other keys in the server (a big keyspace: costly snapshots)")
     ap.add_argument("--queues", type=int, default=1000,
                     help="counted lists for the cost of one sample (counters' sweep)")
+    ap.add_argument("--pipeline", type=int, default=1)
+    ap.add_argument("--tests", default="lpush", help="redis-benchmark -t (lpush, lpush,lpop)")
     ap.add_argument("--handlers", action="store_true",
                     help="only time the LPUSH/RPOP handlers in-process, counters off and on")
     ap.add_argument("--tree", help="import hotkv from this directory (with --handlers)")
@@ -98,6 +103,10 @@ def main() -> int:
     with EmbeddedServer() as server:
         r = redis.Redis(host="127.0.0.1", port=server.port)
         fill(r, args.keys)
+        tests, pipeline = args.tests, args.pipeline
+
+        def lpush_rps(port, requests, clients):
+            return bench_rps(port, requests, clients, pipeline, tests)
         lpush_rps(server.port, 10_000, args.clients)      # warm-up
         r.delete("mylist")
         for rnd in range(args.rounds):
@@ -109,7 +118,8 @@ def main() -> int:
                     time.sleep(1.5)    # the page and the scraper are polling
                 cpu = time.process_time()
                 rps = lpush_rps(server.port, args.requests, args.clients)
-                cpu_us = (time.process_time() - cpu) / args.requests * 1e6
+                cpu_us = (time.process_time() - cpu) / (args.requests * len(tests.split(","))) \
+                    * 1e6
                 if poller is not None:
                     poller.kill()
                     poller.wait()
@@ -124,6 +134,7 @@ def main() -> int:
                       % (rnd + 1, way, rps, cpu_us), flush=True)
     off, on = statistics.median(figures["off"]), statistics.median(figures["on"])
     coff, con = statistics.median(cpu_figures["off"]), statistics.median(cpu_figures["on"])
+    print("P%d %s" % (args.pipeline, args.tests))
     print("median req/s: off %.0f, on %.0f -> on/off %.2f (target >= 0.95)" % (off, on, on / off))
     print("median server CPU us/req: off %.2f, on %.2f -> off/on %.2f" % (coff, con, coff / con))
     print("one snapshot with a %d-item list and %d other keys: %.1f ms"
@@ -131,6 +142,19 @@ def main() -> int:
     print("one sample (counters' sweep + snapshot) with %d counted lists: %.1f ms"
           % (args.queues, sample))
     return 0
+
+
+def bench_rps(port: int, requests: int, clients: int, pipeline: int, tests: str) -> float:
+    """redis-benchmark -P pipeline -t tests: the median of the tests' req/s."""
+    out = subprocess.run(
+        ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-P", str(pipeline), "-t", tests,
+         "-n", str(requests), "-c", str(clients), "-q"],
+        check=True, capture_output=True, text=True, timeout=600).stdout
+    # "LPUSH: 81234.56 requests per second, p50=..." (after \r progress lines)
+    found = [float(v) for v in re.findall(r"[A-Z]+: ([\d.]+) requests per second", out)]
+    if not found:
+        raise RuntimeError("unexpected redis-benchmark output: %r" % out[-300:])
+    return statistics.median(found)
 
 
 def fill(r, n: int):

@@ -141,7 +141,7 @@ def _removed(c, db, key, lst, where: int, n: int):
     """After popping n elements from key: event, dirty, delete when empty."""
     server = c.server
     if server.queue_counts is not None:
-        server.queue_counts.count(db, key, 0, n)
+        server.queue_counts.pop(db, key, n)
     if lst:
         server.written(db, key, "l", _POP_EVENT[where], n)
     else:
@@ -204,7 +204,7 @@ def _pusher(where: int, only_existing: bool, doc: str):
         else:
             server.dirty += len(argv) - 2
         if server.queue_counts is not None:
-            server.queue_counts.count(db, key, len(argv) - 2, 0)
+            server.queue_counts.push(db, key, len(argv) - 2)
         return len(lst)
 
     push.__doc__ = doc
@@ -252,7 +252,7 @@ def linsert(c, argv):
     lst.insert(i + 1 if after else i, argv[4])
     c.server.written(db, key, "l", "linsert")
     if c.server.queue_counts is not None:
-        c.server.queue_counts.count(db, key, 1, 0)
+        c.server.queue_counts.push(db, key, 1)
     return len(lst)
 
 
@@ -411,7 +411,7 @@ def lrem(c, argv):
             lst.extend(kept)
     if removed:
         if c.server.queue_counts is not None:
-            c.server.queue_counts.count(db, key, 0, removed)
+            c.server.queue_counts.pop(db, key, removed)
         if lst:
             c.server.written(db, key, "l", "lrem", removed)
         else:
@@ -456,7 +456,7 @@ def ltrim(c, argv):
             lst.pop()
     server = c.server
     if server.queue_counts is not None and ltrim_n + rtrim_n:
-        server.queue_counts.count(db, key, 0, ltrim_n + rtrim_n)
+        server.queue_counts.pop(db, key, ltrim_n + rtrim_n)
     if lst:
         server.written(db, key, "l", "ltrim", ltrim_n + rtrim_n)
     else:
@@ -495,7 +495,7 @@ def _popper(where: int, doc: str):
                         key in server.tracking.table or server.tracking.prefixes)):
                 server.dirty += 1       # Server.written, inlined (see _pusher)
                 if server.queue_counts is not None:
-                    server.queue_counts.count(db, key, 0, 1)
+                    server.queue_counts.pop(db, key, 1)
             else:
                 _removed(c, db, key, lst, where, 1)
             return value
@@ -597,7 +597,7 @@ def _lmove(c, src, dst, wherefrom: int, whereto: int):
     # Redis's order: the push event, then the pop (and del); one dirty.
     server.written(db, dst, "l", _PUSH_EVENT[whereto], 0)
     if server.queue_counts is not None:
-        server.queue_counts.count(db, dst, 1, 0)
+        server.queue_counts.push(db, dst, 1)
     _removed(c, db, src, slst, wherefrom, 1)
     return value
 
