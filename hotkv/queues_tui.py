@@ -17,7 +17,8 @@ and the server's clients, blocked clients, memory and ops/s.
 Enqueue and dequeue rates: real ones only from a hotkv whose dashboard is on
 (``CONFIG GET http-port`` non-zero): its per-list counters
 (hotkv.http.counts) are read from its ``/api/state`` (the same host, basic
-auth with this connection's user and password), and a queue's in/s and
+auth with this connection's user and password -- never when the connection
+is TLS: the dashboard is plain HTTP), and a queue's in/s and
 out/s are the counters' change between two refreshes (in ``--once``, the
 server's own latest rates); a drained queue (no key) with counters shows too.
 Against Valkey/Redis, or a hotkv with http-port 0, there are no counters:
@@ -82,6 +83,9 @@ def counters(conn, o) -> tuple:
         return None, NO_COUNTERS
     if not port:
         return None, NO_COUNTERS
+    if o.tls and o.password is not None:
+        # The dashboard speaks plain HTTP: never send a TLS user's password there.
+        return None, "%s (not read over plain HTTP from a TLS connection)" % NO_COUNTERS
     host = "[%s]" % o.host if ":" in o.host else o.host
     req = urllib.request.Request("http://%s:%d/api/state?fresh=1" % (host, port))
     if o.password is not None:

@@ -53,7 +53,6 @@ MAX_CONSUMERS = 50            # consumers listed per stream group
 SLOWLOG_SHOWN = 10
 
 
-
 class _InfoAsker:
     """What INFO's handler reads of its client: the server.  The dashboard
     asks INFO through the registry (hotkv.registry), as the dispatcher would, so the core
@@ -210,7 +209,7 @@ def _list_view(server, db, key, now_s, counted, dt):
             "dequeue_rate": out_rate}
 
 
-def _report_lists(server, found: list, sweep, top_n: int, now_ms: int) -> list:
+def _report_lists(server, found: list, sweep, top_n: int) -> list:
     """(db, key) of the lists to report: the top_n deepest of ``found``
     ((depth, db, key), sorted), then up to top_n counted keys, most active
     since the previous sample first, that hold a list or nothing."""
@@ -404,7 +403,7 @@ def snapshot(server, top_n: int, sweep=None) -> dict:
         "server": _server_view(info, server),
         "keyspace": keyspace,
         "lists": [_list_view(server, db, k, now_s, sweep.get((db, k)), dt)
-                  for db, k in _report_lists(server, lists, sweep, top_n, now_ms)],
+                  for db, k in _report_lists(server, lists, sweep, top_n)],
         "lists_total": len(lists),
         "lists_counted": bool(sweep),
         "streams": [_stream_view(server, db, k, now_ms) for _, db, k in streams[:top_n]],
