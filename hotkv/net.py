@@ -179,6 +179,9 @@ class Connection(Client, asyncio.Protocol):
         return False
 
     def connection_lost(self, exc):
+        if _ENDED_WHILE_HELD and self in _ENDED_WHILE_HELD:
+            _ENDED_WHILE_HELD.discard(self)   # freed by ServeWhileBlocked already
+            return
         self.closed = True
         server = self.server
         server.clients.pop(self.id, None)
@@ -565,6 +568,25 @@ class ServeWhileBlocked:
         self.held = []
 
 
+# Connections whose end a pump has handled: the connection_lost the loop
+# calls later for them (after the abort) is then a no-op.
+_ENDED_WHILE_HELD: set = set()
+
+
+def _ended_while_held(client, transport):
+    """EOF on a loop-owned connection while the loop is held: the client is
+    freed now, as Valkey's processEventsWhileBlocked frees it -- a replica
+    that left is out of INFO's connected_slaves before the script ends."""
+    if client.closed:
+        return
+    client.connection_lost(None)
+    _ENDED_WHILE_HELD.add(client)
+    try:
+        transport.abort()
+    except Exception:
+        _ENDED_WHILE_HELD.discard(client)
+
+
 def _read_loop_owned(client, transport):
     """Read a loop-owned connection's socket and feed what came to its
     protocol (EOF and errors are left for the loop to notice)."""
@@ -574,6 +596,8 @@ def _read_loop_owned(client, transport):
             data = os.read(fd, 65536)
             if data:
                 client.data_received(data)
+            else:
+                _ended_while_held(client, transport)
             return
         # uvloop names its TLS protocol; asyncio's transport keeps it.
         proto = transport.get_extra_info("uvloop.sslproto") or \
