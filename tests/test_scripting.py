@@ -661,3 +661,44 @@ def test_set_repl_sends_each_command_where_it_says(hotkv_server_factory, tmp_pat
     rep.call("REPLICAOF", "NO", "ONE")
     c.close()
     rep.close()
+
+
+LOOP_UNTIL_REPLICA_LEFT = """redis.call('set','x','script value')
+while true do
+  local info = redis.call('info','replication')
+  if (string.match(info, 'connected_slaves:0')) then
+    redis.call('set','x',info)
+    break
+  end
+end
+return 1"""
+
+
+def test_replica_leaving_during_busy_script_is_seen_by_the_script(hotkv_server_factory):
+    """A client that disconnects while a busy script holds the loop is freed
+    at once (Valkey's processEventsWhileBlocked): a script waiting for INFO's
+    connected_slaves:0 ends when its replica leaves (the Tcl unit's 'not
+    enough good replicas state change during long script' hung there)."""
+    primary = hotkv_server_factory(**{"repl-diskless-sync-delay": 0})
+    replica = hotkv_server_factory()
+    admin = RawClient(primary.host, primary.port, timeout=10)
+    rep = RawClient(replica.host, replica.port, timeout=10)
+    assert rep.call("REPLICAOF", "127.0.0.1", primary.port) == b"+OK\r\n"
+    assert wait_for(lambda: b"connected_slaves:1" in admin.call("INFO", "replication"), 15)
+    admin.call("CONFIG", "SET", "min-replicas-to-write", "1")
+    # the replica counts as good once its first ACK is in
+    assert wait_for(lambda: admin.call("SET", "probe", "1") == b"+OK\r\n", 15)
+    admin.call("CONFIG", "SET", "lua-time-limit", "10")
+    runner = RawClient(primary.host, primary.port, timeout=10)
+    runner.send("EVAL", LOOP_UNTIL_REPLICA_LEFT, 1, "x")
+    assert wait_for(lambda: admin.call("PING").startswith(b"-BUSY"))
+    assert rep.call("REPLICAOF", "NO", "ONE") == b"+OK\r\n"
+    try:
+        reply = runner.read_reply()     # (a 10 s socket timeout if it never ends)
+    except OSError:
+        reply = None
+        admin.call("SHUTDOWN", "NOSAVE")   # ends the script, so the server can stop
+    assert reply == b":1\r\n"
+    assert b"connected_slaves:0" in admin.call("GET", "x")
+    for c in (admin, rep, runner):
+        c.close()
