@@ -17,7 +17,10 @@ a child runs (``fork``, ``child_setup``, ``reaped``):
   the event loop by whole scheduler slices; when a core is idle it still
   runs at full speed;
 * the fork's duration and count go to ``server.latest_fork_usec`` and
-  ``server.total_forks`` (INFO stats), as Valkey measures its fork.
+  ``server.total_forks`` (INFO stats), as Valkey measures its fork;
+* with ``oom-score-adj`` on, the child writes the background-child class of
+  ``oom-score-adj-values`` to its own oom_score_adj (hotkv.limits), as
+  Valkey's children do: the kernel kills a child before its server.
 
 Invariants: every ``fork`` that returned a pid is matched by one
 ``reaped`` (the parent's child-done and kill paths); the GC is frozen
@@ -77,6 +80,8 @@ def fork(server) -> int:
     parent; OSError when it fails (nothing left frozen then)."""
     global _children
     load_prctl()      # before fork: the child imports nothing
+    from . import limits       # (loaded already: the server imports it)
+    values = server.config.values
     if FREEZE_GC and not _children:
         gc.freeze()
     _children += 1
@@ -89,6 +94,9 @@ def fork(server) -> int:
     if pid:
         server.latest_fork_usec = int((time.perf_counter() - t0) * 1e6)
         server.total_forks = getattr(server, "total_forks", 0) + 1
+    elif values["oom-score-adj"] != "no":
+        # Valkey's serverFork: the child takes the background-child class.
+        limits.set_oom_score_adj(values, limits.OOM_BGCHILD)
     return pid
 
 

@@ -24,6 +24,9 @@ Owns:
   the first adjustment remembers the score the process had, ``yes``/``relative``
   add the class's value to it, ``absolute`` writes the value, ``no`` puts the
   remembered score back; a score the kernel refuses fails the CONFIG SET.
+  The class is the role's (``oom_class``: a replica's while it follows a
+  primary, set again by ``oom_role_changed`` on REPLICAOF); a forked child
+  takes the background-child class (hotkv.forkchild).
 
 The server calls ``init_server``, ``protected_mode_refusal``, ``cron`` and
 ``obuf_changed`` by name (``hotkv.server``); this module imports no other
@@ -300,17 +303,30 @@ def set_oom_score_adj(values, process_class: int = OOM_PRIMARY) -> bool:
     return True
 
 
+def oom_class(server) -> int:
+    """The class of oom-score-adj-values this server's role takes: a replica's
+    while it follows a primary (Valkey's setOOMScoreAdj(-1))."""
+    return OOM_REPLICA if getattr(server, "replica_link", None) is not None else OOM_PRIMARY
+
+
+def oom_role_changed(server):
+    """REPLICAOF host port / NO ONE: the score follows the new role."""
+    values = server.config.values
+    if values["oom-score-adj"] != "no":
+        set_oom_score_adj(values, oom_class(server))
+
+
 def _oom_init(server):
     values = server.config.values
 
     def changed(_value):   # both settings' apply step, with Valkey 8.1's one message
-        if not set_oom_score_adj(values):
+        if not set_oom_score_adj(values, oom_class(server)):
             raise ConfigError("Failed to set current oom_score_adj. Check server logs.")
 
     server.config.listeners["oom-score-adj"] = changed
     server.config.listeners["oom-score-adj-values"] = changed
     if values["oom-score-adj"] != "no":
-        set_oom_score_adj(values)
+        set_oom_score_adj(values, oom_class(server))
 
 
 def obuf_changed(server):

