@@ -268,7 +268,7 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
         if (type(hooks) is JournalLog and outer is None and not client.reprocessing
                 and not client.is_fake):
             # The journal alone, without replies: a command a client sent is
-            # recorded here, not through a call (a third of its cost, bench/journal.py).
+            # recorded here: a call was a quarter of the journal's cost (bench/journal.py).
             hooks.extend((len(argv), client.id, client.name, client.db.index, cmd,
                           server.cmd_time_ms))
             hooks.extend(argv)

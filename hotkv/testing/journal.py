@@ -165,7 +165,8 @@ class Journal:
     replies (``server.test_hooks`` is then the log); ``_full_hook`` the rest.
     No object per record for the garbage collector to walk again and again
     (a tuple per record made recording cost 3x more), no copy of the
-    arguments (a third of the cost that was left, bench/journal.py).
+    arguments (a tuple of them was a quarter of the cost, as was the call
+    that dispatch.call now spares: bench/journal.py --instructions).
     Replies, when recorded, are in ``_replies`` by the record's position in
     ``_log``."""
 
@@ -236,9 +237,12 @@ class Journal:
         n = len(argv)
         log.extend((n if origin == "client" and fault is None else (n, origin, fault),
                     owner.id, owner.name, client.db.index, cmd, self.server.cmd_time_ms))
-        # Copies of what is not bytes: a view of a file being loaded must
-        # not outlive it.
-        log.extend([a if type(a) is bytes else _b(a) for a in argv])
+        if client.is_fake:
+            # A server-side client's arguments may be views (of an AOF being
+            # loaded, say) that must not outlive what they show: copies.
+            log.extend([a if type(a) is bytes else _b(a) for a in argv])
+        else:
+            log.extend(argv)      # as the parser made them
         return self._capture(pos, func) if self.replies else func
 
     def _capture(self, pos, func):
