@@ -700,8 +700,7 @@ class Engine:
 
     def _rejected(self, text, cmd=None):
         """A command the script may not run: counted as Valkey counts it."""
-        if self.ldb is not None:
-            self._ldb_error(text)
+        self._ldb_error(text)
         message = "ERR " + text
         self.server.count_error(message)
         if cmd is not None:
@@ -710,8 +709,7 @@ class Engine:
 
     def _rejected_as_is(self, message, cmd):
         """A command the script may not run, refused with the server's own text."""
-        if self.ldb is not None:
-            self._ldb_error("-" + message + "\r\n")
+        self._ldb_error("-" + message + "\r\n")
         self.server.count_error(message)
         cmd.rejected_calls += 1
         return False, self._err_table(message, True)
@@ -722,8 +720,7 @@ class Engine:
         if run is None:
             return False, self._err_table("ERR redis.call is only valid inside a script")
         if not args:
-            if self.ldb is not None:
-                self._ldb_error("Please specify at least one argument for this call")
+            self._ldb_error("Please specify at least one argument for this call")
             return False, self._err_table("ERR Please specify at least one argument for this call")
         argv = []
         for a in args:
@@ -733,12 +730,11 @@ class Engine:
             elif (t is int or t is float):
                 argv.append(_number_arg(a))
             else:
-                if self.ldb is not None:
-                    self._ldb_error("Command arguments must be strings or integers")
+                self._ldb_error("Command arguments must be strings or integers")
                 return False, self._err_table("ERR Command arguments must be strings or integers")
         fake = run.fake
         ldb = self.ldb
-        if ldb is not None and ldb.step:
+        if ldb is not None:     # the debugger logs the call when stepping
             ldb.log_command(argv)
 
         cmd = server.command_table.get(argv[0])
@@ -779,8 +775,7 @@ class Engine:
             return self._rejected_as_is(NOREPLICAS, cmd)
         if server.maxmemory and cmd.denyoom and not run.write_dirty and \
                 (run.flags is None or "allow_oom" not in run.flags) and server.over_maxmemory():
-            if ldb is not None:
-                self._ldb_error("-" + errors.OOM + "\r\n")
+            self._ldb_error("-" + errors.OOM + "\r\n")
             server.count_error(errors.OOM)
             cmd.rejected_calls += 1
             return False, self._err_table(errors.OOM, True)
@@ -791,12 +786,8 @@ class Engine:
             if message is not None:
                 return self._rejected(message, cmd)
         fake.out = []
-        if run.repl != 3:
-            mark = len(server.prop_pending)
-            call(fake, cmd, argv)
-            _retarget(server, run, mark)
-        else:
-            call(fake, cmd, argv)
+        # (_call_retargeted: redis.set_repl narrowed where the effects go)
+        (call if run.repl == 3 else self._call_retargeted)(fake, cmd, argv)
         if server.monitors and not cmd.admin and "skip_monitor" not in cmd.flags:
             feed_monitors(server, fake.db.index, b"lua", cmd, argv)
         data = b"".join(fake.out)
@@ -804,11 +795,30 @@ class Engine:
         if not data:    # the command replied nothing (CLIENT REPLY OFF, say)
             return True, None
         value, _ = self._parse(data, 0)
-        if ldb is not None and ldb.step:
+        if ldb is not None:
             ldb.log_reply(data)
         if raise_error and data[:1] == b"-":
             return False, value
         return True, value
+
+    def _call_retargeted(self, fake, cmd, argv):
+        """Run a script's command; what it appends to ``prop_pending`` goes
+        where redis.set_repl says: nowhere (dropped), or to the AOF or the
+        replicas only (noted in ``run.targets``)."""
+        server = self.server
+        run = self.run
+        mark = len(server.prop_pending)
+        call(fake, cmd, argv)
+        pending = server.prop_pending
+        if len(pending) <= mark:
+            return
+        if run.repl == 0:
+            del pending[mark:]
+            return
+        if run.targets is None:
+            run.targets = {}
+        for i in range(mark, len(pending)):
+            run.targets[i] = run.repl
 
     # RESP -> Lua -------------------------------------------------------
     def _parse(self, data: bytes, pos: int):
@@ -976,22 +986,6 @@ class Engine:
         if server.acl_check is None or run is None:
             return True
         return server.acl_check(run.fake, cmd, argv) is None
-
-
-def _retarget(server, run, mark: int):
-    """What the command just called appended to ``prop_pending`` (from
-    ``mark``) goes where redis.set_repl says: nowhere (dropped), or to the
-    AOF or the replicas only (noted in ``run.targets``)."""
-    pending = server.prop_pending
-    if len(pending) <= mark:
-        return
-    if run.repl == 0:
-        del pending[mark:]
-        return
-    if run.targets is None:
-        run.targets = {}
-    for i in range(mark, len(pending)):
-        run.targets[i] = run.repl
 
 
 def _feed_targeted(server, run):

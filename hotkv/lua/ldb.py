@@ -14,8 +14,9 @@ maxlen, abort, help), the hook Lua calls on every line of the user's code
 * YES: the server forks (as BGSAVE does) and the child runs the session and
   the script, then writes the EVAL's reply and exits -- so every change the
   script made is gone with it; the parent closes its side of the client at
-  once.  The child dies with the server (PR_SET_PDEATHSIG) and is reaped by
-  a thread of its own.
+  once.  The child dies with the server (PR_SET_PDEATHSIG: also when an embedded
+  server's thread ends, so SHUTDOWN needs no kill of its own) and is reaped
+  by a thread of its own.
 
 The wire protocol is Valkey's: the debugger reads the client's socket
 itself (a forgiving RESP reader: one command at a time, whatever else came
@@ -539,6 +540,9 @@ class Session:
 
     # -- what the engine logs while stepping ---------------------------------
     def log_command(self, argv):
+        """A script's call, logged while stepping (Valkey's ldbIsEnabled)."""
+        if not self.step:
+            return
         parts = [b"<command>"]
         for j, a in enumerate(argv):
             if j == 10:
@@ -548,6 +552,9 @@ class Session:
         self.log(b"".join(parts))
 
     def log_reply(self, data: bytes):
+        """A script's call's reply, logged while stepping."""
+        if not self.step:
+            return
         out = [b"<reply> "]
         try:
             resp_to_human(data, 0, out)
@@ -619,6 +626,7 @@ def debug_eval(c, argv, body_fn):
         return body_fn()
     finally:
         eng.ldb = None
+        eng.ldb_clients.pop(c.id, None)
         session.end()
         log_notice(server, "synchronous debugging eval session ended")
         # The connection closes once the EVAL's reply is written: the end of
@@ -683,11 +691,3 @@ def _child(c, argv, eng, body_fn, fd: int):  # pragma: no cover - runs in the ch
     session.end()
     session.write(b"".join(c.out))
 
-
-def kill_sessions(eng):
-    """SHUTDOWN: end every forked session (Valkey's ldbKillForkedSessions)."""
-    for pid in list(eng.ldb_children):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
