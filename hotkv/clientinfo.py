@@ -15,6 +15,7 @@ gone is described with omem 0 rather than raising.
 
 from __future__ import annotations
 
+from . import clientbufs
 from .client_eviction import argv_memory, client_memory
 from .errors import CommandError
 
@@ -86,8 +87,8 @@ def client_info_line(cl, now: float | None = None) -> str:
     current = cl.server.current_cmd
     if current is not None and cl.server.current_client is cl:
         cmd = current.name
-    parser = getattr(cl, "parser", None)
-    qbuf = parser.pending if parser is not None else 0
+    qbuf, qbuf_free = clientbufs.query_fields(cl)     # Valkey's buffers (hotkv.clientbufs)
+    rbs, rbp = clientbufs.reply_fields(cl)
     try:
         omem = cl.output_size()
     except Exception:  # a transport already gone
@@ -100,14 +101,14 @@ def client_info_line(cl, now: float | None = None) -> str:
     return (
         "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s capa= db=%d "
         "sub=%d psub=%d ssub=%d multi=%d watch=%d qbuf=%d qbuf-free=%d argv-mem=%d "
-        "multi-mem=%d rbs=16384 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=%s cmd=%s "
+        "multi-mem=%d rbs=%d rbp=%d obl=0 oll=0 omem=%d tot-mem=%d events=%s cmd=%s "
         "user=%s redir=%d resp=%d lib-name=%s lib-ver=%s tot-net-in=%d tot-net-out=%d "
         "tot-cmds=%d" % (
             cl.id, cl.addr, cl.laddr, cl.fd, as_str(cl.name), int(now - cl.created),
             int(now - cl.last_interaction), client_flags(cl), cl.db.index,
             len(cl.channels), len(cl.patterns), len(cl.shard_channels),
             len(cl.multi_queue) if cl.multi else -1, len(cl.watched), qbuf,
-            0, argv_memory(cl), multi_mem, omem, client_memory(cl), events, cmd,
+            qbuf_free, argv_memory(cl), multi_mem, rbs, rbp, omem, client_memory(cl), events, cmd,
             user_name(cl), cl.tracking.redirect if cl.tracking else -1,
             3 if cl.resp3 else 2, as_str(cl.lib_name), as_str(cl.lib_ver),
             cl.net_in, cl.net_out, cl.ncmds))

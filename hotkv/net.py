@@ -34,6 +34,7 @@ import socket
 import ssl
 import time
 
+from . import clientbufs
 from .client import Client
 from .config import ConfigError, bind_addresses
 from .dispatch import process_commands, serve_ready_keys
@@ -45,13 +46,15 @@ log = logging.getLogger("hotkv")
 
 
 class Connection(Client, asyncio.Protocol):
-    __slots__ = ("transport", "parser", "_pause_reasons")
+    __slots__ = ("transport", "parser", "_pause_reasons",
+                 "qb_alloc", "qb_peak", "rb_size", "rb_peak", "rb_reset")   # hotkv.clientbufs
 
     def __init__(self, server):
         Client.__init__(self, server)
         self.transport = None
         self.parser = RequestParser(server.config.values["proto-max-bulk-len"])
         self._pause_reasons = 0   # bit 1: blocked, bit 2: output backlog
+        clientbufs.init_client(self)
 
     # -- asyncio callbacks ------------------------------------------------
     def connection_made(self, transport):
@@ -108,6 +111,8 @@ class Connection(Client, asyncio.Protocol):
         except Exception:  # the parser must never take the server down
             log.exception("parser failure")
             commands, error = [], "Protocol error: internal parser failure"
+        if parser.held or self.qb_alloc:   # Valkey's query buffer, as CLIENT LIST shows it
+            clientbufs.on_read(self, n)
         if self.blocked is not None or self.pending:
             self.pending.extend(commands)
             if error:
@@ -208,8 +213,11 @@ class Connection(Client, asyncio.Protocol):
                         and self.kind == "normal" and not self.subscribed:
                     output_limit_reached(self.server, self, len(data))
                     return
-                self.server.stat_net_output_bytes += len(data)
-                self.net_out += len(data)
+                n = len(data)
+                self.server.stat_net_output_bytes += n
+                self.net_out += n
+                if n > self.rb_peak:    # a turn's replies: the reply buffer's peak (clientbufs)
+                    self.rb_peak = n
                 self.transport.write(data)
         if self.closing and not self.closed:
             self.closed = True

@@ -67,6 +67,7 @@ from . import (
     access,
     acl,
     client_eviction,
+    clientbufs,
     cmdlog,
     eviction,
     latency,
@@ -599,6 +600,7 @@ class Server:
         self.aof_manager.cron()
         self.snapshots.cron()
         self.repl.cron()
+        clientbufs.cron(self, self.clock.time())   # CLIENT LIST's buffer sizes, resized
         loopstats.track(self, time.monotonic())
         loopstats.add_cron(self, _perf_counter() - cron_start)
         self.wake()
