@@ -101,6 +101,10 @@ def counters(conn, o) -> tuple:
     # Library queues by (library, name): their queue lists' counters.
     found.update({(q["library"], q["name"]): q for q in state.get("libraries", ())
                   if q.get("db") == o.db and q.get("enqueued") is not None})
+    # When the counters were read: the snapshot may be a few ms older than
+    # the request (the server's bound on fresh snapshots), so their rates
+    # divide by the server's time between snapshots, not this process's.
+    found[None] = state.get("time")
     return found, ("in/s, out/s: hotkv's enqueue/dequeue counters (http-port %d); net/s: "
                    "change of depth" % port)
 
@@ -142,6 +146,7 @@ def collect(conn, o=None) -> dict:
             streams.append({"key": _txt(k), "length": _val(s["length"]), "groups": groups})
     found = libraries(conn, keys, key_types)
     counted, caption = counters(conn, o) if o is not None else (None, NO_COUNTERS)
+    counted_at = counted.pop(None, None) if counted is not None else None
     lists.sort(key=lambda q: -q["depth"])
     lists = lists[:MAX_SHOWN]
     if counted is not None:
@@ -155,7 +160,7 @@ def collect(conn, o=None) -> dict:
             _attach(q, counted.get((q["library"], q["name"])))
     streams.sort(key=lambda s: -s["length"])
     return {"info": info, "types": types, "lists": lists, "counted": counted is not None,
-            "caption": caption, "time": time.monotonic(),
+            "caption": caption, "time": time.monotonic(), "counted_at": counted_at,
             "streams": streams[:MAX_SHOWN], "libraries": found, "scanned": len(keys)}
 
 
@@ -179,18 +184,23 @@ def _flow(q: dict, o, dt: float):
 
 
 def rates(view: dict, prev: dict | None):
-    """Each list's and library queue's in/s and out/s (``_flow``) and each
-    list's net/s (depth change since ``prev``; None at the first frame)."""
+    """Each list's and library queue's in/s and out/s (``_flow``, over the
+    server's time between the two snapshots the counters came from) and
+    each list's net/s (depth change since ``prev``; None at the first
+    frame)."""
     prev = prev or {}
     old = {q["key"]: q for q in prev.get("lists", ())}
     dt = view["time"] - prev["time"] if prev else 0.0
+    ct = 0.0
+    if view.get("counted_at") is not None and prev.get("counted_at") is not None:
+        ct = view["counted_at"] - prev["counted_at"]
     for q in view["lists"]:
         o = old.get(q["key"])
         q["net"] = (q["depth"] - o["depth"]) / dt if o is not None and dt > 0 else None
-        _flow(q, o, dt)
+        _flow(q, o, ct)
     old = {(q["library"], q["name"]): q for q in prev.get("libraries", ())}
     for q in view["libraries"]:
-        _flow(q, old.get((q["library"], q["name"])), dt)
+        _flow(q, old.get((q["library"], q["name"])), ct)
     return view
 
 

@@ -1,7 +1,8 @@
 """``hotkv queues``' enqueue and dequeue rates (hotkv/queues_tui.py): from a
 hotkv whose dashboard is on, the per-list counters read from its
 /api/state (with basic auth when the server wants a password) -- exact
-counts, and in/s and out/s from their change between two refreshes, so a
+counts, and in/s and out/s from their change between two refreshes (over
+the server's time between the snapshots they came from), so a
 queue whose consumer keeps up shows its real rates while its depth stays 0;
 from valkey-server 8.1.8 or a hotkv with http-port 0, no counters: in/s and
 out/s are "-", net/s is the change of depth, and the caption says so.  Real
@@ -12,9 +13,13 @@ CI-sized: ~5 s; nothing to scale up.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
+import json
 import threading
+import time
+import urllib.request
 
 import pytest
 import valkey
@@ -46,6 +51,20 @@ def _row(out: str, key: str, width: int = 8) -> list:
     raise AssertionError("no row for %r in:\n%s" % (key, out))
 
 
+def _settled(http_port: int, auth: str):
+    """Wait (bounded) for a snapshot taken after this call: hotkv queues'
+    fresh request may get the latest one, a few ms old."""
+    since = time.time()
+    req = urllib.request.Request("http://127.0.0.1:%d/api/state?fresh=1" % http_port)
+    req.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
+    for _ in range(200):
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            if json.loads(resp.read())["time"] >= since:
+                return
+        time.sleep(0.01)
+    raise AssertionError("no snapshot newer than the request in 200 tries")
+
+
 def _ok(x):
     return x
 
@@ -75,6 +94,7 @@ def test_counters_and_rates_from_a_hotkv_with_the_dashboard_on(hotkv_server_fact
     rq.SimpleWorker([q], connection=conn).work(burst=True)   # takes the 3 jobs
     q.enqueue(_ok, 3)
     conn.close()
+    _settled(http_port, "default:s3cret")
     out = _once(server.port, monkeypatch, "-a", "s3cret")
     assert "enqueue/dequeue counters (http-port %d)" % http_port in out
     # key, depth, in/s, out/s, net/s, enqueued, dequeued, oldest item
@@ -105,10 +125,16 @@ def test_counters_and_rates_from_a_hotkv_with_the_dashboard_on(hotkv_server_fact
         r.lpush("live", i)
     t.join(30)
     assert len(done) == k and not r.exists("live")
-    second = queues_tui.rates(queues_tui.collect(conn, o), first)
-    live = next(q for q in second["lists"] if q["key"] == "live")
+    # The server may answer from a snapshot a few ms old (its bound on fresh
+    # ones): refresh (bounded) until one taken after the pushes comes.
+    for _ in range(100):
+        second = queues_tui.rates(queues_tui.collect(conn, o), first)
+        live = next(q for q in second["lists"] if q["key"] == "live")
+        if live["enqueued"] == 5 + k:
+            break
+        time.sleep(0.02)
     assert (live["enqueued"], live["dequeued"], live["depth"]) == (5 + k, 5 + k, 0)
-    dt = second["time"] - first["time"]
+    dt = second["counted_at"] - first["counted_at"]   # the server's clock
     assert live["in"] == live["out"] == pytest.approx(k / dt) and live["in"] > 0
     assert live["net"] == 0                  # what the depth alone says
     conn.sock.close()
