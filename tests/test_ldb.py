@@ -204,3 +204,22 @@ def test_redis_cli_ldb_transcript_matches_valkey(server, ref_server, tmp_path, s
     ours = run(server.port)
     assert ours == run(ref_server.port)
     assert "<debug> line 3: 1, {\"k1\"}" in ours and "v1" in ours
+
+
+def _timeout_session(host, port):
+    admin = RawClient(host, port)
+    admin.call("CONFIG", "SET", "lua-time-limit", "100")
+    try:
+        return transcript(host, port, "sync", "local i = 0\nwhile true do i = i + 1 end\n",
+                          [("c",), ("a",)])
+    finally:
+        admin.call("CONFIG", "SET", "lua-time-limit", "5000")
+        admin.close()
+
+
+def test_session_stops_a_script_past_its_time_limit(server, ref_server):
+    """After 'continue', a script running past lua-time-limit stops on its own
+    ("timeout reached, infinite loop?") and can be aborted."""
+    ours = _timeout_session(server.host, server.port)
+    assert ours == _timeout_session(ref_server.host, ref_server.port)
+    assert b"stop reason = timeout reached, infinite loop?" in ours[2]
