@@ -11,6 +11,11 @@ Invariants:
   logs a script that wrote several commands as one MULTI/EXEC unit;
 * the reply is written once, complete (``add_raw``), and the handler returns
   ``BLOCKED`` to say so, as EXEC does.
+* a client after SCRIPT DEBUG YES/SYNC runs EVAL in a debugging session
+  (``hotkv.lua.ldb``: the session, its fork in YES mode, the close at its
+  end); EVALSHA is refused for it, as Valkey refuses it;
+* a queued EVAL brings its script's declared flags to the transaction
+  (``queued_flags``, read by the dispatcher's MULTI queue).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ script_lua.c / eval.c / script.c.  No sockets here; the commands live in
 * ``functions`` -- Valkey functions (FUNCTION / FCALL's runtime): the
   library registry, the Lua state they run in (an ``Engine`` in function
   mode), the DUMP payload and the RDB records of the libraries;
+* ``ldb`` (and ``ldb.lua``, its Lua half) -- the Lua debugger: SCRIPT
+  DEBUG's sessions, the debugger's commands and logs;
 * ``values`` -- Lua 5.1's number and type semantics as Python functions;
 * ``libs`` -- the libraries Valkey ships to scripts, written in Python:
   cjson, cmsgpack, struct, bit.

@@ -51,6 +51,14 @@ API table, the sandbox, the error handler, the timeout hook -- is
   SHUTDOWN NOSAVE ends any.  A SIGTERM is left to the event loop, so the
   shutdown it asks for happens once the script ends, as in Valkey.
 
+* the debugger (SCRIPT DEBUG, ``hotkv.lua.ldb``): ``Engine.ldb`` is the
+  session while a debugged EVAL runs; its line hook replaces the timeout
+  hook, redis.debug / redis.breakpoint and the calls' <command> / <reply> /
+  <error> logs go to it;
+* redis.set_repl: after REPL_NONE / REPL_AOF / REPL_REPLICA a script's
+  commands propagate nowhere / to the AOF / to the replicas only; a script
+  that narrowed some feeds its commands itself at its end, each to its sinks.
+
 Invariants:
 * a script runs to completion inside one ``call``, so it is atomic; blocking
   commands act non-blocking because the fake client cannot block;
