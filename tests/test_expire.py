@@ -371,6 +371,9 @@ def _expiry_scenario(c):
         two_expired("foo")
         c.call("GET", "foo")                 # the read is not propagated
         c.call("SET", "x", "1")
+        for write in (("MSET", "k", "1", "j", "2"), ("INCR", "k"), ("RENAME", "k", "n")):
+            two_expired("k")
+            c.call(*write)                   # UNLINK first: with the write, a MULTI unit
         c.call("SET", "g", "bar", "PX", "100000")
         c.call("GETEX", "g", "PERSIST")
         c.call("GETEX", "g", "PXAT", "1")    # in the past: UNLINK

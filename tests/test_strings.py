@@ -456,13 +456,14 @@ def test_string_writes_are_logged_deterministically(aof_server, tmp_path):
     assert pxat(cmds[1], 4) == [b"SET", b"b", b"2", b"PXAT", b"<ms>"]
     assert cmds[2] == [b"SET", b"c", b"3", b"PXAT", b"4102444800000"]
     assert cmds[3] == [b"SET", b"d", b"4", b"PXAT", b"4102444800123"]
-    assert cmds[4:7] == [[b"SET", b"e", b"5"], [b"SET", b"e", b"6", b"XX"], [b"DEL", b"e"]]
+    # UNLINK for an expiry in the past (lazyfree-lazy-expire yes, as Valkey 8.1); GETDEL: DEL
+    assert cmds[4:7] == [[b"SET", b"e", b"5"], [b"SET", b"e", b"6", b"XX"], [b"UNLINK", b"e"]]
     assert pxat(cmds[7], 4) == [b"SET", b"f", b"v", b"PXAT", b"<ms>"]
     assert pxat(cmds[8], 4) == [b"SET", b"g", b"v", b"PXAT", b"<ms>"]
     assert cmds[9] == [b"SET", b"f", b"w"]
     assert pxat(cmds[10], 2) == [b"PEXPIREAT", b"g", b"<ms>"]
     assert cmds[11:] == [
-        [b"PERSIST", b"g"], [b"DEL", b"g"], [b"SET", b"h", b"1"], [b"DEL", b"h"],
+        [b"PERSIST", b"g"], [b"UNLINK", b"g"], [b"SET", b"h", b"1"], [b"DEL", b"h"],
         [b"SET", b"i", b"0.1", b"KEEPTTL"], [b"SET", b"i", b"0.3", b"KEEPTTL"],
         [b"SETNX", b"j", b"1"], [b"SETBIT", b"k", b"1", b"0"], [b"INCR", b"x"],
         [b"SET", b"sentinel", b"1"]]

@@ -512,7 +512,7 @@ def test_deterministic_propagation(hotkv_server_factory, tmp_path):
         c.call("SADD", "s", "a", "b", "c", "d")
         popped = c.call("SPOP", "s")
         c.call("SPOP", "s", "2")
-        c.call("SPOP", "s", "10")                          # the rest: DEL
+        c.call("SPOP", "s", "10")                          # the rest: UNLINK (lazy-server-del)
         c.call("ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d")
         c.call("BZPOPMIN", "noz", "z", "0")
         c.call("ZMPOP", "1", "z", "MAX", "COUNT", "5")
@@ -535,7 +535,7 @@ def test_deterministic_propagation(hotkv_server_factory, tmp_path):
     assert cmds[1] == [b"SADD", b"s", b"a", b"b", b"c", b"d"]
     assert cmds[2] == [b"SREM", b"s", member]
     assert cmds[3][:2] == [b"SREM", b"s"] and len(cmds[3]) == 4
-    assert cmds[4] == [b"DEL", b"s"]
+    assert cmds[4] == [b"UNLINK", b"s"]
     assert cmds[5][0] == b"ZADD"
     assert cmds[6] == [b"ZPOPMIN", b"z"]
     assert cmds[7] == [b"ZPOPMAX", b"z", b"3"]

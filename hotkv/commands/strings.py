@@ -329,6 +329,13 @@ def _mset(c, argv, nx: bool):
         for j in range(1, len(argv), 2):
             if lookup(argv[j]) is not None:
                 return 0
+    elif db.expires:
+        # Valkey's setKey looks each key up first: an expired one is deleted,
+        # its UNLINK propagated before the MSET (one MULTI unit), as for SET.
+        expires = db.expires
+        for j in range(1, len(argv), 2):
+            if argv[j] in expires:
+                db.lookup(argv[j])
     written = c.server.written
     for j in range(1, len(argv), 2):
         key = argv[j]
