@@ -122,10 +122,15 @@ class Connection(Client, asyncio.Protocol):
         else:
             server = self.server
             server.input_bytes, server.input_total = n, len(commands)
+            raw = server.raw_stream   # a replica attached: the read may be the stream
+            if raw is not None and parser.whole is data:
+                raw.begin(self, data, commands)
             try:
                 self._run(commands, error)
             finally:
                 server.input_bytes = 0
+                if raw is not None:
+                    raw.end()
         if parser.held > _BIG_ARG or self.server.gated:
             # (gated: maxmemory-clients weighs the replies just queued too)
             self._check_query_buffer()

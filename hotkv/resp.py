@@ -377,7 +377,7 @@ class RequestParser:
     """
 
     __slots__ = ("_reader", "_buf", "_args", "_want", "_bulklen", "max_bulk_len",
-                 "auth_required", "_argbytes", "held")
+                 "auth_required", "_argbytes", "held", "whole")
 
     def __init__(self, max_bulk_len: int = 512 * 1024 * 1024):
         self._reader = hiredis.Reader()
@@ -389,6 +389,10 @@ class RequestParser:
         # ``pending`` as of the end of the last feed, kept as a plain
         # attribute: the network layer reads it twice per read.
         self.held = 0
+        # The last read, when the fast path turned all of it into the
+        # commands feed returned (and nothing was held before it), else
+        # None: the primary side may pass it on verbatim (hotkv.replication.primary).
+        self.whole = None
         self.max_bulk_len = max_bulk_len
         # An unauthenticated client may only send small commands (Redis's
         # defence against memory exhaustion before AUTH).
@@ -404,6 +408,7 @@ class RequestParser:
     def feed(self, data: bytes):
         commands: list = []
         buf = self._buf
+        self.whole = None
         if buf or self._args is not None or data[:1] != b"*" or self.auth_required:
             buf += data
         else:
@@ -413,6 +418,7 @@ class RequestParser:
             else:
                 rest = self._fast(data, commands, screen)
                 if rest is None:
+                    self.whole = data
                     return commands, None
                 buf += rest
         try:

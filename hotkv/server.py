@@ -252,6 +252,7 @@ class Server:
         self.repl = ReplState(self)               # replication ids, offset, backlog, replicas
         self.aof_writer = None                    # the AOF while it is on (attach_aof)
         self.aof = None                           # the propagation sink (relink_propagation)
+        self.raw_stream = None    # the primary side while it is fed (relink_propagation)
         self.aof_manager = AOF(self)
         # A setting two subsystems read: pub/sub merges a partial value over
         # the old one first, then limits reads the normal class from it.
@@ -446,12 +447,14 @@ class Server:
         exists, hotkv.replication.primary), both, or None."""
         writer = self.aof_writer
         repl = self.repl
+        feed = repl.primary if repl.backlog is not None and repl.role == "master" else None
+        # A read may go to the stream verbatim (net.py; Primary.begin).
+        self.raw_stream = feed if feed is not None and feed.verbatim else None
         if repl.role != "master":
             # A replica passes its primary's stream on as received (chained
             # replication, hotkv.replication.replica): nothing of its own.
             self.aof = writer
             return
-        feed = repl.primary if repl.backlog is not None else None
         if feed is None:
             # No backlog: the offset still counts the AOF's commands (Valkey's).
             self.aof = None if writer is None else CountedAOF(writer, repl)

@@ -771,7 +771,9 @@ def _sync_stream(host: int, port: int, commands: list) -> bytes:
     while end not in tail and time.time() < deadline:
         tail += s.recv(65536)
     s.close()
-    return tail.replace(b"*1\r\n$4\r\nPING\r\n", b"").lstrip(b"\n")
+    # (valkey-server's periodic PING is "ping", hotkv's "PING")
+    return tail.replace(b"*1\r\n$4\r\nPING\r\n", b"").replace(
+        b"*1\r\n$4\r\nping\r\n", b"").lstrip(b"\n")
 
 
 def test_transactions_in_the_stream_as_valkey_sends_them(hotkv_server_factory, ref_server):
@@ -791,3 +793,232 @@ def test_transactions_in_the_stream_as_valkey_sends_them(hotkv_server_factory, r
     ours = _sync_stream(srv.host, srv.port, commands)
     theirs = _sync_stream(ref_server.host, ref_server.port, commands)
     assert ours == theirs
+
+
+# ----------------------------------------------------------------------
+# The verbatim path (hotkv.replication.primary: a read passed on as is)
+# ----------------------------------------------------------------------
+DIFF_COMMANDS = int(os.environ.get("HOTKV_REPL_DIFF_COMMANDS", "3000")) * SCALE
+NO_PING = {"repl-ping-replica-period": 3600}
+_VALUES = [b"v", b"job-payload-123", b"", b"x" * 300, b"a\r\nb", b"\r", b"\n", b"$3",
+           b"*1", b"+OK", b"-ERR", b"\r\n$3\r\nfoo", b"caf\xc3\xa9", b"\x00\xff"]
+
+
+def _verbatim_off(s):
+    """The primary side of s encodes every command (its verbatim path off)."""
+    def change(emb):
+        emb.server.repl.get_primary().verbatim = False
+        emb.server.relink_propagation()
+        return True
+    s.wait_until(change)
+
+
+def _raw_sync(srv):
+    """A SYNC connection past its payload: (socket, the stream so far)."""
+    s = socket.create_connection((srv.host, srv.port), timeout=10)
+    s.sendall(b"SYNC\r\n")
+    got = b""
+    deadline = time.time() + 15
+    while b"\r\n" not in got.lstrip(b"\n") and time.time() < deadline:
+        got += s.recv(65536)
+    head, rest = got.lstrip(b"\n").split(b"\r\n", 1)
+    size = int(head[1:])
+    while len(rest) < size and time.time() < deadline:
+        rest += s.recv(65536)
+    return s, rest[size:]
+
+
+def _stream_until(s, stream: bytes, marker: bytes) -> bytes:
+    deadline = time.time() + 30
+    while marker not in stream and time.time() < deadline:
+        stream += s.recv(65536)
+    assert marker in stream
+    return stream[:stream.index(marker) + len(marker)]
+
+
+def _random_read(rng, state: dict) -> list:
+    """One read's commands for one client, seeded: verbatim writes, ones the
+    primary rewrites (EX -> PXAT, pops, XADD *, INCRBYFLOAT), scripts,
+    MULTI/EXEC (also across reads), SELECT, no-op and failing writes,
+    PUBLISH and ROLE (the offset within a read)."""
+    out = []
+    pure = rng.random() < 0.5      # writes only (what the verbatim path takes whole)
+    if pure and rng.random() < 0.2 and not state["multi"]:
+        out.append(["ROLE"])        # after writes held by the verbatim path
+    for _ in range(rng.choice((1, 1, 2, 3, 8, 16, 16, 16, 30))):
+        k = "k%d" % rng.randrange(12)
+        q = "q%d" % rng.randrange(4)
+        v = rng.choice(_VALUES) if rng.random() < 0.1 else b"job-%d" % rng.randrange(10000)
+        roll = rng.random() * (0.45 if pure else 1.0)
+        if roll < 0.45:
+            out.append(rng.choice((["LPUSH", q, v], ["RPUSH", q, v, v], ["SET", k, v],
+                                   ["HSET", "h" + k, "f%d" % rng.randrange(5), v],
+                                   ["INCR", "n" + k], ["SADD", "s" + k, v],
+                                   ["ZADD", "z" + k, rng.randrange(100), v])))
+        elif roll < 0.50:
+            # (A pop served at once: the clocks are frozen, no timeout fires.)
+            out += [["RPUSH", q, v], ["BLPOP", q, "0.01"]]
+        elif roll < 0.62:
+            out.append(rng.choice((["SET", k, v, "EX", 1000], ["EXPIRE", k, 900],
+                                   ["LMOVE", q, q + "b", "LEFT", "RIGHT"],
+                                   ["XADD", "x" + k, "*", "f", v], ["INCRBYFLOAT", "f" + k, "1.5"],
+                                   ["GETEX", k, "PX", 50000], ["SETEX", "e" + k, 500, v])))
+        elif roll < 0.66:
+            out.append(["EVAL", "redis.call('RPUSH', KEYS[1], ARGV[1]) "
+                        "return redis.call('INCR', KEYS[2])", 2, q, "ctr", v])
+        elif roll < 0.72:
+            if state["multi"]:
+                out.append(["EXEC"])
+            else:
+                out.append(["MULTI"])
+            state["multi"] = not state["multi"]
+        elif roll < 0.76 and not state["multi"]:
+            out.append(["SELECT", rng.randrange(4)])
+        elif roll < 0.84:
+            out.append(rng.choice((["GET", k], ["LLEN", q], ["DEL", "nosuch"],
+                                   ["SET", k, v, "NX"], ["LPOP", "empty"], ["LPUSH", k, v],
+                                   ["HGET", "h" + k, "f1"])))
+        elif roll < 0.88:
+            out.append(["PUBLISH", "ch", v])
+        elif roll < 0.92 and not state["multi"]:
+            out.append(["ROLE"])
+        else:
+            out.append(rng.choice((["DEL", k], ["UNLINK", "s" + k], ["LTRIM", q, 0, 20])))
+    if out and out[0] == ["ROLE"]:
+        role = out.pop(0)
+        if not state["multi"]:
+            out.append(role)
+    return out
+
+
+def _encode_read(cmds: list, sloppy: bool) -> bytes:
+    """The read's bytes; sloppy: the two bytes after the last argument of
+    each command are not CRLF (valkey-server and hiredis skip them
+    unchecked; the stream must still carry the canonical encoding)."""
+    from support import encode_command
+    data = b"".join(encode_command(*c) for c in cmds)
+    if not sloppy:
+        return data
+    out = b""
+    for c in cmds:
+        enc = encode_command(*c)
+        out += enc[:-2] + b"XY"
+    return out
+
+
+def _role_offset(reply: bytes) -> bytes:
+    """ROLE's offset (the replica rows differ: one side has more replicas)."""
+    return reply.split(b"\r\n")[3]
+
+
+def test_verbatim_stream_equals_the_general_path(hotkv_server_factory, replicas):
+    """The same seeded reads from three clients on two hotkv primaries, one
+    passing reads on verbatim, one encoding every command: every reply, the
+    stream a SYNC connection receives and the data (DEBUG DIGEST, and a
+    valkey-server replica of the verbatim one) are equal.  Both clocks are
+    frozen at the same instant so that rewritten expiries match.
+    ``HOTKV_REPL_DIFF_COMMANDS`` (default 3000) sets the commands."""
+    import random
+
+    from support import encode_command
+
+    a = hotkv_server_factory(**FAST, **NO_PING)
+    b = hotkv_server_factory(**FAST, **NO_PING)
+    at = time.time()
+    a.clock.freeze(at)
+    b.clock.freeze(at)
+    _verbatim_off(b)
+    rep = replicas(a.port)
+    assert synced(client(a), rep), rep.tail()
+    sa, stream_a = _raw_sync(a)
+    sb, stream_b = _raw_sync(b)
+    conns = [(RawClient(a.host, a.port), RawClient(b.host, b.port)) for _ in range(3)]
+    states = [{"multi": False} for _ in conns]
+    rng = random.Random(1717)
+    sent = 0
+    step = 0
+    blocked = None
+    while sent < DIFF_COMMANDS:
+        step += 1
+        i = rng.randrange(len(conns) if blocked is None else len(conns) - 1)
+        if step % 40 == 0 and blocked is None and not states[2]["multi"]:
+            # A pop that blocks; another client's push serves it in its read.
+            for c in conns[2]:
+                c.send_raw(encode_command("SELECT", 0) + encode_command("BLPOP", "wake", 0))
+            for srv in (a, b):
+                assert wait_for(lambda: client(srv).info("clients")["blocked_clients"] == 1)
+            blocked = 2
+            continue
+        cmds = _random_read(rng, states[i])
+        waking = blocked is not None and not states[i]["multi"]
+        if waking:
+            cmds = [["SELECT", 0], ["LPUSH", "k0", "x"], ["RPUSH", "wake", "w"]] + cmds
+        data = _encode_read(cmds, rng.random() < 0.1)
+        for c in conns[i]:
+            c.send_raw(data)
+        for n, cmd in enumerate(cmds):
+            ra, rb = conns[i][0].read_reply(), conns[i][1].read_reply()
+            if cmd[0] == "ROLE":
+                ra, rb = _role_offset(ra), _role_offset(rb)
+            assert ra == rb, (cmd, ra, rb)
+        if waking:
+            for c in conns[blocked]:
+                assert c.read_reply() == b"+OK\r\n"          # its SELECT
+            replies = [c.read_reply() for c in conns[blocked]]
+            assert replies[0] == replies[1] == b"*2\r\n$4\r\nwake\r\n$1\r\nw\r\n"
+            blocked = None
+        sent += len(cmds)
+    marker = b"$3\r\nend\r\n$1\r\n1\r\n"
+    for c in conns[0]:
+        c.send_raw(b"*1\r\n$4\r\nEXEC\r\n" * states[0]["multi"] + encode_command("SET", "end", 1))
+    stream_a = _stream_until(sa, stream_a, marker)
+    stream_b = _stream_until(sb, stream_b, marker)
+    sa.close()
+    sb.close()
+    raw_reads = a.server.repl.primary.raw_reads
+    assert raw_reads > step // 8, (raw_reads, step)          # the path was taken
+    assert b.server.repl.primary.raw_reads == 0
+    assert len(stream_a) > DIFF_COMMANDS * 10
+    if stream_a != stream_b:
+        at = next(i for i, (x, y) in enumerate(zip(stream_a, stream_b)) if x != y)
+        raise AssertionError("streams differ at %d:\n%r\n%r" % (
+            at, stream_a[at - 300:at + 100], stream_b[at - 300:at + 100]))
+    ra = client(a)
+    assert_equal(ra, rep, dbs=range(4))
+    assert ra.execute_command("DEBUG", "DIGEST") == client(b).execute_command("DEBUG", "DIGEST")
+
+
+def _stopped(pid: int) -> bool:
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_wait_within_a_verbatim_read_waits_for_its_writes(hotkv_server_factory, replicas):
+    """WAIT in the same read as the writes it waits for: the offset it waits
+    for includes them (the verbatim path's held commands are counted
+    first), so a stopped replica cannot satisfy it."""
+    srv = hotkv_server_factory(**FAST, **NO_PING)
+    r = client(srv)
+    rep = replicas(srv.port)
+    r.set("before", 1)
+    assert synced(r, rep), rep.tail()
+    from support import encode_command
+    raw = RawClient(srv.host, srv.port)
+    before = srv.server.repl.primary.raw_reads
+    raw.send_raw(b"".join(encode_command("RPUSH", "q", i) for i in range(16)))
+    assert [raw.read_reply() for _ in range(16)][-1] == b":16\r\n"
+    assert srv.server.repl.primary.raw_reads == before + 1     # (that read went verbatim)
+    assert raw.call("WAIT", 1, 5000) == b":1\r\n"     # the replica acked all that
+    rep.proc.send_signal(signal.SIGSTOP)
+    assert wait_for(lambda: _stopped(rep.proc.pid), 5)
+    try:
+        read = b"".join(encode_command("LPUSH", "q", "job-%d" % i) for i in range(16))
+        raw.send_raw(read + encode_command("WAIT", 1, 300))
+        replies = [raw.read_reply() for _ in range(17)]
+    finally:
+        rep.proc.send_signal(signal.SIGCONT)
+    assert replies[15] == b":32\r\n"
+    assert replies[16] == b":0\r\n"           # the replica has not acked the pushes
+    raw.send_raw(read + encode_command("WAIT", 1, 5000))
+    assert [raw.read_reply() for _ in range(17)][16] == b":1\r\n"
+    assert_equal(r, rep, dbs=range(1))

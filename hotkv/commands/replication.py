@@ -156,9 +156,18 @@ def _version_ok(val: bytes) -> bool:
     return len(parts) == 3 and all(p.isdigit() and int(p) <= 255 for p in parts)
 
 
+def _settled(server):
+    """The stream's offset is read within a read whose commands the primary
+    side holds (its verbatim path): they are encoded first."""
+    primary = server.repl.primary
+    if primary is not None and primary.raw_cmds is not None:
+        primary.settle()
+
+
 def _write_offset(c) -> int:
     """The offset WAIT waits for: the client's last write's; in a script,
     its caller's (the script's own writes are not propagated yet, as Valkey)."""
+    _settled(c.server)
     if c.is_fake:
         caller = c.server.current_client
         return caller.woff if caller is not None else c.server.repl.master_repl_offset
@@ -224,6 +233,7 @@ def role_cmd(c, argv):
         fn = getattr(side, "role_reply", None) if side else None
         if fn is not None:
             return fn(server)
+    _settled(server)
     rows = []
     for lk in repl.replicas:
         if lk.state != _primary.ONLINE:

@@ -30,6 +30,23 @@ what Valkey's replication.c does on the primary's side:
   is encoded by one format operation, anything else by encode_into's loop
   (the same bytes: tests/test_replication_primary.py re-encodes a received
   stream with encode_into and compares).
+* **Verbatim path** (fast path) -- a read the parser turned whole into its
+  commands (``RequestParser.whole``) is bracketed by ``begin`` / ``end``
+  (hotkv.net, while ``server.raw_stream`` is this object): each command
+  fed as it came (its own argv object, the next of the read, in the
+  selected db; the read's first one may need a SELECT, written before) is
+  only counted; at ``end``, when all of them were and ``_verbatim`` finds
+  the read to be their canonical encoding, the read's own bytes are the
+  stream -- one append instead of an encoding per command.  Anything else
+  (a rewritten or wrapped command, one not propagated, another db, PING,
+  INFO/ROLE/WAIT reading the offset within the read) first encodes what
+  was held (``settle``) and the rest of the read goes the general way.
+  While commands are held, ``master_repl_offset`` and the client's
+  ``woff`` lag; ``settle`` / ``end`` set both.  Equivalence:
+  tests/test_replication_primary.py::test_verbatim_stream_equals_the_general_path
+  (replies, stream bytes and data against a primary with ``verbatim``
+  off, seeded mixed reads, non-canonical ones included) and
+  ::test_wait_within_a_verbatim_read_waits_for_its_writes.
 * **Cron** -- ``cron()`` (the server's, hz times a second): PING into the
   stream every ``repl-ping-replica-period``; a newline each second to
   replicas waiting for their RDB (keepalive); replicas silent longer than
@@ -42,7 +59,8 @@ what Valkey's replication.c does on the primary's side:
   loop turn; each ACK re-counts and unblocks who is satisfied; the timeout
   reply is kept equal to the current count so a timeout answers it.
 
-Invariants: ``repl.master_repl_offset`` is the stream bytes produced;
+Invariants: ``repl.master_repl_offset`` is the stream bytes produced
+(outside a read whose commands the verbatim path holds);
 ``backlog`` plus ``buf`` (fed this loop turn, flushed by a call_soon and
 before anything that reads the backlog or forks) end at it; a replica in
 ``ONLINE`` with ``live`` true gets every byte after its sync offset
@@ -56,6 +74,7 @@ import logging
 import os
 import signal
 import time
+from itertools import chain as _chain
 
 from .. import limits, rdbfile
 from ..aof.files import (
@@ -72,6 +91,7 @@ from ..forkchild import load_prctl, run_child
 from .backlog import Backlog
 
 log = logging.getLogger("hotkv")
+_join = b"".join
 
 WAIT_BGSAVE_START, WAIT_BGSAVE_END, SEND_BULK, ONLINE = range(4)
 STATE_NAMES = ("wait_bgsave", "wait_bgsave", "send_bulk", "online")
@@ -158,11 +178,21 @@ class _Wait:
 
 
 class Primary:
+    # False: every command is encoded (tests compare the two paths' streams).
+    verbatim = True
+
     def __init__(self, server):
         self.server = server
         self.repl = server.repl
         self.links: dict = {}          # client id -> ReplicaLink
         self.buf = bytearray()         # stream bytes not yet flushed (feed, flush)
+        # The verbatim path: the read in progress (begin/end) and how many of
+        # its commands were fed as they came, not encoded yet.
+        self.raw = None
+        self.raw_cmds = None
+        self.raw_next = 0
+        self.raw_client = None
+        self.raw_reads = 0             # reads passed on verbatim (tests, bench)
         self.flush_scheduled = False
         self.seldb = -1
         self.job: _SyncJob | None = None
@@ -184,6 +214,29 @@ class Primary:
         They are encoded into ``buf`` at once (the offset moves now: WAIT
         reads it) and handed to the backlog and the replicas once per loop
         turn (``flush``): one copy and one write per turn, not per command."""
+        cmds = self.raw_cmds
+        if cmds is not None:
+            # A read that may go verbatim (begin): its next command, fed
+            # as it came, in the selected db, is only counted.
+            if len(entries) == 1:
+                dbindex, argv = entries[0]
+                n = self.raw_next
+                if n < len(cmds) and argv is cmds[n]:
+                    if dbindex == self.seldb:
+                        self.raw_next = n + 1
+                        return
+                    if not n:
+                        # The read's first write, in another db: its SELECT
+                        # goes before the read, as encoding would put it.
+                        self.seldb = dbindex
+                        sel = _select(dbindex)
+                        self.buf += sel
+                        self.repl.master_repl_offset += len(sel)
+                        self.raw_next = 1
+                        if not self.flush_scheduled:
+                            self._schedule_flush()
+                        return
+            self.settle()
         buf = self.buf
         mark = len(buf)
         if len(entries) == 1:
@@ -232,8 +285,62 @@ class Primary:
         if not self.flush_scheduled:
             self._schedule_flush()
 
+    # ------------------------------------------------------------------
+    # The verbatim path (see the module docstring)
+    # ------------------------------------------------------------------
+    def begin(self, client, data: bytes, commands: list):
+        """A read the parser turned whole into ``commands`` (the network
+        layer calls this before running them; ``end`` after)."""
+        self.raw = data
+        self.raw_cmds = commands
+        self.raw_next = 0
+        self.raw_client = client
+
+    def end(self):
+        """The read's commands ran: if every one of them was fed as it came,
+        in order, and the read is the canonical encoding of them, the read
+        itself is the stream (what encoding them gives, byte for byte);
+        else what was held is encoded (``settle``)."""
+        cmds = self.raw_cmds
+        if cmds is None:
+            return
+        n = self.raw_next
+        if n and n == len(cmds) and _verbatim(self.raw, cmds):
+            data = self.raw
+            self.raw = self.raw_cmds = None
+            repl = self.repl
+            repl.master_repl_offset += len(data)
+            self.raw_client.woff = repl.master_repl_offset
+            self.raw_client = None
+            self.raw_reads += 1
+            # Handed on at once, not copied into buf: the replicas' output
+            # leaves in this turn's before_sleep with the replies.
+            if self.buf:
+                self.flush()
+            self._distribute(data)
+            return
+        self.settle()
+
+    def settle(self):
+        """The commands held so far encoded (the general path), before
+        anything else enters the stream or reads its offset; the rest of the
+        read goes the general way."""
+        cmds = self.raw_cmds
+        if cmds is None:
+            return
+        n = self.raw_next
+        client = self.raw_client
+        self.raw = self.raw_cmds = self.raw_client = None
+        if n:
+            db = self.seldb
+            for i in range(n):
+                self.feed([(db, cmds[i])])
+            client.woff = self.repl.master_repl_offset
+
     def append(self, data: bytes):
         """Raw stream bytes (PING, REPLCONF GETACK), in order with the feed."""
+        if self.raw_cmds is not None:
+            self.settle()
         self.buf += data
         self.repl.master_repl_offset += len(data)
         if not self.flush_scheduled:
@@ -251,6 +358,8 @@ class Primary:
         """What was fed since the last flush: to the backlog, to every live
         replica's output, held for those whose RDB is on its way."""
         self.flush_scheduled = False
+        if self.raw_cmds is not None:
+            self.settle()          # (INFO within a read: the held commands first)
         buf = self.buf
         if not buf:
             return
@@ -745,6 +854,24 @@ class Primary:
         """At shutdown: the sync child goes."""
         if self.job is not None:
             self._abort_job("shutdown")
+
+
+def _verbatim(data: bytes, commands: list) -> bool:
+    """Whether ``data`` (a read hiredis parsed whole into ``commands``, of
+    bulk strings only) is their canonical encoding, as ``encode_into``
+    writes it.  hiredis checks the headers' numbers as Valkey does (no sign,
+    no leading zero) but skips the two bytes after each bulk string
+    unchecked, and the parser's screen lets a non-``$`` element through
+    when it follows such bytes.  So: no argument holds a CR, and the read
+    holds exactly one CRLF per header and per argument's end -- each
+    element holds at most its share of CRLFs (its header's, its end's: none
+    inside without a CR), so the count is short if any end is not CRLF or
+    any element is not a ``$`` bulk string.  Two C-level passes over the
+    read, once per read."""
+    nargs = sum(map(len, commands))
+    if data.count(b"\r\n") != len(commands) + 2 * nargs:
+        return False
+    return b"\r" not in _join(_chain.from_iterable(commands))
 
 
 def replica_lines(server, now: float) -> list:
