@@ -78,6 +78,14 @@ SESSIONS = {
     "nul-names": ("return 1", [("hello\0world",), ("hello\0",), ("\0hello",), ("c\0x",)],
                   (), ()),
     "read-only": ("return redis.call('set','a','b')", [("c",)], (), ()),
+    # the API's argument errors are logged while stepping (Valkey's luaPushError)
+    "api-errors": ("pcall(redis.setresp, 5)\npcall(redis.setresp)\npcall(redis.sha1hex)\n"
+                   "pcall(redis.log)\npcall(redis.log, 'x', 'y')\npcall(redis.log, 9, 'y')\n"
+                   "pcall(redis.acl_check_cmd)\npcall(redis.acl_check_cmd, 'nope')\n"
+                   "pcall(redis.acl_check_cmd, {})\npcall(redis.error_reply)\n"
+                   "pcall(redis.status_reply, 1)\npcall(redis.set_repl)\n"
+                   "pcall(redis.set_repl, 9)\npcall(redis.call)\npcall(redis.call, {})\n"
+                   "return 1\n", [("s",)] * 15 + [("c",)], (), ()),
     "resp3-replies": ("redis.setresp(3)\nredis.call('hset','h','a','1')\n"
                       "redis.call('hgetall','h')\nredis.call('smembers','h')\n"
                       "return redis.call('exists','h')",

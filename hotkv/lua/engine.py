@@ -267,7 +267,8 @@ class Engine:
             self._py_loadstring, self._py_register, self._py_type,
             lambda name: lib(lambda *a: _json_setting(json_cfg, name.decode(), *a),
                              multi=True),
-            self._ldb_hook, self._ldb_debug, self._ldb_break, _ldb_addr, self._py_set_repl)
+            self._ldb_hook, self._ldb_debug, self._ldb_break, _ldb_addr, self._py_set_repl,
+            self._ldb_error)
         self._internals = extra[0]
         self.ldb_loaded = False      # hotkv/lua/ldb.lua compiled in this state (ldb.py)
         self._load = extra[1] if len(extra) > 1 else None
@@ -524,6 +525,12 @@ class Engine:
             return False
         session.luabp = True
         return True
+
+    def _api_error(self, text: str):
+        """The error an API function raises (Valkey's luaPushError: the
+        debugger logs it while stepping)."""
+        self._ldb_error(text)
+        return lua51.LuaError(self._err_table("ERR " + text))
 
     def _ldb_error(self, text):
         """An error of a script's call while the debugger steps (Valkey logs
@@ -918,14 +925,14 @@ class Engine:
     def _py_setresp(self, *args):
         n = len(args)
         if n != 1:
-            raise lua51.LuaError(self._err_table("ERR server.setresp() requires one argument."))
+            raise self._api_error("server.setresp() requires one argument.")
         v = args[0]
         try:
             resp = truncate(lua_tonumber(v))
         except (TypeError, ValueError):
             resp = 0
         if resp not in (2, 3):
-            raise lua51.LuaError(self._err_table("ERR RESP version must be 2 or 3."))
+            raise self._api_error("RESP version must be 2 or 3.")
         if self.run is not None:
             self.run.fake.resp3 = resp == 3
         return None
@@ -940,15 +947,13 @@ class Engine:
     def _py_log(self, *args):
         n = len(args)
         if n < 2:
-            raise lua51.LuaError(self._err_table(
-                "ERR server.log() requires two arguments or more."))
+            raise self._api_error("server.log() requires two arguments or more.")
         try:
             level = truncate(lua_tonumber(args[0]))
         except (TypeError, ValueError):
-            raise lua51.LuaError(self._err_table(
-                "ERR First argument must be a number (log level)."))
+            raise self._api_error("First argument must be a number (log level).")
         if level < 0 or level > 3:
-            raise lua51.LuaError(self._err_table("ERR Invalid log level."))
+            raise self._api_error("Invalid log level.")
         parts = []
         for a in args[1:]:
             if type(a) is bytes:
@@ -962,7 +967,7 @@ class Engine:
     def _py_sha1(self, *args):
         n = len(args)
         if n != 1:
-            raise lua51.LuaError(self._err_table("ERR wrong number of arguments"))
+            raise self._api_error("wrong number of arguments")
         v = args[0]
         if type(v) in (int, float):
             v = lua_num_str(v).encode()
@@ -979,17 +984,14 @@ class Engine:
             elif type(a) in (int, float):
                 argv.append(_number_arg(a))
             else:
-                raise lua51.LuaError(self._err_table(
-                    "ERR Command arguments must be strings or integers"))
+                raise self._api_error("Command arguments must be strings or integers")
         if not argv:
-            raise lua51.LuaError(self._err_table(
-                "ERR Please specify at least one argument for this call"))
+            raise self._api_error("Please specify at least one argument for this call")
         cmd = lookup(argv[0])
         if cmd is not None and cmd.subcommands is not None and len(argv) >= 2:
             cmd = cmd.subcommands.get(argv[1]) or cmd.subcommands.get(argv[1].lower())
         if cmd is None:
-            raise lua51.LuaError(self._err_table(
-                "ERR Invalid command passed to server.acl_check_cmd()"))
+            raise self._api_error("Invalid command passed to server.acl_check_cmd()")
         server = self.server
         if server.acl_check is None or run is None:
             return True

@@ -27,7 +27,7 @@ local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, 
       py_aclcheck, py_unwrap, py_interrupt, py_mp_pack, py_mp_unpack, py_mp_unpack_one,
       py_mp_unpack_limit, py_struct, chunk, py_load_expired, py_loadstring,
       py_register, py_type, py_json_cfg, py_ldb_hook, py_ldb_debug, py_ldb_break,
-      py_ldb_addr, py_set_repl = ...
+      py_ldb_addr, py_set_repl, py_ldb_error = ...
 -- chunk: '@user_script' (EVAL's state) or '@user_function' (FUNCTION's
 -- state: KEYS / ARGV are the callback's arguments, never globals, and a
 -- library's code runs once, at load, against the load API only).
@@ -78,9 +78,15 @@ redis.breakpoint = py_ldb_break
 redis.debug = function(...)
   if ldb_on then ldb.debug(...) end
 end
+-- An API error as Valkey's luaPushError makes it (the debugger logs it
+-- while stepping).
+local function api_err(text)
+  if ldb_on then py_ldb_error(text) end
+  return {err = 'ERR ' .. text}
+end
 local function single(field, n, v)
   if n ~= 1 or type(v) ~= 'string' then
-    return {err = 'ERR wrong number or type of arguments'}
+    return api_err('wrong number or type of arguments')
   end
   return {[field] = v}
 end
@@ -88,7 +94,7 @@ redis.status_reply = function(...) return single('ok', select('#', ...), ...) en
 redis.error_reply = function(...)
   local n, v = select('#', ...), ...
   if n ~= 1 or type(v) ~= 'string' then
-    return {err = 'ERR wrong number or type of arguments'}
+    return api_err('wrong number or type of arguments')
   end
   if v:sub(1, 1) == '-' then v = v:sub(2) end
   local sp = v:find(' ', 1, true)
@@ -97,10 +103,10 @@ redis.error_reply = function(...)
 end
 redis.set_repl = function(...)
   local n, f = select('#', ...), ...
-  if n ~= 1 then error({err = 'ERR server.set_repl() requires one argument.'}) end
+  if n ~= 1 then error(api_err('server.set_repl() requires one argument.')) end
   if type(f) ~= 'number' or f < 0 or f > 3 then
-    error({err = 'ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or '
-                 .. 'REPL_NONE.'})
+    error(api_err('Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or '
+                  .. 'REPL_NONE.'))
   end
   py_set_repl(f)    -- where the script's next commands propagate (hotkv.lua.engine)
 end
