@@ -7,11 +7,14 @@ the AOF is written) hands each client's replies of the loop turn to its
 transport in a single ``transport.write``.
 
 Flow control, as Redis and uvicorn do it:
-* when the transport's write buffer passes its high-water mark (64 MB) we
-  stop reading the client's input until it drains (a client that does not
-  read its replies cannot make us buffer without bound).  Valkey has no such
-  mark: client-output-buffer-limit and maxmemory-clients (hotkv.limits,
-  hotkv.client_eviction) are its guards, and they act first below it;
+* when the transport holds 64 KB not yet sent, further replies wait in
+  one buffer of the connection's (a write to a stalled transport costs
+  uvloop ~40 bytes beyond the data: a paused replica fed a write a command
+  grew the memory twice as fast as its output buffer showed); past 64 MB
+  there we stop reading the client's input until it drains (a client that
+  does not read its replies cannot make us buffer without bound).  Valkey
+  has no such mark: client-output-buffer-limit and maxmemory-clients
+  (hotkv.limits, hotkv.client_eviction) are its guards, and they act first;
 * a blocked client's later commands are held (``pending``) and reading is
   paused until it is unblocked;
 * a query buffer over ``client-query-buffer-limit`` closes the connection.
@@ -32,6 +35,7 @@ import logging
 import os
 import socket
 import ssl
+import sys
 import time
 
 from . import clientbufs
@@ -46,7 +50,7 @@ log = logging.getLogger("hotkv")
 
 
 class Connection(Client, asyncio.Protocol):
-    __slots__ = ("transport", "parser", "_pause_reasons",
+    __slots__ = ("transport", "parser", "_pause_reasons", "_held",
                  "qb_alloc", "qb_peak", "rb_size", "rb_peak", "rb_reset")   # hotkv.clientbufs
 
     def __init__(self, server):
@@ -54,6 +58,7 @@ class Connection(Client, asyncio.Protocol):
         self.transport = None
         self.parser = RequestParser(server.config.values["proto-max-bulk-len"])
         self._pause_reasons = 0   # bit 1: blocked, bit 2: output backlog
+        self._held = None         # replies held while the transport is paused (flush)
         clientbufs.init_client(self)
 
     # -- asyncio callbacks ------------------------------------------------
@@ -73,7 +78,7 @@ class Connection(Client, asyncio.Protocol):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 except OSError:
                     pass
-        transport.set_write_buffer_limits(high=_OUTPUT_PAUSE, low=_OUTPUT_PAUSE // 4)
+        transport.set_write_buffer_limits(high=_WRITE_HIGH, low=_WRITE_HIGH // 4)
         if getattr(server, "refuse_all", False):
             # hotkv.testing.faults.refuse_connections: as a server that went away
             transport.abort()
@@ -198,12 +203,22 @@ class Connection(Client, asyncio.Protocol):
         server.client_gone(self)
         self.out.clear()
         self.pending.clear()
+        self._held = None
 
     def pause_writing(self):
-        self._pause(2)
+        # The transport holds _WRITE_HIGH: replies wait in one buffer of ours
+        # until it drains (each write to a stalled transport costs uvloop
+        # ~40 bytes beyond the data, which no output-buffer figure shows).
+        if self._held is None:
+            self._held = bytearray()
 
     def resume_writing(self):
-        self._unpause(2)
+        held, self._held = self._held, None
+        if held and not self.closed:
+            self.transport.write(held)     # may pause it again (a new _held)
+        held = self._held
+        if held is None or len(held) <= _OUTPUT_PAUSE:
+            self._unpause(2)
 
     # -- Client overrides ---------------------------------------------------
     def flush(self):
@@ -213,7 +228,7 @@ class Connection(Client, asyncio.Protocol):
             out.clear()
             if not self.closed:
                 hard = self.server.obuf_hard_normal   # hotkv.limits; pub/sub has its own
-                if hard and len(data) + self.transport.get_write_buffer_size() - \
+                if hard and len(data) + self._backlog() - \
                         (REPLY_BUF_BYTES if data[:1] != b"*" else 0) >= hard \
                         and self.kind == "normal" and not self.subscribed:
                     output_limit_reached(self.server, self, len(data))
@@ -223,15 +238,32 @@ class Connection(Client, asyncio.Protocol):
                 self.net_out += n
                 if n > self.rb_peak:    # a turn's replies: the reply buffer's peak (clientbufs)
                     self.rb_peak = n
-                self.transport.write(data)
+                held = self._held
+                if held is None:
+                    self.transport.write(data)
+                else:
+                    held += data
+                    if len(held) > _OUTPUT_PAUSE:
+                        self._pause(2)
         if self.closing and not self.closed:
             self.closed = True
+            if self._held:
+                self.transport.write(self._held)
+                self._held = None
             self.transport.close()
+
+    def _backlog(self) -> int:
+        """Reply bytes handed over but not yet sent: the transport's, and our
+        buffer's allocation (a growing bytearray holds up to 1/8 more than
+        its length: memory the output buffer must show, as Valkey's counts
+        its reply blocks whole)."""
+        held = self._held
+        return self.transport.get_write_buffer_size() + (_sizeof(held) if held else 0)
 
     def output_size(self) -> int:
         size = sum(map(len, self.out))
         if self.transport is not None and not self.closed:
-            size += self.transport.get_write_buffer_size()
+            size += self._backlog()
         return size
 
     def close(self):
@@ -247,6 +279,7 @@ class Connection(Client, asyncio.Protocol):
             return
         self.closed = True
         self.out.clear()
+        self._held = None
         self.transport.abort()
 
     # -- helpers ------------------------------------------------------------
@@ -293,6 +326,10 @@ _QBUF_LIMIT_MIN = 1024 * 1024
 _BIG_ARG = 32 * 1024
 # The output backlog at which a client's input is paused (see the docstring).
 _OUTPUT_PAUSE = 64 * 1024 * 1024
+_sizeof = sys.getsizeof
+# The transport's backlog past which replies wait in the connection's own
+# buffer (Connection.pause_writing); it takes them again below a quarter.
+_WRITE_HIGH = 64 * 1024
 # Commands held for a blocked client before we stop reading its socket.
 PENDING_PAUSE = 1024
 

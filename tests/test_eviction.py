@@ -25,6 +25,7 @@ CI runs it at 4 MB; the module takes 20-28 s on the shared 2 cores.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -426,3 +427,48 @@ def test_tracking_invalidations_do_not_drain_the_database(servers):
         r.close()
     for name, (evicted, dbsize) in counts.items():
         assert 10 <= evicted <= 50 and 200 <= dbsize <= 300, counts
+
+
+def test_stalled_reader_costs_what_its_output_buffer_shows(servers):
+    """A subscriber that stops reading, sent one message per loop turn (each
+    PUBLISH waits for its reply): every turn's message is a write of its
+    own to a transport that cannot send.  What the memory grows by is what
+    the output buffers show (mem_clients_normal), on hotkv as on
+    valkey-server: uvloop kept ~40 bytes per such write beyond the data, so
+    10,000 messages of 60 bytes grew used_memory ~1.0 MB for the ~0.6 MB
+    the buffer showed (a paused replica fed a write per command made
+    maxmemory evict keys: the Tcl maxmemory unit's replica-buffer tests)."""
+    n = 10000
+    for name, srv in servers.items():
+        r = _client(srv)
+        r.config_set("maxmemory", 0)
+        r.flushall()
+        sub = RawClient(srv.host, srv.port)
+        sub.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        assert sub.call("SUBSCRIBE", "ch").startswith(b"*3\r\n")
+        pub = RawClient(srv.host, srv.port)
+
+        def figures():
+            info = r.info("memory")
+            return info["used_memory"], info["mem_clients_normal"]
+
+        # The kernel's socket buffers take the first few MB: fill them
+        # until the server holds some (at most 40 MB sent).
+        base = figures()[1]
+        for _ in range(400):
+            for _ in range(100):
+                pub.call("PUBLISH", "ch", "f" * 1000)
+            if figures()[1] - base > 200 * 1000:
+                break
+        message = "m" * 40
+        used0, clients0 = figures()
+        for _ in range(n):
+            assert pub.call("PUBLISH", "ch", message) == b":1\r\n"
+        used1, clients1 = figures()
+        shown = clients1 - clients0
+        grown = used1 - used0
+        assert shown > n * 40, (name, shown)      # the messages are held...
+        # ... and cost about what is shown (20 bytes a message of slack).
+        assert abs(grown - shown) < n * 20, (name, grown, shown)
+        sub.close()
+        pub.close()
