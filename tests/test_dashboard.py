@@ -4,7 +4,11 @@ are there, a stream consumer group), /metrics read with Prometheus's own
 text parser under redis_exporter's names, basic auth against requirepass
 and ACL users, the protected-mode refusal, CONFIG SET http-port, and hostile
 HTTP (malformed requests, huge heads, a slowloris client) while the Redis
-port keeps answering.  CI-sized: ~10 s; nothing to scale up.
+port keeps answering; the per-list enqueue/dequeue counters (every list
+command, real producers and consumers, a drained queue's rates, AOF replays
+not counted, a seeded model of random list commands).  CI-sized: ~15 s.
+The random run scales up:
+    HOTKV_COUNTER_FUZZ_CMDS=100000 python -m pytest tests/test_dashboard.py -k model
 """
 
 from __future__ import annotations
@@ -573,4 +577,68 @@ def test_an_aof_replay_is_not_counted(hotkv_server_factory, tmp_path):
     assert _counted(state(http_port))[(0, "q")] == (None, None, 4)   # not counted
     r.rpush("q", "new")
     assert _counted(state(http_port))[(0, "q")] == (1, 0, 5)
+    r.close()
+
+
+def test_counters_match_a_model_over_random_list_commands(dash):
+    """Seeded random list commands (every counted one, LSET and DEL too) on
+    a few keys: the counters equal a model that takes each command's
+    elements in and out from its reply (pushes: the elements; pops and
+    moves: what came back; LINSERT: 1 when it inserted; LREM: the reply;
+    LTRIM: LLEN before - after), and for a key only list commands touched,
+    depth = in - out.  HOTKV_COUNTER_FUZZ_CMDS scales the run (default 1,000
+    commands a seed, 2 seeds)."""
+    import random
+    n_cmds = int(os.environ.get("HOTKV_COUNTER_FUZZ_CMDS", "1000"))
+    r = valkey.Valkey(host=dash.host, port=dash.port, decode_responses=True)
+    keys = ["k%d" % i for i in range(4)]
+    model = {k: [0, 0] for k in keys}
+    deleted = set()
+    for seed in (1, 2):
+        rnd = random.Random(seed)
+        for _ in range(n_cmds):
+            k, k2 = rnd.choice(keys), rnd.choice(keys)
+            elems = [str(rnd.randrange(5)) for _ in range(rnd.randint(1, 3))]
+            op = rnd.randrange(14)
+            if op in (0, 1, 2, 3):
+                cmd = ("LPUSH", "RPUSH", "LPUSHX", "RPUSHX")[op]
+                if r.execute_command(cmd, k, *elems):
+                    model[k][0] += len(elems)
+            elif op == 4:
+                if r.linsert(k, rnd.choice(("BEFORE", "AFTER")), elems[0], "ins") > 0:
+                    model[k][0] += 1
+            elif op in (5, 6):
+                got = (r.lpop if op == 5 else r.rpop)(k, rnd.randint(1, 3))
+                model[k][1] += len(got or ())
+            elif op == 7:
+                got = r.execute_command("LMPOP", 2, k, k2, rnd.choice(("LEFT", "RIGHT")),
+                                        "COUNT", rnd.randint(1, 3))
+                if got:
+                    model[got[0]][1] += len(got[1])
+            elif op == 8:
+                if r.exists(k, k2):  # served at once: never waits out a timeout
+                    got = (r.blpop if rnd.random() < 0.5 else r.brpop)([k, k2], 1)
+                    model[got[0]][1] += 1
+            elif op in (9, 10):
+                got = r.lmove(k, k2, rnd.choice(("LEFT", "RIGHT")), rnd.choice(("LEFT", "RIGHT"))) \
+                    if op == 9 else r.rpoplpush(k, k2)
+                if got is not None:
+                    model[k][1] += 1
+                    model[k2][0] += 1
+            elif op == 11:
+                model[k][1] += r.lrem(k, rnd.randint(-2, 2), elems[0])
+            elif op == 12:
+                before = r.llen(k)
+                r.ltrim(k, rnd.randint(-3, 2), rnd.randint(-3, 3))
+                model[k][1] += before - r.llen(k)
+            elif rnd.random() < 0.1:
+                deleted.add(k)
+                r.delete(k)          # not a list command: not counted
+            elif r.exists(k):
+                r.lset(k, 0, "set")  # counted neither way
+    got = {key: (enq, deq) for (db, key), (enq, deq, _) in _counted(state(dash.http_port)).items()}
+    assert got == {k: tuple(v) for k, v in model.items()}
+    for k in keys:
+        if k not in deleted:
+            assert model[k][0] - model[k][1] == r.llen(k), k
     r.close()
