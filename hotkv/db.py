@@ -32,6 +32,7 @@ import time
 from . import replica_keys
 from .errors import WrongType
 from .keyindex import KeyIndex
+from .lazyfree import maybe_free_later
 
 
 def lru_clock(server) -> int:
@@ -220,9 +221,13 @@ class Database:
         timed = self.server.latency_threshold_ms
         if timed:
             start = time.time()
-        if self.data.pop(key, None) is not None:
+        value = self.data.pop(key, None)
+        if value is not None:
             self.keyindex.discard(key)
             self.access.pop(key, None)
+            if type(value) is not bytes and self.server.config.values["lazyfree-lazy-expire"]:
+                maybe_free_later(self.server, value)   # a big one: after the reply (lazyfree)
+            del value
         if timed:
             self.server.latency_sample("expire-del", int((time.time() - start) * 1000))
         if self.expires.pop(key, None) is not None:

@@ -460,3 +460,29 @@ def test_writable_replica_expires_its_own_keys(kind, hotkv_server_factory, tmp_p
     finally:
         for s in refs:
             s.stop()
+
+
+@pytest.mark.parametrize("lazy", ["yes", "no"])
+def test_expired_big_value_is_freed_lazily(target, lazy):
+    """lazyfree-lazy-expire yes (the default): a big value whose key expires
+    is freed in the background, counted in lazyfreed_objects; a small one,
+    or any with the setting off, is freed at once.  Same on both servers."""
+    c = target.admin
+    assert c.call("CONFIG", "SET", "lazyfree-lazy-expire", lazy) == b"+OK\r\n"
+    try:
+        def freed() -> int:
+            text = c.call("INFO", "memory").decode()
+            return int(text.split("lazyfreed_objects:")[1].split("\r\n")[0])
+
+        before = freed()
+        c.call("SADD", "big", *["m%d" % i for i in range(1000)])
+        c.call("SET", "small", "v")
+        for key in ("big", "small"):
+            c.call("PEXPIRE", key, "1")
+        time.sleep(0.01)
+        assert c.call("EXISTS", "big", "small") == b":0\r\n"     # lazily expired
+        want = 1 if lazy == "yes" else 0
+        assert wait_for(lambda: freed() - before == want)
+        assert freed() - before == want
+    finally:
+        c.call("CONFIG", "SET", "lazyfree-lazy-expire", "yes")
