@@ -130,7 +130,9 @@ def test_state_and_metrics_with_rq_and_a_stream_group(dash):
                  "redis_keyspace_misses_total", "redis_net_input_bytes_total",
                  "hotkv_queue_depth", "hotkv_queue_oldest_age_seconds",
                  "hotkv_stream_group_lag", "hotkv_stream_group_pending",
-                 "hotkv_library_queue_jobs"):
+                 "hotkv_library_queue_jobs", "hotkv_queue_enqueued_total",
+                 "hotkv_queue_dequeued_total", "hotkv_stream_entries_added_total",
+                 "hotkv_stream_group_entries_read_total"):
         assert name in names, name
     assert m[("redis_up", ())] == 1
     assert m[("redis_db_keys", (("db", "db0"),))] == r.dbsize()
@@ -140,6 +142,11 @@ def test_state_and_metrics_with_rq_and_a_stream_group(dash):
     grp = (("db", "db0"), ("group", "workers"), ("key", "events"))
     assert m[("hotkv_stream_group_lag", grp)] == 3
     assert m[("hotkv_stream_group_pending", grp)] == 2
+    assert m[("hotkv_stream_group_entries_read_total", grp)] == 2
+    assert m[("hotkv_stream_entries_added_total", (("db", "db0"), ("key", "events")))] == 5
+    rqk = (("db", "db0"), ("key", "rq:queue:default"))
+    assert (m[("hotkv_queue_enqueued_total", rqk)], m[("hotkv_queue_dequeued_total", rqk)]) \
+        == (5, 2)
     lib = (("db", "db0"), ("library", "rq"), ("queue", "default"), ("state", "failed"))
     assert m[("hotkv_library_queue_jobs", lib)] == 1
     conn.close()
