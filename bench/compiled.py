@@ -117,7 +117,8 @@ def mark_non_native(tree: str, modules: list[str]) -> list[str]:
 MYPYC_EDITS = [
     ("hotkv/types/stream.py", "        self.nodes: list = []",
      "        self.nodes: list[Node] = []"),
-    ("hotkv/blocking.py", "        ms = value * 1000.0", "        ms: int | float = value * 1000.0"),
+    ("hotkv/blocking.py", "        ms = value * 1000.0",
+     "        ms: int | float = value * 1000.0"),
     ("hotkv/pubsub.py", "        victims = None\n", "        victims: list | None = None\n"),
     ("hotkv/resp.py", "        self._args = None ", "        self._args: list | None = None "),
     ("hotkv/server.py", "\nclass Server:", "\n@mypyc_attr(native_class=False)\nclass Server:"),
@@ -274,6 +275,110 @@ def measure_factory(requests: int):
     return measure
 
 
+# In process: a bare Server and Client (as bench/journal.py's --dispatcher),
+# 100 commands per parser feed (a pipelined read), no sockets and no event
+# loop: the parser + dispatcher + command share of the per-request cost.
+INPROCESS_CHILD = r"""
+import gc, os, subprocess, sys, time
+from hotkv.client import Client
+from hotkv.dispatch import process_commands
+from hotkv.resp import RequestParser
+from hotkv.server import Server
+mode, n = sys.argv[1], int(sys.argv[2])
+def cmd(*a):
+    return b"*%d\r\n" % len(a) + b"".join(b"$%d\r\n%b\r\n" % (len(x), x) for x in a)
+WAYS = {"LPUSH": cmd(b"LPUSH", b"mylist", b"x" * 100), "LPOP": cmd(b"LPOP", b"mylist"),
+        "XADD": cmd(b"XADD", b"s", b"MAXLEN", b"~", b"10000", b"*", b"f", b"v" * 100)}
+server = Server({"save": ""})
+client = Client(server)
+def run(data, k):
+    parser = RequestParser()
+    for _ in range(k // 100):
+        commands, _error = parser.feed(data * 100)
+        process_commands(client, commands)
+        client.out.clear()
+def dump(tag):
+    subprocess.run(["callgrind_control", "--dump=" + tag, str(os.getpid())], check=True,
+                   capture_output=True, timeout=600)
+for way, data in WAYS.items():
+    run(data, 1000)   # warm: the key exists, the code paths have run once
+    gc.collect()
+    if mode == "cpu":
+        best = 1e9
+        for _ in range(5):
+            if way == "LPOP":
+                run(WAYS["LPUSH"], n)
+            t = time.process_time()
+            run(data, n)
+            best = min(best, time.process_time() - t)
+        print(way, best / n * 1e9, flush=True)
+    else:
+        if way == "LPOP":
+            run(WAYS["LPUSH"], n)
+        dump("before-" + way)
+        run(data, n)
+        dump("run-" + way)
+"""
+
+
+def inprocess_cpu(trees: dict, workdir: str, rounds: int, n: int) -> None:
+    """CPU ns per command in process, best of 5 x n, each build in its own
+    child, the builds taking turns round by round."""
+    per: dict = {}
+    for rnd in range(rounds):
+        order = list(trees) if rnd % 2 == 0 else list(trees)[::-1]
+        for r in order:
+            out = subprocess.run(["env", f"PYTHONPATH={trees[r]}", sys.executable, "-c",
+                                  INPROCESS_CHILD, "cpu", str(n)], cwd=workdir, check=True,
+                                 capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                way, ns = line.split()
+                per.setdefault((r, way), []).append(float(ns))
+        print(f"round {rnd + 1}: " + "  ".join(
+            f"{r} {way} {per[(r, way)][-1]:.0f}" for r in trees for way in ("LPUSH", "LPOP",
+                                                                            "XADD")), flush=True)
+    print(f"CPU ns per command in process (parse + dispatch + command), median (min-max) "
+          f"of {rounds} rounds, and the ratio to pure (< 1 is faster)")
+    for way in ("LPUSH", "LPOP", "XADD"):
+        base = statistics.median(per[("pure", way)])
+        print(f"  {way:<6}" + "".join(
+            f"  {r} {statistics.median(per[(r, way)]):5.0f} ({min(per[(r, way)]):.0f}-"
+            f"{max(per[(r, way)]):.0f}) x{statistics.median(per[(r, way)]) / base:.2f}"
+            for r in trees))
+
+
+def inprocess_instructions(trees: dict, workdir: str, n: int) -> None:
+    """Instructions per command under valgrind's callgrind: what a loaded
+    machine cannot disturb (cache misses and branch mispredictions are not
+    in it, so it flatters code that is instruction-lean but memory-bound)."""
+    import glob
+    for tool in ("valgrind", "callgrind_control"):
+        if shutil.which(tool) is None:
+            print(f"{tool} is not on PATH")
+            return
+    print(f"instructions per command in process (callgrind, {n} commands)")
+    base = {}
+    for r, tree in trees.items():
+        out_dir = tempfile.mkdtemp(dir=workdir)
+        subprocess.run(["env", f"PYTHONPATH={tree}", "PYTHONHASHSEED=0", "valgrind",
+                        "--tool=callgrind", f"--callgrind-out-file={out_dir}/cg.out",
+                        sys.executable, "-c", INPROCESS_CHILD, "callgrind", str(n)],
+                       cwd=workdir, check=True, capture_output=True, timeout=3600)
+        totals = {}
+        for path in glob.glob(out_dir + "/cg.out.*"):
+            with open(path) as f:
+                text = f.read()
+            tag = re.search(r"^desc: Trigger: dump (\S+)$", text, re.M)
+            if tag:
+                totals[tag.group(1)] = int(re.search(r"^totals: (\d+)", text, re.M).group(1))
+        line = f"  {r:<13}"
+        for way in ("LPUSH", "LPOP", "XADD"):
+            ir = totals[f"run-{way}"] / n
+            base.setdefault(way, ir)
+            line += f"  {way} {ir:7.0f} (x{ir / base[way]:.2f})"
+        print(line, flush=True)
+
+
 def _summary(values: list[float]) -> str:
     return f"{statistics.median(values):5.2f} ({min(values):.2f}-{max(values):.2f})"
 
@@ -290,6 +395,10 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", help="build into this directory and keep it")
     ap.add_argument("--reuse", help="a --keep directory built before: skip the builds")
     ap.add_argument("--build-only", action="store_true")
+    ap.add_argument("--inprocess", action="store_true",
+                    help="CPU ns per command in process instead of the servers")
+    ap.add_argument("--callgrind", action="store_true",
+                    help="instructions per command in process (valgrind) instead")
     args = ap.parse_args(argv)
     routes = ["pure"] + [r for r in args.routes.split(",") if r and r != "pure"]
     for r in routes:
@@ -319,6 +428,12 @@ def main(argv=None) -> int:
                 print(f"{r}: not the build it says it is", file=sys.stderr)
                 return 1
         if args.build_only:
+            return 0
+        if args.inprocess:
+            inprocess_cpu(trees, workdir, args.rounds, args.requests)
+            return 0
+        if args.callgrind:
+            inprocess_instructions(trees, workdir, min(args.requests, 20000))
             return 0
         if not shutil.which("redis-benchmark"):
             print("redis-benchmark is needed (apt-get install redis-tools)", file=sys.stderr)
