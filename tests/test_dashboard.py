@@ -649,3 +649,32 @@ def test_counters_match_a_model_over_random_list_commands(dash):
         if k not in deleted:
             assert model[k][0] - model[k][1] == r.llen(k), k
     r.close()
+
+
+def test_the_counter_table_is_bounded_and_forgets_vanished_keys(dash, monkeypatch):
+    """At most MAX_KEYS keys are counted (here 3): a fourth key's elements
+    are not, and say so (refused, hotkv_queue_uncounted_total); a key that
+    holds no list and has been idle FORGET_AFTER seconds (here 0: two
+    samples) is forgotten, which makes room again."""
+    from hotkv.http import counts
+    monkeypatch.setattr(counts, "MAX_KEYS", 3)
+    monkeypatch.setattr(counts, "FORGET_AFTER", 0.0)
+    r = valkey.Valkey(host=dash.host, port=dash.port)
+    for k in ("a", "b", "c"):
+        r.rpush(k, 1, 2)
+    r.rpush("d", 1, 2, 3)
+    s = state(dash.http_port)
+    got = _counted(s)
+    assert got[(0, "d")] == (None, None, 3)
+    assert s["queue_counters"] == {"keys": 3, "max_keys": 3, "refused": 3}
+    m = samples(get(dash.http_port, "/metrics")[2].decode())
+    assert m[("hotkv_queue_counted_keys", ())] == 3
+    assert m[("hotkv_queue_uncounted_total", ())] == 3
+    r.delete("a")                       # no list now: forgotten once idle
+    state(dash.http_port)
+    s = state(dash.http_port)
+    assert s["queue_counters"]["keys"] == 2 and (0, "a") not in _counted(s)
+    r.rpush("d", 4)                     # room again: counted from here
+    s = state(dash.http_port)
+    assert _counted(s)[(0, "d")] == (1, 0, 4) and _counted(s)[(0, "b")] == (2, 0, 2)
+    r.close()

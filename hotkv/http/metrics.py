@@ -9,7 +9,9 @@ hotkv_queue_depth{db,key}, hotkv_queue_oldest_age_seconds{db,key},
 hotkv_queue_blocked_clients{db,key}, hotkv_queue_enqueued_total{db,key} and
 hotkv_queue_dequeued_total{db,key} (elements the list commands pushed and
 removed since http-port went on, hotkv.http.counts: rate() of them is the
-enqueue/dequeue rate), hotkv_stream_length{db,key},
+enqueue/dequeue rate), hotkv_queue_counted_keys and
+hotkv_queue_uncounted_total (the counter table's bound at work),
+hotkv_stream_length{db,key},
 hotkv_stream_entries_added_total{db,key},
 hotkv_stream_group_entries_read_total{db,key,group},
 hotkv_stream_group_lag{db,key,group}, hotkv_stream_group_pending{db,key,group},
@@ -217,6 +219,13 @@ def _queue_metrics(out, snap):
         for q in snap["lists"]:
             out.add(name, "counter", help_, q[field],
                     {"db": "db%d" % q["db"], "key": q["key"]})
+    qc = snap.get("queue_counters")
+    if qc is not None:
+        out.add("hotkv_queue_counted_keys", "gauge",
+                "List keys whose enqueues and dequeues are counted (bounded)", qc["keys"])
+        out.add("hotkv_queue_uncounted_total", "counter",
+                "Elements not counted: their key came while the counter table was full",
+                qc["refused"])
     for st in snap["streams"]:
         lab = {"db": "db%d" % st["db"], "key": st["key"]}
         out.add("hotkv_stream_length", "gauge", "Entries in a stream", st["length"], lab)

@@ -42,6 +42,7 @@ from .. import queues
 from ..registry import COMMANDS
 from ..types.lists import ListValue
 from ..types.stream import Stream
+from . import counts
 
 SCAN_LIMIT = 200_000          # keys of one db looked at to find lists and streams
 # Library layouts are read in dbs no bigger than this: their readers
@@ -371,6 +372,15 @@ def _latency(server) -> list:
     return out
 
 
+def _counters_view(server):
+    """The counter table's size, bound and the operations it could not
+    count (a key first seen while full); None while not counting."""
+    qc = server.queue_counts
+    if qc is None:
+        return None
+    return {"keys": qc.size, "max_keys": counts.MAX_KEYS, "refused": qc.refused}
+
+
 def snapshot(server, top_n: int, sweep=None) -> dict:
     """One snapshot of ``server`` (see the module docstring); ``sweep``: the
     list counters (hotkv.http.counts.QueueCounts.sweep), None when off."""
@@ -406,6 +416,7 @@ def snapshot(server, top_n: int, sweep=None) -> dict:
                   for db, k in _report_lists(server, lists, sweep, top_n)],
         "lists_total": len(lists),
         "lists_counted": bool(sweep),
+        "queue_counters": _counters_view(server),
         "streams": [_stream_view(server, db, k, now_ms) for _, db, k in streams[:top_n]],
         "streams_total": len(streams),
         "libraries": libraries,
