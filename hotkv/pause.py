@@ -17,6 +17,8 @@ flags; EXEC of a transaction that queued one: bit 4 of ``multi_flags``, set
 by the dispatcher when it queues), ALL pauses everything.  While a pause is
 on, keys past their time read as missing but are not deleted (no active or
 lazy expiry: ``Database.lookup`` and the cron check ``pause_check``).
+A replica's primary stream is paused too (``hold_primary_command``): what
+waits is read (slave_read_repl_offset grows) but not applied.
 """
 
 from __future__ import annotations
@@ -54,6 +56,35 @@ def _pause_check(client, cmd, argv) -> bool:
     server = client.server
     p = server.client_pause
     if p is None or client.is_fake:
+        return False
+    if _now_ms(server) >= p.end_ms:
+        unpause_clients(server)
+        return False
+    if not p.all and not (cmd.name == "exec" and client.multi_flags & 4) \
+            and not may_replicate(server, cmd, argv):
+        return False
+    client.pending.appendleft(argv)
+    waiter = blocking.Waiter(client, client.db, [], 0, cmd, argv, None, None, False, PAUSED)
+    client.blocked = waiter
+    server.blocked_clients += 1
+    p.postponed.append(waiter)
+    return True
+
+
+def hold_primary_command(client, argv, at_head: bool = False) -> bool:
+    """A replica's primary stream under CLIENT PAUSE (Valkey pauses its
+    primary client as any other, so a paused replica's offset stays): True
+    when argv waits in the primary client's pending commands -- behind any
+    already waiting, or back at their head (``at_head``: the resume's own
+    retry) -- the client marked blocked as ``_pause_check`` does.  The
+    replica link (hotkv.replication.replica) applies them when it resumes."""
+    if client.pending and not at_head:
+        client.pending.append(argv)
+        return True
+    server = client.server
+    p = server.client_pause
+    cmd = server.command_table.get(argv[0])
+    if p is None or cmd is None:
         return False
     if _now_ms(server) >= p.end_ms:
         unpause_clients(server)

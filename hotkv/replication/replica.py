@@ -74,12 +74,13 @@ import time
 
 import hiredis
 
-from .. import limits, rdbfile
+from .. import blocking, limits, rdbfile
 from ..aof.files import ON as AOF_ON
 from ..client import Client
 from ..dispatch import process_command, reject
 from ..keyindex import KeyIndex
 from ..multi import discard_transaction
+from ..pause import hold_primary_command
 from .backlog import Backlog
 from .primary import replica_lines
 from .replica_gate import MASTERDOWN, READONLY, refuses_writes, running_stale
@@ -183,6 +184,9 @@ class PrimaryClient(Client):
     def close(self):
         self.link._close()
 
+    def resume(self):       # server.resume_client's call when a pause ends
+        self.link.resume_held()
+
 
 class ReplicaLink:
     def __init__(self, server, host: str, port: int):
@@ -195,6 +199,7 @@ class ReplicaLink:
         self.replid = None            # the primary's replid, once synced
         self.reploff = -1             # processed offset (slave_repl_offset)
         self.read_reploff = -1        # read offset (slave_read_repl_offset)
+        self.raw = bytearray()        # the stream read, not yet applied (_stream)
         self.pending_bytes = 0        # of commands inside a MULTI not yet at EXEC
         self.cached = None            # (replid, offset) for the next PSYNC
         self.last_io = time.time()
@@ -233,7 +238,49 @@ class ReplicaLink:
         self._unlist_client()
         self.state = "none"
 
+    def resume_held(self):
+        """A CLIENT PAUSE ended: apply what it held of the stream, in order
+        (up to a command a new pause holds), then relay it as _stream does."""
+        c = self.client
+        if self.writer is None or self.stopped or c is None:
+            return
+        applied = self.reploff
+        while c.pending and c.blocked is None:
+            argv = c.pending.popleft()
+            if hold_primary_command(c, argv, at_head=True):
+                break
+            size = command_size(argv)
+            if len(argv) >= 2 and argv[0].lower() == b"replconf" \
+                    and argv[1].lower() == b"getack":
+                self.send_ack()
+            else:
+                process_command(c, argv)
+                if c.out:
+                    if any(chunk[:1] == b"-" for chunk in c.out):
+                        _error_to_primary(c.out, argv)
+                    c.out.clear()
+            self.pending_bytes += size
+            if not c.multi:
+                self.reploff += self.pending_bytes
+                self.pending_bytes = 0
+        done = self.reploff - applied
+        if done:
+            repl = self.server.repl
+            data = bytes(self.raw[:done])
+            del self.raw[:done]
+            if repl.replicas:
+                repl.primary.relay(data)
+            elif repl.backlog is not None:
+                repl.backlog.append(data)
+        self.server.repl.master_repl_offset = self.reploff
+
     def _close(self):
+        c = self.client
+        if c is not None and c.pending:
+            # What a pause held goes with the connection (a PSYNC resumes
+            # from the applied offset), as Valkey frees its primary client.
+            c.pending.clear()
+            blocking.drop(c)
         w, self.writer = self.writer, None
         if w is not None:
             try:
@@ -611,7 +658,8 @@ class ReplicaLink:
         c = self.client
         parser = hiredis.Reader()
         repl = server.repl
-        raw = bytearray()       # read, not yet applied (a command's tail, a MULTI)
+        # Read, not yet applied (a command's tail, a MULTI, what a pause holds).
+        raw = self.raw = bytearray()
         while True:
             data = await reader.read(CHUNK)
             if not data:
@@ -636,6 +684,9 @@ class ReplicaLink:
                         any(type(a) is not bytes for a in argv):
                     raise LinkError("Protocol error from PRIMARY %s:%d: %r"
                                     % (self.host, self.port, argv))
+                if (c.pending or server.pause_check is not None) and \
+                        hold_primary_command(c, argv):
+                    continue      # CLIENT PAUSE: read, applied when it ends (resume_held)
                 size = command_size(argv)
                 head = argv[0]
                 if len(argv) >= 2 and head.lower() == b"replconf" \
