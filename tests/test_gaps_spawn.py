@@ -13,6 +13,8 @@ to a client or in /proc:
 * pause: CLIENT PAUSE WRITE on a replica holds its primary's stream: read
   (slave_read_repl_offset grows), applied at CLIENT UNPAUSE (hotkv/pause.py,
   hotkv/replication/replica.py);
+* obuf-limits: HRANDFIELD with a huge negative count is stopped by the hard
+  output limit, not refused (hotkv/commands/hashes.py);
 * type/incr: INCR keeps an int-encoded counter's DEBUG OBJECT address, as
   Valkey changes it in place (hotkv/commands/debug.py).
 
@@ -334,3 +336,24 @@ def test_paused_replica_holds_its_primary_stream(primary_and_replica):
     _until(lambda: _info_int(replica, "slave_repl_offset") == target, "not applied after")
     assert replica.call("GET", "foo2") == b"$4\r\nbar2\r\n"
     assert replica.call("GET", "n") == b"$1\r\n1\r\n"
+
+
+# ----------------------------------------------------------------------
+# Output buffer limits: a huge random reply stopped mid-run
+# ----------------------------------------------------------------------
+
+def test_hrandfield_huge_count_stopped_by_the_output_limit(fresh):
+    """Tcl unit obuf-limits, "HRANDFIELD with huge count stopped mid-run": a
+    negative count of ~10**9 under a 1 MB normal hard limit closes the client
+    (no reply, no error) and the server goes on."""
+    admin, c = RawClient(*fresh), RawClient(*fresh)
+    try:
+        admin.call("CONFIG", "SET", "client-output-buffer-limit", "normal 1000000 0 0")
+        assert admin.call("HSET", "myhash", "a", "b") == b":1\r\n"
+        with pytest.raises(ConnectionError):
+            c.call("HRANDFIELD", "myhash", "-999999999")
+        assert admin.call("PING") == b"+PONG\r\n"
+        assert admin.call("HRANDFIELD", "myhash", "-3") == b"*3\r\n" + b"$1\r\na\r\n" * 3
+    finally:
+        admin.close()
+        c.close()

@@ -162,8 +162,21 @@ def _emptyscan():
 
 # A negative count asks for that many replies: Redis would try to build a
 # reply of 2**63 elements; past this bound we answer an error instead of
-# exhausting memory.
+# exhausting memory (unless random_reply_cap says an output limit stops it).
 RANDOM_REPLY_LIMIT = 1 << 24
+
+
+def random_reply_cap(c, count: int) -> int:
+    """For a negative count past RANDOM_REPLY_LIMIT: how many replies to build
+    so the reply passes the normal class's hard output limit, which closes the
+    client before any of it is sent (hotkv.net's flush) -- Valkey stops such a
+    reply mid-run the same way (Tcl obuf-limits, "HRANDFIELD with huge count
+    stopped mid-run").  Every reply is at least 6 bytes.  0 when no limit
+    would stop it (a script's or a pub/sub client's reply): the error then."""
+    hard = c.server.obuf_hard_normal
+    if not hard or c.is_fake or c.kind != "normal" or c.subscribed:
+        return 0
+    return min(count, hard // 6 + 2)
 
 # --------------------------------------------------------------------------
 # Random members
@@ -467,9 +480,12 @@ def hrandfield(c, argv):
         if h is None or count == 0:
             return []
         if count < 0:
-            if -count > RANDOM_REPLY_LIMIT:
-                raise CommandError("ERR value is out of range")
-            fields = random.choices(list(h), k=-count)
+            count = -count
+            if count > RANDOM_REPLY_LIMIT:
+                count = random_reply_cap(c, count)
+                if not count:
+                    raise CommandError("ERR value is out of range")
+            fields = random.choices(list(h), k=count)
         elif count >= len(h):
             fields = list(h)
         else:
