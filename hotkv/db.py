@@ -182,11 +182,15 @@ class Database:
     def add(self, key, value):
         """Store value at key, creating the key if needed; its TTL is kept."""
         data = self.data
-        if key not in data:
+        old = data.get(key)
+        if old is None:
             self.keyindex.add(key)
             self.access[key] = self.clock     # a new key's first access time
             if self.server.notify_new:
                 self.server.notify(self, key, "n", "new")
+        elif old.__class__ is not bytes and old is not value \
+                and self.server.config.values["lazyfree-lazy-server-del"]:
+            maybe_free_later(self.server, old)   # a big value overwritten: freed after the reply
         data[key] = value
 
     def delete(self, key) -> bool:
@@ -198,6 +202,18 @@ class Database:
         if self.expires:
             if self.expires.pop(key, None) is not None:
                 self.volatile.discard(key)
+        return True
+
+    def server_delete(self, key) -> bool:
+        """delete() for a key the server removes to put another value in its
+        place (RENAME's and COPY REPLACE's destination, RESTORE REPLACE): a big
+        value is freed after the reply with lazyfree-lazy-server-del (Valkey's
+        dbDelete)."""
+        value = self.data.get(key)
+        if not self.delete(key):
+            return False
+        if value.__class__ is not bytes and self.server.config.values["lazyfree-lazy-server-del"]:
+            maybe_free_later(self.server, value)
         return True
 
     def set_expire(self, key, when_ms: int):

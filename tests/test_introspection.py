@@ -561,3 +561,54 @@ def test_eventloop_metrics_grow(hotkv_server_factory):
         assert debug()["eventloop_cmd_per_cycle_max"] < 50
     finally:
         c.close()
+
+
+# ----------------------------------------------------------------------
+# lazyfree-lazy-server-del: a big value the server overwrites or removes
+# ----------------------------------------------------------------------
+
+SERVER_DELETES = [("SET", "s", "x"), ("RENAME", "t", "s"), ("COPY", "t", "s", "REPLACE"),
+                  ("RESTORE", "s", "0", None, "REPLACE"), ("SUNIONSTORE", "s", "u"),
+                  ("SMOVE", "u", "s", "a"), ("MOVE", "s", "1"), ("SADD", "s", "new")]
+
+
+def _server_deletes(c) -> list:
+    def freed() -> int:
+        text = c.call("INFO", "memory").decode()
+        return int(text.split("lazyfreed_objects:")[1].split("\r\n")[0])
+
+    out = []
+    members = ["m%d" % i for i in range(1000)]
+    for lazy in ("yes", "no"):
+        assert c.call("CONFIG", "SET", "lazyfree-lazy-server-del", lazy) == b"+OK\r\n"
+        for cmd in SERVER_DELETES:
+            c.call("FLUSHALL", "SYNC")
+            c.call("SADD", "s", *members)
+            c.call("SADD", "t", *members)
+            c.call("SADD", "u", "a")
+            if cmd[0] == "RESTORE":
+                payload = c.call("DUMP", "u").split(b"\r\n", 1)[1][:-2]
+                cmd = ("RESTORE", "s", "0", payload, "REPLACE")
+            before = freed()
+            reply = c.call(*cmd)
+            assert wait_for(lambda: c.call("INFO", "memory").find(
+                b"lazyfree_pending_objects:0\r\n") >= 0)
+            out.append((cmd[0], lazy, reply, freed() - before))
+    c.call("CONFIG", "SET", "lazyfree-lazy-server-del", "yes")
+    return out
+
+
+def test_server_deletes_free_lazily_as_valkey(server, ref_server):
+    """A big set overwritten by SET / SUNIONSTORE or removed for RENAME /
+    COPY REPLACE / RESTORE REPLACE is freed in the background with
+    lazyfree-lazy-server-del yes (lazyfreed_objects +1), at once with no;
+    the same counts as valkey-server 8.1.8."""
+    got = []
+    for s in (server, ref_server):
+        c = RawClient(s.host, s.port)
+        try:
+            got.append(_server_deletes(c))
+        finally:
+            c.close()
+    assert got[0] == got[1]
+    assert ("SET", "yes", b"+OK\r\n", 1) in got[1]

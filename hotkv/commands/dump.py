@@ -107,7 +107,7 @@ def restore(c, argv):
     server = c.server
     deleted = False
     if replace and db.lookup(key) is not None:
-        deleted = db.delete(key)
+        deleted = db.server_delete(key)
     now = server.cmd_time_ms
     if ttl and not absttl:
         ttl += now

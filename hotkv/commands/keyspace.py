@@ -259,7 +259,7 @@ def _rename(c, argv, nx: bool):
     if db.lookup(dst) is not None:
         if nx:
             return 0
-        db.delete(dst)
+        db.server_delete(dst)
     db.add(dst, value)
     if when is not None:
         db.set_expire(dst, when)
@@ -354,7 +354,7 @@ def copy(c, argv):
         delete = True
     new = copy_value(value)
     if delete:
-        dst.delete(newkey)
+        dst.server_delete(newkey)
     dst.add(newkey, new)
     if when is not None:
         dst.set_expire(newkey, when)
