@@ -7,8 +7,9 @@ of ``maxmemory``, 0 is off, anything under 128 KB counts as 128 KB as in
 Valkey), and ``ClientEvictor`` (``server.client_evictor``, made by
 ``init_server``).
 
-A client's memory: the 16 KB reply buffer, its query buffer (the parser's
-pending bytes), its output (queued replies and the transport's backlog),
+A client's memory: its reply buffer (hotkv.clientbufs' size: 16 KB, less
+once the cron shrinks an idle client's), the client structure (Valkey's
+520 bytes), its query buffer (the parser's pending bytes), its output (queued replies and the transport's backlog),
 the running command's arguments (their bytes plus a pointer each), a
 transaction's queued arguments (plus Valkey's per-command overhead), and
 Valkey's per-entry overheads of watched keys, pub/sub subscriptions and
@@ -53,6 +54,7 @@ from .limits import REPLY_BUF_BYTES
 
 log = logging.getLogger("hotkv")
 
+CLIENT_STRUCT = 520         # zmalloc_size(client): an idle client's tot-mem is 16,938
 MIN_LIMIT = 128 * 1024      # Valkey's floor: a tiny setting must not lock everyone out
 BIG_ARG = 32 * 1024         # PROTO_MBULK_BIG_ARG: a read leaving more pending is checked
 # Valkey's per-entry overheads (64-bit build), as 8.1.8's tot-mem shows them.
@@ -77,9 +79,13 @@ def _dict_mem(n: int) -> int:
 def client_memory(cl, argv=None) -> int:
     """The client's memory (CLIENT LIST's tot-mem); argv: the arguments of
     its command that runs now (None: the server's current one, if its)."""
-    mem = REPLY_BUF_BYTES
+    # The reply buffer as hotkv.clientbufs sizes it (16 KB until the cron
+    # shrinks an idle client's), the client structure itself.
+    mem = getattr(cl, "rb_size", REPLY_BUF_BYTES) + CLIENT_STRUCT
     parser = getattr(cl, "parser", None)
     if parser is not None:
+        # What the query buffer holds (not clientbufs' modelled allocation,
+        # whose steps mid-read made clients of one size differ by 16 KB).
         mem += parser.pending
     try:
         mem += cl.output_size()

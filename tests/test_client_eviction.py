@@ -286,6 +286,9 @@ def test_settings_and_debug_replies_match(pair):
     # With maxmemory set, the percentage is a limit: the table lists the
     # test's own client nowhere (NO-EVICT), and a new one in the first bucket.
     other = named(pair, "other")
+    # An idle client weighs the same on both: a 16 KB reply buffer (16,392
+    # usable), the client structure, no query buffer of its own.
+    assert client_fields(ctl)["other"]["tot-mem"] == "16912"
     assert ctl.call("CONFIG", "SET", "maxmemory", "100mb") == b"+OK\r\n"
     assert ctl.call("CONFIG", "SET", "maxmemory-clients", "10%") == b"+OK\r\n"
     table = ctl.call("DEBUG", "CLIENT-EVICTION").decode()
