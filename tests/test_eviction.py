@@ -434,11 +434,12 @@ def test_stalled_reader_costs_what_its_output_buffer_shows(servers):
     PUBLISH waits for its reply): every turn's message is a write of its
     own to a transport that cannot send.  What the memory grows by is what
     the output buffers show (mem_clients_normal), on hotkv as on
-    valkey-server: uvloop kept ~40 bytes per such write beyond the data, so
-    10,000 messages of 60 bytes grew used_memory ~1.0 MB for the ~0.6 MB
-    the buffer showed (a paused replica fed a write per command made
-    maxmemory evict keys: the Tcl maxmemory unit's replica-buffer tests)."""
-    n = 10000
+    valkey-server: a write to a stalled uvloop transport cost far more than
+    its data (10,000 messages of 60 bytes grew used_memory by 9.0 MB for
+    the 0.72 MB the buffer showed; a paused replica fed a write per command
+    made maxmemory evict keys: the Tcl maxmemory unit's replica-buffer
+    tests)."""
+    n = 4000
     for name, srv in servers.items():
         r = _client(srv)
         r.config_set("maxmemory", 0)
@@ -455,9 +456,9 @@ def test_stalled_reader_costs_what_its_output_buffer_shows(servers):
         # The kernel's socket buffers take the first few MB: fill them
         # until the server holds some (at most 40 MB sent).
         base = figures()[1]
-        for _ in range(400):
-            for _ in range(100):
-                pub.call("PUBLISH", "ch", "f" * 1000)
+        for _ in range(200):
+            for _ in range(20):
+                pub.call("PUBLISH", "ch", "f" * 10000)
             if figures()[1] - base > 200 * 1000:
                 break
         message = "m" * 40
@@ -468,7 +469,8 @@ def test_stalled_reader_costs_what_its_output_buffer_shows(servers):
         shown = clients1 - clients0
         grown = used1 - used0
         assert shown > n * 40, (name, shown)      # the messages are held...
-        # ... and cost about what is shown (20 bytes a message of slack).
-        assert abs(grown - shown) < n * 20, (name, grown, shown)
+        # ... and cost about what is shown (40 bytes a message of slack:
+        # valkey-server's figure moves by 16 KB reply blocks).
+        assert abs(grown - shown) < n * 40, (name, grown, shown)
         sub.close()
         pub.close()
