@@ -205,6 +205,8 @@ def cron(server):
                     _close_for_output(server, c, size)
             else:
                 c.output_soft_since = 0.0
+    if server.pubsub.soft_clients:   # subscribers over the soft limit, no traffic since
+        server.pubsub.cron()
     if server.clients_limit:     # maxmemory-clients: every client measured anew
         server.client_evictor.cron()
     idle = values["timeout"]

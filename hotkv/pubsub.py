@@ -171,6 +171,9 @@ class PubSub:
         self.limit = (0, 0, 0)           # pubsub class: hard, soft, seconds
         self._threshold = _INF
         self.obuf_limits = OBUF_DEFAULT
+        # Clients whose soft-limit time started: the cron closes one whose
+        # time runs out with no further message (hotkv.limits.cron).
+        self.soft_clients: dict = {}
 
     # -- configuration ------------------------------------------------------
     def set_obuf_limits(self, value: tuple):
@@ -304,10 +307,27 @@ class PubSub:
             now = int(time.time())
             if not c.output_soft_since:
                 c.output_soft_since = now
+                self.soft_clients[c] = None
                 return False
             return now - c.output_soft_since > seconds
         c.output_soft_since = 0
         return False
+
+    def cron(self):
+        """The soft limit with no traffic (Valkey's clientsCron checks every
+        client's limits): a subscriber over it past soft-seconds is closed."""
+        victims = []
+        for c in list(self.soft_clients):
+            if c.closed or not c.output_soft_since or not c.subscribed:
+                del self.soft_clients[c]
+            elif self._over_limit(c, c.output_size()):
+                victims.append(c)
+            elif not c.output_soft_since:     # under the limit again
+                del self.soft_clients[c]
+        if victims:
+            for c in victims:
+                self.soft_clients.pop(c, None)
+            self._drop(victims)
 
     def _drop(self, victims):
         server = self.server

@@ -14,7 +14,9 @@ to a client or in /proc:
   (slave_read_repl_offset grows), applied at CLIENT UNPAUSE (hotkv/pause.py,
   hotkv/replication/replica.py);
 * obuf-limits: HRANDFIELD with a huge negative count is stopped by the hard
-  output limit, not refused (hotkv/commands/hashes.py);
+  output limit, not refused (hotkv/commands/hashes.py); a subscriber over the
+  pubsub soft limit is closed when its time passes with no traffic
+  (hotkv/pubsub.py's cron, called by hotkv/limits.py);
 * type/incr: INCR keeps an int-encoded counter's DEBUG OBJECT address, as
   Valkey changes it in place (hotkv/commands/debug.py).
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -357,3 +360,40 @@ def test_hrandfield_huge_count_stopped_by_the_output_limit(fresh):
     finally:
         admin.close()
         c.close()
+
+
+def _client_line(admin, name: str) -> str:
+    for line in admin.call("CLIENT", "LIST").decode().split("\n"):
+        if "name=%s " % name in line:
+            return line
+    return ""
+
+
+def test_pubsub_soft_limit_enforced_with_no_traffic(fresh):
+    """Tcl unit obuf-limits, "Client output buffer soft limit is not enforced
+    too early and is enforced when no traffic": a subscriber that stays over
+    the pubsub soft limit is closed once soft-seconds pass, though nothing is
+    published after it went over (the cron checks, as Valkey's clientsCron)."""
+    admin = RawClient(*fresh)
+    sub = socket.socket()
+    try:
+        sub.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)   # little kernel slack
+        sub.connect(fresh)
+        sub.sendall(b"*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n$3\r\nsub\r\n"
+                    b"*2\r\n$9\r\nSUBSCRIBE\r\n$3\r\nfoo\r\n")
+        assert admin.call("CONFIG", "SET", "client-output-buffer-limit",
+                          "pubsub 0 100000 1") == b"+OK\r\n"
+        _until(lambda: "sub=1" in _client_line(admin, "sub"), "not subscribed")
+        message = "x" * 10000
+        for _ in range(3000):     # bounded: 30 MB at most (the kernel's buffers fill first)
+            admin.call("PUBLISH", "foo", message)
+            line = _client_line(admin, "sub")
+            if int(line.split(" omem=")[1].split()[0]) > 100000:
+                break
+        else:
+            raise AssertionError("the subscriber's output never passed 100000 bytes")
+        # No more traffic: closed within soft-seconds plus the cron's slack.
+        _until(lambda: _client_line(admin, "sub") == "", "still connected")
+    finally:
+        admin.close()
+        sub.close()
