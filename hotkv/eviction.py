@@ -186,6 +186,14 @@ class Evictor:
         self.check_at = server.stat_net_input_bytes + room // _GROWTH if room > 0 else 0
         return used
 
+    def grew(self, nbytes: int):
+        """A command grew memory by nbytes more than its input explains (SETBIT
+        or SETRANGE far out): the next command measures again, and an
+        estimate counts them (Valkey's performEvictions measures before every
+        command: the invalidations of what it evicts precede that reply)."""
+        self.freed_since -= nbytes
+        self.check_at = 0
+
     def reading(self) -> int:
         """A reading, or while readings are dear (over ``_DEAR`` each) and
         the last is younger than ``_SPACING`` times its cost, an estimate

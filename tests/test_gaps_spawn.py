@@ -17,6 +17,10 @@ to a client or in /proc:
   output limit, not refused (hotkv/commands/hashes.py); a subscriber over the
   pubsub soft limit is closed when its time passes with no traffic
   (hotkv/pubsub.py's cron, called by hotkv/limits.py);
+* tracking: memory a command grows far beyond its input (SETBIT far out) is
+  checked against maxmemory before the next command, so an eviction's
+  invalidation precedes that command's reply (hotkv/commands/strings.py,
+  hotkv/eviction.py);
 * type/incr: INCR keeps an int-encoded counter's DEBUG OBJECT address, as
   Valkey changes it in place (hotkv/commands/debug.py).
 
@@ -35,7 +39,7 @@ import time
 
 import pytest
 
-from support import RawClient, free_port, valkey_server_binary
+from support import RawClient, encode_command, free_port, valkey_server_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VALKEY = valkey_server_binary()
@@ -397,3 +401,40 @@ def test_pubsub_soft_limit_enforced_with_no_traffic(fresh):
     finally:
         admin.close()
         sub.close()
+
+
+# ----------------------------------------------------------------------
+# Tracking: an eviction's invalidation precedes the reply
+# ----------------------------------------------------------------------
+
+def _info_field(c, section: str, field: str) -> int:
+    for line in c.call("INFO", section).decode().split("\r\n"):
+        if line.startswith(field + ":"):
+            return int(line.split(":", 1)[1])
+    raise AssertionError("no %s in INFO %s" % (field, section))
+
+
+def test_eviction_invalidation_before_the_reply(fresh):
+    """Tcl unit tracking, "Tracking invalidation message of eviction keys
+    should be before response": SETBIT far out grows memory 2 MB past
+    maxmemory with a 40-byte command; the next command evicts the tracked volatile key
+    first, so its invalidation push comes before that command's reply."""
+    c = RawClient(*fresh)
+    try:
+        assert c.call("HELLO", "3").startswith(b"%")
+        assert c.call("CLIENT", "TRACKING", "on") == b"+OK\r\n"
+        used = _info_field(c, "memory", "used_memory") - \
+            _info_field(c, "memory", "mem_not_counted_for_evict")
+        c.call("CONFIG", "SET", "maxmemory", str(used + 1024 * 1024))
+        c.call("CONFIG", "SET", "maxmemory-policy", "volatile-random")
+        assert c.call("SETEX", "volatile-key", "10000", "x") == b"+OK\r\n"
+        assert c.call("GET", "volatile-key") == b"$1\r\nx\r\n"
+        # One write: no cron tick between the two (it would evict first).
+        c.send_raw(encode_command("SETBIT", "big-key", str(8 * 2 * 1024 * 1024), "0") +
+                   encode_command("GETBIT", "big-key", "0"))
+        assert c.read_reply() == b":0\r\n"
+        assert c.read_reply() == b">2\r\n$10\r\ninvalidate\r\n*1\r\n$12\r\nvolatile-key\r\n"
+        assert c.read_reply() == b":0\r\n"
+        c.call("CONFIG", "SET", "maxmemory", "0")
+    finally:
+        c.close()

@@ -168,6 +168,8 @@ def string_for_write(c, key, size: int):
     if value is None:
         value = bytearray(size)
         db.add(key, value)
+        if size > _AMPLIFIED and c.server.maxmemory:
+            c.server.eviction.grew(size)
         return value, True
     t = type(value)
     if t is not bytearray:
@@ -178,8 +180,16 @@ def string_for_write(c, key, size: int):
     grow = size - len(value)
     if grow > 0:
         value += bytes(grow)
+        if grow > _AMPLIFIED and c.server.maxmemory:
+            c.server.eviction.grew(grow)
         return value, True
     return value, False
+
+
+# Growth past this many bytes is more than a command's input explains (an
+# offset far out): maxmemory is then checked before the next command
+# (hotkv.eviction.Evictor.grew), as Valkey checks before every command.
+_AMPLIFIED = 4096
 
 
 # ----------------------------------------------------------------------
