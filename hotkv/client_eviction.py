@@ -8,13 +8,13 @@ Valkey), and ``ClientEvictor`` (``server.client_evictor``, made by
 ``init_server``).
 
 A client's memory: its reply buffer (hotkv.clientbufs' size: 16 KB, less
-once the cron shrinks an idle client's), the client structure (Valkey's
-520 bytes), its query buffer (the parser's pending bytes), its output (queued replies and the transport's backlog),
-the running command's arguments (their bytes plus a pointer each), a
-transaction's queued arguments (plus Valkey's per-command overhead), and
-Valkey's per-entry overheads of watched keys, pub/sub subscriptions and
-tracking prefixes (the strings themselves are not the client's: Valkey
-counts only the table entries).
+once the cron shrinks an idle client's), the client structure (Valkey's 520
+bytes), its query buffer (the parser's pending bytes), its output (queued
+replies and the transport's backlog), the running command's arguments (their
+bytes plus a pointer each), a transaction's queued arguments (plus Valkey's
+per-command overhead), and Valkey's per-entry overheads of watched keys,
+pub/sub subscriptions and tracking prefixes (the strings themselves are not
+the client's: Valkey counts only the table entries).
 
 When it runs (Valkey's call sites of evictClients and
 updateClientMemUsageAndBucket): before each command, on the dispatcher's
@@ -245,12 +245,12 @@ class ClientEvictor:
         server = self.server
         server.stat_evictedclients += 1
         if log.isEnabledFor(logging.INFO):
-            from .clientinfo import client_info_line
-            try:
-                line = client_info_line(cl)
-            except Exception:   # the line is only for the log
-                line = "id=%d" % cl.id
-            log.info("Evicting client: %s (tot-mem %d)", line, m)
+            # Who it was, from the client's own fields (CLIENT LIST's line is
+            # hotkv.clientinfo's, which imports this module: no cycle).
+            name = getattr(cl, "name", b"") or b""
+            log.info("Evicting client: id=%d addr=%s laddr=%s name=%s (tot-mem %d)",
+                     getattr(cl, "id", 0), getattr(cl, "addr", ""), getattr(cl, "laddr", ""),
+                     name.decode("utf-8", "replace"), m)
         kill = getattr(cl, "kill", None)
         if kill is not None:
             kill()
