@@ -80,7 +80,7 @@ def fork(server) -> int:
     parent; OSError when it fails (nothing left frozen then)."""
     global _children
     load_prctl()      # before fork: the child imports nothing
-    from . import limits       # (loaded already: the server imports it)
+    from . import limits  # (loaded already: the server imports it)
     values = server.config.values
     if FREEZE_GC and not _children:
         gc.freeze()

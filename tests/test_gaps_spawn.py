@@ -39,8 +39,7 @@ import time
 
 import pytest
 
-from support import (RawClient, ReferenceValkey, encode_command, free_port,
-                     valkey_server_binary)
+from support import RawClient, ReferenceValkey, encode_command, free_port, valkey_server_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VALKEY = valkey_server_binary()
