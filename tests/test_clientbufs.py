@@ -16,7 +16,6 @@ them to: the exact sizes are the allocator's); every wait is bounded
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 

@@ -15,8 +15,8 @@ import valkey
 
 from support import (
     KeyEvents,
-    ReferenceValkey,
     RawClient,
+    ReferenceValkey,
     aof_commands,
     exec_after_watch,
     scenario_tests,
