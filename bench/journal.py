@@ -2,22 +2,29 @@
 
     python bench/journal.py                      # 3 rounds of 100k requests each way
     python bench/journal.py --rounds 5 --requests 200000 --clients 50
+    python bench/journal.py --dispatcher         # in process, CPU ns per command
+    python bench/journal.py --instructions       # in process, under valgrind (~4 min)
 
 One ``EmbeddedServer`` (the way tests run hotkv) takes redis-benchmark
-``-P 1 -t lpush -n N -q`` three ways per round, in turn -- journal off,
-``journal.start()``, ``journal.start(replies=True)`` -- so background load
-hits each alike; the journal is cleared between runs (each run records N
-entries).  Reports requests/s per run, the median of each way and its ratio
-to off (issue 16's target: on >= 0.9x off), and the server's CPU time
-per request (this process's CPU time: the server thread is all that runs in
-it), which a machine shared with other work disturbs less than req/s.
-A measurement, not a test: nothing here is asserted.
+``-P 1 -t lpush -n N -q`` three ways per round -- journal off,
+``journal.start()``, ``journal.start(replies=True)`` -- in turn, the order
+reversed every other round, so background load hits each alike; the journal
+is cleared between runs (each run records N entries).  Reports requests/s
+per run, the median of each way and its ratio to off (issue 16's target:
+on >= 0.9x off), the server's CPU time per request (this process's CPU
+time: the server thread is all that runs in it), which a machine shared
+with other work disturbs less than req/s, and both ratios taken round by
+round.  A measurement, not a test: nothing here is asserted.
 
 ``--dispatcher`` measures instead the dispatcher alone, in process, on the
-CPU clock (best of 5 x 200k LPUSH through ``process_commands``, a bare
-client, no sockets): the code before the hook existed (dispatch.call with
-its two hook lines taken out), the hook off, the journal on, on with
-replies -- what the hook costs when off, and the journal's own cost.
+CPU clock (best of 5 x 200k LPUSH parsed by the RESP parser and run through
+``process_commands``, a bare client, no sockets): the code before the hook
+existed (dispatch.call with its hook block taken out), the hook off, the
+journal on, on with replies -- what the hook costs when off, and the
+journal's own cost.  ``--instructions [N]`` runs the same under valgrind's
+callgrind and counts instructions per command (N each way, dumps taken
+between the ways): the one figure here no machine load moves (cache misses
+are not in it).
 """
 
 from __future__ import annotations
