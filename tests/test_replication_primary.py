@@ -906,6 +906,11 @@ def _encode_read(cmds: list, sloppy: bool) -> bytes:
     return out
 
 
+def _accepts_sloppy(c) -> bool:
+    c.send_raw(b"*1\r\n$4\r\nPINGXY")
+    return c.read_reply() == b"+PONG\r\n"
+
+
 def _role_offset(reply: bytes) -> bytes:
     """ROLE's offset (the replica rows differ: one side has more replicas)."""
     return reply.split(b"\r\n")[3]
@@ -934,6 +939,12 @@ def test_verbatim_stream_equals_the_general_path(hotkv_server_factory, replicas)
     sb, stream_b = _raw_sync(b)
     conns = [(RawClient(a.host, a.port), RawClient(b.host, b.port)) for _ in range(3)]
     states = [{"multi": False} for _ in conns]
+    # Reads whose bulk strings end in other bytes than CRLF: hotkv's parser
+    # (hiredis) accepts them today where valkey-server answers "invalid
+    # CRLF"; sent only while they are accepted (they never reach a stream).
+    probe = RawClient(a.host, a.port)
+    sloppy_ok = _accepts_sloppy(probe)
+    probe.close()
     rng = random.Random(1717)
     sent = 0
     step = 0
@@ -953,7 +964,7 @@ def test_verbatim_stream_equals_the_general_path(hotkv_server_factory, replicas)
         waking = blocked is not None and not states[i]["multi"]
         if waking:
             cmds = [["SELECT", 0], ["LPUSH", "k0", "x"], ["RPUSH", "wake", "w"]] + cmds
-        data = _encode_read(cmds, rng.random() < 0.1)
+        data = _encode_read(cmds, sloppy_ok and rng.random() < 0.1)
         for c in conns[i]:
             c.send_raw(data)
         for n, cmd in enumerate(cmds):
