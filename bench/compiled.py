@@ -29,7 +29,10 @@ spends its time in, plus the blocking, pub/sub and consumer-group paths):
     mypyc         mypyc on the same modules; mypy reports ~70 type errors in
                   them, silenced here with ``ignore_errors`` (mypyc then
                   compiles classes as native classes: attributes not
-                  declared in ``__slots__``/annotations fail at run time)
+                  declared in ``__slots__``/annotations fail at run time),
+                  plus MYPYC_EDITS; at 5644c0c the build does not serve (a
+                  crash or a parser failure on the first command), so the
+                  run reports it as left out -- see bench/RESULTS.md
 
 Tests per round and target: LPUSH, LPOP, XADD MAXLEN ~ 10000 (redis-benchmark,
 50 clients, P1 and P16), LPUSH -> BRPOP (4 producers at P16, 4 consumers),
