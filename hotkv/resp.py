@@ -591,10 +591,6 @@ class RequestParser:
                 ln = self._bulklen
                 if len(buf) < ln + 2:
                     return None
-                if buf[ln] != 13 or buf[ln + 1] != 10:
-                    # (The fast path does not check this: hiredis skips the
-                    # two bytes, and counting CRLFs costs ~1 ns a byte read.)
-                    return "Protocol error: invalid CRLF in request"
                 args.append(bytes(buf[:ln]))
                 del buf[:ln + 2]
                 self._argbytes += ln + 48   # the bytes object and its list slot
