@@ -52,7 +52,14 @@ scripting 552 (stops at SCRIPT DEBUG, which hotkv has not), info 19, introspecti
 49, functions 108 (parity), maxmemory 19 (times out at 400 s), slowlog 20 (parity),
 other 28, dump 26, expire 64, wait 38 (parity, at 1abe1e2: 36 s), scan 24 and
 sort 54 (their cluster halves stop at CLUSTER ADDSLOTSRANGE: a hotkv cluster node
-owns every slot from its start).
+owned every slot from its start).  Re-measured 2026-12-01 evening (8d6a9ae-4fc6d2c, the
+units each change touched, at load 8-17): scripting 629 (SCRIPT DEBUG; left: 8,000
+arguments through lupa), scan 48, sort 58, expire 71, client-eviction 17, maxmemory 29,
+info 23, other 29, dump 27, type/list 285, type/string 82, type/incr 32, type/zset 322,
+acl 106, auth 13, bitfield 22, networking 3, oom-score-adj 6, tracking 58, pause 18,
+obuf-limits 9, pubsubshard 10, replybufsize 1, querybuf 3 (1 once at load 15):
+2,925 recorded against the reference's 2,920 (info and type/set pass more than the
+reference; below it: scripting, maxmemory, memefficiency 4 of 5).
 """
 
 from __future__ import annotations
