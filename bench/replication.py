@@ -25,6 +25,8 @@ valkey-server replica (issue 17's targets).
   with no replica, with one replica and the verbatim path, and with one
   replica and every command encoded (``Primary.verbatim = False``):
   ``time.process_time`` per LPUSH, alternating, the minimum of each.
+* ``--rounds N --reference``: the same pairs with valkey-server 8.1.8 as
+  both primaries: what a replica costs the reference on the same cores.
 
 Not a test: nothing asserted; the figures go to bench/RESULTS.md.
 """
@@ -110,13 +112,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def throughput_rounds(binary: str, rounds: int, requests: int):
-    """Paired P16 LPUSH runs: hotkv without a replica, hotkv with one."""
+def throughput_rounds(binary: str, rounds: int, requests: int, reference: bool = False):
+    """Paired P16 LPUSH runs: hotkv without a replica, hotkv with one (with
+    ``reference``: valkey-server 8.1.8 as both primaries, what the same
+    machine allows the reference)."""
     import statistics
 
     workdir = tempfile.mkdtemp(prefix="hotkv-bench-repl-")
-    alone = make_targets(workdir, False)[0]
-    fed = make_targets(workdir, False, hotkv_settings=["repl-diskless-sync-delay=0"])[0]
+    which = 1 if reference else 0
+    alone = make_targets(workdir, False)[which]
+    fed = make_targets(workdir, False, hotkv_settings=["repl-diskless-sync-delay=0"],
+                       valkey_args=["--repl-diskless-sync-delay", "0"])[which]
     proc = None
     ratios, cpu_ratios = [], []
     try:
@@ -241,6 +247,8 @@ def main():
     ap.add_argument("--requests", type=int, default=300_000)
     ap.add_argument("--rounds", type=int, default=0,
                     help="only the P16 LPUSH target, as this many paired rounds")
+    ap.add_argument("--reference", action="store_true",
+                    help="with --rounds: valkey-server as the primaries instead of hotkv")
     ap.add_argument("--in-process", action="store_true",
                     help="CPU ns per LPUSH in process (no sockets)")
     args = ap.parse_args()
@@ -253,7 +261,7 @@ def main():
     if shutil.which("redis-benchmark") is None:
         raise SystemExit("redis-benchmark is not on PATH (apt-get install redis-tools)")
     if args.rounds:
-        throughput_rounds(binary, args.rounds, args.requests)
+        throughput_rounds(binary, args.rounds, args.requests, args.reference)
         return
     workdir = tempfile.mkdtemp(prefix="hotkv-bench-repl-")
     targets = make_targets(workdir, False, hotkv_settings=["repl-diskless-sync-delay=0"],
