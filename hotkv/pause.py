@@ -57,6 +57,14 @@ def _pause_check(client, cmd, argv) -> bool:
     p = server.client_pause
     if p is None or client.is_fake:
         return False
+    return _postpone(server, p, client, cmd, argv)
+
+
+def _postpone(server, p, client, cmd, argv) -> bool:
+    """The pause's verdict on argv once a pause p is on: False when it has
+    ended (it is lifted here) or does not hold this command; else argv goes
+    back to the head of the client's pending commands and the client is
+    marked blocked until the pause ends (True)."""
     if _now_ms(server) >= p.end_ms:
         unpause_clients(server)
         return False
@@ -86,18 +94,7 @@ def hold_primary_command(client, argv, at_head: bool = False) -> bool:
     cmd = server.command_table.get(argv[0])
     if p is None or cmd is None:
         return False
-    if _now_ms(server) >= p.end_ms:
-        unpause_clients(server)
-        return False
-    if not p.all and not (cmd.name == "exec" and client.multi_flags & 4) \
-            and not may_replicate(server, cmd, argv):
-        return False
-    client.pending.appendleft(argv)
-    waiter = blocking.Waiter(client, client.db, [], 0, cmd, argv, None, None, False, PAUSED)
-    client.blocked = waiter
-    server.blocked_clients += 1
-    p.postponed.append(waiter)
-    return True
+    return _postpone(server, p, client, cmd, argv)
 
 
 def may_replicate(server, cmd, argv) -> bool:
