@@ -78,11 +78,9 @@ from itertools import chain as _chain
 
 from .. import limits, rdbfile
 from ..aof.files import (
-    _BULK_HDR_CACHE as _BULK_HDR,
     _EXEC,
     _MULTI,
     ON as AOF_ON,
-    _b,
     _select,
     encode_into,
 )
@@ -101,7 +99,6 @@ WAITAOF_NO_AOF = ("ERR WAITAOF cannot be used when numlocal is set but appendonl
                   "disabled.")
 UNBLOCKED_DEMOTED = ("UNBLOCKED force unblock from blocking operation, instance state "
                      "changed (master -> replica?)")
-_ARRAY_HDR = [b"*%d\r\n" % i for i in range(64)]
 # A whole 2-, 3- or 4-argument command in one formatting operation (most
 # writes: SET k v, LPUSH k v, HSET k f v): about 100 ns less than the
 # loop's three appends per argument.  %b refuses anything but bytes-like
@@ -244,7 +241,7 @@ class Primary:
             if dbindex != self.seldb:
                 buf += _select(dbindex)
                 self.seldb = dbindex
-            # encode_into, inlined: this runs for every write.
+            # encode_into, inlined for 2-4 arguments: this runs for every write.
             argc = len(argv)
             try:
                 if argc == 3:
@@ -261,14 +258,7 @@ class Primary:
             except TypeError:
                 argc = 0
             if not argc:
-                buf += _ARRAY_HDR[len(argv)] if len(argv) < 64 else b"*%d\r\n" % len(argv)
-                for a in argv:
-                    if type(a) is not bytes:
-                        a = _b(a)
-                    n = len(a)
-                    buf += _BULK_HDR[n] if n < 1024 else b"$%d\r\n" % n
-                    buf += a
-                    buf += b"\r\n"
+                encode_into(buf, argv)     # other lengths, and arguments not bytes
         else:
             # MULTI goes out with no database (Valkey propagates it with
             # dbid -1): a SELECT the transaction needs follows it, inside.
