@@ -45,13 +45,42 @@ pytestmark = [
 ]
 
 
+def job_unit(unit):
+    return conformance.run_unit(BUNDLE, unit, timeout=300)
+
+
+def job_one_server():
+    return conformance.run_units_one_server(BUNDLE, conformance.UNITS, timeout=300)
+
+
+def job_spawn(unit):
+    return conformance.run_unit_spawn(BUNDLE, unit, timeout=300)
+
+
+def jobs_for(names: list) -> list:
+    """The background jobs (compat/conftest.py) for the selected tests' names,
+    in the order they are to run: the 19 units back to back first (the
+    longest), then the others as collected."""
+    jobs = []
+    for name in names:
+        if name == "test_units_back_to_back_on_one_server":
+            jobs.insert(0, (("one-server",), job_one_server))
+        elif name.startswith("test_unit_spawn["):
+            unit = name[len("test_unit_spawn["):-1]
+            jobs.append((("spawn", unit), lambda u=unit: job_spawn(u)))
+        elif name.startswith("test_unit["):
+            unit = name[len("test_unit["):-1]
+            jobs.append((("unit", unit), lambda u=unit: job_unit(u)))
+    return jobs
+
+
 FRESH_UNITS = conformance.FAMILY_UNITS + (
     conformance.UNITS if os.environ.get("HOTKV_CONFORMANCE_PER_UNIT") else [])
 
 
 @pytest.mark.parametrize("unit", FRESH_UNITS)
 def test_unit(unit):
-    res = conformance.run_unit(BUNDLE, unit, timeout=300)
+    res = conformance.PREFETCH.take(("unit", unit), lambda: job_unit(unit))
     detail = "\n".join(res["failures"]) + ("\nABORTED: " + res["aborted"] if res["aborted"] else "")
     assert res["server_alive"], f"the server died during {unit}"
     assert res["failed"] == 0, f"{unit}: {res['failed']} failed\n{detail}"
@@ -65,7 +94,7 @@ def test_units_back_to_back_on_one_server():
     (type/stream leaves stream-node-max-entries at 2 for type/stream-cgroups,
     where XREADGROUP without COUNT once stopped past the first node).  The
     reference passes the same counts this way."""
-    results = conformance.run_units_one_server(BUNDLE, conformance.UNITS, timeout=300)
+    results = conformance.PREFETCH.take(("one-server",), job_one_server)
     problems = []
     for unit, res in results.items():
         detail = "; ".join(res["failures"]) + (" ABORTED: " + res["aborted"]
@@ -80,7 +109,7 @@ def test_units_back_to_back_on_one_server():
 @pytest.mark.parametrize("unit", SPAWN_UNITS)
 def test_unit_spawn(unit):
     """The harness starts hotkv itself, once or more per unit, as valkey-server."""
-    res = conformance.run_unit_spawn(BUNDLE, unit, timeout=300)
+    res = conformance.PREFETCH.take(("spawn", unit), lambda: job_spawn(unit))
     detail = "\n".join(res["failures"]) + ("\nABORTED: " + res["aborted"] if res["aborted"] else "")
     if unit in conformance.SPAWN_CI_UNITS:   # known failures listed: any other fails
         assert res["failed"] == 0, f"{unit} (spawn): {res['failed']} failed\n{detail}"
