@@ -300,6 +300,11 @@ class Evictor:
         if keys:
             if not fresh:
                 self.read()
+            if messages:
+                # That reading holds the evictions' own messages, which leave
+                # at the loop's end: the next check reads again rather than
+                # estimate from it (else it evicts again to pay for them).
+                self.read_at = 0.0
             server.latency_sample("eviction-cycle", int((time.perf_counter() - start) * 1000))
         return self._metrics(result)
 
@@ -374,7 +379,16 @@ class Evictor:
         result = self.perform()
         if server.prop_pending:
             server.flush_propagation()
-        server.wake()
+        if server.pending_flush:
+            # What the evictions sent (their invalidations, evicted events)
+            # leaves now, as Valkey's beforeSleep writes it before the next
+            # command is read.  uvloop reads sockets before call_soon
+            # callbacks: left for wake()'s pass, those messages were still in
+            # the output buffers when the next command measured memory, and
+            # it evicted every key to pay for them (10 tracking clients).
+            server.before_sleep()
+        else:
+            server.wake()
         if result == EVICT_RUNNING and self.proc is None:
             self.start_proc()
 
