@@ -58,8 +58,8 @@ arguments through lupa), scan 48, sort 58, expire 71, client-eviction 17, maxmem
 info 23, other 29, dump 27, type/list 285, type/string 82, type/incr 32, type/zset 322,
 acl 106, auth 13, bitfield 22, networking 3, oom-score-adj 6, tracking 58, pause 18,
 obuf-limits 9, pubsubshard 10, replybufsize 1, querybuf 3 (1 once at load 15):
-2,925 recorded against the reference's 2,920 (info and type/set pass more than the
-reference; below it: scripting, maxmemory, memefficiency 4 of 5).
+2,923 recorded against the reference's 2,920 (info and type/set pass more than the
+reference; below it: scripting, maxmemory, memefficiency 2 of 5: see README.md).
 """
 
 from __future__ import annotations
