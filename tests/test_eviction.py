@@ -11,11 +11,12 @@ is random on both sides, so the comparison is qualitative: the same
 pattern (hot kept, cold evicted; volatile-* never touching persistent
 keys; volatile-ttl shortest TTL first) and survivor fractions within a
 tolerance, not equal bytes.  OOM errors are compared byte for byte.
-The budget is 2 MB: hotkv's readings of a process's allocators move by
-tens of KB with what a command allocates for a moment, and every upward
-move at the limit evicts; at 1 MB those evictions made hotkv keep
-0.42-0.65 of the touched keys in about half the runs of the module (Valkey
-0.86-0.95), at 2 MB none of 12 runs fell outside the tolerance.
+The budget is 2 MB: between two readings of used_memory (one costs ~200 us
+on a heap fragmented by freed values) hotkv evicts on an estimate, which
+errs by tens of KB, and at the limit every overestimate evicts.  At 1 MB
+that made hotkv keep 0.42-0.65 of the touched keys in about half the runs
+of the module (Valkey 0.86-0.95); at 2 MB none of 23 runs fell outside the
+tolerance.
 
 Memory accounting: used_memory grows with the data about as the RSS does
 and falls when keys are deleted (the RSS does not).  The 100 MB
