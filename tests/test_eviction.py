@@ -476,14 +476,15 @@ def test_stalled_reader_costs_what_its_output_buffer_shows(servers):
         used1, clients1 = figures()
         shown = clients1 - clients0
         grown = used1 - used0
-        assert shown > n * 40, (name, shown)      # the messages are held...
-        # ... and cost about what is shown (40 bytes a message of slack).
-        # valkey-server's own two figures are further apart at times
-        # (249 KB grown for 430 KB shown once: its reply blocks are 16 KB
-        # and its buffers are freed as they drain): the bound is hotkv's.
+        # The messages are held, and cost about what is shown (40 bytes a
+        # message of slack).  The bounds are hotkv's: valkey-server's own
+        # figures move with how much its kernel buffers took (under load it
+        # showed 150 KB held for the 4,000 messages once) and with its 16 KB
+        # reply blocks freed as they drain (249 KB grown for 430 KB shown).
         if name == "hotkv":
+            assert shown > n * 40, (name, shown)
             assert abs(grown - shown) < n * 40, (name, grown, shown)
         else:
-            assert grown > 0, (name, grown, shown)
+            assert shown > 0 and grown > 0, (name, grown, shown)
         sub.close()
         pub.close()
