@@ -54,7 +54,8 @@ other 28, dump 26, expire 64, wait 38 (parity, at 1abe1e2: 36 s), scan 24 and
 sort 54 (their cluster halves stop at CLUSTER ADDSLOTSRANGE: a hotkv cluster node
 owned every slot from its start).  Re-measured 2026-12-01 evening (8d6a9ae-4fc6d2c, the
 units each change touched, at load 8-17): scripting 629 (SCRIPT DEBUG; left: 8,000
-arguments through lupa), scan 48, sort 58, expire 71, client-eviction 17, maxmemory 29,
+arguments through lupa; 633 on 2026-12-02, hotkv.lua.bytecode), scan 48, sort 58,
+expire 71, client-eviction 17, maxmemory 29,
 info 23, other 29, dump 27, type/list 285, type/string 82, type/incr 32, type/zset 322,
 acl 106, auth 13, bitfield 22, networking 3, oom-score-adj 6, tracking 58, pause 18,
 obuf-limits 9, pubsubshard 10, replybufsize 1, querybuf 3 (1 once at load 15):

@@ -287,6 +287,52 @@ def test_resp3_inside_scripts_match_valkey(diff, resp3):
         diff(*case)
 
 
+# Calls whose argument list ends in unpack(...) or ...: up to 8,001 arguments
+# reach the command (Valkey's C redis.call); errors keep the user's line in a
+# tail call; a user's own tail recursion and look-alike tables are untouched.
+_MANY = "local a = {} for i = 1, %d do a[i] = 'x' end\n"
+VARARG_CASES = [
+    ("EVAL", _MANY % 7999 + "return redis.call('rpush', KEYS[1], unpack(a))", "1", "l"),
+    ("EVAL", _MANY % 7999 + "return server.pcall('rpush', KEYS[1], unpack(a))", "1", "l"),
+    ("EVAL", _MANY % 7997 + "local n = redis.call('sadd', KEYS[1], 'y', unpack(a))\n"
+     "return {n, redis.call('scard', KEYS[1])}", "1", "s"),
+    ("EVAL", _MANY % 7999 + "return redis.call('nosuch', unpack(a))", "0"),
+    ("EVAL", _MANY % 7999 + "return redis.call('set', unpack(a))", "0"),
+    ("EVAL", _MANY % 7999 + "return redis.pcall('set', unpack(a))", "0"),
+    ("EVAL", _MANY % 7999 + "local ok, e = pcall(redis.call, 'rpush', 'l2', unpack(a))\n"
+     "return {ok and 1 or 0, e}", "0"),
+    ("EVAL", _MANY % 7999 + "local ok, e = pcall(redis.call, 'set', unpack(a))\n"
+     "return {ok and 1 or 0, tostring(e)}", "0"),
+    ("EVAL", _MANY % 8000 + "return redis.call('rpush', 'l3', unpack(a))", "0"),
+    ("EVAL", "local a = {'k'}\n\nreturn redis.call('nosuch', unpack(a))", "0"),
+    ("EVAL", "local a = {'k', 'v'}\nreturn redis.call('set', unpack(a), 'EX')", "0"),
+    ("EVAL", "return redis.call('ping', ...)", "0"),
+    ("EVAL", "local function f(...) return redis.call(...) end\nreturn f('set', 'k', 'v', 'x')",
+     "0"),
+    ("EVAL", "local t = {call = function(...) return select('#', ...) end}\n"
+     "local a = {1, 2, 3}\nreturn t.call(unpack(a))", "0"),
+    ("EVAL", "local function loop(n) if n == 0 then return 'done' end return loop(n - 1) end\n"
+     "return loop(100000)", "0"),
+    ("EVAL", "local a = {'get', 'k'}\nreturn {redis.call(unpack(a)), redis.pcall(unpack(a))}",
+     "0"),
+]
+
+
+def test_vararg_api_calls_match_valkey(diff):
+    """hotkv.lua.bytecode: the call sites it rewrites, and those it must not."""
+    for case in VARARG_CASES:
+        diff(*case)
+    diff("LRANGE", "l", "7990", "-1")
+    lib = ("#!lua name=v\nserver.register_function('f', function(KEYS, ARGV)\n" + _MANY % 7999
+           + "return server.call('rpush', KEYS[1], unpack(a))\nend)")
+    diff("FUNCTION", "LOAD", "REPLACE", lib)
+    diff("FCALL", "f", "1", "fl")
+    # At load time server.call is missing; a rewritten site must say so the same way.
+    for args in ("unpack(a)", "a"):
+        diff("FUNCTION", "LOAD", "REPLACE",
+             "#!lua name=w\nlocal a = {1}\nserver.call('ping', %s)" % args)
+
+
 def test_error_stats_match_valkey(diff):
     diff("CONFIG", "RESETSTAT")
     diff("SET", "h", "x")

@@ -26,7 +26,10 @@ API table, the sandbox, the error handler, the timeout hook -- is
   @user_script:1.``; the error handler finds the user's frame skipping C
   functions and our own Lua glue (chunk ``=hotkv``).  The API and library
   functions are Python callables -- C functions to Lua -- so a user's
-  ``return redis.call(...)`` is no Lua tail call that would lose its line;
+  ``return redis.call(...)`` is no Lua tail call that would lose its line
+  (a call whose arguments end in ``unpack``/``...`` is rewritten in the
+  compiled script to reach a Lua wrapper with a plain call instead, for
+  more arguments than lupa passes to Python: ``hotkv.lua.bytecode``);
   they raise ``LuaError(error table)`` or ``LibError(message)``, which the
   handler (and our ``pcall``) unwrap;
 * the sandbox: globals are read-only ("Attempt to modify a readonly table"),
@@ -85,6 +88,7 @@ from ..registry import lookup
 from ..replication import replica_gate as replica
 from ..replies import quoted, redacted
 from ..resp import Double, encode, format_double, split_inline_args
+from . import bytecode
 from .libs import LibError, bit, cjson, cmsgpack, lib, struct as lua_struct
 from .values import lua_num_str, lua_tonumber, lua_type_name, truncate
 
@@ -268,7 +272,9 @@ class Engine:
             lambda name: lib(lambda *a: _json_setting(json_cfg, name.decode(), *a),
                              multi=True),
             self._ldb_hook, self._ldb_debug, self._ldb_break, _ldb_addr, self._py_set_repl,
-            self._ldb_error)
+            self._ldb_error, bytecode.rewrite,
+            lambda n, t: self._lua_call(*[t[i] for i in range(1, n + 1)]),
+            lambda n, t: self._lua_pcall(*[t[i] for i in range(1, n + 1)]), bytecode.VNAME)
         self._internals = extra[0]
         self.ldb_loaded = False      # hotkv/lua/ldb.lua compiled in this state (ldb.py)
         self._load = extra[1] if len(extra) > 1 else None

@@ -27,7 +27,7 @@ local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, 
       py_aclcheck, py_unwrap, py_interrupt, py_mp_pack, py_mp_unpack, py_mp_unpack_one,
       py_mp_unpack_limit, py_struct, chunk, py_load_expired, py_loadstring,
       py_register, py_type, py_json_cfg, py_ldb_hook, py_ldb_debug, py_ldb_break,
-      py_ldb_addr, py_set_repl, py_ldb_error = ...
+      py_ldb_addr, py_set_repl, py_ldb_error, py_rewrite, py_callv, py_pcallv, vname = ...
 -- chunk: '@user_script' (EVAL's state) or '@user_function' (FUNCTION's
 -- state: KEYS / ARGV are the callback's arguments, never globals, and a
 -- library's code runs once, at load, against the load API only).
@@ -66,6 +66,24 @@ end
 local redis = {}
 redis.call = py_call
 redis.pcall = py_pcall
+-- What a rewritten call site reaches (hotkv.lua.bytecode: redis.call /
+-- server.call with a vararg last argument, under the hidden global vname):
+-- up to LONG arguments the same Python callables; past it one table, as
+-- lupa refuses a Python call with more than 7,997 arguments.  These
+-- wrappers are this chunk's frames, so errh skips them to the user's line.
+local LONG = 7000
+local vapi = {
+  call = function(...)
+    local n = select('#', ...)
+    if n < LONG then return py_call(...) end
+    return py_callv(n, {...})
+  end,
+  pcall = function(...)
+    local n = select('#', ...)
+    if n < LONG then return py_pcall(...) end
+    return py_pcallv(n, {...})
+  end,
+}
 redis.setresp = py_setresp
 redis.log = py_log
 redis.sha1hex = py_sha1
@@ -130,7 +148,15 @@ local function fix_pcall(ok, ...)
   end
   return false, e
 end
-_G.pcall = function(...) return fix_pcall(lua_pcall(...)) end
+_G.pcall = function(...)
+  local f = ...
+  if (f == py_call or f == py_pcall) and select('#', ...) > LONG then
+    -- pcall(redis.call, <thousands of arguments>): through the wrapper,
+    -- as a rewritten call site (past lupa's limit on a Python call).
+    return fix_pcall(lua_pcall(f == py_call and vapi.call or vapi.pcall, select(2, ...)))
+  end
+  return fix_pcall(lua_pcall(...))
+end
 
 local cjson = {}
 cjson.null = newproxy(false)
@@ -250,6 +276,7 @@ protected[R] = true
 real_of[G] = R
 setmetatable(R, {
   __index = function(t, k)
+    if k == vname then return vapi end
     if not funcmode then
       if k == 'KEYS' then return cur_keys elseif k == 'ARGV' then return cur_argv end
     end
@@ -268,11 +295,21 @@ setmetatable(G, {
   __metatable = readonly({__index = function(t, k) return R[k] end}),
 })
 
+local sdump, find = string.dump, string.find
 local function loadstring(body, name)
   if body:byte(1) == 27 then   -- a binary chunk, read as text
     return nil, name:sub(2) .. ":1: unexpected symbol near 'char(27)'"
   end
-  return lua_loadstring(body, name)
+  local f, err = lua_loadstring(body, name)
+  -- hotkv.lua.bytecode's rewrite of vararg API calls, for the scripts that
+  -- may have one (the rewrite costs about twice the compile): only unpack
+  -- and ... make thousands of values in practice.
+  if f and find(body, 'call', 1, true) and
+      (find(body, 'unpack', 1, true) or find(body, '...', 1, true)) then
+    local code = py_rewrite(sdump(f))
+    if code then f = lua_loadstring(code, name) end
+  end
+  return f, err
 end
 local function compile(body) return loadstring(body, chunk) end
 -- Every 100000 instructions the hook lets the server answer other clients
@@ -451,7 +488,7 @@ if funcmode then
   protected[lproxy] = true
   local lapi = setmetatable({}, {
     __index = function(t, k)
-      if k == 'server' or k == 'redis' then return lproxy end
+      if k == 'server' or k == 'redis' or k == vname then return lproxy end
       missing(t, k)
     end,
     __newindex = function() error('Attempt to modify a readonly table', 2) end,
