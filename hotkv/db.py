@@ -184,7 +184,10 @@ class Database:
         data = self.data
         old = data.get(key)
         if old is None:
-            self.keyindex.add(key)
+            ki = self.keyindex
+            if ki.gate is None:           # (an index made anywhere: hotkv.keyindex)
+                ki.gate = self.server.eviction.room_for
+            ki.add(key)
             self.access[key] = self.clock     # a new key's first access time
             if self.server.notify_new:
                 self.server.notify(self, key, "n", "new")
@@ -219,7 +222,10 @@ class Database:
     def set_expire(self, key, when_ms: int):
         expires = self.expires
         if key not in expires:
-            self.volatile.add(key)
+            vi = self.volatile
+            if vi.gate is None:
+                vi.gate = self.server.eviction.room_for
+            vi.add(key)
         expires[key] = when_ms
         if self.server.replica_link is not None:   # a writable replica's own TTLs
             replica_keys.remember(self.server, self, key)

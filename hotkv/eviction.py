@@ -186,6 +186,16 @@ class Evictor:
         self.check_at = server.stat_net_input_bytes + room // _GROWTH if room > 0 else 0
         return used
 
+    def room_for(self, nbytes: int) -> bool:
+        """Whether allocating nbytes keeps the memory within maxmemory
+        (Valkey's overMaxmemoryAfterAlloc, negated): a key index asks before
+        it doubles (hotkv.keyindex), so a table that would push the server
+        over the limit does not make it evict keys for its own growth."""
+        limit = self.server.maxmemory
+        if not limit:
+            return True
+        return self.reading() - self.not_counted() + nbytes <= limit
+
     def grew(self, nbytes: int):
         """A command grew memory by nbytes more than its input explains (SETBIT
         or SETRANGE far out): the next command measures again, and an

@@ -10,8 +10,9 @@ Layout: ``2**bits`` buckets; a key lives in bucket ``top bits of hash(key)``
 (the hash read as an unsigned 64-bit number), so bucket ``i`` holds exactly
 the keys whose hash lies in ``[i << shift, (i + 1) << shift)`` with
 ``shift = 64 - bits``.  A bucket is a small list (or None when empty); the
-table doubles when the average bucket passes 8 keys and halves when it
-falls under 1/2.  Resizing is incremental, as Redis rehashes: the previous
+table doubles when the average bucket passes 8 keys (unless ``gate``, asked
+first, holds it while the doubling would pass maxmemory: then up to 13)
+and halves when it falls under 1/2.  Resizing is incremental, as Redis rehashes: the previous
 table (``old``) is kept and each add/discard moves a few of its buckets
 into the new one, so no single command pays for the whole keyspace; a key
 is always in exactly one of the two tables (``old[i]`` for ``i >=
@@ -50,15 +51,22 @@ from __future__ import annotations
 import random
 
 MIN_BITS = 4
+HOLD_MAX = 13         # keys a bucket may average while the gate holds a doubling
+GROW_BYTES = 80       # bytes a doubling costs per bucket (the table, split lists)
 _randrange = random.randrange
 
 
 class KeyIndex:
     __slots__ = ("buckets", "bits", "shift", "mask", "count",
-                 "old", "old_shift", "old_mask", "migrated")
+                 "old", "old_shift", "old_mask", "migrated", "gate")
 
     def __init__(self, keys=()):
         self.count = 0
+        # Asked before the table doubles, with the bytes that takes: False
+        # holds it (up to HOLD_MAX keys a bucket), as Valkey's
+        # dictExpandAllowed holds a dict that would pass maxmemory.  Set by
+        # the owner (hotkv.db); None always grows.
+        self.gate = None
         self.old = None
         self.old_shift = self.old_mask = self.migrated = 0
         n = len(keys) if hasattr(keys, "__len__") else 0
@@ -147,7 +155,10 @@ class KeyIndex:
             lst.append(key)
         self.count += 1
         if self.count > len(buckets) << 3:
-            self._start(self.bits + 1)
+            gate = self.gate
+            if gate is None or self.count > len(buckets) * HOLD_MAX or \
+                    gate(len(buckets) * GROW_BYTES):
+                self._start(self.bits + 1)
 
     def discard(self, key):
         if self.old is not None:

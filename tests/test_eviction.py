@@ -266,6 +266,31 @@ def test_oom_when_nothing_can_be_evicted(servers):
     assert OOM in out[0]
 
 
+@pytest.mark.parametrize("keys", [4095, 16383])
+def test_an_index_that_would_pass_the_limit_does_not_grow(servers, keys):
+    """Valkey's dictExpandAllowed: at a doubling of the key table, with 10 KB
+    of room left, three more keys evict nothing (the Tcl maxmemory unit's
+    "Don't rehash if used memory exceeds maxmemory after rehash").  hotkv's
+    key index (hotkv.keyindex) doubles past 8 keys a bucket, at 4,096 and
+    16,384 keys here; it held 3,271 of the 4,098 keys before its gate."""
+    sizes = {}
+    for name, srv in servers.items():
+        r = _client(srv)
+        r.config_set("maxmemory", 0)
+        r.flushall()
+        r.config_set("maxmemory-policy", "allkeys-random")
+        r.config_set("latency-tracking", "no")
+        r.execute_command("DEBUG", "POPULATE", keys, "", 1)
+        r.config_set("maxmemory", r.info("memory")["used_memory"] + 10 * 1024)
+        for k in ("k0", "k1", "k2"):
+            r.set(k, "v")
+        sizes[name] = (r.dbsize(), r.info("stats")["evicted_keys"])
+        r.config_set("maxmemory", 0)
+        r.config_set("latency-tracking", "yes")
+    assert sizes["valkey"] == (keys + 3, 0)
+    assert sizes["hotkv"] == sizes["valkey"]
+
+
 def test_allkeys_lru_queue_keeps_working(servers):
     """A job queue beside a full cache: LPUSH/BRPOP deliver every job, in
     order, while cache writes keep evicting (the busy queue is never the
