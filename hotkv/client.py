@@ -123,6 +123,10 @@ class Client:
     def output_size(self) -> int:
         return 0
 
+    def hold_sooner(self):
+        """Keep less output in the transport, more in our counted buffer
+        (a replica's link: hotkv.net)."""
+
     def close(self):
         """Close after pending output is flushed (overridden)."""
         self.closing = True

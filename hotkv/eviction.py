@@ -66,8 +66,12 @@ _GROWTH = 8                 # bytes of memory a byte read from a client may cost
 # a table that doubles (a dict's resize) grows it with no input to show.
 _SLACK = 64 * 1024
 _EST_GROWTH = 2             # ... and about what it costs with values of 100 bytes and more
-_EST_MIN = 1.0              # an estimate never takes input as costing less than itself
-_LEARN_MIN = 16 * 1024      # input between two readings that says what input costs
+# An estimate takes input as costing at least half of itself: overwrites in
+# place (SETRANGE, a SET of the same size, a queue's push and pop) cost
+# nothing, and 1 byte a byte made a primary within 32 KB of its limit evict
+# keys for a stream of SETRANGEs (the Tcl maxmemory unit's replica tests).
+_EST_MIN = 0.5
+_LEARN_MIN = 16 * 1024      # input (over one or more readings) that says what input costs
 _DEAR = 100e-6              # seconds: a reading dearer than this is not taken every command
 _SPACING = 50
 
@@ -123,8 +127,9 @@ def estimate(key, value) -> int:
 
 
 class Evictor:
-    __slots__ = ("server", "pool", "next_db", "used", "check_at", "oom", "proc",
+    __slots__ = ("server", "pool", "next_db", "used", "nc_at", "check_at", "oom", "proc",
                  "read_at", "read_cost", "input_at", "freed_since",
+                 "learn_counted", "learn_input", "learn_freed",
                  "exceeded_since", "exceeded_total_us", "start", "peak", "growth")
 
     def __init__(self, server):
@@ -134,6 +139,7 @@ class Evictor:
         self.pool: list = []          # [score, dbindex, key], ascending score
         self.next_db = 0
         self.used = 0                 # the last reading of used_memory
+        self.nc_at = 0                # not_counted() at that reading
         # stat_net_input_bytes from which a command reads the memory again
         self.check_at = 0
         # When reading is dear (a heap fragmented by many freed values makes
@@ -143,6 +149,12 @@ class Evictor:
         self.read_at = self.read_cost = 0.0
         self.input_at = 0
         self.freed_since = 0
+        # The window ``growth`` is learnt over: what counted, the input count
+        # and the estimated bytes evictions freed since, from the reading that
+        # opened it; a reading closes it once _LEARN_MIN bytes came (a
+        # reading every 50 commands, as while readings are dear, would
+        # otherwise never see enough input to learn from).
+        self.learn_counted = self.learn_input = self.learn_freed = 0
         # Bytes of memory a byte of input cost between the last two readings
         # (averaged): what an estimate goes by.  A constant overstates big
         # values (1 KB values cost ~1.1x their input, 100-byte ones ~2x)
@@ -172,11 +184,18 @@ class Evictor:
         used = self.used_memory(max_age)
         self.read_at = now = time.perf_counter()
         self.read_cost = (self.read_cost + now - t) / 2
-        came = server.stat_net_input_bytes - self.input_at
-        if came >= _LEARN_MIN and self.used:
-            g = (used - self.used + self.freed_since) / came
-            self.growth = (self.growth + min(max(g, _EST_MIN), _GROWTH)) / 2
+        nc = self.not_counted()
+        came = server.stat_net_input_bytes - self.learn_input
+        if came >= _LEARN_MIN or not self.used:
+            if self.used:
+                # (what replicas' buffers took or gave back is no input's cost)
+                g = (used - nc - self.learn_counted + self.learn_freed) / came
+                self.growth = (self.growth + min(max(g, _EST_MIN), _GROWTH)) / 2
+            self.learn_counted = used - nc
+            self.learn_input = server.stat_net_input_bytes
+            self.learn_freed = 0
         self.used = used
+        self.nc_at = nc
         self.input_at = server.stat_net_input_bytes
         self.freed_since = 0
         # The input that may grow memory into the slack below the limit
@@ -194,7 +213,7 @@ class Evictor:
         limit = self.server.maxmemory
         if not limit:
             return True
-        return self.reading() - self.not_counted() + nbytes <= limit
+        return self.counted() + nbytes <= limit
 
     def grew(self, nbytes: int):
         """A command grew memory by nbytes more than its input explains (SETBIT
@@ -202,20 +221,41 @@ class Evictor:
         estimate counts them (Valkey's performEvictions measures before every
         command: the invalidations of what it evicts precede that reply)."""
         self.freed_since -= nbytes
+        self.learn_freed -= nbytes
         self.check_at = 0
+
+    def _dear(self) -> bool:
+        return self.read_cost > _DEAR and \
+            time.perf_counter() - self.read_at < self.read_cost * _SPACING
+
+    def _since(self) -> int:
+        # What the input since the last reading is estimated to have added,
+        # less what the evictions since are estimated to have freed.
+        return int((self.server.stat_net_input_bytes - self.input_at) * self.growth) \
+            - self.freed_since
 
     def reading(self) -> int:
         """A reading, or while readings are dear (over ``_DEAR`` each) and
         the last is younger than ``_SPACING`` times its cost, an estimate
-        from it: ``_EST_GROWTH`` bytes per byte clients sent since, less what
+        from it: ``growth`` bytes per byte clients sent since, less what
         the evictions since are estimated to have freed.  Readings then take
         at most 1/``_SPACING`` of the time; between two, the memory may pass
         the limit by what tiny values cost beyond the estimate."""
-        if self.read_cost > _DEAR and \
-                time.perf_counter() - self.read_at < self.read_cost * _SPACING:
-            return self.used + int((self.server.stat_net_input_bytes - self.input_at)
-                                    * self.growth) - self.freed_since
+        if self._dear():
+            return self.used + self._since()
         return self.read()
+
+    def counted(self) -> int:
+        """What counts against maxmemory: used_memory less ``not_counted``,
+        from a reading, or while readings are dear an estimate from the last
+        one less what was not counted *then*.  (The estimate less today's
+        not_counted was wrong whenever a replica's buffer grew or went with
+        no input to show: after CLIENT KILL of a stalled replica with 5.8 MB
+        of stream held, a primary within 32 KB of its limit evicted 57 of
+        its 100 keys to pay for memory already freed.)"""
+        if self._dear():
+            return self.used - self.nc_at + self._since()
+        return self.read() - self.nc_at
 
     def cron(self):
         """The server's tick: re-measure (hotkv.stats.calibrate) and, if over
@@ -260,7 +300,7 @@ class Evictor:
         used = self.reading()
         if not limit or used <= limit:
             return self._metrics(EVICT_OK)
-        used -= self.not_counted()
+        used = self.counted()
         if used <= limit:
             return self._metrics(EVICT_OK)
         policy = server.config.values["maxmemory-policy"]
@@ -282,7 +322,7 @@ class Evictor:
         fresh = True        # self.used is a reading taken after the last eviction
         while True:
             if freed >= tofree:
-                used = self.reading() - self.not_counted()   # the estimates said enough
+                used = self.counted()        # the estimates said enough
                 fresh = True
                 if messages:
                     used -= max(0, self._outputs() - out0)
@@ -293,13 +333,14 @@ class Evictor:
             if pick is None:
                 # Nothing (volatile) left to evict: an OOM is only answered
                 # on a reading, never on an estimate.
-                if self.read() - self.not_counted() > limit:
+                if self.read() - self.nc_at > limit:
                     result = EVICT_FAIL
                 break
             db, key = pick
             n = self._evict(db, key, lazy)
             freed += n
             self.freed_since += n
+            self.learn_freed += n
             fresh = False
             keys += 1
             if keys % 16 == 0 and (time.perf_counter() - start) * 1e6 > budget_us:
@@ -339,8 +380,9 @@ class Evictor:
 
     def not_counted(self) -> int:
         """Valkey's freeMemoryGetNotCountedMemory: what replicas' output
-        buffers and the AOF buffer hold does not make keys go (evicting
-        would grow them further, with the DELs to send).
+        buffers, the replication backlog past its size and the AOF buffer
+        hold does not make keys go (evicting would grow them further, with
+        the DELs to send).
 
         Nor does the read whose commands run now, beyond what Valkey holds
         of it: Valkey reads a pipeline 16 KB at a time and splits one
@@ -352,6 +394,14 @@ class Evictor:
         about 90 keys, not 50."""
         server = self.server
         n = len(getattr(server.aof_manager, "buf", b""))
+        # The backlog beyond repl-backlog-size (its trim keeps whole 16 KB
+        # blocks): Valkey counts the shared replication buffer up to the
+        # backlog's size only.  A 10 KB backlog grew to 26 KB as a stream
+        # began, enough to evict keys 32 KB under the limit.
+        repl = getattr(server, "repl", None)
+        backlog = getattr(repl, "backlog", None)
+        if backlog is not None and backlog.histlen > backlog.size:
+            n += backlog.histlen - backlog.size
         came = server.input_bytes
         if came:
             total = server.input_total

@@ -204,6 +204,7 @@ class Connection(Client, asyncio.Protocol):
         self.out.clear()
         self.pending.clear()
         self._held = None
+        self.parser.drop()
 
     def pause_writing(self):
         # The transport holds _WRITE_HIGH: replies wait in one buffer of ours
@@ -211,6 +212,18 @@ class Connection(Client, asyncio.Protocol):
         # ~40 bytes beyond the data, which no output-buffer figure shows).
         if self._held is None:
             self._held = bytearray()
+
+    def hold_sooner(self):
+        """A replica's link: replies wait in our buffer past 2 KB in the
+        transport, not 64 KB.  Its stream comes in one small write per
+        command, and what uvloop holds for each beyond the data (~40 bytes,
+        and the bytes object's own) is memory no output-buffer figure shows:
+        at 64 KB of 150-byte commands ~30 KB, which made a primary within
+        32 KB of maxmemory evict keys for its stalled replica's buffer (the
+        Tcl maxmemory unit's replica-buffer tests).  Our buffer's allocation
+        is counted whole (``_backlog``)."""
+        if self.transport is not None and not self.closed:
+            self.transport.set_write_buffer_limits(high=_REPLICA_HIGH, low=_REPLICA_HIGH // 4)
 
     def resume_writing(self):
         held, self._held = self._held, None
@@ -330,6 +343,7 @@ _sizeof = sys.getsizeof
 # The transport's backlog past which replies wait in the connection's own
 # buffer (Connection.pause_writing); it takes them again below a quarter.
 _WRITE_HIGH = 64 * 1024
+_REPLICA_HIGH = 2 * 1024       # ... for a replica's link (Connection.hold_sooner)
 # Commands held for a blocked client before we stop reading its socket.
 PENDING_PAUSE = 1024
 

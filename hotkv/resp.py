@@ -398,6 +398,16 @@ class RequestParser:
         # defence against memory exhaustion before AUTH).
         self.auth_required = False
 
+    def drop(self):
+        """Forget what is held (the connection closed): a half-read command's
+        bytes go now, not when the collector reaches the client object."""
+        self._reader = hiredis.Reader()
+        self._buf = bytearray()
+        self._args = None
+        self._want = self._argbytes = self.held = 0
+        self._bulklen = -1
+        self.whole = None
+
     @property
     def pending(self) -> int:
         """Bytes held for a command not yet complete (query buffer size),

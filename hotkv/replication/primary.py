@@ -406,6 +406,7 @@ class Primary:
         c.flush()
         c.reply_mode = 1
         c.kind = "replica"
+        c.hold_sooner()          # its buffer's memory counted as it is (hotkv.net)
         if psync:
             if self._try_partial(link, argv[1].decode("latin-1"), int(argv[2])):
                 self.sync_partial_ok += 1
