@@ -86,6 +86,20 @@ class KeyIndex:
             self._start(self.bits + 1)
             self._finish()
 
+    def copy(self) -> "KeyIndex":
+        """An index of the same keys, bucket for bucket (no resize pending
+        in the copy; the owner sets its gate again)."""
+        if self.old is not None:
+            self._finish()
+        new = KeyIndex.__new__(KeyIndex)
+        new.bits, new.shift, new.mask = self.bits, self.shift, self.mask
+        new.count = self.count
+        new.old = None
+        new.old_shift = new.old_mask = new.migrated = 0
+        new.buckets = [b[:] if b else None for b in self.buckets]
+        new.gate = None
+        return new
+
     def _set_table(self, bits: int):
         self.bits = bits
         self.shift = 64 - bits

@@ -104,13 +104,7 @@ def _copy_index(index: KeyIndex, keys: dict) -> KeyIndex:
     keys) bucket by bucket; built afresh when index is mid-resize."""
     if index is None or index.old is not None or index.count != len(keys):
         return KeyIndex(keys)
-    new = KeyIndex.__new__(KeyIndex)
-    new.bits, new.shift, new.mask = index.bits, index.shift, index.mask
-    new.count = index.count
-    new.old = None
-    new.old_shift = new.old_mask = new.migrated = 0
-    new.buckets = [b[:] if b else None for b in index.buckets]
-    return new
+    return index.copy()
 
 
 def _copy(data: dict) -> dict:
