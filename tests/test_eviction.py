@@ -626,14 +626,13 @@ def test_stalled_reader_costs_what_its_output_buffer_shows(servers):
         shown = clients1 - clients0
         grown = used1 - used0
         # The messages are held, and cost about what is shown (40 bytes a
-        # message of slack).  The bounds are hotkv's: valkey-server's own
-        # figures move with how much its kernel buffers took (under load it
-        # showed 150 KB held for the 4,000 messages once) and with its 16 KB
-        # reply blocks freed as they drain (249 KB grown for 430 KB shown).
+        # message of slack).  The bounds are hotkv's; valkey-server is run
+        # for the record only: its figures move with how much its kernel
+        # buffers took (under load it showed 150 KB held for the 4,000
+        # messages once, and 0 once: its kernel took them all) and with its
+        # 16 KB reply blocks freed as they drain (249 KB grown for 430 KB).
         if name == "hotkv":
             assert shown > n * 40, (name, shown)
             assert abs(grown - shown) < n * 40, (name, grown, shown)
-        else:
-            assert shown > 0 and grown > 0, (name, grown, shown)
         sub.close()
         pub.close()
