@@ -12,11 +12,11 @@ the keys whose hash lies in ``[i << shift, (i + 1) << shift)`` with
 ``shift = 64 - bits``.  A bucket is a small list (or None when empty); the
 table doubles when the average bucket passes 8 keys (unless ``gate``, asked
 first, holds it while the doubling would pass maxmemory: then up to 13)
-and halves when it falls under 1/2.  Resizing is incremental, as Redis rehashes: the previous
-table (``old``) is kept and each add/discard moves a few of its buckets
-into the new one, so no single command pays for the whole keyspace; a key
-is always in exactly one of the two tables (``old[i]`` for ``i >=
-migrated``, else the current table).
+and halves when it falls under 1/2.  Resizing is incremental, as Redis
+rehashes: the previous table (``old``) is kept and each add/discard moves
+a few of its buckets into the new one, so no single command pays for the
+whole keyspace; a key is always in exactly one of the two tables
+(``old[i]`` for ``i >= migrated``, else the current table).
 
 The SCAN cursor is a position in the 64-bit hash space: 0 is the start (and,
 returned, "done"), otherwise the first hash of the next bucket to visit.
