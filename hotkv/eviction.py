@@ -66,12 +66,13 @@ _GROWTH = 8                 # bytes of memory a byte read from a client may cost
 # a table that doubles (a dict's resize) grows it with no input to show.
 _SLACK = 64 * 1024
 _EST_GROWTH = 2             # ... and about what it costs with values of 100 bytes and more
-# An estimate takes input as costing at least half of itself: overwrites in
+# An estimate never takes input as costing less than itself.  Overwrites in
 # place (SETRANGE, a SET of the same size, a queue's push and pop) cost
-# nothing, and 1 byte a byte made a primary within 32 KB of its limit evict
-# keys for a stream of SETRANGEs (the Tcl maxmemory unit's replica tests).
-_EST_MIN = 0.5
-_LEARN_MIN = 16 * 1024      # input (over one or more readings) that says what input costs
+# nothing, but a floor of half made a workload that turned from TOUCH to
+# new 1 KB keys pass its limit between two readings (under load, readings
+# far apart): evicting a little early is the side to err on.
+_EST_MIN = 1.0
+_LEARN_MIN = 16 * 1024      # input between two readings that says what input costs
 _DEAR = 100e-6              # seconds: a reading dearer than this is not taken every command
 _SPACING = 50
 
@@ -129,7 +130,6 @@ def estimate(key, value) -> int:
 class Evictor:
     __slots__ = ("server", "pool", "next_db", "used", "nc_at", "check_at", "oom", "proc",
                  "read_at", "read_cost", "input_at", "freed_since",
-                 "learn_counted", "learn_input", "learn_freed",
                  "exceeded_since", "exceeded_total_us", "start", "peak", "growth")
 
     def __init__(self, server):
@@ -139,7 +139,7 @@ class Evictor:
         self.pool: list = []          # [score, dbindex, key], ascending score
         self.next_db = 0
         self.used = 0                 # the last reading of used_memory
-        self.nc_at = 0                # not_counted() at that reading
+        self.nc_at = 0                # _set_aside() at that reading
         # stat_net_input_bytes from which a command reads the memory again
         self.check_at = 0
         # When reading is dear (a heap fragmented by many freed values makes
@@ -149,12 +149,6 @@ class Evictor:
         self.read_at = self.read_cost = 0.0
         self.input_at = 0
         self.freed_since = 0
-        # The window ``growth`` is learnt over: what counted, the input count
-        # and the estimated bytes evictions freed since, from the reading that
-        # opened it; a reading closes it once _LEARN_MIN bytes came (a
-        # reading every 50 commands, as while readings are dear, would
-        # otherwise never see enough input to learn from).
-        self.learn_counted = self.learn_input = self.learn_freed = 0
         # Bytes of memory a byte of input cost between the last two readings
         # (averaged): what an estimate goes by.  A constant overstates big
         # values (1 KB values cost ~1.1x their input, 100-byte ones ~2x)
@@ -184,16 +178,12 @@ class Evictor:
         used = self.used_memory(max_age)
         self.read_at = now = time.perf_counter()
         self.read_cost = (self.read_cost + now - t) / 2
-        nc = self.not_counted()
-        came = server.stat_net_input_bytes - self.learn_input
-        if came >= _LEARN_MIN or not self.used:
-            if self.used:
-                # (what replicas' buffers took or gave back is no input's cost)
-                g = (used - nc - self.learn_counted + self.learn_freed) / came
-                self.growth = (self.growth + min(max(g, _EST_MIN), _GROWTH)) / 2
-            self.learn_counted = used - nc
-            self.learn_input = server.stat_net_input_bytes
-            self.learn_freed = 0
+        nc = self._set_aside()
+        came = server.stat_net_input_bytes - self.input_at
+        if came >= _LEARN_MIN and self.used:
+            # (what replicas' buffers took or gave back is no input's cost)
+            g = (used - nc - self.used + self.nc_at + self.freed_since) / came
+            self.growth = (self.growth + min(max(g, _EST_MIN), _GROWTH)) / 2
         self.used = used
         self.nc_at = nc
         self.input_at = server.stat_net_input_bytes
@@ -221,7 +211,6 @@ class Evictor:
         estimate counts them (Valkey's performEvictions measures before every
         command: the invalidations of what it evicts precede that reply)."""
         self.freed_since -= nbytes
-        self.learn_freed -= nbytes
         self.check_at = 0
 
     def _dear(self) -> bool:
@@ -248,14 +237,15 @@ class Evictor:
     def counted(self) -> int:
         """What counts against maxmemory: used_memory less ``not_counted``,
         from a reading, or while readings are dear an estimate from the last
-        one less what was not counted *then*.  (The estimate less today's
-        not_counted was wrong whenever a replica's buffer grew or went with
-        no input to show: after CLIENT KILL of a stalled replica with 5.8 MB
-        of stream held, a primary within 32 KB of its limit evicted 57 of
-        its 100 keys to pay for memory already freed.)"""
+        one less what was set aside *then* (and today's read share).  (The
+        estimate less today's set-aside figure was wrong whenever a
+        replica's buffer grew or went with no input to show: after CLIENT
+        KILL of a stalled replica with 5.8 MB of stream held, a primary
+        within 32 KB of its limit evicted 57 of its 100 keys to pay for
+        memory already freed.)"""
         if self._dear():
-            return self.used - self.nc_at + self._since()
-        return self.read() - self.nc_at
+            return self.used - self.nc_at + self._since() - self._read_share()
+        return self.read() - self.nc_at - self._read_share()
 
     def cron(self):
         """The server's tick: re-measure (hotkv.stats.calibrate) and, if over
@@ -333,14 +323,13 @@ class Evictor:
             if pick is None:
                 # Nothing (volatile) left to evict: an OOM is only answered
                 # on a reading, never on an estimate.
-                if self.read() - self.nc_at > limit:
+                if self.read() - self.nc_at - self._read_share() > limit:
                     result = EVICT_FAIL
                 break
             db, key = pick
             n = self._evict(db, key, lazy)
             freed += n
             self.freed_since += n
-            self.learn_freed += n
             fresh = False
             keys += 1
             if keys % 16 == 0 and (time.perf_counter() - start) * 1e6 > budget_us:
@@ -382,16 +371,13 @@ class Evictor:
         """Valkey's freeMemoryGetNotCountedMemory: what replicas' output
         buffers, the replication backlog past its size and the AOF buffer
         hold does not make keys go (evicting would grow them further, with
-        the DELs to send).
+        the DELs to send): ``_set_aside``.
 
         Nor does the read whose commands run now, beyond what Valkey holds
-        of it: Valkey reads a pipeline 16 KB at a time and splits one
-        command's arguments at a time, where hotkv holds the read as it
-        came (and the parser's copy) and every command of it parsed.  The
-        parser's copy counts (Valkey's query buffer); the read itself and
-        the arguments of the commands not yet run (by their share of the
-        commands) do not: a pipeline of 50 1 KB SETs at the limit evicted
-        about 90 keys, not 50."""
+        of it: ``_read_share``."""
+        return self._set_aside() + self._read_share()
+
+    def _set_aside(self) -> int:
         server = self.server
         n = len(getattr(server.aof_manager, "buf", b""))
         # The backlog beyond repl-backlog-size (its trim keeps whole 16 KB
@@ -402,10 +388,6 @@ class Evictor:
         backlog = getattr(repl, "backlog", None)
         if backlog is not None and backlog.histlen > backlog.size:
             n += backlog.histlen - backlog.size
-        came = server.input_bytes
-        if came:
-            total = server.input_total
-            n += came + came * (total - server.input_done + 1) // total if total else came
         for cl in server.clients.values():
             if getattr(cl, "kind", "") == "replica":
                 try:
@@ -413,6 +395,22 @@ class Evictor:
                 except Exception:    # a transport already gone
                     pass
         return n
+
+    def _read_share(self) -> int:
+        """Valkey reads a pipeline 16 KB at a time and splits one command's
+        arguments at a time, where hotkv holds the read as it came (and the
+        parser's copy) and every command of it parsed.  The parser's copy
+        counts (Valkey's query buffer); the read itself and the arguments of
+        the commands not yet run (by their share of the commands) do not: a
+        pipeline of 50 1 KB SETs at the limit evicted about 90 keys, not 50.
+        It shrinks as the read's commands run (their arguments become data),
+        so an estimate subtracts today's share, not the reading's."""
+        server = self.server
+        came = server.input_bytes
+        if not came:
+            return 0
+        total = server.input_total
+        return came + came * (total - server.input_done + 1) // total if total else came
 
     def _metrics(self, result: int) -> int:
         if result == EVICT_OK:
