@@ -321,7 +321,7 @@ def _stream_of(host: str, port: int, run) -> list:
     reader.feed(tail.lstrip(b"\n"))
     out = []
     while (argv := reader.gets()) is not False:
-        if argv != [b"PING"]:
+        if not (len(argv) == 1 and argv[0].upper() == b"PING"):   # (valkey sends "ping")
             out.append(argv)
     return out
 

@@ -304,6 +304,9 @@ VARARG_CASES = [
     ("EVAL", _MANY % 7999 + "local ok, e = pcall(redis.call, 'set', unpack(a))\n"
      "return {ok and 1 or 0, tostring(e)}", "0"),
     ("EVAL", _MANY % 8000 + "return redis.call('rpush', 'l3', unpack(a))", "0"),
+    # either side of the wrappers' switch to one table (7,000 arguments)
+    ("EVAL", _MANY % 6997 + "return redis.call('rpush', 'l4', unpack(a))", "0"),
+    ("EVAL", _MANY % 6998 + "return redis.call('rpush', 'l5', unpack(a))", "0"),
     ("EVAL", "local a = {'k'}\n\nreturn redis.call('nosuch', unpack(a))", "0"),
     ("EVAL", "local a = {'k', 'v'}\nreturn redis.call('set', unpack(a), 'EX')", "0"),
     ("EVAL", "return redis.call('ping', ...)", "0"),

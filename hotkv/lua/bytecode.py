@@ -184,7 +184,7 @@ def _rewrite_function(f: dict) -> bool:
         if vindex is None:
             vindex = len(f["consts"])
             if vindex >= 1 << 18:       # (GETGLOBAL's Bx)
-                return changed
+                break
             f["consts"].append((4, VNAME))
         code[at] = (code[at] & 0x3FFF) | (vindex << 14)
         if op == _TAILCALL:
