@@ -16,7 +16,12 @@ resources:
   second, less often when costly (hotkv.http.state.Sampler: its share of
   the loop is bounded), so a request costs one bounded snapshot at worst;
   the sampler's timer runs only while the port is on;
-* authentication and the protected-mode bind rule are hotkv.http.auth's.
+* authentication, the protected-mode bind rule and the Host check (DNS
+  rebinding) are hotkv.http.auth's; what each user may read of each page
+  (403 with the command it may not run, or a filtered view) is
+  hotkv.http.rights'.  The checks run in this order: method (405), peer
+  (protected mode, 403), Host (403), credentials (401), path (404), the
+  user's rights (403).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import socket
 import h11
 
 from ..config import ConfigError, bind_addresses
-from . import auth, metrics, pages
+from . import auth, metrics, pages, rights
 from .state import Sampler
 
 log = logging.getLogger("hotkv")
@@ -238,26 +243,38 @@ class HttpConnection(asyncio.Protocol):
             self._simple(403, b"protected mode: set a password to reach this port from "
                               b"another host\n", close=True)
             return
+        host = next((v for k, v in req.headers if k == b"host"), None)
+        refused = auth.host_refused(svc.server, host, self.transport.get_extra_info("sockname"))
+        if refused:
+            self._simple(403, refused.encode())
+            return
         creds = next((v for k, v in req.headers if k == b"authorization"), None)
-        if not auth.allowed(svc.server, creds):
+        user = auth.user_for(svc.server, creds)
+        if user is None:
             self._simple(401, b"authentication required\n",
                          extra=[("www-authenticate", 'Basic realm="hotkv", charset="UTF-8"')])
             return
         path, _, query = req.target.partition(b"?")
-        if path == b"/":
+        if path not in rights.PAGES:
+            self._simple(404, b"not found\n")
+            return
+        refused = rights.refusal(user, path)
+        if refused:
+            self._simple(403, refused.encode("utf-8", "replace"))
+        elif path == b"/":
             self._send(200, pages.DASHBOARD, "text/html; charset=utf-8")
         elif path == b"/metrics":
-            body = metrics.render(svc.sampler.current(1.0)).encode()
-            self._send(200, body, "text/plain; version=0.0.4; charset=utf-8")
-        elif path == b"/api/state":
+            snap, _ = rights.view(user, svc.sampler.current(1.0))
+            self._send(200, metrics.render(snap).encode(),
+                       "text/plain; version=0.0.4; charset=utf-8")
+        else:
             snap = svc.sampler.current(1.0, fresh=b"fresh=1" in query.split(b"&"))
-            state = {k: v for k, v in snap.items() if k != "info"}
-            state["history"] = svc.sampler.history()
+            snap, history = rights.view(user, snap, svc.sampler.history())
+            state = {k: v for k, v in snap.items() if k not in ("info", "raw_keys")}
+            state["history"] = history
             state["top_n"] = svc.sampler.top_n()
             self._send(200, json.dumps(state, default=str).encode(),
                        "application/json")
-        else:
-            self._simple(404, b"not found\n")
 
 
 __all__ = ["HttpService", "HttpConnection"]

@@ -408,16 +408,18 @@ def snapshot(server, top_n: int, sweep=None) -> dict:
     lists.sort(key=lambda t: (-t[0], t[1], t[2]))
     streams.sort(key=lambda t: (-t[0], t[1], t[2]))
     sweep = sweep or {}
+    shown_lists = _report_lists(server, lists, sweep, top_n)
+    shown_streams = [(db, k) for _, db, k in streams[:top_n]]
     return {
         "time": now_s,
         "server": _server_view(info, server),
         "keyspace": keyspace,
         "lists": [_list_view(server, db, k, now_s, sweep.get((db, k)), dt)
-                  for db, k in _report_lists(server, lists, sweep, top_n)],
+                  for db, k in shown_lists],
         "lists_total": len(lists),
         "lists_counted": bool(sweep),
         "queue_counters": _counters_view(server),
-        "streams": [_stream_view(server, db, k, now_ms) for _, db, k in streams[:top_n]],
+        "streams": [_stream_view(server, db, k, now_ms) for db, k in shown_streams],
         "streams_total": len(streams),
         "libraries": libraries,
         "slowlog": _slowlog(server),
@@ -429,6 +431,11 @@ def snapshot(server, top_n: int, sweep=None) -> dict:
         "streams_added": flow[0],
         "streams_delivered": flow[1],
         "info": info,
+        # The keys of "lists" and "streams", in their order, as bytes (the
+        # views' "key" is text): for the ACL checks of hotkv.http.rights.
+        # Neither this nor "info" is part of /api/state.
+        "raw_keys": {"lists": [k for _, k in shown_lists],
+                     "streams": [k for _, k in shown_streams]},
     }
 
 
