@@ -4,7 +4,10 @@ live dashboard of the server and its queues at ``/``, the same data as JSON
 at ``/api/state`` and Prometheus metrics in redis_exporter's names at
 ``/metrics``.  h11 parses HTTP: it is the optional extra ``hotkv[dashboard]``
 (``pip install 'hotkv[dashboard]'``); without it setting http-port fails
-with a message saying so, and nothing else in hotkv needs it.
+with a message saying so, and nothing else in hotkv needs it.  Who may
+read: hotkv.http.auth (basic auth against the server's users, protected
+mode, the Host check against DNS rebinding); what each user may read of
+each page, by its ACL: hotkv.http.rights.
 
 The server calls ``attach(server)`` once its loop is known (Server.attach_loop)
 and ``detach(server)`` at shutdown.  Invariant: with http-port 0 nothing runs

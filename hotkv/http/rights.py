@@ -16,7 +16,10 @@ Within a page, what depends on keys is filtered, never refused (``view``):
 a list is shown only if the user may run LLEN on it, its oldest item's age
 (read from the item) only if also LINDEX; a stream only if XINFO STREAM and
 XINFO GROUPS on it, its consumers only if XINFO CONSUMERS; the plots'
-history only for the keys shown.  What needs every key -- the per-db type
+history only for the keys shown (the lists and streams are the snapshot's
+top ones, so a user with narrow key patterns may see fewer than
+``http-metrics-top-keys``).  The slowlog is shown whole, as SLOWLOG GET
+shows it whatever the key patterns.  What needs every key -- the per-db type
 counts and the number of lists and streams (TYPE over the whole keyspace),
 the queue libraries' views (their readers read job records: LRANGE,
 HGETALL, ZRANGE, SMEMBERS) -- is shown only to a user who may run those
