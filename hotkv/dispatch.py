@@ -13,6 +13,13 @@ the commands of clients whose keys became ready (the waiters' bookkeeping
 is ``hotkv.blocking``'s, which runs no command and so sits below this
 module).
 
+``security_warning`` is Valkey's securityWarningCommand: a command named
+POST or ``Host:`` (any case) is an HTTP request sent to us by a web page
+(cross protocol scripting), not a command; the connection is dropped with
+its replies not yet sent, and nothing after it in the read runs.  Checked in
+``_check`` before the lookup (neither name is in the table), as Valkey's
+processCommand does first, before authentication.
+
 ``call`` is Redis's call(): runs the handler, times it, counts it, encodes
 its reply, and -- if the data changed (``server.dirty`` moved) -- hands the
 command, or the deterministic form the handler asked for, to propagation
@@ -28,6 +35,7 @@ test_dispatcher_fast_loop_equals_checks (mixed-case names take ``_check``).
 
 from __future__ import annotations
 
+import logging
 import time
 
 from . import errors
@@ -39,6 +47,7 @@ from .pause import may_replicate
 from .resp import QUEUED, encode
 
 _time = time.time
+log = logging.getLogger("hotkv")
 
 
 class JournalLog(list):
@@ -143,7 +152,10 @@ def _check(client, server, cmd, argv):
     elif client.skip_this:  # left over by a rejected command
         client.skip_this = False
     if cmd is None:
-        cmd = server.command_table.get(argv[0].lower())
+        name = argv[0].lower()
+        if name == b"post" or name == b"host:":
+            return security_warning(client)
+        cmd = server.command_table.get(name)
         if cmd is None:
             return reject(client, unknown_command_error(argv))
     if cmd.subcommands is not None and len(argv) >= 2:
@@ -186,6 +198,29 @@ def _check(client, server, cmd, argv):
         client.add_reply(QUEUED)
         return None
     return cmd
+
+
+# When security_warning last logged (wall clock, seconds): a function-static
+# in Valkey, so one per process here too.  It logs at most once a minute, so
+# a page that keeps posting cannot flood the log.
+_security_logged = 0.0
+
+
+def security_warning(client) -> None:
+    """Valkey's securityWarningCommand: log (rate-limited) and drop the client
+    without sending what it has queued (freeClientAsync)."""
+    global _security_logged
+    now = int(_time())
+    if abs(now - _security_logged) > 60:
+        _security_logged = now
+        host, _, port = client.addr.rpartition(":")
+        peer = "from %s:%s " % (host.strip("[]"), port) if host else ""
+        log.warning("Possible SECURITY ATTACK detected. It looks like somebody is sending POST "
+                    "or Host: commands to Redis. This is likely due to an attacker attempting "
+                    "to use Cross Protocol Scripting to compromise your Redis instance. "
+                    "Connection %saborted.", peer)
+    client.out.clear()
+    client.close()
 
 
 def _gates(client, server, cmd, argv) -> bool:
