@@ -21,15 +21,30 @@ deterministic ``(db, argv)`` entries through ``feed``):
 So after a process crash every acknowledged write is in the file, and with
 ``always`` it also survives a machine crash.
 
-Disk faults: a failed write(2)/fsync sets ``server.disk_error`` to Redis's
-``MISCONF`` text (the dispatcher then refuses writes and serves reads) and
-``aof_last_write_status:err``.  The replies of that loop turn are *held*
+Disk faults under ``everysec`` and ``no``: a failed write(2)/fsync sets
+``server.disk_error`` to Redis's ``MISCONF`` text (the dispatcher then
+refuses writes and serves reads) and ``aof_last_write_status:err``.  The
+replies of that loop turn are *held*
 (their output is taken off the clients and the barrier stays up, so no
 flush path -- not even shutdown -- sends them): a write is never
 acknowledged before its record reached the file.  Cron retries; when a
 write succeeds again the error clears and the held replies go out.  A
 partial write is cut back with ftruncate so the file never ends inside a
-record we still hold.
+record we still hold (a short write counts as ENOSPC, as Valkey reports it).
+
+With ``appendfsync always`` a failed write(2) or fdatasync is fatal, as in
+Valkey's flushAppendOnlyFile: the server logs "Can't recover from AOF write
+error when the AOF fsync policy is 'always'. Exiting..." (or, for the fsync,
+"Can't persist AOF for fsync error ...") and exits with status 1.  The
+replies of that turn -- the writes' and those of the reads that saw them --
+are dropped, never sent, and nothing more is written: the process ends
+instead of serving a dataset that is ahead of its file.  Run by the command
+line (``hotkv serve``: the process is the server's, which its
+``SignalShutdown`` marks by setting ``server.abort_shutdown``) that is
+``os._exit(1)`` with no final save, as Valkey's exit(1); embedded in another
+process, every client connection is closed at once and the server is
+stopped through ``server.shutdown_cb`` (no final save either), so the host
+process lives on.
 
 Invariants:
 * ``buf`` holds only complete records, appended in feed order; the file
@@ -84,6 +99,12 @@ for _name in ("appenddirname", "aof-disable-auto-gc"):
         PARAMS[_name].inert = False
 
 MISCONF = "MISCONF Errors writing to the AOF file: %s"
+# Valkey's lines for a failed write / fsync under 'always', before exit(1).
+FATAL_WRITE = "Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting..."
+FATAL_FSYNC = ("Can't persist AOF for fsync error when the AOF fsync policy is 'always': %s. "
+               "Exiting...")
+# Valkey's AOF_WRITE_LOG_ERROR_RATE: at most one write-error line in this many seconds.
+_LOG_RATE = 30
 
 
 # ----------------------------------------------------------------------
@@ -170,6 +191,7 @@ class AOF(RewriteMixin, LoadMixin):
         self.fsync_errno = 0
         self.held: list = []
         self.last_error_log = 0.0
+        self.fatal = False           # a failed write under 'always': the server is going
         # rewrite
         self.rw_pid = 0
         self.rw_tmp = None
@@ -229,7 +251,7 @@ class AOF(RewriteMixin, LoadMixin):
     # -- feeding ------------------------------------------------------------
     def feed(self, entries):
         """One outermost call's (dbindex, argv) entries: one atomic record."""
-        if self.fd is None or self.loading:
+        if self.fd is None or self.loading or self.fatal:
             return
         if len(entries) == 1:
             # The usual record: one command, no rewrite running.
@@ -321,17 +343,7 @@ class AOF(RewriteMixin, LoadMixin):
             if self.write_errno:
                 self._write_ok()
             return True
-        if done:
-            # Cut the partial record back so the file ends on a record we
-            # still hold; if that fails, keep what was written and drop it
-            # from the buffer: the rest completes it on the next try.
-            try:
-                os.ftruncate(fd, self.last_incr_size)
-            except OSError:
-                del buf[:done]
-                self.current_size += done
-                self.last_incr_size += done
-        self._write_failed(err)
+        self._write_failed(err, done, total)
         return False
 
     def _fsync_now(self) -> bool:
@@ -347,23 +359,96 @@ class AOF(RewriteMixin, LoadMixin):
             self._maybe_clear_error()
         return True
 
-    def _write_failed(self, err: int):
-        first = not self.write_errno
+    def _can_log(self) -> bool:
+        """Valkey's rate limit on the write-error lines."""
+        now = time.monotonic()
+        if self.last_error_log and now - self.last_error_log <= _LOG_RATE:
+            return False
+        self.last_error_log = now
+        return True
+
+    def _write_failed(self, err: int, done: int, total: int):
+        """Valkey's flushAppendOnlyFile after a write that did not take it
+        all: the log line, a short write cut back (and counted as ENOSPC),
+        then exit under 'always' or the MISCONF state otherwise."""
+        can_log = self._can_log()
+        if done:
+            if can_log:
+                log.warning("Short write while writing to the AOF file: (nwritten=%d, "
+                            "expected=%d)", done, total)
+            try:
+                os.ftruncate(self.fd, self.last_incr_size)
+            except OSError as e:
+                # Keep what was written and drop it from the buffer: the
+                # rest completes it on the next try.
+                if can_log:
+                    log.warning("Could not remove short write from the append-only file. The "
+                                "server may refuse to load the AOF the next time it starts.  "
+                                "ftruncate: %s", e.strerror)
+                del self.buf[:done]
+                self.current_size += done
+                self.last_incr_size += done
+            err = _errno.ENOSPC
+        elif can_log:
+            log.warning("Error writing to the AOF file: %s", os.strerror(err))
+        if self.fsync_mode == "always":
+            self._fatal_exit(FATAL_WRITE, err)
+            return
         self.write_errno = err
-        self._set_disk_error(err, "Error writing to the AOF file", first)
+        self.server.disk_error = MISCONF % os.strerror(err)
 
     def _fsync_failed(self, err: int):
+        if self.fsync_mode == "always":
+            self._fatal_exit(FATAL_FSYNC % os.strerror(err), err)
+            return
+        self._fsync_error(err)
+
+    def _fsync_error(self, err: int):
+        """An fsync failed outside 'always' (or on the fsync thread): MISCONF."""
         first = not self.fsync_errno
         self.fsync_errno = err
-        self._set_disk_error(err, "Error fsyncing the AOF file", first)
+        self.server.disk_error = MISCONF % os.strerror(err)
+        if first:
+            log.warning("Fail to fsync the AOF file: %s", os.strerror(err))
 
-    def _set_disk_error(self, err, what, first):
-        text = os.strerror(err)
-        self.server.disk_error = MISCONF % text
-        now = time.monotonic()
-        if first or now - self.last_error_log > 30:
-            self.last_error_log = now
-            log.warning("%s: %s (writes are refused until it works again)", what, text)
+    def _fatal_exit(self, line: str, err: int):
+        """Valkey's exit(1) under 'always' (see the module docstring): no
+        reply of this turn leaves, nothing more is written, no final save."""
+        log.warning("%s", line)
+        server = self.server
+        self.fatal = True
+        self.buf = bytearray()
+        self.held = []
+        for client in server.pending_flush:
+            client.out = []          # flush_scheduled stays set: never queued again
+        server.pending_flush = []
+        server.disk_error = MISCONF % os.strerror(err)   # until the stop: writes refused
+        server.shutdown_saved = True     # Server.shutdown: no final save
+        if self.fd is not None:
+            self._close_fd(self.fd)
+            self.fd = None
+        self.state = OFF
+        self._attach()
+        if getattr(server, "abort_shutdown", None) is not None:
+            # ``hotkv serve``: the process is the server's; end it as Valkey does.
+            logger = log
+            while logger is not None:
+                for handler in logger.handlers:
+                    try:
+                        handler.flush()
+                    except Exception:
+                        pass
+                logger = logger.parent
+            os._exit(1)
+        # Embedded: the host process lives on; the server stops, its
+        # clients are cut off at once (their output dropped).
+        for client in list(server.clients.values()):
+            kill = getattr(client, "kill", None)
+            if kill is not None:
+                client.out = []
+                kill()
+        if server.shutdown_cb is not None:
+            server.shutdown_cb()
 
     def _write_ok(self):
         self.write_errno = 0
@@ -484,8 +569,9 @@ class AOF(RewriteMixin, LoadMixin):
         self.kill_rewrite()
         if self.fd is not None:
             if self.buf:
-                self.write_errno = 0      # one last try
+                self.write_errno = 0      # one last try (fatal under 'always', as Valkey's)
                 self._write_buf()
+        if self.fd is not None:
             try:
                 _fsync(self.fd)
             except OSError:
@@ -544,7 +630,7 @@ class AOF(RewriteMixin, LoadMixin):
             self._poll_rewrite()
         if self.write_errno or self.fsync_errno or (self.bio is not None and self.bio.error):
             if self.bio is not None and self.bio.error and not self.fsync_errno:
-                self._fsync_failed(self.bio.error)
+                self._fsync_error(self.bio.error)    # the thread's: never fatal
             self._retry()
         # (the temp incr file of an enabling rewrite too, as Valkey)
         if self.fd is not None and self.fsync_mode == "everysec" \
