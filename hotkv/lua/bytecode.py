@@ -1,28 +1,29 @@
-"""One rewrite of a compiled script: redis.call / server.call sites whose
-argument list ends in a multiple-value expression (``unpack(t)``, ``...``).
+"""One rewrite of a compiled script: a tail call to one of the API's
+functions becomes a plain call.
 
 Owns the reading and writing of Lua 5.1 binary chunks (``string.dump``'s
 format on this build: little-endian, 4-byte int and Instruction, 8-byte
-size_t and double) and the rewrite below; the prelude (prelude.lua) applies
-it to every EVAL script and FUNCTION library it compiles.
+size_t and double), the rewrite below -- the prelude (prelude.lua) applies
+it to every EVAL script and FUNCTION library it compiles -- and ``strip``,
+which the engine applies to the prelude itself.
 
-Why: the API functions are Python callables, and lupa checks for two free
-stack slots before it calls one -- a C function's stack is capped at 8,000
-slots (LUAI_MAXCSTACK), so a call with more than 7,997 arguments failed
-("bad argument #1 to '?' (not a python object)") where Valkey's C
-redis.call takes 8,001 (its Tcl suite: "Script check unpack with massive
-arguments").  Only a call whose last argument expands to many values can
-have that many, so only those sites change:
+Why: the functions a script can call (redis.call, cjson.decode, loadstring,
+pairs, ...) are Lua closures of the prelude -- a script never holds a
+Python object -- where Valkey's are C functions.  A Lua tail call to a Lua
+function replaces the caller's frame, so ``return redis.call('bad')`` would
+lose the frame whose line Valkey's error names ("on @user_script:1."),
+and a library's message its ``user_script:1:`` position.  So a ``TAILCALL``
+whose callee was loaded by
 
-* ``GETGLOBAL A "redis"`` (or ``"server"``) followed by ``GETTABLE A A
-  "call"`` (or ``"pcall"``) that loads the callee of a ``CALL`` or
-  ``TAILCALL`` with B = 0 reads the global ``VNAME`` instead, a table whose
-  call / pcall are the prelude's Lua wrappers (they pass a long argument
-  list to Python as one table);
-* such a ``TAILCALL`` becomes ``CALL`` (its ``RETURN A 0`` already follows):
-  a Lua tail call would replace the user's frame by the wrapper's, and the
-  error handler would lose the line a Valkey error names.  The callee is
-  never the user's own function, so no recursion loses its tail call.
+* ``GETGLOBAL A K`` (a global: scripts cannot define globals, so this is
+  always one of ours or a library's), or
+* ``GETTABLE A B K`` with a constant key K named like an API function
+  (``redis.call``, ``cjson.decode``, ``coroutine.create``, ...),
+
+becomes ``CALL`` (its ``RETURN A 0`` already follows, and CALL with C = 0
+leaves the results to it).  A user's own recursion through a local or an
+upvalue keeps its tail calls; one through a table field named like an API
+function (``M.call``) would grow the stack, the one difference it makes.
 
 Every other instruction, constant and the debug information (lines, local
 names) stay as compiled; the code keeps its length, so no jump moves.  A
@@ -30,20 +31,26 @@ chunk this module cannot read, or with no such site, is left alone
 (``rewrite`` returns None).
 
 Invariant: a rewritten chunk passes Lua's own check of loaded bytecode
-(luaG_checkcode: GETGLOBAL names a string constant; CALL with C = 0 is
-followed by an open RETURN).
+(luaG_checkcode: CALL with C = 0 is followed by an open RETURN).
 """
 
 from __future__ import annotations
 
 import struct
 
-VNAME = b"\0hotkv-api"     # the hidden global (no Lua identifier can name it)
-
 _HEADER = b"\x1bLua\x51\x00\x01\x04\x08\x04\x08\x00"
 _GETGLOBAL, _GETTABLE, _CALL, _TAILCALL = 5, 6, 28, 29
-_API = (b"redis", b"server")
-_CALLS = (b"call", b"pcall")
+# The names of the API's functions, as table fields (redis / server,
+# cjson, bit, cmsgpack, struct, and the library functions the prelude
+# replaces: string.dump, coroutine.create / wrap).
+_API_FIELDS = frozenset((
+    b"call", b"pcall", b"setresp", b"log", b"sha1hex", b"acl_check_cmd", b"breakpoint",
+    b"debug", b"status_reply", b"error_reply", b"set_repl", b"replicate_commands",
+    b"register_function", b"encode", b"decode", b"encode_keep_buffer", b"encode_max_depth",
+    b"decode_max_depth", b"encode_number_precision", b"encode_sparse_array",
+    b"encode_invalid_numbers", b"decode_invalid_numbers", b"tobit", b"bnot", b"band", b"bor",
+    b"bxor", b"lshift", b"rshift", b"arshift", b"rol", b"ror", b"bswap", b"tohex", b"pack",
+    b"unpack", b"unpack_one", b"unpack_limit", b"size", b"dump", b"create", b"wrap"))
 # Opcodes whose A field is not a register they write (so a backward scan
 # for the callee's load passes over them).
 _A_NOT_WRITTEN = frozenset((7, 8, 9, 22, 23, 24, 25, 26, 30, 34, 35))
@@ -144,9 +151,9 @@ def _const(f: dict, index: int):
     return None
 
 
-def _callee_load(f: dict, pc: int, a: int):
-    """The pc of the GETGLOBAL that starts ``redis.call`` as the callee in
-    register ``a`` of the call at ``pc``, or None."""
+def _api_callee(f: dict, pc: int, a: int) -> bool:
+    """Whether the callee in register ``a`` of the call at ``pc`` was loaded
+    as a global or as a table field named like an API function."""
     code = f["code"]
     i = pc - 1
     while i >= 0:
@@ -156,48 +163,58 @@ def _callee_load(f: dict, pc: int, a: int):
             break
         i -= 1
     else:
-        return None
+        return False
     ins = code[i]
-    b, c = ins >> 23, (ins >> 14) & 0x1FF
-    if ins & 0x3F != _GETTABLE or b != a or not c & 0x100 or \
-            _const(f, c & 0xFF) not in _CALLS or i == 0:
-        return None
-    prev = code[i - 1]
-    if prev & 0x3F != _GETGLOBAL or (prev >> 6) & 0xFF != a or \
-            _const(f, prev >> 14) not in _API:
-        return None
-    return i - 1
+    op = ins & 0x3F
+    if op == _GETGLOBAL:
+        return True
+    c = (ins >> 14) & 0x1FF
+    return op == _GETTABLE and bool(c & 0x100) and _const(f, c & 0xFF) in _API_FIELDS
 
 
 def _rewrite_function(f: dict) -> bool:
     changed = False
     code = f["code"]
-    vindex = None
     for pc, ins in enumerate(code):
-        op = ins & 0x3F
-        if op not in (_CALL, _TAILCALL) or ins >> 23 != 0:
+        if ins & 0x3F != _TAILCALL:
             continue
-        a = (ins >> 6) & 0xFF
-        at = _callee_load(f, pc, a)
-        if at is None:
-            continue
-        if vindex is None:
-            vindex = len(f["consts"])
-            if vindex >= 1 << 18:       # (GETGLOBAL's Bx)
-                break
-            f["consts"].append((4, VNAME))
-        code[at] = (code[at] & 0x3FFF) | (vindex << 14)
-        if op == _TAILCALL:
+        if _api_callee(f, pc, (ins >> 6) & 0xFF):
             code[pc] = (ins & ~0x3F) | _CALL
-        changed = True
+            changed = True
     for p in f["protos"]:
         changed = _rewrite_function(p) or changed
     return changed
 
 
+def _strip_function(f: dict) -> None:
+    f["debug"] = _INT.pack(0) * 3       # no line, local or upvalue names
+    for p in f["protos"]:
+        _strip_function(p)
+
+
+def strip(chunk: bytes):
+    """The chunk without its debug information (as ``luac -s``), or None
+    when it cannot be read.  For hotkv's own Lua (the prelude): every
+    function of it stays alive in each Lua state, and its line numbers are
+    never shown (the error handler skips its frames)."""
+    if not chunk.startswith(_HEADER):
+        return None
+    try:
+        r = _Reader(chunk, len(_HEADER))
+        top = _read_function(r)
+        if r.pos != len(chunk):
+            return None
+    except (ValueError, IndexError, struct.error):
+        return None
+    _strip_function(top)
+    out = [_HEADER]
+    _write_function(top, out)
+    return b"".join(out)
+
+
 def rewrite(chunk: bytes):
-    """The chunk with its vararg redis.call / server.call sites rewritten
-    (see the module docstring), or None when nothing changes."""
+    """The chunk with its tail calls to API functions made plain calls (see
+    the module docstring), or None when nothing changes."""
     if not chunk.startswith(_HEADER):
         return None
     try:

@@ -96,6 +96,20 @@ log = logging.getLogger("hotkv")
 
 # The Lua half of the engine (package data next to this module).
 _PRELUDE = resources.files(__package__).joinpath("prelude.lua").read_bytes()
+_prelude_stripped: list = []
+
+
+def _prelude_code(lua) -> bytes:
+    """The prelude compiled once per process without its debug information
+    (hotkv.lua.bytecode.strip: every function of it lives in each Lua
+    state, and Valkey's suite holds a fresh state under 100 KB), or its
+    source when the compiled form cannot be read."""
+    if not _prelude_stripped:
+        dumped = lua.execute("local f = loadstring(...) return f and string.dump(f)",
+                             _PRELUDE, b"=hotkv")
+        code = bytecode.strip(dumped) if isinstance(dumped, bytes) else None
+        _prelude_stripped.append(code or _PRELUDE)
+    return _prelude_stripped[0]
 
 MAX_REPLY_DEPTH = 200
 LRU_LENGTH = 500
@@ -247,7 +261,7 @@ class Engine:
                                           register_eval=False, register_builtins=False,
                                           attribute_filter=_no_attributes)
         self.lua_type = lua51.lua_type
-        prelude = lua.execute("return loadstring(...)", _PRELUDE, b"=hotkv")
+        prelude = lua.execute("return loadstring(...)", _prelude_code(lua), b"=hotkv")
         json_cfg = cjson.Config()     # this state's cjson settings
         if not callable(prelude):
             raise RuntimeError("scripting prelude failed to compile")
@@ -268,17 +282,20 @@ class Engine:
             lib(lambda s=None, limit=0, offset=0:
                 cmsgpack.unpack(s, offset, limit, True, self._table), multi=True),
             lambda name: lua_struct.fn(name.decode()), self.CHUNK, self._py_load_expired,
-            self._py_loadstring, self._py_register, self._py_type,
+            self._py_register,
             lambda name: lib(lambda *a: _json_setting(json_cfg, name.decode(), *a),
                              multi=True),
             self._ldb_hook, self._ldb_debug, self._ldb_break, _ldb_addr, self._py_set_repl,
             self._ldb_error, bytecode.rewrite,
             lambda n, t: self._lua_call(*[t[i] for i in range(1, n + 1)]),
-            lambda n, t: self._lua_pcall(*[t[i] for i in range(1, n + 1)]), bytecode.VNAME)
+            lambda n, t: self._lua_pcall(*[t[i] for i in range(1, n + 1)]))
         self._internals = extra[0]
         self.ldb_loaded = False      # hotkv/lua/ldb.lua compiled in this state (ldb.py)
         self._load = extra[1] if len(extra) > 1 else None
-        self._internals.gcfull()     # the prelude's garbage: a fresh state is small
+        # The prelude's garbage, its own main chunk included (our reference
+        # to it goes first): a fresh state is small.
+        del prelude
+        self._internals.gcfull()
         self.gc_count = 0
         self._table = lua.table
 
@@ -460,48 +477,6 @@ class Engine:
             raise lua51.LuaError(self._err_table(
                 err.decode("utf-8", "surrogateescape") if isinstance(err, bytes) else str(err)))
         return None
-
-    def _py_type(self, *args):
-        """type() of a userdata (the prelude asks only then): "function" for
-        the API's Python callables."""
-        if not args:
-            raise LibError(b"bad argument #1 to 'type' (value expected)")
-        v = args[0]
-        t = type(v)
-        if t is bytes:
-            return b"string"
-        if t is int or t is float:
-            return b"number"
-        if t is bool:
-            return b"boolean"
-        if v is None:
-            return b"nil"
-        if type(v).__name__ in ("_LuaThread", "_LuaCoroutineFunction"):   # (lupa's names)
-            return b"thread"
-        name = self.lua_type(v)
-        if name is None:          # a Python object: the API's callables
-            return b"function" if callable(v) else b"userdata"
-        return name.encode() if isinstance(name, str) else name
-
-    def _py_loadstring(self, *args):
-        s = args[0] if args else None
-        if type(s) in (int, float):
-            s = lua_num_str(s).encode()
-        elif type(s) is not bytes:
-            raise LibError(b"bad argument #1 to 'loadstring' (string expected, got %s)"
-                           % _arg_type(args, 0))
-        name = args[1] if len(args) > 1 else None
-        if type(name) in (int, float):
-            name = lua_num_str(name).encode()
-        elif name is not None and type(name) is not bytes:
-            raise LibError(b"bad argument #2 to 'loadstring' (string expected, got %s)"
-                           % _arg_type(args, 1))
-        if s[:1] == b"\x1b":     # a binary chunk: read as text, as Valkey's Lua does
-            first = (name if name is not None else s).split(b"\0")[0]
-            first = first.split(b"\n")[0].split(b"\r")[0]
-            return None, b"[string \"%s\"]:1: unexpected symbol near 'char(27)'" % first
-        load = self._internals.loadstring
-        return load(s) if name is None else load(s, name)
 
     # The debugger (hotkv.lua.ldb) ----------------------------------------
     def _ldb_hook(self, is_count, line):
@@ -1066,12 +1041,18 @@ def _no_attributes(obj, name, setting):
 
 
 def _unwrap(err):
-    """What a Python callback raised (lupa hands Lua the exception): an error
-    table, or (message, True) for a library error."""
+    """What a Python callback raised (lupa hands Lua the exception; the
+    prelude's host wrappers turn it into a Lua value at once): an error
+    table, (message, True) for a library error, the text of any other
+    exception (a fault of ours: never the object), None for a value that
+    is no Python exception."""
     if isinstance(err, LibError):
         return err.message, True
     if isinstance(err, lua51.LuaError) and err.args and lua51.lua_type(err.args[0]) == "table":
         return err.args[0]
+    if isinstance(err, BaseException):
+        log.error("scripting: a server function failed: %r", err)
+        return ("%s: %s" % (type(err).__name__, err)).encode("utf-8", "surrogateescape")
     return None
 
 

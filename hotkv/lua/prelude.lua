@@ -25,9 +25,9 @@
 -- "python" global or change a table it shares with the next script.
 local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, py_bit,
       py_aclcheck, py_unwrap, py_interrupt, py_mp_pack, py_mp_unpack, py_mp_unpack_one,
-      py_mp_unpack_limit, py_struct, chunk, py_load_expired, py_loadstring,
-      py_register, py_type, py_json_cfg, py_ldb_hook, py_ldb_debug, py_ldb_break,
-      py_ldb_addr, py_set_repl, py_ldb_error, py_rewrite, py_callv, py_pcallv, vname = ...
+      py_mp_unpack_limit, py_struct, chunk, py_load_expired,
+      py_register, py_json_cfg, py_ldb_hook, py_ldb_debug, py_ldb_break,
+      py_ldb_addr, py_set_repl, py_ldb_error, py_rewrite, py_callv, py_pcallv = ...
 -- chunk: '@user_script' (EVAL's state) or '@user_function' (FUNCTION's
 -- state: KEYS / ARGV are the callback's arguments, never globals, and a
 -- library's code runs once, at load, against the load API only).
@@ -44,7 +44,9 @@ local function errh(err)
   local lvl = 2
   local i = dbg.getinfo(lvl, 'nSl')
   if i and i.what == 'C' then lvl = 3; i = dbg.getinfo(lvl, 'nSl') end
-  while i and (i.source == '=hotkv' or i.what == 'C') do
+  -- (our glue, C functions, and the frame a host wrapper lost to its own
+  -- tail call into back(): the user's frame is the first after them)
+  while i and (i.source == '=hotkv' or i.what == 'C' or i.what == 'tail') do
     lvl = lvl + 1; i = dbg.getinfo(lvl, 'nSl')
   end
   if type(err) == 'userdata' then
@@ -61,40 +63,108 @@ local function errh(err)
   return err
 end
 
--- The API functions are Python callables (C functions to Lua), so a user's
--- "return redis.call(...)" keeps its frame for the error handler's line.
-local redis = {}
-redis.call = py_call
-redis.pcall = py_pcall
--- What a rewritten call site reaches (hotkv.lua.bytecode: redis.call /
--- server.call with a vararg last argument, under the hidden global vname):
--- up to LONG arguments the same Python callables; past it one table, as
--- lupa refuses a Python call with more than 7,997 arguments.  These
--- wrappers are this chunk's frames, so errh skips them to the user's line.
+-- Host functions.  Every Python callable a script can reach is wrapped in a
+-- Lua closure made here, so a script only ever holds Lua values: no lupa
+-- userdata, whose metatable is shared by every Python object of the state
+-- (a script that set its __call would run in every later script of every
+-- user), and whose type, tostring and error texts are not a function's.
+-- An error a callback raises (lupa hands Lua the Python exception) is
+-- turned back into a Lua value before the script sees it: an error table
+-- as it is, a library's message positioned as luaL_error positions it.
+-- The wrapper's tail call into back() costs the wrapper's frame, never the
+-- user's; a user's "return redis.call(...)" keeps its own frame (for the
+-- line an error names) because hotkv.lua.bytecode compiles a tail call to
+-- an API function as a plain call.
+-- hosted: every function this chunk gives scripts; what Valkey has as C
+-- functions, so string.dump and coroutine.create refuse them as they
+-- refuse C functions.
+local hosted = setmetatable({}, {__mode = 'k'})
+local sgsub = string.gsub
+-- The name a function was called by, as luaL_argerror names it ('?' when
+-- a C function such as pcall called it): level 1 is the function asking.
+local function called_as(level)
+  local i = dbg.getinfo(level + 1, 'n')
+  return i and i.name or '?'
+end
+-- Raise what a callback raised; level: the wrapper's caller, as error()
+-- counts from rethrow.
+local function rethrow(e, level)
+  if type(e) == 'userdata' then
+    local u, lib_error = py_unwrap(e)
+    if lib_error then
+      -- "bad argument #1 to 'band'": the name the user called it by
+      u = sgsub(u, "^(bad argument #%d+ to ')[^']*'", '%1' .. called_as(level) .. "'", 1)
+      error(u, level + 1)
+    end
+    e = u
+  end
+  error(e, 0)
+end
+-- Most API functions give one value (host), a few none (host0), the
+-- unpacking ones many (hostn: gathered in a table, so the wrapper keeps
+-- its frame for the error's position and name).
+local function host(f)
+  local w = function(...)
+    local ok, v = lua_pcall(f, ...)
+    if ok then return v end
+    rethrow(v, 2)
+  end
+  hosted[w] = true
+  return w
+end
+local function host0(f)
+  local w = function(...)
+    local ok, v = lua_pcall(f, ...)
+    if ok then return end
+    rethrow(v, 2)
+  end
+  hosted[w] = true
+  return w
+end
+local lua_unpack = unpack
+local function gather(...) return {n = select('#', ...), ...} end
+local function hostn(f)
+  local call = function(...) return gather(f(...)) end
+  local w = function(...)
+    local ok, v = lua_pcall(call, ...)
+    if ok then return lua_unpack(v, 1, v.n) end
+    rethrow(v, 2)
+  end
+  hosted[w] = true
+  return w
+end
+-- redis.call / redis.pcall: up to LONG arguments as they are; past it one
+-- table, as lupa refuses a Python call with more than 7,997 arguments.
 local LONG = 7000
-local vapi = {
-  call = function(...)
+local function host_long(f, fv)
+  local w = function(...)
     local n = select('#', ...)
-    if n < LONG then return py_call(...) end
-    return py_callv(n, {...})
-  end,
-  pcall = function(...)
-    local n = select('#', ...)
-    if n < LONG then return py_pcall(...) end
-    return py_pcallv(n, {...})
-  end,
-}
-redis.setresp = py_setresp
-redis.log = py_log
-redis.sha1hex = py_sha1
-redis.acl_check_cmd = py_aclcheck
-redis.replicate_commands = function() return true end
+    local ok, v
+    if n < LONG then ok, v = lua_pcall(f, ...) else ok, v = lua_pcall(fv, n, {...}) end
+    if ok then return v end
+    rethrow(v, 2)
+  end
+  hosted[w] = true
+  return w
+end
+local redis = {}
+redis.call = host_long(py_call, py_callv)
+redis.pcall = host_long(py_pcall, py_pcallv)
+redis.setresp = host0(py_setresp)
+redis.log = host0(py_log)
+redis.sha1hex = host(py_sha1)
+redis.acl_check_cmd = host(py_aclcheck)
+if not funcmode then   -- EVAL's API only, as Valkey's
+  redis.replicate_commands = function() return true end
+end
 -- The debugger's functions (hotkv.lua.ldb): no-ops unless the script runs
 -- in a SCRIPT DEBUG session (ldb_on, set by run).
 local ldb_on, ldb = false, nil     -- ldb: hotkv/lua/ldb.lua's table, once loaded
-redis.breakpoint = py_ldb_break
-redis.debug = function(...)
-  if ldb_on then ldb.debug(...) end
+if not funcmode then   -- (SCRIPT DEBUG debugs EVAL scripts only)
+  redis.breakpoint = host(py_ldb_break)
+  redis.debug = function(...)
+    if ldb_on then ldb.debug(...) end
+  end
 end
 -- An API error as Valkey's luaPushError makes it (the debugger logs it
 -- while stepping).
@@ -149,49 +219,41 @@ local function fix_pcall(ok, ...)
   return false, e
 end
 _G.pcall = function(...)
-  local f = ...
-  if (f == py_call or f == py_pcall) and select('#', ...) > LONG then
-    -- pcall(redis.call, <thousands of arguments>): through the wrapper,
-    -- as a rewritten call site (past lupa's limit on a Python call).
-    return fix_pcall(lua_pcall(f == py_call and vapi.call or vapi.pcall, select(2, ...)))
-  end
   return fix_pcall(lua_pcall(...))
 end
 
 local cjson = {}
 cjson.null = newproxy(false)
 local null = cjson.null
--- The library functions are Python callables (C functions to Lua, so a
--- user's "return cjson.decode(x)" keeps its frame for the error position).
-cjson.encode = py_json_enc
-cjson.decode = py_json_dec
+cjson.encode = host(py_json_enc)
+cjson.decode = host(py_json_dec)
 for _, name in ipairs({'encode_keep_buffer', 'encode_max_depth', 'decode_max_depth',
                        'encode_number_precision', 'encode_sparse_array',
                        'encode_invalid_numbers', 'decode_invalid_numbers'}) do
-  cjson[name] = py_json_cfg(name)
+  cjson[name] = hostn(py_json_cfg(name))
 end
 
 local bit = {}
 for _, name in ipairs({'tobit', 'bnot', 'band', 'bor', 'bxor', 'lshift', 'rshift',
                        'arshift', 'rol', 'ror', 'bswap', 'tohex'}) do
-  bit[name] = py_bit(name)
+  bit[name] = host(py_bit(name))
 end
 
 local cmsgpack = {_NAME = 'lua-cmsgpack', _VERSION = 'lua-cmsgpack 0.4.0',
                   _COPYRIGHT = 'Copyright (C) 2012, Salvatore Sanfilippo',
                   _DESCRIPTION = 'MessagePack C implementation for Lua'}
-cmsgpack.pack = py_mp_pack
-cmsgpack.unpack = py_mp_unpack
-cmsgpack.unpack_one = py_mp_unpack_one
-cmsgpack.unpack_limit = py_mp_unpack_limit
+cmsgpack.pack = host(py_mp_pack)
+cmsgpack.unpack = hostn(py_mp_unpack)
+cmsgpack.unpack_one = hostn(py_mp_unpack_one)
+cmsgpack.unpack_limit = hostn(py_mp_unpack_limit)
 
 -- The sandbox.
 io = nil; package = nil; require = nil; module = nil; dofile = nil; loadfile = nil
 print = nil; debug = nil; getfenv = nil; setfenv = nil; newproxy = nil
 python = nil   -- lupa's bridge to Python: never reachable from a script
 os = {clock = os.clock}
-local struct = {pack = py_struct('pack'), unpack = py_struct('unpack'),
-                size = py_struct('size')}
+local struct = {pack = host(py_struct('pack')), unpack = hostn(py_struct('unpack')),
+                size = host(py_struct('size'))}
 _G.cjson = cjson; _G.bit = bit; _G.cmsgpack = cmsgpack; _G.struct = struct
 
 local function ro_error() error('Attempt to modify a readonly table', 2) end
@@ -209,34 +271,112 @@ local function readonly(t)
   real_of[p] = t
   return p
 end
-local lua_next_, lua_loadstring, lua_select = next, loadstring, select
--- loadstring is a Python callable (a C function to Lua, as the original: a
--- user's "return loadstring(x)" keeps its frame for an error's position);
--- it refuses a binary chunk (Valkey's Lua reads every chunk as text).
-_G.loadstring = py_loadstring
--- pairs iterates what a read-only proxy shows; type says "function" of
--- the API's Python callables (userdata to Lua), as of Valkey's C
--- functions.  Both are Lua (a Python call each would cost ~1 us in every
--- loop); the price: a bad argument in a tail call ("return pairs(nil)")
--- loses the user's line in the error.
+local lua_next_, lua_loadstring, lua_load, lua_select = next, loadstring, load, select
+local lua_tostring, sbyte, sdump = tostring, string.byte, string.dump
+local co_create, co_wrap = coroutine.create, coroutine.wrap
 local function typename(n, v)
   if n == 0 then return 'no value' end
   return type(v)
 end
+-- No loader runs bytecode.  Valkey's Lua reads every chunk as text, so a
+-- binary chunk (string.dump's output, crafted bytecode) fails to parse at
+-- its first byte; a space before it gives stock Lua's parser the same
+-- text, the same error and the same chunk name.  safe_loadstring is the
+-- one text loader of this state: scripts, FUNCTION libraries, loadstring,
+-- load and the debugger's eval all go through it.
+local function safe_loadstring(s, name)
+  if sbyte(s, 1) == 27 then s = ' ' .. s end
+  return lua_loadstring(s, name)
+end
+-- The argument checks below are made here with Lua's texts, positioned at
+-- the user's call (a native function's own check would name our glue).
+_G.loadstring = function(...)
+  local s, name = ...
+  local ts = type(s)
+  if ts == 'number' then
+    s = lua_tostring(s)
+  elseif ts ~= 'string' then
+    error("bad argument #1 to '" .. called_as(1) .. "' (string expected, got "
+          .. typename(lua_select('#', ...), s) .. ")", 2)
+  end
+  if name == nil then
+    name = s
+  else
+    local tn = type(name)
+    if tn == 'number' then
+      name = lua_tostring(name)
+    elseif tn ~= 'string' then
+      error("bad argument #2 to '" .. called_as(1) .. "' (string expected, got " .. tn .. ")", 2)
+    end
+  end
+  return safe_loadstring(s, name)
+end
+_G.load = function(...)
+  local f, name = ...
+  local tn = type(name)
+  if name ~= nil and tn ~= 'string' and tn ~= 'number' then
+    error("bad argument #2 to '" .. called_as(1) .. "' (string expected, got " .. tn .. ")", 2)
+  end
+  if type(f) ~= 'function' then
+    error("bad argument #1 to '" .. called_as(1) .. "' (function expected, got "
+          .. typename(lua_select('#', ...), f) .. ")", 2)
+  end
+  local first = true
+  return lua_load(function()
+    local piece = f()
+    if first then
+      first = false
+      if type(piece) == 'string' and sbyte(piece, 1) == 27 then return ' ' .. piece end
+    end
+    return piece
+  end, name)
+end
+-- Valkey's cjson.null is a NULL light userdata.
+_G.tostring = function(...)
+  local v = ...
+  if rawequal(v, null) then return 'userdata: (nil)' end
+  if lua_select('#', ...) == 0 then
+    error("bad argument #1 to '" .. called_as(1) .. "' (value expected)", 2)
+  end
+  return lua_tostring(v)
+end
+-- What tells a C function from a Lua one to a script: string.dump and
+-- coroutine.create / wrap refuse C functions, and so ours.
+local function is_c(f)
+  return hosted[f] or dbg.getinfo(f, 'S').what == 'C'
+end
+string.dump = function(...)
+  local f = ...
+  if type(f) ~= 'function' then
+    error("bad argument #1 to '" .. called_as(1) .. "' (function expected, got "
+          .. typename(lua_select('#', ...), f) .. ")", 2)
+  end
+  if is_c(f) then error('unable to dump given function', 2) end
+  return sdump(f)
+end
+coroutine.create = function(...)
+  local f = ...
+  if type(f) ~= 'function' or is_c(f) then
+    error("bad argument #1 to '" .. called_as(1) .. "' (Lua function expected)", 2)
+  end
+  return co_create(f)
+end
+coroutine.wrap = function(...)
+  local f = ...
+  if type(f) ~= 'function' or is_c(f) then
+    error("bad argument #1 to '" .. called_as(1) .. "' (Lua function expected)", 2)
+  end
+  return co_wrap(f)
+end
+-- pairs iterates what a read-only proxy shows.  Lua (a Python call each
+-- would cost ~1 us in every loop); a tail call to it ("return pairs(nil)")
+-- is compiled as a plain call (hotkv.lua.bytecode) so an error keeps the
+-- user's line.
 _G.pairs = function(...)
   local t = ...
   if type(t) == 'table' then return lua_next_, real_of[t] or t, nil end
-  error("bad argument #1 to 'pairs' (table expected, got "
+  error("bad argument #1 to '" .. called_as(1) .. "' (table expected, got "
         .. typename(lua_select('#', ...), t) .. ")", 2)
-end
-_G.type = function(...)
-  local v = ...
-  local t = type(v)
-  if t == 'userdata' then return py_type(v) end
-  if t == 'nil' and lua_select('#', ...) == 0 then
-    error("bad argument #1 to 'type' (value expected)", 2)
-  end
-  return t
 end
 for _, name in ipairs({'string', 'math', 'table', 'os', 'coroutine', 'cjson', 'bit',
                        'cmsgpack', 'struct'}) do
@@ -246,7 +386,20 @@ end
 local strmeta = getmetatable('')
 strmeta.__index = _G.string
 protected[strmeta] = true
-strmeta.__metatable = readonly(strmeta)
+-- getmetatable shows the string metatable as a read-only view, and no
+-- metatable for a read-only proxy (Valkey's read-only tables are a flag on
+-- the table, not a metatable); every other value's as stock Lua.
+local strmeta_view = readonly(strmeta)
+local lua_getmetatable = getmetatable
+_G.getmetatable = function(...)
+  local v = ...
+  if lua_select('#', ...) == 0 then
+    error("bad argument #1 to '" .. called_as(1) .. "' (value expected)", 2)
+  end
+  if type(v) == 'string' then return strmeta_view end
+  if real_of[v] and not rawequal(v, _G) then return nil end
+  return lua_getmetatable(v)
+end
 local lua_rawset, lua_setmetatable = rawset, setmetatable
 _G.rawset = function(t, k, v)
   if protected[t] then error('Attempt to modify a readonly table', 0) end
@@ -256,12 +409,22 @@ _G.setmetatable = function(t, m)
   if protected[t] then error('Attempt to modify a readonly table', 0) end
   return lua_setmetatable(t, m)
 end
+-- Every Lua function of ours a script can reach stands for one of Valkey's
+-- C functions (hosted: see is_c).
+for _, t in ipairs({_G, redis, cjson, bit, cmsgpack, struct, string, coroutine, math, table,
+                    os}) do
+  for _, v in lua_next_, real_of[t] or t do
+    if type(v) == 'function' and dbg.getinfo(v, 'S').what == 'Lua' then hosted[v] = true end
+  end
+end
 local api = readonly(redis)
 protected[_G] = true
 _G.redis = api
 _G.server = api
-_G.__server__err__handler = errh
-_G.__redis__err__handler = errh
+if not funcmode then   -- (EVAL's globals only, as Valkey's)
+  _G.__server__err__handler = errh
+  _G.__redis__err__handler = errh
+end
 
 -- The globals move to a hidden table R and _G stays empty, so that every
 -- assignment to a global -- an existing one too ("redis = nil") -- meets
@@ -276,7 +439,6 @@ protected[R] = true
 real_of[G] = R
 setmetatable(R, {
   __index = function(t, k)
-    if k == vname then return vapi end
     if not funcmode then
       if k == 'KEYS' then return cur_keys elseif k == 'ARGV' then return cur_argv end
     end
@@ -295,17 +457,12 @@ setmetatable(G, {
   __metatable = readonly({__index = function(t, k) return R[k] end}),
 })
 
-local sdump, find = string.dump, string.find
+local find = string.find
 local function loadstring(body, name)
-  if body:byte(1) == 27 then   -- a binary chunk, read as text
-    return nil, name:sub(2) .. ":1: unexpected symbol near 'char(27)'"
-  end
-  local f, err = lua_loadstring(body, name)
-  -- hotkv.lua.bytecode's rewrite of vararg API calls, for the scripts that
-  -- may have one (the rewrite costs about twice the compile): only unpack
-  -- and ... make thousands of values in practice.
-  if f and find(body, 'call', 1, true) and
-      (find(body, 'unpack', 1, true) or find(body, '...', 1, true)) then
+  local f, err = safe_loadstring(body, name)
+  -- hotkv.lua.bytecode's rewrite of tail calls to API functions, for the
+  -- scripts that may have one (the rewrite costs about twice the compile).
+  if f and find(body, 'return', 1, true) then
     local code = py_rewrite(sdump(f))
     if code then f = lua_loadstring(code, name) end
   end
@@ -353,7 +510,7 @@ end
 local load
 -- What the Python side calls back (hotkv.lua.engine / hotkv.lua.functions).
 local lua_gc = collectgarbage
-local internals = {next = lua_next_, loadstring = lua_loadstring,
+local internals = {next = lua_next_,
                    real = function(t) return real_of[t] end,
                    kbytes = function() return lua_gc('count') end,
                    gcstep = function(n) lua_gc('step', n) end,
@@ -366,7 +523,7 @@ internals.ldb_load = function(body)
   ldb = lua_loadstring(body, '=hotkv')({
     dbg = dbg, chunk = chunk, real_of = real_of, null = null, type = type,
     tostring = tostring, rawequal = rawequal, rawget = rawget, next = lua_next,
-    pcall = lua_pcall, loadstring = lua_loadstring, select = select,
+    pcall = lua_pcall, loadstring = safe_loadstring, select = select,
     py_unwrap = py_unwrap, py_ldb_hook = py_ldb_hook, py_ldb_debug = py_ldb_debug,
     py_ldb_addr = py_ldb_addr,
     args = function() return cur_keys, cur_argv end,
@@ -472,7 +629,7 @@ if funcmode then
   end
   -- The API a library's code sees while it loads.
   internals.register = register_impl
-  local lserver = {register_function = py_register, log = py_log,
+  local lserver = {register_function = host0(py_register), log = redis.log,
                    LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
                    REDIS_VERSION_NUM = redis.REDIS_VERSION_NUM,
                    REDIS_VERSION = redis.REDIS_VERSION,
@@ -488,7 +645,7 @@ if funcmode then
   protected[lproxy] = true
   local lapi = setmetatable({}, {
     __index = function(t, k)
-      if k == 'server' or k == 'redis' or k == vname then return lproxy end
+      if k == 'server' or k == 'redis' then return lproxy end
       missing(t, k)
     end,
     __newindex = function() error('Attempt to modify a readonly table', 2) end,
