@@ -18,8 +18,11 @@ the keyspace.  Two halves:
   ``None`` a null, ``list``/``tuple`` an array, ``dict`` a map, ``set`` a
   set, and the small marker classes below cover the rest.
 
-Fast paths: ``RequestParser._fast`` (hiredis, after ``_screen``; arguments
-checked by one join under 16 KB, one by one above) vs ``_slow`` alone,
+Fast paths: ``RequestParser._fast`` (hiredis, after ``_screen``; the
+arguments' type and the CRLF after each bulk string -- which hiredis skips
+unread -- checked by counting CRLFs in the read and in one join of the
+arguments, ``_bulk_strings_framed``; one by one when a read is not consumed
+whole) vs ``_slow`` alone,
 whole and split at every byte: tests/test_fastpaths.py::
 test_parser_fast_equals_slow.  ``encode``'s header caches and
 ``_encode_entries``'s one-field entries vs plain formatting:
@@ -28,6 +31,7 @@ tests/test_fastpaths.py::test_encode_caches_equal_plain_formatting.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import hiredis
@@ -350,8 +354,10 @@ _SUSPECT = re.compile(rb"\r\n[+=(|%>~*](?<![~>%](?=\r\n))(?<!\*(?![0-9]{6}))").s
 _BIG_HEAD = re.compile(rb"\*[0-9]{6}").match
 _BIG_COUNT = re.compile(rb"\*[0-9]{6}").search
 SCREEN_OK, SCREEN_CHECK, SCREEN_SLOW = 0, 1, 2
-_join = b"".join
-_JOIN_CHECK_MAX = 16384
+_lf_join = b"\n".join
+_chain = itertools.chain.from_iterable
+_islice = itertools.islice
+_ONE_EMPTY = (b"",)
 
 
 def _screen(data: bytes) -> int:
@@ -457,10 +463,7 @@ class RequestParser:
         reader = self._reader
         reader.feed(data)
         done = len(commands)
-        # Every argument must be a bulk string (not a nested array, integer,
-        # null...).  Joining them checks that in one C call; it copies the
-        # bytes, so a large read checks them one by one instead.
-        joined = len(data) <= _JOIN_CHECK_MAX
+        whole = False
         try:
             while True:
                 cmd = reader.gets()
@@ -468,34 +471,84 @@ class RequestParser:
                     break
                 if type(cmd) is not list or not cmd:
                     raise hiredis.ProtocolError("not a command")
-                if joined:
-                    try:
-                        _join(cmd)
-                    except TypeError:
-                        raise hiredis.ProtocolError("not a bulk string") from None
-                else:
-                    for arg in cmd:
-                        if type(arg) is not bytes:
-                            raise hiredis.ProtocolError("not a bulk string")
                 commands.append(cmd)
-            if check and len(commands) > done and not self._canonical(data, commands, done):
-                raise hiredis.ProtocolError("not canonical")
             if not reader.has_data():
                 # hiredis may sit inside an array exactly at an element
                 # boundary, where has_data() is False too.  A null array is
                 # a whole reply only at the top level, so it tells the two
                 # apart for the price of one more gets().
                 reader.feed(b"*-1\r\n")
-                if reader.gets() is None:
-                    return None
+                whole = reader.gets() is None
         except hiredis.ProtocolError:
-            if check and len(commands) > done and not self._canonical(data, commands, done):
+            pass
+        end = 0
+        if len(commands) > done:
+            if check and not self._canonical(data, commands, done):
                 del commands[done:]
+                whole = False
+            elif not whole or not self._bulk_strings_framed(data, commands, done):
+                # Part of the read is left, something is wrong, or an argument
+                # ends in CR: walk the commands, up to the first one that is
+                # not all bulk strings each ended by CRLF (the slow path
+                # judges it and what follows).
+                good, end = self._framed_prefix(data, commands, done)
+                if done + good < len(commands):
+                    del commands[done + good:]
+                    whole = False
+        if whole:
+            return None
         # The read ended inside a command, or hiredis met something it cannot
         # settle the way Redis does: skip what it completed and let the slow
         # path judge the rest (it checks declared lengths at once).
         self._reader = hiredis.Reader()
-        return data[self._skip(data, len(commands) - done):]
+        return data[end:]
+
+    @staticmethod
+    def _bulk_strings_framed(data: bytes, commands: list, start: int) -> bool:
+        """Whether every argument of commands[start:] is a bytes object and
+        every bulk string hiredis read from data (all of it) was followed by CRLF
+        (hiredis skips those two bytes unread; Valkey refuses anything else:
+        "invalid CRLF in request").  False also when an argument ends in CR:
+        the caller then checks them one by one (``_framed_prefix``).
+
+        Counted, not walked: data holds one CRLF per header line, one
+        per bulk terminator and those inside the arguments.  Joining the
+        arguments with LF between and after them (a TypeError: one is not
+        bytes) counts those inside, plus one per argument ending in CR.  A
+        terminator that is not CRLF holds none, and adds at most one when its
+        argument ends in CR and it starts with LF; so the counts are equal
+        only if every terminator is CRLF and no argument ends in CR.  (Every
+        other line hiredis accepts holds at most one CRLF per element, as a
+        header does: it cannot make up for a missing one.)"""
+        args = _chain(_islice(commands, start, None))
+        try:
+            inside = _lf_join(_chain((args, _ONE_EMPTY))).count(b"\r\n")
+        except TypeError:
+            return False
+        nargs = sum(map(len, _islice(commands, start, None)))
+        return data.count(b"\r\n") == len(commands) - start + 2 * nargs + inside
+
+    @staticmethod
+    def _framed_prefix(data: bytes, commands: list, start: int) -> tuple[int, int]:
+        """How many of commands[start:], read by hiredis from data, were sent
+        as ``*<n>`` headers of ``$<len>`` bulk strings each followed by CRLF,
+        and the offset just past them."""
+        pos = done = 0
+        find = data.find
+        for i in range(start, len(commands)):
+            if data[pos:pos + 1] != b"*":
+                break
+            at = find(b"\r\n", pos) + 2
+            for arg in commands[i]:
+                if type(arg) is not bytes or data[at:at + 1] != b"$":
+                    return i - start, pos
+                at = find(b"\r\n", at) + 2 + len(arg)
+                if data[at:at + 2] != b"\r\n":
+                    return i - start, pos
+                at += 2
+            pos = at
+            done += 1
+        return done, pos
 
     @staticmethod
     def _canonical(data: bytes, commands: list, start: int) -> bool:
@@ -518,20 +571,6 @@ class RequestParser:
         except IndexError:
             return False
         return True
-
-    @staticmethod
-    def _skip(data: bytes, done: int) -> int:
-        """Offset just past the first ``done`` (well-formed) commands."""
-        pos = 0
-        find = data.find
-        for _ in range(done):
-            nl = find(b"\r\n", pos)
-            count = int(data[pos + 1:nl])
-            pos = nl + 2
-            for _ in range(count):
-                nl = find(b"\r\n", pos)
-                pos = nl + 2 + int(data[pos + 1:nl]) + 2
-        return pos
 
     def _slow(self, commands: list, handoff: bool = True):
         """Redis's own parsing rules, one command at a time.  With handoff,
@@ -601,6 +640,8 @@ class RequestParser:
                 ln = self._bulklen
                 if len(buf) < ln + 2:
                     return None
+                if buf[ln] != 13 or buf[ln + 1] != 10:
+                    return "Protocol error: invalid CRLF in request"
                 args.append(bytes(buf[:ln]))
                 del buf[:ln + 2]
                 self._argbytes += ln + 48   # the bytes object and its list slot

@@ -134,3 +134,108 @@ def test_warning_logged_once_a_minute_as_valkey(server, tmp_path, caplog, monkey
     assert len(texts["valkey"]) == 1 and len(texts["hotkv"]) == 1
     assert re.sub(r":%d " % first["valkey"], ":<port> ", texts["valkey"][0]) == \
         re.sub(r":%d " % first["hotkv"], ":<port> ", texts["hotkv"][0])
+
+
+# ----------------------------------------------------------------------
+# A bulk string must be followed by CRLF (hotkv/resp.py)
+# ----------------------------------------------------------------------
+
+BIG = b"x" * 40000
+CRLF_CASES = {
+    "set, then a command in the value's terminator": encode_command("SET", "k", "v")[:-2]
+    + b"XX" + encode_command("SET", "k2", "v"),
+    "an empty string": b"*2\r\n$4\r\nECHO\r\n$0\r\nXX" + encode_command("SET", "k", "v"),
+    "cr then x": b"*1\r\n$4\r\nPING\rX",
+    "lf then cr": b"*1\r\n$4\r\nPING\n\r",
+    "value ending in cr, then lf x": b"*2\r\n$4\r\nECHO\r\n$2\r\na\r\nX"
+    + encode_command("SET", "k", "v"),
+    "after a good command": encode_command("SET", "a", "1") + b"*1\r\n$4\r\nPINGXX",
+    "a 40 KB argument": b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$40000\r\n" + BIG + b"XY"
+    + encode_command("SET", "k2", "v"),
+    "a simple string after it": b"*2\r\n$4\r\nECHO\r\n$1\r\naXX+b\r\n"
+    + encode_command("SET", "k", "v"),
+    "crlf inside values is fine": encode_command("SET", "k\r\n", "\r\n\r")
+    + encode_command("SET", "k2", "\r") + encode_command("QUIT"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CRLF_CASES))
+def test_bulk_string_without_crlf_like_valkey(server, ref_server, case):
+    ours, theirs = _both(server, ref_server, lambda port: CRLF_CASES[case])
+    assert ours == theirs
+    if case != "crlf inside values is fine":
+        assert ours[0].endswith(b"-ERR Protocol error: invalid CRLF in request\r\n<closed>")
+        assert b"\r\nk\r\n" not in ours[1] and b"\r\nk2\r\n" not in ours[1]
+
+
+def test_bulk_string_terminator_split_across_reads(server, ref_server):
+    """The two bytes after a bulk string arrive in later reads, one by one."""
+    for host, port in ((server.host, server.port), (ref_server.host, ref_server.port)):
+        for ending, want in ((b"\n", b"+PONG\r\n"),
+                             (b"X", b"-ERR Protocol error: invalid CRLF in request\r\n")):
+            c = RawClient(host, port)
+            for piece in (b"*1\r\n$4\r\nPING", b"\r", ending):
+                time.sleep(0.02)      # separate reads, most likely (either way: same reply)
+                c.send_raw(piece)
+            assert c.read_reply() == want, (host, port, ending)
+            assert c.is_closed() == (ending == b"X")
+            c.close()
+
+
+def _parse_slow(data: bytes):
+    from hotkv.resp import RequestParser
+    p = RequestParser()
+    p._buf += data
+    commands: list = []
+    return commands, p._slow(commands, handoff=False)
+
+
+def _parse_fed(pieces):
+    from hotkv.resp import RequestParser
+    p = RequestParser()
+    commands: list = []
+    for piece in pieces:
+        got, error = p.feed(piece)
+        commands += got
+        if error is not None:
+            return commands, error
+    return commands, None
+
+
+def _bad_payload(rnd) -> bytes:
+    """Pipelines of commands whose arguments hold CR, LF and CRLF at their
+    edges, with now and then a bulk string followed by something else than
+    CRLF (and after it, what hiredis would read as a command)."""
+    edges = [b"", b"\r", b"\n", b"\r\n", b"\n\r", b"a\r", b"\ra", b"x"]
+    parts = []
+    for _ in range(rnd.randint(1, 10)):
+        args = [b"SET"] + [rnd.choice(edges) + b"v" * rnd.choice([0, 1, 5]) + rnd.choice(edges)
+                           for _ in range(rnd.randint(1, 4))]
+        if rnd.random() < 0.1:
+            args.append(b"b" * rnd.choice([16384, 40000]))
+        cmd = encode_command(*args)
+        if rnd.random() < 0.15:
+            # Spoil one terminator.
+            ends = [i for i in range(len(cmd) - 1) if cmd[i:i + 2] == b"\r\n"]
+            at = rnd.choice(ends[2:] or ends)
+            cmd = cmd[:at] + rnd.choice([b"XX", b"\n\r", b"\r\r", b"\nX", b"\rX", b"X\r",
+                                         b"\n\n"]) + cmd[at + 2:]
+        parts.append(cmd)
+        if rnd.random() < 0.1:
+            parts.append(rnd.choice([b"+b\r\n", b"=5\r\ntxt:a\r\n", b"~1\r\n$1\r\na\r\n",
+                                     b"|1\r\n$1\r\na\r\n$1\r\nb\r\n", b"PING\r\n"]))
+    return b"".join(parts)
+
+
+def test_parser_crlf_check_fast_equals_slow():
+    """RequestParser.feed (hiredis with the counted CRLF check, or the walk)
+    gives what the Redis-rule state machine alone gives, whole and split."""
+    import random
+    rnd = random.Random(2028)
+    for _ in range(400):
+        data = _bad_payload(rnd)
+        want = _parse_slow(data)
+        assert _parse_fed([data]) == want, data[:300]
+        cuts = sorted({rnd.randrange(1, len(data)) for _ in range(12)})
+        for cut in cuts:
+            assert _parse_fed([data[:cut], data[cut:]]) == want, (cut, data[:300])
