@@ -981,9 +981,12 @@ def _on_loop(s, fn):
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-@pytest.mark.parametrize("mode", ["always", "everysec"])
+@pytest.mark.parametrize("mode", ["everysec", "no"])
 def test_disk_error_refuses_writes_holds_replies_and_recovers(hotkv_server_factory, aof_dir,
                                                               mode):
+    """Under everysec and no a failed write is not fatal: writes are refused
+    (MISCONF), reads served, the unwritten write's reply held until the disk
+    works again.  (Under always it is fatal: the next test.)"""
     s = start(hotkv_server_factory, aof_dir, appendfsync=mode)
     c = conn(s)
     c.set("old", "1")
@@ -1014,6 +1017,38 @@ def test_disk_error_refuses_writes_holds_replies_and_recovers(hotkv_server_facto
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_disk_error_under_always_stops_the_server_unacknowledged(hotkv_server_factory, aof_dir,
+                                                                 caplog):
+    """Under always a failed write is fatal, as valkey-server's exit(1): the
+    write is never acknowledged, nor the read pipelined behind it that saw
+    it; an embedded server closes every client and stops; every write it
+    acknowledged is in the file, the unanswered one is not."""
+    s = start(hotkv_server_factory, aof_dir, appendfsync="always")
+    c = conn(s)
+    c.set("old", "1")
+    bystander = RawClient(s.host, s.port)
+    assert bystander.call("PING") == b"+PONG\r\n"
+    aof = s.server.aof_manager
+    full = os.open("/dev/full", os.O_WRONLY)
+    real = _on_loop(s, lambda: aof.fd)
+    with caplog.at_level(logging.WARNING, logger="hotkv"):
+        _on_loop(s, lambda: setattr(aof, "fd", full))    # the server closes it on failure
+        writer = RawClient(s.host, s.port)
+        writer.send_raw(encode_command("SET", "new", "2") + encode_command("GET", "new"))
+        assert writer.is_closed(10)                     # no reply, then the connection ends
+        assert writer.buf == b""
+        assert bystander.is_closed(10)                  # every client is cut off
+    assert ("Can't recover from AOF write error when the AOF fsync policy is 'always'. "
+            "Exiting...") in caplog.text
+    os.close(real)
+    writer.close()
+    bystander.close()
+    s.stop()
+    s = start(hotkv_server_factory, aof_dir)
+    assert conn(s).mget("old", "new") == [b"1", None]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_replies_held_while_the_aof_is_turned_on_are_released_if_its_rewrite_fails(
         hotkv_server_factory, aof_dir, monkeypatch):
     """While CONFIG SET appendonly yes rewrites, writes go to a temp incr
@@ -1033,7 +1068,8 @@ def test_replies_held_while_the_aof_is_turned_on_are_released_if_its_rewrite_fai
         raise OSError(28, "test")
 
     monkeypatch.setattr(rewrite, "write_base", failing_base)
-    s = hotkv_server_factory(dir=aof_dir, appendfsync="always")
+    # everysec: under always the failed write would be fatal (test above).
+    s = hotkv_server_factory(dir=aof_dir, appendfsync="everysec")
     c = conn(s)
     aof = s.server.aof_manager
     c.config_set("appendonly", "yes")

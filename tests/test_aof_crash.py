@@ -381,7 +381,10 @@ def test_damaged_files_through_the_command_line(make_server):
 
 
 def test_full_disk_refuses_writes_serves_reads_and_recovers(make_server):
-    s = make_server(4, fsync="always", fsize=48 * 1024)
+    """Under everysec a full disk is not fatal (under always it is: the next
+    test).  The file-size limit cuts the record that reaches it short,
+    which counts as ENOSPC, as Valkey reports a short write."""
+    s = make_server(4, fsync="everysec", fsize=48 * 1024)
     s.start()
     writer = s.client(timeout=2)
     reader = s.client()
@@ -403,7 +406,7 @@ def test_full_disk_refuses_writes_serves_reads_and_recovers(make_server):
     # Reads are served; writes are refused with Redis's MISCONF text.
     assert value(reader.call("GET", acked[0])) == payload
     err = reader.call("SET", "other", "1")
-    assert err.startswith(b"-MISCONF Errors writing to the AOF file: File too large"), err
+    assert err == b"-MISCONF Errors writing to the AOF file: No space left on device\r\n", err
     assert b"aof_last_write_status:err" in reader.call("INFO", "persistence")
     # Room again: the held write is acknowledged, writes resume.
     resource.prlimit(s.proc.pid, resource.RLIMIT_FSIZE,
@@ -426,3 +429,43 @@ def test_full_disk_refuses_writes_serves_reads_and_recovers(make_server):
     assert value(c.call("GET", "other")) is None and value(c.call("GET", "after")) == b"1"
     c.close()
     assert "Truncating" not in s.log()      # the partial record was cut back
+    assert "Short write while writing to the AOF file" in s.log()
+
+
+def test_full_disk_under_always_exits_and_keeps_every_acknowledged_write(make_server):
+    """Under always a write that cannot reach the file is fatal, as in
+    valkey-server: the SET in flight and the GET pipelined behind it are
+    never answered, the process logs Valkey's line and exits with status 1
+    (no final save); after a restart with room again every acknowledged
+    write is there and the unanswered one is not."""
+    s = make_server(5, fsync="always", fsize=48 * 1024)
+    s.start()
+    writer = s.client(timeout=30)
+    acked = []
+    lost_key = None
+    payload = b"x" * 700
+    for i in range(200):
+        key = b"d:%d" % i
+        writer.send_raw(encode_command("SET", key, payload) + encode_command("GET", key))
+        try:
+            replies = (writer.read_reply(), writer.read_reply())
+        except ConnectionError:           # closed without a reply: the server exited
+            lost_key = key
+            break
+        assert replies == (b"+OK\r\n", b"$700\r\n" + payload + b"\r\n"), replies
+        acked.append(key)
+    assert lost_key is not None, "the file-size limit was never reached"
+    assert acked, "nothing could be written at all"
+    assert writer.buf == b""                # not even the start of a reply
+    writer.close()
+    assert s.proc.wait(30) == 1
+    assert ("Can't recover from AOF write error when the AOF fsync policy is 'always'. "
+            "Exiting...") in s.log()
+    s.proc = None
+    s.fsize = 0
+    s.start()
+    c = s.client()
+    assert value(c.call("MGET", *acked)) == [payload] * len(acked)
+    assert value(c.call("EXISTS", lost_key)) == 0
+    c.close()
+    assert "Truncating" not in s.log()      # the partial record was cut back before the exit
