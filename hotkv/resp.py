@@ -31,7 +31,6 @@ tests/test_fastpaths.py::test_encode_caches_equal_plain_formatting.
 
 from __future__ import annotations
 
-import itertools
 import re
 
 import hiredis
@@ -355,9 +354,6 @@ _BIG_HEAD = re.compile(rb"\*[0-9]{6}").match
 _BIG_COUNT = re.compile(rb"\*[0-9]{6}").search
 SCREEN_OK, SCREEN_CHECK, SCREEN_SLOW = 0, 1, 2
 _lf_join = b"\n".join
-_chain = itertools.chain.from_iterable
-_islice = itertools.islice
-_ONE_EMPTY = (b"",)
 
 
 def _screen(data: bytes) -> int:
@@ -464,6 +460,7 @@ class RequestParser:
         reader.feed(data)
         done = len(commands)
         whole = False
+        args: list = []     # every argument read, for _bulk_strings_framed
         try:
             while True:
                 cmd = reader.gets()
@@ -472,6 +469,7 @@ class RequestParser:
                 if type(cmd) is not list or not cmd:
                     raise hiredis.ProtocolError("not a command")
                 commands.append(cmd)
+                args += cmd
             if not reader.has_data():
                 # hiredis may sit inside an array exactly at an element
                 # boundary, where has_data() is False too.  A null array is
@@ -486,7 +484,7 @@ class RequestParser:
             if check and not self._canonical(data, commands, done):
                 del commands[done:]
                 whole = False
-            elif not whole or not self._bulk_strings_framed(data, commands, done):
+            elif not whole or not self._bulk_strings_framed(data, len(commands) - done, args):
                 # Part of the read is left, something is wrong, or an argument
                 # ends in CR: walk the commands, up to the first one that is
                 # not all bulk strings each ended by CRLF (the slow path
@@ -504,29 +502,30 @@ class RequestParser:
         return data[end:]
 
     @staticmethod
-    def _bulk_strings_framed(data: bytes, commands: list, start: int) -> bool:
-        """Whether every argument of commands[start:] is a bytes object and
-        every bulk string hiredis read from data (all of it) was followed by CRLF
+    def _bulk_strings_framed(data: bytes, ncommands: int, args: list) -> bool:
+        """Whether data (all of it) held ncommands commands whose arguments,
+        ``args``, are all bytes objects, each bulk string followed by CRLF
         (hiredis skips those two bytes unread; Valkey refuses anything else:
         "invalid CRLF in request").  False also when an argument ends in CR:
         the caller then checks them one by one (``_framed_prefix``).
 
-        Counted, not walked: data holds one CRLF per header line, one
-        per bulk terminator and those inside the arguments.  Joining the
+        Counted, not walked: data holds one CRLF per header line, one per
+        bulk terminator and those inside the arguments.  Joining the
         arguments with LF between and after them (a TypeError: one is not
         bytes) counts those inside, plus one per argument ending in CR.  A
         terminator that is not CRLF holds none, and adds at most one when its
         argument ends in CR and it starts with LF; so the counts are equal
         only if every terminator is CRLF and no argument ends in CR.  (Every
         other line hiredis accepts holds at most one CRLF per element, as a
-        header does: it cannot make up for a missing one.)"""
-        args = _chain(_islice(commands, start, None))
+        header does: it cannot make up for a missing one.)  Consumes args."""
+        nargs = len(args)
+        args.append(b"")
         try:
-            inside = _lf_join(_chain((args, _ONE_EMPTY))).count(b"\r\n")
+            joined = _lf_join(args)
         except TypeError:
             return False
-        nargs = sum(map(len, _islice(commands, start, None)))
-        return data.count(b"\r\n") == len(commands) - start + 2 * nargs + inside
+        inside = joined.count(b"\r\n") if b"\r" in joined else 0
+        return data.count(b"\r\n") == ncommands + 2 * nargs + inside
 
     @staticmethod
     def _framed_prefix(data: bytes, commands: list, start: int) -> tuple[int, int]:
