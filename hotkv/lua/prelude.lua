@@ -101,8 +101,8 @@ local function rethrow(e, level)
   error(e, 0)
 end
 -- Most API functions give one value (host), a few none (host0), the
--- unpacking ones many (hostn: gathered in a table, so the wrapper keeps
--- its frame for the error's position and name).
+-- unpacking ones many (hostn: passed on by a tail call, as many as Lua's
+-- stack takes, like Valkey's C functions).
 local function host(f)
   local w = function(...)
     local ok, v = lua_pcall(f, ...)
@@ -122,14 +122,26 @@ local function host0(f)
   return w
 end
 local lua_unpack = unpack
-local function gather(...) return {n = select('#', ...), ...} end
-local function hostn(f)
-  local call = function(...) return gather(f(...)) end
-  local w = function(...)
-    local ok, v = lua_pcall(call, ...)
-    if ok then return lua_unpack(v, 1, v.n) end
-    rethrow(v, 2)
+local function back(ok, ...)
+  if ok then return ... end
+  local e = ...
+  if type(e) == 'userdata' then
+    local u, lib_error = py_unwrap(e)
+    -- levels: 1 back, 2 the wrapper back replaced by a tail call, 3 its
+    -- caller.  The name the user called it by is not known here: a
+    -- "bad argument" text keeps the library's own, or '?' when a C
+    -- function (pcall) called it, as luaL_argerror says.
+    if lib_error then
+      local i = dbg.getinfo(3, 'S')
+      if i and i.what == 'C' then u = sgsub(u, "^(bad argument #%d+ to ')[^']*'", "%1?'", 1) end
+      error(u, 3)
+    end
+    e = u
   end
+  error(e, 0)
+end
+local function hostn(f)
+  local w = function(...) return back(lua_pcall(f, ...)) end
   hosted[w] = true
   return w
 end
@@ -331,6 +343,42 @@ _G.load = function(...)
     return piece
   end, name)
 end
+-- unpack with the range check Valkey's Lua has (CVE-2025-46817): this
+-- Lua computes the count as e - i + 1 in a C int, and a range of 2^31
+-- values or more overflowed it and crashed the process.  The bounds are
+-- read as luaL_optint reads them (truncated, then wrapped to 32 bits); a
+-- range the stack cannot take fails here with the native's text, so the
+-- native unpack only ever gets one it can serve.
+local mfloor, mceil, huge, lua_tonumber = math.floor, math.ceil, math.huge, tonumber
+local function int_arg(v, n, name, default)
+  if v == nil then return default end
+  local x = lua_tonumber(v)
+  if x == nil then
+    error("bad argument #" .. n .. " to '" .. name .. "' (number expected, got "
+          .. type(v) .. ")", 3)
+  end
+  if x ~= x or x == huge or x == -huge then return 0 end
+  x = (x >= 0 and mfloor(x) or mceil(x)) % 4294967296
+  if x >= 2147483648 then x = x - 4294967296 end
+  return x
+end
+_G.unpack = function(...)
+  local nargs = lua_select('#', ...)
+  local t, i, e = ...
+  if type(t) ~= 'table' then
+    error("bad argument #1 to '" .. called_as(1) .. "' (table expected, got "
+          .. typename(nargs, t) .. ")", 2)
+  end
+  local name = called_as(1)
+  i = int_arg(i, 2, name, 1)
+  e = int_arg(e, 3, name, nil)
+  if e == nil then e = #t end
+  if i > e then return end
+  if e - i >= 2147483647 or nargs + (e - i + 1) > 8000 then
+    error('too many results to unpack', 2)
+  end
+  return lua_unpack(...)
+end
 -- Valkey's cjson.null is a NULL light userdata.
 _G.tostring = function(...)
   local v = ...
@@ -442,8 +490,13 @@ setmetatable(R, {
     if not funcmode then
       if k == 'KEYS' then return cur_keys elseif k == 'ARGV' then return cur_argv end
     end
-    -- lupa looks debug up (for tracebacks) from outside any protected call.
-    if k == 'debug' then return nil end
+    -- lupa looks debug up (for its tracebacks) from C whenever Python
+    -- calls into Lua; a script asking for it gets the error any unknown
+    -- name gets.
+    if k == 'debug' then
+      local i = dbg.getinfo(2, 'S')
+      if not i or i.what == 'C' then return nil end
+    end
     error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
   end,
   __newindex = ro_error,

@@ -27,13 +27,19 @@ from . import LibError
 
 
 class MsgpackError(Exception):
-    pass
+    """A byte no MessagePack type starts with (lua-cmsgpack's BADFMT)."""
+
+
+class _Truncated(Exception):
+    """The input ends inside a value (lua-cmsgpack's EOF)."""
 
 
 def pack(*args):
     """cmsgpack.pack(...): the values' encodings, concatenated."""
     if not args:
         raise LibError(b"bad argument #0 to 'pack' (MessagePack pack needs input.)")
+    if len(args) > 4000:    # (lua-cmsgpack's lua_checkstack(nargs) on an 8,000-slot stack)
+        raise LibError(b"bad argument #0 to 'pack' (Too many arguments for MessagePack pack.)")
     out = bytearray()
     for v in args:
         _encode(v, out, 0)
@@ -137,16 +143,25 @@ def unpack(s, offset, limit, with_offset, new_table):
         limit = int(lua_tonumber(limit))
     except (TypeError, ValueError):
         return False, b"bad argument #2 to 'unpack' (number expected)"
-    if offset < 0 or offset > len(s):
+    if offset < 0 or limit < 0:
+        # (lua-cmsgpack names the input's length as the limit here)
+        return False, (b"Invalid request to unpack with offset of %d and limit of %d."
+                       % (offset, len(s)))
+    if offset > len(s):
         return False, (b"Start offset %d greater than input length %d."
                        % (offset, len(s)))
+    decode_all = limit == 0 and offset == 0
     values = []
     pos = offset
     try:
-        while pos < len(s) and (limit <= 0 or len(values) < limit):
+        while pos < len(s) and (decode_all or len(values) < limit):
             v, pos = _decode(s, pos, new_table)
             values.append(v)
-    except (IndexError, struct.error, MsgpackError):
+    except MsgpackError:
+        return False, b"Bad data format in input."
+    except (IndexError, struct.error, _Truncated):
+        return False, b"Missing bytes in input."
+    except RecursionError:
         return False, b"Bad data format in input."
     if with_offset:
         values.insert(0, -1 if pos >= len(s) else pos)
@@ -168,7 +183,7 @@ def _decode(s: bytes, pos: int, new_table):
     if 0xA0 <= b <= 0xBF:
         n = b & 0x1F
         if pos + n > len(s):
-            raise MsgpackError()
+            raise _Truncated()
         return s[pos:pos + n], pos + n
     if 0x90 <= b <= 0x9F:
         return _decode_array(s, pos, b & 0x0F, new_table)
@@ -184,7 +199,7 @@ def _decode(s: bytes, pos: int, new_table):
     if fixed is not None:
         fmt, size = fixed
         if pos + size > len(s):
-            raise MsgpackError()
+            raise _Truncated()
         v = struct.unpack(fmt, s[pos:pos + size])[0]
         if b in (0xCF, 0xD3) and not -(1 << 53) <= v <= (1 << 53):
             v = float(v)      # a Lua 5.1 number is a double
@@ -194,14 +209,18 @@ def _decode(s: bytes, pos: int, new_table):
         n = int.from_bytes(s[pos:pos + size], "big")
         pos += size
         if pos + n > len(s) or len(s[pos - size:pos]) != size:
-            raise MsgpackError()
+            raise _Truncated()
         return s[pos:pos + n], pos + n
     if b in (0xDC, 0xDD):
         size = 2 if b == 0xDC else 4
+        if pos + size > len(s):
+            raise _Truncated()
         n = int.from_bytes(s[pos:pos + size], "big")
         return _decode_array(s, pos + size, n, new_table)
     if b in (0xDE, 0xDF):
         size = 2 if b == 0xDE else 4
+        if pos + size > len(s):
+            raise _Truncated()
         n = int.from_bytes(s[pos:pos + size], "big")
         return _decode_map(s, pos + size, n, new_table)
     raise MsgpackError()

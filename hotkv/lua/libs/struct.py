@@ -135,7 +135,16 @@ def pack(fmt=_MISSING, *args):
     return bytes(out)
 
 
-def unpack(fmt=_MISSING, data=_MISSING, pos=1):
+def unpack(*args):
+    """struct.unpack(fmt, data [, pos]); its stack is Lua's: one slot per
+    argument and per value pushed, 8,000 in all (LUAI_MAXCSTACK)."""
+    fmt = args[0] if args else _MISSING
+    data = args[1] if len(args) > 1 else _MISSING
+    pos = args[2] if len(args) > 2 else 1
+    return _unpack(fmt, data, pos, len(args))
+
+
+def _unpack(fmt, data, pos, nargs):
     if type(fmt) is not bytes:
         raise LibError(b"bad argument #1 to 'unpack' (string expected, got %s)"
                         % _arg_type(fmt))
@@ -146,8 +155,10 @@ def unpack(fmt=_MISSING, data=_MISSING, pos=1):
         pos = int(lua_tonumber(pos if pos is not None else 1))
     except (TypeError, ValueError):
         raise LibError(b"bad argument #3 to 'unpack' (number expected)")
-    if pos <= 0:
+    if pos == 0:
         raise LibError(b"bad argument #3 to 'unpack' (offset must be 1 or greater)")
+    if pos < 0:
+        pos += 1 << 64          # (a size_t in Valkey's struct: far past any data)
     pos -= 1
     n = len(data)
     values: list = []
@@ -155,6 +166,8 @@ def unpack(fmt=_MISSING, data=_MISSING, pos=1):
         pos += _pad(pos, opt, size, align)
         if size > n or pos > n - size:
             raise LibError(b"bad argument #2 to 'unpack' (data string too short)")
+        if nargs + len(values) + 2 > 8000:     # (room for the value and the position)
+            raise LibError(b"stack overflow (too many results)")
         chunk = data[pos:pos + size]
         if opt == "x":
             pass
