@@ -22,7 +22,17 @@ removed from every queue at once.
 
 Invariants:
 * ``client.blocked is waiter`` exactly while the waiter is in its queues;
-* a waiter's deadline (absolute ms, 0 = forever) survives re-execution;
+* a waiter's deadline (absolute unix ms as a float, 0 = forever) survives
+  re-execution;
+* a timeout never ends before the time asked: the deadline is the clock's
+  reading when the command parses its timeout plus the timeout, and a waiter
+  is released only once a reading reaches it, both taken to the microsecond
+  (not cut to whole ms: a 100 ms XREAD BLOCK ended after 99.87 ms when the
+  deadline counted from the command's whole ms).  Valkey stores ``mstime() +
+  timeout`` and releases when the ms clock is strictly past it; hotkv's
+  finer readings also let a frozen test clock advanced by exactly the
+  timeout release the waiter, and one advanced by less never does (whole
+  microseconds absorb the float error of a sum of advances);
 * a command that blocks is counted in commandstats once: by ``call`` when
   it is finally served, or by ``unblock`` on timeout / CLIENT UNBLOCK;
 * a queue's ``nokey`` is the number of its waiters with unblock_on_nokey,
@@ -81,8 +91,10 @@ class Waiter:
         self.duration = 0.0
 
 
-def parse_timeout(server, arg: bytes, seconds: bool = True) -> int:
-    """A blocking timeout argument -> absolute deadline in ms (0 = forever).
+def parse_timeout(server, arg: bytes, seconds: bool = True) -> float:
+    """A blocking timeout argument -> absolute deadline in unix ms, a float
+    from the clock's reading to the microsecond (0 = forever; see the
+    invariants).
 
     ``seconds``: BLPOP-style float seconds; otherwise XREAD-style integer ms.
     """
@@ -116,10 +128,12 @@ def parse_timeout(server, arg: bytes, seconds: bool = True) -> int:
         if ms < 0:
             raise CommandError(errors.TIMEOUT_NEGATIVE)
     if ms > 0:
-        ms += server.cmd_time_ms
-        if ms > 9223372036854775807:
+        if ms + server.cmd_time_ms > 9223372036854775807:   # Valkey's range check
             raise CommandError(errors.TIMEOUT_OUT_OF_RANGE)
-    return ms
+        # Not cmd_time_ms + ms: the command's whole ms began up to 1 ms
+        # before the command did (see the invariants).
+        return round(server.clock.time() * 1_000_000) / 1000 + ms
+    return 0
 
 
 def block(client, keys, deadline: int, btype, timeout_reply=NULL_ARRAY, *,
@@ -214,15 +228,20 @@ def drop(client):
         detach(client.blocked)
 
 
-def expire_timeouts(server, now_ms: int):
-    """Unblock every waiter whose deadline passed; return the next deadline."""
+def expire_timeouts(server, now_ms=None):
+    """Unblock every waiter whose deadline the clock has reached; return
+    the next deadline (0: none).  ``now_ms`` is the caller's reading in whole
+    ms; the microsecond one is taken here, as the invariants ask (the
+    whole-ms one would also hold a waiter up to 1 ms past its deadline, its
+    timer re-armed meanwhile for no delay at all)."""
     heap = server.block_timeouts
+    now_us = round(server.clock.time() * 1_000_000)
     while heap:
         deadline, _, waiter = heap[0]
         if waiter.client.blocked is not waiter:
             heapq.heappop(heap)       # served or dropped already
             continue
-        if deadline > now_ms:
+        if round(deadline * 1000) > now_us:
             return deadline
         heapq.heappop(heap)
         unblock(waiter.client)
