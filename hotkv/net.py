@@ -31,6 +31,7 @@ included -- while a busy script holds the event loop.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import socket
@@ -419,13 +420,49 @@ class Listener:
         """CONFIG SET port / bind, as Valkey's changeListener: the addresses not
         listened on yet are bound first -- a failure closes them, keeps the old
         listeners and fails the CONFIG SET with ``error`` -- then served, and
-        the listeners no longer wanted closed; open connections stay."""
+        the listeners no longer wanted closed; open connections stay.
+
+        A new address may be taken by an old listener of ours (0.0.0.0 while
+        127.0.0.1 listens on the port, or the other way round): then, as
+        Valkey does, every old listener is closed first and the new ones
+        bound; if that fails too, the old addresses are bound again."""
         if (port, bind) == self.tcp_conf:
             return   # unchanged, or CONFIG SET's rollback to what is bound
         current = {}   # (host, port) -> the asyncio server listening there
         for srv in self.tcp_servers:
             for sock in srv.sockets or ():
                 current[tuple(sock.getsockname()[:2])] = srv
+        try:
+            keep, socks = self._bind(port, bind, current)
+        except (OSError, UnicodeError, OverflowError) as e:
+            if not (isinstance(e, OSError) and e.errno == errno.EADDRINUSE and current):
+                self._bind_failed(port, bind, e, error)
+            # Perhaps in our own way: Valkey's order, the old listeners closed first.
+            old_port, old_bind = self.tcp_conf
+            self._close_tcp(())
+            current = {}
+            try:
+                keep, socks = self._bind(port, bind, current)
+            except (OSError, UnicodeError, OverflowError) as e2:
+                try:
+                    _, socks = self._bind(old_port, old_bind, current)
+                except (OSError, UnicodeError, OverflowError) as e3:
+                    log.warning("Failed to bind the old addresses again %s:%d: %s", old_bind,
+                                old_port, getattr(e3, "strerror", None) or e3)
+                    socks = []
+                self.bound = [sock.getsockname()[:2] for sock in socks]
+                self._serve(socks, factory)
+                self._bind_failed(port, bind, e2, error)
+        self._close_tcp(keep)
+        self.bound = [addr for addr, srv in current.items() if srv in keep] + \
+            [sock.getsockname()[:2] for sock in socks]
+        self.tcp_conf = (port, bind)
+        self._serve(socks, factory)
+
+    def _bind(self, port: int, bind: str, current: dict) -> tuple:
+        """Listening sockets for bind's addresses on port, but those in
+        ``current`` (returned as the asyncio servers to keep); on a failure
+        the sockets made so far are closed and the error raised."""
         keep, socks = [], []
         try:
             for host in bind_addresses(bind) if port else ():
@@ -441,20 +478,27 @@ class Listener:
                 sock.bind((host, port))
                 sock.listen(self.server.config.values["tcp-backlog"])
                 sock.setblocking(False)
-        except (OSError, UnicodeError, OverflowError) as e:
+        except BaseException:
             for sock in socks:
                 sock.close()
-            log.warning("Could not create server TCP listening socket %s:%d: %s",
-                        bind, port, getattr(e, "strerror", None) or e)
-            raise ConfigError(error) from None
+            raise
+        return keep, socks
+
+    @staticmethod
+    def _bind_failed(port: int, bind: str, e, error: str):
+        log.warning("Could not create server TCP listening socket %s:%d: %s",
+                    bind, port, getattr(e, "strerror", None) or e)
+        raise ConfigError(error) from None
+
+    def _close_tcp(self, keep):
+        """Close the TCP listeners but those in keep."""
         for srv in self.tcp_servers:
             if srv not in keep:
                 srv.close()
                 self.servers.remove(srv)
-        self.tcp_servers = keep
-        self.bound = [addr for addr, srv in current.items() if srv in keep] + \
-            [sock.getsockname()[:2] for sock in socks]
-        self.tcp_conf = (port, bind)
+        self.tcp_servers = list(keep)
+
+    def _serve(self, socks, factory):
         loop = self.server.loop
         for sock in socks:
             loop.create_task(loop.create_server(factory, sock=sock)).add_done_callback(
