@@ -51,6 +51,7 @@ MODULES = [
     "latency",
     "replicaof",
     "replication",
+    "lolwut",
 ]
 
 for _name in MODULES:
