@@ -17,7 +17,11 @@ Flow control, as Redis and uvicorn do it:
   (hotkv.limits, hotkv.client_eviction) are its guards, and they act first;
 * a blocked client's later commands are held (``pending``) and reading is
   paused until it is unblocked;
-* a query buffer over ``client-query-buffer-limit`` closes the connection.
+* a query buffer over ``client-query-buffer-limit`` closes the connection;
+* a long request (a multibulk of many arguments, a run of inline commands)
+  is parsed ``PARSE_BUDGET`` arguments per loop turn, the connection's
+  reading paused meanwhile (``Connection._parse``): other clients are served
+  between the shares, as Valkey parses a read's worth per turn.
 
 ``Listener`` starts TCP / unix-socket servers (and, through ``hotkv.tls``,
 TLS ones) for a ``Server`` and the periodic cron, and tells the server of
@@ -51,14 +55,15 @@ log = logging.getLogger("hotkv")
 
 
 class Connection(Client, asyncio.Protocol):
-    __slots__ = ("transport", "parser", "_pause_reasons", "_held",
+    __slots__ = ("transport", "parser", "_pause_reasons", "_held", "_more_soon",
                  "qb_alloc", "qb_peak", "rb_size", "rb_peak", "rb_reset")   # hotkv.clientbufs
 
     def __init__(self, server):
         Client.__init__(self, server)
         self.transport = None
         self.parser = RequestParser(server.config.values["proto-max-bulk-len"])
-        self._pause_reasons = 0   # bit 1: blocked, bit 2: output backlog
+        self._pause_reasons = 0   # bit 1: blocked, bit 2: output backlog, bit 4: parsing
+        self._more_soon = False   # _parse_more is scheduled
         self._held = None         # replies held while the transport is paused (flush)
         clientbufs.init_client(self)
 
@@ -108,12 +113,21 @@ class Connection(Client, asyncio.Protocol):
         n = len(data)
         self.server.stat_net_input_bytes += n
         self.net_in += n
-        parser = self.parser
         # As Redis: the buffer as read is judged before anything in it runs.
-        if parser.held + n > _QBUF_LIMIT_MIN and self._check_query_buffer(n):
+        if self.parser.held + n > _QBUF_LIMIT_MIN and self._check_query_buffer(n):
             return
+        self._parse(data, n)
+
+    def _parse(self, data, n):
+        """Parse what came (or, with data empty, what the parser still holds)
+        and run the commands.  The parser stops at PARSE_BUDGET arguments:
+        then this connection's reading is paused and the rest is parsed on
+        the next loop turn (``_parse_more``), after the other clients had
+        theirs -- a request of 200,000 arguments never holds the loop for
+        long, as Valkey parses a read's worth per turn."""
+        parser = self.parser
         try:
-            commands, error = parser.feed(data)
+            commands, error = parser.feed(data, PARSE_BUDGET)
         except Exception:  # the parser must never take the server down
             log.exception("parser failure")
             commands, error = [], "Protocol error: internal parser failure"
@@ -140,6 +154,21 @@ class Connection(Client, asyncio.Protocol):
         if parser.held > _BIG_ARG or self.server.gated:
             # (gated: maxmemory-clients weighs the replies just queued too)
             self._check_query_buffer()
+        if parser.more and not self.closed and not self.closing:
+            self._pause(4)
+            if not self._more_soon:
+                self._more_soon = True
+                self.server.loop.call_soon(self._parse_more)
+        elif self._pause_reasons & 4:
+            self._unpause(4)
+
+    def _parse_more(self):
+        """The next loop turn's share of a request the parser stopped in."""
+        self._more_soon = False
+        if self.closed or self.closing or not self.parser.more:
+            self._unpause(4)    # (parsed meanwhile: ServeWhileBlocked)
+            return
+        self._parse(b"", 0)
 
     def _run(self, commands, error):
         done = process_commands(self, commands)
@@ -347,6 +376,9 @@ _WRITE_HIGH = 64 * 1024
 _REPLICA_HIGH = 2 * 1024       # ... for a replica's link (Connection.hold_sooner)
 # Commands held for a blocked client before we stop reading its socket.
 PENDING_PAUSE = 1024
+# Arguments of a long request (or inline commands) parsed per loop turn
+# (Connection._parse).
+PARSE_BUDGET = 1024
 
 
 def _fmt_addr(addr, unix_path):
@@ -644,6 +676,9 @@ class ServeWhileBlocked:
         for client in list(server.clients.values()):
             if client is skip or client.closed or client.closing or client.fd < 0:
                 continue
+            parser = getattr(client, "parser", None)
+            if parser is not None and parser.more:
+                client._parse(b"", 0)   # a long request's next share: the loop is not turning
             transport = getattr(client, "transport", None)
             if type(transport) is _HeldTransport:
                 if transport.state is _LOOP:   # TLS accepted in an earlier busy spell

@@ -354,6 +354,7 @@ _BIG_HEAD = re.compile(rb"\*[0-9]{6}").match
 _BIG_COUNT = re.compile(rb"\*[0-9]{6}").search
 SCREEN_OK, SCREEN_CHECK, SCREEN_SLOW = 0, 1, 2
 _lf_join = b"\n".join
+_NO_BUDGET = 1 << 62
 
 
 def _screen(data: bytes) -> int:
@@ -379,7 +380,7 @@ class RequestParser:
     """
 
     __slots__ = ("_reader", "_buf", "_args", "_want", "_bulklen", "max_bulk_len",
-                 "auth_required", "_argbytes", "held", "whole")
+                 "auth_required", "_argbytes", "held", "whole", "more")
 
     def __init__(self, max_bulk_len: int = 512 * 1024 * 1024):
         self._reader = hiredis.Reader()
@@ -395,6 +396,9 @@ class RequestParser:
         # commands feed returned (and nothing was held before it), else
         # None: the primary side may pass it on verbatim (hotkv.replication.primary).
         self.whole = None
+        # feed stopped at its budget with bytes left unparsed: feed(b"", ...)
+        # again (soon) to go on.
+        self.more = False
         self.max_bulk_len = max_bulk_len
         # An unauthenticated client may only send small commands (Redis's
         # defence against memory exhaustion before AUTH).
@@ -409,6 +413,7 @@ class RequestParser:
         self._want = self._argbytes = self.held = 0
         self._bulklen = -1
         self.whole = None
+        self.more = False
 
     @property
     def pending(self) -> int:
@@ -417,10 +422,17 @@ class RequestParser:
         endless multibulk of tiny arguments is bounded too."""
         return len(self._buf) + self._argbytes
 
-    def feed(self, data: bytes):
+    def feed(self, data: bytes, budget: int = 0):
+        """``budget``: when not 0, the slow path (a long multibulk, inline
+        commands) stops after about that many arguments and sets ``more``
+        while bytes are left to parse: a request of 200,000 arguments is
+        parsed over many calls (the network layer makes one per loop turn,
+        as Valkey parses a read's worth per turn).  hiredis's reads are not
+        bounded: they are one read's worth, parsed in C."""
         commands: list = []
         buf = self._buf
         self.whole = None
+        self.more = False
         if buf or self._args is not None or data[:1] != b"*" or self.auth_required:
             buf += data
         else:
@@ -435,7 +447,7 @@ class RequestParser:
                 buf += rest
         try:
             while True:
-                error = self._slow(commands)
+                error = self._slow(commands, True, budget or _NO_BUDGET)
                 if error is not _HANDOFF:
                     return commands, error
                 # The slow path finished the command it was holding and what is
@@ -443,7 +455,7 @@ class RequestParser:
                 data = bytes(buf)
                 screen = _screen(data)
                 if screen == SCREEN_SLOW:
-                    return commands, self._slow(commands, handoff=False)
+                    return commands, self._slow(commands, False, budget or _NO_BUDGET)
                 rest = self._fast(data, commands, screen)
                 buf.clear()
                 if rest is None:
@@ -571,16 +583,22 @@ class RequestParser:
             return False
         return True
 
-    def _slow(self, commands: list, handoff: bool = True):
+    def _slow(self, commands: list, handoff: bool = True, budget: int = 0):
         """Redis's own parsing rules, one command at a time.  With handoff,
         returns _HANDOFF at the first command boundary followed by a
-        multibulk, so hiredis can take over."""
+        multibulk, so hiredis can take over.  With a budget, stops (setting
+        ``more``) once about that many arguments were read and bytes are
+        left."""
         buf = self._buf
         may_handoff = handoff
         handoff = False
+        left = budget or _NO_BUDGET
         while True:
             if self._args is None:
                 if not buf:
+                    return None
+                if left <= 0:
+                    self.more = True
                     return None
                 if handoff and buf[0] == 42 and not self.auth_required:
                     return _HANDOFF
@@ -595,6 +613,7 @@ class RequestParser:
                     if args is None:
                         return "Protocol error: unbalanced quotes in request"
                     del buf[:nl + 1]
+                    left -= len(args) + 1
                     if args:
                         commands.append(args)
                     continue
@@ -619,6 +638,10 @@ class RequestParser:
             # Reading the arguments of a multibulk.
             args = self._args
             while self._want:
+                if left <= 0 and buf:
+                    self.more = True
+                    return None
+                left -= 1
                 if self._bulklen < 0:
                     nl = buf.find(b"\r")
                     if nl < 0:
