@@ -266,29 +266,35 @@ class Engine:
         if not callable(prelude):
             raise RuntimeError("scripting prelude failed to compile")
         self._null = None
+        # What a callback returns first when it fails (the prelude's host
+        # wrappers raise the error in Lua): no Python exception ever enters
+        # the Lua state (see _guard).
+        self._fail = fail = lua.table()
+        g = _guard(fail)
         self._compile, self._run, self._rawequal, self._null, self._classify, \
             self._errinfo, *extra = prelude(
-            self._lua_call, self._lua_pcall, self._py_setresp, self._py_log, self._py_sha1,
+            self._lua_call, g(self._lua_pcall), g(self._py_setresp), g(self._py_log),
+            g(self._py_sha1),
             # (the lambdas read self._null / self._table when called: both
             # exist only once the prelude has run)
-            lib(lambda v: cjson.encode(v, self._null, self._rawequal, json_cfg)),
-            lib(lambda s: cjson.decode(s, self._null, self._table, json_cfg)),
-            lambda name: lib(lambda *a: bit.op(name, *a)),
-            self._py_aclcheck, _unwrap, self._py_interrupt,
-            cmsgpack.pack,
-            lib(lambda s=None: cmsgpack.unpack(s, 0, 0, False, self._table), multi=True),
-            lib(lambda s=None, offset=0: cmsgpack.unpack(s, offset, 1, True, self._table),
-                multi=True),
-            lib(lambda s=None, limit=0, offset=0:
-                cmsgpack.unpack(s, offset, limit, True, self._table), multi=True),
-            lambda name: lua_struct.fn(name.decode()), self.CHUNK, self._py_load_expired,
-            self._py_register,
-            lambda name: lib(lambda *a: _json_setting(json_cfg, name.decode(), *a),
-                             multi=True),
-            self._ldb_hook, self._ldb_debug, self._ldb_break, _ldb_addr, self._py_set_repl,
+            g(lib(lambda v: cjson.encode(v, self._null, self._rawequal, json_cfg))),
+            g(lib(lambda s: cjson.decode(s, self._null, self._table, json_cfg))),
+            lambda name: g(lib(lambda *a: bit.op(name, *a))),
+            g(self._py_aclcheck), _unwrap, self._py_interrupt,
+            g(cmsgpack.pack),
+            g(lib(lambda s=None: cmsgpack.unpack(s, 0, 0, False, self._table), multi=True)),
+            g(lib(lambda s=None, offset=0: cmsgpack.unpack(s, offset, 1, True, self._table),
+                  multi=True)),
+            g(lib(lambda s=None, limit=0, offset=0:
+                  cmsgpack.unpack(s, offset, limit, True, self._table), multi=True)),
+            lambda name: g(lua_struct.fn(name.decode())), self.CHUNK, self._py_load_expired,
+            g(self._py_register),
+            lambda name: g(lib(lambda *a: _json_setting(json_cfg, name.decode(), *a),
+                               multi=True)),
+            self._ldb_hook, self._ldb_debug, g(self._ldb_break), _ldb_addr, self._py_set_repl,
             self._ldb_error, bytecode.rewrite,
             lambda n, t: self._lua_call(*[t[i] for i in range(1, n + 1)]),
-            lambda n, t: self._lua_pcall(*[t[i] for i in range(1, n + 1)]))
+            g(lambda n, t: self._lua_pcall(*[t[i] for i in range(1, n + 1)])), fail)
         self._internals = extra[0]
         self.ldb_loaded = False      # hotkv/lua/ldb.lua compiled in this state (ldb.py)
         self._load = extra[1] if len(extra) > 1 else None
@@ -486,8 +492,10 @@ class Engine:
             return None
         try:
             session.line_hook(bool(is_count), int(line))
-        except lua51.LuaError:
-            raise
+        except lua51.LuaError as e:
+            # The session ends the script: its error table, raised by the
+            # Lua hook (no exception object enters Lua: see _guard).
+            return e.args[0] if e.args else None
         except Exception:   # the hook must never raise a Python error into Lua
             log.exception("scripting: debugger hook failed")
         return None
@@ -679,9 +687,14 @@ class Engine:
                                           % type(e).__name__)
 
     def _lua_call(self, *args):
-        ok, v = self._py_call(True, *args)
+        # (redis.call: its error table goes back as a failure, the prelude's
+        # wrapper raises it -- no exception on this path; see _guard)
+        try:
+            ok, v = self._py_call(True, *args)
+        except Exception as e:         # a fault of ours: its text, never the object
+            return _failure(self._fail, e)
         if not ok:
-            raise lua51.LuaError(v)
+            return self._fail, 1, v
         return v
 
     def _lua_pcall(self, *args):
@@ -1038,6 +1051,36 @@ def _arg_type(args, i: int) -> bytes:
 def _no_attributes(obj, name, setting):
     # Scripts get Python callables; none of their attributes (no escape hatch).
     raise AttributeError("access denied")
+
+
+def _guard(fail):
+    """A decorator for the Python callables a script can reach: what the
+    callable raises comes back as ``fail, kind, error`` -- kind 1 an error
+    value to raise as it is (an error table), 2 a library's message (the
+    prelude positions it at the user's call) -- so no exception, and no
+    traceback holding Lua references, ever enters the Lua state.  lupa
+    would hand Lua the exception object and keep it as the runtime's last
+    error; freed by a later collection, after its runtime was replaced,
+    it crashed the process."""
+    def guard(fn):
+        def call(*args):
+            try:
+                return fn(*args)
+            except LibError as e:
+                return fail, 2, e.message
+            except lua51.LuaError as e:
+                if e.args and lua51.lua_type(e.args[0]) == "table":
+                    return fail, 1, e.args[0]
+                return _failure(fail, e)
+            except Exception as e:
+                return _failure(fail, e)
+        return call
+    return guard
+
+
+def _failure(fail, e):
+    log.error("scripting: a server function failed: %r", e)
+    return fail, 1, ("%s: %s" % (type(e).__name__, e)).encode("utf-8", "surrogateescape")
 
 
 def _unwrap(err):

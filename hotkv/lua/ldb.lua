@@ -62,7 +62,10 @@ local M = {}
 -- timeout check), goes to the Python side; lines of our glue never do.
 M.hook = function(ev)
   local i = dbg.getinfo(2, 'Sl')
-  if i and i.source == chunk then py_ldb_hook(ev == 'count', i.currentline) end
+  if i and i.source == chunk then
+    local stop = py_ldb_hook(ev == 'count', i.currentline)
+    if stop ~= nil then error(stop, 0) end   -- the session ends the script
+  end
 end
 
 -- redis.debug(...): its arguments as the debugger shows values.

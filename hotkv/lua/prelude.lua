@@ -27,7 +27,7 @@ local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, 
       py_aclcheck, py_unwrap, py_interrupt, py_mp_pack, py_mp_unpack, py_mp_unpack_one,
       py_mp_unpack_limit, py_struct, chunk, py_load_expired,
       py_register, py_json_cfg, py_ldb_hook, py_ldb_debug, py_ldb_break,
-      py_ldb_addr, py_set_repl, py_ldb_error, py_rewrite, py_callv, py_pcallv = ...
+      py_ldb_addr, py_set_repl, py_ldb_error, py_rewrite, py_callv, py_pcallv, FAIL = ...
 -- chunk: '@user_script' (EVAL's state) or '@user_function' (FUNCTION's
 -- state: KEYS / ARGV are the callback's arguments, never globals, and a
 -- library's code runs once, at load, against the load API only).
@@ -68,13 +68,15 @@ end
 -- userdata, whose metatable is shared by every Python object of the state
 -- (a script that set its __call would run in every later script of every
 -- user), and whose type, tostring and error texts are not a function's.
--- An error a callback raises (lupa hands Lua the Python exception) is
--- turned back into a Lua value before the script sees it: an error table
--- as it is, a library's message positioned as luaL_error positions it.
--- The wrapper's tail call into back() costs the wrapper's frame, never the
--- user's; a user's "return redis.call(...)" keeps its own frame (for the
--- line an error names) because hotkv.lua.bytecode compiles a tail call to
--- an API function as a plain call.
+-- A callback never raises into Lua (hotkv.lua.engine's guard catches what
+-- it raises): it returns FAIL, a kind and the error, and the wrapper raises
+-- that as a Lua value -- an error table as it is, a library's message
+-- positioned and named as luaL_error / luaL_argerror would.  (A Python
+-- exception object held by Lua, with a traceback full of Lua references,
+-- freed by a later collection, crashed the process.)  A user's "return
+-- redis.call(...)" keeps its own frame (for the line an error names)
+-- because hotkv.lua.bytecode compiles a tail call to an API function as a
+-- plain call.
 -- hosted: every function this chunk gives scripts; what Valkey has as C
 -- functions, so string.dump and coroutine.create refuse them as they
 -- refuse C functions.
@@ -86,17 +88,13 @@ local function called_as(level)
   local i = dbg.getinfo(level + 1, 'n')
   return i and i.name or '?'
 end
--- Raise what a callback raised; level: the wrapper's caller, as error()
--- counts from rethrow.
-local function rethrow(e, level)
-  if type(e) == 'userdata' then
-    local u, lib_error = py_unwrap(e)
-    if lib_error then
-      -- "bad argument #1 to 'band'": the name the user called it by
-      u = sgsub(u, "^(bad argument #%d+ to ')[^']*'", '%1' .. called_as(level) .. "'", 1)
-      error(u, level + 1)
-    end
-    e = u
+-- Raise a callback's error (kind 2: a library's message, else a value).
+-- From fail: level 2 is the wrapper, 3 the wrapper's caller.
+local function fail(kind, e)
+  if kind == 2 then
+    -- "bad argument #1 to 'band'": the name the user called it by
+    e = sgsub(e, "^(bad argument #%d+ to ')[^']*'", '%1' .. called_as(2) .. "'", 1)
+    error(e, 3)
   end
   error(e, 0)
 end
@@ -105,43 +103,40 @@ end
 -- stack takes, like Valkey's C functions).
 local function host(f)
   local w = function(...)
-    local ok, v = lua_pcall(f, ...)
-    if ok then return v end
-    rethrow(v, 2)
+    local r, kind, e = f(...)
+    if r == FAIL then fail(kind, e) end
+    return r
   end
   hosted[w] = true
   return w
 end
 local function host0(f)
   local w = function(...)
-    local ok, v = lua_pcall(f, ...)
-    if ok then return end
-    rethrow(v, 2)
+    local r, kind, e = f(...)
+    if r == FAIL then fail(kind, e) end
   end
   hosted[w] = true
   return w
 end
 local lua_unpack = unpack
-local function back(ok, ...)
-  if ok then return ... end
-  local e = ...
-  if type(e) == 'userdata' then
-    local u, lib_error = py_unwrap(e)
-    -- levels: 1 back, 2 the wrapper back replaced by a tail call, 3 its
-    -- caller.  The name the user called it by is not known here: a
-    -- "bad argument" text keeps the library's own, or '?' when a C
-    -- function (pcall) called it, as luaL_argerror says.
-    if lib_error then
-      local i = dbg.getinfo(3, 'S')
-      if i and i.what == 'C' then u = sgsub(u, "^(bad argument #%d+ to ')[^']*'", "%1?'", 1) end
-      error(u, 3)
-    end
-    e = u
+-- (levels from failn: 2 back, 3 the wrapper back replaced by its tail
+-- call, 4 the wrapper's caller.  The name the user called it by is lost
+-- with the frame: a "bad argument" text keeps the library's own, or '?'
+-- when a C function such as pcall called it, as luaL_argerror says.)
+local function failn(kind, e)
+  if kind == 2 then
+    local i = dbg.getinfo(4, 'S')
+    if i and i.what == 'C' then e = sgsub(e, "^(bad argument #%d+ to ')[^']*'", "%1?'", 1) end
+    error(e, 4)
   end
   error(e, 0)
 end
+local function back(r, ...)
+  if r == FAIL then failn(...) end
+  return r, ...
+end
 local function hostn(f)
-  local w = function(...) return back(lua_pcall(f, ...)) end
+  local w = function(...) return back(f(...)) end
   hosted[w] = true
   return w
 end
@@ -151,10 +146,10 @@ local LONG = 7000
 local function host_long(f, fv)
   local w = function(...)
     local n = select('#', ...)
-    local ok, v
-    if n < LONG then ok, v = lua_pcall(f, ...) else ok, v = lua_pcall(fv, n, {...}) end
-    if ok then return v end
-    rethrow(v, 2)
+    local r, kind, e
+    if n < LONG then r, kind, e = f(...) else r, kind, e = fv(n, {...}) end
+    if r == FAIL then fail(kind, e) end
+    return r
   end
   hosted[w] = true
   return w
@@ -449,12 +444,35 @@ _G.getmetatable = function(...)
   return lua_getmetatable(v)
 end
 local lua_rawset, lua_setmetatable = rawset, setmetatable
-_G.rawset = function(t, k, v)
+_G.rawset = function(...)
+  local n = lua_select('#', ...)
+  local t, k, v = ...
+  if type(t) ~= 'table' then
+    error("bad argument #1 to '" .. called_as(1) .. "' (table expected, got "
+          .. typename(n, t) .. ")", 2)
+  end
+  if n < 3 then
+    error("bad argument #" .. (n < 2 and 2 or 3) .. " to '" .. called_as(1)
+          .. "' (value expected)", 2)
+  end
   if protected[t] then error('Attempt to modify a readonly table', 0) end
   return lua_rawset(t, k, v)
 end
-_G.setmetatable = function(t, m)
+_G.setmetatable = function(...)
+  local n = lua_select('#', ...)
+  local t, m = ...
+  if type(t) ~= 'table' then
+    error("bad argument #1 to '" .. called_as(1) .. "' (table expected, got "
+          .. typename(n, t) .. ")", 2)
+  end
+  if n < 2 or (m ~= nil and type(m) ~= 'table') then
+    error("bad argument #2 to '" .. called_as(1) .. "' (nil or table expected)", 2)
+  end
   if protected[t] then error('Attempt to modify a readonly table', 0) end
+  local old = dbg.getmetatable(t)     -- (raw: getmetatable shows __metatable)
+  if old ~= nil and rawget(old, '__metatable') ~= nil then
+    error('cannot change a protected metatable', 2)
+  end
   return lua_setmetatable(t, m)
 end
 -- Every Lua function of ours a script can reach stands for one of Valkey's
