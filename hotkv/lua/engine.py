@@ -277,15 +277,18 @@ class Engine:
             g(self._py_sha1),
             # (the lambdas read self._null / self._table when called: both
             # exist only once the prelude has run)
-            g(lib(lambda v: cjson.encode(v, self._null, self._rawequal, json_cfg))),
-            g(lib(lambda s: cjson.decode(s, self._null, self._table, json_cfg))),
+            g(lib(_one_arg("encode",
+                           lambda v: cjson.encode(v, self._null, self._rawequal, json_cfg)))),
+            g(lib(_one_arg("decode",
+                           lambda s: cjson.decode(s, self._null, self._table, json_cfg)))),
             lambda name: g(lib(lambda *a: bit.op(name, *a))),
             g(self._py_aclcheck), _unwrap, self._py_interrupt,
-            g(cmsgpack.pack),
-            g(lib(lambda s=None: cmsgpack.unpack(s, 0, 0, False, self._table), multi=True)),
-            g(lib(lambda s=None, offset=0: cmsgpack.unpack(s, offset, 1, True, self._table),
+            g(lambda *a: cmsgpack.pack(*a, real=self._internals.real)),
+            g(lib(lambda s=cmsgpack.MISSING: cmsgpack.unpack(s, 0, 0, False, self._table),
                   multi=True)),
-            g(lib(lambda s=None, limit=0, offset=0:
+            g(lib(lambda s=cmsgpack.MISSING, offset=0:
+                  cmsgpack.unpack(s, offset, 1, True, self._table), multi=True)),
+            g(lib(lambda s=cmsgpack.MISSING, limit=0, offset=0:
                   cmsgpack.unpack(s, offset, limit, True, self._table), multi=True)),
             lambda name: g(lua_struct.fn(name.decode())), self.CHUNK, self._py_load_expired,
             g(self._py_register),
@@ -1076,6 +1079,17 @@ def _guard(fail):
                 return _failure(fail, e)
         return call
     return guard
+
+
+def _one_arg(name: str, fn):
+    """cjson.encode / decode: exactly one argument, as lua-cjson checks."""
+    message = b"bad argument #1 to '%s' (expected 1 argument)" % name.encode()
+
+    def call(*args):
+        if len(args) != 1:
+            return False, message
+        return fn(args[0])
+    return call
 
 
 def _failure(fail, e):

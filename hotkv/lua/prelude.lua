@@ -196,10 +196,17 @@ redis.error_reply = function(...)
   if sp then return {err = v:sub(1, sp - 1) .. ' ' .. v:sub(sp + 1):gsub('[\r\n]+$', '')} end
   return {err = 'ERR ' .. v:gsub('[\r\n]+$', '')}
 end
+local set_repl_tonumber, math_floor = tonumber, math.floor
 redis.set_repl = function(...)
   local n, f = select('#', ...), ...
   if n ~= 1 then error(api_err('server.set_repl() requires one argument.')) end
-  if type(f) ~= 'number' or f < 0 or f > 3 then
+  -- Valkey reads the flags as lua_tonumber (0 for what is no number),
+  -- made a C int (truncated; NaN and values past an int are none of the
+  -- flags)
+  f = set_repl_tonumber(f) or 0
+  if f ~= f or f >= 2147483648 or f <= -2147483649 then f = -1 end
+  f = f >= 0 and math_floor(f) or -math_floor(-f)
+  if f < 0 or f > 3 then
     error(api_err('Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or '
                   .. 'REPL_NONE.'))
   end
@@ -226,6 +233,9 @@ local function fix_pcall(ok, ...)
   return false, e
 end
 _G.pcall = function(...)
+  -- (Valkey's pcall calls whatever is at the top of its stack: with no
+  -- argument, its own result placeholder)
+  if select('#', ...) == 0 then return false, 'attempt to call a boolean value' end
   return fix_pcall(lua_pcall(...))
 end
 
@@ -415,6 +425,14 @@ end
 -- would cost ~1 us in every loop); a tail call to it ("return pairs(nil)")
 -- is compiled as a plain call (hotkv.lua.bytecode) so an error keeps the
 -- user's line.
+_G.next = function(...)
+  local t, k = ...
+  if type(t) ~= 'table' then
+    error("bad argument #1 to '" .. called_as(1) .. "' (table expected, got "
+          .. typename(lua_select('#', ...), t) .. ")", 2)
+  end
+  return lua_next_(real_of[t] or t, k)
+end
 _G.pairs = function(...)
   local t = ...
   if type(t) == 'table' then return lua_next_, real_of[t] or t, nil end

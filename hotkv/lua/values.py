@@ -37,6 +37,8 @@ def lua_type_name(v) -> str:
         return "boolean"
     if type(v) is bytes:
         return "string"
+    if type(v) is int or type(v) is float:
+        return "number"
     t = lua51.lua_type(v)
     return t.decode() if isinstance(t, bytes) else (t or "userdata")
 

@@ -22,8 +22,10 @@ import struct
 
 from lupa import lua51
 
-from ..values import lua_num_str, lua_tonumber
+from ..values import lua_num_str, lua_tonumber, lua_type_name
 from . import LibError
+
+MISSING = object()      # an argument not given (Lua's "no value")
 
 
 class MsgpackError(Exception):
@@ -34,19 +36,21 @@ class _Truncated(Exception):
     """The input ends inside a value (lua-cmsgpack's EOF)."""
 
 
-def pack(*args):
-    """cmsgpack.pack(...): the values' encodings, concatenated."""
+def pack(*args, real=None):
+    """cmsgpack.pack(...): the values' encodings, concatenated.  real: the
+    table a read-only proxy shows (the prelude's library tables are empty
+    proxies; lua-cmsgpack packs what they hold)."""
     if not args:
         raise LibError(b"bad argument #0 to 'pack' (MessagePack pack needs input.)")
     if len(args) > 4000:    # (lua-cmsgpack's lua_checkstack(nargs) on an 8,000-slot stack)
         raise LibError(b"bad argument #0 to 'pack' (Too many arguments for MessagePack pack.)")
     out = bytearray()
     for v in args:
-        _encode(v, out, 0)
+        _encode(v, out, 0, real)
     return bytes(out)
 
 
-def _encode(v, out: bytearray, depth: int):
+def _encode(v, out: bytearray, depth: int, real=None):
     t = type(v)
     if v is None:
         out.append(0xC0)
@@ -79,6 +83,11 @@ def _encode(v, out: bytearray, depth: int):
             out.append(0xC0)
             return
         items = list(v.items())
+        if not items and real is not None:
+            shown = real(v)
+            if shown is not None:
+                v = shown
+                items = list(v.items())
         n = len(items)
         is_array = all(type(k) in (int, float) and not isinstance(k, bool) and k >= 1
                        and k == int(k) for k, _ in items) and \
@@ -91,7 +100,7 @@ def _encode(v, out: bytearray, depth: int):
             else:
                 out += b"\xdd" + struct.pack(">I", n)
             for i in range(1, n + 1):
-                _encode(v[i], out, depth + 1)
+                _encode(v[i], out, depth + 1, real)
         else:
             if n < 16:
                 out.append(0x80 | n)
@@ -100,8 +109,8 @@ def _encode(v, out: bytearray, depth: int):
             else:
                 out += b"\xdf" + struct.pack(">I", n)
             for k, x in items:
-                _encode(k, out, depth + 1)
-                _encode(x, out, depth + 1)
+                _encode(k, out, depth + 1, real)
+                _encode(x, out, depth + 1, real)
     else:
         out.append(0xC0)
 
@@ -137,7 +146,8 @@ def unpack(s, offset, limit, with_offset, new_table):
     if type(s) in (int, float):
         s = lua_num_str(s).encode()
     if type(s) is not bytes:
-        return False, b"bad argument #1 to 'unpack' (string expected)"
+        return False, (b"bad argument #1 to 'unpack' (string expected, got %s)"
+                       % (b"no value" if s is MISSING else lua_type_name(s).encode()))
     try:
         offset = int(lua_tonumber(offset))
         limit = int(lua_tonumber(limit))

@@ -90,7 +90,15 @@ def _arg_type(v) -> bytes:
     return b"no value" if v is _MISSING else lua_type_name(v).encode()
 
 
+def _string(v):
+    """A string argument as luaL_checklstring takes it: a number too."""
+    if (type(v) is int or type(v) is float) and v is not _MISSING:
+        return lua_num_str(v).encode()
+    return v
+
+
 def pack(fmt=_MISSING, *args):
+    fmt = _string(fmt)
     if type(fmt) is not bytes:
         raise LibError(b"bad argument #1 to 'pack' (string expected, got %s)"
                         % _arg_type(fmt))
@@ -145,6 +153,7 @@ def unpack(*args):
 
 
 def _unpack(fmt, data, pos, nargs):
+    fmt, data = _string(fmt), _string(data)
     if type(fmt) is not bytes:
         raise LibError(b"bad argument #1 to 'unpack' (string expected, got %s)"
                         % _arg_type(fmt))
@@ -202,7 +211,8 @@ def _unpack(fmt, data, pos, nargs):
     return tuple(values)
 
 
-def size(fmt=_MISSING):
+def size(fmt=_MISSING, *_ignored):
+    fmt = _string(fmt)
     if type(fmt) is not bytes:
         raise LibError(b"bad argument #1 to 'size' (string expected, got %s)"
                         % _arg_type(fmt))
