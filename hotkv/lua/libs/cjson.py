@@ -340,8 +340,10 @@ def decode(s, null, new_table, cfg: Config = _DEFAULT):
     return _parse(s, cfg, null, new_table)
 
 
-# json.loads takes a bare -0 as the integer 0; strtod gives -0.0.
-_MINUS_ZERO = re.compile(rb"-0(?![.eE0-9])").search
+# json.loads takes a bare -0 as the integer 0; strtod gives -0.0.  (Where a
+# value starts: not the -0 of a date inside a string, which would cost the
+# slow path for nothing.)
+_MINUS_ZERO = re.compile(rb"(?:^|[\[:,])[ \t\n\r]*-0(?![.eE0-9])").search
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]").search
 _ESCAPE = re.compile(rb"\\(?:u([dD][89a-fA-F][0-9a-fA-F]{2}))?")
 
