@@ -9,13 +9,16 @@ nesting beyond encode_max_depth / decode_max_depth (1000 unless the
 configuration functions, ``setting``, kept per Lua state in ``Config``,
 say otherwise) is refused, and so is a level lua-cjson's lua_checkstack
 would refuse (Lua's LUAI_MAXCSTACK: 7,998 arrays or 3,999 objects deep,
-``_too_deep`` / ``_encode`` count the slots); NaN and Inf are refused
+``_parse`` / ``_encode`` count the slots); NaN and Inf are refused
 unless the settings say otherwise.  Neither direction recurses in Python:
-``_encode`` keeps its own stack, and a document nested deeper than
-``_SHALLOW`` is parsed by ``_loads_deep`` instead of json.loads (a second
-path: tests/test_cjson_depth.py drives both, every depth to 2,000); ``null``
-decodes to the cjson.null sentinel and integers beyond 2^53 to doubles
-(a Lua 5.1 number).  Error texts are lua-cjson's.  Object key order is
+``_encode`` keeps its own stack.  Decoding has a fast path: json.loads, for
+a document nested at most ``_SHALLOW`` deep that it reads as lua-cjson does;
+every other document -- every error, and what only lua-cjson reads (NUL,
+strtod's numbers, deep nesting) -- goes to ``_parse``, lua-cjson's lexer
+and parser, which gives its exact messages (tests/test_cjson_errors.py
+drives both against valkey-server; tests/test_cjson_depth.py every depth
+to 2,000).  ``null`` decodes to the cjson.null sentinel and numbers to Lua
+numbers (doubles).  Error texts are lua-cjson's.  Object key order is
 stock Lua 5.1's table order, not Valkey's (its Lua hashes strings with
 murmur32).
 
