@@ -21,8 +21,6 @@ from __future__ import annotations
 import json
 import random
 
-import pytest
-
 from support import RawClient
 
 DUMP = """
@@ -267,7 +265,5 @@ def test_setting_errors_match_valkey(server, ref_server):
     both(server, ref_server, calls)
 
 
-@pytest.mark.xfail(reason="hotkv/lua/engine.py passed cjson.encode/decode one argument",
-                   strict=False)
 def test_argument_count_errors_match_valkey(server, ref_server):
     both(server, ref_server, [("EVAL", case, "0") for case in ARG_COUNT])

@@ -278,7 +278,8 @@ class Engine:
             # (the lambdas read self._null / self._table when called: both
             # exist only once the prelude has run)
             g(lib(_one_arg("encode",
-                           lambda v: cjson.encode(v, self._null, self._rawequal, json_cfg)))),
+                           lambda v: cjson.encode(v, self._null, self._rawequal, json_cfg,
+                                                        self._internals.real)))),
             g(lib(_one_arg("decode",
                            lambda s: cjson.decode(s, self._null, self._table, json_cfg)))),
             lambda name: g(lib(lambda *a: bit.op(name, *a))),

@@ -178,11 +178,13 @@ def _lua_type(v) -> bytes:
     return (t.encode() if isinstance(t, str) else t) or b"userdata"
 
 
-def encode(v, null, rawequal, cfg: Config = _DEFAULT):
-    """(True, JSON bytes) or (False, lua-cjson's message)."""
+def encode(v, null, rawequal, cfg: Config = _DEFAULT, real=None):
+    """(True, JSON bytes) or (False, lua-cjson's message).  real: the table
+    a read-only proxy shows (the prelude's library tables are empty proxies;
+    lua-cjson encodes what they hold)."""
     try:
         out: list = []
-        _encode(v, null, rawequal, out, cfg)
+        _encode(v, null, rawequal, out, cfg, real)
         return True, "".join(out).encode("utf-8", "surrogateescape")
     except JsonError as e:
         return False, str(e).encode()
@@ -259,10 +261,15 @@ def _array_length(items, cfg) -> int:
     return top
 
 
-def _open_table(v, out, cfg):
+def _open_table(v, out, cfg, real=None):
     """Start a table: (its members' iterator, closing text, its Lua stack
     slots while a member is encoded: the value, plus the key in an object)."""
     items = list(v.items())
+    if not items and real is not None:
+        shown = real(v)
+        if shown is not None:
+            v = shown
+            items = list(v.items())
     maxi = _array_length(items, cfg)
     if maxi > 0:
         out.append("[")
@@ -271,7 +278,7 @@ def _open_table(v, out, cfg):
     return _object_items(items, cfg), "}", 2
 
 
-def _encode(v, null, rawequal, out, cfg):
+def _encode(v, null, rawequal, out, cfg, real=None):
     """Without recursion (a depth of thousands is legal).  A table at depth
     d is refused past encode_max_depth or when lua-cjson's lua_checkstack(3)
     would fail: the C function may hold LUAI_MAXCSTACK slots -- its argument,
@@ -283,7 +290,7 @@ def _encode(v, null, rawequal, out, cfg):
             depth = len(stack) + 1
             if depth > cfg.encode_max_depth or used + 3 > _LUAI_MAXCSTACK:
                 raise JsonError("Cannot serialise, excessive nesting (%d)" % depth)
-            members, close, slots = _open_table(v, out, cfg)
+            members, close, slots = _open_table(v, out, cfg, real)
             stack.append((members, close, slots))
             used += slots
         else:
