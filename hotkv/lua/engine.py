@@ -285,11 +285,12 @@ class Engine:
             lambda name: g(lib(lambda *a: bit.op(name, *a))),
             g(self._py_aclcheck), _unwrap, self._py_interrupt,
             g(lambda *a: cmsgpack.pack(*a, real=self._internals.real)),
-            g(lib(lambda s=cmsgpack.MISSING: cmsgpack.unpack(s, 0, 0, False, self._table),
-                  multi=True)),
-            g(lib(lambda s=cmsgpack.MISSING, offset=0:
+            # (extra arguments are ignored, as lua-cmsgpack's)
+            g(lib(lambda s=cmsgpack.MISSING, *_:
+                  cmsgpack.unpack(s, 0, 0, False, self._table), multi=True)),
+            g(lib(lambda s=cmsgpack.MISSING, offset=0, *_:
                   cmsgpack.unpack(s, offset, 1, True, self._table), multi=True)),
-            g(lib(lambda s=cmsgpack.MISSING, limit=0, offset=0:
+            g(lib(lambda s=cmsgpack.MISSING, limit=0, offset=0, *_:
                   cmsgpack.unpack(s, offset, limit, True, self._table), multi=True)),
             lambda name: g(lua_struct.fn(name.decode())), self.CHUNK, self._py_load_expired,
             g(self._py_register),
@@ -573,8 +574,8 @@ class Engine:
             if cmd.name == "shutdown" and _shutdown_saves(argv):
                 # Valkey refuses it inside the command (before any save):
                 # counted as a call that failed, not as a rejected one.
-                cmd.calls += 1
-                cmd.failed_calls += 1
+                server.cmdstats[cmd].calls += 1
+                server.cmdstats[cmd].failed_calls += 1
                 server.stat_numcommands += 1
                 client.ncmds += 1
                 client.last_cmd = cmd.name
@@ -717,14 +718,14 @@ class Engine:
         message = "ERR " + text
         self.server.count_error(message)
         if cmd is not None:
-            cmd.rejected_calls += 1
+            self.server.cmdstats[cmd].rejected_calls += 1
         return False, self._err_table(message, True)
 
     def _rejected_as_is(self, message, cmd):
         """A command the script may not run, refused with the server's own text."""
         self._ldb_error("-" + message + "\r\n")
         self.server.count_error(message)
-        cmd.rejected_calls += 1
+        self.server.cmdstats[cmd].rejected_calls += 1
         return False, self._err_table(message, True)
 
     def _command(self, raise_error, args):
@@ -782,7 +783,7 @@ class Engine:
         if cmd.write and not run.write_dirty and server.disk_error is not None:
             message = server.disk_error
             server.count_error(message)
-            cmd.rejected_calls += 1
+            server.cmdstats[cmd].rejected_calls += 1
             return False, self._err_table(message, True)
         if cmd.write and not run.write_dirty and no_good_replicas(server):
             return self._rejected_as_is(NOREPLICAS, cmd)
@@ -790,7 +791,7 @@ class Engine:
                 (run.flags is None or "allow_oom" not in run.flags) and server.over_maxmemory():
             self._ldb_error("-" + errors.OOM + "\r\n")
             server.count_error(errors.OOM)
-            cmd.rejected_calls += 1
+            server.cmdstats[cmd].rejected_calls += 1
             return False, self._err_table(errors.OOM, True)
         if cmd.write:
             run.write_dirty = True

@@ -39,6 +39,8 @@ def lua_type_name(v) -> str:
         return "string"
     if type(v) is int or type(v) is float:
         return "number"
+    if type(v).__name__ in ("_LuaThread", "_LuaCoroutineFunction"):   # (lupa's names)
+        return "thread"
     t = lua51.lua_type(v)
     return t.decode() if isinstance(t, bytes) else (t or "userdata")
 

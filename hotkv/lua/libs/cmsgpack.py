@@ -61,7 +61,7 @@ def _encode(v, out: bytearray, depth: int, real=None):
                            or not -(1 << 63) <= v < (1 << 63)):
             f32 = struct.unpack("<f", struct.pack("<f", v))[0] \
                 if abs(v) < 3.5e38 or v != v or v in (math.inf, -math.inf) else None
-            if f32 is not None and (f32 == v or (v != v and f32 != f32)):
+            if f32 is not None and f32 == v:     # (never for NaN: a float64, as C's ==)
                 out += b"\xca" + struct.pack(">f", v)
             else:
                 out += b"\xcb" + struct.pack(">d", v)
