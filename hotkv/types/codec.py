@@ -18,21 +18,28 @@ Invariants:
   does only while ``lzf_compression`` is on (an RDB file save with
   ``rdbcompression yes``) -- DUMP payloads stay uncompressed.
 
-LZF: the compressor is python-lzf (liblzf, the library Valkey bundles);
-without it strings are written raw, which every loader reads.  The switch
-is module state: a file save runs either in a forked child or synchronously
-on the event loop, so no DUMP can run while it is on.
+LZF: python-lzf (liblzf, the library Valkey bundles) when it is installed
+(the optional ``hotkv[fast]``: it ships only as source and needs a C
+compiler); else ``_lzf_compress_py`` and ``_lzf_decompress_py``, liblzf's
+algorithm in Python (HLOG 16, VERY_FAST: the same bytes as liblzf with a
+zeroed hash table; ~2 MB/s against liblzf's ~400 MB/s, so a large
+``rdbcompression yes`` save is slow without the extra).
+tests/test_install.py drives both implementations over the same random
+data.  The switch is module state: a file save runs either in a forked
+child or synchronously on the event loop, so no DUMP can run while it is
+on.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from contextlib import contextmanager
 
 from ..util import string2ll
 
 try:
     import lzf as _lzf
-except ImportError:  # pragma: no cover - python-lzf is a dependency
+except ImportError:  # python-lzf is the optional hotkv[fast]
     _lzf = None
 
 MASK64 = (1 << 64) - 1
@@ -337,7 +344,8 @@ def put_string(s: bytes, out: bytearray):
     n = len(s)
     if _compress and n > 20:
         # Valkey keeps the compressed form only when it saves 4+ bytes.
-        c = _lzf.compress(s, n - 4)
+        # Valkey's lzf_compress gets n - 4 bytes; python-lzf passes liblzf one more.
+        c = _lzf.compress(s, n - 5) if _lzf is not None else _lzf_compress_py(s, n - 4)
         if c is not None and len(c) <= n - 4:
             out.append(0xC3)
             put_len(len(c), out)
@@ -353,10 +361,10 @@ _compress = False
 
 @contextmanager
 def lzf_compression(on: bool):
-    """put_string LZF-compresses (when python-lzf is there) inside this block."""
+    """put_string LZF-compresses inside this block."""
     global _compress
     old = _compress
-    _compress = bool(on) and _lzf is not None
+    _compress = bool(on)
     try:
         yield
     finally:
@@ -376,6 +384,92 @@ def _lzf_decompress(data: bytes, expected: int) -> bytes:
 
 
 lzf_decompress = _lzf_decompress      # for the RDB file reader's inline path
+
+
+def _lzf_compress_py(data: bytes, out_len: int):
+    """LZF-compress ``data`` as liblzf's lzf_compress (HLOG 16, VERY_FAST):
+    the same bytes, or None where it returns 0 (the output would not fit in
+    ``out_len`` bytes, by liblzf's own conservative checks)."""
+    n = len(data)
+    if not n:
+        return None
+    out = bytearray(out_len + 4)
+    # hash slot -> position; 0 = none (a zeroed liblzf table: position 0 is
+    # never referred to).  A dict is cheaper to make for short strings.
+    htab = [0] * 65536 if n > 4096 else defaultdict(int)
+    op = 1                      # out[0] is the first literal run's length byte
+    lit = 0
+    ip = 0
+    end2 = n - 2
+    hval = (data[0] << 8) | data[1] if n > 1 else 0
+    while ip < end2:
+        hval = ((hval << 8) | data[ip + 2]) & 0xFFFFFF
+        slot = (((hval ^ (hval << 5)) >> 8) - hval * 5) & 0xFFFF
+        ref = htab[slot]
+        htab[slot] = ip
+        off = ip - ref - 1
+        if (ref > 0 and 0 <= off < 8192 and data[ref + 2] == data[ip + 2]
+                and data[ref] == data[ip] and data[ref + 1] == data[ip + 1]):
+            if op + 4 >= out_len and op - (not lit) + 4 >= out_len:
+                return None
+            out[op - lit - 1] = lit - 1 & 0xFF
+            if not lit:
+                op -= 1
+            maxlen = n - ip - 2
+            if maxlen > 264:
+                maxlen = 264
+            ln = 2
+            while True:
+                ln += 1
+                if ln >= maxlen or data[ref + ln] != data[ip + ln]:
+                    break
+            ln -= 2
+            ip += 1
+            if ln < 7:
+                out[op] = (off >> 8) + (ln << 5)
+                op += 1
+            else:
+                out[op] = (off >> 8) + 224
+                out[op + 1] = ln - 7
+                op += 2
+            out[op] = off & 0xFF
+            op += 2                 # the offset byte, then the next run's length byte
+            lit = 0
+            ip += ln + 1
+            if ip >= end2:
+                break
+            ip -= 2
+            hval = (data[ip] << 8) | data[ip + 1]
+            for _ in range(2):
+                hval = ((hval << 8) | data[ip + 2]) & 0xFFFFFF
+                htab[(((hval ^ (hval << 5)) >> 8) - hval * 5) & 0xFFFF] = ip
+                ip += 1
+        else:
+            if op >= out_len:
+                return None
+            lit += 1
+            out[op] = data[ip]
+            op += 1
+            ip += 1
+            if lit == 32:
+                out[op - 33] = 31
+                lit = 0
+                op += 1
+    if op + 3 > out_len:
+        return None
+    while ip < n:
+        lit += 1
+        out[op] = data[ip]
+        op += 1
+        ip += 1
+        if lit == 32:
+            out[op - 33] = 31
+            lit = 0
+            op += 1
+    out[op - lit - 1] = lit - 1 & 0xFF
+    if not lit:
+        op -= 1
+    return bytes(out[:op])
 
 
 def _lzf_decompress_py(data: bytes, expected: int) -> bytes:
