@@ -240,8 +240,12 @@ _G.pcall = function(...)
 end
 
 local cjson = {}
-cjson.null = newproxy(false)
+-- Valkey's cjson.null is a NULL light userdata: tostring shows
+-- 'userdata: (nil)' (its own __tostring, so tostring stays the native
+-- function), getmetatable shows none (see getmetatable below).
+cjson.null = newproxy(true)
 local null = cjson.null
+getmetatable(null).__tostring = function() return 'userdata: (nil)' end
 cjson.encode = host(py_json_enc)
 cjson.decode = host(py_json_dec)
 for _, name in ipairs({'encode_keep_buffer', 'encode_max_depth', 'decode_max_depth',
@@ -384,15 +388,6 @@ _G.unpack = function(...)
   end
   return lua_unpack(...)
 end
--- Valkey's cjson.null is a NULL light userdata.
-_G.tostring = function(...)
-  local v = ...
-  if rawequal(v, null) then return 'userdata: (nil)' end
-  if lua_select('#', ...) == 0 then
-    error("bad argument #1 to '" .. called_as(1) .. "' (value expected)", 2)
-  end
-  return lua_tostring(v)
-end
 -- What tells a C function from a Lua one to a script: string.dump and
 -- coroutine.create / wrap refuse C functions, and so ours.
 local function is_c(f)
@@ -458,7 +453,7 @@ _G.getmetatable = function(...)
     error("bad argument #1 to '" .. called_as(1) .. "' (value expected)", 2)
   end
   if type(v) == 'string' then return strmeta_view end
-  if real_of[v] and not rawequal(v, _G) then return nil end
+  if (real_of[v] and not rawequal(v, _G)) or rawequal(v, null) then return nil end
   return lua_getmetatable(v)
 end
 local lua_rawset, lua_setmetatable = rawset, setmetatable
