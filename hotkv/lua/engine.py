@@ -24,21 +24,25 @@ API table, the sandbox, the error handler, the timeout hook -- is
   false -> nil in RESP2 ...);
 * errors carry Valkey's texts: ``ERR user_script:1: ... script: <sha>, on
   @user_script:1.``; the error handler finds the user's frame skipping C
-  functions and our own Lua glue (chunk ``=hotkv``).  The API and library
-  functions are Python callables -- C functions to Lua -- so a user's
-  ``return redis.call(...)`` is no Lua tail call that would lose its line
-  (a call whose arguments end in ``unpack``/``...`` is rewritten in the
-  compiled script to reach a Lua wrapper with a plain call instead, for
-  more arguments than lupa passes to Python: ``hotkv.lua.bytecode``);
-  they raise ``LuaError(error table)`` or ``LibError(message)``, which the
-  handler (and our ``pcall``) unwrap;
-* the sandbox: globals are read-only ("Attempt to modify a readonly table"),
-  reading an unknown global fails ("Script attempted to access nonexistent
-  global variable"), KEYS/ARGV are served by the globals' metatable, the
-  library tables are read-only proxies (so ``pairs(string)`` sees nothing),
-  lupa's ``python`` global is removed and Python attributes are never
-  reachable (``attribute_filter``); io, package, require, dofile, loadfile,
-  print, debug, getfenv, setfenv, newproxy and os (but os.clock) are gone.
+  functions and our own Lua glue (chunk ``=hotkv``).  A user's ``return
+  redis.call(...)`` keeps its frame because ``hotkv.lua.bytecode`` compiles
+  a tail call to an API function as a plain call;
+* the sandbox (SECURITY.md): a script only ever holds Lua values.  Every
+  Python callable it can reach is wrapped in a Lua closure of the prelude
+  and never raises into Lua: ``_guard`` turns what it raises into
+  ``FAIL, kind, error`` and the wrapper raises that as a Lua value (an
+  error table; a library's ``LibError`` message positioned as luaL_error
+  would).  lupa would hand Lua the exception object, with a traceback
+  full of Lua references; freed by a later collection after its runtime
+  was replaced, one crashed the process.  Globals are read-only ("Attempt
+  to modify a readonly table"), reading an unknown global fails ("Script
+  attempted to access nonexistent global variable"), KEYS/ARGV are served
+  by the globals' metatable, the library tables are read-only proxies
+  (``pairs``/``next`` and the encoders see what they show), no loader runs
+  bytecode, lupa's ``python`` global is removed and Python attributes are
+  never reachable (``attribute_filter``); io, package, require, dofile,
+  loadfile, print, debug, getfenv, setfenv, newproxy and os (but os.clock)
+  are gone.  tests/test_lua_sandbox.py holds the audit against Valkey.
   The libraries (cjson, bit, cmsgpack, struct, in ``hotkv.lua.libs``)
   get their tables built in the prelude from callables made here; table
   iteration order (maps, cjson objects) is stock Lua 5.1's, not Valkey's
@@ -66,8 +70,8 @@ Invariants:
 * a script runs to completion inside one ``call``, so it is atomic; blocking
   commands act non-blocking because the fake client cannot block;
 * ``engine.run`` is the running script's context exactly while one runs;
-* Python exceptions never cross into Lua unasked: callbacks catch their own
-  errors and raise only the two error carriers above.
+* no Python exception ever enters Lua: the API's callables are guarded
+  (``_guard``), the internal ones (hooks) catch their own errors.
 """
 
 from __future__ import annotations

@@ -3,11 +3,12 @@
 --
 -- Owns: the error handler (errh) that positions an error at the user's
 -- frame, the redis / server API table, the library tables (cjson, bit,
--- cmsgpack, struct: their functions are the Python callables passed in),
--- the sandbox (removed globals, read-only tables, KEYS / ARGV served by the
--- globals' metatable), the instruction-count hook of the script timeout,
--- and the raw readers the engine uses on returned tables (classify,
--- errinfo).
+-- cmsgpack, struct: Lua closures around the Python callables passed in --
+-- the host wrappers), the sandbox (removed globals, read-only tables,
+-- KEYS / ARGV served by the globals' metatable, loaders that read every
+-- chunk as text, unpack's range check), the instruction-count hook of the
+-- script timeout, and the raw readers the engine uses on returned tables
+-- (classify, errinfo).
 --
 -- Two modes, by the chunk name the engine passes: EVAL's state
 -- ('@user_script': KEYS / ARGV globals) and the functions' state
@@ -21,8 +22,9 @@
 -- the engine passes them, and returns compile, run, rawequal, null,
 -- classify, errinfo, internals (what the Python side calls back) and load
 -- (function mode); no frame of this chunk is ever shown as an error's
--- position (errh skips the source "=hotkv"); no script can reach lupa's
--- "python" global or change a table it shares with the next script.
+-- position (errh skips the source "=hotkv"); a script holds Lua values
+-- only -- never a Python object, never lupa's shared metatable -- and
+-- cannot change a table it shares with the next script.
 local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, py_bit,
       py_aclcheck, py_unwrap, py_interrupt, py_mp_pack, py_mp_unpack, py_mp_unpack_one,
       py_mp_unpack_limit, py_struct, chunk, py_load_expired,
