@@ -13,8 +13,9 @@ ratio to Valkey, per round, then the range over the rounds.  A measurement,
 not a test: nothing here is asserted.
 
 Tests: LPUSH, LPOP (redis-benchmark, 50 clients, P1 and P16), XADD MAXLEN ~
-10000 (P1, P16), and XADD -> XREADGROUP COUNT 10 BLOCK -> XACK end to end
-(2 producers at P16, 2 consumers of one group).
+10000 (P1, P16), EVALSHA of 0, 3 and 10 calls and FCALL of 3 (bench/run.py's
+lua scenario, 20 clients, P1 and P16), and XADD -> XREADGROUP COUNT 10 BLOCK
+-> XACK end to end (2 producers at P16, 2 consumers of one group).
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ def measure_factory(requests: int):
             for cmd, ops in run.load(t.port, "lpush,lpop", 50, n, pipeline).items():
                 res[f"{cmd} P{pipeline}"] = ops
             res[f"XADD P{pipeline}"] = run.bench_command(t.port, run.XADD_ARGV, 50, n, pipeline)
+            for test, lua_argv in run.lua_prepare(t.port).items():
+                res[f"{test} P{pipeline}"] = run.bench_command(t.port, lua_argv, 20, n // 2,
+                                                               pipeline)
         c = run.RawConn(t.port)
         c.call("FLUSHALL")
         c.close()

@@ -26,7 +26,10 @@ Scenarios (``SCENARIOS``; add one by writing a function and listing it):
   latency (a timestamped probe message every 2 ms during the load);
 * aof (issue 5): LPUSH and XADD P1 with appendonly yes under each
   appendfsync policy, Valkey with the same policy, and each one's ratio to
-  its own no-AOF throughput.
+  its own no-AOF throughput;
+* lua (issue 33): EVALSHA of a script making 0, 3 (HSET, LREM, DEL) and 10
+  (INCR) calls, and FCALL of a library function making the same 3, 20
+  clients, P1 and P16.
 
 Throughput scenarios start all their servers at once and take turns, keeping
 the best of ``REPS`` runs: on a shared machine both servers then see the same
@@ -781,8 +784,54 @@ def scenario_aof(targets, quick, workdir=None):
     return rows
 
 
+# Scripts as queue libraries run them (issue 33): no call, 3 calls (HSET,
+# LREM, DEL: a job's completion), 10 calls; and a library function.
+LUA_SCRIPTS = {
+    "EVALSHA 0 calls": ("return 1", 0),
+    "EVALSHA 3 calls": ("redis.call('HSET', KEYS[1], 'f', ARGV[1]) "
+                        "redis.call('LREM', KEYS[2], 0, ARGV[1]) "
+                        "redis.call('DEL', KEYS[3]) return 1", 3),
+    "EVALSHA 10 calls": ("for i = 1, 10 do redis.call('INCR', KEYS[1]) end return 1", 1),
+}
+LUA_LIBRARY = ("#!lua name=benchlib\nserver.register_function('done', function(keys, args) "
+               "server.call('HSET', keys[1], 'f', args[1]) "
+               "server.call('LREM', keys[2], 0, args[1]) "
+               "server.call('DEL', keys[3]) return 1 end)")
+
+
+def lua_prepare(port: int) -> dict:
+    """Loads the scripts and the library; {test: the command's argv}."""
+    c = RawConn(port)
+    argvs = {}
+    for j, (name, (body, nkeys)) in enumerate(LUA_SCRIPTS.items()):
+        sha = c.call("SCRIPT", "LOAD", body).decode()
+        keys = ["lua:%d:%d:{t}" % (j, i) for i in range(nkeys)]
+        argvs[name] = ["EVALSHA", sha, str(nkeys), *keys, "job"]
+    c.call("FUNCTION", "LOAD", "REPLACE", LUA_LIBRARY)
+    argvs["FCALL 3 calls"] = ["FCALL", "done", "3", "lua:f:0:{t}", "lua:f:1:{t}",
+                              "lua:f:2:{t}", "job"]
+    c.close()
+    return argvs
+
+
+def scenario_lua(targets, quick):
+    rows = []
+    for pipeline in (1, 16):
+        def measure(t):
+            n = (10000 if t.name == "fakeredis"
+                 else (20000 if quick else 100000) * (1 if pipeline == 1 else 4))
+            return {test: bench_command(t.port, argv, 20, n, pipeline)
+                    for test, argv in lua_prepare(t.port).items()}
+        best = interleaved([t for t in targets if t.name != "fakeredis"], measure)
+        for (server, test), ops in best.items():
+            rows.append({"test": f"{test} P{pipeline}", "server": server, "value": ops,
+                         "unit": "ops/s"})
+    return rows
+
+
 SCENARIOS = {"lists": scenario_lists, "queue": scenario_queue, "memory": scenario_memory,
-             "streams": scenario_streams, "pubsub": scenario_pubsub, "aof": scenario_aof}
+             "streams": scenario_streams, "pubsub": scenario_pubsub, "aof": scenario_aof,
+             "lua": scenario_lua}
 
 # hotkv/valkey ratio each issue asks for (a "x" row: hotkv's own ratio).
 TARGETS = {
