@@ -51,6 +51,7 @@ from collections import deque
 from . import errors
 from .errors import CommandError
 from .resp import NULL_ARRAY
+from .stats import count_call
 from .util import parse_int
 
 BLOCKED = object()   # a handler's return value: "no reply yet"
@@ -205,13 +206,9 @@ def unblock(client, reply=None, error: str | None = None):
     # (a blocked command is counted once, when it completes).
     cmd = waiter.cmd
     if cmd is not None:
-        cmd.calls += 1
-        cmd.seconds += waiter.duration    # its runs' time, kept while it waited
-        cmd.lat_pending.append(waiter.duration)   # its latency histogram (hotkv.latency)
-        client.server.stat_numcommands += 1
-        client.ncmds += 1
+        count_call(client.server, cmd, waiter.duration, client)   # its runs' time
         if error is not None:
-            cmd.failed_calls += 1
+            client.server.cmdstats[cmd].failed_calls += 1
     if error is not None:
         client.add_error(error)
         client.server.count_error(error)

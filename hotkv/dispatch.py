@@ -20,7 +20,8 @@ its replies not yet sent, and nothing after it in the read runs.  Checked in
 ``_check`` before the lookup (neither name is in the table), as Valkey's
 processCommand does first, before authentication.
 
-``call`` is Redis's call(): runs the handler, times it, counts it, encodes
+``call`` is Redis's call(): runs the handler, times it, counts it (on the
+server's own ``server.cmdstats``, hotkv.stats.count_call), encodes
 its reply, and -- if the data changed (``server.dirty`` moved) -- hands the
 command, or the deterministic form the handler asked for, to propagation
 (the AOF).  Nested calls (EXEC running its queue, a script's server.call)
@@ -45,6 +46,7 @@ from .latency import FOLD_AT, fold as fold_latency
 from .multi import discard_transaction
 from .pause import may_replicate
 from .resp import QUEUED, encode
+from .stats import count_call
 
 _time = time.time
 log = logging.getLogger("hotkv")
@@ -85,7 +87,7 @@ def reject(client, message: str, cmd=None):
     if client.multi:
         client.multi_error = True
     if cmd is not None:
-        cmd.rejected_calls += 1
+        client.server.cmdstats[cmd].rejected_calls += 1
         if cmd.name == "exec":
             # A refused EXEC aborts the transaction (Redis's execCommandAbort).
             discard_transaction(client)
@@ -312,11 +314,11 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
     try:
         reply = func(client, argv)
     except CommandError as e:
-        cmd.failed_calls += 1
+        server.cmdstats[cmd].failed_calls += 1
         server.count_error(e.message)
         client.add_error(e.message)
     except Exception as e:  # a bug must cost one reply, never the server
-        cmd.failed_calls += 1
+        server.cmdstats[cmd].failed_calls += 1
         message = "ERR internal error in '%s': %s" % (cmd.name, type(e).__name__)
         server.count_error(message)
         client.add_error(message)
@@ -332,7 +334,7 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
                 # A reply the encoder cannot write (a bug in a handler): what
                 # it wrote of it goes, the client gets an error, never silence.
                 del out[mark:]
-                cmd.failed_calls += 1
+                server.cmdstats[cmd].failed_calls += 1
                 message = "ERR internal error in '%s': unencodable reply" % cmd.name
                 server.count_error(message)
                 client.add_error(message)
@@ -349,13 +351,9 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
         server.on_slow(client, cmd, argv, duration)
     if client.blocked is None:
         # A command that blocked is counted once, when it is served or
-        # times out (blocking.unblock), as Redis does.
-        cmd.seconds += duration
-        cmd.calls += 1
-        cmd.lat_pending.append(duration)    # its latency histogram (hotkv.latency)
-        server.stat_numcommands += 1
-        # tot-cmds: a script's commands count for the client that ran the script.
-        (client if outer is None else outer).ncmds += 1
+        # times out (blocking.unblock), as Redis does.  tot-cmds: a script's
+        # commands count for the client that ran the script.
+        count_call(server, cmd, duration, client if outer is None else outer)
     else:
         # Its time waits on the waiter, as Valkey's c->duration: added when it
         # is served or times out; nothing if it is rejected when re-run.
@@ -375,8 +373,9 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
         server.prop_override = None
     if outer is not None:
         server.current_cmd, server.current_argv = prev_cmd, prev_argv
-        if len(cmd.lat_pending) > FOLD_AT:   # a script's millionth call: no cron ran
-            fold_latency(cmd)
+        st = server.cmdstats.get(cmd)
+        if st is not None and len(st.lat_pending) > FOLD_AT:   # a script's millionth call
+            fold_latency(st)
         return end
     # current_cmd / current_argv are left as they are: only the command that
     # runs reads them, and it has just set them.
@@ -402,11 +401,8 @@ def _carry_duration(client, waiter):
     """A re-run blocked command's earlier time: into its stats when it was
     served now, onto its new waiter when it blocked again."""
     again = client.blocked
-    if again is None:
-        cmd = waiter.cmd
-        cmd.seconds += waiter.duration
-        if cmd.lat_pending:     # the histogram's entry call() just made
-            cmd.lat_pending[-1] += waiter.duration
+    if again is None:   # into the entry call() just made
+        client.server.cmdstats.add_time(waiter.cmd, waiter.duration)
     elif again is not waiter:
         again.duration += waiter.duration
 

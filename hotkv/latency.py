@@ -13,8 +13,9 @@ The LATENCY command (``hotkv.commands.latency``) only reads and resets this.
 Invariants:
 * the dispatcher pays one comparison per command for both the slow log and
   the latency monitor (``duration >= server.slow_gate``) and one list append
-  for the histogram (``cmd.lat_pending.append(duration)``); the pending
-  durations are folded into ``cmd.lat_hist`` (microseconds -> count, the
+  for the histogram (``st.lat_pending.append(duration)``, ``st`` the
+  command's entry in ``server.cmdstats``, hotkv.stats); the pending
+  durations are folded into ``st.lat_hist`` (microseconds -> count, the
   exact values, so the HDR report Valkey gives is computed from them on
   demand) by the cron, by every reader, and by a nested call that finds
   more than ``FOLD_AT`` pending (a script running a million commands);
@@ -22,11 +23,11 @@ Invariants:
   Python loop costs about what the command did): beyond, an even sample
   stands for the rest, so counts are exact for up to 2,560 calls a second
   of one command and the calls total is always exact;
-* with latency-tracking off, ``cmd.lat_pending`` is the shared ``_DISCARD``
-  list, which folding empties without recording anything;
-* commands are process-wide (hotkv.registry), so their histograms are too,
-  as their INFO commandstats counters are: two servers in one process share
-  them, and the last CONFIG SET latency-tracking applies.
+* with latency-tracking off, ``st.lat_pending`` is the server's
+  ``cmdstats.discard`` list, which folding empties without recording anything;
+* the histograms are the server's (``server.cmdstats``), as its INFO
+  commandstats counters are: two servers in one process keep their own, and
+  each its own latency-tracking setting.
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ import math
 import time
 
 from .registry import all_commands
+from .stats import Discard
 
 SERIES_LEN = 160          # samples kept per event (Valkey's LATENCY_TS_LEN)
 FOLD_EXACT = 256          # pending durations of a command counted one by one per fold
 FOLD_AT = 4096           # pending durations a nested call folds at
-_DISCARD: list = []       # where durations go while latency-tracking is off
 
 # HDR histogram geometry as Valkey builds it (1 ns .. 1 s, 2 significant
 # digits): 256 sub-buckets, so a value v >= 256 ns is counted in a range
@@ -137,23 +138,23 @@ def _regate(server):
 
 # -- histograms ---------------------------------------------------------------
 
-def fold(cmd):
-    """Move cmd's pending durations into its histogram.  Up to FOLD_EXACT of
+def fold(st):
+    """Move a command's pending durations (``st``, its entry in
+    ``server.cmdstats``) into its histogram.  Up to FOLD_EXACT of
     them are counted one by one; more (a command run thousands of times
     between two cron ticks) are counted by an even sample, each standing
     for its share, so the cost of a tick stays bounded: the call count stays
     exact, the shape of the histogram is then an estimate."""
-    pending = cmd.lat_pending
+    pending = st.lat_pending
     if not pending:
         return
-    cmd.lat_pending = []
-    if pending is _DISCARD:
-        _DISCARD.clear()
-        cmd.lat_pending = _DISCARD
+    if type(pending) is Discard:
+        pending.clear()
         return
-    hist = cmd.lat_hist
+    st.lat_pending = []
+    hist = st.lat_hist
     if hist is None:
-        hist = cmd.lat_hist = {}
+        hist = st.lat_hist = {}
     n = len(pending)
     if n <= FOLD_EXACT:
         for d in pending:
@@ -167,36 +168,33 @@ def fold(cmd):
         hist[us] = hist.get(us, 0) + weight
 
 
-def fold_all():
-    for cmd in all_commands():
-        if cmd.lat_pending:
-            fold(cmd)
-    _DISCARD.clear()
+def fold_all(cmdstats):
+    """Fold every command's pending durations (``server.cmdstats``)."""
+    for st in cmdstats.values():
+        if st.lat_pending:
+            fold(st)
+    cmdstats.discard.clear()
 
 
-def reset_histograms():
-    """CONFIG RESETSTAT: every histogram goes (a command has none until it runs)."""
-    for cmd in all_commands():
-        cmd.lat_hist = None
-        if cmd.lat_pending is not _DISCARD:
-            cmd.lat_pending = []
-    _DISCARD.clear()
-
-
-def set_tracking(on: bool):
-    for cmd in all_commands():
+def set_tracking(cmdstats, on: bool):
+    """latency-tracking on or off for one server's commands."""
+    cmdstats.tracking = on
+    for st in cmdstats.values():
         if on:
-            if cmd.lat_pending is _DISCARD:
-                cmd.lat_pending = []
+            if st.lat_pending is cmdstats.discard:
+                st.lat_pending = []
         else:
-            fold(cmd)
-            cmd.lat_pending = _DISCARD
+            fold(st)
+            st.lat_pending = cmdstats.discard
 
 
-def histogram(cmd):
-    """The folded histogram of cmd (None when it has none)."""
-    fold(cmd)
-    return cmd.lat_hist
+def histogram(server, cmd):
+    """The folded histogram of cmd on server (None when it has none)."""
+    st = server.cmdstats.get(cmd)
+    if st is None:
+        return None
+    fold(st)
+    return st.lat_hist
 
 
 def cdf(hist: dict) -> tuple:
@@ -252,7 +250,7 @@ def info_lines(server) -> list:
     pcts = server.latency_percentiles
     out = []
     for cmd in all_commands():
-        hist = histogram(cmd)
+        hist = histogram(server, cmd)
         if not hist:
             continue
         out.append(("latency_percentiles_usec_" + cmd.name,
@@ -381,8 +379,8 @@ def init_server(server):
     listeners["latency-monitor-threshold"] = set_threshold
     _regate(server)
 
-    listeners["latency-tracking"] = lambda v: set_tracking(bool(v))
-    set_tracking(bool(values.get("latency-tracking", True)))
+    listeners["latency-tracking"] = lambda v: set_tracking(server.cmdstats, bool(v))
+    set_tracking(server.cmdstats, bool(values.get("latency-tracking", True)))
 
     def set_pcts(v):
         parsed = parse_percentiles(v if isinstance(v, str) else " ".join(map(str, v)))
@@ -393,7 +391,7 @@ def init_server(server):
 
 def cron(server):
     """Fold pending durations (the cron keeps the lists short)."""
-    fold_all()
+    fold_all(server.cmdstats)
 
 
 def timed(server, event: str, start: float):
@@ -404,4 +402,4 @@ def timed(server, event: str, start: float):
 
 __all__ = ["add_sample", "record", "reset", "on_slow", "fold", "fold_all", "histogram", "cdf",
            "percentile", "info_lines", "graph", "analyze", "init_server", "cron", "timed",
-           "reset_histograms", "SERIES_LEN"]
+           "set_tracking", "SERIES_LEN"]

@@ -224,8 +224,9 @@ class Connection(Client, asyncio.Protocol):
         return False
 
     def connection_lost(self, exc):
-        if _ENDED_WHILE_HELD and self in _ENDED_WHILE_HELD:
-            _ENDED_WHILE_HELD.discard(self)   # freed by ServeWhileBlocked already
+        ended = self.server.ended_while_held
+        if ended and self in ended:
+            ended.discard(self)   # freed by ServeWhileBlocked already
             return
         self.closed = True
         server = self.server
@@ -711,11 +712,6 @@ class ServeWhileBlocked:
         self.held = []
 
 
-# Connections whose end a pump has handled: the connection_lost the loop
-# calls later for them (after the abort) is then a no-op.
-_ENDED_WHILE_HELD: set = set()
-
-
 def _ended_while_held(client, transport):
     """EOF on a loop-owned connection while the loop is held: the client is
     freed now, as Valkey's processEventsWhileBlocked frees it -- a replica
@@ -723,11 +719,14 @@ def _ended_while_held(client, transport):
     if client.closed:
         return
     client.connection_lost(None)
-    _ENDED_WHILE_HELD.add(client)
+    # Its end is handled: the connection_lost the loop calls later for it
+    # (after the abort) is then a no-op (the set is the server's).
+    ended = client.server.ended_while_held
+    ended.add(client)
     try:
         transport.abort()
     except Exception:
-        _ENDED_WHILE_HELD.discard(client)
+        ended.discard(client)
 
 
 def _read_loop_owned(client, transport):

@@ -26,6 +26,10 @@ Conventions (Redis's):
 
 A handler is ``fn(client, argv) -> reply``; it raises ``CommandError`` for an
 error reply.  Handlers never check arity: the dispatcher already did.
+
+Invariant: the table is the process's, shared by every server in it, and a
+``Command`` does not change once registered; so it holds no server's
+state (its calls, latencies and errors are ``server.cmdstats``, hotkv.stats).
 """
 
 from __future__ import annotations
@@ -192,8 +196,7 @@ class Command:
         "keys_fn", "group", "summary", "since", "subcommands", "parent",
         "acl_categories", "write", "readonly", "denyoom", "noauth", "no_multi",
         "multi_exempt", "pubsub_ok", "blocking", "admin", "bit",
-        "calls", "seconds", "rejected_calls", "failed_calls", "plain",
-        "lat_pending", "lat_hist",
+        "plain",
     )
 
     def __init__(self, name, func, arity, flags, keys, keys_fn, group, summary, since,
@@ -253,11 +256,6 @@ class Command:
         self.acl_categories = frozenset(cats)
         # A small integer id per command, for ACL bitmaps.
         self.bit = 0
-        self.calls = self.seconds = self.rejected_calls = self.failed_calls = 0
-        # Durations not yet in the latency histogram, and the histogram
-        # (hotkv.latency: us -> calls; None until the command runs).
-        self.lat_pending: list = []
-        self.lat_hist = None
         del base
 
     @property
@@ -274,11 +272,6 @@ class Command:
         if last < 0:
             last = len(argv) + last
         return list(range(self.first_key, min(last, len(argv) - 1) + 1, self.key_step))
-
-    def reset_stats(self):
-        self.calls = self.seconds = self.rejected_calls = self.failed_calls = 0
-        self.lat_hist = None
-        self.lat_pending.clear()
 
 
 # name (bytes, as sent lower- or upper-case) -> Command

@@ -135,6 +135,7 @@ class Server:
         "pending_flush", "dbs", "config", "tracking_on", "slow_gate", "__dict__",
         "test_hooks",   # hotkv.testing: faults / the journal while on (dispatch.call)
         "cluster",      # cluster-enabled: hotkv.cluster.state, or None (one test per command)
+        "cmdstats",     # hotkv.stats.CommandStats: this server's command and error stats
         "queue_counts",  # per-list enqueue/dequeue counters while http-port is on, else None
     )
     acl_check = _gate("acl_check")
@@ -206,11 +207,19 @@ class Server:
         self.stat_keyspace_misses = 0
         self.stat_net_input_bytes = 0
         self.stat_net_output_bytes = 0
-        self.stat_total_error_replies = 0
         self.stat_unexpected_error_replies = 0
         self.stat_client_qbuf_limit_disconnections = 0
         self.stat_client_outbuf_limit_disconnections = 0
-        self.errorstats: dict = {}
+        # Per command (calls, usec, rejected/failed, latency histograms),
+        # errorstats and total_error_replies: this server's, never the
+        # process-wide command table's (hotkv.stats).
+        self.cmdstats = stats.CommandStats()
+        # REPLCONF values a connection sent, until its SYNC/PSYNC or its end
+        # (client id -> dict; hotkv.commands.replication).
+        self.replconf: dict = {}
+        # Connections freed while a busy script held the loop, whose later
+        # connection_lost is then a no-op (hotkv.net.ServeWhileBlocked).
+        self.ended_while_held: set = set()
         self.lastsave = int(time.time())
         self.notify = None          # fn(db, key, cls, event) for keyspace events (notify)
         self.notify_new = False     # the notify module: emit "new" when a key is created
@@ -280,6 +289,8 @@ class Server:
             self.client_evictor.client_gone(c)
         if c.kind == "replica":
             self.repl.client_gone(c)
+        if self.replconf:
+            self.replconf.pop(c.id, None)
 
     def reset_client(self, c):
         """RESET (Valkey's clearClientConnectionState)."""
@@ -482,17 +493,18 @@ class Server:
                 self.aof.feed(pending)
 
     def count_error(self, message: str, custom: bool = False):
-        """INFO errorstats: the code is the text up to a space within its first
-        31 bytes (after Valkey's dash), else ERR.  ``custom``: an error a script
-        returned (its own code); past 128 codes a new one of those counts as
-        ERRORSTATS_OVERFLOW (Valkey's ERRORSTATS_LIMIT), the server's always count."""
-        self.stat_total_error_replies += 1
-        space = message.find(" ", 0, 31)
-        prefix = message[:space] if space >= 0 else "ERR"
-        errorstats = self.errorstats
-        if custom and len(errorstats) >= 128 and prefix not in errorstats:
-            prefix = "ERRORSTATS_OVERFLOW"
-        errorstats[prefix] = errorstats.get(prefix, 0) + 1
+        """An error reply, into INFO errorstats (``CommandStats.count_error``)."""
+        self.cmdstats.count_error(message, custom)
+
+    @property
+    def errorstats(self) -> dict:
+        """INFO errorstats: error code -> count (``cmdstats.errors``)."""
+        return self.cmdstats.errors
+
+    @property
+    def stat_total_error_replies(self) -> int:
+        """INFO total_error_replies (``cmdstats.error_replies``)."""
+        return self.cmdstats.error_replies
 
     def log_exception(self, cmd, argv, exc):
         log.error("internal error running %s: %s\n%s", cmd.name, exc,

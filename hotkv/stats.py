@@ -1,6 +1,20 @@
-"""Statistics the server samples over time: INFO's instantaneous metrics.
+"""A server's statistics: its command counters and error stats, the samples
+behind INFO's instantaneous metrics, and the process's memory readings.
 
-Owns the samples behind ``instantaneous_ops_per_sec``,
+``CommandStats`` (``server.cmdstats``, made in ``Server.__init__``) owns one
+server's per-command counters (INFO commandstats' calls, usec,
+rejected_calls, failed_calls; the latency histograms' pending durations and
+folded histograms, hotkv.latency), its INFO errorstats and
+total_error_replies.  ``count_call`` is the one way a command is counted as
+having run (dispatch.call, a blocked command ending in blocking.unblock, a
+held reply in hotkv.testing.faults); a refusal is ``cmdstats[cmd].rejected_calls
++= 1``, a failure ``...failed_calls += 1``, an error reply ``count_error``.
+CONFIG RESETSTAT empties it (``reset``); the AOF loader hides what loading
+counted (``save`` / ``restore``).  Nothing of it lives on the process-wide
+``hotkv.registry.Command`` objects: two servers in one process count apart
+(tests/test_two_servers.py).
+
+Also owns the samples behind ``instantaneous_ops_per_sec``,
 ``instantaneous_input_kbps`` and ``instantaneous_output_kbps`` (Valkey's
 trackInstantaneousMetric): the server's cron calls ``track_instantaneous``,
 INFO reads ``instantaneous``, CONFIG RESETSTAT calls
@@ -66,6 +80,98 @@ import threading
 import time
 
 _SAMPLES = 16
+
+
+class Discard(list):
+    """Where a server's durations go while latency-tracking is off: folding
+    empties it without recording anything (hotkv.latency.fold)."""
+    __slots__ = ()
+
+
+class CommandStat:
+    """One command's counters on one server."""
+    __slots__ = ("calls", "seconds", "rejected_calls", "failed_calls", "lat_pending", "lat_hist")
+
+    def __init__(self, pending: list):
+        self.calls = self.rejected_calls = self.failed_calls = 0
+        self.seconds = 0.0
+        # Durations not yet in the latency histogram, and the histogram
+        # (hotkv.latency: us -> calls; None until the command runs).
+        self.lat_pending = pending
+        self.lat_hist = None
+
+
+class CommandStats(dict):
+    """One server's command statistics: ``Command -> CommandStat``, an entry
+    made the first time a command is counted (``cmdstats[cmd]``; ``get``
+    does not make one), plus ``errors`` (INFO errorstats: code -> count) and
+    ``error_replies`` (total_error_replies)."""
+    __slots__ = ("errors", "error_replies", "discard", "tracking")
+
+    def __init__(self):
+        super().__init__()
+        self.errors: dict = {}
+        self.error_replies = 0
+        self.discard = Discard()        # lat_pending of every entry while tracking is off
+        self.tracking = True            # latency-tracking (hotkv.latency.set_tracking)
+
+    def __missing__(self, cmd) -> CommandStat:
+        st = self[cmd] = CommandStat([] if self.tracking else self.discard)
+        return st
+
+    def count_error(self, message: str, custom: bool = False):
+        """INFO errorstats: the code is the text up to a space within its first
+        31 bytes (after Valkey's dash), else ERR.  ``custom``: an error a script
+        returned (its own code); past 128 codes a new one of those counts as
+        ERRORSTATS_OVERFLOW (Valkey's ERRORSTATS_LIMIT), the server's always count."""
+        self.error_replies += 1
+        space = message.find(" ", 0, 31)
+        prefix = message[:space] if space >= 0 else "ERR"
+        errors = self.errors
+        if custom and len(errors) >= 128 and prefix not in errors:
+            prefix = "ERRORSTATS_OVERFLOW"
+        errors[prefix] = errors.get(prefix, 0) + 1
+
+    def add_time(self, cmd, seconds: float):
+        """A counted call's earlier time (a blocked command's runs before the
+        one that served it): into its usec and its latest histogram entry."""
+        st = self[cmd]
+        st.seconds += seconds
+        if st.lat_pending:
+            st.lat_pending[-1] += seconds
+
+    def reset(self):
+        """CONFIG RESETSTAT: every counter, histogram and error stat goes."""
+        self.clear()
+        self.errors = {}
+        self.error_replies = 0
+        self.discard.clear()
+
+    def save(self) -> tuple:
+        """The counters now (not the histograms), for ``restore``."""
+        return (self.error_replies, dict(self.errors),
+                {cmd: (st.calls, st.seconds, st.failed_calls, st.rejected_calls)
+                 for cmd, st in self.items()})
+
+    def restore(self, saved: tuple):
+        """Put back the counters ``save`` returned; a command counted since
+        goes back to none (its histogram stays, as before)."""
+        self.error_replies, errors, per = saved
+        self.errors = errors
+        for cmd, st in self.items():
+            st.calls, st.seconds, st.failed_calls, st.rejected_calls = per.get(cmd, (0, 0.0, 0, 0))
+
+
+def count_call(server, cmd, duration: float, client):
+    """Count one run of ``cmd`` that took ``duration`` seconds: its calls,
+    usec and latency histogram, the server's total_commands_processed and
+    ``client``'s tot-cmds (the script's caller for a script's command)."""
+    st = server.cmdstats[cmd]
+    st.calls += 1
+    st.seconds += duration
+    st.lat_pending.append(duration)
+    server.stat_numcommands += 1
+    client.ncmds += 1
 
 
 def track_instantaneous(server):

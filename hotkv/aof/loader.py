@@ -240,26 +240,13 @@ def _manifest_error(directory, filename, e) -> str:
             % (os.path.join(directory, manifest_name(filename)), where, e.why))
 
 
-def _all_commands():
-    for cmd in TABLE.values():
-        yield cmd
-        if cmd.subcommands:
-            yield from cmd.subcommands.values()
-
-
 def _save_stats(server):
-    per = {cmd: (cmd.calls, cmd.seconds, cmd.failed_calls, cmd.rejected_calls)
-           for cmd in _all_commands()}
-    return (server.stat_numcommands, server.stat_total_error_replies,
-            dict(server.errorstats), per)
+    return (server.stat_numcommands, server.stat_total_error_replies, server.cmdstats.save())
 
 
 def _restore_stats(server, saved):
-    server.stat_numcommands, server.stat_total_error_replies, errorstats, per = saved
-    server.errorstats = errorstats
-    for cmd, (calls, seconds, failed, rejected) in per.items():
-        cmd.calls, cmd.seconds = calls, seconds
-        cmd.failed_calls, cmd.rejected_calls = failed, rejected
+    server.stat_numcommands, _, counted = saved
+    server.cmdstats.restore(counted)     # the server's command and error stats (hotkv.stats)
 
 
 # ----------------------------------------------------------------------

@@ -569,7 +569,7 @@ def _redirect(client, cmd, message):
         discard_transaction(client)
     elif client.multi:
         client.multi_error = True
-    cmd.rejected_calls += 1
+    client.server.cmdstats[cmd].rejected_calls += 1
     client.server.count_error(message)
     client.add_error(message)
 

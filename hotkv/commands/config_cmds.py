@@ -28,7 +28,7 @@ import os
 from .. import errors, loopstats
 from ..config import ALIASES, HIDDEN as HIDDEN_SETTINGS, PARAMS, ConfigError, parse_config_file
 from ..errors import CommandError
-from ..registry import all_commands, command, container
+from ..registry import command, container
 from ..replies import cstr, help_reply
 from ..resp import OK
 from ..stats import reset_instantaneous
@@ -182,7 +182,6 @@ def reset_stats(server):
     server.stat_keyspace_misses = 0
     server.stat_net_input_bytes = 0
     server.stat_net_output_bytes = 0
-    server.stat_total_error_replies = 0
     server.stat_unexpected_error_replies = 0
     server.stat_client_qbuf_limit_disconnections = 0
     server.stat_client_outbuf_limit_disconnections = 0
@@ -197,9 +196,7 @@ def reset_stats(server):
     if denied:
         for k in denied:
             denied[k] = 0
-    server.errorstats.clear()
-    for cmd in all_commands():
-        cmd.reset_stats()
+    server.cmdstats.reset()       # commandstats, errorstats, latency histograms (hotkv.stats)
     reset_instantaneous(server)
     loopstats.reset(server)               # eventloop_* and INFO DEBUG (hotkv.loopstats)
 

@@ -77,7 +77,7 @@ def _fcall(c, argv, ro: bool):
             raise CommandError(e.message)
         # An error already counted in the error stats (the script's command's
         # own): the script's call still failed, as Valkey counts it.
-        server.current_cmd.failed_calls += 1
+        server.cmdstats[server.current_cmd].failed_calls += 1
         c.add_error(e.message)
         out = None
     finally:

@@ -173,7 +173,7 @@ def pfdebug(c, argv):
             # the error counts as a failed call.
             c.add_error("ERR Argument must be ON or OFF")
             c.server.count_error("ERR Argument must be ON or OFF")
-            pfdebug.command.failed_calls += 1
+            c.server.cmdstats[pfdebug.command].failed_calls += 1
         return Simple(b"enabled" if _simd[0] else b"disabled")
     db = c.db
     key = argv[2]

@@ -404,14 +404,16 @@ def _info_modules(server):
 
 def _info_commandstats(server):
     out = []
+    cmdstats = server.cmdstats      # this server's (hotkv.stats)
     for cmd in all_commands():
-        if not (cmd.calls or cmd.failed_calls or cmd.rejected_calls):
+        st = cmdstats.get(cmd)
+        if st is None or not (st.calls or st.failed_calls or st.rejected_calls):
             continue
-        usec = int(cmd.seconds * 1_000_000)
-        per_call = usec / cmd.calls if cmd.calls else 0.0
+        usec = int(st.seconds * 1_000_000)
+        per_call = usec / st.calls if st.calls else 0.0
         out.append(("cmdstat_" + cmd.name,
                     "calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=%d,failed_calls=%d"
-                    % (cmd.calls, usec, per_call, cmd.rejected_calls, cmd.failed_calls)))
+                    % (st.calls, usec, per_call, st.rejected_calls, st.failed_calls)))
     return out
 
 

@@ -75,7 +75,7 @@ def latency_histogram(c, argv):
     out = {}
     if len(argv) == 2:
         for cmd in all_commands():
-            hist = latency.histogram(cmd)
+            hist = latency.histogram(c.server, cmd)
             if hist:
                 out[cmd.name.encode()] = _cdf_map(hist)
         return out
@@ -84,7 +84,7 @@ def latency_histogram(c, argv):
         if cmd is None:
             continue
         for one in [cmd] + _subcommands(cmd):
-            hist = latency.histogram(one)
+            hist = latency.histogram(c.server, one)
             if hist:
                 out[one.name.encode()] = _cdf_map(hist)
     return out

@@ -8,8 +8,8 @@ primary (``server.repl.role == "slave"``), ROLE and INFO replication are
 the replica side's (``hotkv.replication.replica.role_reply`` /
 ``info_fields``).
 
-Invariants: a REPLCONF option's value is kept per connection (in
-``_conf``, by client id) until its SYNC/PSYNC; REPLCONF ACK and GETACK
+Invariants: a REPLCONF option's value is kept per connection (in the
+server's ``server.replconf``, by client id) until its SYNC/PSYNC or its end; REPLCONF ACK and GETACK
 never reply, as Valkey's; after SYNC/PSYNC the connection gets nothing but
 the replication stream.
 """
@@ -30,8 +30,6 @@ log = logging.getLogger("hotkv")
 
 _FLAGS_SYNC = "no_async_loading admin no_multi noscript"
 NOT_INT = "ERR value is not an integer or out of range"
-# REPLCONF values per connection until its PSYNC (client id -> dict).
-_conf: dict = {}
 
 
 def _replica_side():
@@ -43,13 +41,11 @@ def _replica_side():
 
 
 def _conf_for(c) -> dict:
-    conf = _conf.get(c.id)
+    """The REPLCONF values c sent so far: the server's, by client id, until
+    its SYNC/PSYNC or its end (``Server.client_gone``)."""
+    conf = c.server.replconf.get(c.id)
     if conf is None:
-        if len(_conf) > 1024:     # connections that left without a PSYNC
-            live = c.server.clients
-            for cid in [k for k in _conf if k not in live]:
-                del _conf[cid]
-        conf = _conf[c.id] = {}
+        conf = c.server.replconf[c.id] = {}
     return conf
 
 
@@ -80,7 +76,7 @@ def _sync(c, argv):
         raise CommandError("ERR SYNC and PSYNC are invalid with pending output")
     if argv[0].lower() == b"psync":
         parse_int(argv[2], NOT_INT)
-    conf = _conf.pop(c.id, {})
+    conf = server.replconf.pop(c.id, {})
     repl.get_primary().sync(c, argv, conf)
     return None
 

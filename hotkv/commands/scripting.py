@@ -100,7 +100,7 @@ def _run_plain(c, argv, evalsha: bool, ro: bool):
             raise CommandError(e.message)
         # An error already counted in the error stats (the script's command's
         # own): the script's call still failed, as Valkey counts it.
-        server.current_cmd.failed_calls += 1
+        server.cmdstats[server.current_cmd].failed_calls += 1
         c.add_error(e.message)
         out = None
     finally:
@@ -117,7 +117,7 @@ def deliver_script_reply(c, out):
     if out is not None:
         data = b"".join(out)
         if data[:1] == b"-":
-            c.server.current_cmd.failed_calls += 1
+            c.server.cmdstats[c.server.current_cmd].failed_calls += 1
         c.add_raw(data)
 
 

@@ -71,6 +71,7 @@ from ..errors import CommandError
 from ..multi import discard_transaction
 from ..pause import PAUSED, pause_clients, unpause_clients
 from ..resp import encode, encode_error
+from ..stats import count_call
 from ..util import compile_glob
 from . import install_hooks, on_loop
 
@@ -359,7 +360,7 @@ class Faults:
             try:
                 reply = func(c, argv)
             except CommandError as e:
-                cmd.failed_calls += 1
+                server.cmdstats[cmd].failed_calls += 1
                 server.count_error(e.message)
                 reply = None
                 held = out[mark:] + [encode_error(e.message)]
@@ -371,10 +372,7 @@ class Faults:
                     encode(reply, held, c.resp3)
             del out[mark:]
             # It ran: counted as call() counts a command that did not block.
-            cmd.calls += 1
-            cmd.lat_pending.append(0.0)
-            server.stat_numcommands += 1
-            c.ncmds += 1
+            count_call(server, cmd, 0.0, c)
             injected.held = held
             self._hold(c, cmd, argv, seconds, held, fault)
             return BLOCKED
