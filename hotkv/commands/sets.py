@@ -1,8 +1,18 @@
 """Set commands (Redis's t_set.c): SADD ... SSCAN.
 
-Owns the commands on ``hotkv.types.sets.SetValue`` (a Python set of ``bytes``).
+Owns the commands on ``hotkv.types.sets.SetValue`` (a Python set of ``bytes``
+that keeps Valkey's encoding and, while intset or listpack, its order).
 
 Invariants:
+* members are added and removed only through ``hotkv.types.sets`` (``add``,
+  ``add_many``, ``remove``), which move the encoding as Valkey does; replies
+  that list a set list it in the encoding's order (``ordered``): an intset
+  ascending, a listpack in insertion order -- SMEMBERS, SSCAN, SINTER (the
+  smallest set's order), SRANDMEMBER with a count of at least the size,
+  SUNION/SDIFF (all intsets: ascending; Valkey lists any other result in
+  its hash order), and the *STORE results are built member by member in
+  Valkey's order (SINTERSTORE from the smallest set's encoding, SUNIONSTORE/
+  SDIFFSTORE from an intset), so their encodings and orders are Valkey's;
 * a set is never empty in the keyspace: the command that removes its last
   member deletes the key (and emits ``del``); a *STORE whose result is empty
   deletes the destination;
@@ -16,13 +26,16 @@ Invariants:
 from __future__ import annotations
 
 import random
+from operator import itemgetter
 
 from .. import errors
 from ..errors import CommandError, WrongType
 from ..registry import command, spec
-from ..types.sets import SetValue
+from ..resp import SetReply
+from ..types import sets as st
+from ..types.sets import HASHTABLE, INTSET, LISTPACK, SetValue, ordered
 from ..util import LLONG_MAX, string2ll
-from .hashes import RANDOM_REPLY_LIMIT, cfg, parse_cursor, random_member, scan_args, scan_container
+from .hashes import RANDOM_REPLY_LIMIT, parse_cursor, random_member, scan_args, scan_container
 
 _SRAND_LIMIT = "ERR value is out of range, value must between -9223372036854775807 and " \
                "9223372036854775807"
@@ -38,18 +51,18 @@ def _emptied(c, db, key, s):
         c.server.event(db, key, "g", "del")
 
 
+_LIMITS = itemgetter("set-max-intset-entries", "set-max-listpack-entries",
+                     "set-max-listpack-value")
+
+
+def limits(c) -> tuple:
+    """(set-max-intset-entries, set-max-listpack-entries, set-max-listpack-value)."""
+    return _LIMITS(c.server.config.values)
+
+
 def set_small(c, s) -> bool:
-    """Whether Redis would keep this set in an intset or a listpack."""
-    n = len(s)
-    lp_entries = cfg(c, "set-max-listpack-entries", 128)
-    if n > max(cfg(c, "set-max-intset-entries", 512), lp_entries):
-        return False
-    if n <= cfg(c, "set-max-intset-entries", 512) and all(string2ll(m) is not None for m in s):
-        return True
-    if n > lp_entries:
-        return False
-    vmax = cfg(c, "set-max-listpack-value", 64)
-    return all(len(m) <= vmax for m in s)
+    """Whether Valkey keeps this set in an intset or a listpack."""
+    return s.enc is not HASHTABLE
 
 
 @command("sadd", -3, "write denyoom fast", (1, 1, 1), group="set", key_flags="RW insert")
@@ -58,12 +71,24 @@ def sadd(c, argv):
     db = c.db
     key = argv[1]
     s = _get(c, key)
+    members = argv[2:]
     if s is None:
-        s = SetValue()
+        lim = limits(c)
+        s = st.create(argv[2], len(members), lim)
         db.add(key, s)
-    before = len(s)
-    s.update(argv[2:])
-    added = len(s) - before
+        added = st.add_many(s, members, lim)
+    elif s.enc is HASHTABLE:
+        before = len(s)
+        s.update(members)
+        added = len(s) - before
+    else:
+        lim = limits(c)
+        if len(members) > lim[1 if s.enc is LISTPACK else 0]:
+            st.to_hashtable(s)     # Valkey's setTypeMaybeConvert, inline: SADD is hot
+        if len(members) == 1:
+            added = st.add(s, members[0], lim)
+        else:
+            added = st.add_many(s, members, lim)
     if added:
         c.server.written(db, key, "s", "sadd", added)
     return added
@@ -80,7 +105,7 @@ def srem(c, argv):
     removed = 0
     for m in argv[2:]:
         if m in s:
-            s.discard(m)
+            st.remove(s, m)
             removed += 1
             if not s:
                 break
@@ -106,14 +131,14 @@ def smove(c, argv):
         return 1 if member in src else 0
     if member not in src:
         return 0
-    src.discard(member)
+    st.remove(src, member)
     c.server.written(db, src_key, "s", "srem")
     _emptied(c, db, src_key, src)
     if dst is None:
-        dst = SetValue()
+        dst = st.create(member, 1, limits(c))
         db.add(dst_key, dst)
     if member not in dst:
-        dst.add(member)
+        st.add(dst, member, limits(c))
         c.server.written(db, dst_key, "s", "sadd")
     return 1
 
@@ -145,11 +170,24 @@ def scard(c, argv):
 def smembers(c, argv):
     """Returns all members of a set."""
     s = _get(c, argv[1])
-    return set() if s is None else set(s)
+    return SetReply() if s is None else SetReply(ordered(s))
 
 
-def _pop_random(s, count: int) -> list:
+def _pop_random(c, s, count: int) -> list:
+    """Take count random members (count < size).  What stays keeps its
+    order, except that Valkey rebuilds a hashtable left with few members
+    (remaining * 5 <= count) as a listpack in random order."""
     n = len(s)
+    if s.enc is HASHTABLE and (n - count) * 5 <= count:
+        rest = list(s)
+        random.shuffle(rest)
+        rest = rest[:n - count]
+        keep = set(rest)
+        picked = [m for m in s if m not in keep]
+        s.clear()
+        s.enc, s.lp = LISTPACK, {}
+        st.add_many(s, rest, limits(c))
+        return picked
     if count * 8 < n and n > 2048:
         # a few members of a big set: draw without copying the whole set
         chosen = {}
@@ -162,7 +200,7 @@ def _pop_random(s, count: int) -> list:
         picked = list(s)
         random.shuffle(picked)
         picked = picked[:count]
-    s.difference_update(picked)
+    st.discard_many(s, picked)
     return picked
 
 
@@ -185,14 +223,14 @@ def spop(c, argv):
             return set()
         size = len(s)
         if count >= size:
-            out = set(s)
+            out = SetReply(ordered(s))
             server.written(db, key, "s", "spop", size)
             db.delete(key)
             server.event(db, key, "g", "del")
             lazy = server.config.values.get("lazyfree-lazy-server-del")
             server.propagate_as([b"UNLINK" if lazy else b"DEL", key])
             return out
-        picked = _pop_random(s, count)
+        picked = _pop_random(c, s, count)
         server.written(db, key, "s", "spop", count)
         for i in range(0, count, 1024):
             server.propagate_as([b"SREM", key] + picked[i:i + 1024])
@@ -203,7 +241,7 @@ def spop(c, argv):
     if s is None:
         return None
     m = _one(s)
-    s.discard(m)
+    st.remove(s, m)
     server.written(db, key, "s", "spop")
     server.propagate_as([b"SREM", key, m])
     _emptied(c, db, key, s)
@@ -227,7 +265,7 @@ def srandmember(c, argv):
                 raise CommandError("ERR value is out of range")
             return random.choices(list(s), k=-count)
         if count >= len(s):
-            return list(s)
+            return ordered(s)
         if count == 1:
             return [_one(s)]
         return random.sample(list(s), count)
@@ -252,54 +290,81 @@ def _sets(c, keys):
     return out
 
 
-def _inter(sets, limit: int = 0):
+def _inter(sets, limit: int = 0, order: bool = True) -> list:
+    """SINTER's members: the smallest set's (the first of equal sizes), in
+    its encoding's order (``order``), those in every other set."""
     if any(s is None for s in sets):
-        return set()
+        return []
     sets = sorted(sets, key=len)
-    first, rest = sets[0], sets[1:]
-    if not rest:
-        if limit and limit < len(first):
-            return set(list(first)[:limit])
-        return set(first)
-    result = set()
-    for m in first:
+    first = sets[0]
+    rest = [o for o in sets[1:] if o is not first]
+    out = []
+    for m in (ordered(first) if order else first):
         for o in rest:
             if m not in o:
                 break
         else:
-            result.add(m)
-            if limit and len(result) >= limit:
+            out.append(m)
+            if limit and len(out) >= limit:
                 break
-    return result
+    return out
 
 
-def _union(sets):
-    result = set()
+def _inter_store(c, sets) -> SetValue:
+    """SINTERSTORE's new set: its encoding starts as the smallest set's (a
+    hashtable's result starts as a listpack), the members go in one by one,
+    and a result of integers becomes an intset (Valkey's maybeConvertToIntset)."""
+    members = _inter(sets)
+    if not members:
+        return SetValue()
+    lim = limits(c)
+    first = min((s for s in sets), key=len)
+    dst = SetValue(enc=INTSET if first.enc is INTSET else LISTPACK)
+    st.add_many(dst, members, lim)
+    if dst.enc is not INTSET and all(string2ll(m) is not None for m in members):
+        st.maybe_to_intset(dst, lim)
+    return dst
+
+
+def _union(c, sets, store: bool) -> SetValue:
+    """SUNION's set, built as Valkey builds it: an intset (always for a
+    STORE; else while every input is one) taking each set's members in order."""
+    intset = store or all(s is None or s.enc is INTSET for s in sets)
+    dst = SetValue(enc=INTSET if intset else HASHTABLE)
+    lim = limits(c)
     for s in sets:
         if s is not None:
-            result.update(s)
-    return result
+            st.add_many(dst, s if dst.enc is HASHTABLE else ordered(s), lim)
+    return dst
 
 
-def _diff(sets):
+def _diff(c, sets, store: bool) -> SetValue:
+    """SDIFF's set, built as Valkey builds it (see _union), with Valkey's
+    choice of algorithm: keep the first set's members found in no other,
+    or take them all and remove the others' (when that is less work)."""
+    intset = store or all(s is None or s.enc is INTSET for s in sets)
+    dst = SetValue(enc=INTSET if intset else HASHTABLE)
     first = sets[0]
-    if first is None:
-        return set()
-    result = set(first)
-    for s in sets[1:]:
-        if s is not None:
-            if s is first:
-                return set()
-            result.difference_update(s)
-            if not result:
-                break
-    return result
+    if first is None or any(s is first for s in sets[1:]):
+        return dst
+    lim = limits(c)
+    others = [s for s in sets[1:] if s is not None]
+    one = len(first) * (1 + len(others)) // 2
+    two = len(first) + sum(len(s) for s in others)
+    if one <= two:
+        st.add_many(dst, [m for m in ordered(first) if not any(m in o for o in others)], lim)
+        return dst
+    st.add_many(dst, ordered(first), lim)
+    for o in others:
+        st.discard_many(dst, o)
+        if not dst:
+            break
+    return dst
 
 
-def _store(c, dst, result, event):
+def _store(c, dst, value: SetValue, event):
     db = c.db
-    if result:
-        value = SetValue(result)
+    if value:
         db.set(dst, value)
         c.server.written(db, dst, "s", event)
         return len(value)
@@ -312,14 +377,14 @@ def _store(c, dst, result, event):
 @command("sinter", -2, "readonly", (1, -1, 1), group="set")
 def sinter(c, argv):
     """Returns the intersect of multiple sets."""
-    return _inter(_sets(c, argv[1:]))
+    return SetReply(_inter(_sets(c, argv[1:])))
 
 
 @command("sinterstore", -3, "write denyoom", group="set",
          key_specs=(spec("OW update"), spec("RO access", "index 2", "range -1 1 0")))
 def sinterstore(c, argv):
     """Stores the intersect of multiple sets in a key."""
-    return _store(c, argv[1], _inter(_sets(c, argv[2:])), "sinterstore")
+    return _store(c, argv[1], _inter_store(c, _sets(c, argv[2:])), "sinterstore")
 
 
 def _sintercard_keys(argv):
@@ -348,33 +413,33 @@ def sintercard(c, argv):
             j += 2
         else:
             raise CommandError(errors.SYNTAX)
-    return len(_inter(_sets(c, argv[2:2 + numkeys]), limit))
+    return len(_inter(_sets(c, argv[2:2 + numkeys]), limit, order=False))
 
 
 @command("sunion", -2, "readonly", (1, -1, 1), group="set")
 def sunion(c, argv):
     """Returns the union of multiple sets."""
-    return _union(_sets(c, argv[1:]))
+    return SetReply(ordered(_union(c, _sets(c, argv[1:]), False)))
 
 
 @command("sunionstore", -3, "write denyoom", group="set",
          key_specs=(spec("OW update"), spec("RO access", "index 2", "range -1 1 0")))
 def sunionstore(c, argv):
     """Stores the union of multiple sets in a key."""
-    return _store(c, argv[1], _union(_sets(c, argv[2:])), "sunionstore")
+    return _store(c, argv[1], _union(c, _sets(c, argv[2:]), True), "sunionstore")
 
 
 @command("sdiff", -2, "readonly", (1, -1, 1), group="set")
 def sdiff(c, argv):
     """Returns the difference of multiple sets."""
-    return _diff(_sets(c, argv[1:]))
+    return SetReply(ordered(_diff(c, _sets(c, argv[1:]), False)))
 
 
 @command("sdiffstore", -3, "write denyoom", group="set",
          key_specs=(spec("OW update"), spec("RO access", "index 2", "range -1 1 0")))
 def sdiffstore(c, argv):
     """Stores the difference of multiple sets in a key."""
-    return _store(c, argv[1], _diff(_sets(c, argv[2:])), "sdiffstore")
+    return _store(c, argv[1], _diff(c, _sets(c, argv[2:]), True), "sdiffstore")
 
 
 @command("sscan", -3, "readonly", (1, 1, 1), group="set", since="2.8.0")
@@ -385,6 +450,9 @@ def sscan(c, argv):
     if s is None:
         return [b"0", []]
     count, match, _ = scan_args(argv, 3, "set")
-    nxt, members = scan_container(s, cursor, count, match, set_small(c, s))
+    if s.enc is not HASHTABLE:
+        members = ordered(s)
+        return [b"0", members if match is None else [m for m in members if match(m)]]
+    nxt, members = scan_container(s, cursor, count, match, False)
     return [b"%d" % nxt, members]
 
