@@ -218,6 +218,13 @@ def test_the_issues_examples(pair):
     pair.same("SUNION", "s", "d")
     pair.same("SDIFF", "s", "d")
     pair.same("SRANDMEMBER", "u", "5")
+    for key in ("t", "u", "d"):              # DUMP, RESTORE and COPY keep the order
+        dump = _array(b"*1\r\n" + pair.same("DUMP", key))[0]
+        pair.same("RESTORE", key + ":r", "0", dump)
+        pair.same("SMEMBERS", key + ":r")
+        pair.same("OBJECT", "ENCODING", key + ":r")
+        pair.same("COPY", key, key + ":c")
+        pair.same("SMEMBERS", key + ":c")
     pair.both("HELLO", "3")     # (its own reply differs: server and version, not this issue)
     pair.same("SMEMBERS", "u")
     pair.same("SINTER", "u", "u")
