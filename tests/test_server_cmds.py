@@ -80,7 +80,8 @@ def test_info_required_fields(raw):
     fields = info_fields(text)
     import hotkv
     assert fields["redis_version"] == "7.2.4"
-    assert fields["server_name"] == "hotkv"
+    assert fields["server_name"] == "valkey"
+    assert fields["valkey_version"] == "8.1.8"
     assert fields["hotkv_version"] == hotkv.__version__
     for name in ("run_id", "tcp_port", "uptime_in_seconds", "process_id", "connected_clients",
                  "blocked_clients", "total_blocking_keys", "total_blocking_keys_on_nokey",
@@ -110,7 +111,7 @@ def test_info_valkey_py_parses(r, r3):
     info = r.info()
     assert info["redis_version"] == "7.2.4"
     assert isinstance(info["connected_clients"], int)
-    assert r3.info("server")["server_name"] == "hotkv"
+    assert r3.info("server")["server_name"] == "valkey"
     r.set("k", "v")
     assert r.info("keyspace")["db0"]["keys"] == 1
 
@@ -970,3 +971,31 @@ def test_proc_title_template_as_valkey(tmp_path):
         assert cmdline == want[:255], (cmdline, want)    # both keep 255 bytes
     assert ours[1] == theirs[1]
     assert b"template format is invalid" in ours[1]
+
+
+IDENTITY = ("redis_version", "server_name", "valkey_version", "valkey_release_stage")
+
+
+@pytest.mark.parametrize("compat", ["no", "yes"])
+def test_identity_is_valkeys(server, ref_server, compat):
+    """HELLO and INFO server say what valkey-server 8.1.8 says (hotkv
+    reproduces its behaviour, as Valkey presents itself to Redis clients
+    with redis_version 7.2.4), with hotkv's own version in hotkv_version;
+    extended-redis-compatibility yes answers HELLO as Redis 7.2 and names
+    redis_mode, as Valkey 8 does."""
+    seen = []
+    for host, port in ((server.host, server.port), (ref_server.host, ref_server.port)):
+        c = RawClient(host, port)
+        try:
+            assert c.call("CONFIG", "SET", "extended-redis-compatibility", compat) == b"+OK\r\n"
+            hello = c.call("HELLO", "3")
+            fields = info_fields(parse(c.call("INFO", "server")))
+            c.call("HELLO", "2")
+            seen.append((re.sub(rb"\$2\r\nid\r\n:\d+", b"id", hello),
+                         {k: fields.get(k) for k in IDENTITY},
+                         sorted(k for k in fields if k.endswith("_mode"))))
+        finally:
+            c.call("CONFIG", "SET", "extended-redis-compatibility", "no")
+            c.close()
+    assert seen[0] == seen[1]
+    assert (b"valkey" in seen[0][0]) == (compat == "no")

@@ -16,7 +16,7 @@ from ..errors import CommandError
 from ..registry import command
 from ..resp import OK, PONG, Simple
 from ..util import string2ll
-from ..version import REDIS_COMPAT_VERSION
+from ..version import REDIS_COMPAT_VERSION, SERVER_NAME, VALKEY_COMPAT_VERSION
 
 
 @command("ping", -1, "fast", group="connection")
@@ -94,9 +94,12 @@ def hello(c, argv):
         c.name = name
     if ver:
         c.resp3 = ver == 3
+    # valkey-server 8.1.8's identity; "redis" 7.2.4 under
+    # extended-redis-compatibility, as Valkey 8 answers
+    redis_compat = c.server.config.values["extended-redis-compatibility"]
     return {
-        b"server": b"redis",
-        b"version": REDIS_COMPAT_VERSION.encode(),
+        b"server": b"redis" if redis_compat else SERVER_NAME.encode(),
+        b"version": (REDIS_COMPAT_VERSION if redis_compat else VALKEY_COMPAT_VERSION).encode(),
         b"proto": 3 if c.resp3 else 2,
         b"id": c.id,
         b"mode": b"standalone" if c.server.cluster is None else b"cluster",

@@ -39,7 +39,13 @@ from ..pause import pause_info
 from ..registry import all_commands, command
 from ..resp import Verbatim
 from ..stats import instantaneous, rss
-from ..version import REDIS_COMPAT_VERSION, __version__
+from ..version import (
+    REDIS_COMPAT_VERSION,
+    SERVER_NAME,
+    VALKEY_COMPAT_VERSION,
+    VALKEY_RELEASE_STAGE,
+    __version__,
+)
 
 
 class InfoSection:
@@ -103,15 +109,20 @@ def _info_server(server):
     uptime = int(time.time() - server.start_time)   # real: the process's age
     now = server.clock.time()     # hotkv.clock: server_time_usec, lru_clock
     loop_name = type(server.loop).__module__.split(".")[0] if server.loop else "asyncio"
+    # Valkey's identity (hotkv reproduces valkey-server 8.1.8), hotkv's own
+    # version beside it; extended-redis-compatibility names the mode field
+    # redis_mode, as Valkey 8 does.
+    mode_field = "redis_mode" if values["extended-redis-compatibility"] else "server_mode"
     out = [
         ("redis_version", REDIS_COMPAT_VERSION),
-        ("server_name", "hotkv"),
+        ("server_name", SERVER_NAME),
+        ("valkey_version", VALKEY_COMPAT_VERSION),
+        ("valkey_release_stage", VALKEY_RELEASE_STAGE),
         ("hotkv_version", __version__),
         ("redis_git_sha1", "00000000"),
         ("redis_git_dirty", 0),
         ("redis_build_id", "0"),
-        ("redis_mode", "standalone"),
-        ("server_mode", "standalone"),
+        (mode_field, "standalone" if server.cluster is None else "cluster"),
         ("os", _OS),
         ("arch_bits", 64 if sys.maxsize > 2**32 else 32),
         ("monotonic_clock", "POSIX clock_gettime"),
