@@ -410,7 +410,7 @@ def _carry_duration(client, waiter):
 def serve_ready_keys(server):
     """Serve waiters on every ready key, first come first served, until no
     key is ready (serving one key can make another ready)."""
-    if server.__dict__.get("yielding"):
+    if server.yielding:
         # A busy script is running (a command allowed while BUSY got here):
         # its writes are served when it ends, as Valkey defers
         # handleClientsBlockedOnKeys inside a yielding command.

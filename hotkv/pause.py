@@ -45,7 +45,7 @@ def _now_ms(server) -> int:
 
 def pause_info(server) -> tuple:
     """(paused_reason, paused_actions, paused_timeout_milliseconds) for INFO."""
-    p = getattr(server, "client_pause", None)
+    p = server.client_pause
     if p is None:
         return "none", "none", 0
     return "client_pause", "all" if p.all else "write", max(0, p.end_ms - _now_ms(server))
@@ -108,13 +108,13 @@ def may_replicate(server, cmd, argv) -> bool:
     if len(argv) < 2 or name not in ("eval", "evalsha", "fcall"):
         return True
     if name == "fcall":
-        reg = getattr(server, "functions", None)
+        reg = server.functions
         fn = reg.get(argv[1]) if reg is not None else None
         return fn is None or "no_writes" not in fn.flags
     if name == "eval":
         flags = _shebang_flags(argv[1])
     else:
-        eng = getattr(server, "scripting", None)
+        eng = server.scripting
         script = eng.scripts.get(argv[1].lower()) if eng is not None else None
         flags = script.flags if script is not None else None
     return flags is None or "no_writes" not in flags
@@ -141,7 +141,7 @@ def _shebang_flags(body: bytes):
 
 def unpause_clients(server):
     """End the pause (CLIENT UNPAUSE, its timeout): resume the postponed clients in order."""
-    p = getattr(server, "client_pause", None)
+    p = server.client_pause
     server.client_pause = None
     server.pause_check = None
     if p is None:
@@ -165,7 +165,7 @@ def _arm(server):
 
 
 def _on_timer(server):
-    p = getattr(server, "client_pause", None)
+    p = server.client_pause
     if p is None:
         return
     p.timer = None
@@ -179,7 +179,7 @@ def _on_timer(server):
 def pause_clients(server, end_ms: int, all_mode: bool):
     """CLIENT PAUSE: pause until end_ms (absolute; 0 with a 0 timeout), writes
     only unless all_mode.  A second pause extends the first, never shortens it."""
-    p = getattr(server, "client_pause", None)
+    p = server.client_pause
     if p is None:
         server.client_pause = _Pause(end_ms, all_mode)
         server.pause_check = _pause_check

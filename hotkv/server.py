@@ -220,6 +220,21 @@ class Server:
         # Connections freed while a busy script held the loop, whose later
         # connection_lost is then a no-op (hotkv.net.ServeWhileBlocked).
         self.ended_while_held: set = set()
+        self.inst_samples = None      # INFO's instantaneous metrics (hotkv.stats)
+        self.el_cmd_sum = 0.0         # eventloop_duration_cmd_sum (hotkv.loopstats)
+        # The latency monitor (hotkv.latency.init_server sets them).
+        self.latency_events: dict = {}
+        self.latency_threshold_ms = 0
+        self.latency_percentiles: list = []
+        self.on_slow = self.latency_sample = None
+        self.client_pause = None      # CLIENT PAUSE while one is on (hotkv.pause)
+        # Lua: the engine and the function registry, made at their first use
+        # (hotkv.lua.engine.engine, hotkv.lua.functions.registry); ``yielding``
+        # while a busy script holds the loop (the dispatcher defers serving
+        # blocked clients then).
+        self.scripting = None
+        self.functions = None
+        self.yielding = False
         self.lastsave = int(time.time())
         self.notify = None          # fn(db, key, cls, event) for keyspace events (notify)
         self.notify_new = False     # the notify module: emit "new" when a key is created

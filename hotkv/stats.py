@@ -177,9 +177,9 @@ def count_call(server, cmd, duration: float, client):
 def track_instantaneous(server):
     """One sample per cron tick (at least 0.1 s apart) of commands and network bytes."""
     now = time.monotonic()
-    state = getattr(server, "_inst_samples", None)
+    state = server.inst_samples
     if state is None:
-        state = server._inst_samples = {"last": None, "ops": [], "in": [], "out": []}
+        state = server.inst_samples = {"last": None, "ops": [], "in": [], "out": []}
     cur = (now, server.stat_numcommands, server.stat_net_input_bytes,
            server.stat_net_output_bytes)
     last = state["last"]
@@ -197,7 +197,7 @@ def track_instantaneous(server):
 
 def instantaneous(server):
     """(ops/sec, input kbps, output kbps), averaged over the last samples."""
-    state = getattr(server, "_inst_samples", None)
+    state = server.inst_samples
     if not state or not state["ops"]:
         return 0, 0.0, 0.0
 
@@ -208,7 +208,7 @@ def instantaneous(server):
 
 def reset_instantaneous(server):
     """Forget the samples (CONFIG RESETSTAT): the rates restart from 0."""
-    server._inst_samples = None
+    server.inst_samples = None
 
 
 def rss() -> int:
