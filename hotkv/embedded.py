@@ -29,6 +29,7 @@ import tempfile
 import threading
 import weakref
 
+from .inprocess import LoopLock, client as inprocess_client, locked_event_loop
 from .net import Listener, close_loop, new_event_loop
 from .server import Server
 
@@ -158,11 +159,19 @@ class _Common:
 
 
 class EmbeddedServer(_Common):
-    """A hotkv server on a background thread."""
+    """A hotkv server on a background thread.
 
-    def __init__(self, port: int = 0, host: str = "127.0.0.1", unixsocket=None, **config):
+    ``inprocess=True``: the loop is asyncio's, holding a ``LoopLock`` except
+    while it waits in epoll, so in-process connections (hotkv.inprocess)
+    run their commands in the caller's thread instead of hopping to the
+    loop's; without it they hop (``hotkv.inprocess.client`` works on both)."""
+
+    def __init__(self, port: int = 0, host: str = "127.0.0.1", unixsocket=None,
+                 inprocess: bool = False, **config):
         self.settings = _settings(port, host, unixsocket, config)
         _private_nodes_conf(self, self.settings)
+        self.inprocess = inprocess
+        self.loop_lock = None
         self.server = None
         self._listener = None
         self._thread = None
@@ -183,11 +192,38 @@ class EmbeddedServer(_Common):
             raise self._error
         return self
 
+    @property
+    def loop(self):
+        """The server's event loop (None until started)."""
+        return self._loop
+
+    def client(self, lib: str = "redis", **kwargs):
+        """A redis-py (lib="valkey": valkey-py) client whose connections are
+        in-process ones (hotkv.inprocess.client): no socket."""
+        return inprocess_client(self, lib, **kwargs)
+
     def _run(self):
-        loop = self._loop = new_event_loop()
+        loop_lock = None
+        if self.inprocess:
+            loop_lock = LoopLock()
+            loop_lock.lock.acquire()    # held by this thread except inside epoll
+            loop = self._loop = locked_event_loop(loop_lock)
+        else:
+            loop = self._loop = new_event_loop()
         asyncio.set_event_loop(loop)
         try:
+            self._serve(loop, loop_lock)
+        finally:
+            if loop_lock is not None:
+                loop_lock.closed = True
+                loop_lock.lock.release()
+
+    def _serve(self, loop, loop_lock):
+        try:
             self.server = Server(self.settings)
+            if loop_lock is not None:
+                loop_lock.attach(loop, self.server)
+                self.loop_lock = loop_lock
             self._listener = Listener(self.server)
             loop.run_until_complete(self._listener.start(loop))
             if self.server.cluster is not None:

@@ -1,0 +1,610 @@
+"""In-process connections: redis-py / valkey-py talking to an embedded hotkv without a socket.
+
+Owns the client side of a connection that never leaves the process
+(``InProcessSocket``, a socket look-alike redis-py's and valkey-py's own
+connection code reads and writes), the server side's transport
+(``_Pipe``, handed to an ordinary ``hotkv.net.Connection``), the two ways a
+request reaches the server's thread (``LoopLock`` and the thread hop), the
+redis-py / valkey-py connection classes and ``client(server, ...)``.
+
+What a command goes through is exactly what a TCP client's goes through:
+the request's bytes are given to ``net.Connection.data_received`` -- the
+same RESP parser, dispatcher, ``hotkv.client.Client`` state machine, the
+server's ``before_sleep`` (AOF first, then replies) and ``Connection.flush``
+-- and the reply bytes are what ``flush`` hands to the transport, captured
+by ``_Pipe.write``.  There is no second implementation of any command or of
+the reply encoding: the bytes are those a TCP client reads.  The client is
+a real connection of the server's: it has an id, CLIENT LIST shows it
+(``addr=/inprocess/<id>:0``, ``laddr=/inprocess:0``, ``fd=-1``), CLIENT KILL
+ends it (its reader then sees end of file, as after a TCP close), the
+journal, the clock, MONITOR, ACL, pub/sub, blocking, MULTI/WATCH and every
+limit see it as any other.
+
+The threading question.  ``EmbeddedServer`` runs the server on an asyncio
+loop in a background thread and the server is not thread-safe.  Two ways:
+
+* **Lock (run in the caller's thread)**, for a server started with
+  ``EmbeddedServer(inprocess=True)`` (what ``hotkv.fake.FakeServer`` does):
+  its loop is asyncio's ``SelectorEventLoop`` over an epoll selector whose
+  ``poll`` releases a ``LoopLock`` while it waits for events and takes it
+  again before returning.  The loop thread therefore holds the lock
+  whenever it runs anything (callbacks, data_received, before_sleep, cron,
+  timers); a caller takes the lock -- possible only while the loop sleeps
+  in epoll -- and runs one loop turn itself: ``data_received`` with the
+  request, then the end of the turn (deferred transport callbacks,
+  ``Server.before_sleep``), then wakes the loop only if the turn left it
+  work (a callback scheduled, a timer earlier than the one it sleeps for).
+  While the caller runs, the server's loop is the caller thread's running
+  loop (``asyncio._set_running_loop``), so code that asks for the running
+  loop finds the server's.  No thread switch, no syscall on the common
+  path.  uvloop offers no hook around its poll, so this needs asyncio's
+  loop (TCP clients of such a server are served by that loop too).
+* **Thread hop**, for any running ``EmbeddedServer`` (uvloop or not): the
+  request is scheduled into the loop with ``call_soon_threadsafe`` and the
+  caller waits on a condition until ``before_sleep`` has written the reply
+  into the pipe.  Correct everywhere, but it costs two thread switches per
+  round trip (figures: bench/inprocess.py).
+
+``connect`` picks the lock when the server has one, else the hop.
+
+Replies are read by the connection's owner thread from ``_Pipe.chunks``
+(a deque: the server side appends, the reader pops); a reader with nothing
+to read waits on the pipe's condition, which a write notifies only when a
+reader waits (the common path takes no lock: the reply is already there
+when ``sendall`` returns).  That is how a blocked BLPOP, a subscriber or a
+reply produced by another client's command (a push served by another
+thread, a TCP client's PUBLISH) reach the reader.
+
+Invariants:
+* server state is only touched by the loop thread or by a caller holding
+  the loop's ``LoopLock`` (which the loop thread holds except inside epoll);
+* what asyncio would run "soon" after a transport call (``connection_lost``
+  after a close or abort, input delivered after ``resume_reading``) runs
+  soon here too: on the loop (``call_soon``), or, in a caller's turn, at
+  the end of that turn -- so after CLIENT KILL the killer's next command
+  sees the victim gone, as over TCP;
+* bytes sent on one connection reach ``data_received`` in order; input
+  that arrives while the server paused reading is held and delivered on
+  ``resume_reading``;
+* a connection closed by the client (``close``) is ``connection_lost`` on
+  the server, as a TCP close is.
+
+Limits: while a busy script holds the loop (``ServeWhileBlocked``), an
+in-process client waits for the script to end instead of being answered
+BUSY (the pump reads sockets and in-process clients have none), so it
+cannot send SCRIPT KILL; a TCP client can.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import errno
+import selectors
+import socket
+import threading
+import time
+
+from .net import Connection
+
+# asyncio's running-loop slot for this thread (public names of asyncio.events).
+_get_running_loop = asyncio._get_running_loop
+_set_running_loop = asyncio._set_running_loop
+
+LOCAL_ADDR = "/inprocess"     # the laddr of every in-process client ("/inprocess:0")
+
+
+# ----------------------------------------------------------------------
+# The lock the loop thread holds except while it sleeps in epoll
+# ----------------------------------------------------------------------
+
+class LoopLock:
+    """Held by the loop thread whenever it is not waiting in epoll; a caller
+    holding it may run server code (``turn``).  ``deferred``: what a
+    transport asked to run soon during a caller's turn."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.loop = None
+        self.server = None
+        self.loop_thread = None
+        self.deferred: list = []
+        self.closed = False
+
+    # -- the loop thread -----------------------------------------------------
+    def attach(self, loop, server):
+        """The loop thread, once the server exists (it holds the lock)."""
+        self.loop, self.server = loop, server
+        self.loop_thread = threading.get_ident()
+
+    # -- a caller's loop turn -------------------------------------------------
+    def turn(self, fn, *args):
+        """Run ``fn(*args)`` as one loop turn of the server's, in this thread."""
+        lock = self.lock
+        lock.acquire()
+        try:
+            if self.closed:
+                raise ConnectionResetError(errno.ECONNRESET, "the server has stopped")
+            loop, server = self.loop, self.server
+            scheduled = loop._scheduled
+            head = scheduled[0] if scheduled else None
+            prev = _get_running_loop()
+            _set_running_loop(loop)
+            # Our own before_sleep ends this turn: no need for wake() to queue one.
+            queued = server._wake_scheduled
+            server._wake_scheduled = True
+            try:
+                fn(*args)
+            finally:
+                self._end_turn(server, queued)
+                _set_running_loop(prev)
+            if loop._ready or (scheduled and scheduled[0] is not head):
+                loop._write_to_self()   # the loop has work now, or an earlier timer
+        finally:
+            lock.release()
+
+    def _end_turn(self, server, queued):
+        deferred = self.deferred
+        server.before_sleep()
+        while deferred:
+            calls = deferred[:]
+            del deferred[:]
+            for fn, args in calls:
+                fn(*args)
+            server.before_sleep()
+        if queued:   # the loop had one queued before we came: it runs it
+            server._wake_scheduled = True
+
+    def soon(self, fn, *args):
+        """fn(*args) soon: on the loop, or at the end of the current caller's turn."""
+        if threading.get_ident() == self.loop_thread:
+            self.loop.call_soon(fn, *args)
+        else:
+            self.deferred.append((fn, args))
+
+
+class _GatedEpoll:
+    """select.epoll whose ``poll`` releases the loop's lock while it waits."""
+
+    __slots__ = ("epoll", "lock")
+
+    def __init__(self, epoll, lock):
+        self.epoll = epoll
+        self.lock = lock
+
+    def poll(self, timeout=-1, maxevents=-1):
+        self.lock.release()
+        try:
+            return self.epoll.poll(timeout, maxevents)
+        finally:
+            self.lock.acquire()
+
+    def register(self, fd, mask):
+        self.epoll.register(fd, mask)
+
+    def modify(self, fd, mask):
+        self.epoll.modify(fd, mask)
+
+    def unregister(self, fd):
+        self.epoll.unregister(fd)
+
+    def fileno(self):
+        return self.epoll.fileno()
+
+    def close(self):
+        self.epoll.close()
+
+
+def locked_event_loop(loop_lock: LoopLock):
+    """An asyncio loop for a server's thread that holds ``loop_lock`` except
+    inside epoll.  The caller (the loop thread) must hold the lock already."""
+    selector = selectors.EpollSelector()
+    selector._selector = _GatedEpoll(selector._selector, loop_lock.lock)
+    return asyncio.SelectorEventLoop(selector)
+
+
+# ----------------------------------------------------------------------
+# The server side: a transport that keeps what it is given
+# ----------------------------------------------------------------------
+
+class _Pipe:
+    """The transport of an in-process ``net.Connection``: ``write`` appends
+    to ``chunks`` for the client's reader; ``close`` / ``abort`` end the
+    stream (asyncio's order: ``connection_lost`` soon after)."""
+
+    __slots__ = ("route", "conn", "chunks", "cond", "waiting", "eof", "written", "consumed",
+                 "paused", "inbox", "peer", "lost")
+
+    def __init__(self, route):
+        self.route = route
+        self.conn = None
+        self.chunks = collections.deque()
+        self.cond = threading.Condition(threading.Lock())
+        self.waiting = False
+        self.eof = False
+        self.lost = False
+        self.written = 0      # bytes written (server side only)
+        self.consumed = 0     # bytes read (reader only)
+        self.paused = False
+        self.inbox: list = []   # input held while reading is paused
+        self.peer = LOCAL_ADDR
+
+    # -- the asyncio transport interface net.Connection uses -----------------
+    def write(self, data):
+        if self.eof:
+            return
+        if type(data) is not bytes:
+            data = bytes(data)
+        self.chunks.append(data)
+        self.written += len(data)
+        if self.waiting:
+            with self.cond:
+                self.cond.notify_all()
+
+    def close(self):
+        self._end(False)
+
+    def abort(self):
+        self._end(True)
+
+    def _end(self, drop: bool):
+        if self.eof:
+            return
+        self.eof = True
+        if drop:
+            self.chunks.clear()
+        self._notify()
+        self.route.soon(self._lost)
+
+    def _lost(self):
+        if not self.lost:      # once, as asyncio calls it once
+            self.lost = True
+            self.inbox.clear()
+            if self.conn is not None:
+                self.conn.connection_lost(None)
+
+    def get_extra_info(self, name, default=None):
+        if name == "peername":
+            return self.peer
+        if name == "sockname":
+            return LOCAL_ADDR
+        return default
+
+    def set_write_buffer_limits(self, high=None, low=None):
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        """Reply bytes the client has not read yet (a TCP transport's backlog)."""
+        return self.written - self.consumed
+
+    def is_closing(self) -> bool:
+        return self.eof
+
+    def pause_reading(self):
+        self.paused = True
+
+    def resume_reading(self):
+        self.paused = False
+        if self.inbox:
+            self.route.soon(self._deliver)
+
+    # -- the client's side --------------------------------------------------
+    def receive(self, data):
+        """The client's bytes (on the loop, or in a caller's turn)."""
+        if self.eof:
+            return
+        if self.paused or self.inbox:
+            self.inbox.append(data)
+            return
+        self.conn.data_received(data)
+
+    def _deliver(self):
+        if self.paused or not self.inbox or self.eof:
+            return
+        data = b"".join(self.inbox)
+        self.inbox.clear()
+        self.conn.data_received(data)
+
+    def hang_up(self):
+        """The client closed its end: the server sees the connection lost."""
+        if not self.eof:
+            self.eof = True
+            self._notify()
+        self._lost()
+
+    def _notify(self):
+        with self.cond:
+            self.cond.notify_all()
+
+
+# ----------------------------------------------------------------------
+# Routes: how a request reaches the server's thread
+# ----------------------------------------------------------------------
+
+class _LockRoute:
+    """The caller runs the turn itself, holding the loop's lock."""
+
+    def __init__(self, loop_lock: LoopLock):
+        self.loop_lock = loop_lock
+        self.soon = loop_lock.soon
+
+    def run(self, fn, *args):
+        self.loop_lock.turn(fn, *args)
+
+    def call(self, fn):
+        box = []
+        self.loop_lock.turn(lambda: box.append(fn()))
+        return box[0]
+
+    def later(self, fn):
+        """fn() on the loop thread, without waiting (from any thread)."""
+        self.loop_lock.loop.call_soon_threadsafe(fn)
+
+
+class _HopRoute:
+    """The request is handed to the loop thread (call_soon_threadsafe)."""
+
+    def __init__(self, loop):
+        self.loop = loop
+
+    def soon(self, fn, *args):
+        self.loop.call_soon(fn, *args)
+
+    def run(self, fn, *args):
+        self.loop.call_soon_threadsafe(fn, *args)
+
+    def call(self, fn):
+        done: concurrent.futures.Future = concurrent.futures.Future()
+
+        def run():
+            try:
+                done.set_result(fn())
+            except BaseException as e:   # handed to the caller
+                done.set_exception(e)
+        self.loop.call_soon_threadsafe(run)
+        return done.result(30)
+
+    def later(self, fn):
+        self.loop.call_soon_threadsafe(fn)
+
+
+def _route(embedded):
+    """The route to ``embedded`` (an EmbeddedServer), or ConnectionRefusedError."""
+    loop = getattr(embedded, "loop", None)
+    if embedded.server is None or loop is None or loop.is_closed():
+        raise ConnectionRefusedError(errno.ECONNREFUSED, "the embedded server is not running")
+    loop_lock = getattr(embedded, "loop_lock", None)
+    if loop_lock is not None:
+        if loop_lock.closed:
+            raise ConnectionRefusedError(errno.ECONNREFUSED, "the embedded server has stopped")
+        return _LockRoute(loop_lock)
+    return _HopRoute(loop)
+
+
+# ----------------------------------------------------------------------
+# The client side: a socket look-alike
+# ----------------------------------------------------------------------
+
+class InProcessSocket:
+    """What redis-py / valkey-py read and write instead of a socket:
+    ``sendall`` runs the request through the server (its route),
+    ``recv`` / ``recv_into`` return the reply bytes, honouring the socket
+    timeout (``socket.timeout``; 0: ``BlockingIOError``)."""
+
+    def __init__(self, embedded):
+        route = self.route = _route(embedded)
+        pipe = self.pipe = _Pipe(route)
+        self._timeout = None
+        self._rest = b""
+        self._closed = False
+
+        def made():
+            conn = Connection(embedded.server)
+            pipe.conn = conn
+            pipe.peer = "%s/%d" % (LOCAL_ADDR, conn.id)
+            conn.connection_made(pipe)
+            return conn.id
+        self.client_id = route.call(made)
+
+    # -- writing -------------------------------------------------------------
+    def sendall(self, data, flags=0):
+        if self._closed:
+            raise OSError(errno.EBADF, "Bad file descriptor")
+        if self.pipe.eof:
+            return    # as a TCP write after the peer closed: the read sees the end
+        if type(data) is not bytes:
+            data = bytes(data)
+        self.route.run(self.pipe.receive, data)
+
+    send = sendall
+
+    # -- reading -------------------------------------------------------------
+    def recv(self, bufsize, flags=0):
+        return self._take(bufsize)
+
+    def recv_into(self, buffer, nbytes=0, flags=0):
+        data = self._take(nbytes or len(buffer))
+        n = len(data)
+        buffer[:n] = data
+        return n
+
+    def _take(self, n):
+        rest = self._rest
+        if not rest:
+            chunks = self.pipe.chunks
+            if not chunks:
+                self._wait()
+                if not chunks:
+                    return b""          # end of stream
+            rest = chunks.popleft()
+            self.pipe.consumed += len(rest)
+        if len(rest) <= n:
+            self._rest = b""
+            return rest
+        self._rest = rest[n:]
+        return rest[:n]
+
+    def _wait(self):
+        pipe = self.pipe
+        if self._closed:
+            raise OSError(errno.EBADF, "Bad file descriptor")
+        timeout = self._timeout
+        if timeout == 0:
+            if pipe.eof:
+                return
+            raise BlockingIOError(errno.EWOULDBLOCK, "Resource temporarily unavailable")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with pipe.cond:
+            pipe.waiting = True
+            try:
+                while not pipe.chunks and not pipe.eof and not self._closed:
+                    if deadline is None:
+                        pipe.cond.wait()
+                        continue
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise socket.timeout("timed out")
+                    pipe.cond.wait(left)
+            finally:
+                pipe.waiting = False
+
+    def readable(self) -> bool:
+        return bool(self._rest or self.pipe.chunks or self.pipe.eof)
+
+    # -- the rest of a socket's interface redis-py uses ----------------------
+    def settimeout(self, timeout):
+        self._timeout = timeout
+
+    def gettimeout(self):
+        return self._timeout
+
+    def setblocking(self, flag):
+        self._timeout = None if flag else 0.0
+
+    def setsockopt(self, *args):
+        pass
+
+    def getsockname(self):
+        return LOCAL_ADDR
+
+    def getpeername(self):
+        return self.pipe.peer
+
+    def fileno(self):
+        return -1
+
+    def shutdown(self, how):
+        self.close()
+
+    def close(self):
+        if self._closed:
+            return
+        self._closed = True
+        pipe = self.pipe
+        pipe._notify()
+        if not pipe.lost:
+            try:
+                self.route.later(pipe.hang_up)
+            except RuntimeError:   # the loop is closed: nothing left to tell
+                pass
+
+    def __repr__(self):
+        return "<InProcessSocket client id=%d>" % self.client_id
+
+
+# ----------------------------------------------------------------------
+# redis-py and valkey-py connection classes
+# ----------------------------------------------------------------------
+
+def _connection_class(lib):
+    """An ``AbstractConnection`` subclass of ``lib`` (redis or valkey) whose
+    socket is an ``InProcessSocket``; everything else (HELLO, AUTH, SELECT,
+    CLIENT SETINFO, the parsers, retries, pub/sub) is the library's own."""
+    base = lib.connection.AbstractConnection
+
+    class InProcessConnection(base):
+        def __init__(self, embedded=None, host=None, port=None, socket_keepalive=None,
+                     socket_keepalive_options=None, socket_type=0, socket_timeout=None,
+                     **kwargs):
+            if embedded is None:
+                raise TypeError("an in-process connection needs embedded= (an EmbeddedServer)")
+            self.embedded = embedded
+            self.host, self.port = "inprocess", 0
+            super().__init__(**kwargs)
+            self.socket_timeout = socket_timeout
+
+        def repr_pieces(self):
+            pieces = [("server", repr(self.embedded)), ("db", self.db)]
+            if self.client_name:
+                pieces.append(("client_name", self.client_name))
+            return pieces
+
+        def _connect(self):
+            sock = InProcessSocket(self.embedded)
+            sock.settimeout(self.socket_timeout)
+            return sock
+
+        def _host_error(self):
+            return "in-process hotkv"
+
+        def can_read(self, timeout=0):
+            # redis-py's hiredis parser polls the socket's descriptor, which
+            # an in-process socket has not: ask the reader, then read.
+            parser, sock = self._parser, self._sock
+            reader = getattr(parser, "_reader", None)
+            if sock is None or not hasattr(reader, "has_data") or \
+                    not hasattr(parser, "read_from_socket"):
+                return super().can_read(timeout)
+            if reader.has_data():
+                return True
+            try:
+                return parser.read_from_socket(timeout=timeout, raise_on_timeout=False)
+            except OSError as e:
+                self.disconnect()
+                raise lib.exceptions.ConnectionError(
+                    f"Error while reading from in-process hotkv: {e.args}") from e
+
+    InProcessConnection.__qualname__ = InProcessConnection.__name__ = \
+        "InProcess%sConnection" % lib.__name__.capitalize()
+    return InProcessConnection
+
+
+_classes: dict = {}
+
+
+def connection_class(lib: str = "redis"):
+    """The in-process connection class for ``lib``: "redis" or "valkey"."""
+    cls = _classes.get(lib)
+    if cls is None:
+        if lib == "redis":
+            import redis as module
+        elif lib == "valkey":
+            import valkey as module
+        else:
+            raise ValueError("lib is 'redis' or 'valkey', not %r" % (lib,))
+        cls = _classes[lib] = _connection_class(module)
+    return cls
+
+
+def client(embedded, lib: str = "redis", **kwargs):
+    """A ``redis.Redis`` (lib="valkey": ``valkey.Valkey``) whose connections
+    are in-process connections to ``embedded`` (a running EmbeddedServer).
+    ``kwargs`` are the client's own (decode_responses, protocol, db,
+    password, client_name, retry...); host/port are ignored."""
+    if lib == "redis":
+        import redis as module
+        factory = module.Redis
+    elif lib == "valkey":
+        import valkey as module
+        factory = module.Valkey
+    else:
+        raise ValueError("lib is 'redis' or 'valkey', not %r" % (lib,))
+    r = factory(**kwargs)
+    pool = r.connection_pool
+    pool.connection_class = connection_class(lib)
+    pool.connection_kwargs = dict(pool.connection_kwargs, embedded=embedded)
+    return r
+
+
+__all__ = ["LoopLock", "locked_event_loop", "InProcessSocket", "connection_class", "client"]
