@@ -202,7 +202,7 @@ class ScriptError(Exception):
 class RunCtx:
     __slots__ = ("caller", "fake", "sha", "readonly", "write_dirty", "flags", "killed",
                  "start", "busy", "prev_gate", "prev_shutdown", "shutdown", "prop_mark",
-                 "busy_error", "serving", "time_us", "repl", "targets")
+                 "busy_error", "serving", "time_us", "repl", "targets", "plain")
 
     def __init__(self, caller, fake, sha, readonly, flags):
         self.caller = caller
@@ -223,6 +223,10 @@ class RunCtx:
         self.time_us = 0        # TIME's answer in this run (set at its start)
         self.repl = 3           # redis.set_repl: 1 AOF, 2 replicas, 3 both, 0 neither
         self.targets = None     # {index in prop_pending: 1 or 2} once set_repl narrowed it
+        # No replica link, disk error, min-replicas gate or cluster: the
+        # checks a script's call makes for those are skipped (none of them
+        # can start while the script runs).
+        self.plain = False
 
 
 class Script:
@@ -274,10 +278,13 @@ class Engine:
         # wrappers raise the error in Lua): no Python exception ever enters
         # the Lua state (see _guard).
         self._fail = fail = lua.table()
+        # What redis.call's reply is marked with when the wrapper builds its
+        # table in Lua (see _command).
+        self._status, self._array = lua.table(), lua.table()
         g = _guard(fail)
         self._compile, self._run, self._rawequal, self._null, self._classify, \
             self._errinfo, *extra = prelude(
-            self._lua_call, g(self._lua_pcall), g(self._py_setresp), g(self._py_log),
+            self._lua_call, self._lua_pcall, g(self._py_setresp), g(self._py_log),
             g(self._py_sha1),
             # (the lambdas read self._null / self._table when called: both
             # exist only once the prelude has run)
@@ -303,7 +310,8 @@ class Engine:
             self._ldb_hook, self._ldb_debug, g(self._ldb_break), _ldb_addr, self._py_set_repl,
             self._ldb_error, bytecode.rewrite,
             lambda n, t: self._lua_call(*[t[i] for i in range(1, n + 1)]),
-            g(lambda n, t: self._lua_pcall(*[t[i] for i in range(1, n + 1)])), fail)
+            lambda n, t: self._lua_pcall(*[t[i] for i in range(1, n + 1)]), fail,
+            self._status, self._array)
         self._internals = extra[0]
         self.ldb_loaded = False      # hotkv/lua/ldb.lua compiled in this state (ldb.py)
         self._load = extra[1] if len(extra) > 1 else None
@@ -313,6 +321,7 @@ class Engine:
         self._internals.gcfull()
         self.gc_count = 0
         self._table = lua.table
+        self._table_from = lua.table_from
 
     def flush(self):
         """SCRIPT FLUSH: a new Lua state and an empty cache."""
@@ -411,6 +420,8 @@ class Engine:
         run.busy_error = self.BUSY
         run.prop_mark = len(server.prop_pending)
         run.time_us = server.clock.us()   # TIME's frozen instant: the script's start
+        run.plain = (server.replica_link is None and server.disk_error is None
+                     and server.cluster is None and not no_good_replicas(server))
         self.run = run
         try:
             lua = self.lua
@@ -688,6 +699,7 @@ class Engine:
     # Callbacks from Lua: each returns (ok, value), never raises
     # ------------------------------------------------------------------
     def _py_call(self, raise_error, *args):
+        """(ok, value) of one call (the debugger's redis command)."""
         try:
             return self._command(raise_error, args)
         except Exception as e:   # a bug costs one error reply, never the server
@@ -696,18 +708,26 @@ class Engine:
                                           % type(e).__name__)
 
     def _lua_call(self, *args):
-        # (redis.call: its error table goes back as a failure, the prelude's
-        # wrapper raises it -- no exception on this path; see _guard)
+        """redis.call: its reply as the prelude's wrapper takes it (see
+        _command); an error table goes back after FAIL and the wrapper raises
+        it -- no exception on this path (see _guard)."""
         try:
-            ok, v = self._py_call(True, *args)
-        except Exception as e:         # a fault of ours: its text, never the object
-            return _failure(self._fail, e)
+            ok, v = self._command(True, args)
+        except Exception as e:   # a bug costs one error reply, never the server
+            log.exception("scripting: redis.call failed")
+            return self._fail, 1, self._err_table("ERR internal error in script call: %s"
+                                                  % type(e).__name__)
         if not ok:
             return self._fail, 1, v
         return v
 
     def _lua_pcall(self, *args):
-        return self._py_call(False, *args)[1]
+        """redis.pcall: the same, an error table returned as a value."""
+        try:
+            return self._command(False, args)[1]
+        except Exception as e:
+            log.exception("scripting: redis.pcall failed")
+            return self._err_table("ERR internal error in script call: %s" % type(e).__name__)
 
     def _err_table(self, text: str, ignore_stats: bool = False):
         t = self._table()
@@ -737,19 +757,9 @@ class Engine:
         server = self.server
         if run is None:
             return False, self._err_table("ERR redis.call is only valid inside a script")
-        if not args:
-            self._ldb_error("Please specify at least one argument for this call")
-            return False, self._err_table("ERR Please specify at least one argument for this call")
-        argv = []
-        for a in args:
-            t = type(a)
-            if t is bytes:
-                argv.append(a)
-            elif (t is int or t is float):
-                argv.append(_number_arg(a))
-            else:
-                self._ldb_error("Command arguments must be strings or integers")
-                return False, self._err_table("ERR Command arguments must be strings or integers")
+        argv = self._argv(args)
+        if type(argv) is tuple:
+            return argv
         fake = run.fake
         ldb = self.ldb
         if ldb is not None:     # the debugger logs the call when stepping
@@ -770,7 +780,8 @@ class Engine:
         if "noscript" in cmd.flags and not getattr(server, "script_disable_deny_script", False):
             # DEBUG SET-DISABLE-DENY-SCRIPTS 1 lifts this (Valkey's tests use it)
             return self._rejected("This Redis command is not allowed from script", cmd)
-        if server.replica_link is not None and "stale" not in cmd.flags \
+        plain = run.plain
+        if not plain and server.replica_link is not None and "stale" not in cmd.flags \
                 and replica.running_stale(server):
             return self._rejected("Can not execute the command on a stale replica", cmd)
         if server.acl_check is not None:
@@ -781,16 +792,16 @@ class Engine:
                 return self._rejected("ACL failure in script: " + denied, cmd)
         if run.readonly and (cmd.write or "may_replicate" in cmd.flags):
             return self._rejected("Write commands are not allowed from read-only scripts.", cmd)
-        if cmd.write and not run.write_dirty and server.replica_link is not None \
-                and replica.refuses_writes(server, run.caller):
-            return self._rejected_as_is(replica.READONLY, cmd)
-        if cmd.write and not run.write_dirty and server.disk_error is not None:
-            message = server.disk_error
-            server.count_error(message)
-            server.cmdstats[cmd].rejected_calls += 1
-            return False, self._err_table(message, True)
-        if cmd.write and not run.write_dirty and no_good_replicas(server):
-            return self._rejected_as_is(NOREPLICAS, cmd)
+        if not plain and cmd.write and not run.write_dirty:
+            if server.replica_link is not None and replica.refuses_writes(server, run.caller):
+                return self._rejected_as_is(replica.READONLY, cmd)
+            if server.disk_error is not None:
+                message = server.disk_error
+                server.count_error(message)
+                server.cmdstats[cmd].rejected_calls += 1
+                return False, self._err_table(message, True)
+            if no_good_replicas(server):
+                return self._rejected_as_is(NOREPLICAS, cmd)
         if server.maxmemory and cmd.denyoom and not run.write_dirty and \
                 (run.flags is None or "allow_oom" not in run.flags) and server.over_maxmemory():
             self._ldb_error("-" + errors.OOM + "\r\n")
@@ -799,8 +810,8 @@ class Engine:
             return False, self._err_table(errors.OOM, True)
         if cmd.write:
             run.write_dirty = True
-        if server.cluster is not None:    # scriptVerifyClusterState (hotkv.cluster.state)
-            message = server.cluster.script_check(run, cmd, argv)
+        if not plain and server.cluster is not None:   # scriptVerifyClusterState
+            message = server.cluster.script_check(run, cmd, argv)    # (hotkv.cluster.state)
             if message is not None:
                 return self._rejected(message, cmd)
         fake.out = []
@@ -808,16 +819,59 @@ class Engine:
         (call if run.repl == 3 else self._call_retargeted)(fake, cmd, argv)
         if server.monitors and not cmd.admin and "skip_monitor" not in cmd.flags:
             feed_monitors(server, fake.db.index, b"lua", cmd, argv)
-        data = b"".join(fake.out)
+        out = fake.out
+        data = out[0] if len(out) == 1 else b"".join(out)
         fake.out = []
         if not data:    # the command replied nothing (CLIENT REPLY OFF, say)
             return True, None
+        if ldb is None:
+            value = self._quick_reply(data)
+            if value is not None:
+                return True, value
         value, _ = self._parse(data, 0)
         if ldb is not None:
             ldb.log_reply(data)
-        if raise_error and data[:1] == b"-":
+        if raise_error and data[0] == 45:       # '-'
             return False, value
         return True, value
+
+    def _argv(self, args):
+        """A call's arguments as a command's argv, or (False, error table)."""
+        if not args:
+            self._ldb_error("Please specify at least one argument for this call")
+            return False, self._err_table("ERR Please specify at least one argument for this call")
+        argv = []
+        for a in args:
+            t = type(a)
+            if t is bytes:
+                argv.append(a)
+            elif (t is int or t is float):
+                argv.append(_number_arg(a))
+            else:
+                self._ldb_error("Command arguments must be strings or integers")
+                return False, self._err_table("ERR Command arguments must be strings or integers")
+        return argv
+
+    def _quick_reply(self, data: bytes):
+        """The common replies as the prelude's wrapper takes them, or None:
+        an integer or a bulk string as it is (false for a nil), STATUS and
+        the text ({ok = text}), ARRAY and the items of a flat array ({...}):
+        the wrapper makes the table in Lua, for a fraction of the cost of a
+        table made from Python."""
+        kind = data[0]
+        if kind == 58:                      # ':'
+            return int(data[1:-2])
+        if kind == 36:                      # '$'
+            if data[1] == 45:               # '$-1'
+                return False
+            return data[data.index(b"\r\n") + 2:-2]
+        if kind == 43:                      # '+'
+            return self._status, data[1:-2]
+        if kind == 42:                      # '*'
+            items = _flat_array(data)
+            if items is not None:
+                return (self._array, *items)
+        return None
 
     def _call_retargeted(self, fake, cmd, argv):
         """Run a script's command; what it appends to ``prop_pending`` goes
@@ -870,11 +924,15 @@ class Engine:
             n = int(line)
             if n < 0:
                 return False, pos
-            t = self._table()
-            for i in range(1, n + 1):
+            items = []
+            for _ in range(n):
                 v, pos = self._parse(data, pos)
-                t[i] = v
-            return t, pos
+                items.append(v)
+            if n <= _FLAT_MAX:
+                # made in Lua ({...}): its array part holds a nil item as
+                # Valkey's lua_createtable(n) does, so # counts the same
+                return self._internals.pack(*items), pos
+            return self._table_from(items), pos
         if kind == b"%":
             n = int(line)
             inner = self._table()
@@ -1117,6 +1175,45 @@ def _unwrap(err):
         log.error("scripting: a server function failed: %r", err)
         return ("%s: %s" % (type(err).__name__, err)).encode("utf-8", "surrogateescape")
     return None
+
+
+_FLAT_MAX = 7000       # items a reply passes to Lua as values (its stack takes 8,000)
+
+
+def _flat_array(data: bytes):
+    """The items of a RESP array of bulk strings, integers and RESP3 nulls
+    (a nil bulk is false, as Valkey's Lua gets it; a null is nil), or None
+    for any other array (nested, other RESP3 types, a null array, more than
+    _FLAT_MAX items)."""
+    end = data.index(b"\r\n")
+    n = int(data[1:end])
+    if n < 0 or n > _FLAT_MAX:
+        return None
+    items = []
+    append = items.append
+    pos = end + 2
+    index = data.index
+    for _ in range(n):
+        kind = data[pos]
+        end = index(b"\r\n", pos)
+        if kind == 36:                  # '$'
+            size = int(data[pos + 1:end])
+            if size < 0:
+                append(False)
+                pos = end + 2
+            else:
+                pos = end + 2 + size
+                append(data[end + 2:pos])
+                pos += 2
+        elif kind == 58:                # ':'
+            append(int(data[pos + 1:end]))
+            pos = end + 2
+        elif kind == 95:                # '_': RESP3's null, nil in Lua
+            append(None)
+            pos = end + 2
+        else:
+            return None
+    return items
 
 
 def _parse_double(line: bytes) -> float:

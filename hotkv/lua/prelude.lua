@@ -29,7 +29,8 @@ local py_call, py_pcall, py_setresp, py_log, py_sha1, py_json_enc, py_json_dec, 
       py_aclcheck, py_unwrap, py_interrupt, py_mp_pack, py_mp_unpack, py_mp_unpack_one,
       py_mp_unpack_limit, py_struct, chunk, py_load_expired,
       py_register, py_json_cfg, py_ldb_hook, py_ldb_debug, py_ldb_break,
-      py_ldb_addr, py_set_repl, py_ldb_error, py_rewrite, py_callv, py_pcallv, FAIL = ...
+      py_ldb_addr, py_set_repl, py_ldb_error, py_rewrite, py_callv, py_pcallv, FAIL, STATUS,
+      ARRAY = ...
 -- chunk: '@user_script' (EVAL's state) or '@user_function' (FUNCTION's
 -- state: KEYS / ARGV are the callback's arguments, never globals, and a
 -- library's code runs once, at load, against the load API only).
@@ -144,14 +145,26 @@ local function hostn(f)
 end
 -- redis.call / redis.pcall: up to LONG arguments as they are; past it one
 -- table, as lupa refuses a Python call with more than 7,997 arguments.
+-- The reply comes back as a value, or marked (hotkv.lua.engine._command):
+-- STATUS and the text, ARRAY and the items -- the table is made here, for
+-- a fraction of what a table made from Python costs -- or FAIL, 1 and the
+-- error table (redis.call).  The wrapper's tail call into call_reply costs
+-- its frame; an error table needs none (errh finds the user's frame).
 local LONG = 7000
+local function call_reply(r, ...)
+  if r == STATUS then return {ok = (...)} end
+  if r == ARRAY then return {...} end
+  if r == FAIL then
+    local _, e = ...
+    error(e, 0)
+  end
+  return r
+end
 local function host_long(f, fv)
   local w = function(...)
     local n = select('#', ...)
-    local r, kind, e
-    if n < LONG then r, kind, e = f(...) else r, kind, e = fv(n, {...}) end
-    if r == FAIL then fail(kind, e) end
-    return r
+    if n < LONG then return call_reply(f(...)) end
+    return call_reply(fv(n, {...}))
   end
   hosted[w] = true
   return w
@@ -600,7 +613,8 @@ local internals = {next = lua_next_,
                    real = function(t) return real_of[t] end,
                    kbytes = function() return lua_gc('count') end,
                    gcstep = function(n) lua_gc('step', n) end,
-                   gcfull = function() lua_gc('collect') end}
+                   gcfull = function() lua_gc('collect') end,
+                   pack = function(...) return {...} end}
 
 -- The debugger's Lua half (hotkv/lua/ldb.lua) is compiled by the first
 -- SCRIPT DEBUG session only (a fresh state stays small: Valkey's suite holds
