@@ -2,8 +2,12 @@
 
 Public API: ``EmbeddedServer`` / ``AsyncEmbeddedServer`` (a real server on an
 ephemeral port, for tests and in-process use), ``EmbeddedCluster`` (a
-cluster of such nodes in one process, hotkv.cluster) and ``Server`` (the
-state machine, for those who run their own event loop).
+cluster of such nodes in one process, hotkv.cluster), ``Server`` (the
+state machine, for those who run their own event loop) and
+``inprocess_client`` (a redis-py / valkey-py client talking to an
+``EmbeddedServer`` without a socket, hotkv.inprocess).  ``hotkv.fake`` is
+fakeredis's API on hotkv (``import hotkv.fake as fakeredis``); it is not
+imported here (it needs redis-py or valkey-py).
 
 Importing the package registers every command (``hotkv.commands``); no other
 module of hotkv imports this one (the versions are ``hotkv.version``'s), so
@@ -13,8 +17,9 @@ the package stays at the top of the import graph.
 from . import commands  # noqa: F401  (registers every command)
 from .cluster.embedded import EmbeddedCluster
 from .embedded import AsyncEmbeddedServer, EmbeddedServer
+from .inprocess import client as inprocess_client
 from .server import Server
 from .version import REDIS_COMPAT_VERSION, __version__
 
 __all__ = ["Server", "EmbeddedServer", "AsyncEmbeddedServer", "EmbeddedCluster", "__version__",
-           "REDIS_COMPAT_VERSION"]
+           "REDIS_COMPAT_VERSION", "inprocess_client"]

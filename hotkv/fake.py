@@ -1,0 +1,277 @@
+"""fakeredis's API over a real hotkv server: ``import hotkv.fake as fakeredis``.
+
+Owns ``FakeServer`` (one ``EmbeddedServer(inprocess=True)``, started on
+first use, stopped when the FakeServer is garbage-collected or at exit)
+and the clients ``FakeRedis``, ``FakeStrictRedis``, ``FakeValkey`` and
+``FakeStrictValkey``: the library's own client classes (redis.Redis,
+valkey.Valkey...) whose connection pool makes in-process connections
+(hotkv.inprocess) to the FakeServer's server.  Every command runs in
+hotkv's parser and dispatcher, as over TCP; the replies are byte for byte
+what a TCP client of the server reads.
+
+What fakeredis's constructor arguments do here:
+* ``server=`` a FakeServer shared between clients; without one, a client
+  given ``host`` (or ``path``) shares the server kept for that
+  host/port/server_type (as fakeredis's ``FakeServer.get_server``), and one
+  given neither gets a fresh server of its own (as fakeredis >= 2.30);
+* ``connected=False``: the client's commands raise the library's
+  ``ConnectionError`` ("FakeRedis is emulating a connection error.");
+  ``server.connected = False`` does it for every client of a server;
+* ``version=`` and ``lua_modules=`` are accepted and ignored: hotkv answers
+  as valkey-server 8.1.8 (``HELLO``/``INFO``) whatever version is asked for,
+  and its Lua has cjson, cmsgpack, bit and struct built in;
+* ``server_type=`` "redis" or "valkey" (others: ValueError);
+* ``host``, ``port``, ``socket_*`` are only a sharing key; ``db``,
+  ``decode_responses``, ``protocol``, ``password``, ``username``,
+  ``client_name``, ``single_connection_client`` and the client class's
+  other arguments act as with a real server (they are its own);
+* FakeServer's ``config={b"requirepass": b"s"}`` (fakeredis's) and any
+  redis.conf setting as a keyword (``FakeServer(maxmemory="10mb")``) are
+  the server's settings.
+``FakeServer.embedded`` is the EmbeddedServer, for hotkv's test helpers
+(``clock``, ``journal``, ``snapshot``, ``faults``...).
+
+Not here (yet): ``FakeAsyncRedis`` / ``FakeAsyncValkey`` (hotkv.inprocess has
+no asyncio connection yet) and ``TcpFakeServer`` (use ``EmbeddedServer``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import weakref
+
+from .embedded import EmbeddedServer
+from .inprocess import connection_class
+
+CONNECTION_ERROR_MSG = "FakeRedis is emulating a connection error."
+SERVER_TYPES = ("redis", "valkey")
+
+
+def _stop(embedded):
+    """Stop ``embedded`` from any thread (a finalizer may run on its own)."""
+    thread = embedded._thread
+    if thread is not None and thread is threading.current_thread():
+        loop = embedded.loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon(embedded._listener.request_shutdown)
+        return
+    embedded.stop()
+
+
+_live: "weakref.WeakSet[FakeServer]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all():
+    for server in list(_live):
+        server.stop()
+
+
+class FakeServer:
+    """A hotkv server for fake clients, started on first use."""
+
+    _servers_map: dict = {}
+    _map_lock = threading.Lock()
+
+    def __init__(self, version=None, server_type: str = "redis", config: dict | None = None,
+                 **settings):
+        if server_type not in SERVER_TYPES:
+            raise ValueError(f"Unsupported server type: {server_type}")
+        self.version = version
+        self.server_type = server_type
+        self.connected = True
+        for name, value in (config or {}).items():
+            name = name.decode() if isinstance(name, bytes) else name
+            settings[name.replace("-", "_")] = value.decode() if isinstance(value, bytes) else value
+        self.settings = settings
+        self._embedded = None
+        self._lock = threading.Lock()
+        self._finalizer = None
+
+    @property
+    def embedded(self) -> EmbeddedServer:
+        """The EmbeddedServer (started now if it is not yet)."""
+        embedded = self._embedded
+        if embedded is None or embedded.loop is None or embedded.loop.is_closed():
+            with self._lock:
+                embedded = self._embedded
+                if embedded is None or embedded.loop is None or embedded.loop.is_closed():
+                    embedded = EmbeddedServer(inprocess=True, **self.settings).start()
+                    self._embedded = embedded
+                    self._finalizer = weakref.finalize(self, _stop, embedded)
+                    _live.add(self)
+        return embedded
+
+    def stop(self):
+        """Stop the server (a later command starts a new, empty one)."""
+        with self._lock:
+            if self._finalizer is not None:
+                self._finalizer()
+            self._embedded = self._finalizer = None
+
+    @staticmethod
+    def get_server(key: str, version=None, server_type: str = "redis") -> "FakeServer":
+        with FakeServer._map_lock:
+            server = FakeServer._servers_map.get(key)
+            if server is None:
+                server = FakeServer._servers_map[key] = FakeServer(version, server_type)
+            return server
+
+    def __repr__(self):
+        embedded = self._embedded
+        return "<FakeServer %s>" % (embedded.url if embedded and embedded.server else "stopped")
+
+
+# ----------------------------------------------------------------------
+# Connections and clients
+# ----------------------------------------------------------------------
+
+class _NoRetryWhileDisconnected:
+    """The client's retry policy, but an emulated disconnection fails at once
+    (as fakeredis's, whose connections have no retry policy)."""
+
+    def __init__(self, retry, conn):
+        self._retry = retry
+        self._conn = conn
+
+    def call_with_retry(self, do, fail, *args, **kwargs):
+        if not self._conn.is_fake_connected:
+            return do()
+        return self._retry.call_with_retry(do, fail, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._retry, name)
+
+
+def _fake_connection_class(lib: str):
+    base = connection_class(lib)
+    errors = __import__(lib).exceptions
+
+    class FakeConnection(base):
+        """An in-process connection to a FakeServer's server, failing with
+        ConnectionError while the client or the server is "disconnected"."""
+
+        def __init__(self, server=None, connected=True, version=None, server_type=None,
+                     lua_modules=None, **kwargs):
+            self.fake_server = server
+            self.fake_connected = connected
+            super().__init__(embedded=server, **kwargs)
+            if self.retry is not None:
+                self.retry = _NoRetryWhileDisconnected(self.retry, self)
+
+        @property
+        def is_fake_connected(self) -> bool:
+            return self.fake_connected and self.fake_server.connected
+
+        def _check(self):
+            if not (self.fake_connected and self.fake_server.connected):
+                raise errors.ConnectionError(CONNECTION_ERROR_MSG)
+
+        def _connect(self):
+            self._check()
+            self.embedded = self.fake_server.embedded
+            return super()._connect()
+
+        def send_packed_command(self, command, check_health=True):
+            self._check()
+            return super().send_packed_command(command, check_health)
+
+        def read_response(self, *args, **kwargs):
+            self._check()
+            return super().read_response(*args, **kwargs)
+
+        def can_read(self, timeout=0):
+            self._check()
+            return super().can_read(timeout)
+
+    FakeConnection.__qualname__ = FakeConnection.__name__ = \
+        "Fake%sConnection" % lib.capitalize()
+    return FakeConnection
+
+
+class _FakeMixin:
+    _lib = "redis"
+    _connection_class = None   # set by each client class below
+
+    def __init__(self, *args, server: FakeServer | None = None, version=(7,),
+                 server_type: str = "redis", lua_modules=None, connected: bool = True,
+                 **kwargs):
+        if server_type not in SERVER_TYPES:
+            raise ValueError(f"Unsupported server type: {server_type}")
+        if server is None:
+            if "path" in kwargs or "unix_socket_path" in kwargs or "host" in kwargs or args:
+                host = kwargs.get("path") or kwargs.get("unix_socket_path") or \
+                    kwargs.get("host", args[0] if args else None)
+                key = "%s:%s:%s" % (host, kwargs.get("port", 6379), server_type)
+                server = FakeServer.get_server(key, version, server_type)
+            else:
+                server = FakeServer(version, server_type)
+        kwargs.pop("path", None)
+        single = kwargs.pop("single_connection_client", False)
+        super().__init__(*args, **kwargs)
+        self.fake_server = server
+        pool = self.connection_pool
+        pool.connection_class = self._connection_class
+        pool.connection_kwargs = dict(pool.connection_kwargs, server=server, connected=connected)
+        if single:
+            try:
+                self.connection = pool.get_connection()
+            except TypeError:   # valkey-py names a command
+                self.connection = pool.get_connection("_")
+            self._single_connection_client = True
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs):
+        """A client with the URL's db, password, protocol...; host/port are the sharing key."""
+        lib = __import__(cls._lib)
+        pool_kwargs = lib.connection.parse_url(url)
+        pool_kwargs.pop("connection_class", None)
+        host = pool_kwargs.pop("host", None) or pool_kwargs.pop("path", None) or "localhost"
+        port = pool_kwargs.pop("port", 6379)
+        for name in ("db", "password", "username", "protocol", "decode_responses"):
+            if name in pool_kwargs:
+                kwargs.setdefault(name, pool_kwargs[name])
+        kwargs.setdefault("host", host)
+        kwargs.setdefault("port", port)
+        return cls(**kwargs)
+
+
+try:
+    import redis as _redis
+except ImportError:   # pragma: no cover - valkey-py only
+    _redis = None
+try:
+    import valkey as _valkey
+except ImportError:   # pragma: no cover - redis-py only
+    _valkey = None
+
+__all__ = ["FakeServer"]
+
+if _redis is not None:
+    FakeRedisConnection = FakeConnection = _fake_connection_class("redis")
+
+    class FakeRedis(_FakeMixin, _redis.Redis):
+        """redis.Redis on a FakeServer (hotkv)."""
+        _connection_class = FakeRedisConnection
+
+    class FakeStrictRedis(_FakeMixin, _redis.StrictRedis):
+        """redis.StrictRedis on a FakeServer (hotkv)."""
+        _connection_class = FakeRedisConnection
+
+    __all__ += ["FakeRedis", "FakeStrictRedis", "FakeConnection", "FakeRedisConnection"]
+
+if _valkey is not None:
+    FakeValkeyConnection = _fake_connection_class("valkey")
+
+    class FakeValkey(_FakeMixin, _valkey.Valkey):
+        """valkey.Valkey on a FakeServer (hotkv)."""
+        _lib = "valkey"
+        _connection_class = FakeValkeyConnection
+
+    class FakeStrictValkey(_FakeMixin, _valkey.StrictValkey):
+        """valkey.StrictValkey on a FakeServer (hotkv)."""
+        _lib = "valkey"
+        _connection_class = FakeValkeyConnection
+
+    __all__ += ["FakeValkey", "FakeStrictValkey", "FakeValkeyConnection"]
