@@ -424,13 +424,15 @@ class Engine:
                      and server.cluster is None and not no_good_replicas(server))
         self.run = run
         try:
-            lua = self.lua
-            kt = lua.table_from(keys) if keys else lua.table()
-            at = lua.table_from(args) if args else lua.table()
             debugging = self.ldb is not None
-            res = self._run(script.func, kt, at,
-                            not debugging and server.config.values["lua-time-limit"] > 0,
-                            debugging)
+            timed = not debugging and server.config.values["lua-time-limit"] > 0
+            if len(keys) + len(args) <= 64:     # KEYS / ARGV made in Lua
+                res = self._run(script.func, timed, debugging, False, False, len(keys),
+                                *keys, *args)
+            else:
+                table_from = self.lua.table_from
+                res = self._run(script.func, timed, debugging, table_from(keys),
+                                table_from(args), 0)
         finally:
             self.run = None
             if run.busy:

@@ -582,7 +582,15 @@ hook = function()
     end
   end
 end
-local function run(f, keys, argv, timed, debugging)
+-- keys / argv: the tables, or false and the values after nk (nk keys
+-- first): for a few, cheaper than two tables made from Python.
+local function run(f, timed, debugging, keys, argv, nk, ...)
+  if not keys then
+    local all, n = {...}, select('#', ...)
+    keys, argv = {}, {}
+    for i = 1, nk do keys[i] = all[i] end
+    for i = nk + 1, n do argv[i - nk] = all[i] end
+  end
   cur_keys, cur_argv = keys, argv
   if debugging then
     ldb_on = true
