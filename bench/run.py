@@ -29,7 +29,10 @@ Scenarios (``SCENARIOS``; add one by writing a function and listing it):
   its own no-AOF throughput;
 * lua (issue 33): EVALSHA of a script making 0, 3 (HSET, LREM, DEL) and 10
   (INCR) calls, and FCALL of a library function making the same 3, 20
-  clients, P1 and P16.
+  clients, P1 and P16;
+* bullmq (issue 33): BullMQ's own scripts (node, bench/bullmq.mjs): jobs/s
+  added, processed by a Worker of concurrency 10, end to end, and
+  Queue.clean of the completed jobs.
 
 Throughput scenarios start all their servers at once and take turns, keeping
 the best of ``REPS`` runs: on a shared machine both servers then see the same
@@ -829,9 +832,38 @@ def scenario_lua(targets, quick):
     return rows
 
 
+def scenario_bullmq(targets, quick):
+    """BullMQ (node, the npm package; bench/bullmq.mjs): N jobs added, then
+    processed by a Worker of concurrency 10, then Queue.clean of the
+    completed ones, per server.  Skipped (no rows) without node and npm."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    try:
+        from support import npm_packages_dir
+        node_dir = npm_packages_dir("bullmq@6", "ioredis@5")
+    except BaseException as e:     # (pytest.skip raises a BaseException)
+        print("bullmq scenario skipped: %s" % e, file=sys.stderr)
+        return []
+    shutil.copy(os.path.join(HERE, "bullmq.mjs"), node_dir)
+    n = 2000 if quick else 4000
+    rows = []
+
+    def measure(t):
+        out = subprocess.run(["node", "bullmq.mjs", str(t.port), str(n)], cwd=node_dir,
+                             capture_output=True, text=True, timeout=900)
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        return {"BullMQ add jobs/s": res["added_per_s"],
+                "BullMQ process jobs/s (concurrency 10)": res["processed_per_s"],
+                "BullMQ end to end jobs/s": res["end_to_end_per_s"],
+                "BullMQ clean (1/ms)": 1000.0 / res["clean_ms"]}
+    best = interleaved([t for t in targets if t.name != "fakeredis"], measure)
+    for (server, test), value in best.items():
+        rows.append({"test": test, "server": server, "value": value, "unit": "per s"})
+    return rows
+
+
 SCENARIOS = {"lists": scenario_lists, "queue": scenario_queue, "memory": scenario_memory,
              "streams": scenario_streams, "pubsub": scenario_pubsub, "aof": scenario_aof,
-             "lua": scenario_lua}
+             "lua": scenario_lua, "bullmq": scenario_bullmq}
 
 # hotkv/valkey ratio each issue asks for (a "x" row: hotkv's own ratio).
 TARGETS = {
