@@ -21,6 +21,9 @@ What fakeredis's constructor arguments do here:
   as valkey-server 8.1.8 (``HELLO``/``INFO``) whatever version is asked for,
   and its Lua has cjson, cmsgpack, bit and struct built in;
 * ``server_type=`` "redis" or "valkey" (others: ValueError);
+* ``retry=``: none by default, as fakeredis's connections (redis-py 8's
+  own default retries a failed command ten times, backing off for seconds);
+  pass one to have it;
 * ``host``, ``port``, ``socket_*`` are only a sharing key; ``db``,
   ``decode_responses``, ``protocol``, ``password``, ``username``,
   ``client_name``, ``single_connection_client`` and the client class's
@@ -209,6 +212,9 @@ class _FakeMixin:
                 server = FakeServer(version, server_type)
         kwargs.pop("path", None)
         single = kwargs.pop("single_connection_client", False)
+        if "retry" not in kwargs:   # fakeredis's connections retry nothing
+            lib = __import__(self._lib)
+            kwargs["retry"] = lib.retry.Retry(lib.backoff.NoBackoff(), 0)
         super().__init__(*args, **kwargs)
         self.fake_server = server
         pool = self.connection_pool
