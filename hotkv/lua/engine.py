@@ -83,6 +83,7 @@ import time
 from collections import OrderedDict
 from importlib import resources
 
+import hiredis
 from lupa import lua51
 
 from .. import errors
@@ -281,6 +282,7 @@ class Engine:
         # What redis.call's reply is marked with when the wrapper builds its
         # table in Lua (see _command).
         self._status, self._array = lua.table(), lua.table()
+        self._reader = hiredis.Reader()     # (the quick path's RESP2 arrays)
         g = _guard(fail)
         self._compile, self._run, self._rawequal, self._null, self._classify, \
             self._errinfo, *extra = prelude(
@@ -827,7 +829,7 @@ class Engine:
         if not data:    # the command replied nothing (CLIENT REPLY OFF, say)
             return True, None
         if ldb is None:
-            value = self._quick_reply(data)
+            value = self._quick_reply(data, fake.resp3)
             if value is not None:
                 return True, value
         value, _ = self._parse(data, 0)
@@ -854,7 +856,7 @@ class Engine:
                 return False, self._err_table("ERR Command arguments must be strings or integers")
         return argv
 
-    def _quick_reply(self, data: bytes):
+    def _quick_reply(self, data: bytes, resp3: bool):
         """The common replies as the prelude's wrapper takes them, or None:
         an integer or a bulk string as it is (false for a nil), STATUS and
         the text ({ok = text}), ARRAY and the items of a flat array ({...}):
@@ -870,7 +872,19 @@ class Engine:
         if kind == 43:                      # '+'
             return self._status, data[1:-2]
         if kind == 42:                      # '*'
-            items = _flat_array(data)
+            if resp3:
+                items = _flat_array(data)
+            elif b"\r\n+" in data:       # (a status item: hiredis reads it as a string)
+                return None
+            else:                           # RESP2: hiredis reads it, C-fast
+                reader = self._reader
+                reader.feed(data)
+                items = reader.gets()
+                if type(items) is not list or len(items) > _FLAT_MAX or \
+                        not set(map(type, items)) <= _FLAT_TYPES:
+                    return None
+                if None in items:           # a nil bulk: false, as Valkey's Lua gets it
+                    items = [False if x is None else x for x in items]
             if items is not None:
                 return (self._array, *items)
         return None
@@ -1180,6 +1194,7 @@ def _unwrap(err):
 
 
 _FLAT_MAX = 7000       # items a reply passes to Lua as values (its stack takes 8,000)
+_FLAT_TYPES = frozenset((bytes, int, type(None)))
 
 
 def _flat_array(data: bytes):
