@@ -558,6 +558,8 @@ def _connection_class(lib):
                 return super().can_read(timeout)
             if reader.has_data():
                 return True
+            if timeout == 0 and not sock.readable():
+                return False     # (the pool asks before every command: no exception made)
             try:
                 return parser.read_from_socket(timeout=timeout, raise_on_timeout=False)
             except OSError as e:
