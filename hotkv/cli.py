@@ -9,10 +9,16 @@ next ``--option``, so ``--save 900 1 300 10`` works as with redis-server.
 Options given on the command line win over the file.
 
 Once the server accepts connections it prints exactly one line on stdout
-saying where it listens; logs go to stderr (or ``--logfile``) in valkey-server's
-line format (``log-format``, ``log-timestamp-format``, ``loglevel`` read live),
-starting with Valkey's startup lines and one line naming the inert settings
-given.  ``--help-config`` lists every setting and marks the inert ones.
+saying where it listens (``hotkv 0.1.0 listening on 127.0.0.1:6379``; when stdout
+is the log itself -- ``2>&1``, a terminal -- it is a log line in the log's
+format instead); logs go to stderr (or ``--logfile``) in valkey-server's
+line format (``log-format``, ``log-timestamp-format``, ``loglevel`` read live;
+the role S on a replica, M otherwise), starting with Valkey's startup lines
+and one line naming the inert settings given.  ``--help-config`` lists every
+setting and marks the inert ones.  A bad config-file line is reported as
+valkey-server does (the line number and the line) with hotkv's reason, and an
+unknown setting or option with the closest name (``did_you_mean``).
+``CONFIG GET dir`` is the absolute working directory, as Valkey's.
 ``daemonize yes`` forks (the parent exits 0); ``supervised systemd`` sends
 sd_notify's STATUS/READY=1/STOPPING=1 (``Systemd``, examples/hotkv.service).
 Directives valkey-server accepts and ignores (``config_table.DEPRECATED``) are
@@ -55,7 +61,7 @@ import time
 
 from . import rdbfile
 from .aof import AOFLoadError, files as aof_files
-from .config import ALIASES, PARAMS, Config, ConfigError, parse_config_file
+from .config import ALIASES, PARAMS, Config, ConfigError, did_you_mean, parse_config_file
 from .config_table import DEPRECATED
 from .net import Listener, close_loop, new_event_loop
 from .resp import split_inline_args
@@ -63,6 +69,7 @@ from .server import Server
 from .version import __version__
 
 USAGE = """usage: hotkv serve [CONFIG_FILE] [--name value ...]
+       hotkv serve --help-config
        hotkv cli [-h HOST] [-p PORT] [-a PASS] [-u URL] [--resp3] [cmd [arg ...]]
        hotkv queues [--url URL] [--once]
        hotkv check-rdb FILE
@@ -70,7 +77,8 @@ USAGE = """usage: hotkv serve [CONFIG_FILE] [--name value ...]
        hotkv valkey-server [CONFIG_FILE] [--name value ...]
        hotkv --version
 
-  serve          run a server (--http-port N adds the dashboard and /metrics)
+  serve          run a server (--http-port N adds the dashboard and /metrics);
+                 --help-config lists every setting, its default and what hotkv ignores
   cli            a redis-cli: interactive, or one command (hotkv cli -p 6379 LPUSH q job)
   queues         the queues of a server (hotkv or Valkey) in the terminal, refreshing
   check-rdb      check an RDB file
@@ -123,11 +131,33 @@ def parse_serve_args(args: list[str]) -> tuple[str | None, list]:
 SERVE_DEFAULT_SAVE = "3600 1 300 100 60 10000"   # valkey-server's default save points
 
 
+class ConfigFileError(UsageError):
+    """A config file line hotkv cannot take, reported as valkey-server reports it
+    (``*** FATAL CONFIG FILE ERROR ***``, the file and line number, ``>>> 'the
+    line'``), then hotkv's reason."""
+
+    def __init__(self, file_path: str, lineno: int, line: str, why: str):
+        super().__init__(
+            "\n*** FATAL CONFIG FILE ERROR (hotkv %s) ***\n"
+            "Reading the configuration file %s, at line %d\n>>> '%s'\n%s"
+            % (__version__, file_path, lineno, line, why))
+
+
+def _unknown(name: str, option: bool) -> str:
+    """"unknown setting 'x'", with the closest setting when one is close."""
+    guess = did_you_mean(name, DEPRECATED)
+    text = "unknown setting '%s'" % name
+    if guess is not None:
+        text += " (did you mean %s?)" % ("--" + guess if option else "'%s'" % guess)
+    return text
+
+
 def build_config(path: str | None, cli: list):
     """A ``Config`` from a config file and command-line settings, applied in
     order (the command line last, so it wins); every name and value is
-    checked and an error names where it came from."""
-    pairs: list = []   # (name, value, where)
+    checked and an error names where it came from: the option, or the file,
+    line number and line (``ConfigFileError``)."""
+    pairs: list = []   # (name, value, where, (file, line number, line) or None)
 
     def read(file_path: str, depth: int):
         try:
@@ -136,20 +166,24 @@ def build_config(path: str | None, cli: list):
         except OSError as e:
             raise UsageError("cannot read config file '%s': %s" % (file_path, e.strerror or e))
         try:
-            file_pairs = parse_config_file(text)
+            file_pairs = parse_config_file(text, numbered=True)
         except ConfigError as e:
-            raise UsageError("config file '%s': %s" % (file_path, e))
-        for name, value in file_pairs:
+            if getattr(e, "lineno", None) is None:
+                raise UsageError("config file '%s': %s" % (file_path, e))
+            raise ConfigFileError(file_path, e.lineno, e.line,
+                                  "Unbalanced quotes in configuration line") from None
+        for name, value, lineno, line in file_pairs:
             if name == "include":   # redis.conf's include: the other file's lines, here
                 if depth >= 10:
-                    raise UsageError("config file '%s': includes nested too deeply" % file_path)
+                    raise ConfigFileError(file_path, lineno, line, "includes nested too deeply")
                 read(value, depth + 1)
             else:
-                pairs.append((name, value, "config file '%s'" % file_path))
+                pairs.append((name, value, "config file '%s'" % file_path,
+                              (file_path, lineno, line)))
 
     if path is not None:
         read(path, 0)
-    pairs.extend((name, value, "option --%s" % name) for name, value in cli)
+    pairs.extend((name, value, "option --%s" % name, None) for name, value in cli)
     config = Config()
     # `hotkv serve` keeps Valkey's default save points (EmbeddedServer has
     # none); a first "save" setting replaces them, as in redis.conf.
@@ -157,29 +191,40 @@ def build_config(path: str | None, cli: list):
     config.given = set()   # the settings the file or the command line set
     config.deprecated = []
     seen_save = False
-    for name, value, where in pairs:
-        canon = name if name in PARAMS else ALIASES.get(name)
-        if canon is None and name in DEPRECATED and value and len(value.split()) == 1:
-            config.deprecated.append(name)   # accepted and ignored, as valkey-server does
-            continue
-        if canon is None and name == "loadmodule":
-            raise UsageError("'loadmodule' (%s): hotkv does not load Valkey modules" % where)
-        if canon is None:
-            raise UsageError("unknown setting '%s' (%s)" % (name, where))
-        if value is None:
-            if PARAMS[canon].kind != "bool":
-                raise UsageError("option --%s needs a value" % name)
-            value = "yes"
-        if canon == "save" and seen_save and value and where.startswith("config"):
-            # redis.conf lists one "save <seconds> <changes>" rule a line.
-            value = config.values["save"] + " " + value
-        seen_save = seen_save or canon == "save"
-        config.given.add(canon)
+    for name, value, where, loc in pairs:
         try:
-            config.set_from_text(canon, value, startup=True)
-        except ConfigError as e:
-            raise UsageError("invalid value '%s' for '%s' (%s): %s" % (value, name, where, e))
+            canon = _apply_setting(config, name, value, where, seen_save)
+        except UsageError as e:
+            if loc is None:
+                raise
+            raise ConfigFileError(*loc, str(e).replace(" (%s)" % where, "")) from None
+        seen_save = seen_save or canon == "save"
     return config
+
+
+def _apply_setting(config, name: str, value, where: str, seen_save: bool):
+    """One setting of build_config; its canonical name (None when ignored)."""
+    canon = name if name in PARAMS else ALIASES.get(name)
+    if canon is None and name in DEPRECATED and value and len(value.split()) == 1:
+        config.deprecated.append(name)   # accepted and ignored, as valkey-server does
+        return None
+    if canon is None and name == "loadmodule":
+        raise UsageError("'loadmodule' (%s): hotkv does not load Valkey modules" % where)
+    if canon is None:
+        raise UsageError("%s (%s)" % (_unknown(name, where.startswith("option")), where))
+    if value is None:
+        if PARAMS[canon].kind != "bool":
+            raise UsageError("option --%s needs a value" % name)
+        value = "yes"
+    if canon == "save" and seen_save and value and where.startswith("config"):
+        # redis.conf lists one "save <seconds> <changes>" rule a line.
+        value = config.values["save"] + " " + value
+    config.given.add(canon)
+    try:
+        config.set_from_text(canon, value, startup=True)
+    except ConfigError as e:
+        raise UsageError("invalid value '%s' for '%s' (%s): %s" % (value, name, where, e))
+    return canon
 
 
 class ValkeyLogFormat(logging.Formatter):
@@ -193,6 +238,7 @@ class ValkeyLogFormat(logging.Formatter):
     def __init__(self, values):
         super().__init__()
         self.values = values
+        self.replica = None   # set by _run once the server exists: is it a replica now?
 
     def format(self, record) -> str:
         level = _valkey_level(record.levelno)
@@ -202,11 +248,15 @@ class ValkeyLogFormat(logging.Formatter):
         if record.exc_info:
             msg += "\n" + self.formatException(record.exc_info)
         stamp = self._stamp(record.created)
+        # Valkey's role: S on a replica (server.primary_host set), else M.
+        replica = self.replica is not None and self.replica()
         if self.values.get("log-format") == "logfmt":
             safe = msg.replace('"', "'").replace("\n", " ").replace("\r", " ")
-            return 'pid=%d role=primary timestamp="%s" level=%s message="%s"' % (
-                os.getpid(), stamp, self._LOGFMT[level], safe)
-        return "%d:M %s %s %s" % (os.getpid(), stamp, self._CHAR[level], msg)
+            return 'pid=%d role=%s timestamp="%s" level=%s message="%s"' % (
+                os.getpid(), "replica" if replica else "primary", stamp, self._LOGFMT[level],
+                safe)
+        return "%d:%s %s %s %s" % (os.getpid(), "S" if replica else "M", stamp,
+                                   self._CHAR[level], msg)
 
     def _stamp(self, created: float) -> str:
         kind = self.values.get("log-timestamp-format", "legacy")
@@ -470,7 +520,7 @@ def _daemonize() -> bool:
 # Why an inert setting has no effect, where the name alone does not say it.
 INERT_WHY = {
     "shutdown-timeout": "it bounds the wait for replicas to catch up at shutdown; hotkv "
-                        "has no replication, so a shutdown never waits",
+                        "does no replication wait at shutdown: it never waits for replicas",
 }
 
 
@@ -486,6 +536,8 @@ def help_config() -> str:
             default = p.conf_text(p.default) if p.default is not None else ""
         except (TypeError, ValueError):
             default = str(p.default)
+        if name == "save":   # hotkv serve's, as valkey-server's (EmbeddedServer has none)
+            default = SERVE_DEFAULT_SAVE
         marks = ("  (immutable)" if not p.mutable else "") + ("  (inert)" if p.inert else "")
         out.append("%-40s %s%s" % (name, default if default != "" else '""', marks))
         if p.inert and name in INERT_WHY:
@@ -493,6 +545,22 @@ def help_config() -> str:
         if p.aliases:
             out.append("    alias: %s" % ", ".join(p.aliases))
     return "\n".join(out) + "\n"
+
+
+def _stdout_is_log(values) -> bool:
+    """Whether stdout is where the log goes (``2>&1``, a terminal, ``logfile
+    /dev/stdout``): then the "listening" line is written as a log line."""
+    target = values["logfile"]
+    try:
+        out = os.fstat(sys.stdout.fileno())
+        log = os.stat(target) if target else os.fstat(_log_stream().fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (out.st_dev, out.st_ino) == (log.st_dev, log.st_ino)
+
+
+def _notice_logged(values) -> bool:
+    return _LEVEL_ORDER.index(values.get("loglevel", "notice")) <= _LEVEL_ORDER.index("notice")
 
 
 def _where(listener, values) -> str:
@@ -629,8 +697,12 @@ async def _serve(server, ready_line: bool = True, systemd=None, running_line=Tru
         systemd.notify("STATUS=Ready to accept connections\n")
         systemd.notify("READY=1\n")
     if ready_line:
-        sys.stdout.write("hotkv %s listening on %s\n" % (__version__, _where(listener, values)))
-        sys.stdout.flush()
+        line = "hotkv %s listening on %s" % (__version__, _where(listener, values))
+        if _stdout_is_log(values) and _notice_logged(values):
+            log.info("%s", line)   # in the log's format, not a foreign line inside it
+        else:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
     try:
         await listener.closed
     finally:
@@ -662,6 +734,8 @@ def serve(args: list[str]) -> int:
         config = build_config(path, cli)
     except UsageError as e:
         sys.stderr.write("hotkv serve: %s\n" % e)
+        if not isinstance(e, ConfigFileError):
+            sys.stderr.write("(hotkv serve --help: usage; --help-config: every setting)\n")
         return 2
     problem = check_logfile(config.values["logfile"])
     if problem:
@@ -893,6 +967,9 @@ def _run(config, path, valkey: bool) -> int:
         sys.stderr.write("hotkv serve: cannot start: %s\n" % e)
         return 1
     values = server.config.values
+    for handler in log.handlers:
+        if isinstance(handler.formatter, ValkeyLogFormat):
+            handler.formatter.replica = lambda: server.repl.role == "slave"
     if server.cluster is not None and not valkey:
         server.cluster.own_every_slot()   # hotkv serve's ready single node (README, Cluster mode)
     if valkey:
@@ -914,8 +991,7 @@ def _run(config, path, valkey: bool) -> int:
         except OSError as e:
             sys.stderr.write("hotkv serve: can't chdir to '%s': %s\n" % (values["dir"], e.strerror))
             return 1
-    if valkey:   # valkey-server's CONFIG GET dir is its working directory, absolute
-        values["dir"] = os.getcwd()
+    values["dir"] = os.getcwd()   # as valkey-server's CONFIG GET dir: its working directory
     if values["pidfile"]:
         try:
             with open(values["pidfile"], "w") as f:

@@ -532,6 +532,27 @@ for _name in ("replicaof", "replica-read-only", "replica-serve-stale-data", "pri
               "tls-client-cert-file", "tls-client-key-file",
               "activerehashing"):      # (hotkv.server's cron: key-index resizes)
     PARAMS[_name].inert = False
+# Read by the module named (so not inert; tests/test_first_hour.py fails on a setting
+# still marked inert whose name a module of hotkv/ reads).
+for _name in (
+        "bind-source-addr",                       # replication.replica, commands.migrate
+        "extended-redis-compatibility",           # HELLO, INFO server
+        "hash-max-listpack-entries", "hash-max-listpack-value",     # OBJECT ENCODING
+        "set-max-intset-entries", "set-max-listpack-entries", "set-max-listpack-value",
+        "zset-max-listpack-entries", "zset-max-listpack-value",
+        "list-max-listpack-size", "list-compress-depth",            # encodings, RDB, DEBUG
+        "stream-node-max-bytes", "stream-node-max-entries",         # commands.streams
+        "hll-sparse-max-bytes",                                     # commands.hll
+        "key-load-delay", "loading-process-events-interval-bytes",  # rdbfile
+        "latency-tracking-info-percentiles",                        # latency
+        "lua-time-limit",                                           # lua.engine
+        "maxmemory-clients",                                        # client_eviction
+        "proc-title-template", "set-proc-title",                    # proctitle
+        "replica-ignore-maxmemory",                                 # eviction
+        "min-replicas-to-write", "min-replicas-max-lag", "repl-backlog-size",
+        "repl-backlog-ttl", "repl-diskless-sync", "repl-diskless-sync-delay",
+        "repl-diskless-sync-max-replicas", "repl-ping-replica-period"):  # replication
+    PARAMS[_name].inert = False
 # hotkv's own settings (not Valkey's): the dashboard and metrics HTTP port
 # (hotkv.http; 0 = off) and how many keys /metrics gives series to.  Listed by
 # exact name only, as the hidden ones, so CONFIG GET * stays Valkey's.
@@ -585,8 +606,10 @@ def _to_text(value) -> str:
     return str(value)
 
 
-def parse_config_file(text: str) -> list[tuple[str, str]]:
-    """redis.conf lines -> (name, value text) pairs, in order."""
+def parse_config_file(text: str, numbered: bool = False) -> list:
+    """redis.conf lines -> (name, value text) pairs, in order; with ``numbered``,
+    (name, value text, line number, the line) for error messages.  Unbalanced
+    quotes raise ConfigError with ``lineno`` and ``line`` set."""
     out = []
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -596,11 +619,22 @@ def parse_config_file(text: str) -> list[tuple[str, str]]:
         # escapes, '...' with \' only, a closing quote followed by a space.
         words = split_inline_args(line.encode("utf-8", "surrogateescape"))
         if words is None:
-            raise ConfigError(f"line {lineno}: Unbalanced quotes in configuration line")
+            e = ConfigError(f"line {lineno}: Unbalanced quotes in configuration line")
+            e.lineno, e.line = lineno, line
+            raise e
         parts = [w.decode("utf-8", "surrogateescape") for w in words]
         if not parts:
             continue
         name = parts[0].lower()
         value = " ".join(parts[1:]) if len(parts) > 1 else ""
-        out.append((name, value))
+        out.append((name, value, lineno, line) if numbered else (name, value))
     return out
+
+
+def did_you_mean(name: str, extra=()) -> str | None:
+    """The setting (or alias) closest to a misspelt ``name`` (``maxmemroy`` ->
+    ``maxmemory``, ``prot`` -> ``port``), or None when none is close."""
+    import difflib
+    found = difflib.get_close_matches(name.lower(), [*PARAMS, *ALIASES, *extra], n=1,
+                                      cutoff=0.7)
+    return found[0] if found else None

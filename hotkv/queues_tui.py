@@ -302,6 +302,9 @@ USAGE = """usage: hotkv queues [--url redis://host:port/db] [-h HOST] [-p PORT] 
 
 
 def main(argv: list[str]) -> int:
+    if "--help" in argv:   # the help needs no rich
+        sys.stdout.write(USAGE)
+        return 0
     try:
         from rich.console import Console
         from rich.live import Live

@@ -140,7 +140,6 @@ class LoadMixin:
             self.loading = False
             server.loading = False
             self._attach()
-            errors += server.stat_total_error_replies - saved_stats[1]
             _restore_stats(server, saved_stats)
         # As Valkey: the sizes as found (a truncation is not subtracted);
         # the base size stands in for the size after the last rewrite.
@@ -253,8 +252,8 @@ def _restore_stats(server, saved):
 # Loading
 # ----------------------------------------------------------------------
 
-_HINT = ("make a backup of the file, then repair it with valkey-check-aof --fix "
-         "(or redis-check-aof --fix)")
+_HINT = ("make a backup of the file, then repair it with hotkv check-aof --fix "
+         "(valkey-check-aof --fix and redis-check-aof --fix work too)")
 
 
 class _Truncated(Exception):
@@ -543,6 +542,10 @@ class _Loader:
         server.current_cmd = cmd
         server.current_argv = argv
         server.prop_override = None
+        # Only this command's errors: the server-wide counter also counts the
+        # -LOADING replies other clients get meanwhile.  An EXEC's inner errors
+        # add to it during the call, as they do for a client.
+        before = server.stat_total_error_replies
         try:
             cmd.func(self.client, argv)
         except CommandError:
@@ -550,3 +553,4 @@ class _Loader:
         except Exception as e:
             self.errors += 1
             server.log_exception(cmd, argv, e)
+        self.errors += server.stat_total_error_replies - before
