@@ -111,6 +111,7 @@ class LoopLock:
         self.loop_thread = None
         self.deferred: list = []
         self.closed = False
+        self.loop_waiting = False   # the loop thread, back from epoll, waits for the lock
 
     # -- the loop thread -----------------------------------------------------
     def attach(self, loop, server):
@@ -122,6 +123,8 @@ class LoopLock:
     def turn(self, fn, *args):
         """Run ``fn(*args)`` as one loop turn of the server's, in this thread."""
         lock = self.lock
+        if self.loop_waiting:
+            self._let_loop_in()
         lock.acquire()
         try:
             if self.closed:
@@ -143,6 +146,15 @@ class LoopLock:
                 loop._write_to_self()   # the loop has work now, or an earlier timer
         finally:
             lock.release()
+
+    def _let_loop_in(self):
+        """The loop has events to handle: let it take the lock first.  (A lock
+        is not fair: a caller sending command after command would take it
+        again before the woken loop thread runs, and starve the loop's TCP
+        clients and timers.)  Bounded, in case the loop is gone."""
+        deadline = time.monotonic() + 0.1
+        while self.loop_waiting and not self.closed and time.monotonic() < deadline:
+            time.sleep(0.00002)
 
     def _end_turn(self, server, queued):
         deferred = self.deferred
@@ -167,18 +179,22 @@ class LoopLock:
 class _GatedEpoll:
     """select.epoll whose ``poll`` releases the loop's lock while it waits."""
 
-    __slots__ = ("epoll", "lock")
+    __slots__ = ("epoll", "lock", "owner")
 
-    def __init__(self, epoll, lock):
+    def __init__(self, epoll, owner: LoopLock):
         self.epoll = epoll
-        self.lock = lock
+        self.lock = owner.lock
+        self.owner = owner
 
     def poll(self, timeout=-1, maxevents=-1):
         self.lock.release()
         try:
             return self.epoll.poll(timeout, maxevents)
         finally:
+            owner = self.owner
+            owner.loop_waiting = True
             self.lock.acquire()
+            owner.loop_waiting = False
 
     def register(self, fd, mask):
         self.epoll.register(fd, mask)
@@ -200,7 +216,7 @@ def locked_event_loop(loop_lock: LoopLock):
     """An asyncio loop for a server's thread that holds ``loop_lock`` except
     inside epoll.  The caller (the loop thread) must hold the lock already."""
     selector = selectors.EpollSelector()
-    selector._selector = _GatedEpoll(selector._selector, loop_lock.lock)
+    selector._selector = _GatedEpoll(selector._selector, loop_lock)
     return asyncio.SelectorEventLoop(selector)
 
 
