@@ -2,9 +2,10 @@
 
 Owns ``FakeServer`` (one ``EmbeddedServer(inprocess=True)``, started on
 first use, stopped when the FakeServer is garbage-collected or at exit)
-and the clients ``FakeRedis``, ``FakeStrictRedis``, ``FakeValkey`` and
-``FakeStrictValkey``: the library's own client classes (redis.Redis,
-valkey.Valkey...) whose connection pool makes in-process connections
+and the clients ``FakeRedis``, ``FakeStrictRedis``, ``FakeValkey``,
+``FakeStrictValkey``, ``FakeAsyncRedis`` and ``FakeAsyncValkey``: the
+library's own client classes (redis.Redis, valkey.Valkey,
+redis.asyncio.Redis...) whose connection pool makes in-process connections
 (hotkv.inprocess) to the FakeServer's server.  Every command runs in
 hotkv's parser and dispatcher, as over TCP; the replies are byte for byte
 what a TCP client of the server reads.
@@ -34,13 +35,13 @@ What fakeredis's constructor arguments do here:
 ``FakeServer.embedded`` is the EmbeddedServer, for hotkv's test helpers
 (``clock``, ``journal``, ``snapshot``, ``faults``...).
 
-Not here (yet): ``FakeAsyncRedis`` / ``FakeAsyncValkey`` (hotkv.inprocess has
-no asyncio connection yet) and ``TcpFakeServer`` (use ``EmbeddedServer``).
+``FakeAsyncRedis`` / ``FakeAsyncValkey`` are the redis.asyncio / valkey.asyncio
+clients on the same terms (hotkv.inprocess's asyncio connection).  Not
+here: ``TcpFakeServer`` (use ``EmbeddedServer``).
 """
 
 from __future__ import annotations
 
-import atexit
 import threading
 import weakref
 
@@ -60,15 +61,6 @@ def _stop(embedded):
             loop.call_soon(embedded._listener.request_shutdown)
         return
     embedded.stop()
-
-
-_live: "weakref.WeakSet[FakeServer]" = weakref.WeakSet()
-
-
-@atexit.register
-def _stop_all():
-    for server in list(_live):
-        server.stop()
 
 
 class FakeServer:
@@ -102,8 +94,8 @@ class FakeServer:
                 if embedded is None or embedded.loop is None or embedded.loop.is_closed():
                     embedded = EmbeddedServer(inprocess=True, **self.settings).start()
                     self._embedded = embedded
+                    # (called when the FakeServer is collected, or at exit)
                     self._finalizer = weakref.finalize(self, _stop, embedded)
-                    _live.add(self)
         return embedded
 
     def stop(self):
@@ -151,7 +143,7 @@ def _fake_connection_class(lib: str):
     base = connection_class(lib)
     errors = __import__(lib).exceptions
 
-    class FakeConnection(base):
+    class Conn(base):
         """An in-process connection to a FakeServer's server, failing with
         ConnectionError while the client or the server is "disconnected"."""
 
@@ -188,13 +180,53 @@ def _fake_connection_class(lib: str):
             self._check()
             return super().can_read(timeout)
 
-    FakeConnection.__qualname__ = FakeConnection.__name__ = \
-        "Fake%sConnection" % lib.capitalize()
-    return FakeConnection
+    Conn.__qualname__ = Conn.__name__ = "Fake%sConnection" % lib.capitalize()
+    return Conn
+
+
+def _fake_async_connection_class(lib: str):
+    base = connection_class(lib, aio=True)
+    errors = __import__(lib).exceptions
+
+    class AsyncConn(base):
+        """The asyncio twin of the fake connection."""
+
+        def __init__(self, *, server=None, connected=True, version=None, server_type=None,
+                     lua_modules=None, **kwargs):
+            self.fake_server = server
+            self.fake_connected = connected
+            super().__init__(embedded=server, **kwargs)
+            if self.retry is not None:
+                self.retry = _NoRetryWhileDisconnected(self.retry, self)
+
+        @property
+        def is_fake_connected(self) -> bool:
+            return self.fake_connected and self.fake_server.connected
+
+        def _check(self):
+            if not (self.fake_connected and self.fake_server.connected):
+                raise errors.ConnectionError(CONNECTION_ERROR_MSG)
+
+        async def _connect(self):
+            self._check()
+            self.embedded = self.fake_server.embedded
+            await super()._connect()
+
+        async def send_packed_command(self, command, check_health=True):
+            self._check()
+            await super().send_packed_command(command, check_health)
+
+        async def read_response(self, *args, **kwargs):
+            self._check()
+            return await super().read_response(*args, **kwargs)
+
+    AsyncConn.__qualname__ = AsyncConn.__name__ = "FakeAsync%sConnection" % lib.capitalize()
+    return AsyncConn
 
 
 class _FakeMixin:
     _lib = "redis"
+    _aio = False
     _connection_class = None   # set by each client class below
 
     def __init__(self, *args, server: FakeServer | None = None, version=(7,),
@@ -211,10 +243,12 @@ class _FakeMixin:
             else:
                 server = FakeServer(version, server_type)
         kwargs.pop("path", None)
-        single = kwargs.pop("single_connection_client", False)
+        # (redis.asyncio makes its single connection on first use itself)
+        single = False if self._aio else kwargs.pop("single_connection_client", False)
         if "retry" not in kwargs:   # fakeredis's connections retry nothing
             lib = __import__(self._lib)
-            kwargs["retry"] = lib.retry.Retry(lib.backoff.NoBackoff(), 0)
+            retry = (lib.asyncio.retry if self._aio else lib.retry).Retry
+            kwargs["retry"] = retry(lib.backoff.NoBackoff(), 0)
         super().__init__(*args, **kwargs)
         self.fake_server = server
         pool = self.connection_pool
@@ -245,10 +279,12 @@ class _FakeMixin:
 
 try:
     import redis as _redis
+    import redis.asyncio  # noqa: F401
 except ImportError:   # pragma: no cover - valkey-py only
     _redis = None
 try:
     import valkey as _valkey
+    import valkey.asyncio  # noqa: F401
 except ImportError:   # pragma: no cover - redis-py only
     _valkey = None
 
@@ -265,7 +301,15 @@ if _redis is not None:
         """redis.StrictRedis on a FakeServer (hotkv)."""
         _connection_class = FakeRedisConnection
 
-    __all__ += ["FakeRedis", "FakeStrictRedis", "FakeConnection", "FakeRedisConnection"]
+    FakeAsyncRedisConnection = FakeAsyncConnection = _fake_async_connection_class("redis")
+
+    class FakeAsyncRedis(_FakeMixin, _redis.asyncio.Redis):
+        """redis.asyncio.Redis on a FakeServer (hotkv)."""
+        _aio = True
+        _connection_class = FakeAsyncRedisConnection
+
+    __all__ += ["FakeRedis", "FakeStrictRedis", "FakeConnection", "FakeRedisConnection",
+                "FakeAsyncRedis", "FakeAsyncConnection", "FakeAsyncRedisConnection"]
 
 if _valkey is not None:
     FakeValkeyConnection = _fake_connection_class("valkey")
@@ -280,4 +324,13 @@ if _valkey is not None:
         _lib = "valkey"
         _connection_class = FakeValkeyConnection
 
-    __all__ += ["FakeValkey", "FakeStrictValkey", "FakeValkeyConnection"]
+    FakeAsyncValkeyConnection = _fake_async_connection_class("valkey")
+
+    class FakeAsyncValkey(_FakeMixin, _valkey.asyncio.Valkey):
+        """valkey.asyncio.Valkey on a FakeServer (hotkv)."""
+        _lib = "valkey"
+        _aio = True
+        _connection_class = FakeAsyncValkeyConnection
+
+    __all__ += ["FakeValkey", "FakeStrictValkey", "FakeValkeyConnection", "FakeAsyncValkey",
+                "FakeAsyncValkeyConnection"]

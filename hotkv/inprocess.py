@@ -81,6 +81,7 @@ import asyncio
 import collections
 import concurrent.futures
 import errno
+import functools
 import selectors
 import socket
 import threading
@@ -385,17 +386,55 @@ class _HopRoute:
         self.loop.call_soon_threadsafe(fn)
 
 
+class _DirectRoute:
+    """The server runs on the caller's own loop (AsyncEmbeddedServer): its
+    data_received is called in place, as the loop would."""
+
+    def __init__(self, loop):
+        self.loop = loop
+
+    def soon(self, fn, *args):
+        self.loop.call_soon(fn, *args)
+
+    def run(self, fn, *args):
+        fn(*args)
+
+    def call(self, fn):
+        return fn()
+
+    def later(self, fn):
+        self.loop.call_soon(fn)
+
+
 def _route(embedded):
-    """The route to ``embedded`` (an EmbeddedServer), or ConnectionRefusedError."""
-    loop = getattr(embedded, "loop", None)
-    if embedded.server is None or loop is None or loop.is_closed():
+    """The route to ``embedded`` (an EmbeddedServer or AsyncEmbeddedServer),
+    or ConnectionRefusedError."""
+    server = embedded.server
+    loop = server.loop if server is not None else None
+    if loop is None or loop.is_closed():
         raise ConnectionRefusedError(errno.ECONNREFUSED, "the embedded server is not running")
+    if _get_running_loop() is loop:
+        return _DirectRoute(loop)
     loop_lock = getattr(embedded, "loop_lock", None)
     if loop_lock is not None:
         if loop_lock.closed:
             raise ConnectionRefusedError(errno.ECONNREFUSED, "the embedded server has stopped")
         return _LockRoute(loop_lock)
     return _HopRoute(loop)
+
+
+def _open(embedded, pipe_class, *args) -> tuple:
+    """A new server-side connection of ``embedded``'s: (route, pipe, client id)."""
+    route = _route(embedded)
+    pipe = pipe_class(route, *args)
+
+    def made():
+        conn = Connection(embedded.server)
+        pipe.conn = conn
+        pipe.peer = "%s/%d" % (LOCAL_ADDR, conn.id)
+        conn.connection_made(pipe)
+        return conn.id
+    return route, pipe, route.call(made)
 
 
 # ----------------------------------------------------------------------
@@ -409,19 +448,10 @@ class InProcessSocket:
     timeout (``socket.timeout``; 0: ``BlockingIOError``)."""
 
     def __init__(self, embedded):
-        route = self.route = _route(embedded)
-        pipe = self.pipe = _Pipe(route)
+        self.route, self.pipe, self.client_id = _open(embedded, _Pipe)
         self._timeout = None
         self._rest = b""
         self._closed = False
-
-        def made():
-            conn = Connection(embedded.server)
-            pipe.conn = conn
-            pipe.peer = "%s/%d" % (LOCAL_ADDR, conn.id)
-            conn.connection_made(pipe)
-            return conn.id
-        self.client_id = route.call(made)
 
     # -- writing -------------------------------------------------------------
     def sendall(self, data, flags=0):
@@ -530,6 +560,138 @@ class InProcessSocket:
 
 
 # ----------------------------------------------------------------------
+# The asyncio client side: a StreamReader fed by the pipe, a writer
+# ----------------------------------------------------------------------
+
+class _StreamPipe(_Pipe):
+    """A pipe whose bytes go to an ``asyncio.StreamReader`` of the client's
+    loop, in order: ``call_soon`` from the client's thread,
+    ``call_soon_threadsafe`` from the server's (both append to the one FIFO
+    of ready callbacks)."""
+
+    __slots__ = ("reader", "reader_loop", "reader_thread")
+
+    def __init__(self, route, reader, reader_loop):
+        super().__init__(route)
+        self.reader = reader
+        self.reader_loop = reader_loop
+        self.reader_thread = threading.get_ident()
+
+    def _to_reader(self, fn, *args):
+        loop = self.reader_loop
+        try:
+            if threading.get_ident() == self.reader_thread:
+                loop.call_soon(fn, *args)
+            else:
+                loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:   # the client's loop is closed: nobody reads
+            pass
+
+    def write(self, data):
+        if self.eof:
+            return
+        if type(data) is not bytes:
+            data = bytes(data)
+        self.written += len(data)
+        self.consumed += len(data)
+        self._to_reader(self.reader.feed_data, data)
+
+    def _notify(self):
+        if self.eof:
+            self._to_reader(self._feed_eof)
+
+    def _feed_eof(self):
+        if not self.reader.at_eof():
+            self.reader.feed_eof()
+
+
+class _StreamWriter:
+    """What redis.asyncio writes to (an ``asyncio.StreamWriter``'s
+    interface, its own ``transport``): ``write`` runs the request through
+    the server's route."""
+
+    def __init__(self, route, pipe):
+        self.route = route
+        self.pipe = pipe
+        self.closed = False
+        self.transport = self
+
+    def write(self, data):
+        if self.closed:
+            raise ConnectionResetError(errno.ECONNRESET, "the connection is closed")
+        if self.pipe.eof:
+            return
+        self.route.run(self.pipe.receive, bytes(data))
+
+    def writelines(self, chunks):
+        self.write(b"".join(chunks))
+
+    async def drain(self):
+        if self.closed:
+            raise ConnectionResetError(errno.ECONNRESET, "the connection is closed")
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_extra_info(self, name, default=None):
+        if name == "peername":
+            return self.pipe.peer
+        if name == "sockname":
+            return LOCAL_ADDR
+        return default
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        pipe = self.pipe
+        if not pipe.lost:
+            try:
+                self.route.later(pipe.hang_up)
+            except RuntimeError:   # the server's loop is closed
+                pass
+
+    abort = close
+
+    async def wait_closed(self):
+        pass
+
+
+def _async_connection_class(lib):
+    """``lib.asyncio``'s connection, its streams in-process ones."""
+    base = lib.asyncio.connection.AbstractConnection
+
+    class AsyncInProcessConnection(base):
+        def __init__(self, *, embedded=None, host=None, port=None, socket_keepalive=None,
+                     socket_keepalive_options=None, socket_type=0, **kwargs):
+            if embedded is None:
+                raise TypeError("an in-process connection needs embedded= (an EmbeddedServer)")
+            self.embedded = embedded
+            self.host, self.port = "inprocess", 0
+            super().__init__(**kwargs)
+
+        def repr_pieces(self):
+            pieces = [("server", repr(self.embedded)), ("db", self.db)]
+            if self.client_name:
+                pieces.append(("client_name", self.client_name))
+            return pieces
+
+        async def _connect(self):
+            loop = asyncio.get_running_loop()
+            reader = asyncio.StreamReader(limit=2 ** 16, loop=loop)
+            route, pipe, _ = _open(self.embedded, _StreamPipe, reader, loop)
+            self._reader = reader
+            self._writer = _StreamWriter(route, pipe)
+
+        def _host_error(self):
+            return "in-process hotkv"
+
+    AsyncInProcessConnection.__qualname__ = AsyncInProcessConnection.__name__ = \
+        "AsyncInProcess%sConnection" % lib.__name__.capitalize()
+    return AsyncInProcessConnection
+
+
+# ----------------------------------------------------------------------
 # redis-py and valkey-py connection classes
 # ----------------------------------------------------------------------
 
@@ -588,21 +750,30 @@ def _connection_class(lib):
     return InProcessConnection
 
 
-_classes: dict = {}
+def _lib(lib: str):
+    if lib == "redis":
+        import redis as module
+    elif lib == "valkey":
+        import valkey as module
+    else:
+        raise ValueError("lib is 'redis' or 'valkey', not %r" % (lib,))
+    return module
 
 
-def connection_class(lib: str = "redis"):
-    """The in-process connection class for ``lib``: "redis" or "valkey"."""
-    cls = _classes.get(lib)
-    if cls is None:
-        if lib == "redis":
-            import redis as module
-        elif lib == "valkey":
-            import valkey as module
-        else:
-            raise ValueError("lib is 'redis' or 'valkey', not %r" % (lib,))
-        cls = _classes[lib] = _connection_class(module)
-    return cls
+@functools.lru_cache(maxsize=None)
+def connection_class(lib: str = "redis", aio: bool = False):
+    """The in-process connection class for ``lib`` ("redis" or "valkey");
+    ``aio=True``: for ``lib.asyncio``'s clients.  (One class per library:
+    made once, a pure function's cache.)"""
+    make = _async_connection_class if aio else _connection_class
+    return make(_lib(lib))
+
+
+def _in_process(r, lib: str, aio: bool, embedded):
+    pool = r.connection_pool
+    pool.connection_class = connection_class(lib, aio)
+    pool.connection_kwargs = dict(pool.connection_kwargs, embedded=embedded)
+    return r
 
 
 def client(embedded, lib: str = "redis", **kwargs):
@@ -610,19 +781,19 @@ def client(embedded, lib: str = "redis", **kwargs):
     are in-process connections to ``embedded`` (a running EmbeddedServer).
     ``kwargs`` are the client's own (decode_responses, protocol, db,
     password, client_name, retry...); host/port are ignored."""
-    if lib == "redis":
-        import redis as module
-        factory = module.Redis
-    elif lib == "valkey":
-        import valkey as module
-        factory = module.Valkey
-    else:
-        raise ValueError("lib is 'redis' or 'valkey', not %r" % (lib,))
-    r = factory(**kwargs)
-    pool = r.connection_pool
-    pool.connection_class = connection_class(lib)
-    pool.connection_kwargs = dict(pool.connection_kwargs, embedded=embedded)
-    return r
+    module = _lib(lib)
+    factory = module.Redis if lib == "redis" else module.Valkey
+    return _in_process(factory(**kwargs), lib, False, embedded)
 
 
-__all__ = ["LoopLock", "locked_event_loop", "InProcessSocket", "connection_class", "client"]
+def async_client(embedded, lib: str = "redis", **kwargs):
+    """``client``'s asyncio twin: a ``redis.asyncio.Redis`` (``valkey.asyncio.Valkey``)
+    for an EmbeddedServer (run under its lock or hopped to, as ``client``) or an
+    AsyncEmbeddedServer on the caller's own loop (called in place)."""
+    module = _lib(lib)
+    factory = module.asyncio.Redis if lib == "redis" else module.asyncio.Valkey
+    return _in_process(factory(**kwargs), lib, True, embedded)
+
+
+__all__ = ["LoopLock", "locked_event_loop", "InProcessSocket", "connection_class", "client",
+           "async_client"]

@@ -9,6 +9,7 @@ one for a client given neither).
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import threading
 
@@ -21,7 +22,7 @@ import hotkv.fake as fakeredis
 
 def test_names():
     for name in ("FakeServer", "FakeRedis", "FakeStrictRedis", "FakeValkey", "FakeStrictValkey",
-                 "FakeConnection"):
+                 "FakeConnection", "FakeAsyncRedis", "FakeAsyncValkey"):
         assert hasattr(fakeredis, name), name
     assert isinstance(fakeredis.FakeRedis(), redis.Redis)
     assert isinstance(fakeredis.FakeStrictRedis(), redis.StrictRedis)
@@ -165,3 +166,21 @@ def test_server_stops_when_collected_and_restarts_when_used():
     gc.collect()
     embedded._thread is None or embedded._thread.join(30)
     assert embedded._thread is None or not embedded._thread.is_alive()
+
+
+def test_async_clients():
+    async def run():
+        server = fakeredis.FakeServer()
+        r = fakeredis.FakeAsyncRedis(server=server, decode_responses=True)
+        v = fakeredis.FakeAsyncValkey(server=server)
+        await r.set("k", "v")
+        assert await v.get("k") == b"v"
+        assert fakeredis.FakeRedis(server=server).get("k") == b"v"     # sync, same server
+        off = fakeredis.FakeAsyncRedis(connected=False)
+        with pytest.raises(redis.ConnectionError):
+            await off.ping()
+        single = fakeredis.FakeAsyncRedis(server=server, single_connection_client=True)
+        assert await single.get("k") == b"v"
+        for c in (r, v, off, single):
+            await c.aclose()
+    asyncio.run(run())

@@ -17,6 +17,7 @@ socket timeout that only bounds a failure.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import socket
 import threading
@@ -26,8 +27,8 @@ import pytest
 import redis
 import valkey
 
-from hotkv import EmbeddedServer
-from hotkv.inprocess import InProcessSocket, client
+from hotkv import AsyncEmbeddedServer, EmbeddedServer
+from hotkv.inprocess import InProcessSocket, async_client, client
 
 
 @pytest.fixture(scope="module", params=["lock", "hop"])
@@ -435,3 +436,48 @@ def test_shutdown_from_an_in_process_client():
         s._thread.join(30)
         assert not s._thread.is_alive()
         s.stop()
+
+
+# ----------------------------------------------------------------------
+# asyncio clients
+# ----------------------------------------------------------------------
+
+async def _async_behaviours(embedded, label):
+    r = async_client(embedded)
+    await r.flushall()
+    assert await r.set("a", 1) and await r.get("a") == b"1"
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        await r.lpush("a", "x")
+    rid = await r.client_id()
+    assert any(int(c["id"]) == rid and c["addr"] == "/inprocess/%d:0" % rid
+               for c in await r.client_list()), label
+    # BLPOP served by another client, and timing out
+    waiter = async_client(embedded, "valkey", protocol=3, decode_responses=True)
+    task = asyncio.ensure_future(waiter.blpop("q", timeout=30))
+    while not any(c.get("flags") == "b" for c in await r.client_list()):
+        await asyncio.sleep(0.005)
+    await r.rpush("q", "x")
+    assert await task == ["q", "x"]
+    assert await r.blpop("none", timeout=0.05) is None
+    # pub/sub
+    p = r.pubsub()
+    await p.subscribe("c")
+    assert (await p.get_message(timeout=10))["type"] == "subscribe"
+    assert await async_client(embedded).publish("c", "m") == 1
+    assert (await p.get_message(timeout=10))["data"] == b"m"
+    await p.aclose()
+    assert await r.hset("h", mapping={"f": "1", "g": "2"}) == 2
+    assert await r.hgetall("h") == {b"f": b"1", b"g": b"2"}
+    await r.aclose()
+    await waiter.aclose()
+
+
+def test_asyncio_client_threaded_server(server):
+    asyncio.run(_async_behaviours(server, "threaded"))
+
+
+def test_asyncio_client_same_loop():
+    async def run():
+        async with AsyncEmbeddedServer() as s:
+            await _async_behaviours(s, "same loop")
+    asyncio.run(run())
