@@ -2,10 +2,11 @@
 
 Owns the client side of a connection that never leaves the process
 (``InProcessSocket``, a socket look-alike redis-py's and valkey-py's own
-connection code reads and writes), the server side's transport
-(``_Pipe``, handed to an ordinary ``hotkv.net.Connection``), the two ways a
-request reaches the server's thread (``LoopLock`` and the thread hop), the
-redis-py / valkey-py connection classes and ``client(server, ...)``.
+connection code reads and writes; for asyncio a StreamReader and a writer),
+the server side's transport (``_Pipe``, handed to an ordinary
+``hotkv.net.Connection``), the ways a request reaches the server's thread
+(``LoopLock``, the thread hop, in place on the same loop), the redis-py /
+valkey-py connection classes, ``client(server, ...)`` and ``async_client``.
 
 What a command goes through is exactly what a TCP client's goes through:
 the request's bytes are given to ``net.Connection.data_received`` -- the
@@ -45,7 +46,15 @@ loop in a background thread and the server is not thread-safe.  Two ways:
   into the pipe.  Correct everywhere, but it costs two thread switches per
   round trip (figures: bench/inprocess.py).
 
-``connect`` picks the lock when the server has one, else the hop.
+A connection picks the lock when the server has one, else the hop; a
+client on the server's own loop (an ``AsyncEmbeddedServer`` and a
+redis.asyncio client in the same loop) calls ``data_received`` in place.
+
+asyncio clients (``async_client``, ``connection_class(lib, aio=True)``): the
+connection's ``StreamReader`` is fed by the pipe, in order (``call_soon`` from
+the client's thread, ``call_soon_threadsafe`` from the server's: one FIFO),
+and its writer runs the request through the same route.  Under the lock the
+turn runs inside the client's loop thread, holding that loop for the turn.
 
 Replies are read by the connection's owner thread from ``_Pipe.chunks``
 (a deque: the server side appends, the reader pops); a reader with nothing
