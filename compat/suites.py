@@ -135,7 +135,8 @@ SUITES = [
     Suite("arq", "0.28.0", ["tests"],
           venv=["pytest==8.4.2", "pytest-asyncio==0.23.6", "pytest-mock==3.15.1",
                 "pytest-timeout==2.4.0", "redis[hiredis]==4.6.0", "dirty-equals==0.11",
-                "msgpack==1.1.2", "pydantic==2.12.5", "pytz==2025.2", "click==8.1.8"]),
+                "msgpack==1.1.2", "pydantic==2.12.5", "pytz==2025.2", "click==8.1.8",
+                "watchfiles==1.1.1"]),
     Suite("ioredis", "6.0.0", [], unavailable=(
         "the npm package ioredis@6.0.0 carries no tests (only built/); its functional "
         "tests are only in the GitHub repository, which is not reachable here")),
