@@ -576,7 +576,7 @@ class RequestParser:
                     return False
                 pos = find(b"\r\n", pos) + 2
                 for arg in commands[i]:
-                    if data[pos] != 36:    # '$'
+                    if data[pos] != 36 or arg is None:    # '$', and not $-1 (a null)
                         return False
                     pos = find(b"\r\n", pos) + 4 + len(arg)
         except IndexError:

@@ -332,3 +332,20 @@ def test_slow_reader_does_not_block_others(server, raw_factory):
         pass  # the server stopped reading: flow control at work
     other = raw_factory()
     assert other.call("PING") == b"+PONG\r\n"
+
+
+@pytest.mark.parametrize("data", [b"*1\r\n$-1\r\n~1\r\n$4\r\nPING\r\n",
+                                  b"*2\r\n$4\r\nPING\r\n$-1\r\n",
+                                  b"*1\r\n$4\r\nPING\r\n*1\r\n$-1\r\n"])
+def test_null_bulk_in_a_request_as_valkey(server, ref_server, data):
+    """A null bulk ($-1) as an argument: 'invalid bulk length', as
+    valkey-server says (the fast path's check of hiredis's commands read
+    len(None) and raised; found by test_hostile's fuzz)."""
+    replies = []
+    for host, port in ((server.host, server.port), (ref_server.host, ref_server.port)):
+        c = RawClient(host, port)
+        c.send_raw(data)
+        replies.append(c.read_available(0.5))
+        c.close()
+    assert replies[0] == replies[1]
+    assert b"invalid bulk length" in replies[0]

@@ -891,19 +891,22 @@ def test_valkey_py_client_side_cache(server):
 
 def test_redis_py_client_side_cache(server, monkeypatch):
     """redis-py's CacheProxyConnection serves only servers that call
-    themselves Redis >= 7.4 (hotkv says redis 7.2.4 in HELLO, Valkey 8.1.8
-    says valkey); the gate is lowered for the test, the caching machinery is
-    redis-py's own."""
+    themselves Redis >= 7.4 in HELLO (hotkv, as valkey-server 8.1.8, says
+    valkey 8.1.8; redis 7.2.4 under extended-redis-compatibility): the test
+    turns that setting on and lowers the gate to 7.2; the caching machinery
+    is redis-py's own."""
     redis = pytest.importorskip("redis")
     cache_mod = pytest.importorskip("redis.cache", reason="redis-py without client-side caching")
     monkeypatch.setattr(redis.connection.CacheProxyConnection, "MIN_ALLOWED_VERSION", "7.2.0")
+    writer = redis.Redis(host=server.host, port=server.port)
+    writer.config_set("extended-redis-compatibility", "yes")
     client = redis.Redis(host=server.host, port=server.port, protocol=3,
                          cache_config=cache_mod.CacheConfig())
-    writer = redis.Redis(host=server.host, port=server.port)
     try:
         _cache_round_trip(client, writer, lambda: client.get_cache().size)
     finally:
         client.close()
+        writer.config_set("extended-redis-compatibility", "no")
         writer.close()
 
 
