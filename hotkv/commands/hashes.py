@@ -12,6 +12,12 @@ Invariants:
   field deletes the key (and emits ``del``);
 * the dict's insertion order is the reply order, as Redis's listpack
   encoding keeps it (updating a field keeps its place);
+* a write moves ``HashValue.big`` (the encoding) as t_hash.c does: HSET,
+  HMSET and HSETNX (a new field only) through ``hotkv.types.hashes.
+  before_write`` first; HINCRBY and HINCRBYFLOAT when the field or the new
+  value is past hash-max-listpack-value; every write past
+  hash-max-listpack-entries afterwards (``_grown``).  A hashtable's HSET
+  costs one attribute test more than a plain dict's;
 * *SCAN returns every member present for the whole scan at least once: the
   cursor is a position in a fixed order (member hash), not an index that
   shifts when members are removed.  A container Redis would keep compact
@@ -32,7 +38,7 @@ from ..errors import CommandError
 from ..longdouble import INF, LD_ZERO, add as add_ld, format_long_double, parse_long_double
 from ..registry import command
 from ..resp import OK
-from ..types.hashes import HashValue
+from ..types.hashes import HashValue, before_write, resolve
 from ..util import LLONG_MAX, compile_glob, string2ll
 
 # --------------------------------------------------------------------------
@@ -237,16 +243,39 @@ def cfg(c, name: str, default: int) -> int:
     return default if v is None else v
 
 
+def _limits(c):
+    values = c.server.config.values
+    entries = values.get("hash-max-listpack-entries")
+    vmax = values.get("hash-max-listpack-value")
+    return 128 if entries is None else entries, 64 if vmax is None else vmax
+
+
 def hash_small(c, h) -> bool:
-    """Whether Redis would keep this hash in a listpack (its SCAN then
-    returns everything at once)."""
-    if len(h) > cfg(c, "hash-max-listpack-entries", 128):
-        return False
-    vmax = cfg(c, "hash-max-listpack-value", 64)
-    for k, v in h.items():
-        if len(k) > vmax or len(v) > vmax:
-            return False
-    return True
+    """Whether Valkey keeps this hash in a listpack (its SCAN then returns
+    everything at once, a sample comes out in its order)."""
+    big = h.big
+    if big is None:
+        big = resolve(h, *_limits(c))
+    return not big
+
+
+def _before_write(c, h, argv, start):
+    """The hash's encoding before writing the pairs argv[start:]: the
+    entries limit when it is (still) a listpack, else None."""
+    big = h.big
+    if big is True:
+        return None
+    entries, vmax = _limits(c)
+    if big is None and resolve(h, entries, vmax):
+        return None
+    before_write(h, argv, start, entries, vmax)
+    return None if h.big else entries
+
+
+def _grown(h, entries):
+    """hashTypeSet's check after a write to a listpack."""
+    if entries is not None and len(h) > entries:
+        h.big = True
 
 
 # --------------------------------------------------------------------------
@@ -262,12 +291,15 @@ def _hset_common(c, argv, name):
     if h is None:
         h = HashValue()
         db.add(key, h)
+    entries = None if h.big is True else _before_write(c, h, argv, 2)
     added = 0
     for i in range(2, len(argv), 2):
         f = argv[i]
         if f not in h:
             added += 1
         h[f] = argv[i + 1]
+    if entries is not None and len(h) > entries:
+        h.big = True
     c.server.written(db, key, "h", "hset")
     return added
 
@@ -299,7 +331,9 @@ def hsetnx(c, argv):
         db.add(key, h)
     elif argv[2] in h:
         return 0
+    entries = _before_write(c, h, argv, 2)
     h[argv[2]] = argv[3]
+    _grown(h, entries)
     c.server.written(db, key, "h", "hset")
     return 1
 
@@ -419,7 +453,10 @@ def hincrby(c, argv):
         raise CommandError(errors.OVERFLOW)
     if created:
         db.add(key, h)
-    h[field] = b"%d" % new
+    text = b"%d" % new
+    entries = _before_write(c, h, (field, text), 0)
+    h[field] = text
+    _grown(h, entries)
     c.server.written(db, key, "h", "hincrby")
     return new
 
@@ -452,7 +489,9 @@ def hincrbyfloat(c, argv):
     if h is None:
         h = HashValue()
         db.add(key, h)
+    entries = _before_write(c, h, (field, text), 0)
     h[field] = text
+    _grown(h, entries)
     c.server.written(db, key, "h", "hincrbyfloat")
     # logged as HSET with the final value, so a replay cannot drift
     c.server.propagate_as([b"HSET", key, field, text])

@@ -353,7 +353,8 @@ def _zrange_generic(c, argv, first, store, rangetype, reverse):
         raise WrongType()
     items = [] if z is None else _range_items(z, rangetype, direction, a, b, offset, limit)
     if store is not None:
-        return _store(c, store, items, "zrangestore", True)
+        return _store(c, store, items, "zrangestore", True,
+                      len(items) if rangetype == RANK else 0)
     return _pairs(c, items, withscores)
 
 
@@ -632,11 +633,13 @@ def bzmpop(c, argv):
 # Set operations
 # ----------------------------------------------------------------------
 
-def _store(c, dst, items, event, sequential=False):
+def _store(c, dst, items, event, sequential=False, hint=0):
     """Store (score, member) items (already unique) at dst.  ``sequential``:
-    Redis adds them one by one to a listpack that converts when it overflows
-    (ZRANGESTORE); otherwise it builds a skiplist and converts the result to
-    a listpack if it is small (Z*STORE)."""
+    Redis adds them one by one to a zset created for ``hint`` elements (a
+    skiplist past the entries limit, else a listpack that converts when it
+    overflows: ZRANGESTORE, whose hint is the length of a rank range);
+    otherwise it builds a skiplist and converts the result to a listpack if
+    it is small (Z*STORE)."""
     db = c.db
     if items:
         entries = cfg(c, "zset-max-listpack-entries", 128)
@@ -644,7 +647,7 @@ def _store(c, dst, items, event, sequential=False):
         z = ZSetValue()
         d = z.d
         if sequential:
-            big = False
+            big = hint > entries
             for s, m in items:
                 if not big and (len(d) + 1 > entries or len(m) > vmax):
                     big = True
@@ -918,7 +921,15 @@ def zscan(c, argv):
         return [b"%d" % nxt, members]
     out = []
     d = z.d
+    # a listpack holds the score as d2string wrote it; a skiplist's SCAN
+    # formats the double with "%.17Lg" (Valkey's scanCallback, ld2string)
+    fmt = format_double if small else _scan_double
     for m in members:
         out.append(m)
-        out.append(format_double(d[m]))
+        out.append(fmt(d[m]))
     return [b"%d" % nxt, out]
+
+
+def _scan_double(score: float) -> bytes:
+    """ld2string(LD_STR_AUTO) of a double: "%.17Lg", "inf" / "-inf"."""
+    return b"%.17g" % score

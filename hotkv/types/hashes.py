@@ -1,14 +1,31 @@
-"""The hash type: ``HashValue``, a dict of ``bytes`` field -> ``bytes`` value.
+"""The hash type: ``HashValue``, a dict of ``bytes`` field -> ``bytes`` value
+that also keeps the encoding Valkey would have given it.
 
-Owns the value class (the hash commands are in hotkv/commands/hashes.py)
-and its persistence:
+Owns the value class (the hash commands are in hotkv/commands/hashes.py),
+the encoding rules of Valkey's t_hash.c and its persistence:
+* ``HashValue.big`` mirrors the encoding: False while Valkey would keep a
+  listpack, True once it has become a hashtable (it never turns back: a
+  HDEL leaves a hashtable a hashtable), None when not known yet (a hash
+  loaded from an RDB payload: the RDB limits carry no hash settings, so the
+  first command that asks derives it from the contents and the current
+  limits, as Valkey's loader does, and keeps it: ``resolve``).  The
+  commands move it through ``before_write`` (hashTypeTryConversion: too
+  many pairs given, an argument past the value limit) and, after writing,
+  past the entries limit (hashTypeSet); ``encoding`` is what OBJECT
+  ENCODING reports (None: not known, the contents then decide);
+* the order: a listpack's is insertion order, an update staying in place, a
+  removal closing up, a re-added field going to the end -- exactly the
+  dict's order, so the fields are kept in the dict alone; a hashtable's is
+  Valkey's hash order (no test can match it), listed in the dict's;
 * ``rewrite``: HSET batches of ``ITEMS_PER_CMD`` field/value pairs;
 * ``rdb_save``: RDB type 16 (listpack) when OBJECT ENCODING says
   listpack, else type 4 (plain), fields in the dict's order;
 * ``rdb_load``: types 4, 9 (zipmap), 13 (ziplist) and 16 (listpack).
 
-Invariants: a hash in the keyspace is never empty; ``copy`` keeps the
-class (fields and values are immutable bytes, so it is a deep copy);
+Invariants: a hash in the keyspace is never empty; ``copy`` (and
+``HashValue(a_hash_value)``) keeps the class and the encoding (fields and
+values are immutable bytes, so it is a deep copy); ``big`` is False, True
+or None and never goes from True back to False;
 ``rdb_load`` refuses an empty hash or a repeated field.
 """
 
@@ -37,11 +54,49 @@ RDB_TYPES = (T_HASH, T_HASH_ZIPMAP, T_HASH_ZIPLIST, T_HASH_LISTPACK)
 
 
 class HashValue(dict):
-    __slots__ = ()
+    __slots__ = ("big",)
+
+    def __init__(self, items=(), big=False):
+        """``HashValue(other_hash_value)`` copies the encoding too
+        (hotkv.types.copying makes copies so)."""
+        dict.__init__(self, items)
+        self.big = items.big if type(items) is HashValue else big
 
     def copy(self):
         # dict.copy would return a plain dict; values are immutable bytes
         return HashValue(self)
+
+    @property
+    def encoding(self):
+        big = self.big
+        return None if big is None else b"hashtable" if big else b"listpack"
+
+
+def resolve(h: HashValue, entries: int, vmax: int) -> bool:
+    """``h.big`` for a hash whose encoding is not known yet (None): what
+    Valkey's RDB loader gives for these contents and limits; kept."""
+    big = len(h) > entries
+    if not big:
+        for f, v in h.items():
+            if len(f) > vmax or len(v) > vmax:
+                big = True
+                break
+    h.big = big
+    return big
+
+
+def before_write(h: HashValue, args, start: int, entries: int, vmax: int):
+    """hashTypeTryConversion before HSET / HMSET / HSETNX writes the
+    field/value pairs ``args[start:]`` to a listpack: more pairs than the
+    entries limit (duplicates counted), or any of them longer than the value
+    limit, make it a hashtable first."""
+    if (len(args) - start) >> 1 > entries:
+        h.big = True
+        return
+    for i in range(start, len(args)):
+        if len(args[i]) > vmax:
+            h.big = True
+            return
 
 
 def _flat(d):
@@ -73,7 +128,7 @@ def rdb_save(value: HashValue, encoding: bytes = b"", limits=DEFAULT_LIMITS):
 
 
 def _new_hash(items):
-    h = HashValue()
+    h = HashValue(big=None)
     for f, v in items:
         if f in h:
             raise RDBError("duplicate hash field")
