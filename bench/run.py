@@ -32,7 +32,9 @@ Scenarios (``SCENARIOS``; add one by writing a function and listing it):
   clients, P1 and P16;
 * bullmq (issue 33): BullMQ's own scripts (node, bench/bullmq.mjs): jobs/s
   added, processed by a Worker of concurrency 10, end to end, and
-  Queue.clean of the completed jobs.
+  Queue.clean of the completed jobs;
+* bigvalues (issue 32): SET and GET of 1 KB, 100 KB and 1 MiB values, P1
+  and P16.
 
 Throughput scenarios start all their servers at once and take turns, keeping
 the best of ``REPS`` runs: on a shared machine both servers then see the same
@@ -184,9 +186,10 @@ def _parse_csv(stdout: str) -> dict:
     return result
 
 
-def redis_benchmark(port: int, tests: str, clients: int, requests: int, pipeline: int) -> dict:
+def redis_benchmark(port: int, tests: str, clients: int, requests: int, pipeline: int,
+                    size: int = 100) -> dict:
     out = subprocess.run(["redis-benchmark", "-p", str(port), "-c", str(clients), "-n",
-                          str(requests), "-P", str(pipeline), "-t", tests, "-d", "100",
+                          str(requests), "-P", str(pipeline), "-t", tests, "-d", str(size),
                           "-r", "1000", "--csv", "-q"],
                          capture_output=True, text=True, timeout=600)
     result = {name.split()[0]: v for name, v in _parse_csv(out.stdout).items()}
@@ -832,6 +835,31 @@ def scenario_lua(targets, quick):
     return rows
 
 
+def scenario_bigvalues(targets, quick):
+    """SET and GET of 1 KB, 100 KB and 1 MiB values (redis-benchmark -d), 10
+    clients, P1 and P16: the copies of a payload between the parser, the
+    keyspace and the reply buffers (issue 32).  Needs redis-benchmark."""
+    if not shutil.which("redis-benchmark"):
+        print("bigvalues scenario skipped: no redis-benchmark", file=sys.stderr)
+        return []
+    rows = []
+    for size, label, n in ((1024, "1KB", 100000), (102400, "100KB", 10000),
+                           (1 << 20, "1MiB", 1000)):
+        for pipeline in (1, 16):
+            def measure(t, size=size, n=n, pipeline=pipeline):
+                count = max(200, n // (4 if quick else 1))
+                res = redis_benchmark(t.port, "set,get", 10, count, pipeline, size)
+                c = RawConn(t.port)
+                c.call("FLUSHALL")
+                c.close()
+                return res
+            best = interleaved([t for t in targets if t.name != "fakeredis"], measure)
+            for (server, cmd), ops in best.items():
+                rows.append({"test": f"{cmd} {label} P{pipeline}", "server": server,
+                             "value": ops, "unit": "ops/s"})
+    return rows
+
+
 def scenario_bullmq(targets, quick):
     """BullMQ (node, the npm package; bench/bullmq.mjs): N jobs added, then
     processed by a Worker of concurrency 10, then Queue.clean of the
@@ -863,7 +891,7 @@ def scenario_bullmq(targets, quick):
 
 SCENARIOS = {"lists": scenario_lists, "queue": scenario_queue, "memory": scenario_memory,
              "streams": scenario_streams, "pubsub": scenario_pubsub, "aof": scenario_aof,
-             "lua": scenario_lua, "bullmq": scenario_bullmq}
+             "lua": scenario_lua, "bullmq": scenario_bullmq, "bigvalues": scenario_bigvalues}
 
 # hotkv/valkey ratio each issue asks for (a "x" row: hotkv's own ratio).
 TARGETS = {
