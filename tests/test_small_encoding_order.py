@@ -246,3 +246,107 @@ def test_random_zset_commands_keep_valkeys_order(pair, limits):
     for _ in range(1000):
         _zset_op(pair, rng)
     assert pair.calls > 10000
+
+
+def test_hash_order_examples(pair):
+    pair.same("HSET", "h", "c", "1", "b", "2", "a", "3", "7", "4")
+    pair.same("HSET", "h", "b", "22")                    # an update stays in place
+    pair.same("HDEL", "h", "c")                          # a delete closes up
+    pair.same("HSET", "h", "c", "5", "0", "6")           # a re-add goes to the end
+    assert _array(pair.same("HKEYS", "h")) == [b"b", b"a", b"7", b"c", b"0"]
+    pair.same("HSETNX", "h", "a", "x")
+    pair.same("HINCRBY", "h", "n", "3")
+    pair.same("HINCRBYFLOAT", "h", "b", "0.5")
+    for cmd in (("HGETALL", "h"), ("HVALS", "h"), ("HSCAN", "h", "0"),
+                ("HSCAN", "h", "0", "MATCH", "[a-c]", "NOVALUES"),
+                ("HRANDFIELD", "h", "6", "WITHVALUES"), ("HRANDFIELD", "h", "60"),
+                ("OBJECT", "ENCODING", "h")):
+        pair.same(*cmd)
+    pair.same("CONFIG", "SET", "hash-max-listpack-entries", "3")
+    pair.same("OBJECT", "ENCODING", "h")     # a listpack until the next write
+    pair.same("HGETALL", "h")
+    pair.same("HSET", "h", "a", "1")         # hashTypeSet's check: now a hashtable
+    pair.same("OBJECT", "ENCODING", "h")
+    pair.same("HDEL", "h", "a", "b", "7", "c")
+    pair.same("OBJECT", "ENCODING", "h")     # and stays one
+    pair.same("HSET", "d", "x", "1", "x", "2", "x", "3", "x", "4")   # pairs counted, not fields
+    pair.same("OBJECT", "ENCODING", "d")
+    pair.same("CONFIG", "SET", "hash-max-listpack-entries", "128")
+    pair.same("HSET", "v", "f", "1", "g", "2")
+    pair.same("HSETNX", "v", "f", "x" * 100)     # an existing field: no conversion
+    pair.same("OBJECT", "ENCODING", "v")
+    pair.same("HINCRBYFLOAT", "v", "g", "0.1")
+    pair.same("HINCRBY", "v", "y" * 65, "1")      # a long field converts
+    pair.same("OBJECT", "ENCODING", "v")
+    pair.same("HSET", "w", "f", "1", "g", "2", "h", "3")
+    for key in ("h", "w"):          # DUMP / RESTORE / COPY keep the encoding and order
+        dump = _array(b"*1\r\n" + pair.same("DUMP", key))[0]
+        pair.same("RESTORE", key + ":r", "0", dump)
+        pair.same("OBJECT", "ENCODING", key + ":r")
+        pair.same("COPY", key, key + ":c")
+        pair.same("OBJECT", "ENCODING", key + ":c")
+    pair.same("HGETALL", "w:r")
+    pair.same("HGETALL", "w:c")
+    pair.same("HDEL", "w:r", "f")
+    pair.same("HSET", "w:r", "f", "9")
+    pair.same("HGETALL", "w:r")
+    pair.same("OBJECT", "ENCODING", "w:r")
+    pair.both("HELLO", "3")
+    pair.same("HGETALL", "w:c")
+    pair.same("HRANDFIELD", "w:c", "5", "WITHVALUES")
+
+
+def test_zset_ties_and_sort(pair):
+    pair.same("ZADD", "z", "1", "b", "1", "a", "1", "c", "0", "-0", "-0", "x", "2", "B")
+    for cmd in (("ZRANGE", "z", "0", "-1", "WITHSCORES"), ("ZSCAN", "z", "0"),
+                ("ZRANDMEMBER", "z", "10", "WITHSCORES"), ("ZREVRANGE", "z", "0", "-1"),
+                ("SORT", "z", "BY", "nosort"), ("SORT", "z", "BY", "nosort", "DESC"),
+                ("SORT", "z", "BY", "nosort", "LIMIT", "1", "2")):
+        pair.same(*cmd)
+    pair.same("SORT", "z", "ALPHA")
+    pair.same("OBJECT", "ENCODING", "z")         # SORT converted it
+    pair.same("ZADD", "z", "-0", "y")
+    pair.same("ZRANGE", "z", "0", "-1", "WITHSCORES")
+    pair.same("ZADD", "r", "1", "a")
+    pair.same("SORT_RO", "r", "BY", "nosort")
+    pair.same("OBJECT", "ENCODING", "r")
+    pair.same("ZADD", "big", *[x for i in range(200) for x in ("-0" if i % 7 else "1", "m%d" % i)])
+    pair.same("ZRANGESTORE", "rs", "big", "0", "150")
+    pair.same("ZRANGE", "rs", "0", "-1", "WITHSCORES")
+    pair.same("ZRANGESTORE", "rs", "big", "0", "10")
+    pair.same("ZRANGE", "rs", "0", "-1", "WITHSCORES")
+    pair.same("ZSCAN", "rs", "0")
+
+
+def test_sort_nosort_follows_the_encoding(pair):
+    pair.same("SADD", "i", "30", "-2", "7", "5")         # an intset: ascending
+    pair.same("SADD", "l", "c", "b", "a", "x1")          # a listpack: insertion order
+    pair.same("SREM", "l", "b")
+    pair.same("SADD", "l", "b", "z")
+    pair.same("SADD", "m", "30", "-2", "7", "hello", "5")    # intset -> listpack
+    pair.same("RPUSH", "li", "c", "a", "b")
+    for key in ("i", "l", "m", "li"):
+        for extra in ((), ("DESC",), ("LIMIT", "1", "2"), ("DESC", "LIMIT", "0", "2"),
+                      ("GET", "#")):
+            pair.same("SORT", key, "BY", "nosort", *extra)
+            pair.same("SORT_RO", key, "BY", "nokey", *extra)
+        pair.same("SORT", key, "BY", "nosort", "STORE", key + ":s")
+        pair.same("LRANGE", key + ":s", "0", "-1")
+        pair.same("EVAL", "return redis.call('sort', KEYS[1], 'by', 'nosort')", "1", key)
+        pair.same("SORT", key, "ALPHA")
+    pair.same("MSET", "w_c", "1", "w_a", "1", "w_x1", "1", "w_b", "2", "w_z", "0")
+    pair.same("SORT", "l", "BY", "w_*")
+
+
+def test_random_reply_shapes(pair):
+    pair.same("SADD", "s", "a", "b", "c", "1")
+    pair.same("HSET", "h", "a", "1", "b", "2", "c", "3")
+    pair.same("ZADD", "z", "1", "a", "2", "b", "3", "c")
+    for cmd, key in (("SRANDMEMBER", "s"), ("HRANDFIELD", "h"), ("ZRANDMEMBER", "z")):
+        for count in ("-1", "-3", "-10", "2", "3", "10"):
+            a, b = pair.both(cmd, key, count)
+            assert len(_array(a)) == len(_array(b)), (cmd, count)
+        for count in ("-4", "2", "10"):
+            if cmd != "SRANDMEMBER":
+                a, b = pair.both(cmd, key, count, "WITHSCORES" if cmd[0] == "Z" else "WITHVALUES")
+                assert len(_array(a)) == len(_array(b)), (cmd, count)

@@ -12,9 +12,15 @@ Semantics kept from Redis, rule for rule:
   error even when the key is missing or of the wrong type), then the key is
   looked up: missing means empty, a non-list/set/zset is WRONGTYPE;
 * ``BY`` with no ``*`` means "do not sort": a list or a sorted set comes in
-  its own order (DESC walks it backwards), a set in its internal order --
-  except with STORE, where a set is sorted ALPHA so the stored (and
-  propagated) result is deterministic;
+  its own order (DESC walks it backwards), a set in its encoding's order
+  (``hotkv.types.sets.ordered``: an intset ascending, a listpack in
+  insertion order; a hashtable's is Valkey's hash order, which no client
+  can rely on) -- except with STORE or from a script, where a set is sorted
+  ALPHA so the stored (and propagated) result is deterministic.  A set to
+  sort is read in that order too (ALPHA BY ties keep it, as far as Valkey's
+  qsort does);
+* a listpack sorted set is converted to a skiplist for good, as Valkey's
+  SORT does (OBJECT ENCODING shows it);
 * numeric weights are read with C ``strtod`` rules (leading space, hex,
   ``inf`` allowed; NaN, overflow or trailing junk are an error reported
   after the whole scan, and nothing is stored); a missing BY key weighs 0
@@ -45,6 +51,7 @@ from itertools import islice
 from ..errors import CommandError, WrongType
 from ..registry import command, spec
 from ..types.lists import ListValue
+from ..types.sets import ordered
 from ..types.table import TYPE_NAMES
 from ..util import string2ll
 
@@ -156,18 +163,6 @@ def _sort_keys(argv):
             i += 1
         i += 1
     return keys
-
-
-def _set_order(c, s):
-    """A set's members in the order Redis keeps them when it does not sort:
-    ascending for an intset; otherwise ours (Redis's is an internal order
-    too, never promised)."""
-    limit = c.server.config.values.get("set-max-intset-entries", 512)
-    if len(s) <= limit:
-        ints = [string2ll(m) for m in s]
-        if None not in ints:
-            return [b"%d" % v for v in sorted(ints)]
-    return list(s)
 
 
 def _full_key_access(c, argv, readonly: bool) -> bool:
@@ -331,6 +326,8 @@ def _sort(c, argv, readonly: bool):
         # sorts it then): both would differ between servers.
         o.dontsort, o.alpha, o.sortby = False, True, None
 
+    if kind == b"zset":
+        value.big = True        # Valkey converts a listpack zset for SORT, for good
     vlen = 0 if value is None else len(value)
     start, end = _limit_range(o, vlen)
 
@@ -339,7 +336,8 @@ def _sort(c, argv, readonly: bool):
     elif o.dontsort and kind != b"set":
         elements, start, end = _unsorted_slice(o, kind, value, vlen, start, end)
     elif kind == b"set":
-        elements = _set_order(c, value) if o.dontsort else list(value)
+        # a new list: _order sorts it in place, and an intset's is cached
+        elements = list(ordered(value))
     elif kind == b"zset":
         elements = list(value.d)
     else:
