@@ -245,9 +245,18 @@ def cfg(c, name: str, default: int) -> int:
 
 def _limits(c):
     values = c.server.config.values
-    entries = values.get("hash-max-listpack-entries")
-    vmax = values.get("hash-max-listpack-value")
-    return 128 if entries is None else entries, 64 if vmax is None else vmax
+    return (values.get("hash-max-listpack-entries", 128),
+            values.get("hash-max-listpack-value", 64))
+
+
+def _new_hash():
+    """An empty listpack hash, without HashValue.__init__'s Python frame."""
+    h = _dict_new(HashValue)
+    h.big = False
+    return h
+
+
+_dict_new = dict.__new__
 
 
 def hash_small(c, h) -> bool:
@@ -289,17 +298,36 @@ def _hset_common(c, argv, name):
     key = argv[1]
     h = _get(c, key)
     if h is None:
-        h = HashValue()
+        h = _dict_new(HashValue)
+        h.big = False
         db.add(key, h)
-    entries = None if h.big is True else _before_write(c, h, argv, 2)
     added = 0
-    for i in range(2, len(argv), 2):
-        f = argv[i]
-        if f not in h:
-            added += 1
-        h[f] = argv[i + 1]
-    if entries is not None and len(h) > entries:
-        h.big = True
+    big = h.big
+    if big is True:
+        for i in range(2, len(argv), 2):
+            f = argv[i]
+            if f not in h:
+                added += 1
+            h[f] = argv[i + 1]
+    else:
+        # _before_write folded into the loop (HSET is hot): the encoding is
+        # only a flag here, so converting after the writes is the same
+        values = c.server.config.values
+        entries = values.get("hash-max-listpack-entries", 128)
+        vmax = values.get("hash-max-listpack-value", 64)
+        if big is None:
+            resolve(h, entries, vmax)
+        too_long = False
+        for i in range(2, len(argv), 2):
+            f = argv[i]
+            v = argv[i + 1]
+            if f not in h:
+                added += 1
+            h[f] = v
+            if len(f) > vmax or len(v) > vmax:
+                too_long = True
+        if too_long or (len(argv) - 2) >> 1 > entries or len(h) > entries:
+            h.big = True
     c.server.written(db, key, "h", "hset")
     return added
 
@@ -327,7 +355,7 @@ def hsetnx(c, argv):
     key = argv[1]
     h = _get(c, key)
     if h is None:
-        h = HashValue()
+        h = _new_hash()
         db.add(key, h)
     elif argv[2] in h:
         return 0
@@ -436,7 +464,7 @@ def hincrby(c, argv):
     h = _get(c, key)
     field = argv[2]
     if h is None:
-        h = HashValue()
+        h = _new_hash()
         current = 0
         created = True
     else:
@@ -487,7 +515,7 @@ def hincrbyfloat(c, argv):
         raise CommandError("ERR increment would produce NaN or Infinity")
     text = format_long_double(value)
     if h is None:
-        h = HashValue()
+        h = _new_hash()
         db.add(key, h)
     entries = _before_write(c, h, (field, text), 0)
     h[field] = text
