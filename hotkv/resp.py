@@ -358,25 +358,30 @@ _NO_BUDGET = 1 << 62
 
 
 # Past this many bytes a read is screened by its '*' bytes alone (the
-# regexes below cost about 0.35 ns a byte: 70 us of a 100 KB SET).
-_SCAN_LIMIT = 4096
+# regexes below cost about 0.35 ns a byte: 70 us of a 100 KB SET; below
+# it, what the long-read screen asks of hiredis's commands costs more).
+_SCAN_LIMIT = 32768
 
 
 def _screen(data: bytes) -> int:
     """How a read that starts with a multibulk header may be parsed."""
     if _BIG_HEAD(data) is not None:
         return SCREEN_SLOW
-    if len(data) > _SCAN_LIMIT and data.count(b"*") <= 64:
+    if len(data) > _SCAN_LIMIT:
         # A long read (big values): a large count is looked for at each '*'
-        # only, and the commands hiredis reads are checked header by header
-        # (_canonical: an odd line is caught by its first byte).
+        # only (memchr), and the commands hiredis reads are checked header by
+        # header (_canonical: an odd line is caught by its first byte).  A
+        # read with more than 64 '*' bytes goes to the regexes below.
         find = data.find
         i = find(b"*", 1)
-        while i >= 0:
+        seen = 0
+        while i >= 0 and seen < 64:
             if _BIG_HEAD(data, i) is not None:
                 return SCREEN_SLOW
+            seen += 1
             i = find(b"*", i + 1)
-        return SCREEN_CHECK
+        if i < 0:
+            return SCREEN_CHECK
     m = _SUSPECT(data)
     if m is None:
         return SCREEN_OK
@@ -547,9 +552,10 @@ class RequestParser:
         other line hiredis accepts holds at most one CRLF per element, as a
         header does: it cannot make up for a missing one.)  Consumes args."""
         nargs = len(args)
-        if len(data) > _SCAN_LIMIT + 64 * nargs:
-            # Big values: counting CRLFs would scan every byte of them (about
-            # 1 ns a byte); the caller walks the headers instead.
+        if len(data) > 4096 + 1024 * nargs:
+            # Big values (over 1 KB an argument on average): counting CRLFs
+            # would scan every byte of them (about 1 ns a byte); the caller
+            # walks the headers instead (a Python step an argument).
             return False
         args.append(b"")
         try:
