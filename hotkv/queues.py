@@ -154,10 +154,13 @@ class LibraryQueue:
     Other states a library names are in ``other`` under its own name (RQ's
     "finished", BullMQ's "completed"); ``states`` has every state under the
     library's own name (RQ: queued, scheduled, started, failed, finished,
-    deferred, canceled; Celery: queued, eta, unacked, FAILURE; dramatiq:
-    queued, delayed, unacked, dead-lettered; taskiq: queued, pending;
-    BullMQ: wait, paused, prioritized, active, delayed, failed, completed,
-    waiting-children).  ``jobs[id]``: the job's record."""
+    deferred, canceled, intermediate; Celery: queued, eta, unacked,
+    FAILURE; dramatiq: queued, delayed, unacked, dead-lettered; taskiq:
+    queued, pending; BullMQ: wait, paused, prioritized, active, delayed,
+    failed, completed, waiting-children).  RQ 2-3's "intermediate": jobs a
+    worker moved off the queue list and has not started (stuck there when
+    the worker died in between), with ``first_seen[id]`` (unix ms) once
+    RQ's maintenance has seen them there.  ``jobs[id]``: the job's record."""
     name: str
     queued: list = field(default_factory=list)
     delayed: list = field(default_factory=list)
@@ -167,6 +170,7 @@ class LibraryQueue:
     states: dict = field(default_factory=dict)
     when: dict = field(default_factory=dict)
     jobs: dict = field(default_factory=dict)     # id -> Job
+    first_seen: dict = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------
@@ -233,15 +237,18 @@ def _list_items(server, db, key):
 
 def _queue(server, key, db, pushed, processing):
     items = _list_items(server, db, key)
+    waiting = _waiting(server, db, key)
     if items is None:
-        return None
-    head, tail = items[0], items[-1]
+        if not waiting:
+            return None
+        items = []     # an empty list has no key: consumers blocked on it still count
+    head, tail = (items[0], items[-1]) if items else (None, None)
     proc = None
     if processing is not None:
         proc = _list_items(server, db, processing) or []
     return QueueInfo(key=key, depth=len(items), head=head, tail=tail,
                      oldest=tail if pushed == "left" else head, items=items,
-                     waiting_consumers=_waiting(server, db, key), processing=proc)
+                     waiting_consumers=waiting, processing=proc)
 
 
 def _pending(s_now: int, i: int, nack) -> PendingEntry:
@@ -301,20 +308,53 @@ def _json(raw):
         return None
 
 
-def _rq(server, db):
-    d = server.dbs[db]
+RQ_QUEUE_PREFIX = b"rq:queue:"
+RQ_INTERMEDIATE = b":intermediate"     # RQ 2-3: rq:queue:<q>:intermediate (a list)
+RQ_FIRST_SEEN = b":intermediate:first_seen:"   # + job id: a string, unix seconds
+
+
+def _rq_names(server, db) -> list:
+    """RQ's queue names: the members of ``rq:queues`` (``rq:queue:<name>``
+    keys), and any other ``rq:queue:<name>`` list that is not a queue's
+    intermediate list (``<q>:intermediate``) nor one of its strings
+    (``<q>:intermediate:first_seen:<job>``)."""
     names = set()
     queues_set = _live(server, db, b"rq:queues")
     if type(queues_set) is SetValue:
-        names.update(_text(k)[len("rq:queue:"):] for k in queues_set)
+        names.update(_text(k[len(RQ_QUEUE_PREFIX):]) for k in queues_set
+                     if k.startswith(RQ_QUEUE_PREFIX))
+    listed = set(names)
+    d = server.dbs[db]
     for k in _live_keys(server, db):
-        if k.startswith(b"rq:queue:"):
-            names.add(_text(k)[len("rq:queue:"):])
+        if not k.startswith(RQ_QUEUE_PREFIX) or type(d.data.get(k)) is not ListValue:
+            continue
+        name = _text(k[len(RQ_QUEUE_PREFIX):])
+        if k.endswith(RQ_INTERMEDIATE) and name not in listed:
+            name = name[:-len(RQ_INTERMEDIATE)]     # a queue's intermediate list
+        names.add(name)
+    return sorted(names)
+
+
+def _rq(server, db):
+    d = server.dbs[db]
     out = {}
-    for name in sorted(names):
+    for name in _rq_names(server, db):
         q = LibraryQueue(name=name)
-        q.queued = [_text(x) for x in _list_items(server, db, b"rq:queue:" + name.encode())
-                    or ()]
+        key = RQ_QUEUE_PREFIX + name.encode()
+        q.queued = [_text(x) for x in _list_items(server, db, key) or ()]
+        # RQ 2-3's workers LMOVE a job into the intermediate list, then add
+        # it to the started registry: a job left there (a worker killed in
+        # between) is the stuck state RQ's maintenance fails after a minute.
+        inter = _live(server, db, key + RQ_INTERMEDIATE)
+        intermediate = [_text(x) for x in inter] if type(inter) is ListValue else []
+        first_seen = {}
+        for jid in intermediate:
+            seen = _live(server, db, key + RQ_FIRST_SEEN + jid.encode())
+            if type(seen) is bytes:
+                try:
+                    first_seen[jid] = int(float(seen) * 1000)
+                except ValueError:
+                    pass
         reg = {}
         for state in ("scheduled", "wip", "failed", "finished", "deferred", "canceled"):
             reg[state] = _zmembers(server, db, b"rq:%s:%s" % (state.encode(), name.encode()))
@@ -325,7 +365,9 @@ def _rq(server, db):
         q.failed = [m for m, _ in reg["failed"]]
         q.other = {"finished": [m for m, _ in reg["finished"]],
                    "deferred": [m for m, _ in reg["deferred"]],
-                   "canceled": [m for m, _ in reg["canceled"]]}
+                   "canceled": [m for m, _ in reg["canceled"]],
+                   "intermediate": intermediate}
+        q.first_seen = first_seen
         q.states = {"queued": q.queued, "scheduled": q.delayed, "started": q.in_flight,
                     "failed": q.failed, **q.other}
         for jid in {*q.queued, *q.delayed, *q.in_flight, *q.failed,

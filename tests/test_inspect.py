@@ -228,6 +228,37 @@ def test_rq_queued_scheduled_failed_finished(server, r):
     conn.close()
 
 
+def test_rq3_intermediate_list_is_a_state_not_a_queue(server, r):
+    """RQ 3 LMOVEs a job into rq:queue:<q>:intermediate before it starts it;
+    a worker killed in between leaves it there, and RQ's maintenance marks it
+    with a first_seen string.  inspect.rq() shows it as the queue's
+    "intermediate" state (it crashed on the string and listed a queue named
+    "default:intermediate" before)."""
+    import redis
+    import rq
+    from rq.intermediate_queue import IntermediateQueue
+    conn = redis.Redis(host=server.host, port=server.port)
+    q = rq.Queue("default", connection=conn)
+    stuck = q.enqueue(_ok, 1)
+    waiting = q.enqueue(_ok, 2)
+    got = rq.Queue.dequeue_any([q], None, connection=conn)   # a worker took it ...
+    assert got[0].id == stuck.id                              # ... and died here
+    inter = IntermediateQueue(q.key, connection=conn)
+    assert inter.get_job_ids() == [stuck.id]
+    before = time.time()
+    assert inter.set_first_seen(stuck.id)        # RQ's maintenance saw it once
+    assert conn.exists("rq:queue:default:intermediate:first_seen:" + stuck.id)
+    state = server.inspect.rq()
+    assert set(state) == {"default"}
+    d = state["default"]
+    assert d.queued == [waiting.id] == q.job_ids
+    assert d.other["intermediate"] == d.states["intermediate"] == [stuck.id]
+    assert d.in_flight == []
+    assert abs(d.first_seen[stuck.id] - before * 1000) < 60_000
+    assert d.jobs[stuck.id].name == stuck.description
+    conn.close()
+
+
 def test_celery_queued_delayed_in_flight_and_failed(server, r):
     import celery
     base = "redis://%s:%d" % (server.host, server.port)

@@ -141,7 +141,7 @@ def test_blocked_clients_served_only_by_restored_data(server, r):
     for t in threads:
         t.start()
     try:
-        assert wait_for(lambda: server.inspect.queue("q") is None and
+        assert wait_for(lambda: not server.inspect.exists("q") and
                         r.info("clients")["blocked_clients"] == 2)
         server.restore(empty)       # nothing for them: both stay blocked
         assert r.info("clients")["blocked_clients"] == 2

@@ -80,9 +80,12 @@ class Inspector:
 
     @property
     def _server(self):
+        running = getattr(self._embedded, "_running", None)
+        if running is not None:
+            return running("inspect")      # a RuntimeError saying what to do
         server = self._embedded.server
         if server is None:
-            raise RuntimeError("the server is not running")
+            raise RuntimeError("inspect: the server is not running")
         return server
 
     def _run(self, fn, *args):
@@ -120,7 +123,9 @@ class Inspector:
 
     # -- queues ----------------------------------------------------------
     def queue(self, key, db: int = 0, pushed: str = "left", processing=None):
-        """A list queue (QueueInfo), or None when the key does not exist.
+        """A list queue (QueueInfo), or None when the key does not exist and
+        no client is blocked on it (with consumers waiting on an empty
+        queue: depth 0, ``waiting_consumers`` counted).
         ``pushed``: the end producers push to ("left" for LPUSH, "right"
         for RPUSH); ``processing``: a processing list's key to include."""
         if pushed not in ("left", "right"):
