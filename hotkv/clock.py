@@ -49,6 +49,7 @@ import asyncio
 import concurrent.futures
 import datetime as _dt
 import math
+import numbers
 import time as _time_mod
 
 _real_time = _time_mod.time
@@ -145,9 +146,15 @@ class Clock:
         self._apply(change)
         return self
 
-    def advance(self, seconds: float) -> "Clock":
-        """Move the clock forward by ``seconds`` (frozen or running); returns
-        once the server has acted as if that time had passed."""
+    def advance(self, seconds) -> "Clock":
+        """Move the clock forward by ``seconds`` (a number, or a
+        ``datetime.timedelta``; frozen or running); returns once the server
+        has acted as if that time had passed."""
+        if isinstance(seconds, _dt.timedelta):
+            seconds = seconds.total_seconds()
+        elif isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
+            raise TypeError("advance() takes seconds or a datetime.timedelta, not %s"
+                            % type(seconds).__name__)
         seconds = float(seconds)
         if not seconds >= 0 or math.isinf(seconds):
             raise ValueError("advance() takes a finite number of seconds >= 0 "
@@ -213,7 +220,11 @@ class Clock:
         """Run change() and the server's reaction on the loop thread; wait for both."""
         server = self.server
         loop = getattr(server, "loop", None)
-        if loop is None or loop.is_closed() or not loop.is_running() or _on(loop):
+        if loop is not None and loop.is_closed():
+            # Checked before the change: a stopped server's clock stays put.
+            raise RuntimeError("the server is stopped (its event loop is closed): start() "
+                               "it again before moving its clock")
+        if loop is None or not loop.is_running() or _on(loop):
             self._run(change)
             return
         done: concurrent.futures.Future = concurrent.futures.Future()

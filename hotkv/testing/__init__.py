@@ -6,7 +6,9 @@ This module holds what those modules share:
 
 * ``on_loop(server, fn)`` runs ``fn()`` on the server's event loop and returns its
   result (or raises its exception); called from the loop's own thread (an
-  ``AsyncEmbeddedServer``, a predicate) it runs ``fn`` at once.
+  ``AsyncEmbeddedServer``, a predicate) it runs ``fn`` at once.  A stopped
+  server (its loop closed) raises RuntimeError, a loop that does not answer
+  within ``timeout`` a TimeoutError saying why it may be stuck.
 * ``install_hooks(server)`` sets ``server.test_hooks``, the one hook
   ``hotkv.dispatch.call`` calls before each command, from what is on: the
   faults (``hotkv.testing.faults``) and the journal (``hotkv.testing.journal``).
@@ -29,7 +31,10 @@ def on_loop(server, fn, timeout: float = 30.0):
         running = asyncio.get_running_loop()
     except RuntimeError:
         running = None
-    if loop is None or running is loop or loop.is_closed():
+    if loop is not None and loop.is_closed():
+        raise RuntimeError("the server is stopped (its event loop is closed): start() it "
+                           "again before using its test controls")
+    if loop is None or running is loop:
         return fn()
     done: concurrent.futures.Future = concurrent.futures.Future()
 
@@ -39,7 +44,14 @@ def on_loop(server, fn, timeout: float = 30.0):
         except BaseException as e:   # handed to the caller's thread
             done.set_exception(e)
     loop.call_soon_threadsafe(run)
-    return done.result(timeout)
+    try:
+        return done.result(timeout)
+    except concurrent.futures.TimeoutError:
+        raise TimeoutError(
+            "the server's loop thread did not answer within %.1f s: it is busy or wedged "
+            "(a long script, DEBUG SLEEP, a pause, or code on that thread -- a wait_until "
+            "predicate -- calling this server through a client, which waits for itself)"
+            % timeout) from None
 
 
 def install_hooks(server) -> None:

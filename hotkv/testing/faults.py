@@ -20,7 +20,16 @@
     the commands before it in the same pipeline are sent first.
 
   Each returns a ``Fault``: a context manager (removed on exit), with
-  ``remove()``, ``matched`` (matching calls seen) and ``fired``.  Removing a
+  ``remove()``, ``matched`` (matching calls seen) and ``fired``.
+
+  A command is named as the server knows it ("GET", "client|setname" or
+  "CLIENT SETNAME" for a subcommand); a name it does not know ("LPSUH") is
+  refused with ``ValueError``.  A fault matches the command the client
+  *sends*, which is not always the client method's name: redis-py's and
+  valkey-py's ``incr(k)`` send ``INCRBY k 1`` and ``decr(k)`` ``DECRBY k 1``,
+  so set the fault on INCRBY / DECRBY (``SENT_AS`` lists these).  The
+  pytest fixtures warn (``UnmatchedFaultWarning``) at the end of a test in
+  which a fault never fired (``Faults.unfired()``), naming such a case.  Removing a
   delay hands the replies it holds over at once (a test ends a 60 s delay
   when it has seen what it wanted, without waiting for it).
 * server-wide: ``pause()`` (no command runs until it ends: Valkey's CLIENT
@@ -90,6 +99,49 @@ def _as_bytes(value) -> bytes:
     return value.encode() if isinstance(value, str) else bytes(value)
 
 
+# redis-py / valkey-py methods that send another command than their name:
+# a fault set on the name never sees them (the teardown warning says so).
+SENT_AS = {"incr": "INCRBY key 1", "decr": "DECRBY key 1"}
+
+
+class UnmatchedFaultWarning(UserWarning):
+    """A fault set in a test never fired (the pytest fixtures warn at teardown)."""
+
+
+def _command_name(name) -> str:
+    """A command name as the faults match it ("get", "client|setname"); a
+    name the server does not know is refused (a typo would never fire)."""
+    from ..registry import COMMANDS
+    text = (name.decode() if isinstance(name, (bytes, bytearray)) else str(name)).lower()
+    text = "|".join(text.split()) if " " in text.strip() else text.strip()
+    top, _, sub = text.partition("|")
+    cmd = COMMANDS.get(top)
+    if cmd is None:
+        import difflib
+        close = difflib.get_close_matches(top, COMMANDS, 3)
+        raise ValueError("unknown command %r: a fault on it would never fire%s" % (
+            name, " (did you mean %s?)" % ", ".join(c.upper() for c in close) if close else ""))
+    if sub and (cmd.subcommands is None or sub.encode() not in cmd.subcommands):
+        known = sorted({c.name for c in (cmd.subcommands or {}).values()})
+        raise ValueError("unknown subcommand %r of %s%s" % (
+            name, top.upper(), ": %s has %s" % (top.upper(), ", ".join(known))
+            if known else ": it has no subcommands"))
+    return text
+
+
+def unmatched_report(fault: "Fault") -> str:
+    """Why a fault never fired, for the teardown warning."""
+    if fault.matched:
+        why = "matched %d call(s) but its nth=%d never came" % (fault.matched, fault.first)
+    else:
+        why = "no command matched it"
+        hints = ["%s() sends %s" % (c, SENT_AS[c]) for c in sorted(fault.commands or ())
+                 if c in SENT_AS]
+        if hints:
+            why += " (redis-py's %s: set the fault on that command)" % "; ".join(hints)
+    return "%r never fired: %s" % (fault, why)
+
+
 class Fault:
     """One per-command fault: what it matches, what it does, how often."""
 
@@ -100,8 +152,7 @@ class Fault:
             self.commands = None
         else:
             names = [command] if isinstance(command, (str, bytes)) else list(command)
-            self.commands = frozenset(
-                (n.decode() if isinstance(n, bytes) else n).lower() for n in names)
+            self.commands = frozenset(_command_name(n) for n in names)
         self.keys = None if keys is None else _as_bytes(keys)
         self._key_match = None if keys is None else compile_glob(self.keys, exact=True)
         self.client = None if client is None else _as_bytes(client)
@@ -216,6 +267,7 @@ class Faults:
         self.switches: set = set()
         self._skip: set = set()    # ids of clients whose next command was matched already
         self._timers: dict = {}    # client id -> loop timer of a delay holding it
+        self._removed_unfired: list = []   # removed before they fired (unfired())
 
     # -- per-command faults ---------------------------------------------------
     def error(self, command=None, *, keys=None, client=None, nth=None, times=None,
@@ -260,6 +312,8 @@ class Faults:
         """Remove fault; the clients its delays hold get their replies now."""
         def rm():
             if fault in self.rules:
+                if fault.fired == 0 and fault.times != 0:
+                    self._removed_unfired.append(fault)
                 self.rules = tuple(f for f in self.rules if f is not fault)
                 install_hooks(self.server)
             self._release(lambda f: f is fault)
@@ -276,8 +330,15 @@ class Faults:
         """The per-command faults still to fire, and the switches on."""
         return [f for f in self.rules if f.active] + list(self.switches)
 
+    def unfired(self) -> list:
+        """The per-command faults set since the last ``clear()`` that never
+        fired (set, or removed, before a matching command came)."""
+        return self._removed_unfired + [f for f in self.rules
+                                        if f.fired == 0 and f.times != 0]
+
     def clear(self):
         """Remove every fault and end every switch (held clients are released now)."""
+        self._removed_unfired = []
         for switch in list(self.switches):
             switch.end()
 
@@ -473,33 +534,30 @@ def _persistent(values) -> bool:
     return bool(values["appendonly"]) or bool(str(values.get("save") or "").strip())
 
 
-def restart(embedded, keep_data: bool = True):
-    """Stop ``embedded`` (an ``EmbeddedServer``) and start it again on the same
-    port: see the module docstring."""
-    from ..rdbfile import read_bytes, write_dataset
-    old = embedded.server
-    if old is None or embedded._thread is None:
-        raise RuntimeError("the server is not running")
-    values = old.config.values
-    image = None
-    if keep_data and not _persistent(values):
-        def dump():
-            fd = os.memfd_create("hotkv-restart")
-            try:
-                write_dataset(old, fd)
-                size = os.lseek(fd, 0, os.SEEK_CUR)
-                return b"".join(_read_all(fd, size))
-            finally:
-                os.close(fd)
-        image = on_loop(old, dump)
-    port = values["port"]
-    embedded.stop()
-    if port:
-        embedded.settings["port"] = port
-    embedded.start()
-    embedded.server.clock.adopt(old.clock)   # a test's frozen/advanced time lives on
+def _image(old, keep_data: bool):
+    """The keyspace as an RDB image in memory, when a restart must carry it
+    (kept, and no file the new server would load); else None."""
+    from ..rdbfile import write_dataset
+    if not keep_data or _persistent(old.config.values):
+        return None
+
+    def dump():
+        fd = os.memfd_create("hotkv-restart")
+        try:
+            write_dataset(old, fd)
+            size = os.lseek(fd, 0, os.SEEK_CUR)
+            return b"".join(_read_all(fd, size))
+        finally:
+            os.close(fd)
+    return on_loop(old, dump)
+
+
+def _after_start(embedded, old, image, keep_data: bool):
+    """The new server takes the old one's clock, then its image or an empty keyspace."""
+    from ..rdbfile import read_bytes
+    new = embedded.server
+    new.clock.adopt(old.clock)   # a test's frozen/advanced time lives on
     if image:
-        new = embedded.server
         loaded = read_bytes(image, len(new.dbs), old.clock.ms())
 
         def install():
@@ -510,8 +568,37 @@ def restart(embedded, keep_data: bool = True):
         on_loop(new, install)
     if not keep_data:
         from .snapshot import run_commands
-        server = embedded.server
-        on_loop(server, lambda: run_commands(server, [[b"FLUSHALL"]]))
+        on_loop(new, lambda: run_commands(new, [[b"FLUSHALL"]]))
+
+
+def restart(embedded, keep_data: bool = True):
+    """Stop ``embedded`` (an ``EmbeddedServer``) and start it again on the same
+    port: see the module docstring."""
+    old = embedded.server
+    if old is None or embedded._thread is None:
+        raise RuntimeError("restart: the server is not running: call start() first")
+    image = _image(old, keep_data)
+    port = old.config.values["port"]
+    embedded.stop()
+    if port:
+        embedded.settings["port"] = port
+    embedded.start()
+    _after_start(embedded, old, image, keep_data)
+    return embedded
+
+
+async def restart_async(embedded, keep_data: bool = True):
+    """``restart`` for an ``AsyncEmbeddedServer`` (in the caller's loop)."""
+    old = embedded.server
+    if old is None or embedded._stopped():
+        raise RuntimeError("restart: the server is not running: await start() first")
+    image = _image(old, keep_data)
+    port = old.config.values["port"]
+    await embedded.stop()
+    if port:
+        embedded.settings["port"] = port
+    await embedded.start()
+    _after_start(embedded, old, image, keep_data)
     return embedded
 
 

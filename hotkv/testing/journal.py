@@ -21,7 +21,12 @@ served; None while it is blocked).
 
 Queries: ``entries()``, ``commands("XACK", ...)``, ``for_client(name)`` (a glob
 on the client name, or a client id), ``keys()`` (every key the commands
-named, first use first).  Assertions, raising ``AssertionError`` whose text
+named, first use first), ``len()``.  They leave out each connection's
+handshake -- HELLO and CLIENT SETINFO, which redis-py and valkey-py send on
+connecting, before the test's first command (``HANDSHAKE``) -- so the
+counts are the test's own commands; ``journal.show_handshake = True`` shows
+them (they are always recorded).  The assertions hide their own frames from
+pytest's tracebacks (``__tracebackhide__``).  Assertions, raising ``AssertionError`` whose text
 shows what was seen: ``assert_called("XACK", "stream", "group", ...)`` (the
 command with these arguments; ``...`` last accepts any rest, a bare name any
 arguments; ``count=`` how many times), ``assert_not_called``, ``assert_order([...])`` (the given
@@ -151,6 +156,11 @@ class _Pattern:
 
 _HEAD = 6     # fields of a record before its arguments (see Journal)
 
+# What a client library sends on connecting, before the test's first command
+# (redis-py, valkey-py: HELLO, CLIENT SETINFO LIB-NAME / LIB-VER): recorded,
+# but left out of the queries unless ``journal.show_handshake`` is True.
+HANDSHAKE = frozenset({"hello", "client|setinfo"})
+
 
 class Journal:
     """The journal of one server (see the module docstring).
@@ -169,6 +179,8 @@ class Journal:
     that dispatch.call now spares: bench/journal.py --instructions).
     Replies, when recorded, are in ``_replies`` by the record's position in
     ``_log``."""
+
+    show_handshake = False   # True: entries(), len()... include HANDSHAKE's commands
 
     def __init__(self, server):
         self.server = server
@@ -274,10 +286,11 @@ class Journal:
 
     # -- queries ----------------------------------------------------------------
     def entries(self) -> list:
-        """Every entry, in order."""
+        """Every entry, in order (the handshake's only with ``show_handshake``)."""
         log, replies = on_loop(self.server, lambda: (list(self._log), dict(self._replies)))
         out = []
         pos, end = 0, len(log)
+        hide = () if self.show_handshake else HANDSHAKE
         while pos < end:
             head, client_id, client_name, db, cmd, ms = log[pos:pos + _HEAD]
             if type(head) is int:
@@ -285,20 +298,24 @@ class Journal:
             else:
                 n, origin, fault = head
             nxt = pos + _HEAD + n
-            out.append(Entry(len(out), client_id, client_name, db, log[pos + _HEAD:nxt],
-                             cmd.name, ms, origin, fault, replies.get(pos)))
+            if cmd.name not in hide:
+                out.append(Entry(len(out), client_id, client_name, db, log[pos + _HEAD:nxt],
+                                 cmd.name, ms, origin, fault, replies.get(pos)))
             pos = nxt
         return out
 
     def __len__(self):
+        hide = () if self.show_handshake else HANDSHAKE
+
         def count():
             log = self._log
             pos = records = 0
             end = len(log)
             while pos < end:
                 head = log[pos]
+                if log[pos + 4].name not in hide:
+                    records += 1
                 pos += _HEAD + (head if type(head) is int else head[0])
-                records += 1
             return records
         return on_loop(self.server, count)
 
@@ -347,6 +364,7 @@ class Journal:
     # -- assertions ---------------------------------------------------------------
     def assert_called(self, *call, count: int | None = None, client=None) -> list:
         """The call was recorded (``count`` times, when given); returns its entries."""
+        __tracebackhide__ = True
         pattern = _Pattern(call)
         entries = self._select(client)
         hits = [e for e in entries if pattern.matches(e)]
@@ -356,6 +374,7 @@ class Journal:
         raise AssertionError(self._report("expected a call: " + want, pattern, entries, hits))
 
     def assert_not_called(self, *call, client=None):
+        __tracebackhide__ = True
         pattern = _Pattern(call)
         entries = self._select(client)
         hits = [e for e in entries if pattern.matches(e)]
@@ -367,6 +386,7 @@ class Journal:
         """Each of ``calls`` (a command name, ``"SET k v"``, or a list such as
         ``["XACK", "s", ...]``) was recorded, in this order (others may come
         between); returns the matched entries."""
+        __tracebackhide__ = True
         patterns = [_Pattern(c) for c in calls]
         entries = self._select(client)
         found, pos = [], 0

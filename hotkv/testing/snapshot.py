@@ -340,6 +340,8 @@ def run_commands(server, argvs: list, db: int = 0):
     table = server.command_table
     for argv in argvs:
         cmd = table[argv[0].lower()]
+        if cmd.subcommands is not None and len(argv) > 1:    # CONFIG SET, ACL DELUSER...
+            cmd = cmd.subcommands.get(argv[1].lower(), cmd)
         call(client, cmd, argv)
         out = client.out
         if out:

@@ -6,7 +6,9 @@ at the end of every loop turn (``Server.before_sleep``: after each batch of
 commands, each reply flush, each cron tick), never by sleeping and polling --
 so it reads the server's state as no command is half-done.  It must only read
 state (the embedded server's inspection helpers, ``embedded.server``): a
-client call to the same server from inside it would wait for itself.
+client call to the same server from inside it waits for itself -- the wait
+then raises TimeoutError after ``timeout`` saying so (the server stays
+wedged until that client's own socket timeout).
 
 ``wait_idle(embedded, timeout=5.0)`` returns once nothing is in flight: no
 client has a command waiting to run (held behind a pause or a delay fault),
@@ -102,16 +104,20 @@ class _Wait:
         self.error = None
         self.checks = 0
         self.last = None
+        self.running = False    # the check is running now (on the loop thread)
 
     def __call__(self):
         if self.done.is_set():
             return
         self.checks += 1
+        self.running = True
         try:
             ok = self.check()
         except BaseException as e:   # raised in the caller's thread
             self.error = e
             ok = True
+        finally:
+            self.running = False
         if ok:
             self.done.set()
             self._unregister()
@@ -142,12 +148,21 @@ class _Wait:
     def run(self, timeout: float) -> bool:
         def register():
             self.server.sleep_hooks.append(self)
-            self()
             self.server.wake()    # a turn soon, even on a quiet server
-        on_loop(self.server, register)
+        # The first check runs at the end of that turn, not inside on_loop:
+        # a predicate that never returns (a client call to this server waits
+        # for itself) then costs ``timeout``, not on_loop's own limit.
+        on_loop(self.server, register, max(timeout, 1.0))
         met = self.done.wait(timeout)
+        if not met and self.running:
+            raise TimeoutError(
+                "wait_until: the predicate was still running after %.1f s on the server's "
+                "loop thread: it must only read state (server.inspect..., server.server); "
+                "a call to this server through a client from inside it waits for itself "
+                "(the server serves nobody until that client's own timeout). Call the "
+                "client in a loop of your own instead" % timeout)
         if not met:
-            on_loop(self.server, self._unregister)
+            on_loop(self.server, self._unregister, max(timeout, 1.0))
             met = self.done.is_set()   # met between the wait's end and now
         if self.error is not None:
             raise self.error

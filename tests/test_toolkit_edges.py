@@ -1,0 +1,259 @@
+"""The sharp edges of hotkv's pytest toolkit (issue 30, section 2): faults
+that could never fire, misuse before start() / after stop(), the journal's
+handshake entries, the clock's timedelta, AsyncEmbeddedServer.restart, an
+empty queue's blocked consumers, and the shared server put back as it
+started after each test (hotkv.testing.isolation).
+
+Each test here failed on the code before its fix (checked one by one).
+"""
+
+import asyncio
+import datetime
+import threading
+
+import pytest
+import redis
+import valkey
+
+from hotkv.embedded import AsyncEmbeddedServer, EmbeddedServer
+from hotkv.testing.isolation import Baseline
+from test_fixtures import _counts, run_pytest
+
+
+@pytest.fixture
+def srv(hotkv_server_factory):
+    return hotkv_server_factory()
+
+
+# -- faults that never fire ---------------------------------------------------
+
+def test_a_fault_on_an_unknown_command_is_refused(srv):
+    with pytest.raises(ValueError, match=r"unknown command 'LPSUH'.*did you mean.*LPUSH"):
+        srv.faults.error("LPSUH")
+    with pytest.raises(ValueError, match=r"unknown subcommand 'client\|nosuch' of CLIENT"):
+        srv.faults.drop("client|nosuch")
+    fault = srv.faults.error("CLIENT SETNAME")      # a subcommand, as typed
+    assert fault.commands == {"client|setname"}
+    srv.faults.clear()
+
+
+def test_a_fault_that_never_fired_warns_at_teardown(tmp_path):
+    files = {"test_w.py": '''
+        def test_incr(hotkv):
+            import redis
+            r = redis.Redis(host=hotkv.host, port=hotkv.port)
+            hotkv.faults.error("INCR")         # redis-py's incr() sends INCRBY k 1
+            r.incr("n")
+            r.close()
+
+        def test_fired(hotkv):
+            import redis, pytest
+            r = redis.Redis(host=hotkv.host, port=hotkv.port)
+            with hotkv.faults.error("INCRBY"):
+                with pytest.raises(redis.ResponseError):
+                    r.incr("n")
+            r.close()
+        '''}
+    proc = run_pytest(tmp_path, files, "-p", "no:randomly", "-W", "default")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert _counts(proc.stdout)["passed"] == 2
+    assert "UnmatchedFaultWarning" in out and "INCRBY key 1" in out
+    assert out.count("never fired") == 1, out        # test_fired's fault fired
+
+
+# -- misuse -----------------------------------------------------------------
+
+def test_test_controls_before_start_say_to_start():
+    s = EmbeddedServer()
+    for name in ("clock", "faults", "journal", "inspect"):
+        with pytest.raises(RuntimeError, match=r"%s: the server is not started yet: "
+                                               r"call start\(\)" % name):
+            getattr(s, name)
+
+
+def test_test_controls_after_stop_fail_and_leave_the_clock_alone():
+    s = EmbeddedServer().start()
+    clock, faults, journal, inspect = s.clock, s.faults, s.journal, s.inspect
+    s.stop()
+    with pytest.raises(RuntimeError, match="stopped"):
+        clock.advance(1)
+    assert clock.real and clock.offset == 0.0          # not moved by the failed call
+    with pytest.raises(RuntimeError, match="stopped"):
+        faults.error("GET")
+    with pytest.raises(RuntimeError, match="stopped"):
+        journal.start()
+    with pytest.raises(RuntimeError, match="stopped"):
+        inspect.keys()
+    for name in ("clock", "faults", "journal", "inspect"):
+        with pytest.raises(RuntimeError, match=r"%s: the server is stopped: call start\(\)"
+                           % name):
+            getattr(s, name)
+
+
+def test_a_setting_typo_names_the_setting():
+    with pytest.raises(ValueError, match=r"unknown setting 'appendonlyy'.*did you mean "
+                                         r"appendonly"):
+        EmbeddedServer(appendonlyy=True)
+
+
+def test_a_marker_typo_names_the_setting(tmp_path):
+    files = {"test_m.py": '''
+        import pytest
+
+        @pytest.mark.hotkv(maxmemory_polcy="allkeys-lru")
+        def test_typo(hotkv):
+            pass
+        '''}
+    proc = run_pytest(tmp_path, files)
+    out = proc.stdout + proc.stderr
+    assert "@pytest.mark.hotkv(maxmemory_polcy='allkeys-lru')" in out, out
+    assert "unknown setting 'maxmemory-polcy'" in out and "maxmemory_policy" in out, out
+
+
+def test_wait_until_with_a_client_call_fails_after_its_timeout(srv):
+    # The client's own timeout (3 s) ends the wedge; wait_until's (1 s) comes first.
+    r = valkey.Valkey(host=srv.host, port=srv.port, socket_timeout=3)
+    r.ping()
+    with pytest.raises(TimeoutError, match="waits for itself"):
+        srv.wait_until(lambda s: r.llen("q") == 1, timeout=1)
+    srv.wait_idle(timeout=10)      # the server is serving again once the client gave up
+    r.close()
+
+
+# -- ergonomics ---------------------------------------------------------------
+
+def test_pytest_fixtures_shows_a_line_for_each_hotkv_fixture(tmp_path):
+    proc = run_pytest(tmp_path, {"test_x.py": "def test_x():\n    pass\n"}, "--fixtures")
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    lines = out.splitlines()
+    names = ["hotkv_server", "hotkv_url", "hotkv", "hotkv_client", "hotkv_server_factory",
+             "hotkv_url_env", "hotkv_seed_data", "hotkv_seed_snapshot", "hotkv_seeded",
+             "hotkv_async", "hotkv_anyio"]
+    for name in names:
+        at = [i for i, line in enumerate(lines)
+              if line.split(" ")[0] in (name, name + "]") and "--" in line]
+        assert at, "%s not listed:\n%s" % (name, out)
+        assert "no docstring available" not in lines[at[0] + 1], lines[at[0]:at[0] + 2]
+
+
+def test_journal_assertions_hide_their_frames():
+    from hotkv.testing.journal import Journal
+    for fn in (Journal.assert_called, Journal.assert_not_called, Journal.assert_order):
+        assert "__tracebackhide__" in fn.__code__.co_varnames, fn
+
+
+def test_journal_leaves_out_the_handshake(srv):
+    with srv.journal as j:
+        r = redis.Redis(host=srv.host, port=srv.port, protocol=3, client_name="w")
+        r.set("k", "v")
+        r.close()
+    assert [e.name for e in j.entries()] == ["client|setname", "set"]
+    assert len(j) == 2 and [e.name for e in j.for_client("w")] == ["set"]
+    j.show_handshake = True
+    names = [e.name for e in j.entries()]
+    assert names[0] == "hello" and "client|setinfo" in names and len(j) == len(names)
+
+
+def test_clock_advance_takes_a_timedelta(srv):
+    clock = srv.clock.freeze()
+    before = clock.ms()
+    clock.advance(datetime.timedelta(minutes=2, milliseconds=5))
+    assert clock.ms() - before == 120_005
+    with pytest.raises(TypeError, match="timedelta"):
+        clock.advance("5")
+    clock.reset()
+
+
+def test_async_embedded_server_restart_keeps_data_and_port():
+    async def scenario():
+        s = await AsyncEmbeddedServer().start()
+        port = s.port
+        s.seed({"k": "v"})
+        s.clock.freeze()
+        await s.restart()
+        assert s.port == port and s.inspect.get("k") == b"v" and s.clock.frozen
+        await s.restart(keep_data=False)
+        assert s.inspect.keys() == []
+        await s.stop()
+        with pytest.raises(RuntimeError, match="stopped"):
+            s.inspect.keys()
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+def test_queue_shows_consumers_blocked_on_an_empty_list(srv):
+    r = valkey.Valkey(host=srv.host, port=srv.port)
+    assert srv.inspect.queue("jobs") is None
+    got = []
+    t = threading.Thread(target=lambda: got.append(r.brpop("jobs", 30)))
+    t.start()
+    srv.wait_until(lambda s: s.server.blocked_clients == 1)
+    q = srv.inspect.queue("jobs")
+    assert q is not None and q.depth == 0 and q.items == [] and q.waiting_consumers == 1
+    assert q.head is None and q.tail is None and q.oldest is None
+    valkey.Valkey(host=srv.host, port=srv.port).lpush("jobs", "j1")
+    t.join(10)
+    assert got == [(b"jobs", b"j1")]
+    r.close()
+
+
+# -- the shared server put back as it started ------------------------------------
+
+def _state(r) -> tuple:
+    return (r.config_get("*"), sorted(r.acl_list()), r.function_list(),
+            r.script_exists("e0e1f9fabfc9d4800c877a703b823ac0578ff8db"),
+            r.info()["tracking_clients"], r.info()["tracking_total_keys"], r.acl_log())
+
+
+def test_baseline_restore_puts_back_config_acl_functions_scripts_tracking(srv):
+    r = redis.Redis(host=srv.host, port=srv.port)
+    fresh = _state(r)
+    base = Baseline.take(srv.server)
+    assert base.restore(srv.server) == []          # nothing changed: nothing done
+    t = redis.Redis(host=srv.host, port=srv.port, protocol=3)
+    t.execute_command("CLIENT", "TRACKING", "ON")
+    t.get("tracked")
+    r.config_set("notify-keyspace-events", "KEA")
+    r.config_set("maxmemory-policy", "allkeys-lru")
+    r.function_load("#!lua name=lib1\nserver.register_function('f1', function() return 1 end)")
+    r.script_load("return 1")
+    r.acl_setuser("bob", enabled=True, passwords=["+pw"], commands=["+get"], keys=["k*"])
+    r.acl_setuser("default", enabled=True, nopass=True, commands=["+@all", "-flushall"],
+                  keys=["*"], channels=["*"])
+    with pytest.raises(redis.AuthenticationError):     # an ACL LOG entry
+        redis.Redis(host=srv.host, port=srv.port, username="bob", password="no").ping()
+    done = base.restore(srv.server)
+    assert {"config notify-keyspace-events", "config maxmemory-policy", "acl users",
+            "acl log", "functions", "scripts", "tracking"} <= set(done), done
+    after = _state(r)
+    assert after[0] == fresh[0]
+    assert after[1:] == fresh[1:]
+    assert t.execute_command("CLIENT", "TRACKINGINFO")[b"flags"] == [b"off"]
+    t.close()
+    r.close()
+
+
+def test_the_hotkv_fixture_resets_the_shared_server_between_tests(tmp_path):
+    files = {"test_iso.py": '''
+        import redis
+
+        def test_changes(hotkv):
+            r = redis.Redis(host=hotkv.host, port=hotkv.port)
+            r.config_set("notify-keyspace-events", "KEA")
+            r.function_load("#!lua name=l\\nserver.register_function('f', function() end)")
+            r.script_load("return 1")
+            r.acl_setuser("bob", enabled=True, nopass=True)
+            r.close()
+
+        def test_sees_a_fresh_server(hotkv):
+            r = redis.Redis(host=hotkv.host, port=hotkv.port)
+            assert r.config_get("notify-keyspace-events") == {"notify-keyspace-events": ""}
+            assert r.function_list() == []
+            assert r.script_exists("e0e1f9fabfc9d4800c877a703b823ac0578ff8db") == [False]
+            assert r.acl_users() == ["default"]
+            r.close()
+        '''}
+    proc = run_pytest(tmp_path, files, "-p", "no:randomly")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _counts(proc.stdout) == {"passed": 2}
