@@ -16,8 +16,10 @@ Invariants:
   HMSET and HSETNX (a new field only) through ``hotkv.types.hashes.
   before_write`` first; HINCRBY and HINCRBYFLOAT when the field or the new
   value is past hash-max-listpack-value; every write past
-  hash-max-listpack-entries afterwards (``_grown``).  A hashtable's HSET
-  costs one attribute test more than a plain dict's;
+  hash-max-listpack-entries afterwards (``_grown``).  HSET / HMSET make the
+  same checks inside their write loop (the encoding is only a flag, so
+  converting after the writes ends the same).  A hashtable's HSET costs one
+  attribute test more than a plain dict's;
 * *SCAN returns every member present for the whole scan at least once: the
   cursor is a position in a fixed order (member hash), not an index that
   shifts when members are removed.  A container Redis would keep compact
