@@ -1,7 +1,8 @@
 """What the dashboard, ``/api/state`` and ``/metrics`` show: one snapshot of a
 server (its INFO fields, keyspace, the lists and streams that look like
 queues, the queue libraries' queues under their own names, slowlog, latency
-events) and the history the plots draw (``Sampler``).
+events, and what /metrics reads besides INFO: ``_metrics_view``) and the
+history the plots draw (``Sampler``).
 
 Invariants:
 * everything here runs on the server's loop thread, between two commands,
@@ -38,8 +39,9 @@ import json
 import time
 from collections import deque
 
-from .. import queues
-from ..registry import COMMANDS
+from .. import latency, queues
+from ..config import PARAMS
+from ..registry import COMMANDS, all_commands
 from ..types.lists import ListValue
 from ..types.stream import Stream
 from . import counts
@@ -381,6 +383,34 @@ def _counters_view(server):
     return {"keys": qc.size, "max_keys": counts.MAX_KEYS, "refused": qc.refused}
 
 
+# CONFIG GET parameters /metrics exports (redis_exporter's config_* gauges).
+METRIC_CONFIG = ("maxmemory", "maxclients", "io-threads", "repl-backlog-size",
+                 "client-output-buffer-limit")
+
+
+def _metrics_view(server) -> dict:
+    """What /metrics reads besides INFO, as redis_exporter reads it with
+    other commands: the start time, SLOWLOG LEN and the newest entry's id
+    and duration, some CONFIG GET values (as CONFIG GET prints them) and
+    LATENCY HISTOGRAM (per command: calls and the cumulative
+    [usec, count, ...] buckets).  Bounded by the command table."""
+    slowlog = getattr(server, "slowlog", ())
+    newest = next(iter(slowlog), None)
+    values = server.config.values
+    hists = {}
+    for cmd in all_commands():
+        hist = latency.histogram(server, cmd)
+        if hist:
+            hists[cmd.name] = latency.cdf(hist)
+    return {
+        "start_time": getattr(server, "start_time", None),
+        "slowlog_len": len(slowlog),
+        "slowlog_last": None if newest is None else {"id": newest.id, "usec": newest.usec},
+        "config": {k: PARAMS[k].format(values[k]) for k in METRIC_CONFIG if k in values},
+        "latency_histograms": hists,
+    }
+
+
 def snapshot(server, top_n: int, sweep=None) -> dict:
     """One snapshot of ``server`` (see the module docstring); ``sweep``: the
     list counters (hotkv.http.counts.QueueCounts.sweep), None when off."""
@@ -424,6 +454,8 @@ def snapshot(server, top_n: int, sweep=None) -> dict:
         "libraries": libraries,
         "slowlog": _slowlog(server),
         "latency": _latency(server),
+        # Only for /metrics (its redis_exporter series beyond INFO's fields).
+        "metrics": _metrics_view(server),
         # Server-wide: the elements every counted list took in / gave out
         # since the previous sample, and every stream's totals.
         "lists_enqueued_since": sum(v[2] for k, v in sweep.items() if k is not None),
