@@ -15,6 +15,7 @@ import threading
 import time
 
 import pytest
+import redis
 import valkey
 
 from support import wait_for
@@ -179,6 +180,20 @@ def test_reads_are_consistent_with_transactions_in_flight(server, r):
 # Queue libraries, enqueueing real jobs
 # ----------------------------------------------------------------------
 
+@pytest.fixture
+def rq_short_pubsub_poll(monkeypatch):
+    """RQ's worker polls its pubsub thread with sleep_time=60; at the end of a
+    burst it unsubscribes, joins that thread for 1 s and closes the PubSub,
+    which waits for the thread's pending get_message: up to 60 s when the
+    thread had re-entered it (measured: the first burst of a process took
+    60.0 s, the next ones 0.01 s).  A short poll ends that wait at once."""
+    orig = redis.client.PubSub.run_in_thread
+
+    def run_in_thread(self, sleep_time=0.0, *args, **kwargs):
+        return orig(self, min(sleep_time, 0.05), *args, **kwargs)
+    monkeypatch.setattr(redis.client.PubSub, "run_in_thread", run_in_thread)
+
+
 def _ok(x):
     return x
 
@@ -197,7 +212,7 @@ def _peek():
     _PEEK["in_flight"] = _PEEK["server"].inspect.rq()["default"].in_flight
 
 
-def test_rq_queued_scheduled_failed_finished(server, r):
+def test_rq_queued_scheduled_failed_finished(server, r, rq_short_pubsub_poll):
     import datetime
 
     import redis
