@@ -199,3 +199,20 @@ def test_without_a_password_another_host_name_is_refused(hotkv_server_factory):
     r.config_set("requirepass", "pw")
     assert get(port, "/metrics", host="evil.example")[0] == 401
     assert get(port, "/metrics", auth=":pw", host="dashboard.example")[0] == 200
+
+
+def test_metrics_leave_out_what_the_user_may_not_read(guarded):
+    """/metrics' slow log, config and latency figures come from SLOWLOG,
+    CONFIG GET and LATENCY: a user allowed INFO, SCAN and TYPE only gets the
+    page without them (as redis_exporter goes without what its user may not
+    read); the redis_exporter user gets them."""
+    server, r = guarded
+    narrow = _user(r, "narrow", "+info", "+scan", "+type", "+llen", "+xinfo", "~q:*")
+    wide = _user(r, "exporter", *EXPORTER)
+    status_n, body_n = get(server.http_port, "/metrics", narrow)
+    status_w, body_w = get(server.http_port, "/metrics", wide)
+    assert status_n == 200 and status_w == 200
+    for name in (b"redis_slowlog_length", b"redis_config_maxmemory",
+                 b"redis_config_maxclients"):
+        assert name not in body_n, name
+        assert name in body_w, name

@@ -137,6 +137,22 @@ def view(user, snap: dict, history: dict | None = None):
         out["lists_total"] = out["streams_total"] = None
     if not _every_key(user, _EVERY_KEY_LIBRARIES):
         out["libraries"] = []
+    # /metrics' figures from other commands, each as its command shows it:
+    # left out for a user who may not run that command (as redis_exporter
+    # goes without a metric its user may not read).
+    extra = snap.get("metrics")
+    if extra:
+        extra = dict(extra)
+        if not (may(user, b"SLOWLOG", b"LEN") and may(user, b"SLOWLOG", b"GET")):
+            extra.pop("slowlog_len", None)
+            extra.pop("slowlog_last", None)
+        if not may(user, b"CONFIG", b"GET", b"maxmemory"):
+            extra["config"] = {}
+        if not may(user, b"LATENCY", b"HISTOGRAM"):
+            extra["latency_histograms"] = {}
+        out["metrics"] = extra
+    if not may(user, b"LATENCY", b"LATEST"):
+        out["latency"] = []
     if history is not None:
         shown = {"%d:%s" % (q["db"], q["key"]) for q in lists + streams}
         history = dict(history,

@@ -270,7 +270,8 @@ class HttpConnection(asyncio.Protocol):
         else:
             snap = svc.sampler.current(1.0, fresh=b"fresh=1" in query.split(b"&"))
             snap, history = rights.view(user, snap, svc.sampler.history())
-            state = {k: v for k, v in snap.items() if k not in ("info", "raw_keys")}
+            state = {k: v for k, v in snap.items()
+                     if k not in ("info", "raw_keys", "metrics")}   # (/metrics' own)
             state["history"] = history
             state["top_n"] = svc.sampler.top_n()
             self._send(200, json.dumps(state, default=str).encode(),
