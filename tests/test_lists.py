@@ -282,16 +282,19 @@ def test_keyspace_events(r, server):
 
 
 def test_watch_is_touched_by_list_writes(r):
-    for cmd in [("RPUSH", "w", "x"), ("LTRIM", "w", "0", "-1"), ("LSET", "w", "0", "y"),
+    for cmd in [("RPUSH", "w", "x"), ("LTRIM", "w", "1", "-1"), ("LSET", "w", "0", "y"),
                 ("LMOVE", "w", "w", "LEFT", "RIGHT")]:
         r.delete("w")
         r.rpush("w", "a")
         with pytest.raises(valkey.WatchError):
             exec_after_watch(r, "w", cmd, read="unrelated")
-    # A failed LINSERT / LREM that finds nothing does not touch the key.
-    r.delete("w")
-    r.rpush("w", "a")
-    assert exec_after_watch(r, "w", ("LREM", "w", "0", "zz"), read="unrelated") == [None]
+    # A failed LINSERT / LREM that finds nothing does not touch the key, nor
+    # an LTRIM that trims nothing (valkey-server 8.1.8: the ltrim event only;
+    # fakeredis's test_watch_when_ltrim_does_not_change_value).
+    for cmd in [("LREM", "w", "0", "zz"), ("LTRIM", "w", "0", "-1")]:
+        r.delete("w")
+        r.rpush("w", "a")
+        assert exec_after_watch(r, "w", cmd, read="unrelated") == [None]
 
 
 def test_pushes_count_every_element_as_a_change(r):

@@ -432,3 +432,15 @@ def test_errors_scripts_catch_leave_nothing_of_the_host_behind():
     finally:
         assert proc.proc.poll() is None, "hotkv serve died: %r" % proc.proc.returncode
         proc.stop()
+
+
+def test_raw_reads_of_read_only_tables_as_valkey(diff):
+    """rawget / next on _G and the library tables see what they hold, as
+    Valkey's read-only tables are the tables themselves (hotkv's are empty
+    proxies; fakeredis's test_server_alias_not_available_in_redis_mode)."""
+    diff("EVAL", "return {tostring(rawget(_G, 'server') == nil), "
+                 "tostring(rawget(string, 'upper') == nil), tostring(rawget(_G, 'KEYS') == nil), "
+                 "type(rawget(redis, 'call')), type(next(cjson)), tostring(rawget(_G, 'no'))}",
+         "1", "k")
+    for probe in ("rawget()", "rawget(5)", "rawget({})", "rawget({a = 1}, 'a')"):
+        diff("EVAL", "return {pcall(function() return %s end)}" % probe, "0")

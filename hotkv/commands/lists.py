@@ -458,7 +458,10 @@ def ltrim(c, argv):
     if server.queue_counts is not None and ltrim_n + rtrim_n:
         server.queue_counts.pop(db, key, ltrim_n + rtrim_n)
     if lst:
-        server.written(db, key, "l", "ltrim", ltrim_n + rtrim_n)
+        if ltrim_n + rtrim_n:
+            server.written(db, key, "l", "ltrim", ltrim_n + rtrim_n)
+        else:   # nothing trimmed: the event only, as Valkey (no WATCH abort, no invalidation)
+            server.event(db, key, "l", "ltrim")
     else:
         db.delete(key)
         server.written(db, key, "l", "ltrim", ltrim_n + rtrim_n)

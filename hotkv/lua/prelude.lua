@@ -435,6 +435,24 @@ end
 -- would cost ~1 us in every loop); a tail call to it ("return pairs(nil)")
 -- is compiled as a plain call (hotkv.lua.bytecode) so an error keeps the
 -- user's line.
+local cur_keys, cur_argv   -- the running script's KEYS / ARGV (set by run)
+-- rawget reads what a read-only table shows (_G's globals, a library's
+-- members), as Valkey's read-only tables are the tables themselves.
+local lua_rawget = rawget
+_G.rawget = function(...)
+  local t, k = ...
+  if type(t) ~= 'table' then
+    error("bad argument #1 to '" .. called_as(1) .. "' (table expected, got "
+          .. typename(lua_select('#', ...), t) .. ")", 2)
+  end
+  if lua_select('#', ...) < 2 then
+    error("bad argument #2 to '" .. called_as(1) .. "' (value expected)", 2)
+  end
+  if not funcmode and rawequal(t, _G) and (k == 'KEYS' or k == 'ARGV') then
+    return k == 'KEYS' and cur_keys or cur_argv      -- (served by R's __index)
+  end
+  return lua_rawget(real_of[t] or t, k)
+end
 _G.next = function(...)
   local t, k = ...
   if type(t) ~= 'table' then
@@ -525,7 +543,6 @@ end
 -- _G's __newindex and fails; reads go through __index to R (a table, so
 -- no Lua call per read), and R's own __index serves KEYS and ARGV (which
 -- stay read-only that way) and refuses unknown names.
-local cur_keys, cur_argv
 local R, G = {}, _G
 for k, v in lua_next_, G do R[k] = v end
 for k in lua_next_, R do rawset(G, k, nil) end
