@@ -16,15 +16,13 @@ import pytest
 import suites
 from support import valkey_server_binary
 
-# String, list and hash commands, transactions and scans: about 900 real-server
-# tests (RESP2 and RESP3), about 40 s per server on 2 loaded cores.
+# List commands and transactions (the queue patterns): a few hundred
+# real-server tests (RESP2 and RESP3), about 20 s per server on 2 cores (CI's
+# 15 minutes); the full run is compat/suites.py's.
 FAKEREDIS_SUBSET = [
     "-m", "real", "--timeout", "60",
-    "test/test_mixins/test_string_commands.py",
     "test/test_mixins/test_list_commands.py",
-    "test/test_mixins/test_hash_commands.py",
     "test/test_mixins/test_transactions_commands.py",
-    "test/test_mixins/test_generic_scan_commands.py",
 ]
 
 
@@ -38,7 +36,7 @@ def test_fakeredis_subset_hotkv_vs_valkey():
     ref = suites.run_suite(suite, "valkey", FAKEREDIS_SUBSET)
     ours = suites.run_suite(suite, "hotkv", FAKEREDIS_SUBSET)
     assert not ref.error and not ours.error, (ref.error, ours.error)
-    assert ref.passed > 400, ref        # the subset really ran (480 passed, 38 skipped)
+    assert ref.passed > 150, ref        # the subset really ran (208 passed, 28 skipped)
     only = suites.hotkv_only(ours, ref)
     assert not only, "fail on hotkv only:\n" + "\n".join(
         "%s: %s" % item for item in sorted(only.items()))

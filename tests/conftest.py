@@ -108,3 +108,23 @@ def diff(server, ref_server):
     yield Differ(ours, theirs)
     ours.close()
     theirs.close()
+
+
+@pytest.fixture(autouse=True)
+def rq_short_pubsub_poll(monkeypatch):
+    """RQ's worker polls its pubsub thread with sleep_time=60; at the end of a
+    burst it unsubscribes, joins that thread for 1 s and closes the PubSub,
+    which waits for the thread's pending get_message: up to 60 s when the
+    thread had re-entered it (measured: the first burst of a process took
+    60.0 s, the next ones 0.01 s; test_dashboard's RQ test took 60 s of a
+    full run).  A short poll ends that wait at once; every test gets it (it
+    changes nothing for a client that does not run a pubsub thread)."""
+    try:
+        import redis.client
+    except ImportError:
+        return
+    orig = redis.client.PubSub.run_in_thread
+
+    def run_in_thread(self, sleep_time=0.0, *args, **kwargs):
+        return orig(self, min(sleep_time, 0.05), *args, **kwargs)
+    monkeypatch.setattr(redis.client.PubSub, "run_in_thread", run_in_thread)

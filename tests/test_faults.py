@@ -437,20 +437,6 @@ def test_clear_ends_everything(server, raw_factory):
 
 # -- queue libraries -----------------------------------------------------------
 
-@pytest.fixture
-def rq_short_pubsub_poll(monkeypatch):
-    """RQ's worker polls its pubsub thread with sleep_time=60; at the end of a
-    burst it unsubscribes, joins that thread for 1 s and closes the PubSub,
-    which waits for the thread's pending get_message: up to 60 s when the
-    thread had re-entered it (measured: the first burst of a process took
-    60.0 s, the next ones 0.01 s).  A short poll ends that wait at once."""
-    orig = redis.client.PubSub.run_in_thread
-
-    def run_in_thread(self, sleep_time=0.0, *args, **kwargs):
-        return orig(self, min(sleep_time, 0.05), *args, **kwargs)
-    monkeypatch.setattr(redis.client.PubSub, "run_in_thread", run_in_thread)
-
-
 def _rq_sum_input(key):
     import rq
     conn = rq.get_current_job().connection
