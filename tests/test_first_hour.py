@@ -31,9 +31,23 @@ def _serve(*args, cwd, stderr=subprocess.PIPE):
 
 
 def _ready(proc, wait=60) -> str:
-    ready, _, _ = select.select([proc.stdout], [], [], wait)
-    assert ready, "no output"
-    return proc.stdout.readline()
+    """The next line of proc's stdout, read from the pipe with os.read and
+    kept in our own buffer (select() sees the pipe only: with the text
+    wrapper's readline, a second line that came in the same read sat in the
+    wrapper while select waited for it -- one loaded full run failed so)."""
+    buf = getattr(proc, "_lines", b"")
+    deadline = time.time() + wait
+    fd = proc.stdout.fileno()
+    while b"\n" not in buf:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.time()))
+        assert ready, "no output"
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        buf += chunk
+    line, nl, rest = buf.partition(b"\n")
+    proc._lines = rest
+    return (line + nl).decode()
 
 
 def _stop(proc) -> str:
@@ -44,7 +58,8 @@ def _stop(proc) -> str:
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
-    return (out or "") + (err or "")
+    left = getattr(proc, "_lines", b"").decode()    # what _ready read past its line
+    return left + (out or "") + (err or "")
 
 
 def _free_port() -> int:
