@@ -192,40 +192,40 @@ def _strip_function(f: dict) -> None:
         _strip_function(p)
 
 
+def _read_chunk(chunk: bytes):
+    """The chunk's main function as read, or None when it cannot be read."""
+    if not chunk.startswith(_HEADER):
+        return None
+    try:
+        r = _Reader(chunk, len(_HEADER))
+        top = _read_function(r)
+    except (ValueError, IndexError, struct.error):
+        return None
+    return top if r.pos == len(chunk) else None
+
+
+def _write_chunk(top: dict) -> bytes:
+    out = [_HEADER]
+    _write_function(top, out)
+    return b"".join(out)
+
+
 def strip(chunk: bytes):
     """The chunk without its debug information (as ``luac -s``), or None
     when it cannot be read.  For hotkv's own Lua (the prelude): every
     function of it stays alive in each Lua state, and its line numbers are
     never shown (the error handler skips its frames)."""
-    if not chunk.startswith(_HEADER):
-        return None
-    try:
-        r = _Reader(chunk, len(_HEADER))
-        top = _read_function(r)
-        if r.pos != len(chunk):
-            return None
-    except (ValueError, IndexError, struct.error):
+    top = _read_chunk(chunk)
+    if top is None:
         return None
     _strip_function(top)
-    out = [_HEADER]
-    _write_function(top, out)
-    return b"".join(out)
+    return _write_chunk(top)
 
 
 def rewrite(chunk: bytes):
     """The chunk with its tail calls to API functions made plain calls (see
     the module docstring), or None when nothing changes."""
-    if not chunk.startswith(_HEADER):
+    top = _read_chunk(chunk)
+    if top is None or not _rewrite_function(top):
         return None
-    try:
-        r = _Reader(chunk, len(_HEADER))
-        top = _read_function(r)
-        if r.pos != len(chunk):
-            return None
-    except (ValueError, IndexError, struct.error):
-        return None
-    if not _rewrite_function(top):
-        return None
-    out = [_HEADER]
-    _write_function(top, out)
-    return b"".join(out)
+    return _write_chunk(top)

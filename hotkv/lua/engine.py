@@ -95,7 +95,7 @@ from ..replies import quoted, redacted
 from ..resp import Double, encode, format_double, split_inline_args
 from . import bytecode
 from .libs import LibError, bit, cjson, cmsgpack, lib, struct as lua_struct
-from .values import lua_num_str, lua_tonumber, lua_type_name, truncate
+from .values import lua_num_str, lua_tonumber, truncate
 
 log = logging.getLogger("hotkv")
 
@@ -1122,13 +1122,6 @@ def _json_setting(cfg, name: str, *args):
     if not ok:
         return False, res
     return (True, len(res)) + tuple(res)
-
-
-def _arg_type(args, i: int) -> bytes:
-    """Lua's name of argument i's type, "no value" when it was not given."""
-    if i >= len(args):
-        return b"no value"
-    return lua_type_name(args[i]).encode()
 
 
 def _no_attributes(obj, name, setting):
