@@ -12,7 +12,7 @@ under the same load (as bench/ab.py does).  The ``.py`` sources stay in the
 tree next to the extension modules: Python's import system tries extension
 suffixes before ``.py``, so a compiled module shadows its source, and a
 module left out simply runs interpreted.  Before measuring, each tree is
-asked which file ``hotkv.dispatch`` comes from, so a figure can never be a
+asked which file ``hotkv.core.dispatch`` comes from, so a figure can never be a
 pure-Python one under a compiled name.
 
 Routes (the modules are HOT_MODULES: what a profile of P16 LPUSH and XADD
@@ -66,9 +66,11 @@ import ab  # noqa: E402  (bench/ab.py: export a commit, a hotkv target from a tr
 import run  # noqa: E402  (bench/run.py: targets, ports, load generators)
 
 HOT_MODULES = [
-    "hotkv/resp.py", "hotkv/dispatch.py", "hotkv/net.py", "hotkv/client.py", "hotkv/db.py",
-    "hotkv/replies.py", "hotkv/server.py", "hotkv/blocking.py", "hotkv/pubsub.py",
-    "hotkv/registry.py", "hotkv/commands/lists.py", "hotkv/commands/streams.py",
+    "hotkv/protocol/resp.py", "hotkv/core/dispatch.py", "hotkv/net/connection.py",
+    "hotkv/clients/client.py", "hotkv/core/db.py",
+    "hotkv/protocol/replies.py", "hotkv/server.py", "hotkv/core/blocking.py",
+    "hotkv/clients/pubsub.py",
+    "hotkv/core/registry.py", "hotkv/commands/lists.py", "hotkv/commands/streams.py",
     "hotkv/commands/stream_args.py", "hotkv/commands/stream_read.py",
     "hotkv/commands/stream_groups.py", "hotkv/commands/pubsub_cmds.py",
     "hotkv/types/lists.py", "hotkv/types/stream.py", "hotkv/types/stream_ids.py",
@@ -120,18 +122,20 @@ def mark_non_native(tree: str, modules: list[str]) -> list[str]:
 MYPYC_EDITS = [
     ("hotkv/types/stream.py", "        self.nodes: list = []",
      "        self.nodes: list[Node] = []"),
-    ("hotkv/blocking.py", "        ms = value * 1000.0",
+    ("hotkv/core/blocking.py", "        ms = value * 1000.0",
      "        ms: int | float = value * 1000.0"),
-    ("hotkv/pubsub.py", "        victims = None\n", "        victims: list | None = None\n"),
-    ("hotkv/resp.py", "        self._args = None ", "        self._args: list | None = None "),
+    ("hotkv/clients/pubsub.py", "        victims = None\n",
+     "        victims: list | None = None\n"),
+    ("hotkv/protocol/resp.py", "        self._args = None ",
+     "        self._args: list | None = None "),
     ("hotkv/server.py", "\nclass Server:", "\n@mypyc_attr(native_class=False)\nclass Server:"),
     ("hotkv/server.py", "from __future__ import annotations\n",
      "from __future__ import annotations\nfrom mypy_extensions import mypyc_attr\n"),
-    ("hotkv/registry.py", "        fn.command = cmd\n",
+    ("hotkv/core/registry.py", "        fn.command = cmd\n",
      "        try:\n            fn.command = cmd\n        except AttributeError:\n"
      "            pass\n"),
     ("hotkv/commands/pubsub_cmds.py", "pubsub_help.command.acl_categories",
-     "__import__('hotkv.registry').registry.COMMANDS['pubsub'].subcommands[b'help']"
+     "__import__('hotkv.core.registry').registry.COMMANDS['pubsub'].subcommands[b'help']"
      ".acl_categories"),
 ]
 
@@ -211,9 +215,9 @@ def build(route: str, pure_tree: str, into: str, modules: list[str]) -> dict:
 
 
 def which_build(tree: str, workdir: str) -> str:
-    """The file hotkv.dispatch is imported from when a server runs this tree."""
+    """The file hotkv.core.dispatch is imported from when a server runs this tree."""
     out = subprocess.run(["env", f"PYTHONPATH={tree}", sys.executable, "-c",
-                          "import hotkv.dispatch as d; print(d.__file__)"],
+                          "import hotkv.core.dispatch as d; print(d.__file__)"],
                          cwd=workdir, capture_output=True, text=True, check=True)
     return out.stdout.strip()
 
@@ -283,9 +287,9 @@ def measure_factory(requests: int):
 # loop: the parser + dispatcher + command share of the per-request cost.
 INPROCESS_CHILD = r"""
 import gc, os, subprocess, sys, time
-from hotkv.client import Client
-from hotkv.dispatch import process_commands
-from hotkv.resp import RequestParser
+from hotkv.clients.client import Client
+from hotkv.core.dispatch import process_commands
+from hotkv.protocol.resp import RequestParser
 from hotkv.server import Server
 mode, n = sys.argv[1], int(sys.argv[2])
 def cmd(*a):
@@ -426,7 +430,7 @@ def main(argv=None) -> int:
                           flush=True)
         for r, tree in trees.items():
             origin = which_build(tree, workdir)
-            print(f"{r}: hotkv.dispatch from {os.path.relpath(origin, builds)}", flush=True)
+            print(f"{r}: hotkv.core.dispatch from {os.path.relpath(origin, builds)}", flush=True)
             if (r == "pure") != origin.endswith(".py"):
                 print(f"{r}: not the build it says it is", file=sys.stderr)
                 return 1

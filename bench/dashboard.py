@@ -184,7 +184,7 @@ def handlers() -> int:
     import types
 
     import hotkv.commands  # noqa: F401  (registers every command)
-    from hotkv.registry import COMMANDS
+    from hotkv.core.registry import COMMANDS
     from hotkv.server import Server
     s = Server()
     c = types.SimpleNamespace(db=s.dbs[0], server=s, in_exec=False, is_fake=False)

@@ -66,8 +66,8 @@ def _dispatcher():
     journal keeps them: reused ones would hide what that costs)."""
     import types
 
-    from hotkv import dispatch
-    from hotkv.client import Client
+    from hotkv.clients.client import Client
+    from hotkv.core import dispatch
     from hotkv.server import Server
     from hotkv.testing.journal import journal_of
     src = open(dispatch.__file__).read()
@@ -89,7 +89,7 @@ def _dispatcher():
 
 
 def _run_lpushes(server, client, journal, process_commands, n: int) -> None:
-    from hotkv.resp import RequestParser
+    from hotkv.protocol.resp import RequestParser
     parser = RequestParser()
     data = _LPUSH * 100
     for _ in range(n // 100):

@@ -20,10 +20,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from hotkv.client import Client
-from hotkv.dispatch import call, process_commands
-from hotkv.registry import lookup
-from hotkv.resp import RequestParser
+from hotkv.clients.client import Client
+from hotkv.core.dispatch import call, process_commands
+from hotkv.core.registry import lookup
+from hotkv.protocol.resp import RequestParser
 from hotkv.server import Server
 
 

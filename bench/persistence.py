@@ -20,7 +20,7 @@ a window without BGSAVE and over one with BGSAVE (restarted whenever none
 runs) give the ratio "p99 during / p99 without".  Also per window: the
 server process's own CPU per command and minor faults (copy-on-write
 shows there) and INFO latest_fork_usec.  ``--variants`` runs several hotkv
-servers with hotkv.forkchild's knobs (``CHILD_NICE``, ``FREEZE_GC``;
+servers with hotkv.persistence.forkchild's knobs (``CHILD_NICE``, ``FREEZE_GC``;
 ``SLEEP=S``: a child that only sleeps) in the same turns; ``--child
 sleep:S`` does that for the only one.  Medians and ranges over the runs.
 
@@ -239,7 +239,7 @@ def _window(t, seconds: float, bgsave: bool) -> dict:
 # A BGSAVE child that only sleeps (``--child sleep:S``): what the fork and
 # a child's mere existence cost the parent, without the child's work.
 SLEEPING_CHILD = """
-import time, hotkv.rdbfile as _rf
+import time, hotkv.persistence.rdbfile as _rf
 def _write_file(server, target, pid=None, _s={seconds}):
     time.sleep(_s)
     return 0
@@ -248,8 +248,8 @@ _rf.write_file = _write_file
 
 
 def _knobs_code(spec: str) -> str:
-    """Python that sets hotkv.forkchild's knobs from "NAME=V,NAME=V"."""
-    lines = ["import hotkv.forkchild as _fc"]
+    """Python that sets hotkv.persistence.forkchild's knobs from "NAME=V,NAME=V"."""
+    lines = ["import hotkv.persistence.forkchild as _fc"]
     for item in filter(None, spec.split(",")):
         name, value = item.split("=", 1)
         if name.strip() == "SLEEP":         # a sleeping child (SLEEPING_CHILD)
@@ -283,7 +283,7 @@ def bench_bgsave(n: int, base: str, window: float, runs: int, child: str = "",
     deleted (else the heap, and each fork, grows from run to run).  Taking
     turns keeps all under the same background load of a shared machine.
     ``variants`` ("label:NAME=V,...;label2:...") runs several hotkv
-    servers, each with hotkv.forkchild's knobs set so (``SLEEP=S``: a
+    servers, each with hotkv.persistence.forkchild's knobs set so (``SLEEP=S``: a
     child that only sleeps S seconds), in the same turns."""
     seed = _seed_file(n, base)
     prelude = ""
@@ -364,7 +364,8 @@ def main(argv=None):
     ap.add_argument("--child", default="",
                     help="BGSAVE: 'sleep:S' makes hotkv's child only sleep S seconds")
     ap.add_argument("--variants", default="",
-                    help="BGSAVE: several hotkv servers with hotkv.forkchild knobs, e.g. "
+                    help="BGSAVE: several hotkv servers with hotkv.persistence.forkchild "
+                          "knobs, e.g. "
                          "'before:CHILD_NICE=0,FREEZE_GC=0;after:'")
     args = ap.parse_args(argv)
     base = tempfile.mkdtemp(prefix="hotkv-bench-persist-")

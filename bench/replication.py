@@ -166,7 +166,7 @@ def throughput_rounds(binary: str, rounds: int, requests: int, reference: bool =
 
 def in_process(rounds: int, reads: int = 2000, samples: int = 15):
     """CPU ns per LPUSH through Connection.data_received, no sockets."""
-    from hotkv.net import Connection
+    from hotkv.net.connection import Connection
     from hotkv.replication.primary import ONLINE, ReplicaLink
     from hotkv.server import Server
 

@@ -17,10 +17,10 @@ import argparse
 import gc
 import time
 
-from hotkv import registry
-from hotkv.client import Client
-from hotkv.dispatch import process_commands
-from hotkv.resp import RequestParser, encode
+from hotkv.clients.client import Client
+from hotkv.core import registry
+from hotkv.core.dispatch import process_commands
+from hotkv.protocol.resp import RequestParser, encode
 from hotkv.server import Server
 
 

@@ -19,7 +19,7 @@ Back to back on one server (``--one-server``), the reference valkey-server
 with the bundle's reference.sh); hotkv is held to the same baseline there.
 
 Spawn mode (``--spawn``): the harness starts the server itself, as it starts
-valkey-server, through ``compat/valkey-server-shim`` (``hotkv.cli.valkey_server``),
+valkey-server, through ``compat/valkey-server-shim`` (``hotkv.tools.cli.valkey_server``),
 once or several times per unit; this runs the units external mode cannot (acl,
 auth, aofrw, info, shutdown, limits, networking, querybuf...) and every test
 tagged ``external:skip``.  The profile is the bundle's run-spawn.sh's (no tag

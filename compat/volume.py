@@ -955,7 +955,7 @@ def known_divergence(argv: list[bytes], ours: bytes, theirs: bytes) -> str | Non
 
     "list-encoding": OBJECT ENCODING of a list, listpack on one side and
     quicklist on the other.  hotkv derives a list's encoding from its
-    contents alone (hotkv.encodings.object_encoding); Valkey's
+    contents alone (hotkv.types.encodings.object_encoding); Valkey's
     depends on history: a quicklist turns back into a listpack only when it
     is a single node holding at most half the limit, and with a count limit
     (list-max-listpack-size > 0) a node over 8 kB is a quicklist too.

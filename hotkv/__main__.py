@@ -1,7 +1,7 @@
-"""``python -m hotkv ...``: the ``hotkv`` console script (``hotkv.cli.main``)."""
+"""``python -m hotkv ...``: the ``hotkv`` console script (``hotkv.tools.cli.main``)."""
 
 import sys
 
-from .cli import main
+from .tools.cli import main
 
 sys.exit(main())

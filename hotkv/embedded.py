@@ -30,7 +30,7 @@ import threading
 import weakref
 
 from .inprocess import LoopLock, client as inprocess_client, locked_event_loop
-from .net import Listener, close_loop, new_event_loop
+from .net.connection import Listener, close_loop, new_event_loop
 from .server import Server
 
 
@@ -51,7 +51,7 @@ def _private_nodes_conf(owner, settings: dict):
 def _check_names(settings: dict) -> None:
     """Refuse a setting the server does not know, naming it (the server's own
     error, Valkey's, is a bare "unknown")."""
-    from .config import ALIASES, PARAMS
+    from .core.config import ALIASES, PARAMS
     for name in settings:
         if name.lower() in PARAMS or name.lower() in ALIASES:
             continue
@@ -75,7 +75,7 @@ def _settings(port, host, unixsocket, config) -> dict:
             settings["port"] = 0
     settings.setdefault("save", "")
     if config.get("tls_port") == 0 and "tls-port" in settings:
-        settings["tls-port"] = -1   # hotkv.tls: bind an ephemeral TLS port
+        settings["tls-port"] = -1   # hotkv.net.tls: bind an ephemeral TLS port
     return settings
 
 
@@ -116,7 +116,7 @@ class _Common:
 
     @property
     def clock(self):
-        """The server's clock (hotkv.clock.Clock): freeze(), advance(s), set(t)."""
+        """The server's clock (hotkv.core.clock.Clock): freeze(), advance(s), set(t)."""
         return self._running("clock").clock
 
     @property

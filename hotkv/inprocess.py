@@ -4,13 +4,13 @@ Owns the client side of a connection that never leaves the process
 (``InProcessSocket``, a socket look-alike redis-py's and valkey-py's own
 connection code reads and writes; for asyncio a StreamReader and a writer),
 the server side's transport (``_Pipe``, handed to an ordinary
-``hotkv.net.Connection``), the ways a request reaches the server's thread
+``hotkv.net.connection.Connection``), the ways a request reaches the server's thread
 (``LoopLock``, the thread hop, in place on the same loop), the redis-py /
 valkey-py connection classes, ``client(server, ...)`` and ``async_client``.
 
 What a command goes through is exactly what a TCP client's goes through:
 the request's bytes are given to ``net.Connection.data_received`` -- the
-same RESP parser, dispatcher, ``hotkv.client.Client`` state machine, the
+same RESP parser, dispatcher, ``hotkv.clients.client.Client`` state machine, the
 server's ``before_sleep`` (AOF first, then replies) and ``Connection.flush``
 -- and the reply bytes are what ``flush`` hands to the transport, captured
 by ``_Pipe.write``.  There is no second implementation of any command or of
@@ -96,7 +96,7 @@ import socket
 import threading
 import time
 
-from .net import Connection
+from .net.connection import Connection
 
 # asyncio's running-loop slot for this thread (public names of asyncio.events).
 _get_running_loop = asyncio._get_running_loop

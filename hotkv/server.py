@@ -3,7 +3,7 @@
 ``Server`` owns the databases, the configuration, the connected clients, the
 statistics INFO reports, the ready-keys list of the blocking machinery and
 the propagation buffer the AOF reads.  It knows no sockets: the network
-layer (``hotkv.net``) gives it an event loop through ``attach_loop``, calls
+layer (``hotkv.net.connection``) gives it an event loop through ``attach_loop``, calls
 ``before_sleep`` once per loop turn through ``wake``, and tells it of every
 connection's life: ``refusal`` (a new connection), ``client_gone``
 (disconnection), ``load_data`` (at start) and ``shutdown`` (at stop).
@@ -34,7 +34,7 @@ AOF                   ``aof.AOF``                   before_sleep, cron,
                                                     load_data, shutdown
 ====================  ============================  ==========================
 
-The instantaneous metrics (``hotkv.stats``) are sampled by ``cron``; TLS
+The instantaneous metrics (``hotkv.core.stats``) are sampled by ``cron``; TLS
 listeners are the network layer's (``Listener.start``).  Valkey's order is
 kept where it shows: ``client_gone`` is freeClient (blocking queues, WATCH,
 MONITOR, pub/sub), ``reset_client`` is clearClientConnectionState, ``cron``
@@ -63,35 +63,20 @@ import time
 import traceback
 from time import perf_counter as _perf_counter
 
-from . import (
-    access,
-    acl,
-    client_eviction,
-    clientbufs,
-    cmdlog,
-    eviction,
-    latency,
-    lazyfree,
-    limits,
-    loopstats,
-    notify,
-    proctitle,
-    pubsub,
-    replica_keys,
-    stats,
-    tracking,
-)
-from .aof import AOF, AOFLoadError
-from .blocking import drop as drop_blocked, expire_timeouts
-from .clock import Clock
+from .clients import acl, client_eviction, clientbufs, limits, pubsub, tracking
 from .cluster import state as cluster_state
-from .config import Config
-from .db import Database
-from .multi import discard_transaction, unwatch_all
-from .rdbfile import RDBLoadError
-from .registry import TABLE as _COMMAND_TABLE
+from .core import access, eviction, latency, lazyfree, notify, replica_keys, stats
+from .core.blocking import drop as drop_blocked, expire_timeouts
+from .core.clock import Clock
+from .core.config import Config
+from .core.db import Database
+from .core.multi import discard_transaction, unwatch_all
+from .core.registry import TABLE as _COMMAND_TABLE
+from .observe import cmdlog, loopstats, proctitle
+from .persistence.aof import AOF, AOFLoadError
+from .persistence.rdbfile import RDBLoadError
+from .persistence.snapshots import Snapshots
 from .replication import CountedAOF, ReplState, replica
-from .snapshots import Snapshots
 from .version import __version__
 
 log = logging.getLogger("hotkv")
@@ -135,7 +120,7 @@ class Server:
         "pending_flush", "dbs", "config", "tracking_on", "slow_gate", "__dict__",
         "test_hooks",   # hotkv.testing: faults / the journal while on (dispatch.call)
         "cluster",      # cluster-enabled: hotkv.cluster.state, or None (one test per command)
-        "cmdstats",     # hotkv.stats.CommandStats: this server's command and error stats
+        "cmdstats",     # hotkv.core.stats.CommandStats: this server's command and error stats
         "queue_counts",  # per-list enqueue/dequeue counters while http-port is on, else None
     )
     acl_check = _gate("acl_check")
@@ -143,7 +128,7 @@ class Server:
     disk_error = _gate("disk_error")
     loading = _gate("loading")
     pause_check = _gate("pause_check")
-    tracking_over = _gate("tracking_over")   # hotkv.tracking: the table is over its limit
+    tracking_over = _gate("tracking_over")   # hotkv.clients.tracking: the table is over its limit
     repl_check = _gate("repl_check")   # a replica: READONLY / MASTERDOWN (replication.replica)
     repl_refuse = _gate("repl_refuse")   # min-replicas-to-write unmet (hotkv.replication)
     clients_limit = _gate("clients_limit")   # maxmemory-clients in bytes (client_eviction)
@@ -152,7 +137,7 @@ class Server:
         if not isinstance(config, Config):
             config = Config(config or {})
         self.config = config
-        self.clock = Clock(self)      # the time the data lives in (hotkv.clock)
+        self.clock = Clock(self)      # the time the data lives in (hotkv.core.clock)
         # Cluster mode has database 0 only, as Valkey's.
         self.dbs = [Database(i, self) for i in range(
             1 if config.values["cluster-enabled"] else config.values["databases"])]
@@ -177,11 +162,11 @@ class Server:
         self.active_expire_enabled = True     # DEBUG SET-ACTIVE-EXPIRE
         self.disk_error = None          # MISCONF text while the AOF cannot be written
         self.maxmemory = 0
-        self.clients_limit = 0          # hotkv.client_eviction sets it
+        self.clients_limit = 0          # hotkv.clients.client_eviction sets it
         self.acl_check = None           # set by the ACL module when users exist
         self.repl_refuse = False        # NOREPLICAS: fewer good replicas than wanted
         self.command_table = _COMMAND_TABLE   # a copy when rename-command is used
-        self.obuf_hard_normal = 0       # client-output-buffer-limit normal hard (hotkv.limits)
+        self.obuf_hard_normal = 0       # client-output-buffer-limit normal hard (clients.limits)
         # blocking
         self.ready_keys: list = []
         self.ready_set: set = set()
@@ -212,22 +197,22 @@ class Server:
         self.stat_client_outbuf_limit_disconnections = 0
         # Per command (calls, usec, rejected/failed, latency histograms),
         # errorstats and total_error_replies: this server's, never the
-        # process-wide command table's (hotkv.stats).
+        # process-wide command table's (hotkv.core.stats).
         self.cmdstats = stats.CommandStats()
         # REPLCONF values a connection sent, until its SYNC/PSYNC or its end
         # (client id -> dict; hotkv.commands.replication).
         self.replconf: dict = {}
         # Connections freed while a busy script held the loop, whose later
-        # connection_lost is then a no-op (hotkv.net.ServeWhileBlocked).
+        # connection_lost is then a no-op (hotkv.net.connection.ServeWhileBlocked).
         self.ended_while_held: set = set()
-        self.inst_samples = None      # INFO's instantaneous metrics (hotkv.stats)
-        self.el_cmd_sum = 0.0         # eventloop_duration_cmd_sum (hotkv.loopstats)
-        # The latency monitor (hotkv.latency.init_server sets them).
+        self.inst_samples = None      # INFO's instantaneous metrics (hotkv.core.stats)
+        self.el_cmd_sum = 0.0         # eventloop_duration_cmd_sum (hotkv.observe.loopstats)
+        # The latency monitor (hotkv.core.latency.init_server sets them).
         self.latency_events: dict = {}
         self.latency_threshold_ms = 0
         self.latency_percentiles: list = []
         self.on_slow = self.latency_sample = None
-        self.client_pause = None      # CLIENT PAUSE while one is on (hotkv.pause)
+        self.client_pause = None      # CLIENT PAUSE while one is on (hotkv.core.pause)
         # Lua: the engine and the function registry, made at their first use
         # (hotkv.lua.engine.engine, hotkv.lua.functions.registry); ``yielding``
         # while a busy script holds the loop (the dispatcher defers serving
@@ -239,13 +224,13 @@ class Server:
         self.notify = None          # fn(db, key, cls, event) for keyspace events (notify)
         self.notify_new = False     # the notify module: emit "new" when a key is created
         self.current_client = None  # the client whose command runs (outermost call)
-        # The read whose commands run now (hotkv.net): its size and command
+        # The read whose commands run now (hotkv.net.connection): its size and command
         # count, and how many ran (set on the gated path only): maxmemory does
-        # not count the input not yet run (hotkv.eviction.not_counted).
+        # not count the input not yet run (hotkv.core.eviction.not_counted).
         self.input_bytes = self.input_total = self.input_done = 0
-        self.monitors: list = []     # MONITOR clients (hotkv.cmdlog feeds them)
+        self.monitors: list = []     # MONITOR clients (hotkv.observe.cmdlog feeds them)
         self.feed_monitors = cmdlog.feed_monitors
-        self.pause_check = None      # set by hotkv.pause while a CLIENT PAUSE is on
+        self.pause_check = None      # set by hotkv.core.pause while a CLIENT PAUSE is on
         self.repl_check = None       # set while hotkv is a replica (hotkv.replication.replica)
         self.replica_link = None     # its link to the primary, then
         self.pending_push: list = []  # pushes to current_client, sent after its reply
@@ -271,7 +256,7 @@ class Server:
         limits.init_server(self)                  # command_table (rename-command), obuf
         acl.init_server(self)                     # acl (may raise: aclfile errors)
         self.tracking = tracking.init_server(self)  # client-side caching (tracking_on)
-        self.snapshots = Snapshots(self)          # SAVE/BGSAVE, save points (hotkv.snapshots)
+        self.snapshots = Snapshots(self)          # SAVE/BGSAVE, save points (persistence.snapshots)
         cluster_state.init_server(self)           # cluster (None unless cluster-enabled)
         self.repl = ReplState(self)               # replication ids, offset, backlog, replicas
         self.aof_writer = None                    # the AOF while it is on (attach_aof)
@@ -371,7 +356,7 @@ class Server:
 
     def _set_maxmemory(self, v):
         self.maxmemory = v
-        self.eviction.limit_changed()     # a lower limit evicts at once (hotkv.eviction)
+        self.eviction.limit_changed()     # a lower limit evicts at once (hotkv.core.eviction)
 
     def next_client_id(self) -> int:
         return next(self._client_ids)
@@ -463,7 +448,7 @@ class Server:
             self.prop_override.extend(entries)
 
     def attach_aof(self, writer):
-        """The AOF writer while it wants records, or None (hotkv.aof.writer)."""
+        """The AOF writer while it wants records, or None (hotkv.persistence.aof.writer)."""
         self.aof_writer = writer
         self.relink_propagation()
 
@@ -541,7 +526,7 @@ class Server:
 
     def before_sleep(self):
         """Redis's beforeSleep: persistence first, then replies; it ends the
-        loop turn's cycle (hotkv.loopstats)."""
+        loop turn's cycle (hotkv.observe.loopstats)."""
         started = _perf_counter()
         self._wake_scheduled = False
         if self.tracking.bcast_dirty:      # BCAST invalidations of this turn
@@ -576,7 +561,7 @@ class Server:
 
     def arm_block_timer(self, deadline_ms: int):
         if self.loop is None or self.clock.frozen_at is not None:
-            return    # frozen: only a move of the clock reaches it (hotkv.clock.moved)
+            return    # frozen: only a move of the clock reaches it (hotkv.core.clock.moved)
         if self._block_timer is not None and self._block_timer_at <= deadline_ms:
             return
         if self._block_timer is not None:

@@ -64,7 +64,7 @@ class HotkvProcess:
 
     def start(self) -> "HotkvProcess":
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hotkv.cli", "serve", "--port", "0", "--bind", "127.0.0.1",
+            [sys.executable, "-m", "hotkv.tools.cli", "serve", "--port", "0", "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "no", "--loglevel", "warning", *self.extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         ready, _, _ = select.select([self.proc.stdout], [], [], 30)

@@ -1,4 +1,4 @@
-"""ACL and authentication (hotkv.acl, hotkv.commands.acl_cmds), against the reference
+"""ACL and authentication (hotkv.clients.acl, hotkv.commands.acl_cmds), against the reference
 Valkey where replies are deterministic, and behaviourally where they are not
 (password hashes are deterministic; GENPASS, LOG timestamps and client info
 are not)."""
@@ -427,7 +427,7 @@ def test_channel_permissions_match_valkey(acl_diff, fresh_pair, cmd):
 
 
 def test_check_channels_helper(hotkv_server_factory):
-    from hotkv import acl
+    from hotkv.clients import acl
     s = hotkv_server_factory()
     s.server.acl.setuser(b"c", [b"on", b"nopass", b"&news.*", b"+@all"])
     c = RawClient(s.host, s.port)
@@ -490,8 +490,8 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
        subject=st.lists(st.sampled_from([b"a", b"b", b".", b"\n", b"(", b"x"]),
                         max_size=6).map(b"".join))
 def test_glob_matcher_agrees_with_stringmatch(pattern, subject):
-    from hotkv.acl_rules import glob_matcher
-    from hotkv.util import stringmatch
+    from hotkv.clients.acl_rules import glob_matcher
+    from hotkv.protocol.util import stringmatch
     assert bool(glob_matcher(pattern)(subject)) == stringmatch(pattern, subject)
 
 
@@ -601,8 +601,8 @@ def test_read_write_key_permissions_per_key_match_valkey(acl_diff, cmd):
 
 
 def test_all_keys_readable_helper(hotkv_server_factory):
-    from hotkv import acl
-    from hotkv.registry import TABLE
+    from hotkv.clients import acl
+    from hotkv.core.registry import TABLE
     s = hotkv_server_factory()
     sort = TABLE[b"sort"] if b"sort" in TABLE else TABLE[b"get"]
     s.server.acl.setuser(b"a", [b"on", b"nopass", b"(+@all ~mylist)", b"(+@all %R~*)"])

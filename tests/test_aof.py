@@ -22,7 +22,7 @@ import time
 import pytest
 import valkey
 
-from hotkv.aof import AOFLoadError
+from hotkv.persistence.aof import AOFLoadError
 from support import (
     RawClient,
     ReferenceValkey,
@@ -1056,7 +1056,7 @@ def test_replies_held_while_the_aof_is_turned_on_are_released_if_its_rewrite_fai
     rewrite then fails (the temp file is dropped, the AOF not yet on) they
     go out -- nothing waits for a file that no longer exists.  A later
     BGREWRITEAOF turns the AOF on with the write in it."""
-    import hotkv.aof.rewrite as rewrite
+    import hotkv.persistence.aof.rewrite as rewrite
     real_base = rewrite.write_base
     gate = os.path.join(aof_dir, "let-the-child-go")
 

@@ -63,7 +63,7 @@ class Server:
     def _start(self, expect_fail, extra):
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from hotkv.cli import main; sys.exit(main())",
+            [sys.executable, "-c", "import sys; from hotkv.tools.cli import main; sys.exit(main())",
              "serve", "--port", str(self.port), "--bind", "127.0.0.1", "--appendonly", "yes",
              "--appendfsync", self.fsync, "--dir", self.dir, "--loglevel", "notice",
              *self.extra, *extra],

@@ -81,7 +81,8 @@ def spawn(kind: str, d, port: int, log_path) -> subprocess.Popen:
     if kind == "valkey":
         argv = [valkey_server_binary(), *args]
     else:
-        argv = [sys.executable, "-c", "import sys; from hotkv.cli import main; sys.exit(main())",
+        argv = [sys.executable, "-c",
+                "import sys; from hotkv.tools.cli import main; sys.exit(main())",
                 "serve", *args]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     assert wait_for(lambda: proc.poll() is not None or _listening(port), 30)

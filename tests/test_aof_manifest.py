@@ -1,4 +1,4 @@
-"""The multi-part AOF's manifest and its life cycle (hotkv/aof/manifest.py),
+"""The multi-part AOF's manifest and its life cycle (hotkv/persistence/aof/manifest.py),
 against valkey-server 8.1.8 wherever Valkey can be made to do the same.
 
 * the format: names that need quoting, comments, keys in any case and
@@ -30,10 +30,10 @@ import time
 import pytest
 import valkey
 
-import hotkv.aof.rewrite
-from hotkv.aof import AOFLoadError
-from hotkv.aof.manifest import Manifest, ManifestError, parse
-from hotkv.config import PARAMS
+import hotkv.persistence.aof.rewrite
+from hotkv.core.config import PARAMS
+from hotkv.persistence.aof import AOFLoadError
+from hotkv.persistence.aof.manifest import Manifest, ManifestError, parse
 from support import (
     ReferenceValkey,
     aof_files,
@@ -289,7 +289,8 @@ def _two_rewrites(c):
 
 
 @pytest.mark.skipif("aof-disable-auto-gc" not in PARAMS,
-                    reason="hotkv.config has no aof-disable-auto-gc (config_table's hidden rows)")
+                    reason="hotkv.core.config has no aof-disable-auto-gc "
+                           "(config_table's hidden rows)")
 def test_history_files_kept_with_aof_disable_auto_gc_as_valkey(hotkv_server_factory, tmp_path):
     """aof-disable-auto-gc yes keeps the replaced files, listed as history
     (type h) in the manifest: the same manifest as valkey-server 8.1.8's;
@@ -325,7 +326,7 @@ def test_history_files_kept_with_aof_disable_auto_gc_as_valkey(hotkv_server_fact
 def _failing_child(monkeypatch):
     def fail(*a, **kw):
         raise OSError(28, "No space left on device (test)")
-    monkeypatch.setattr(hotkv.aof.rewrite, "write_base", fail)
+    monkeypatch.setattr(hotkv.persistence.aof.rewrite, "write_base", fail)
 
 
 def test_a_failed_rewrite_leaves_a_valid_manifest_and_its_incr_file(
@@ -380,13 +381,13 @@ def test_a_failed_enabling_rewrite_leaves_no_temp_incr_file(hotkv_server_factory
     assert not [f for f in os.listdir(adir) if f.startswith("temp-")]
     assert aof_manifest(tmp_path) is None
     monkeypatch.undo()
-    slow = hotkv.aof.rewrite.write_base
+    slow = hotkv.persistence.aof.rewrite.write_base
 
     def slow_base(*a, **kw):
         time.sleep(0.3)                  # the child only: writes land meanwhile
         return slow(*a, **kw)
 
-    monkeypatch.setattr(hotkv.aof.rewrite, "write_base", slow_base)
+    monkeypatch.setattr(hotkv.persistence.aof.rewrite, "write_base", slow_base)
     assert c.bgrewriteaof()
     c.set("during", "2")
     wait_rewrite_done(c)
@@ -405,7 +406,7 @@ def test_debug_loadaof_during_a_rewrite_leaves_its_files_alone(hotkv_server_fact
     """DEBUG LOADAOF replays the AOF while a rewrite child writes its temp
     file: the start-up clean-up of temp files must not run then, and the
     rewrite ends well."""
-    real = hotkv.aof.rewrite.write_base
+    real = hotkv.persistence.aof.rewrite.write_base
     gate = tmp_path / "go"
 
     def slow_base(*a, **kw):
@@ -415,7 +416,7 @@ def test_debug_loadaof_during_a_rewrite_leaves_its_files_alone(hotkv_server_fact
             time.sleep(0.01)
         return real(*a, **kw)
 
-    monkeypatch.setattr(hotkv.aof.rewrite, "write_base", slow_base)
+    monkeypatch.setattr(hotkv.persistence.aof.rewrite, "write_base", slow_base)
     s = hotkv_server_factory(appendonly="yes", dir=str(tmp_path), enable_debug_command="yes")
     c = valkey.Valkey(host=s.host, port=s.port)
     c.set("k", "v")

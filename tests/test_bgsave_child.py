@@ -1,5 +1,5 @@
-"""The BGSAVE child and the parent around it (hotkv/forkchild.py,
-hotkv/snapshots.py), on a real server in this process (so its GC state
+"""The BGSAVE child and the parent around it (hotkv/persistence/forkchild.py,
+hotkv/persistence/snapshots.py), on a real server in this process (so its GC state
 and its child's /proc entry can be read):
 
 * the parent's cyclic GC objects are frozen while a child runs and
@@ -22,7 +22,7 @@ import os
 import pytest
 import valkey
 
-from hotkv import forkchild
+from hotkv.persistence import forkchild
 from support import ReferenceValkey, wait_for
 
 

@@ -4,7 +4,7 @@ hotkv counted a deadline from the command's whole millisecond, which began
 up to 1 ms before the command did: ``XREAD BLOCK 100`` came back after
 99.874 ms, ``BLPOP k 1`` after 999.84 ms, measured at the client.  Valkey
 never returns early (it releases a waiter when its ms clock is strictly past
-``mstime() + timeout``).  ``hotkv.blocking`` now counts from the clock's
+``mstime() + timeout``).  ``hotkv.core.blocking`` now counts from the clock's
 reading in microseconds and releases once a reading reaches the deadline.
 
 * Timed calls of every blocking command with short timeouts, on hotkv and
@@ -12,7 +12,7 @@ reading in microseconds and releases once a reading reaches the deadline.
   measured at the client (``time.monotonic`` around the call), before its
   timeout.  The bound is the command's meaning, not a speed: a reply can be
   late by any amount.  Without the fix about half the calls were early.
-* The test clock (``hotkv.clock``): frozen at a time with a fraction of a
+* The test clock (``hotkv.core.clock``): frozen at a time with a fraction of a
   millisecond, advanced by less than the timeout, the waiter stays blocked;
   advanced the rest of the way, it is released.  Without the fix an advance
   0.2 ms short released it.

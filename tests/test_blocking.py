@@ -1,4 +1,4 @@
-"""Blocking list commands across connections (hotkv/blocking.py and the
+"""Blocking list commands across connections (hotkv/core/blocking.py and the
 blocking half of hotkv/commands/lists.py).
 
 Most scenarios run twice: against hotkv and against the reference Valkey,

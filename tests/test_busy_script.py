@@ -1,5 +1,5 @@
 """A runaway script must not lock anyone out (hotkv.lua.engine's busy state,
-hotkv.net.ServeWhileBlocked), checked against hotkv and valkey-server 8.1.8.
+hotkv.net.connection.ServeWhileBlocked), checked against hotkv and valkey-server 8.1.8.
 
 While a script runs past busy-reply-threshold, Valkey keeps serving every
 client from inside the script (processEventsWhileBlocked): connections made
@@ -336,7 +336,7 @@ def test_script_kill_from_a_new_connection_refused_after_a_write_shutdown_nosave
 
 def _hotkv_process(port):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hotkv.cli", "serve", "--port", str(port), "--bind", "127.0.0.1",
+        [sys.executable, "-m", "hotkv", "serve", "--port", str(port), "--bind", "127.0.0.1",
          "--save", "", "--lua-time-limit", THRESHOLD_MS],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()    # the ready line: the server accepts connections

@@ -22,7 +22,7 @@ import sys
 
 import pytest
 
-from hotkv.checks import check_aof, check_rdb
+from hotkv.tools.checks import check_aof, check_rdb
 from support import RawClient, ReferenceValkey, valkey_server_binary, wait_for
 
 CUTS = int(os.environ.get("HOTKV_CHECK_CUTS", "40"))

@@ -1,4 +1,4 @@
-"""``hotkv serve`` and ``hotkv --version`` (hotkv/cli.py), run as real
+"""``hotkv serve`` and ``hotkv --version`` (hotkv/tools/cli.py), run as real
 subprocesses: the listening line, connections, config files, signals."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def start(*args, cwd=None):
     # exit (Valkey's default save points) and loads it at start.
     if cwd is None:
         cwd = tempfile.mkdtemp(prefix="hotkv-cli-")
-    proc = subprocess.Popen([sys.executable, "-m", "hotkv.cli", "serve", *args],
+    proc = subprocess.Popen([sys.executable, "-m", "hotkv.tools.cli", "serve", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
                             text=True)
     ready, _, _ = select.select([proc.stdout], [], [], 15)
@@ -53,7 +53,7 @@ def stop(proc, sig=signal.SIGTERM) -> int:
 
 
 def test_version():
-    out = subprocess.run([sys.executable, "-m", "hotkv.cli", "--version"],
+    out = subprocess.run([sys.executable, "-m", "hotkv.tools.cli", "--version"],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0
     assert out.stdout == "hotkv %s\n" % hotkv.__version__
@@ -149,7 +149,7 @@ def test_shutdown_command_exits_zero():
     (["a.conf", "b.conf"], "unexpected argument 'b.conf'"),
 ])
 def test_bad_options_fail_clearly(args, message):
-    out = subprocess.run([sys.executable, "-m", "hotkv.cli", "serve", *args],
+    out = subprocess.run([sys.executable, "-m", "hotkv.tools.cli", "serve", *args],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 2
     assert message in out.stderr
@@ -160,7 +160,7 @@ def test_port_in_use_fails():
     proc, line = start("--port", "0")
     try:
         port = port_of(line)
-        out = subprocess.run([sys.executable, "-m", "hotkv.cli", "serve", "--port", str(port)],
+        out = subprocess.run([sys.executable, "-m", "hotkv", "serve", "--port", str(port)],
                              capture_output=True, text=True, timeout=30)
         assert out.returncode == 1
         assert "cannot listen" in out.stderr
@@ -171,8 +171,8 @@ def test_port_in_use_fails():
 def test_console_script_entry_point():
     from importlib.metadata import entry_points
     eps = [ep for ep in entry_points(group="console_scripts") if ep.name == "hotkv"]
-    assert eps and eps[0].value == "hotkv.cli:main"
-    from hotkv.cli import main
+    assert eps and eps[0].value == "hotkv.tools.cli:main"
+    from hotkv.tools.cli import main
     assert main(["--version"]) == 0
     assert main(["nosuch"]) == 2
 
@@ -189,7 +189,7 @@ def test_line_means_accepting():
 
 
 def test_serve_help():
-    from hotkv.cli import main
+    from hotkv.tools.cli import main
     assert main(["serve", "--help"]) == 0
     assert main(["--help"]) == 0
     assert main([]) == 2
@@ -213,7 +213,7 @@ def test_config_file_include(tmp_path):
 def test_start_failure_is_reported_without_traceback(tmp_path):
     acl = tmp_path / "users.acl"
     acl.write_text("user alice on nosuchrule\n")
-    out = subprocess.run([sys.executable, "-m", "hotkv.cli", "serve", "--port", "0",
+    out = subprocess.run([sys.executable, "-m", "hotkv.tools.cli", "serve", "--port", "0",
                           "--aclfile", str(acl)], capture_output=True, text=True, timeout=30)
     assert out.returncode == 1
     assert "hotkv serve: cannot start:" in out.stderr

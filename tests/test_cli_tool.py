@@ -84,7 +84,7 @@ def cli():
 def ours(*args):
     """hotkv cli's main in this process (real sockets, the real server):
     (stdout bytes, exit code) with stdout a pipe, as for redis-cli below."""
-    from hotkv import cli_tool
+    from hotkv.tools import cli_tool
     buf = io.BytesIO()
     out = io.TextIOWrapper(buf, encoding="utf-8", errors="surrogateescape", newline="")
     with contextlib.redirect_stdout(out):
@@ -163,7 +163,7 @@ def test_interactive_hints_from_command_docs_arguments(ref_server, tmp_path):
 
 def _queues_once(port, monkeypatch, *args) -> str:
     """hotkv queues --once in this process, its terminal 200 columns wide."""
-    from hotkv import queues_tui
+    from hotkv.tools import queues_tui
     monkeypatch.setenv("COLUMNS", "200")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -328,7 +328,7 @@ def test_queues_view_bounded_reads_and_taskiq_layouts(hotkv_server_factory, ref_
     (an entry deleted: XINFO says nil) is counted by XRANGE; a taskiq list in
     another database (--url .../1).  Full counts equal server.inspect's."""
     pytest.importorskip("rich", reason="rich (pip install 'hotkv[dashboard]') is missing")
-    from hotkv import queues_remote
+    from hotkv.tools import queues_remote
     server = hotkv_server_factory()
     seen = {}
     for name, port in (("hotkv", server.port), ("valkey", ref_server.port)):

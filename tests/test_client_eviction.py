@@ -1,4 +1,4 @@
-"""Client eviction (``maxmemory-clients``, hotkv/client_eviction.py), on
+"""Client eviction (``maxmemory-clients``, hotkv/clients/client_eviction.py), on
 hotkv and on valkey-server 8.1.8 side by side.
 
 Each test runs on both servers (``pair``: a fresh hotkv and a fresh

@@ -1,4 +1,4 @@
-"""CLIENT LIST's buffer fields (hotkv/clientbufs.py) moving as valkey-server 8.1.8's.
+"""CLIENT LIST's buffer fields (hotkv/clients/clientbufs.py) moving as valkey-server 8.1.8's.
 
 qbuf/qbuf-free: a client whose reads leave nothing uses the shared query
 buffer (0/0); a partial command gives it its own (16 KB to 32 KB), a bulk

@@ -1,4 +1,4 @@
-"""The test clock (hotkv.clock, issue 16 item 1): freeze, advance and set the
+"""The test clock (hotkv.core.clock, issue 16 item 1): freeze, advance and set the
 time a hotkv server lives in, through real clients over real sockets.
 
 Each test starts its own server (``hotkv_server_factory``) so a moved clock

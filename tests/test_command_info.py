@@ -4,7 +4,7 @@ RESP3.  Cluster clients (redis-py's and valkey-py's RedisCluster) route by
 these key specs, so a spec that differs is a routing bug.
 
 The key specs themselves are declared on each ``@command`` (``key_specs=``,
-hotkv/registry.py); this file also checks how the registry derives the
+hotkv/core/registry.py); this file also checks how the registry derives the
 legacy (first, last, step) triple from them, and that a ``not_key`` spec
 (a shard channel) never reaches ACL key checks.
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 import pytest
 
 import hotkv.commands  # noqa: F401  (fills the command table)
-from hotkv import registry
-from hotkv.registry import legacy_range, spec
+from hotkv.core import registry
+from hotkv.core.registry import legacy_range, spec
 from support import RawClient
 
 ALL_NAMES = [cmd.name for cmd in registry.all_commands()]

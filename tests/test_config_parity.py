@@ -21,8 +21,8 @@ import sys
 import pytest
 
 from hotkv import EmbeddedServer
-from hotkv.config import PARAMS
-from hotkv.config_table import ROWS
+from hotkv.core.config import PARAMS
+from hotkv.core.config_table import ROWS
 from support import RawClient, ReferenceValkey, free_port, valkey_server_binary, wait_for
 
 # Where hotkv must differ from the reference, and why.

@@ -1,6 +1,6 @@
 """Cross protocol scripting: an HTTP request sent to the server by a web page
-(hotkv/dispatch.py ``security_warning``, Valkey's securityWarningCommand), and
-a bulk string not followed by CRLF (hotkv/resp.py), against valkey-server 8.1.8.
+(hotkv/core/dispatch.py ``security_warning``, Valkey's securityWarningCommand), and
+a bulk string not followed by CRLF (hotkv/protocol/resp.py), against valkey-server 8.1.8.
 
 A page may POST text/plain to 127.0.0.1:6379; its body's lines would be
 inline commands.  Valkey drops the connection at the ``POST`` line (or at a
@@ -106,7 +106,7 @@ def test_commands_in_a_later_read_never_run(server, ref_server):
 
 
 def test_warning_logged_once_a_minute_as_valkey(server, tmp_path, caplog, monkeypatch):
-    from hotkv import dispatch
+    from hotkv.core import dispatch
     monkeypatch.setattr(dispatch, "_security_logged", 0.0)
     caplog.set_level(logging.WARNING, logger="hotkv")
     logfile = str(tmp_path / "valkey.log")
@@ -137,7 +137,7 @@ def test_warning_logged_once_a_minute_as_valkey(server, tmp_path, caplog, monkey
 
 
 # ----------------------------------------------------------------------
-# A bulk string must be followed by CRLF (hotkv/resp.py)
+# A bulk string must be followed by CRLF (hotkv/protocol/resp.py)
 # ----------------------------------------------------------------------
 
 BIG = b"x" * 40000
@@ -183,7 +183,7 @@ def test_bulk_string_terminator_split_across_reads(server, ref_server):
 
 
 def _parse_slow(data: bytes):
-    from hotkv.resp import RequestParser
+    from hotkv.protocol.resp import RequestParser
     p = RequestParser()
     p._buf += data
     commands: list = []
@@ -191,7 +191,7 @@ def _parse_slow(data: bytes):
 
 
 def _parse_fed(pieces):
-    from hotkv.resp import RequestParser
+    from hotkv.protocol.resp import RequestParser
     p = RequestParser()
     commands: list = []
     for piece in pieces:

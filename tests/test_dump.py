@@ -1,4 +1,4 @@
-"""DUMP / RESTORE (hotkv/commands/dump.py, hotkv/rdb.py).
+"""DUMP / RESTORE (hotkv/commands/dump.py, hotkv/persistence/rdb.py).
 
 * Cross-server round trips for every type and encoding size: a value built
   in the reference Valkey is DUMPed there and RESTOREd here, and one built
@@ -26,7 +26,7 @@ import time
 import pytest
 import valkey
 
-from hotkv import rdb
+from hotkv.persistence import rdb
 
 # ----------------------------------------------------------------------
 # Helpers

@@ -1,4 +1,4 @@
-"""maxmemory eviction (hotkv/eviction.py) and memory accounting (hotkv/stats.py),
+"""maxmemory eviction (hotkv/core/eviction.py) and memory accounting (hotkv/core/stats.py),
 through real clients, side by side with valkey-server 8.1.8.
 
 Each server runs as its own process (``python -m hotkv serve``; the
@@ -20,7 +20,7 @@ tolerance.
 
 Memory accounting: used_memory grows with the data about as the RSS does
 and falls when keys are deleted (the RSS does not).  The 100 MB
-measurement quoted in hotkv/stats.py's docstring is this module's
+measurement quoted in hotkv/core/stats.py's docstring is this module's
 ``test_used_memory_tracks_the_data`` at a bigger size::
 
     HOTKV_EVICTION_MB=100 python -m pytest -q tests/test_eviction.py -k tracks -s
@@ -275,7 +275,7 @@ def test_an_index_that_would_pass_the_limit_does_not_grow(servers, keys):
     """Valkey's dictExpandAllowed: at a doubling of the key table, with 10 KB
     of room left, three more keys evict nothing (the Tcl maxmemory unit's
     "Don't rehash if used memory exceeds maxmemory after rehash").  hotkv's
-    key index (hotkv.keyindex) doubles past 8 keys a bucket, at 4,096 and
+    key index (hotkv.core.keyindex) doubles past 8 keys a bucket, at 4,096 and
     16,384 keys here; it held 3,271 of the 4,098 keys before its gate."""
     sizes = {}
     for name, srv in servers.items():
@@ -504,7 +504,7 @@ def test_a_fresh_servers_first_reading_is_exact():
     """INFO's used_memory right after start, and again half a second later
     with nothing done: the same figure within 50 KB.  hotkv's first reading
     counted the blocks its first commands allocated at pymalloc's default 64
-    bytes each, and read ~150 KB low (hotkv.stats.calibrate); the Tcl
+    bytes each, and read ~150 KB low (hotkv.core.stats.calibrate); the Tcl
     maxmemory unit's first limit test then saw 100 KB used up in 10 keys."""
     srv = HotkvProcess()
     try:

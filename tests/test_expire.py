@@ -1,5 +1,5 @@
 """Expiry (hotkv/commands/keyspace.py, the TTL parts of strings.py, and the
-lazy/active expiry of hotkv/db.py): EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT with
+lazy/active expiry of hotkv/core/db.py): EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT with
 NX/XX/GT/LT, TTL/PTTL/EXPIRETIME/PEXPIRETIME, PERSIST, byte for byte
 against Valkey (``diff``) and through valkey-py (``r``) / redis-py RESP3
 (``r3``); keys disappearing by lazy and active expiry; the absolute forms

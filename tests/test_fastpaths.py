@@ -340,7 +340,7 @@ def _payload(rnd, big: bool) -> bytes:
 
 def _general_parse(data: bytes):
     """The Redis-rule state machine alone: no hiredis, no screen."""
-    from hotkv.resp import RequestParser
+    from hotkv.protocol.resp import RequestParser
     p = RequestParser()
     p._buf += data
     commands: list = []
@@ -349,7 +349,7 @@ def _general_parse(data: bytes):
 
 
 def _fed(pieces):
-    from hotkv.resp import RequestParser
+    from hotkv.protocol.resp import RequestParser
     p = RequestParser()
     commands: list = []
     for piece in pieces:
@@ -401,7 +401,7 @@ def _plain(value, resp3=False) -> bytes:
 
 
 def test_encode_caches_equal_plain_formatting():
-    from hotkv.resp import Entries, encode
+    from hotkv.protocol.resp import Entries, encode
 
     def enc(v, resp3):
         out: list = []
@@ -437,7 +437,7 @@ def rnd_id(k: int) -> int:
 # ----------------------------------------------------------------------
 
 def _outcome(f, *args, **kwargs):
-    from hotkv.errors import CommandError
+    from hotkv.protocol.errors import CommandError
     try:
         return f(*args, **kwargs)
     except CommandError as e:
@@ -449,7 +449,7 @@ def test_ll_and_parse_id_fast_forms():
     the same ID followed by a NUL (which only its C-string path reads, and
     which Valkey reads as the ID up to the NUL)."""
     from hotkv.commands.stream_args import _ll, parse_id
-    from hotkv.util import string2ll
+    from hotkv.protocol.util import string2ll
     rnd = random.Random(19)
     nums = [b"0", b"00", b"01", b"-0", b"-1", b"+1", b" 1", b"1 ", b"", b"1a",
             b"9223372036854775807", b"9223372036854775808", b"-9223372036854775808",
@@ -475,8 +475,8 @@ def test_ll_and_parse_id_fast_forms():
 
 
 def test_glob_matcher_shortcuts_equal_stringmatch():
-    from hotkv.acl_rules import glob_matcher
-    from hotkv.util import stringmatch
+    from hotkv.clients.acl_rules import glob_matcher
+    from hotkv.protocol.util import stringmatch
     rnd = random.Random(42)
     alphabet = b"ab*?"
     shapes = [b"", b"*", b"a", b"ab", b"a*", b"*b", b"a*b", b"??", b"a?", b"*a*", b"[ab]*",

@@ -27,7 +27,7 @@ import random
 
 import pytest
 
-from hotkv import rdbfile
+from hotkv.persistence import rdbfile
 from hotkv.types import codec, stream_persist
 from hotkv.types.codec import Reader, lp_encode_int, lp_encode_str, lp_entry, lp_from_entries
 from hotkv.types.lists import quicklist_nodes

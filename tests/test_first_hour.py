@@ -1,9 +1,10 @@
 """The first hour of a user (issue 31): what `hotkv serve` says must be true and helpful.
 
 Each test here failed on the code before the change it names: the AOF loader's error
-count (hotkv/aof/loader.py), the inert labels (hotkv/config.py), --help-config's save
+count (hotkv/persistence/aof/loader.py), the inert labels
+(hotkv/core/config.py), --help-config's save
 default, the "listening" line inside a logfmt log, config-file and option errors with
-the line and a did-you-mean (hotkv/cli.py), `hotkv serve --help` and `hotkv queues
+the line and a did-you-mean (hotkv/tools/cli.py), `hotkv serve --help` and `hotkv queues
 --help`, the truncated-AOF hint, CONFIG GET dir, and a replica's role in its log.
 """
 
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from hotkv.config import PARAMS
+from hotkv.core.config import PARAMS
 from support import RawClient
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,7 +27,7 @@ HOTKV = os.path.join(ROOT, "hotkv")
 
 
 def _serve(*args, cwd, stderr=subprocess.PIPE):
-    return subprocess.Popen([sys.executable, "-m", "hotkv.cli", "serve", *args],
+    return subprocess.Popen([sys.executable, "-m", "hotkv.tools.cli", "serve", *args],
                             stdout=subprocess.PIPE, stderr=stderr, cwd=cwd, text=True)
 
 
@@ -117,13 +118,13 @@ def test_aof_error_count_is_the_files_own(tmp_path):
 # hidden settings of CONFIG GET, the redaction of passwords, advice text, the reason
 # shutdown-timeout is inert, a value /metrics reports.
 NOT_READS = {
-    ("aof/writer.py", "aof-rewrite-incremental-fsync"),
-    ("aof/writer.py", "aof-timestamp-enabled"),
+    ("persistence/aof/writer.py", "aof-rewrite-incremental-fsync"),
+    ("persistence/aof/writer.py", "aof-timestamp-enabled"),
     ("commands/config_cmds.py", "close-on-oom"),
-    ("replies.py", "tls-key-file-pass"),
-    ("replies.py", "tls-client-key-file-pass"),
+    ("protocol/replies.py", "tls-key-file-pass"),
+    ("protocol/replies.py", "tls-client-key-file-pass"),
     ("commands/latency.py", "no-appendfsync-on-rewrite"),
-    ("cli.py", "shutdown-timeout"),
+    ("tools/cli.py", "shutdown-timeout"),
     # /metrics reports io-threads as redis_exporter's redis_config_io_threads:
     # shown, not acted on
     ("http/metrics.py", "io-threads"),
@@ -140,7 +141,7 @@ def test_no_setting_marked_inert_is_read():
         for f in files:
             path = os.path.join(root, f)
             rel = os.path.relpath(path, HOTKV).replace(os.sep, "/")
-            if f.endswith(".py") and rel not in ("config.py", "config_table.py"):
+            if f.endswith(".py") and rel not in ("core/config.py", "core/config_table.py"):
                 with open(path) as fh:
                     sources[rel] = fh.read()
     read = []
@@ -156,7 +157,7 @@ def test_no_setting_marked_inert_is_read():
 
 
 def test_help_config_shows_serves_save_default_and_no_stale_inert():
-    out = subprocess.run([sys.executable, "-m", "hotkv.cli", "serve", "--help-config"],
+    out = subprocess.run([sys.executable, "-m", "hotkv.tools.cli", "serve", "--help-config"],
                          capture_output=True, text=True, timeout=60, cwd=ROOT).stdout
     lines = {ln.split()[0]: ln for ln in out.splitlines() if ln and not ln.startswith(" ")}
     assert lines["save"].split(None, 1)[1].strip() == "3600 1 300 100 60 10000"
@@ -206,7 +207,7 @@ def test_listening_line_stays_plain_on_its_own_stdout(tmp_path):
 def test_config_file_error_names_the_line_and_a_guess(tmp_path):
     conf = tmp_path / "bad.conf"
     conf.write_text("port 0\n# a comment\nmaxmemroy 100mb\n")
-    out = subprocess.run([sys.executable, "-m", "hotkv.cli", "serve", str(conf)],
+    out = subprocess.run([sys.executable, "-m", "hotkv.tools.cli", "serve", str(conf)],
                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 2
     assert "*** FATAL CONFIG FILE ERROR" in out.stderr
@@ -218,7 +219,7 @@ def test_config_file_error_names_the_line_and_a_guess(tmp_path):
 def test_config_file_bad_value_names_the_line(tmp_path):
     conf = tmp_path / "bad.conf"
     conf.write_text("port 0\nsave 60 1\nmaxmemory 12xb\n")
-    out = subprocess.run([sys.executable, "-m", "hotkv.cli", "serve", str(conf)],
+    out = subprocess.run([sys.executable, "-m", "hotkv.tools.cli", "serve", str(conf)],
                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 2
     assert "at line 3" in out.stderr and ">>> 'maxmemory 12xb'" in out.stderr
@@ -226,7 +227,7 @@ def test_config_file_bad_value_names_the_line(tmp_path):
 
 
 def test_misspelt_option_gets_a_guess(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "hotkv.cli", "serve", "--prot", "7000"],
+    out = subprocess.run([sys.executable, "-m", "hotkv.tools.cli", "serve", "--prot", "7000"],
                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 2
     assert "unknown setting 'prot' (did you mean --port?)" in out.stderr
@@ -236,13 +237,13 @@ def test_misspelt_option_gets_a_guess(tmp_path):
 # -- help ------------------------------------------------------------------------------
 
 def test_serve_help_mentions_help_config():
-    out = subprocess.run([sys.executable, "-m", "hotkv.cli", "serve", "--help"],
+    out = subprocess.run([sys.executable, "-m", "hotkv.tools.cli", "serve", "--help"],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0 and "--help-config" in out.stdout
 
 
 def test_queues_help_without_rich():
-    code = ("import sys; sys.modules['rich'] = None; from hotkv.queues_tui import main; "
+    code = ("import sys; sys.modules['rich'] = None; from hotkv.tools.queues_tui import main; "
             "sys.exit(main(['--help']))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, cwd=ROOT)
@@ -254,7 +255,7 @@ def test_queues_help_without_rich():
 
 def test_truncated_aof_points_to_hotkv_check_aof(tmp_path):
     (tmp_path / "appendonly.aof").write_bytes(_resp(b"SET", b"a", b"1") + b"*3\r\n$3\r\nSET")
-    out = subprocess.run([sys.executable, "-m", "hotkv.cli", "serve", "--port", "0",
+    out = subprocess.run([sys.executable, "-m", "hotkv.tools.cli", "serve", "--port", "0",
                           "--appendonly", "yes", "--aof-load-truncated", "no", "--save", ""],
                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 1

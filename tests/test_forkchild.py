@@ -1,4 +1,4 @@
-"""Every forked child goes through hotkv/forkchild.py: the AOF rewrite's as
+"""Every forked child goes through hotkv/persistence/forkchild.py: the AOF rewrite's as
 BGSAVE's -- its fork timed and counted in INFO (latest_fork_usec,
 total_forks), the GC frozen while it runs and unfrozen once it is reaped
 (also when it is killed)."""

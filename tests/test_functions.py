@@ -34,8 +34,8 @@ import hiredis
 import pytest
 
 from hotkv import EmbeddedServer
-from hotkv.rdb import crc64
-from hotkv.rdbfile import RDBLoadError
+from hotkv.persistence.rdb import crc64
+from hotkv.persistence.rdbfile import RDBLoadError
 from support import (
     RawClient,
     ReferenceValkey,

@@ -4,23 +4,23 @@ to a client or in /proc:
 
 * oom-score-adj: the replica class of ``oom-score-adj-values`` applies while
   the server follows a primary (REPLICAOF host port, back on REPLICAOF NO ONE),
-  the background-child class in a BGSAVE child (hotkv/limits.py,
-  hotkv/forkchild.py).  Each server is a process of its own (the score is per
+  the background-child class in a BGSAVE child (hotkv/clients/limits.py,
+  hotkv/persistence/forkchild.py).  Each server is a process of its own (the score is per
   process); scores are compared relative to each process's starting score.
 * acl: a blocked command's time is counted when it completes, nothing when
-  it is rejected on its re-run after an ACL change (hotkv/dispatch.py,
-  hotkv/blocking.py: the waiter carries it, as Valkey's client duration);
+  it is rejected on its re-run after an ACL change (hotkv/core/dispatch.py,
+  hotkv/core/blocking.py: the waiter carries it, as Valkey's client duration);
 * pause: CLIENT PAUSE WRITE on a replica holds its primary's stream: read
-  (slave_read_repl_offset grows), applied at CLIENT UNPAUSE (hotkv/pause.py,
+  (slave_read_repl_offset grows), applied at CLIENT UNPAUSE (hotkv/core/pause.py,
   hotkv/replication/replica.py);
 * obuf-limits: HRANDFIELD with a huge negative count is stopped by the hard
   output limit, not refused (hotkv/commands/hashes.py); a subscriber over the
   pubsub soft limit is closed when its time passes with no traffic
-  (hotkv/pubsub.py's cron, called by hotkv/limits.py);
+  (hotkv/clients/pubsub.py's cron, called by hotkv/clients/limits.py);
 * tracking: memory a command grows far beyond its input (SETBIT far out) is
   checked against maxmemory before the next command, so an eviction's
   invalidation precedes that command's reply (hotkv/commands/strings.py,
-  hotkv/eviction.py);
+  hotkv/core/eviction.py);
 * type/incr: INCR keeps an int-encoded counter's DEBUG OBJECT address, as
   Valkey changes it in place (hotkv/commands/debug.py).
 

@@ -401,7 +401,7 @@ def test_non_bulk_elements_answered_like_valkey(server, ref_server, frame):
 BAD_REPLY_SERVER = """
 import sys, threading, signal
 import hotkv
-from hotkv.registry import command
+from hotkv.core.registry import command
 
 @command("testbadreply", 1, "readonly")
 def testbadreply(c, argv):

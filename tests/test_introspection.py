@@ -1,6 +1,6 @@
-"""Access tracking (OBJECT IDLETIME / FREQ, TOUCH, CLIENT NO-TOUCH: hotkv.access),
-CLIENT PAUSE's rules (hotkv.pause), the slow log of a script's commands and
-lazy freeing (hotkv.lazyfree) against valkey-server 8.1.8.
+"""Access tracking (OBJECT IDLETIME / FREQ, TOUCH, CLIENT NO-TOUCH: hotkv.core.access),
+CLIENT PAUSE's rules (hotkv.core.pause), the slow log of a script's commands and
+lazy freeing (hotkv.core.lazyfree) against valkey-server 8.1.8.
 
 Deterministic replies are compared byte for byte (``diff``): the LFU counter
 with lfu-log-factor 0 (every access counts) and lfu-decay-time 0, the errors
@@ -413,7 +413,7 @@ def test_keymiss_events_match_valkey(both):
 
 def test_no_touch_tracking_ends_with_its_last_client(hotkv_server_factory):
     """CLIENT NO-TOUCH makes every store check the running client; once no
-    client has it on, the cron goes back to plain stores (hotkv.access)."""
+    client has it on, the cron goes back to plain stores (hotkv.core.access)."""
     srv = hotkv_server_factory()
     c = valkey.Valkey(host=srv.host, port=srv.port)
     c.set("k", "v")
@@ -488,7 +488,7 @@ def test_errorstats_as_valkey(server, ref_server):
 
 
 # ----------------------------------------------------------------------
-# INFO stats' event-loop metrics and INFO DEBUG (hotkv.loopstats)
+# INFO stats' event-loop metrics and INFO DEBUG (hotkv.observe.loopstats)
 # ----------------------------------------------------------------------
 
 def _fields(text: bytes) -> dict:

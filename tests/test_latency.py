@@ -1,5 +1,5 @@
 """LATENCY, the latency monitor and the per-command latency histograms
-(hotkv.latency, hotkv.commands.latency) against valkey-server 8.1.8.
+(hotkv.core.latency, hotkv.commands.latency) against valkey-server 8.1.8.
 
 Replies that do not depend on timing are compared byte for byte in RESP2
 and RESP3 (help, errors, empty states, DOCTOR with monitoring off, RESET
@@ -19,7 +19,7 @@ import re
 import pytest
 import valkey
 
-from hotkv import latency
+from hotkv.core import latency
 from support import RawClient, wait_for
 
 SETTINGS = ("latency-monitor-threshold", "latency-tracking",

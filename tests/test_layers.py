@@ -8,8 +8,8 @@ A component of more than one module is an import cycle: the test fails and
 lists each edge of it with its line.  Issue #13 measured 12 modules in one
 cycle (32 function-level imports); the explicit wiring (``hotkv.server``
 calls its subsystems by name) and the core helpers moved out of
-``commands/`` (``hotkv.multi``, ``hotkv.clientinfo``, ``hotkv.pause``,
-``hotkv.cmdlog``, ``hotkv.stats``, ``hotkv.version``) left none.
+``commands/`` (``hotkv.core.multi``, ``hotkv.clients.clientinfo``, ``hotkv.core.pause``,
+``hotkv.observe.cmdlog``, ``hotkv.core.stats``, ``hotkv.version``) left none.
 
 ``ALLOWED`` is where a justified function-level import would be listed,
 with its reason; such an edge is left out of the graph, and the test checks
@@ -126,9 +126,9 @@ def _cycles(edges) -> list[list[str]]:
 def test_the_scan_sees_the_imports():
     # A broken resolver would find no cycle anywhere: check known edges.
     edges = _graph()
-    assert "hotkv.dispatch" in edges["hotkv.net"]
+    assert "hotkv.core.dispatch" in edges["hotkv.net.connection"]
     assert "hotkv.commands" in edges["hotkv"]
-    assert "hotkv.resp" in edges["hotkv.commands.connection"]   # from ..resp import
+    assert "hotkv.protocol.resp" in edges["hotkv.commands.connection"]   # from ..resp import
     # and that a cycle is reported when one exists
     fake = {"a": {"b": (1, False)}, "b": {"c": (1, True)}, "c": {"a": (1, False)}, "d": {}}
     assert _cycles(fake) == [["a", "b", "c"]]

@@ -5,7 +5,7 @@
 check, through INFO and PUBSUB as a client sees them, that every piece of a
 client's state goes with it: its WATCHed keys (a disconnected watcher was
 left in the keys' watcher tables before ``client_gone`` called
-``hotkv.multi.unwatch_all``: INFO total_watched_keys stayed up, and the
+``hotkv.core.multi.unwatch_all``: INFO total_watched_keys stayed up, and the
 dead client was kept alive), its subscriptions, its MONITOR.  Every poll is
 bounded (``wait_for``: 5 s) and each test runs against both servers.
 """

@@ -1,4 +1,4 @@
-"""Clients during a start-up RDB load (hotkv/rdbfile.py load_at_start_async):
+"""Clients during a start-up RDB load (hotkv/persistence/rdbfile.py load_at_start_async):
 the server accepts connections while it reads its dump.rdb and answers
 as valkey-server 8.1.8 does -- LOADING for a command that may not run
 while loading, INFO with ``loading:1`` and the loading_* progress fields

@@ -1,4 +1,4 @@
-"""Keyspace notifications (hotkv/notify.py): the notify-keyspace-events
+"""Keyspace notifications (hotkv/core/notify.py): the notify-keyspace-events
 parameter, the channel/message shapes, class masks, and -- per command
 family -- the exact events every write command emits, compared with the
 reference Valkey: the same commands run on both servers while a
@@ -334,7 +334,7 @@ def test_config_file_setting(hotkv_server_factory):
         sub.close()
     finally:
         c.close()
-    from hotkv.config import ConfigError
+    from hotkv.core.config import ConfigError
     with pytest.raises(ConfigError):
         hotkv_server_factory(notify_keyspace_events="Kq")
 

@@ -1,4 +1,4 @@
-"""``oom-score-adj`` and ``oom-score-adj-values`` (hotkv/limits.py) against
+"""``oom-score-adj`` and ``oom-score-adj-values`` (hotkv/clients/limits.py) against
 valkey-server 8.1.8: the same CONFIG SET sequence sent to both servers, each a
 process of its own (the score is per process), and /proc/<pid>/oom_score_adj
 read after every step, as Valkey's Tcl unit oom-score-adj does.  The scores

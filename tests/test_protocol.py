@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from hotkv.resp import (
+from hotkv.protocol.resp import (
     NULL_ARRAY,
     Double,
     Entries,

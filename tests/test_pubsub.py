@@ -1,5 +1,5 @@
-"""Pub/Sub (hotkv/pubsub.py, hotkv/commands/pubsub_cmds.py) and glob matching
-(hotkv.util.stringmatch).
+"""Pub/Sub (hotkv/clients/pubsub.py, hotkv/commands/pubsub_cmds.py) and glob matching
+(hotkv.protocol.util.stringmatch).
 
 * Transcripts against the reference Valkey, byte for byte: confirmations,
   counts, messages, RESP2 subscribed-mode errors, RESP3 pushes interleaved
@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from hotkv.util import compile_glob, stringmatch
+from hotkv.protocol.util import compile_glob, stringmatch
 from support import RawClient
 
 
@@ -652,13 +652,13 @@ def test_output_buffer_limit_from_startup_settings(hotkv_server_factory):
         b"*2\r\n" + bulk("client-output-buffer-limit")
         + bulk("normal 1048576 2097152 3 slave 268435456 67108864 60 pubsub 67108864 16777216 90"))
     c.close()
-    from hotkv.config import ConfigError
+    from hotkv.core.config import ConfigError
     with pytest.raises(ConfigError):
         hotkv_server_factory(client_output_buffer_limit="pubsub 1 2")
 
 
 # ----------------------------------------------------------------------
-# Glob matching: hotkv.util.stringmatch == Valkey's stringmatchlen
+# Glob matching: hotkv.protocol.util.stringmatch == Valkey's stringmatchlen
 # ----------------------------------------------------------------------
 
 KNOWN = [
@@ -803,8 +803,8 @@ def test_stringmatch_pathological_patterns_are_fast():
 
 def test_output_buffer_limit_lines_accumulate_in_config_file(tmp_path):
     """redis.conf sets one class a line; every line counts, later ones win."""
-    from hotkv.cli import build_config
     from hotkv.server import Server
+    from hotkv.tools.cli import build_config
     conf = tmp_path / "hotkv.conf"
     conf.write_text("client-output-buffer-limit normal 0 0 0\n"
                     "client-output-buffer-limit replica 256mb 64mb 60\n"
@@ -812,7 +812,7 @@ def test_output_buffer_limit_lines_accumulate_in_config_file(tmp_path):
                     "client-output-buffer-limit normal 1mb 2mb 3\n")
     server = Server(build_config(str(conf), []))
     p = server.config
-    from hotkv.config import PARAMS
+    from hotkv.core.config import PARAMS
     assert PARAMS["client-output-buffer-limit"].format(p.values["client-output-buffer-limit"]) == (
         "normal 1048576 2097152 3 slave 268435456 67108864 60 pubsub 67108864 16777216 90")
     assert server.pubsub.limit == (64 * 1024 * 1024, 16 * 1024 * 1024, 90)

@@ -1,4 +1,4 @@
-"""``hotkv queues``' enqueue and dequeue rates (hotkv/queues_tui.py): from a
+"""``hotkv queues``' enqueue and dequeue rates (hotkv/tools/queues_tui.py): from a
 hotkv whose dashboard is on, the per-list counters read from its
 /api/state (with basic auth when the server wants a password) -- exact
 counts, and in/s and out/s from their change between two refreshes (over
@@ -29,8 +29,8 @@ from support import free_port, wait_for
 pytest.importorskip("rich", reason="rich (pip install 'hotkv[dashboard]') is missing")
 pytest.importorskip("h11", reason="h11 (pip install 'hotkv[dashboard]') is not installed")
 
-from hotkv import queues_tui  # noqa: E402
-from hotkv.cli_tool import Options, connect  # noqa: E402
+from hotkv.tools import queues_tui  # noqa: E402
+from hotkv.tools.cli_tool import Options, connect  # noqa: E402
 
 
 def _once(port, monkeypatch, *args) -> str:

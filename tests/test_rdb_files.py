@@ -1,4 +1,5 @@
-"""RDB files (hotkv/rdbfile.py, hotkv/snapshots.py) against valkey-server 8.1.8.
+"""RDB files (hotkv/persistence/rdbfile.py, hotkv/persistence/snapshots.py) against
+valkey-server 8.1.8.
 
 Round trips through the reference: hotkv SAVEs and the real valkey-server
 starts on that file, valkey-server SAVEs and hotkv starts on its file; both
@@ -255,7 +256,7 @@ def test_save_points_trigger_a_bgsave(hotkv_server_factory, tmpdir_):
 # ----------------------------------------------------------------------
 
 def _serve(d, *args):
-    proc = subprocess.Popen([sys.executable, "-m", "hotkv.cli", "serve", "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "hotkv.tools.cli", "serve", "--port", "0",
                              "--bind", "127.0.0.1", "--dir", d, *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()

@@ -667,7 +667,7 @@ def _mixed_commands(rng, n: int) -> list:
 
 def test_stream_bytes_are_the_general_encoding(hotkv_server_factory, replicas):
     """The stream as a replica receives it (a raw SYNC connection) is
-    byte-for-byte the general encoder's output (hotkv.aof.files.encode_into)
+    byte-for-byte the general encoder's output (hotkv.persistence.aof.files.encode_into)
     of the commands it holds, whatever path encoded them (the feed's
     one-format fast path or the general loop); a valkey-server replica
     ends with equal data.  3000 mixed writes x SCALE, pipelined, in
@@ -676,7 +676,7 @@ def test_stream_bytes_are_the_general_encoding(hotkv_server_factory, replicas):
 
     import hiredis
 
-    from hotkv.aof.files import encode_into
+    from hotkv.persistence.aof.files import encode_into
 
     srv = hotkv_server_factory(**FAST)
     r = client(srv)

@@ -1,5 +1,5 @@
-"""Fairness under huge multibulk requests (hotkv/net.py ``Connection._parse``,
-hotkv/resp.py's parse budget), against valkey-server 8.1.8.
+"""Fairness under huge multibulk requests (hotkv/net/connection.py ``Connection._parse``,
+hotkv/protocol/resp.py's parse budget), against valkey-server 8.1.8.
 
 Ten connections each send one RPUSH of 200,000 one-byte arguments (1.4 MB)
 at once; meanwhile another client sends PING after PING.  Valkey parses a
@@ -108,7 +108,7 @@ def test_big_requests_do_not_stall_other_clients(hotkv_server_factory):
 def _fed_with_budget(pieces, budget):
     """RequestParser.feed with a budget, fed again with b"" while it has
     more: the commands, the error, and how many calls it took."""
-    from hotkv.resp import RequestParser
+    from hotkv.protocol.resp import RequestParser
     p = RequestParser()
     commands: list = []
     calls = 0

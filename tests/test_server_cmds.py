@@ -625,7 +625,7 @@ def test_empty_flushall_is_logged_in_aof(tmp_path, hotkv_server_factory):
 
 
 def test_config_set_listener_refusal_rolls_back(r, server):
-    from hotkv.config import ConfigError
+    from hotkv.core.config import ConfigError
     config = server.server.config
 
     def refuse(value):
@@ -791,9 +791,9 @@ def test_command_time_follows_the_clock_both_ways():
     """call() keeps the command time (ms) between clock readings of the same
     millisecond; a reading in another millisecond, later or earlier (a clock
     stepped back), moves it."""
-    from hotkv.client import Client
-    from hotkv.dispatch import call
-    from hotkv.registry import TABLE
+    from hotkv.clients.client import Client
+    from hotkv.core.dispatch import call
+    from hotkv.core.registry import TABLE
     from hotkv.server import Server
     server = Server({})
     client = Client(server, addr="127.0.0.1:1", laddr="127.0.0.1:2")
@@ -910,7 +910,7 @@ def test_slowlog_of_zero_length_takes_no_ids(server, ref_server):
     assert ours[0].startswith(b"*2\r\n")     # still there; nothing was added
 
 
-# -- the process title (hotkv/proctitle.py) ---------------------------------------
+# -- the process title (hotkv/observe/proctitle.py) ---------------------------------------
 
 TITLE = "TEST {title} {listen-addr} {port} {tls-port} {unixsocket} {config-file}"
 

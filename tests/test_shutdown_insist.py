@@ -1,4 +1,4 @@
-"""Signal shutdowns that wait or refuse (hotkv/cli.py ``SignalShutdown``), each run
+"""Signal shutdowns that wait or refuse (hotkv/tools/cli.py ``SignalShutdown``), each run
 against ``python -m hotkv serve`` and valkey-server 8.1.8 with the same command
 line, as Valkey's Tcl unit shutdown does in spawn mode:
 

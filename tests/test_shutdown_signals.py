@@ -1,5 +1,5 @@
 """SIGTERM/SIGINT, ``shutdown-on-sigterm``/``shutdown-on-sigint``, syslog and the
-log file of ``hotkv serve`` (hotkv/cli.py), run as a real process.
+log file of ``hotkv serve`` (hotkv/tools/cli.py), run as a real process.
 
 Shutdown cases are differential: the same command line, the same key written,
 the same signal, sent to ``python -m hotkv serve`` and to valkey-server 8.1.8

@@ -25,14 +25,14 @@ allocator readings, its children, its title, the logging setup).  An entry
 that no longer matches fails too, so the list cannot rot.  The check sees a
 name mutated in its own module and by its name: a module mutating another's
 global through an import (``other.NAME.append``) or through a local alias
-(``cal = _cal; cal.at = now``: hotkv.stats' allocator readings, which are
+(``cal = _cal; cal.at = now``: hotkv.core.stats' allocator readings, which are
 the process's) is not seen.
 
-Issue 29 removed three that were a server's: ``hotkv.latency._DISCARD``
+Issue 29 removed three that were a server's: ``hotkv.core.latency._DISCARD``
 (latency-tracking off, process-wide), ``hotkv.commands.replication._conf``
 (REPLCONF values by client id: two servers' first clients both have id 1)
-and ``hotkv.net._ENDED_WHILE_HELD``; the command counters left
-``hotkv.registry.Command`` (``server.cmdstats``, tests/test_two_servers.py).
+and ``hotkv.net.connection._ENDED_WHILE_HELD``; the command counters left
+``hotkv.core.registry.Command`` (``server.cmdstats``, tests/test_two_servers.py).
 Shown to fail: with ``_conf: dict = {}`` put back at module level in
 hotkv/commands/replication.py and ``_conf[1] = {}`` in a function of it,
 ``test_no_mutable_module_state`` failed naming it; removed again, it passes.
@@ -50,7 +50,7 @@ those four (Server.__init__ now declares ``inst_samples``, ``el_cmd_sum``,
 ``yielding``, ``client_pause``, ``scripting``, ``functions`` and the latency
 monitor's attributes): 69 undeclared stores and 95 probes before, 53 and 86
 after.  Shown to fail: ``server.planted = getattr(server, "planted", 0) + 1``
-in a function of hotkv/latency.py failed ``test_server_attributes_declared``
+in a function of hotkv/core/latency.py failed ``test_server_attributes_declared``
 naming both; removed again, it passes.
 """
 
@@ -69,11 +69,12 @@ _IMPORT_TABLE = "a table filled once, as the modules are imported; read-only aft
 
 # (module, name) -> why it is not a server's state.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("hotkv.acl_rules", "_CATEGORY_CACHE"): _CACHE + " (the command table's size is checked)",
-    ("hotkv.acl_rules", "_KEY_FLAGS_CACHE"): _CACHE,
-    ("hotkv.blocking", "waiter_seq"): "a process-wide order of waiters: only the order of "
+    ("hotkv.clients.acl_rules", "_CATEGORY_CACHE"):
+        _CACHE + " (the command table's size is checked)",
+    ("hotkv.clients.acl_rules", "_KEY_FLAGS_CACHE"): _CACHE,
+    ("hotkv.core.blocking", "waiter_seq"): "a process-wide order of waiters: only the order of "
                                       "two waiters in one server's queue is ever compared",
-    ("hotkv.cli", "_LOG_TO_STDOUT"): "the process's logging setup (one `hotkv serve`)",
+    ("hotkv.tools.cli", "_LOG_TO_STDOUT"): "the process's logging setup (one `hotkv serve`)",
     ("hotkv.commands.debug", "DEBUG_SUBCOMMANDS"): _IMPORT_TABLE,
     ("hotkv.commands.hashes", "_rand_pools"): _VALUE_CACHE,
     ("hotkv.commands.hashes", "_snapshots"): _VALUE_CACHE,
@@ -85,28 +86,29 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("hotkv.commands.info", "INFO_SECTIONS"): _IMPORT_TABLE,
     ("hotkv.commands.keyspace", "_TYPE_REPLIES"): _CACHE,
     ("hotkv.commands.streams", "_MAXLENS"): _CACHE + " (parsed MAXLEN arguments, 64 at most)",
-    ("hotkv.config", "ALIASES"): _IMPORT_TABLE,
-    ("hotkv.config", "PARAMS"): _IMPORT_TABLE,
-    ("hotkv.dispatch", "_security_logged"): "Valkey's function-static: the POST/Host: warning "
+    ("hotkv.core.config", "ALIASES"): _IMPORT_TABLE,
+    ("hotkv.core.config", "PARAMS"): _IMPORT_TABLE,
+    ("hotkv.core.dispatch", "_security_logged"): "Valkey's function-static: the POST/Host: warning "
                                             "is rate-limited per process",
-    ("hotkv.forkchild", "_children"): "the process's forked children",
-    ("hotkv.forkchild", "_prctl"): "the libc function, looked up once",
-    ("hotkv.fpconv", "_cache"): _CACHE,
+    ("hotkv.persistence.forkchild", "_children"): "the process's forked children",
+    ("hotkv.persistence.forkchild", "_prctl"): "the libc function, looked up once",
+    ("hotkv.protocol.fpconv", "_cache"): _CACHE,
     ("hotkv.lua.engine", "_prelude_stripped"): _CACHE + " (the prelude's text)",
-    ("hotkv.notify", "_event_bytes"): _CACHE,
-    ("hotkv.proctitle", "_state"): "the process's title, set by `hotkv serve`",
-    ("hotkv.registry", "COMMANDS"): _IMPORT_TABLE + " (the command table)",
-    ("hotkv.registry", "TABLE"): _IMPORT_TABLE + " (the command table)",
-    ("hotkv.registry", "_next_bit"): _IMPORT_TABLE + " (the commands' ACL bits)",
+    ("hotkv.core.notify", "_event_bytes"): _CACHE,
+    ("hotkv.observe.proctitle", "_state"): "the process's title, set by `hotkv serve`",
+    ("hotkv.core.registry", "COMMANDS"): _IMPORT_TABLE + " (the command table)",
+    ("hotkv.core.registry", "TABLE"): _IMPORT_TABLE + " (the command table)",
+    ("hotkv.core.registry", "_next_bit"): _IMPORT_TABLE + " (the commands' ACL bits)",
     ("hotkv.types.codec", "_compress"): "the LZF implementation, chosen once",
     ("hotkv.types.geo", "_SPLIT16"): "a constant table built on first use",
     ("hotkv.types.hll", "_CACHE"): _VALUE_CACHE,
     ("hotkv.types.hll", "_HIST"): _VALUE_CACHE,
-    ("hotkv.util", "_GLOB_CACHE"): _CACHE + " (compiled glob patterns)",
+    ("hotkv.protocol.util", "_GLOB_CACHE"): _CACHE + " (compiled glob patterns)",
 }
 
 # Modules where (b) fails: no undeclared server attribute, no probing.
-CLEAN = frozenset({"hotkv.stats", "hotkv.dispatch", "hotkv.latency", "hotkv.pause"})
+CLEAN = frozenset({"hotkv.core.stats", "hotkv.core.dispatch", "hotkv.core.latency",
+                   "hotkv.core.pause"})
 
 _CONTAINERS = frozenset({"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter",
                          "bytearray", "count", "WeakKeyDictionary", "WeakValueDictionary",

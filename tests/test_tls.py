@@ -1,4 +1,4 @@
-"""TLS (hotkv.tls): a TLS listener next to the plain one, with certificates
+"""TLS (hotkv.net.tls): a TLS listener next to the plain one, with certificates
 from a test CA made here with the ``cryptography`` package.
 
 The centrepiece runs the Python example of the reference document

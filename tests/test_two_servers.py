@@ -13,7 +13,7 @@ Before the fix (commit 3f0e72b) these failed: command stats, rejected calls
 (``cmdstat_get:...rejected_calls=1`` on B), CONFIG RESETSTAT, REPLCONF (B's
 replica showed A's ``ip-address``: both first clients have id 1), the
 latency histograms and latency-tracking (the counters lived on the
-process-wide ``hotkv.registry.Command`` objects).  The others passed
+process-wide ``hotkv.core.registry.Command`` objects).  The others passed
 already: their state was the server's; they stay here as the guard.
 
 Raw connections only: a client library's handshake (HELLO, CLIENT SETINFO,

@@ -25,9 +25,9 @@ class LocalSocket:
         pass
 
     def sendall(self, data: bytes):
-        from ..client import Client
-        from ..dispatch import call
-        from ..resp import RequestParser
+        from ..clients.client import Client
+        from ..core.dispatch import call
+        from ..protocol.resp import RequestParser
         server = self.target
         commands, error = RequestParser().feed(bytes(data))
         fake = Client(server, fake=True)

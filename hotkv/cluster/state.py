@@ -45,8 +45,8 @@ import contextlib
 import logging
 import threading
 
-from .. import config as _config
-from ..multi import discard_transaction
+from ..core import config as _config
+from ..core.multi import discard_transaction
 from . import nodes_conf
 from .slots import key_slot
 from .topology import Node, Topology, new_id
@@ -428,7 +428,7 @@ class ClusterState:
     # -- blocked clients -----------------------------------------------------
     def redirect_blocked(self):
         """Unblock the clients blocked on keys this node no longer serves."""
-        from ..blocking import unblock  # below this package; imported when used
+        from ..core.blocking import unblock  # below this package; imported when used
         topo = self.topology
         healthy = topo.healthy()
         for c in list(self.server.clients.values()):

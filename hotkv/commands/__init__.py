@@ -1,7 +1,7 @@
 """Command modules.  Importing this package registers every command.
 
 One module per area, as Redis's t_*.c files: each holds the handlers of its
-commands, registered with ``hotkv.registry.command``.  Adding a command
+commands, registered with ``hotkv.core.registry.command``.  Adding a command
 touches one module (and its test).
 
 The order of ``MODULES`` matters: commands are registered in it, and that

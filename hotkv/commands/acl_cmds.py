@@ -2,7 +2,7 @@
 LOG / GENPASS / DRYRUN / LOAD / SAVE / HELP.
 
 The model (users, rules, checks, the log, the ACL file) lives in
-``hotkv.acl``; this module only parses arguments and shapes replies, as
+``hotkv.clients.acl``; this module only parses arguments and shapes replies, as
 Valkey's aclCommand does.  The server creates the ACL state itself
 (``hotkv.server.Server._make_subsystems``).
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 
-from .. import acl as aclmod
-from ..errors import CommandError
-from ..registry import TABLE, command, container
-from ..resp import OK, SetReply, Simple
-from ..util import string2ll
+from ..clients import acl as aclmod
+from ..core.registry import TABLE, command, container
+from ..protocol.errors import CommandError
+from ..protocol.resp import OK, SetReply, Simple
+from ..protocol.util import string2ll
 
 container("acl", group="server", summary="A container for Access List Control commands.",
           since="6.0.0")

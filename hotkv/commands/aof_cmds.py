@@ -1,15 +1,15 @@
 """AOF commands: BGREWRITEAOF.
 
-The append-only file itself is ``hotkv.aof``'s, and the server creates,
+The append-only file itself is ``hotkv.persistence.aof``'s, and the server creates,
 loads, feeds and stops it by name (``hotkv.server``).  The command only asks
 ``server.aof_manager`` for a rewrite; all the state lives there.
 """
 
 from __future__ import annotations
 
-from ..errors import CommandError
-from ..registry import command
-from ..resp import Simple
+from ..core.registry import command
+from ..protocol.errors import CommandError
+from ..protocol.resp import Simple
 
 
 @command("bgrewriteaof", 1, "no_async_loading admin noscript", group="server")

@@ -28,10 +28,10 @@ Invariants and rules, all Valkey 8.1's:
 
 from __future__ import annotations
 
-from .. import errors
-from ..errors import CommandError, WrongType
-from ..registry import command, spec
-from ..util import string2ll
+from ..core.registry import command, spec
+from ..protocol import errors
+from ..protocol.errors import CommandError, WrongType
+from ..protocol.util import string2ll
 from .strings import read_string_raw, string_for_write
 
 BIT_OFFSET_ERR = "ERR bit offset is not an integer or out of range"

@@ -11,7 +11,7 @@ Invariants:
   queue) before the command that killed it returns, as Redis's freeClient;
   killing oneself closes the connection after this reply;
 * CLIENT UNBLOCK only wakes a client blocked on keys, through
-  ``hotkv.blocking.unblock`` (with its timeout reply, or the UNBLOCKED error);
+  ``hotkv.core.blocking.unblock`` (with its timeout reply, or the UNBLOCKED error);
 * CLIENT REPLY sets ``client.reply_mode``; SKIP is turned into "drop the
   next command's reply" by the dispatcher when that command arrives;
 * during CLIENT PAUSE a paused client's command is postponed, never
@@ -19,30 +19,31 @@ Invariants:
   pause ends (timeout or UNPAUSE).  WRITE pauses writes (and EXEC of a
   transaction that writes), ALL pauses everything, UNPAUSE included.
 
-The CLIENT LIST line itself is ``hotkv.clientinfo``'s (the ACL LOG shows it
-too), the pause state ``hotkv.pause``'s (the dispatcher consults it) and the
-tracking state ``hotkv.tracking``'s (these commands check options in
+The CLIENT LIST line itself is ``hotkv.clients.clientinfo``'s (the ACL LOG shows it
+too), the pause state ``hotkv.core.pause``'s (the dispatcher consults it) and the
+tracking state ``hotkv.clients.tracking``'s (these commands check options in
 Valkey's order, with its texts, and hand the result to it).
 """
 
 from __future__ import annotations
 
-from .. import blocking, errors
-from ..access import notouch_used
-from ..client import REPLY_OFF, REPLY_ON, REPLY_SKIP
-from ..clientinfo import (
+from ..clients.client import REPLY_OFF, REPLY_ON, REPLY_SKIP
+from ..clients.clientinfo import (
     as_str as _s,
     client_info_line,
     client_type,
     user_name,
     validate_client_name,
 )
-from ..errors import CommandError
-from ..pause import PAUSED, pause_clients, unpause_clients
-from ..registry import command, container
-from ..replies import help_reply
-from ..resp import OK, SetReply, Verbatim
-from ..util import string2ll
+from ..core import blocking
+from ..core.access import notouch_used
+from ..core.pause import PAUSED, pause_clients, unpause_clients
+from ..core.registry import command, container
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.replies import help_reply
+from ..protocol.resp import OK, SetReply, Verbatim
+from ..protocol.util import string2ll
 
 container("client", group="server")
 
@@ -296,7 +297,7 @@ def client_no_touch(c, argv):
     """Controls whether commands sent by the client affect the LRU/LFU of accessed keys."""
     c.no_touch = _on_off(argv[2])
     if c.no_touch:
-        notouch_used(c.server)   # the keyspace's stores start checking (hotkv.access)
+        notouch_used(c.server)   # the keyspace's stores start checking (hotkv.core.access)
     return OK
 
 
@@ -306,7 +307,7 @@ def client_capa(c, argv):
     return OK
 
 
-# -- client-side caching (the tracking state and its messages: hotkv.tracking) -------
+# -- client-side caching (the tracking state and its messages: hotkv.clients.tracking) -------
 
 @command("client|tracking", -3, "noscript loading stale", group="connection", since="6.0.0")
 def client_tracking(c, argv):
@@ -370,7 +371,7 @@ def client_tracking(c, argv):
             if stop:
                 raise CommandError(message)
             # Valkey replies the error and still enables tracking (+OK): see
-            # hotkv.tracking's docstring.
+            # hotkv.clients.tracking's docstring.
             c.server.count_error(message)
             c.add_error(message)
     tracking.enable(c, redirect, bcast, optin, optout, noloop, prefixes)
@@ -431,7 +432,7 @@ def client_trackinginfo(c, argv):
             b"prefixes": sorted(st.prefixes)}
 
 
-# -- CLIENT PAUSE / UNPAUSE (the state and its effect: hotkv.pause) -------------
+# -- CLIENT PAUSE / UNPAUSE (the state and its effect: hotkv.core.pause) -------------
 
 @command("client|pause", -3, "admin noscript loading stale", group="connection")
 def client_pause(c, argv):

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import functools
 
-from .. import errors
 from ..cluster.slots import SLOTS, key_slot
-from ..errors import CommandError
-from ..registry import command, container
-from ..resp import OK, Simple, Verbatim
-from ..util import string2ll
+from ..core.registry import command, container
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.resp import OK, Simple, Verbatim
+from ..protocol.util import string2ll
 
 _CLUSTER_DISABLED = "ERR This instance has cluster support disabled"
 _CLUSTER_ADMIN = "admin stale no_async_loading"

@@ -1,13 +1,13 @@
 """CONFIG: GET, SET, RESETSTAT, REWRITE and HELP (Redis's config.c commands).
 
 Owns the CONFIG command; the parameters themselves (names, aliases, types,
-defaults, parsing and formatting) are ``hotkv.config``'s, and a subsystem
+defaults, parsing and formatting) are ``hotkv.core.config``'s, and a subsystem
 that must act when a parameter changes registers a listener in
 ``server.config.listeners``.
 
 * CONFIG RESETSTAT zeroes the server's counters, the command and error
   statistics, the ACL denial counters and the instantaneous metrics
-  (``hotkv.stats``), each by name.
+  (``hotkv.core.stats``), each by name.
 * CONFIG REWRITE keeps the file's comments and order (``rewrite_config_file``)
   and writes memory sizes in units, as Valkey (``maxmemory 200mb``).
 * CONFIG GET with a pattern lists Valkey's table (``HIDDEN``: directives such as
@@ -25,14 +25,15 @@ from __future__ import annotations
 import logging
 import os
 
-from .. import errors, loopstats
-from ..config import ALIASES, HIDDEN as HIDDEN_SETTINGS, PARAMS, ConfigError, parse_config_file
-from ..errors import CommandError
-from ..registry import command, container
-from ..replies import cstr, help_reply
-from ..resp import OK
-from ..stats import reset_instantaneous
-from ..util import stringmatch
+from ..core.config import ALIASES, HIDDEN as HIDDEN_SETTINGS, PARAMS, ConfigError, parse_config_file
+from ..core.registry import command, container
+from ..core.stats import reset_instantaneous
+from ..observe import loopstats
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.replies import cstr, help_reply
+from ..protocol.resp import OK
+from ..protocol.util import stringmatch
 
 log = logging.getLogger("hotkv")
 
@@ -185,10 +186,10 @@ def reset_stats(server):
     server.stat_unexpected_error_replies = 0
     server.stat_client_qbuf_limit_disconnections = 0
     server.stat_client_outbuf_limit_disconnections = 0
-    server.lazyfreed_objects = 0          # hotkv.lazyfree
+    server.lazyfreed_objects = 0          # hotkv.core.lazyfree
     server.stat_evictedkeys = 0
-    server.stat_evictedclients = 0        # hotkv.client_eviction
-    server.eviction.reset_stats()         # total_eviction_exceeded_time (hotkv.eviction)
+    server.stat_evictedclients = 0        # hotkv.clients.client_eviction
+    server.eviction.reset_stats()         # total_eviction_exceeded_time (hotkv.core.eviction)
     scripting = getattr(server, "scripting", None)
     if scripting is not None:
         scripting.evicted = 0             # evicted_scripts (hotkv.lua.engine)
@@ -196,9 +197,9 @@ def reset_stats(server):
     if denied:
         for k in denied:
             denied[k] = 0
-    server.cmdstats.reset()       # commandstats, errorstats, latency histograms (hotkv.stats)
+    server.cmdstats.reset()       # commandstats, errorstats, latency histograms (hotkv.core.stats)
     reset_instantaneous(server)
-    loopstats.reset(server)               # eventloop_* and INFO DEBUG (hotkv.loopstats)
+    loopstats.reset(server)               # eventloop_* and INFO DEBUG (hotkv.observe.loopstats)
 
 
 @command("config|resetstat", 2, "admin noscript loading stale", group="server")

@@ -2,20 +2,20 @@
 
 Owns the per-connection protocol state (RESP version, selected database,
 authentication).  AUTH and HELLO AUTH check a password through
-``hotkv.acl.authenticate`` (the ``default`` user holds requirepass); RESET
+``hotkv.clients.acl.authenticate`` (the ``default`` user holds requirepass); RESET
 asks the server to reset the client (``Server.reset_client``: every
 subsystem, by name).
 """
 
 from __future__ import annotations
 
-from .. import errors
-from ..acl import authenticate
-from ..clientinfo import validate_client_name
-from ..errors import CommandError
-from ..registry import command
-from ..resp import OK, PONG, Simple
-from ..util import string2ll
+from ..clients.acl import authenticate
+from ..clients.clientinfo import validate_client_name
+from ..core.registry import command
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.resp import OK, PONG, Simple
+from ..protocol.util import string2ll
 from ..version import REDIS_COMPAT_VERSION, SERVER_NAME, VALKEY_COMPAT_VERSION
 
 

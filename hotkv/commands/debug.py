@@ -1,7 +1,7 @@
 """DEBUG and MEMORY: the commands that look at the server's insides.
 
 Owns DEBUG (a dispatcher over registered subcommands: HELP, LOG, SLEEP,
-ERROR, DIGEST / DIGEST-VALUE (computed by hotkv.digest, Valkey's values),
+ERROR, DIGEST / DIGEST-VALUE (computed by hotkv.core.digest, Valkey's values),
 OBJECT, SET-ACTIVE-EXPIRE, QUICKLIST-PACKED-THRESHOLD, CHANGE-REPL-ID,
 STRINGMATCH-TEST, POPULATE, HTSTATS, HTSTATS-KEY, PROTOCOL,
 SET-DISABLE-DENY-SCRIPTS, REPLYBUFFER, CLIENT-EVICTION, DICT-RESIZING here,
@@ -25,7 +25,7 @@ MALLOC-STATS, PURGE, HELP), as Valkey's debug.c and object.c.
   no class for them).
 * MEMORY USAGE is an estimate from ``sys.getsizeof``, sampling containers
   as Redis's objectComputeSize does; MEMORY STATS reports the process's
-  memory (INFO's used_memory, ``hotkv.eviction``) against the memory noted at startup
+  memory (INFO's used_memory, ``hotkv.core.eviction``) against the memory noted at startup
   by INFO's init hook.
 
 Invariants: DEBUG HELP lists this module's subcommands and then every
@@ -42,20 +42,23 @@ import re
 import sys
 import time
 
-from .. import access, client_eviction, errors, rdb, rdbfile
-from ..blocking import BLOCKED
-from ..config import parse_memory
-from ..digest import dataset_digest, value_digest
-from ..encodings import object_encoding
-from ..errors import CommandError
-from ..eviction import STARTUP_USED
+from ..clients import client_eviction
+from ..core import access
+from ..core.blocking import BLOCKED
+from ..core.config import parse_memory
+from ..core.digest import dataset_digest, value_digest
+from ..core.eviction import STARTUP_USED
+from ..core.registry import command, container
 from ..lua.functions import FunctionError, registry as function_registry
-from ..registry import command, container
+from ..persistence import rdb, rdbfile
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.replies import cstr, help_reply
+from ..protocol.resp import OK, Double, SetReply, Simple, Verbatim
+from ..protocol.util import string2ll, stringmatch
 from ..replication import new_replid
-from ..replies import cstr, help_reply
-from ..resp import OK, Double, SetReply, Simple, Verbatim
+from ..types.encodings import object_encoding
 from ..types.lists import ListValue, quicklist_nodes
-from ..util import string2ll, stringmatch
 
 log = logging.getLogger("hotkv")
 
@@ -155,7 +158,7 @@ def debug_error(c, argv):
 
 @debug_subcommand("digest", 2)
 def debug_digest(c, argv):
-    # Every database, logically expired keys included (hotkv.digest).
+    # Every database, logically expired keys included (hotkv.core.digest).
     return Simple(dataset_digest(c.server.dbs).hex().encode())
 
 
@@ -225,7 +228,7 @@ def debug_stringmatch_test(c, argv):
 def _lru_fields(c, key) -> tuple:
     """(lru, idle seconds, lfu freq, lfu minutes) as Valkey derives them from
     an object's 24-bit lru field, here the key's entry in db.access
-    (hotkv.access): the LRU clock of its last access, or the LFU field."""
+    (hotkv.core.access): the LRU clock of its last access, or the LFU field."""
     db = c.db
     field = db.access.get(key)
     if field is None:     # never stamped: as just accessed
@@ -486,7 +489,7 @@ _BUCKET_MIN_LOG, _BUCKET_MAX_LOG = 15, 33      # CLIENT_MEM_USAGE_BUCKET_{MIN,MA
 
 @debug_subcommand("client-eviction", 2)
 def debug_client_eviction(c, argv):
-    """The evictable clients by memory, in Valkey's buckets (hotkv.client_eviction
+    """The evictable clients by memory, in Valkey's buckets (hotkv.clients.client_eviction
     weighs the same figures)."""
     server = c.server
     if not server.config.values.get("maxmemory-clients"):
@@ -589,7 +592,7 @@ def memory_usage(c, argv):
 def memory_stats(c, argv):
     """Show memory usage details."""
     server = c.server
-    used = server.eviction.used_memory()      # INFO's used_memory (hotkv.eviction)
+    used = server.eviction.used_memory()      # INFO's used_memory (hotkv.core.eviction)
     startup = STARTUP_USED
     out = {
         b"peak.allocated": server.eviction.peak,

@@ -1,6 +1,6 @@
 """DUMP and RESTORE (Redis's cluster.c dumpCommand / restoreCommand).
 
-Owns the two commands; the payload format is hotkv.rdb's.  A payload DUMPed
+Owns the two commands; the payload format is hotkv.persistence.rdb's.  A payload DUMPed
 here RESTOREs into Valkey/Redis 7+ and one DUMPed there RESTOREs here
 (every type and encoding, back to the zipmaps and ziplists of Redis 2.x-6.x).
 
@@ -12,20 +12,20 @@ logged with the absolute time and ABSTTL appended, so replaying the AOF
 restores the same deadline.  A TTL already in the past restores nothing
 (a REPLACEd key is then deleted, logged as DEL/UNLINK with a ``del``
 event).  IDLETIME / FREQ set the key's access time or LFU counter
-(hotkv.access.restore_hint).  ``sanitize-dump-payload`` (declared in hotkv.config) is
+(hotkv.core.access.restore_hint).  ``sanitize-dump-payload`` (declared in hotkv.core.config) is
 inert: every payload is validated in full.  RESTORE's key flags (OW update:
 it overwrites its key without reading it) are declared on its @command.
 """
 
 from __future__ import annotations
 
-from .. import rdb
-from ..access import restore_hint
-from ..encodings import object_encoding
-from ..errors import NOT_INTEGER, SYNTAX, CommandError
-from ..registry import command
-from ..resp import OK
-from ..util import string2ll
+from ..core.access import restore_hint
+from ..core.registry import command
+from ..persistence import rdb
+from ..protocol.errors import NOT_INTEGER, SYNTAX, CommandError
+from ..protocol.resp import OK
+from ..protocol.util import string2ll
+from ..types.encodings import object_encoding
 
 BUSYKEY = "BUSYKEY Target key name already exists."
 BAD_TTL = "ERR Invalid TTL value, must be >= 0"
@@ -119,7 +119,7 @@ def restore(c, argv):
         return OK
 
     db.add(key, value)
-    restore_hint(db, key, freq, idle)     # IDLETIME / FREQ (hotkv.access)
+    restore_hint(db, key, freq, idle)     # IDLETIME / FREQ (hotkv.core.access)
     if ttl:
         db.set_expire(key, ttl)
         if not absttl:

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import time
 
-from .. import errors
-from ..blocking import BLOCKED
-from ..errors import CommandError
+from ..core.blocking import BLOCKED
+from ..core.registry import command, container, spec
 from ..lua.engine import (
     BUSY_SCRIPT,
     NOREPLICAS,
@@ -32,11 +31,12 @@ from ..lua.engine import (
     no_good_replicas,
 )
 from ..lua.functions import ENGINE_NAME, LOAD_TIMEOUT_MS, FunctionError, registry
-from ..registry import command, container, spec
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.replies import cstr, help_reply
+from ..protocol.resp import OK, SetReply, Simple
+from ..protocol.util import string2ll, stringmatch
 from ..replication import replica_gate as replica
-from ..replies import cstr, help_reply
-from ..resp import OK, SetReply, Simple
-from ..util import string2ll, stringmatch
 from .scripting import _RO_NOTES, _RW_NOTES, _eval_keys, deliver_script_reply, kill_running
 
 

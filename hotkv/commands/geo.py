@@ -24,13 +24,13 @@ Invariants:
 
 from __future__ import annotations
 
-from .. import errors
-from ..errors import CommandError, WrongType
-from ..registry import command, spec
-from ..resp import NULL_ARRAY, DoubleText
+from ..core.registry import command, spec
+from ..protocol import errors
+from ..protocol.errors import CommandError, WrongType
+from ..protocol.resp import NULL_ARRAY, DoubleText
+from ..protocol.util import parse_int
 from ..types import geo
 from ..types.zsets import ZSetValue
-from ..util import parse_int
 from . import zsets
 from .hashes import cfg
 from .zset_ranges import parse_score

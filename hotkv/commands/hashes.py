@@ -35,13 +35,13 @@ import random
 import re
 from bisect import bisect_left
 
-from .. import errors
-from ..errors import CommandError
-from ..longdouble import INF, LD_ZERO, add as add_ld, format_long_double, parse_long_double
-from ..registry import command
-from ..resp import OK
+from ..core.registry import command
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.longdouble import INF, LD_ZERO, add as add_ld, format_long_double, parse_long_double
+from ..protocol.resp import OK
+from ..protocol.util import LLONG_MAX, compile_glob, string2ll
 from ..types.hashes import HashValue, before_write, resolve
-from ..util import LLONG_MAX, compile_glob, string2ll
 
 # --------------------------------------------------------------------------
 # Long double (x87 extended precision) emulation
@@ -177,7 +177,7 @@ RANDOM_REPLY_LIMIT = 1 << 24
 def random_reply_cap(c, count: int) -> int:
     """For a negative count past RANDOM_REPLY_LIMIT: how many replies to build
     so the reply passes the normal class's hard output limit, which closes the
-    client before any of it is sent (hotkv.net's flush) -- Valkey stops such a
+    client before any of it is sent (hotkv.net.connection's flush) -- Valkey stops such a
     reply mid-run the same way (Tcl obuf-limits, "HRANDFIELD with huge count
     stopped mid-run").  Every reply is at least 6 bytes.  0 when no limit
     would stop it (a script's or a pub/sub client's reply): the error then."""

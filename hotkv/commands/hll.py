@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import random
 
-from ..errors import CommandError, WrongType
-from ..registry import command, spec
-from ..resp import OK, Simple
+from ..core.registry import command, spec
+from ..protocol.errors import CommandError, WrongType
+from ..protocol.resp import OK, Simple
 from ..types import hll
 
 _INVALID = hll.INVALID_ERR

@@ -20,7 +20,7 @@ Extension points (for other modules, at import time):
 Invariants: sections come out in the table's order, separated by one blank
 line, each line ``field:value`` ended by CRLF; unknown section names are
 ignored, as Redis ignores them.  The instantaneous metrics are sampled by
-``hotkv.stats`` (the server's cron calls it).
+``hotkv.core.stats`` (the server's cron calls it).
 """
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ import resource
 import sys
 import time
 
-from .. import latency, loopstats, replica_keys
-from ..eviction import STARTUP_USED
+from ..core import latency, replica_keys
+from ..core.eviction import STARTUP_USED
+from ..core.pause import pause_info
+from ..core.registry import all_commands, command
+from ..core.stats import instantaneous, rss
 from ..lua.functions import memory_info
-from ..pause import pause_info
-from ..registry import all_commands, command
-from ..resp import Verbatim
-from ..stats import instantaneous, rss
+from ..observe import loopstats
+from ..protocol.resp import Verbatim
 from ..version import (
     REDIS_COMPAT_VERSION,
     SERVER_NAME,
@@ -107,7 +108,7 @@ _OS = "%s %s %s" % (platform.system(), platform.release(), platform.machine())
 def _info_server(server):
     values = server.config.values
     uptime = int(time.time() - server.start_time)   # real: the process's age
-    now = server.clock.time()     # hotkv.clock: server_time_usec, lru_clock
+    now = server.clock.time()     # hotkv.core.clock: server_time_usec, lru_clock
     loop_name = type(server.loop).__module__.split(".")[0] if server.loop else "asyncio"
     # Valkey's identity (hotkv reproduces valkey-server 8.1.8), hotkv's own
     # version beside it; extended-redis-compatibility names the mode field
@@ -198,7 +199,7 @@ def _info_clients(server):
 
 def _info_memory(server):
     # What the allocators hold in use since the server started, plus a
-    # nominal startup figure (hotkv.eviction, the figure maxmemory reads),
+    # nominal startup figure (hotkv.core.eviction, the figure maxmemory reads),
     # and the process's RSS: their ratio is the fragmentation.
     used = server.eviction.used_memory(0.1)     # pymalloc's block size <= 0.1 s old
     resident = rss()
@@ -244,7 +245,7 @@ def _info_memory(server):
         ("mem_clients_normal", clients_mem["normal"]),
         ("mem_aof_buffer", len(getattr(server.aof_manager, "buf", b""))),
         ("mem_allocator", "pymalloc"),
-        ("lazyfree_pending_objects", server.lazyfree_pending),    # hotkv.lazyfree
+        ("lazyfree_pending_objects", server.lazyfree_pending),    # hotkv.core.lazyfree
         ("lazyfreed_objects", server.lazyfreed_objects),
     ]
 
@@ -274,7 +275,7 @@ def _info_persistence(server):
         ("current_save_keys_processed", 0),
         ("current_save_keys_total", 0),
     ]
-    # The rdb_* fields are the snapshot state's (hotkv.snapshots).
+    # The rdb_* fields are the snapshot state's (hotkv.persistence.snapshots).
     out.extend(server.snapshots.info_fields())
     # aof_manager exists even while the AOF is off (server.aof is then None).
     aof_fields = getattr(getattr(server, "aof_manager", None) or server.aof, "info_fields", None)
@@ -326,7 +327,7 @@ def _info_stats(server):
         ("evicted_keys", getattr(server, "stat_evictedkeys", 0)),
         ("evicted_clients", server.stat_evictedclients),
         ("evicted_scripts", getattr(getattr(server, "scripting", None), "evicted", 0)),
-        # ms over maxmemory, in total and now (hotkv.eviction)
+        # ms over maxmemory, in total and now (hotkv.core.eviction)
         ("total_eviction_exceeded_time", server.eviction.info_fields()[0]),
         ("current_eviction_exceeded_time", server.eviction.info_fields()[1]),
         ("keyspace_hits", server.stat_keyspace_hits),
@@ -334,10 +335,11 @@ def _info_stats(server):
         ("pubsub_channels", channels),
         ("pubsub_patterns", patterns),
         ("pubsubshard_channels", shard),
-        ("latest_fork_usec", getattr(server, "latest_fork_usec", 0)),   # hotkv.forkchild
+        # hotkv.persistence.forkchild
+        ("latest_fork_usec", getattr(server, "latest_fork_usec", 0)),
         ("total_forks", getattr(server, "total_forks", 0)),
         ("migrate_cached_sockets", len(server.__dict__.get("migrate_sockets") or ())),
-        ("slave_expires_tracked_keys", replica_keys.count(server)),   # hotkv.replica_keys
+        ("slave_expires_tracked_keys", replica_keys.count(server)),   # hotkv.core.replica_keys
         ("active_defrag_hits", 0),
         ("active_defrag_misses", 0),
         ("active_defrag_key_hits", 0),
@@ -365,7 +367,7 @@ def _info_stats(server):
          server.stat_client_outbuf_limit_disconnections),
         ("reply_buffer_shrinks", 0),
         ("reply_buffer_expands", 0),
-        *loopstats.stats_fields(server),       # eventloop_* (hotkv.loopstats)
+        *loopstats.stats_fields(server),       # eventloop_* (hotkv.observe.loopstats)
         ("acl_access_denied_auth", denied.get("auth", 0)),
         ("acl_access_denied_cmd", denied.get("cmd", 0)),
         ("acl_access_denied_key", denied.get("key", 0)),
@@ -415,7 +417,7 @@ def _info_modules(server):
 
 def _info_commandstats(server):
     out = []
-    cmdstats = server.cmdstats      # this server's (hotkv.stats)
+    cmdstats = server.cmdstats      # this server's (hotkv.core.stats)
     for cmd in all_commands():
         st = cmdstats.get(cmd)
         if st is None or not (st.calls or st.failed_calls or st.rejected_calls):
@@ -433,7 +435,7 @@ def _info_errorstats(server):
 
 
 def _info_latencystats(server):
-    return latency.info_lines(server)    # per-command percentiles (hotkv.latency)
+    return latency.info_lines(server)    # per-command percentiles (hotkv.core.latency)
 
 
 def _info_cluster(server):

@@ -1,4 +1,4 @@
-"""COMMAND: the command table as clients see it, generated from hotkv.registry.
+"""COMMAND: the command table as clients see it, generated from hotkv.core.registry.
 
 Owns COMMAND, COMMAND COUNT / LIST / INFO / DOCS / GETKEYS /
 GETKEYSANDFLAGS / HELP: how a registered command is shown (Redis's
@@ -6,7 +6,7 @@ GETKEYSANDFLAGS / HELP: how a registered command is shown (Redis's
 Redis's order, command tips, key specs, subcommands) and how the keys of a
 full command line are found.  Nothing about a command is declared here:
 its arity, flags, keys, key specs and key flags are its @command's
-(``hotkv.registry``); the routing tips Valkey publishes (``COMMAND_TIPS``)
+(``hotkv.core.registry``); the routing tips Valkey publishes (``COMMAND_TIPS``)
 are data, by full name.
 
 Invariants: COMMAND, COMMAND INFO and COMMAND DOCS list commands in
@@ -18,12 +18,12 @@ write command) or ``RO access``.
 
 from __future__ import annotations
 
-from .. import errors
-from ..errors import CommandError
-from ..registry import COMMANDS, all_commands, command, lookup
-from ..replies import help_reply
-from ..resp import SetReply, Simple
-from ..util import stringmatch
+from ..core.registry import COMMANDS, all_commands, command, lookup
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.replies import help_reply
+from ..protocol.resp import SetReply, Simple
+from ..protocol.util import stringmatch
 
 _FLAG_ORDER = ("write", "readonly", "denyoom", "module", "admin", "pubsub", "noscript",
                "blocking", "loading", "stale", "skip_monitor", "skip_slowlog", "asking",

@@ -5,7 +5,7 @@ COPY, MOVE, the expiry commands (EXPIRE family with NX/XX/GT/LT, TTL family,
 PERSIST) and OBJECT ENCODING/REFCOUNT/IDLETIME/FREQ/HELP.
 
 SCAN is stateless, as Redis's: the cursor is a position in hash order over
-``db.keyindex`` (see hotkv/keyindex.py for the proof that a key present for
+``db.keyindex`` (see hotkv/core/keyindex.py for the proof that a key present for
 the whole iteration is returned at least once however the keyspace changes
 between calls).  A call visits at most 10*COUNT buckets, never the whole
 keyspace; MATCH/TYPE filter after sampling, and expired keys met are
@@ -34,15 +34,16 @@ from __future__ import annotations
 
 import re
 
-from .. import access, errors
-from ..encodings import cfg as _cfg, object_encoding
-from ..errors import CommandError
-from ..lazyfree import maybe_free_later
-from ..registry import command, container, spec
-from ..resp import OK, Simple
+from ..core import access
+from ..core.lazyfree import maybe_free_later
+from ..core.registry import command, container, spec
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.resp import OK, Simple
+from ..protocol.util import LLONG_MAX, LLONG_MIN, compile_glob, string2ll
 from ..types.copying import copy_value
+from ..types.encodings import cfg as _cfg, object_encoding
 from ..types.table import TYPE_NAMES
-from ..util import LLONG_MAX, LLONG_MIN, compile_glob, string2ll
 from .strings import already_expired, delete_expired_overwrite
 
 INT_MIN, INT_MAX = -2**31, 2**31 - 1
@@ -63,7 +64,7 @@ def _del(c, argv, lazy):
         value = lookup(key)
         if value is not None and db.delete(key):
             if lazy and type(value) is not bytes:
-                maybe_free_later(c.server, value)   # freed after the reply (hotkv.lazyfree)
+                maybe_free_later(c.server, value)   # freed after the reply (hotkv.core.lazyfree)
             written(db, key, "g", "del")
             n += 1
     return n
@@ -96,7 +97,7 @@ def exists(c, argv):
 @command("touch", -2, "readonly fast", (1, -1, 1), since="3.2.1", key_flags="RO")
 def touch(c, argv):
     """Alters the last access time of a key(s). Returns the number of existing keys specified."""
-    lookup = c.db.lookup_read        # an access (hotkv.access), even under CLIENT NO-TOUCH
+    lookup = c.db.lookup_read        # an access (hotkv.core.access), even under CLIENT NO-TOUCH
     n = 0
     for key in argv[1:]:
         if lookup(key) is not None:

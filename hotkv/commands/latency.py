@@ -2,7 +2,7 @@
 
 Owns LATENCY LATEST / HISTORY / RESET / GRAPH / DOCTOR / HISTOGRAM / HELP
 with Valkey 8.1's replies.  The state (events, samples, histograms) and how
-it is fed are ``hotkv.latency``'s; this module only reads and resets it.
+it is fed are ``hotkv.core.latency``'s; this module only reads and resets it.
 
 Invariants: LATEST lists the events in the order they first happened;
 HISTORY oldest sample first; HISTOGRAM names commands by full name
@@ -11,11 +11,11 @@ HISTORY oldest sample first; HISTOGRAM names commands by full name
 
 from __future__ import annotations
 
-from .. import latency
-from ..errors import CommandError
-from ..registry import command, container, lookup
-from ..replies import help_reply
-from ..resp import Verbatim
+from ..core import latency
+from ..core.registry import command, container, lookup
+from ..protocol.errors import CommandError
+from ..protocol.replies import help_reply
+from ..protocol.resp import Verbatim
 
 container("latency", group="server")
 
@@ -71,7 +71,7 @@ def _cdf_map(hist) -> dict:
 @command("latency|histogram", -2, _FLAGS, group="server", since="7.0.0")
 def latency_histogram(c, argv):
     """Returns the cumulative distribution of latencies of a subset or all commands."""
-    from ..registry import all_commands
+    from ..core.registry import all_commands
     out = {}
     if len(argv) == 2:
         for cmd in all_commands():

@@ -40,8 +40,9 @@ from __future__ import annotations
 
 from itertools import islice
 
-from .. import blocking
-from ..errors import (
+from ..core import blocking
+from ..core.registry import command, spec
+from ..protocol.errors import (
     NO_SUCH_KEY,
     NOT_INTEGER,
     NOT_POSITIVE,
@@ -51,10 +52,9 @@ from ..errors import (
     WrongType,
     wrong_args,
 )
-from ..registry import command, spec
-from ..resp import NULL_ARRAY, OK
+from ..protocol.resp import NULL_ARRAY, OK
+from ..protocol.util import string2ll
 from ..types.lists import ListValue
-from ..util import string2ll
 
 LEFT, RIGHT = 0, 1
 _LONG_MAX = 9223372036854775807

@@ -37,9 +37,9 @@ import math
 import random
 import struct
 
-from ..registry import command
-from ..resp import Verbatim
-from ..util import parse_int
+from ..core.registry import command
+from ..protocol.resp import Verbatim
+from ..protocol.util import parse_int
 
 VALKEY_VERSION = b"8.1.8"     # what valkey-server 8.1.8 prints after "Redis ver. "
 _RAND_MAX = 2147483647

@@ -26,13 +26,14 @@ import random
 import socket
 import time
 
-from .. import errors, rdb
 from ..cluster.local import connect as local_node
-from ..encodings import object_encoding
-from ..errors import CommandError
-from ..registry import command, spec
-from ..resp import OK, Simple
-from ..util import string2ll
+from ..core.registry import command, spec
+from ..persistence import rdb
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.resp import OK, Simple
+from ..protocol.util import string2ll
+from ..types.encodings import object_encoding
 
 CACHE_TTL = 10          # seconds (MIGRATE_SOCKET_CACHE_TTL)
 CACHE_MAX = 64          # MIGRATE_SOCKET_CACHE_ITEMS

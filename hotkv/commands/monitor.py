@@ -2,13 +2,13 @@
 
 Owns MONITOR: it adds the client to ``server.monitors``.  What a monitor
 receives, and leaving the list on RESET or disconnection, are
-``hotkv.cmdlog``'s (the dispatcher and the server call it).
+``hotkv.observe.cmdlog``'s (the dispatcher and the server call it).
 """
 
 from __future__ import annotations
 
-from ..registry import command
-from ..resp import OK
+from ..core.registry import command
+from ..protocol.resp import OK
 
 
 @command("monitor", 1, "admin noscript loading stale", group="server")

@@ -11,8 +11,8 @@ registered it, so a real MODULE implementation listed earlier in
 
 from __future__ import annotations
 
-from ..registry import COMMANDS, command, container
-from ..replies import help_reply
+from ..core.registry import COMMANDS, command, container
+from ..protocol.replies import help_reply
 
 # ==========================================================================
 # MODULE (hotkv loads no modules; clients and tools ask which are there)

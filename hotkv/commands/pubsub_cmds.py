@@ -1,6 +1,6 @@
 """Pub/Sub commands: (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PUBLISH, SPUBLISH, PUBSUB.
 
-The registry and the fan-out live in ``hotkv.pubsub``; this module parses
+The registry and the fan-out live in ``hotkv.clients.pubsub``; this module parses
 arguments and writes the confirmations.  Confirmations are pushes written
 straight to the client's output (RESP3 ``>``, RESP2 ``*``), one per channel,
 which is why the handlers return no reply of their own: CLIENT REPLY OFF
@@ -11,17 +11,17 @@ channel the client is not subscribed to still confirms it, with the current
 count (Valkey >= 8.1; 8.0's NOSUB error is gone).  A single node behaves as
 Valkey standalone: shard channels are plain channels of their own namespace
 that patterns never see.  RESP2 subscribed-mode restrictions are the
-dispatcher's (``hotkv.dispatch``).  PUBLISH and SPUBLISH are propagated to
-replicas only (``hotkv.pubsub.ReplOnly``).
+dispatcher's (``hotkv.core.dispatch``).  PUBLISH and SPUBLISH are propagated to
+replicas only (``hotkv.clients.pubsub.ReplOnly``).
 """
 
 from __future__ import annotations
 
-from ..blocking import BLOCKED
-from ..errors import CommandError
-from ..pubsub import ReplOnly
-from ..registry import command, container, spec
-from ..resp import Simple
+from ..clients.pubsub import ReplOnly
+from ..core.blocking import BLOCKED
+from ..core.registry import command, container, spec
+from ..protocol.errors import CommandError
+from ..protocol.resp import Simple
 
 _HDR2 = b"*3\r\n"
 _HDR3 = b">3\r\n"
@@ -127,7 +127,7 @@ def publish(c, argv):
         server.cluster.publish_elsewhere(argv[1], argv[2], False)
     elif server.repl.backlog is not None:
         # To the replicas, in order with the writes around it (inside a
-        # transaction's MULTI/EXEC), never to the AOF (hotkv.pubsub.ReplOnly).
+        # transaction's MULTI/EXEC), never to the AOF (hotkv.clients.pubsub.ReplOnly).
         server.propagate(c.db.index, ReplOnly(argv))
     return n
 

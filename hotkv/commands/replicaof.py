@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import CommandError
-from ..registry import command
+from ..core.registry import command
+from ..protocol.errors import CommandError
+from ..protocol.resp import OK, Simple
 from ..replication import replica
-from ..resp import OK, Simple
 from .dump import restore
 
 log = logging.getLogger("hotkv")

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import logging
 
-from ..blocking import parse_timeout
-from ..errors import CommandError
-from ..registry import command
+from ..core.blocking import parse_timeout
+from ..core.registry import command
+from ..protocol.errors import CommandError
+from ..protocol.resp import OK
+from ..protocol.util import parse_int
 from ..replication import primary as _primary
-from ..resp import OK
-from ..util import parse_int
 from .info import INFO_SECTIONS, add_info_section
 
 log = logging.getLogger("hotkv")
@@ -143,7 +143,7 @@ def replconf(c, argv):
 
 
 def _ll(b: bytes):
-    from ..util import string2ll
+    from ..protocol.util import string2ll
     return string2ll(b)
 
 

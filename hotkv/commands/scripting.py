@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import hashlib
 
-from .. import errors
-from ..blocking import BLOCKED
-from ..errors import CommandError
+from ..core.blocking import BLOCKED
+from ..core.registry import command, container, spec
 from ..lua import ldb
 from ..lua.engine import ScriptError, engine, feed_monitors, parse_shebang
-from ..registry import command, container, spec
-from ..replies import help_reply
-from ..resp import OK
-from ..util import string2ll
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.replies import help_reply
+from ..protocol.resp import OK
+from ..protocol.util import string2ll
 
 NOSCRIPT = "NOSCRIPT No matching script."
 

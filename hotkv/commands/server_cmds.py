@@ -8,10 +8,10 @@ source files: INFO (``info``), CONFIG (``config_cmds``), DEBUG and MEMORY
 (``latency``), MONITOR (``monitor``), FUNCTION and MODULE (``placeholders``).
 
 * FLUSHALL / FLUSHDB: ASYNC (or lazyfree-lazy-user-flush without SYNC)
-  frees the old keys after the reply (hotkv/lazyfree.py).
+  frees the old keys after the reply (hotkv/core/lazyfree.py).
 
 * SAVE, BGSAVE, SHUTDOWN [SAVE|NOSAVE]: the RDB file of ``dir`` /
-  ``dbfilename`` (hotkv/snapshots.py, format hotkv/rdbfile.py).  SAVE
+  ``dbfilename`` (hotkv/persistence/snapshots.py, format hotkv/persistence/rdbfile.py).  SAVE
   replies OK only once the file is renamed into place and fsynced; BGSAVE
   forks a child (scheduled when an AOF rewrite child runs and SCHEDULE is
   given or inside EXEC, as Valkey).  SHUTDOWN saves when save points are
@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import logging
 
-from .. import errors
-from ..blocking import BLOCKED
-from ..errors import CommandError
-from ..lazyfree import free_later
-from ..registry import command
-from ..resp import OK, Simple
+from ..core.blocking import BLOCKED
+from ..core.lazyfree import free_later
+from ..core.registry import command
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.resp import OK, Simple
 
 log = logging.getLogger("hotkv")
 
@@ -51,7 +51,7 @@ def _flush_mode(c, argv) -> bool:
 
 def flush_db(server, db, lazy: bool = False) -> int:
     """Empty db; returns how many keys it held (added to the dirty counter).
-    A lazy flush frees the old keys after the reply (hotkv.lazyfree), each
+    A lazy flush frees the old keys after the reply (hotkv.core.lazyfree), each
     key counted as one lazily freed object as Valkey counts them."""
     db.touch_all()
     old = (db.data, db.expires)
@@ -77,7 +77,7 @@ def flushall(c, argv):
     removed = 0
     for db in c.server.dbs:
         removed += flush_db(c.server, db, lazy)
-    if c.server.tracking_on:   # one "all keys" invalidation (hotkv.tracking)
+    if c.server.tracking_on:   # one "all keys" invalidation (hotkv.clients.tracking)
         c.server.tracking.flushed()
     _force_propagation(c, argv, removed)
     # As Valkey: a running BGSAVE would write the old data; with save points
@@ -93,7 +93,7 @@ def flushall(c, argv):
 def flushdb(c, argv):
     """Remove all keys from the current database."""
     removed = flush_db(c.server, c.db, _flush_mode(c, argv))
-    if c.server.tracking_on:   # one "all keys" invalidation (hotkv.tracking)
+    if c.server.tracking_on:   # one "all keys" invalidation (hotkv.clients.tracking)
         c.server.tracking.flushed()
     _force_propagation(c, argv, removed)
     return OK
@@ -121,7 +121,7 @@ def time_(c, argv):
                 run.time_us = server.clock.us()
             us = run.time_us
             return [b"%d" % (us // 1_000_000), b"%d" % (us % 1_000_000)]
-    us = server.clock.us()    # hotkv.clock
+    us = server.clock.us()    # hotkv.core.clock
     return [b"%d" % (us // 1_000_000), b"%d" % (us % 1_000_000)]
 
 
@@ -184,7 +184,7 @@ def shutdown(c, argv):
             raise CommandError(errors.SYNTAX)
     if (abort and len(argv) > 2) or (nosave and save_):
         raise CommandError(errors.SYNTAX)
-    if abort:   # a signal shutdown not yet carried out (hotkv.cli.SignalShutdown)
+    if abort:   # a signal shutdown not yet carried out (hotkv.tools.cli.SignalShutdown)
         cancel = getattr(c.server, "abort_shutdown", None)
         if cancel is not None and cancel():
             return OK

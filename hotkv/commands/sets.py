@@ -28,13 +28,13 @@ from __future__ import annotations
 import random
 from operator import itemgetter
 
-from .. import errors
-from ..errors import CommandError, WrongType
-from ..registry import command, spec
-from ..resp import SetReply
+from ..core.registry import command, spec
+from ..protocol import errors
+from ..protocol.errors import CommandError, WrongType
+from ..protocol.resp import SetReply
+from ..protocol.util import LLONG_MAX, string2ll
 from ..types import sets as st
 from ..types.sets import HASHTABLE, INTSET, LISTPACK, SetValue, ordered
-from ..util import LLONG_MAX, string2ll
 from .hashes import RANDOM_REPLY_LIMIT, parse_cursor, random_member, scan_args, scan_container
 
 _SRAND_LIMIT = "ERR value is out of range, value must between -9223372036854775807 and " \

@@ -2,16 +2,16 @@
 
 Owns SLOWLOG GET / LEN / RESET / HELP.  The log itself (``server.slowlog``,
 newest first, at most slowlog-max-len entries) and how an entry is made are
-``hotkv.cmdlog``'s: the dispatcher feeds it, and the server creates it.
+``hotkv.observe.cmdlog``'s: the dispatcher feeds it, and the server creates it.
 """
 
 from __future__ import annotations
 
-from ..errors import CommandError
-from ..registry import command, container
-from ..replies import cstr, help_reply
-from ..resp import OK
-from ..util import string2ll
+from ..core.registry import command, container
+from ..protocol.errors import CommandError
+from ..protocol.replies import cstr, help_reply
+from ..protocol.resp import OK
+from ..protocol.util import string2ll
 
 container("slowlog", group="server")
 

@@ -48,12 +48,12 @@ import math
 import re
 from itertools import islice
 
-from ..errors import CommandError, WrongType
-from ..registry import command, spec
+from ..core.registry import command, spec
+from ..protocol.errors import CommandError, WrongType
+from ..protocol.util import string2ll
 from ..types.lists import ListValue
 from ..types.sets import ordered
 from ..types.table import TYPE_NAMES
-from ..util import string2ll
 
 SYNTAX = "ERR syntax error"
 NOT_INTEGER = "ERR value is not an integer or out of range"
@@ -172,7 +172,7 @@ def _full_key_access(c, argv, readonly: bool) -> bool:
     user = getattr(c, "user", None)
     if user is None or getattr(user, "unrestricted", False):
         return True
-    from ..acl import all_keys_readable
+    from ..clients.acl import all_keys_readable
     return all_keys_readable(c, (sort_ro if readonly else sort).command, argv)
 
 

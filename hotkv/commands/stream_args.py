@@ -20,12 +20,12 @@ only) for group bookkeeping, which wakes no one.
 
 from __future__ import annotations
 
-from .. import errors
-from ..errors import CommandError
-from ..resp import Entries, Simple
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.resp import Entries, Simple
+from ..protocol.util import string2ll
 from ..types.stream import Stream
 from ..types.stream_ids import MASK64, MAX_ID, id_bytes
-from ..util import string2ll
 
 ERR_INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
 ERR_XADD_SMALLER = ("ERR The ID specified in XADD is equal or smaller than the target stream "
@@ -233,7 +233,7 @@ def _touched(c, key, event: str, n: int = 1):
     server.dirty += n
     if key in db.watched:
         db.touch_watched(key)
-    if server.tracking_on:   # client-side caching (hotkv.tracking)
+    if server.tracking_on:   # client-side caching (hotkv.clients.tracking)
         server.tracking.invalidate(key)
     if event:
         server.event(db, key, "t", event)

@@ -27,15 +27,15 @@ from __future__ import annotations
 
 from itertools import islice
 
-from .. import errors
-from ..blocking import block, parse_timeout
-from ..errors import CommandError
-from ..registry import command, container, spec
-from ..resp import NULL_ARRAY, OK
+from ..core.blocking import block, parse_timeout
+from ..core.registry import command, container, spec
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.resp import NULL_ARRAY, OK
+from ..protocol.util import string2ll
 from ..types.stream import Stream
 from ..types.stream_groups import NACK
 from ..types.stream_ids import INVALID_ENTRIES_READ, MAX_ID, id_bytes
-from ..util import string2ll
 from .stream_args import (
     ERR_BUSYGROUP,
     ERR_ENTRIESREAD,

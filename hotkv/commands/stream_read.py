@@ -12,7 +12,7 @@ FORCE JUSTID LASTID`` per PEL change (``_xclaim_prop``) plus ``XGROUP
 SETID ... ENTRIESREAD`` when the group's last-delivered ID moved
 (``_setid_prop``), never themselves.
 
-Blocking uses hotkv/blocking.py.  The IDs a blocked XREAD resolved ``$`` to
+Blocking uses hotkv/core/blocking.py.  The IDs a blocked XREAD resolved ``$`` to
 are kept in the waiter (``block(..., data=_Blocked)``), so re-execution
 after a write means "newer than when I blocked".  A blocked XREADGROUP
 waits with ``unblock_on_nokey``: when its key is deleted or replaced,
@@ -28,10 +28,10 @@ test_xreadgroup_fast_general_aof_and_valkey_agree).
 
 from __future__ import annotations
 
-from .. import errors
-from ..blocking import block, parse_timeout
-from ..errors import CommandError
-from ..resp import NULL_ARRAY, Entries
+from ..core.blocking import block, parse_timeout
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.resp import NULL_ARRAY, Entries
 from ..types.stream import Stream
 from ..types.stream_groups import NACK
 from ..types.stream_ids import MAX_ID, id_bytes

@@ -31,13 +31,13 @@ only counts as a change for the AOF.
 
 from __future__ import annotations
 
-from .. import errors
-from ..errors import CommandError, WrongType
-from ..registry import command, spec
-from ..resp import NULL_ARRAY, OK, Entries
+from ..core.registry import command, spec
+from ..protocol import errors
+from ..protocol.errors import CommandError, WrongType
+from ..protocol.resp import NULL_ARRAY, OK, Entries
+from ..protocol.util import string2ll
 from ..types.stream import Stream
 from ..types.stream_ids import MASK64, MAX_ID, id_bytes, make_id
-from ..util import string2ll
 from .stream_args import (
     ERR_BOTH_STRATEGIES,
     ERR_EXHAUSTED,

@@ -27,7 +27,7 @@ Invariants and rules, all Redis's:
   past deletes the key and is propagated as DEL (UNLINK with
   lazyfree-lazy-expire), event "expired" (what Valkey 8.1 emits);
 * INCRBYFLOAT computes in x87 80-bit long double, as Redis does: operands
-  are parsed exactly and rounded to a 64-bit significand (``hotkv.longdouble``,
+  are parsed exactly and rounded to a 64-bit significand (``hotkv.protocol.longdouble``,
   integer significand/exponent pairs, no floats), the sum is rounded the
   same way, and the result printed as C's "%.17Lf"
   with trailing zeros removed -- so 0.1 + 0.2 gives "0.3", not Python's
@@ -36,12 +36,18 @@ Invariants and rules, all Redis's:
 
 from __future__ import annotations
 
-from .. import errors
-from ..errors import CommandError, WrongType
-from ..longdouble import INF, LD_ZERO, add as _ld_add, format_long_double, parse_long_double
-from ..registry import command, spec
-from ..resp import OK
-from ..util import LLONG_MAX, LLONG_MIN, string2ll
+from ..core.registry import command, spec
+from ..protocol import errors
+from ..protocol.errors import CommandError, WrongType
+from ..protocol.longdouble import (
+    INF,
+    LD_ZERO,
+    add as _ld_add,
+    format_long_double,
+    parse_long_double,
+)
+from ..protocol.resp import OK
+from ..protocol.util import LLONG_MAX, LLONG_MIN, string2ll
 
 # SET/GETEX option flags (as Redis's OBJ_* bits).
 NX, XX, EX, PX, KEEPTTL, GET, EXAT, PXAT, PERSIST = (1 << i for i in range(9))
@@ -188,7 +194,7 @@ def string_for_write(c, key, size: int):
 
 # Growth past this many bytes is more than a command's input explains (an
 # offset far out): maxmemory is then checked before the next command
-# (hotkv.eviction.Evictor.grew), as Valkey checks before every command.
+# (hotkv.core.eviction.Evictor.grew), as Valkey checks before every command.
 _AMPLIFIED = 4096
 
 

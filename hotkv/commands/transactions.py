@@ -2,7 +2,7 @@
 
 Queueing itself happens in the dispatcher (it is a rule about every
 command), and leaving a transaction or a WATCH without a command (RESET,
-disconnection, a refused EXEC) is ``hotkv.multi``'s; this module owns what
+disconnection, a refused EXEC) is ``hotkv.core.multi``'s; this module owns what
 the transaction commands do.
 
 Invariants:
@@ -17,14 +17,14 @@ Invariants:
 
 from __future__ import annotations
 
-from .. import errors
-from ..acl import exec_recheck
-from ..blocking import BLOCKED
-from ..dispatch import call
-from ..errors import CommandError
-from ..multi import discard_transaction, unwatch_all
-from ..registry import command
-from ..resp import NULL_ARRAY, OK
+from ..clients.acl import exec_recheck
+from ..core.blocking import BLOCKED
+from ..core.dispatch import call
+from ..core.multi import discard_transaction, unwatch_all
+from ..core.registry import command
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.resp import NULL_ARRAY, OK
 
 
 @command("multi", 1, "noscript loading stale fast no_multi allow_busy", group="transactions",

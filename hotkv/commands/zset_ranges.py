@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 import re
 
-from .. import errors
-from ..errors import CommandError
-from ..util import string2ll
+from ..protocol import errors
+from ..protocol.errors import CommandError
+from ..protocol.util import string2ll
 
 _INF = math.inf
 _nextafter = math.nextafter

@@ -1,7 +1,7 @@
 """Sorted-set commands (Redis's t_zset.c).
 
 Owns every Z* command, the blocking pops (BZPOPMIN/BZPOPMAX/BZMPOP through
-``hotkv.blocking``) and ZSCAN.  The value, ``ZSetValue`` (a dict member ->
+``hotkv.core.blocking``) and ZSCAN.  The value, ``ZSetValue`` (a dict member ->
 score plus a ``SortedList`` of ``(score, member)`` in Redis's order, so rank,
 range and pop are O(log n + k)), is hotkv/types/zsets.py's; parsing range
 bounds and finding what a range selects is hotkv/commands/zset_ranges.py's.
@@ -23,13 +23,14 @@ import random
 
 from sortedcontainers import SortedList
 
-from .. import blocking, errors
-from ..errors import CommandError, WrongType
-from ..registry import command, spec
-from ..resp import NULL_ARRAY
+from ..core import blocking
+from ..core.registry import command, spec
+from ..protocol import errors
+from ..protocol.errors import CommandError, WrongType
+from ..protocol.resp import NULL_ARRAY
+from ..protocol.util import LLONG_MAX, string2ll
 from ..types.sets import SetValue
 from ..types.zsets import ZSetValue
-from ..util import LLONG_MAX, string2ll
 from .hashes import (
     RANDOM_REPLY_LIMIT,
     cfg,
@@ -905,7 +906,7 @@ def zrandmember(c, argv):
 @command("zscan", -3, "readonly", (1, 1, 1), group="sorted_set", since="2.8.0")
 def zscan(c, argv):
     """Iterates over members and scores of a sorted set."""
-    from ..resp import format_double
+    from ..protocol.resp import format_double
     cursor = parse_cursor(argv[2])
     z = _get(c, argv[1])
     if z is None:

@@ -20,7 +20,7 @@ reason and leaves the previous state.
 
 from __future__ import annotations
 
-from ..config import ConfigError
+from ..core.config import ConfigError
 from . import counts
 
 

@@ -22,7 +22,7 @@ import base64
 import binascii
 import ipaddress
 
-from ..config import bind_addresses
+from ..core.config import bind_addresses
 
 
 def user_for(server, header: bytes | None):

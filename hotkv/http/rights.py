@@ -1,5 +1,5 @@
 """What one user may see of the dashboard (``/``, ``/api/state``) and of
-``/metrics``: the server's own ACL (hotkv.acl_rules ``User.check``, the
+``/metrics``: the server's own ACL (hotkv.clients.acl_rules ``User.check``, the
 dispatcher's check) asked about the commands that would show the same data
 over the Redis port, so a user sees over HTTP what its ACL would let it read
 with redis-cli, and no more.
@@ -23,7 +23,7 @@ shows it whatever the key patterns.  What needs every key -- the per-db type
 counts and the number of lists and streams (TYPE over the whole keyspace),
 the queue libraries' views (their readers read job records: LRANGE,
 HGETALL, ZRANGE, SMEMBERS) -- is shown only to a user who may run those
-commands on every key (``~*`` or allkeys, hotkv.acl ``all_keys_readable``);
+commands on every key (``~*`` or allkeys, hotkv.clients.acl ``all_keys_readable``);
 otherwise the types are ``{}``, the totals ``null`` and the libraries ``[]``.
 redis_exporter's documented user (``+client +ping +info +config|get
 +cluster|info +slowlog +latency +memory +select +get +scan +xinfo +type
@@ -40,8 +40,8 @@ top-keys streams).
 
 from __future__ import annotations
 
-from ..acl import all_keys_readable
-from ..acl_rules import lookup_command
+from ..clients.acl import all_keys_readable
+from ..clients.acl_rules import lookup_command
 
 # The commands alone: a line without its key is checked without keys.
 _BASE = ((b"INFO", b"all"), (b"SCAN", b"0"), (b"TYPE",))
@@ -59,7 +59,7 @@ _EVERY_KEY_LIBRARIES = ((b"TYPE", b"*"), (b"LRANGE", b"*", b"0", b"-1"),
 
 
 class _AsClient:
-    """What hotkv.acl.all_keys_readable reads of a client: its user."""
+    """What hotkv.clients.acl.all_keys_readable reads of a client: its user."""
     __slots__ = ("user",)
 
     def __init__(self, user):

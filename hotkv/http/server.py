@@ -33,7 +33,7 @@ import socket
 
 import h11
 
-from ..config import ConfigError, bind_addresses
+from ..core.config import ConfigError, bind_addresses
 from . import auth, metrics, pages, rights
 from .state import Sampler
 

@@ -6,7 +6,7 @@ history the plots draw (``Sampler``).
 
 Invariants:
 * everything here runs on the server's loop thread, between two commands,
-  and reads without changing anything (the readers of ``hotkv.queues``: no
+  and reads without changing anything (the readers of ``hotkv.observe.queues``: no
   lazy expiry, no hit/miss, no access time);
 * the work of one snapshot is bounded: at most ``SCAN_LIMIT`` keys of a
   database are looked at to find lists and streams, the library layouts are
@@ -39,16 +39,17 @@ import json
 import time
 from collections import deque
 
-from .. import latency, queues
-from ..config import PARAMS
-from ..registry import COMMANDS, all_commands
+from ..core import latency
+from ..core.config import PARAMS
+from ..core.registry import COMMANDS, all_commands
+from ..observe import queues
 from ..types.lists import ListValue
 from ..types.stream import Stream
 from . import counts
 
 SCAN_LIMIT = 200_000          # keys of one db looked at to find lists and streams
 # Library layouts are read in dbs no bigger than this: their readers
-# (hotkv.queues) load every job's record, so a snapshot stays short.
+# (hotkv.observe.queues) load every job's record, so a snapshot stays short.
 LIBRARY_SCAN_LIMIT = 20_000
 HISTORY = 300                 # samples kept for the plots (one a second: 5 minutes)
 MAX_INTERVAL = 60.0           # the longest wait between samples (a huge keyspace)
@@ -58,7 +59,7 @@ SLOWLOG_SHOWN = 10
 
 class _InfoAsker:
     """What INFO's handler reads of its client: the server.  The dashboard
-    asks INFO through the registry (hotkv.registry), as the dispatcher would, so the core
+    asks INFO through the registry (hotkv.core.registry), as the dispatcher would, so the core
     (which starts hotkv.http) never imports a command module."""
     __slots__ = ("server",)
 
@@ -237,7 +238,7 @@ def _report_lists(server, found: list, sweep, top_n: int) -> list:
 
 def _stream_view(server, db, key, now_ms: int):
     """A stream and its groups, in O(groups + consumers): counts and the
-    oldest pending entry only -- unlike hotkv.queues._stream, no list of
+    oldest pending entry only -- unlike hotkv.observe.queues._stream, no list of
     every pending entry (a group may have millions)."""
     value = server.dbs[db].data[key]
     groups = []

@@ -7,7 +7,7 @@ Function: FCALL's lookup and the collision check are case-insensitive, as
 Valkey's dict), the per-engine counts FUNCTION STATS reports, and the
 payload of FUNCTION DUMP / RESTORE (one RDB_OPCODE_FUNCTION2 record per
 library, the RDB version, the CRC64 footer) -- the same records an RDB file
-carries (hotkv/rdbfile.py reads and writes them through ``codes`` /
+carries (hotkv/persistence/rdbfile.py reads and writes them through ``codes`` /
 ``load_codes``).
 
 The functions run in ``FunctionEngine``, an ``hotkv.lua.engine.Engine`` of
@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import time
 
-from ..rdb import RDB_VERSION, crc64, verify
-from ..resp import split_inline_args
+from ..persistence.rdb import RDB_VERSION, crc64, verify
+from ..protocol.resp import split_inline_args
 from ..types.codec import RDBError, Reader, lzf_compression, put_string
 from .engine import Engine
 

@@ -41,8 +41,8 @@ import time
 
 from lupa import lua51
 
-from ..errors import CommandError
-from ..resp import encode_error
+from ..protocol.errors import CommandError
+from ..protocol.resp import encode_error
 
 BREAKPOINTS_MAX = 64      # Valkey's LDB_BREAKPOINTS_MAX
 MAXLEN_DEFAULT = 256      # LDB_MAX_LEN_DEFAULT
@@ -641,7 +641,7 @@ def log_notice(server, text: str):
 
 
 def _forked(c, argv, eng, body_fn):
-    from ..forkchild import load_prctl, run_child
+    from ..persistence.forkchild import load_prctl, run_child
     server = c.server
     fd = c.fd
     parent = os.getpid()

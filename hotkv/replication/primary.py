@@ -32,7 +32,7 @@ what Valkey's replication.c does on the primary's side:
   stream with encode_into and compares).
 * **Verbatim path** (fast path) -- a read the parser turned whole into its
   commands (``RequestParser.whole``) is bracketed by ``begin`` / ``end``
-  (hotkv.net, while ``server.raw_stream`` is this object): each command
+  (hotkv.net.connection, while ``server.raw_stream`` is this object): each command
   fed as it came (its own argv object, the next of the read, in the
   selected db; the read's first one may need a SELECT, written before) is
   only counted; at ``end``, when all of them were and ``_verbatim`` finds
@@ -54,7 +54,7 @@ what Valkey's replication.c does on the primary's side:
   of ``client-output-buffer-limit``; the backlog freed (and the stream no
   longer fed) after ``repl-backlog-ttl`` seconds without a replica; the good-replica count for
   ``min-replicas-to-write`` (``server.repl_refuse``, a dispatch gate).
-* **WAIT / WAITAOF** -- a waiting client is blocked with hotkv.blocking's
+* **WAIT / WAITAOF** -- a waiting client is blocked with hotkv.core.blocking's
   ``block`` on no key; ``REPLCONF GETACK *`` goes into the stream after the
   loop turn; each ACK re-counts and unblocks who is satisfied; the timeout
   reply is kept equal to the current count so a timeout answers it.
@@ -76,16 +76,17 @@ import signal
 import time
 from itertools import chain as _chain
 
-from .. import limits, rdbfile
-from ..aof.files import (
+from ..clients import limits
+from ..core.blocking import BLOCKED, block, unblock
+from ..persistence import rdbfile
+from ..persistence.aof.files import (
     _EXEC,
     _MULTI,
     ON as AOF_ON,
     _select,
     encode_into,
 )
-from ..blocking import BLOCKED, block, unblock
-from ..forkchild import load_prctl, run_child
+from ..persistence.forkchild import load_prctl, run_child
 from .backlog import Backlog
 
 log = logging.getLogger("hotkv")
@@ -406,7 +407,7 @@ class Primary:
         c.flush()
         c.reply_mode = 1
         c.kind = "replica"
-        c.hold_sooner()          # its buffer's memory counted as it is (hotkv.net)
+        c.hold_sooner()          # its buffer's memory counted as it is (hotkv.net.connection)
         if psync:
             if self._try_partial(link, argv[1].decode("latin-1"), int(argv[2])):
                 self.sync_partial_ok += 1

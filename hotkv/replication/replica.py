@@ -74,13 +74,15 @@ import time
 
 import hiredis
 
-from .. import blocking, limits, rdbfile
-from ..aof.files import ON as AOF_ON
-from ..client import Client
-from ..dispatch import process_command, reject
-from ..keyindex import KeyIndex
-from ..multi import discard_transaction
-from ..pause import hold_primary_command
+from ..clients import limits
+from ..clients.client import Client
+from ..core import blocking
+from ..core.dispatch import process_command, reject
+from ..core.keyindex import KeyIndex
+from ..core.multi import discard_transaction
+from ..core.pause import hold_primary_command
+from ..persistence import rdbfile
+from ..persistence.aof.files import ON as AOF_ON
 from .backlog import Backlog
 from .primary import replica_lines
 from .replica_gate import MASTERDOWN, READONLY, refuses_writes, running_stale

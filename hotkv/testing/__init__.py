@@ -10,7 +10,7 @@ This module holds what those modules share:
   server (its loop closed) raises RuntimeError, a loop that does not answer
   within ``timeout`` a TimeoutError saying why it may be stuck.
 * ``install_hooks(server)`` sets ``server.test_hooks``, the one hook
-  ``hotkv.dispatch.call`` calls before each command, from what is on: the
+  ``hotkv.core.dispatch.call`` calls before each command, from what is on: the
   faults (``hotkv.testing.faults``) and the journal (``hotkv.testing.journal``).
 
 Invariants: with no fault set and the journal off ``server.test_hooks`` is None,

@@ -13,7 +13,7 @@
     (``at="reply"``: the command runs at once, its reply waits) or the
     command itself waits before it runs (``at="command"``); the client's
     later commands wait behind it, other clients are served meanwhile (real
-    seconds: the virtual clock, hotkv.clock, does not move a delay);
+    seconds: the virtual clock, hotkv.core.clock, does not move a delay);
   - ``drop(...)``: the connection is closed before the command runs
     (``when="before"``) or after it ran but before its reply is sent
     (``when="after"``: "EXEC applied, the client never heard").  Replies to
@@ -74,14 +74,14 @@ from __future__ import annotations
 
 import os
 
-from .. import blocking
-from ..blocking import BLOCKED
-from ..errors import CommandError
-from ..multi import discard_transaction
-from ..pause import PAUSED, pause_clients, unpause_clients
-from ..resp import encode, encode_error
-from ..stats import count_call
-from ..util import compile_glob
+from ..core import blocking
+from ..core.blocking import BLOCKED
+from ..core.multi import discard_transaction
+from ..core.pause import PAUSED, pause_clients, unpause_clients
+from ..core.stats import count_call
+from ..protocol.errors import CommandError
+from ..protocol.resp import encode, encode_error
+from ..protocol.util import compile_glob
 from . import install_hooks, on_loop
 
 _FOREVER_MS = 1 << 62
@@ -111,7 +111,7 @@ class UnmatchedFaultWarning(UserWarning):
 def _command_name(name) -> str:
     """A command name as the faults match it ("get", "client|setname"); a
     name the server does not know is refused (a typo would never fire)."""
-    from ..registry import COMMANDS
+    from ..core.registry import COMMANDS
     text = (name.decode() if isinstance(name, (bytes, bytearray)) else str(name)).lower()
     text = "|".join(text.split()) if " " in text.strip() else text.strip()
     top, _, sub = text.partition("|")
@@ -499,13 +499,13 @@ class Faults:
 
     def oom(self) -> Switch:
         """Commands that may grow memory (SET, LPUSH, EVAL...) get -OOM, as on a
-        server past its maxmemory; the real check decides (hotkv.dispatch)."""
+        server past its maxmemory; the real check decides (hotkv.core.dispatch)."""
         server = self.server
         values = server.config.values
         policy = []
 
         def on():
-            from ..stats import used_memory
+            from ..core.stats import used_memory
             server.used_memory_cached = used_memory()
             # Refuse, never evict: under an evicting policy a 1-byte limit
             # would empty the keyspace first.
@@ -537,7 +537,7 @@ def _persistent(values) -> bool:
 def _image(old, keep_data: bool):
     """The keyspace as an RDB image in memory, when a restart must carry it
     (kept, and no file the new server would load); else None."""
-    from ..rdbfile import write_dataset
+    from ..persistence.rdbfile import write_dataset
     if not keep_data or _persistent(old.config.values):
         return None
 
@@ -554,14 +554,14 @@ def _image(old, keep_data: bool):
 
 def _after_start(embedded, old, image, keep_data: bool):
     """The new server takes the old one's clock, then its image or an empty keyspace."""
-    from ..rdbfile import read_bytes
+    from ..persistence.rdbfile import read_bytes
     new = embedded.server
     new.clock.adopt(old.clock)   # a test's frozen/advanced time lives on
     if image:
         loaded = read_bytes(image, len(new.dbs), old.clock.ms())
 
         def install():
-            from ..rdbfile import install as put
+            from ..persistence.rdbfile import install as put
             for db in new.dbs:
                 db.clear()
             put(new, loaded)

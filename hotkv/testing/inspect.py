@@ -31,8 +31,8 @@ clock is installed, else the wall clock).
 
 from __future__ import annotations
 
-# The views and the reads live in hotkv.queues (the dashboard reads queues too).
-from ..queues import (  # noqa: F401 - re-exported: the inspector's public views
+# The views and the reads live in hotkv.observe.queues (the dashboard reads queues too).
+from ..observe.queues import (  # noqa: F401 - re-exported: the inspector's public views
     ConsumerInfo,
     GroupInfo,
     Job,

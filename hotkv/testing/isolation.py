@@ -111,7 +111,7 @@ class Baseline:
         return done
 
     def _config(self, server, cmds, done):
-        from ..config import PARAMS
+        from ..core.config import PARAMS
         values = server.config.values
         for name, base in self.config.items():
             if values.get(name) != base:

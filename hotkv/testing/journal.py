@@ -33,13 +33,13 @@ arguments; ``count=`` how many times), ``assert_not_called``, ``assert_order([..
 calls occur in this order, others may come between), each with an optional
 ``client=``.
 
-What is recorded: every command ``hotkv.dispatch.call`` runs -- what clients
+What is recorded: every command ``hotkv.core.dispatch.call`` runs -- what clients
 sent (a command refused before it runs, by arity, ACL, OOM..., is not: it
 never ran), what EXEC ran and what scripts called.  MULTI's queued commands
 are recorded when EXEC runs them, after the EXEC entry.
 
 Cost: off, nothing (``server.test_hooks`` is None unless a fault is set); on
-without replies, ``hotkv.dispatch.call`` itself appends a command a client sent
+without replies, ``hotkv.core.dispatch.call`` itself appends a command a client sent
 to the log -- no call, no object made, the arguments not copied -- and
 ``bench/journal.py`` measures what that costs P1 LPUSH.  Recording runs on the
 loop thread; queries copy the log on the loop thread, so a test may call them
@@ -50,11 +50,11 @@ from __future__ import annotations
 
 import difflib
 
-from ..blocking import BLOCKED
-from ..dispatch import JournalLog
-from ..errors import CommandError
-from ..resp import encode, encode_error
-from ..util import compile_glob
+from ..core.blocking import BLOCKED
+from ..core.dispatch import JournalLog
+from ..protocol.errors import CommandError
+from ..protocol.resp import encode, encode_error
+from ..protocol.util import compile_glob
 from . import install_hooks, on_loop
 from .faults import Injected
 
@@ -165,7 +165,7 @@ HANDSHAKE = frozenset({"hello", "client|setinfo"})
 class Journal:
     """The journal of one server (see the module docstring).
 
-    ``_log`` (a ``hotkv.dispatch.JournalLog``: a list) is flat: a record is
+    ``_log`` (a ``hotkv.core.dispatch.JournalLog``: a list) is flat: a record is
     ``_HEAD`` fields, then the command's arguments as they came (the list the
     parser made is not kept, its items are): the head, client id, client
     name, db, command (the registry's ``Command``), ms.  The head is the
@@ -335,7 +335,7 @@ class Journal:
 
     def keys(self, client=None) -> list:
         """Every key the recorded commands named, in the order first named."""
-        from ..registry import lookup
+        from ..core.registry import lookup
         seen: dict = {}
         for e in self._select(client):
             cmd = lookup(e.argv[0])

@@ -4,7 +4,7 @@ Owns ``Snapshot`` (an in-memory deep copy of every database's keys and
 TTLs: ``server.snapshot()``), ``restore`` (``server.restore(snap)``: the
 databases become the snapshot's), ``seed`` (``server.seed({...})``: keys
 from Python objects) and ``load_rdb`` (``server.load_rdb(path)``: the
-databases become a dump.rdb's, read by hotkv/rdbfile.py).
+databases become a dump.rdb's, read by hotkv/persistence/rdbfile.py).
 
 Why it is fast: a snapshot holds the type objects themselves
 (hotkv/types/), copied with ``copy_value`` (COPY's deep copy: a string's
@@ -51,7 +51,7 @@ import gc
 
 from sortedcontainers import SortedList
 
-from ..keyindex import KeyIndex
+from ..core.keyindex import KeyIndex
 from ..types.copying import copy_value
 from ..types.zsets import ZSetValue
 from .inspect import run_on_loop
@@ -61,7 +61,7 @@ class Snapshot:
     """Every database's keys and TTLs at one moment (``server.snapshot()``).
     ``dbs[i]`` is ``(data, expires)`` for database i, or None when it was
     empty.  Treat as opaque; ``keys`` counts the keys held.  ``indexes[i]``
-    holds database i's key indexes (hotkv.keyindex), built once here so a
+    holds database i's key indexes (hotkv.core.keyindex), built once here so a
     restore copies their buckets instead of hashing every key again."""
 
     __slots__ = ("dbs", "keys", "indexes")
@@ -161,7 +161,7 @@ class _Incoming:
 
 @_no_gc
 def _restore(server, snap: Snapshot, copy: bool):
-    from ..dispatch import serve_ready_keys
+    from ..core.dispatch import serve_ready_keys
     pad = [None] * (len(server.dbs) - len(snap.dbs))
     entries = list(snap.dbs) + pad
     indexes = list(snap.indexes) + pad
@@ -203,7 +203,7 @@ def _restore(server, snap: Snapshot, copy: bool):
 
 def _log_dataset(server):
     """The AOF gets FLUSHALL and the commands rebuilding every database."""
-    from ..aof.rewrite import rewrite_value
+    from ..persistence.aof.rewrite import rewrite_value
     server.propagate(0, [b"FLUSHALL"])
     for db in server.dbs:
         expires = db.expires
@@ -224,12 +224,12 @@ def load_rdb(server, path) -> int:
     """Replace the databases with the RDB file's keys (as a restore: the
     same WATCH / blocked-client / AOF rules); its function libraries are
     loaded too.  Returns the number of keys loaded.  Raises
-    hotkv.rdbfile.RDBLoadError for a file Valkey would refuse."""
+    hotkv.persistence.rdbfile.RDBLoadError for a file Valkey would refuse."""
     return run_on_loop(server, _load_rdb, server, str(path))
 
 
 def _load_rdb(server, path: str) -> int:
-    from .. import rdbfile
+    from ..persistence import rdbfile
     loaded = rdbfile.read_file(path, server)
     if loaded.functions:
         from ..lua.functions import FunctionError, registry
@@ -333,8 +333,8 @@ def seed(server, data: dict, db: int = 0, ttl: dict | None = None) -> int:
 def run_commands(server, argvs: list, db: int = 0):
     """Run each argv through the dispatcher as a fake client on db;
     SeedError on the first error reply."""
-    from ..client import Client
-    from ..dispatch import call, serve_ready_keys
+    from ..clients.client import Client
+    from ..core.dispatch import call, serve_ready_keys
     client = Client(server, fake=True)
     client.db = server.dbs[db]
     table = server.command_table

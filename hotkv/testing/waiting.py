@@ -37,7 +37,7 @@ import struct
 import termios
 import threading
 
-from ..pause import PAUSED
+from ..core.pause import PAUSED
 from . import on_loop
 
 _INT = struct.Struct("i")

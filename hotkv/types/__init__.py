@@ -8,7 +8,7 @@ replies or asyncio; command modules (hotkv/commands/) import from here,
 never the reverse.
 
 * ``table`` -- the static type table (name, class, persistence functions,
-  RDB type codes) that TYPE, SCAN TYPE, hotkv/aof/ and hotkv/rdb.py read;
+  RDB type codes) that TYPE, SCAN TYPE, hotkv/persistence/aof/ and hotkv/persistence/rdb.py read;
 * ``codec`` -- byte formats the types share (RDB lengths/strings, listpacks,
   ziplist/zipmap/intset readers, the rewrite's batching);
 * ``strings``, ``lists``, ``hashes``, ``sets``, ``zsets``;

@@ -6,7 +6,7 @@ with LZF-compressed and integer-encoded strings), listpacks (writing,
 parsing, and the element sizes streams split their nodes by), the legacy
 ziplist, zipmap and intset readers -- the RDB type codes, and the AOF
 rewrite's batching (``batches``, ``ITEMS_PER_CMD``).  Each type's own
-layout lives with the type (hotkv/types/<type>.py); hotkv/rdb.py frames a
+layout lives with the type (hotkv/types/<type>.py); hotkv/persistence/rdb.py frames a
 payload (version, CRC64) and dispatches through hotkv/types/table.py.
 
 Invariants:
@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections import defaultdict
 from contextlib import contextmanager
 
-from ..util import string2ll
+from ..protocol.util import string2ll
 
 try:
     import lzf as _lzf

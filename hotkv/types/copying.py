@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..errors import CommandError
+from ..protocol.errors import CommandError
 from .hashes import HashValue
 from .lists import ListValue
 from .sets import SetValue

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 
-from ..longdouble import format_long_double
+from ..protocol.longdouble import format_long_double
 
 M64 = (1 << 64) - 1
 M32 = (1 << 32) - 1

@@ -34,7 +34,7 @@ SADD cost what a plain set's do.
 
 from __future__ import annotations
 
-from ..util import string2ll
+from ..protocol.util import string2ll
 from .codec import (
     DEFAULT_LIMITS,
     ITEMS_PER_CMD,
@@ -79,7 +79,7 @@ class SetValue(set):
 
     @property
     def encoding(self) -> bytes:
-        """What OBJECT ENCODING reports (hotkv.encodings reads it)."""
+        """What OBJECT ENCODING reports (hotkv.types.encodings reads it)."""
         return self.enc
 
     def copy(self):

@@ -6,7 +6,7 @@ written as type 21, read as 15, 19 or 21, LZF-compressed strings
 included, so payloads DUMPed by Redis 5+ / Valkey restore).  ``rewrite`` is
 ``rewrite_commands`` under the name every type module uses.  The stream
 itself is hotkv/types/stream.py, its groups stream_groups.py; the framing
-of a payload (RDB version, CRC64) is hotkv/rdb.py's.
+of a payload (RDB version, CRC64) is hotkv/persistence/rdb.py's.
 
 Invariants: ``node_listpack(node)`` is byte for byte the listpack Valkey
 holds for the same entries when the node has no tombstone; with
@@ -36,7 +36,7 @@ from array import array
 from itertools import islice
 from operator import lt as _lt
 
-from ..util import string2ll
+from ..protocol.util import string2ll
 from .codec import (
     _LP_SMALL_INTS,
     DEFAULT_LIMITS,

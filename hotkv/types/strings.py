@@ -2,7 +2,7 @@
 place.
 
 Owns the string's persistence (the string algorithms -- APPEND, SETRANGE,
-integer parsing -- are in hotkv/commands/strings.py and hotkv/util.py, the
+integer parsing -- are in hotkv/commands/strings.py and hotkv/protocol/util.py, the
 bit operations in hotkv/commands/bits.py, as they work on arguments as much
 as on values):
 * ``rewrite``: one SET;

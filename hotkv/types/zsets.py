@@ -26,7 +26,7 @@ import struct
 
 from sortedcontainers import SortedList
 
-from ..resp import format_double
+from ..protocol.resp import format_double
 from .codec import (
     DEFAULT_LIMITS,
     ITEMS_PER_CMD,

@@ -1,6 +1,6 @@
 """Coverage-guided fuzzing of the dispatcher and every command handler
 (atheris / libFuzzer): random and mutated command lines through
-``hotkv.dispatch.process_command`` on an in-process server.
+``hotkv.core.dispatch.process_command`` on an in-process server.
 
 Property: see targets.Dispatcher.run -- one well-formed reply per command,
 no unhandled exception, no "internal error", no hang.  Run (see README.md):

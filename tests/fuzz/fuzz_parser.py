@@ -13,18 +13,19 @@ import atheris
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import hotkv.resp  # noqa: E402
+import hotkv.protocol.resp  # noqa: E402
 import targets  # noqa: E402
 
 # Instrument only the parser: instrumenting every import costs half a minute.
-for _name, _fn in list(vars(hotkv.resp.RequestParser).items()):
+for _name, _fn in list(vars(hotkv.protocol.resp.RequestParser).items()):
     if callable(_fn) and hasattr(_fn, "__code__"):
-        setattr(hotkv.resp.RequestParser, _name, atheris.instrument_func(_fn))
+        setattr(hotkv.protocol.resp.RequestParser, _name, atheris.instrument_func(_fn))
     elif isinstance(_fn, staticmethod):
-        setattr(hotkv.resp.RequestParser, _name,
+        setattr(hotkv.protocol.resp.RequestParser, _name,
                 staticmethod(atheris.instrument_func(_fn.__func__)))
-hotkv.resp.split_inline_args = atheris.instrument_func(hotkv.resp.split_inline_args)
-hotkv.resp._string2ll = atheris.instrument_func(hotkv.resp._string2ll)
+_resp = hotkv.protocol.resp
+_resp.split_inline_args = atheris.instrument_func(_resp.split_inline_args)
+hotkv.protocol.resp._string2ll = atheris.instrument_func(hotkv.protocol.resp._string2ll)
 
 
 def one_input(data: bytes):

@@ -109,7 +109,7 @@ def check_resp(data: bytes) -> list[bytes]:
 # ----------------------------------------------------------------------
 
 def _parse(data_chunks, auth_required: bool):
-    from hotkv.resp import RequestParser
+    from hotkv.protocol.resp import RequestParser
     p = RequestParser(1024 * 1024)
     p.auth_required = auth_required
     commands = []
@@ -183,7 +183,7 @@ class Dispatcher:
 
     def __init__(self):
         import hotkv  # noqa: F401  (registers every command)
-        from hotkv.client import Client
+        from hotkv.clients.client import Client
         from hotkv.server import Server
         self.server = Server({"save": "", "appendonly": "no", "proto-max-bulk-len": "1mb",
                               "client-query-buffer-limit": "1mb"})
@@ -191,15 +191,15 @@ class Dispatcher:
         self.logged: list = []
         self.server.log_exception = lambda cmd, argv, exc: self.logged.append(
             (cmd.name, argv, repr(exc)))
-        from hotkv.registry import all_commands
+        from hotkv.core.registry import all_commands
         self.commands = sorted({c.name for c in all_commands()
                                 if c.func is not None and c.name not in EXCLUDED
                                 and c.name.split("|")[0] not in EXCLUDED
                                 and not (c.subcommands and c.parent is None)})
 
     def run(self, argv, resp3: bool = False) -> bytes:
-        from hotkv import blocking
-        from hotkv.dispatch import process_command
+        from hotkv.core import blocking
+        from hotkv.core.dispatch import process_command
         c = self.client
         c.resp3 = resp3
         name = argv[0].lower().decode("latin-1")
@@ -217,7 +217,7 @@ class Dispatcher:
             signal.alarm(0)
             signal.signal(signal.SIGALRM, old)
         if c.multi:
-            from hotkv.multi import discard_transaction
+            from hotkv.core.multi import discard_transaction
             discard_transaction(c)
         out = b"".join(c.out)
         c.out.clear()
