@@ -30,7 +30,7 @@ import threading
 import weakref
 
 from .inprocess import LoopLock, client as inprocess_client, locked_event_loop
-from .net.connection import Listener, close_loop, new_event_loop
+from .net.listeners import Listener, close_loop, new_event_loop
 from .server import Server
 
 

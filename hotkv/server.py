@@ -3,7 +3,7 @@
 ``Server`` owns the databases, the configuration, the connected clients, the
 statistics INFO reports, the ready-keys list of the blocking machinery and
 the propagation buffer the AOF reads.  It knows no sockets: the network
-layer (``hotkv.net.connection``) gives it an event loop through ``attach_loop``, calls
+layer (``hotkv.net.listeners``) gives it an event loop through ``attach_loop``, calls
 ``before_sleep`` once per loop turn through ``wake``, and tells it of every
 connection's life: ``refusal`` (a new connection), ``client_gone``
 (disconnection), ``load_data`` (at start) and ``shutdown`` (at stop).
@@ -203,7 +203,7 @@ class Server:
         # (client id -> dict; hotkv.commands.replication).
         self.replconf: dict = {}
         # Connections freed while a busy script held the loop, whose later
-        # connection_lost is then a no-op (hotkv.net.connection.ServeWhileBlocked).
+        # connection_lost is then a no-op (hotkv.net.busy.ServeWhileBlocked).
         self.ended_while_held: set = set()
         self.inst_samples = None      # INFO's instantaneous metrics (hotkv.core.stats)
         self.el_cmd_sum = 0.0         # eventloop_duration_cmd_sum (hotkv.observe.loopstats)

@@ -1,5 +1,5 @@
 """A runaway script must not lock anyone out (hotkv.lua.engine's busy state,
-hotkv.net.connection.ServeWhileBlocked), checked against hotkv and valkey-server 8.1.8.
+hotkv.net.busy.ServeWhileBlocked), checked against hotkv and valkey-server 8.1.8.
 
 While a script runs past busy-reply-threshold, Valkey keeps serving every
 client from inside the script (processEventsWhileBlocked): connections made

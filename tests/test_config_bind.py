@@ -1,5 +1,5 @@
 """CONFIG SET bind to an address that overlaps the one listened on
-(hotkv/net/connection.py ``Listener.rebind``), against valkey-server 8.1.8.
+(hotkv/net/listeners.py ``Listener.rebind``), against valkey-server 8.1.8.
 
 Valkey's changeListener closes the old listening sockets and then opens the
 new ones; when that fails it binds the old addresses again (the CONFIG SET

@@ -1,4 +1,4 @@
-"""CONFIG SET port and CONFIG SET bind at run time (hotkv/net/connection.py ``Listener.rebind``),
+"""CONFIG SET port and CONFIG SET bind at run time (hotkv/net/listeners.py ``Listener.rebind``),
 against valkey-server 8.1.8 (Valkey's Tcl unit networking: "CONFIG SET port
 number", "CONFIG SET bind address"; introspection: "CONFIG SET rollback on
 apply error").

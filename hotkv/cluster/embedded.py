@@ -42,7 +42,7 @@ import shutil
 import tempfile
 import threading
 
-from ..net.connection import Listener, close_loop, new_event_loop
+from ..net.listeners import Listener, close_loop, new_event_loop
 from ..server import Server
 from .slots import SLOTS
 from .state import ClusterState, share_data, without_config_file

@@ -448,7 +448,7 @@ def _format_shutdown_flags(value):
 
 def _parse_perm(text):
     """unixsocketperm: read as octal (Valkey's range 0..777 octal), kept as the octal
-    digits (700 is 0o700), the form hotkv.net.connection reads."""
+    digits (700 is 0o700), the form hotkv.net.listeners reads."""
     p = PARAMS["unixsocketperm"]
     return int("%o" % p._range(p._number(text)))
 

@@ -49,7 +49,7 @@ API table, the sandbox, the error handler, the timeout hook -- is
   (its Lua hashes strings with murmur32);
 * script timeout: past ``lua-time-limit`` (busy-reply-threshold) a count
   hook (every 100000 instructions) serves the other clients -- the event
-  loop cannot be re-entered, so ``hotkv.net.connection.ServeWhileBlocked`` accepts new
+  loop cannot be re-entered, so ``hotkv.net.busy.ServeWhileBlocked`` accepts new
   connections (TCP, unix, TLS), reads every socket and writes the replies
   itself -- and their commands meet a gate installed as
   ``server.pause_check`` for the script's duration, in Valkey's place after
@@ -220,7 +220,7 @@ class RunCtx:
         self.shutdown = False
         self.prop_mark = 0
         self.busy_error = BUSY_SCRIPT
-        self.serving = None     # hotkv.net.connection.ServeWhileBlocked while busy
+        self.serving = None     # hotkv.net.busy.ServeWhileBlocked while busy
         self.time_us = 0        # TIME's answer in this run (set at its start)
         self.repl = 3           # redis.set_repl: 1 AOF, 2 replicas, 3 both, 0 neither
         self.targets = None     # {index in prop_pending: 1 or 2} once set_repl narrowed it
@@ -575,7 +575,7 @@ class Engine:
         allow_busy (SCRIPT KILL, SHUTDOWN NOSAVE, AUTH, MULTI...)."""
         # (at call time: net is the event loop's side, and whether it leads
         # back to the command modules is its own business)
-        from ..net.connection import ServeWhileBlocked
+        from ..net.busy import ServeWhileBlocked
         server = self.server
         run.busy = True
         server.yielding = True     # blocked clients wait for the script's end (dispatch)
@@ -631,7 +631,7 @@ class Engine:
 
     def _process_events(self, run):
         """Serve the other clients while the script runs (Valkey's
-        processEventsWhileBlocked): see hotkv.net.connection.ServeWhileBlocked."""
+        processEventsWhileBlocked): see hotkv.net.busy.ServeWhileBlocked."""
         run.serving.pump(skip=run.caller)
 
     # Lua -> RESP -------------------------------------------------------

@@ -1,7 +1,7 @@
 """TLS: a second listener that speaks RESP over TLS, with Python's ``ssl``.
 
 Owns the ``tls-*`` settings (declared in hotkv.core.config) and ``start_listeners``
-(``hotkv.net.connection.Listener.start`` calls it, after the plain listeners) that,
+(``hotkv.net.listeners.Listener.start`` calls it, after the plain listeners) that,
 when ``tls-port`` is set, opens a TLS listener on every ``bind`` address next
 to the plain one, with the very same ``Connection`` protocol (the listener
 passes its factory, so this module does not import the network layer):
@@ -100,7 +100,7 @@ async def start_listeners(listener, loop, factory):
                                        backlog=values["tcp-backlog"], reuse_address=True,
                                        ssl_handshake_timeout=HANDSHAKE_TIMEOUT)
         listener.servers.append(srv)
-        listener.tls_contexts[id(srv)] = ctx   # for net.ServeWhileBlocked
+        listener.tls_contexts[id(srv)] = ctx   # for net.busy.ServeWhileBlocked
         for sock in srv.sockets:
             bound.append(sock.getsockname()[:2])
         if port == 0 and bound:

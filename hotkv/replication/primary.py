@@ -526,12 +526,7 @@ class Primary:
         _ = job
 
     def _write(self, link, data):
-        c = link.client
-        if c.closed:
-            return
-        c.server.stat_net_output_bytes += len(data)
-        c.net_out += len(data)
-        c.transport.write(data)
+        link.client.send_raw(data)   # counted as output (hotkv.net.connection)
 
     def _readable(self):
         job = self.job
@@ -559,7 +554,7 @@ class Primary:
                     self._abort_job("no replica left")
                     return
                 if any(not lk.client.closed
-                       and lk.client.transport.get_write_buffer_size() > OUT_HIGH
+                       and lk.client.transport_backlog() > OUT_HIGH
                        for lk in job.links):
                     self._pause_reading()
                     return
@@ -576,7 +571,7 @@ class Primary:
         job = self.job
         if job is None or job.reading:
             return
-        if any(not lk.client.closed and lk.client.transport.get_write_buffer_size() > OUT_HIGH
+        if any(not lk.client.closed and lk.client.transport_backlog() > OUT_HIGH
                for lk in job.links):
             self.server.loop.call_later(0.01, self._maybe_resume)
             return

@@ -61,7 +61,7 @@ import time
 
 from ..core.config import ALIASES, PARAMS, Config, ConfigError, did_you_mean, parse_config_file
 from ..core.config_table import DEPRECATED
-from ..net.connection import Listener, close_loop, new_event_loop
+from ..net.listeners import Listener, close_loop, new_event_loop
 from ..persistence import rdbfile
 from ..persistence.aof import AOFLoadError, files as aof_files
 from ..protocol.resp import split_inline_args
