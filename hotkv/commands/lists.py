@@ -1,14 +1,18 @@
 """The list type: LPUSH ... LMPOP and the blocking pops (Redis's t_list.c).
 
 A list is a ``hotkv.types.lists.ListValue`` (a deque): pushes and pops at either end
-are O(1); LRANGE/LINDEX/LSET walk from the nearer end.  This module is the
+are O(1); LRANGE/LINDEX/LSET walk from the nearer end.  The data operations
+(range, index, insert, LPOS, LREM, LTRIM, counted pops) are the type's
+(hotkv/types/lists.py's "List API"); this module parses arguments, replies,
+announces changes and chooses what is logged.  It is the
 core of the job-queue use case: LPUSH + BRPOP, and the reliable queue
 (BLMOVE into a processing list, LREM to acknowledge, LMOVE to requeue).
 
 Invariants:
 * a list is never empty in the keyspace: the command that removes the last
   element deletes the key (and emits the generic ``del`` event after its
-  own list event, as Redis does);
+  own list event, as Redis does) -- one helper, ``_removed``, for every
+  command that removes elements;
 * every change goes through ``server.written`` with Redis's event name and
   Redis's dirty increment (one per element pushed/popped/removed; LMOVE
   counts one; LTRIM counts the elements trimmed, possibly zero -- it still
@@ -38,8 +42,6 @@ replies and change counts with Valkey's.
 
 from __future__ import annotations
 
-from itertools import islice
-
 from ..core import blocking
 from ..core.registry import command, spec
 from ..protocol.errors import (
@@ -54,9 +56,8 @@ from ..protocol.errors import (
 )
 from ..protocol.resp import NULL_ARRAY, OK
 from ..protocol.util import string2ll
-from ..types.lists import ListValue
+from ..types.lists import LEFT, RIGHT, ListValue
 
-LEFT, RIGHT = 0, 1
 _LONG_MAX = 9223372036854775807
 
 RANGE_LONG = ("ERR value is out of range, value must between -9223372036854775807 "
@@ -111,57 +112,28 @@ def _lookup(db, key):
 
 
 # ----------------------------------------------------------------------
-# Shared list operations
+# Announcing a removal
 # ----------------------------------------------------------------------
 
-def _range(lst, start: int, end: int) -> list:
-    """Elements start..end (inclusive, negative from the end), walking from
-    the nearer end of the deque."""
-    llen = len(lst)
-    if start < 0:
-        start += llen
-    if end < 0:
-        end += llen
-    if start < 0:
-        start = 0
-    if start > end or start >= llen:
-        return []
-    if end >= llen:
-        end = llen - 1
-    if start == 0 and end == llen - 1:
-        return list(lst)
-    if start <= llen - 1 - end:
-        return list(islice(lst, start, end + 1))
-    out = list(islice(reversed(lst), llen - 1 - end, llen - start))
-    out.reverse()
-    return out
-
-
-def _removed(c, db, key, lst, where: int, n: int):
-    """After popping n elements from key: event, dirty, delete when empty."""
-    server = c.server
+def _removed(server, db, key, lst, event: str, n: int):
+    """After n elements left the list at key: the queue counters, then the
+    list event and n changes; when the list is now empty the key is deleted
+    first and the generic ``del`` event follows (Redis's order)."""
     if server.queue_counts is not None:
         server.queue_counts.pop(db, key, n)
     if lst:
-        server.written(db, key, "l", _POP_EVENT[where], n)
+        server.written(db, key, "l", event, n)
     else:
         db.delete(key)
-        server.written(db, key, "l", _POP_EVENT[where], n)
+        server.written(db, key, "l", event, n)
         server.event(db, key, "g", "del")
-
-
-def _pop_n(lst, where: int, n: int) -> list:
-    if n == 1:
-        return [lst.popleft() if where == LEFT else lst.pop()]
-    pop = lst.popleft if where == LEFT else lst.pop
-    return [pop() for _ in range(n)]
 
 
 def _pop_range_reply(c, db, key, lst, where: int, count: int):
     """LMPOP/BLMPOP: pop up to count, reply [key, [elements]], log as [LR]POP key n."""
     n = min(count, len(lst))
-    items = _pop_n(lst, where, n)
-    _removed(c, db, key, lst, where, n)
+    items = lst.pop_n(where, n)
+    _removed(c.server, db, key, lst, _POP_EVENT[where], n)
     c.server.propagate_as([_POP[where], key, b"%d" % n])
     return [key, items]
 
@@ -245,15 +217,13 @@ def linsert(c, argv):
     lst = _lookup(db, key)
     if lst is None:
         return 0
-    try:
-        i = lst.index(argv[3])
-    except ValueError:
+    n = lst.insert_at_pivot(argv[3], argv[4], after)
+    if n < 0:
         return -1
-    lst.insert(i + 1 if after else i, argv[4])
     c.server.written(db, key, "l", "linsert")
     if c.server.queue_counts is not None:
         c.server.queue_counts.push(db, key, 1)
-    return len(lst)
+    return n
 
 
 # ----------------------------------------------------------------------
@@ -275,7 +245,7 @@ def lrange(c, argv):
     lst = _lookup(c.db, argv[1])
     if lst is None:
         return []
-    return _range(lst, start, end)
+    return lst.range(start, end)
 
 
 @command("lindex", 3, "readonly", keys=(1, 1, 1), group="list")
@@ -284,13 +254,7 @@ def lindex(c, argv):
     lst = _lookup(c.db, argv[1])
     if lst is None:
         return None
-    index = _long(argv[2])
-    n = len(lst)
-    if index < 0:
-        index += n
-    if index < 0 or index >= n:
-        return None
-    return lst[index]   # a deque walks from the nearer end
+    return lst.element(_long(argv[2]))
 
 
 @command("lpos", -3, "readonly", keys=(1, 1, 1), group="list", since="6.0.6")
@@ -321,26 +285,8 @@ def lpos(c, argv):
     lst = _lookup(c.db, argv[1])
     if lst is None:
         return [] if count != -1 else None
-    ele = argv[2]
-    llen = len(lst)
-    if rank < 0:
-        rank = -rank
-        it = reversed(lst)
-        to_index = lambda k: llen - 1 - k  # noqa: E731
-    else:
-        it = iter(lst)
-        to_index = None
-    if maxlen:
-        it = islice(it, maxlen)
-    matches = 0
-    found = []
-    for k, item in enumerate(it):
-        if item == ele:
-            matches += 1
-            if matches >= rank:
-                found.append(k if to_index is None else to_index(k))
-                if count == -1 or (count and matches - rank + 1 >= count):
-                    break
+    # Without COUNT: the first match, as COUNT 1 finds it.
+    found = lst.positions(argv[2], rank, 1 if count == -1 else count, maxlen)
     if count != -1:
         return found
     return found[0] if found else None
@@ -361,12 +307,8 @@ def lset(c, argv):
     index = _long(argv[2])
     # Redis passes the index on as a C int: wrap it the same way.
     index = ((index + 0x80000000) & 0xFFFFFFFF) - 0x80000000
-    n = len(lst)
-    if index < 0:
-        index += n
-    if index < 0 or index >= n:
+    if not lst.replace(index, argv[3]):
         raise CommandError(OUT_OF_RANGE)
-    lst[index] = argv[3]
     c.server.written(db, key, "l", "lset")
     return OK
 
@@ -382,42 +324,9 @@ def lrem(c, argv):
     lst = _lookup(db, key)
     if lst is None:
         return 0
-    ele = argv[3]
-    removed = 0
-    if toremove == 1 or (toremove == -1 and len(lst) == 1):
-        # The acknowledge of a reliable queue: the first match, in C.
-        try:
-            lst.remove(ele)
-            removed = 1
-        except ValueError:
-            pass
-    elif toremove == -1 and lst and lst[-1] == ele:
-        lst.pop()
-        removed = 1
-    else:
-        limit = abs(toremove)
-        if ele in lst:
-            source = reversed(lst) if toremove < 0 else lst
-            kept = []
-            append = kept.append
-            for item in source:
-                if item == ele and (not limit or removed < limit):
-                    removed += 1
-                else:
-                    append(item)
-            if toremove < 0:
-                kept.reverse()
-            lst.clear()
-            lst.extend(kept)
+    removed = lst.remove_matches(argv[3], toremove)
     if removed:
-        if c.server.queue_counts is not None:
-            c.server.queue_counts.pop(db, key, removed)
-        if lst:
-            c.server.written(db, key, "l", "lrem", removed)
-        else:
-            db.delete(key)
-            c.server.written(db, key, "l", "lrem", removed)
-            c.server.event(db, key, "g", "del")
+        _removed(c.server, db, key, lst, "lrem", removed)
     return removed
 
 
@@ -431,41 +340,11 @@ def ltrim(c, argv):
     lst = _lookup(db, key)
     if lst is None:
         return OK
-    llen = len(lst)
-    if start < 0:
-        start += llen
-    if end < 0:
-        end += llen
-    if start < 0:
-        start = 0
-    if start > end or start >= llen:
-        ltrim_n, rtrim_n = llen, 0
-    else:
-        if end >= llen:
-            end = llen - 1
-        ltrim_n, rtrim_n = start, llen - end - 1
-    keep = llen - ltrim_n - rtrim_n
-    if keep < ltrim_n + rtrim_n:
-        kept = list(islice(lst, ltrim_n, ltrim_n + keep))
-        lst.clear()
-        lst.extend(kept)
-    else:
-        for _ in range(ltrim_n):
-            lst.popleft()
-        for _ in range(rtrim_n):
-            lst.pop()
-    server = c.server
-    if server.queue_counts is not None and ltrim_n + rtrim_n:
-        server.queue_counts.pop(db, key, ltrim_n + rtrim_n)
-    if lst:
-        if ltrim_n + rtrim_n:
-            server.written(db, key, "l", "ltrim", ltrim_n + rtrim_n)
-        else:   # nothing trimmed: the event only, as Valkey (no WATCH abort, no invalidation)
-            server.event(db, key, "l", "ltrim")
-    else:
-        db.delete(key)
-        server.written(db, key, "l", "ltrim", ltrim_n + rtrim_n)
-        server.event(db, key, "g", "del")
+    trimmed = lst.trim(start, end)
+    if trimmed:     # an emptied list was trimmed of all it held
+        _removed(c.server, db, key, lst, "ltrim", trimmed)
+    else:   # nothing trimmed: the event only, as Valkey (no WATCH abort, no invalidation)
+        c.server.event(db, key, "l", "ltrim")
     return OK
 
 
@@ -477,6 +356,7 @@ def _popper(where: int, doc: str):
     """The handler of LPOP or RPOP (a closure, as _pusher's)."""
     left = where == LEFT
     name = "lpop" if left else "rpop"
+    event = _POP_EVENT[where]
 
     def pop(c, argv):
         n = len(argv)
@@ -500,13 +380,13 @@ def _popper(where: int, doc: str):
                 if server.queue_counts is not None:
                     server.queue_counts.pop(db, key, 1)
             else:
-                _removed(c, db, key, lst, where, 1)
+                _removed(server, db, key, lst, event, 1)
             return value
         if count == 0:
             return []
         count = min(count, len(lst))
-        items = _pop_n(lst, where, count)
-        _removed(c, db, key, lst, where, count)
+        items = lst.pop_n(where, count)
+        _removed(c.server, db, key, lst, event, count)
         return items
 
     pop.__doc__ = doc
@@ -601,7 +481,7 @@ def _lmove(c, src, dst, wherefrom: int, whereto: int):
     server.written(db, dst, "l", _PUSH_EVENT[whereto], 0)
     if server.queue_counts is not None:
         server.queue_counts.push(db, dst, 1)
-    _removed(c, db, src, slst, wherefrom, 1)
+    _removed(server, db, src, slst, _POP_EVENT[wherefrom], 1)
     return value
 
 
@@ -638,7 +518,7 @@ def _blocking_pop(c, keys, where: int, deadline: int, count: int):
         if count != -1:
             return _pop_range_reply(c, db, key, lst, where, count)
         value = lst.popleft() if where == LEFT else lst.pop()
-        _removed(c, db, key, lst, where, 1)
+        _removed(c.server, db, key, lst, _POP_EVENT[where], 1)
         c.server.propagate_as([_POP[where], key])
         return [key, value]
     return blocking.block(c, keys, deadline, ListValue, NULL_ARRAY)

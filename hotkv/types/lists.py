@@ -1,7 +1,11 @@
 """The list type: ``ListValue``, a deque of ``bytes`` elements.
 
-Owns the value class (O(1) pushes and pops at both ends; the list commands
-are in hotkv/commands/lists.py) and its persistence:
+Laid out as Valkey's t_list.c: the value class with its operations (the
+"List API": the data operations the list commands need, on plain values,
+no clients; the commands are hotkv/commands/lists.py), then what the type
+table asks of every type (``OBJ_TYPE``, ``object_encoding``,
+``digest_parts``, ``free_effort``, ``copy``: hotkv/types/table.py), then
+its persistence:
 * ``rewrite``: RPUSH batches of ``ITEMS_PER_CMD`` elements;
 * ``rdb_save``: RDB type 18 (quicklist 2), listpack nodes split by
   ``list-max-listpack-size`` as a list grown by RPUSH would be, or one
@@ -9,13 +13,22 @@ are in hotkv/commands/lists.py) and its persistence:
 * ``rdb_load``: types 1 (plain), 10 (ziplist), 14 (quicklist of ziplists)
   and 18 (quicklist 2: listpack or plain nodes).
 
+Operations (``ListValue`` methods): ``range`` (LRANGE), ``element``
+(LINDEX), ``replace`` (LSET), ``insert_at_pivot`` (LINSERT), ``positions``
+(LPOS), ``remove_matches`` (LREM), ``trim`` (LTRIM), ``pop_n`` (the pops'
+counts); pushes and single pops are the deque's own (``append``,
+``appendleft``, ``pop``, ``popleft``), which the hot commands call directly.
+Indexes are Redis's: negative from the tail, walked from the nearer end.
+
 Invariant: a list in the keyspace is never empty (the command that empties
-it deletes the key); ``rdb_load`` refuses an empty one.
+it deletes the key); ``rdb_load`` refuses an empty one.  The operations
+leave an emptied list empty: deleting its key is the caller's.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 
 from .codec import (
     DEFAULT_LIMITS,
@@ -42,10 +55,166 @@ RDB_TYPES = (T_LIST, T_LIST_ZIPLIST, T_LIST_QUICKLIST, T_LIST_QUICKLIST_2)
 _QL_PLAIN, _QL_PACKED = 1, 2        # quicklist 2 node containers
 
 
+LEFT, RIGHT = 0, 1                  # the end an operation works at (LEFT: the head)
+
+
+# ----------------------------------------------------------------------
+# List API
+# ----------------------------------------------------------------------
+
 class ListValue(deque):
     """A Redis list: O(1) pushes and pops at both ends."""
     __slots__ = ()
 
+    def range(self, start: int, end: int) -> list:
+        """Elements start..end (inclusive, negative from the end), walking
+        from the nearer end of the deque (LRANGE)."""
+        llen = len(self)
+        if start < 0:
+            start += llen
+        if end < 0:
+            end += llen
+        if start < 0:
+            start = 0
+        if start > end or start >= llen:
+            return []
+        if end >= llen:
+            end = llen - 1
+        if start == 0 and end == llen - 1:
+            return list(self)
+        if start <= llen - 1 - end:
+            return list(islice(self, start, end + 1))
+        out = list(islice(reversed(self), llen - 1 - end, llen - start))
+        out.reverse()
+        return out
+
+    def element(self, index: int):
+        """The element at index (negative from the end), None when out of
+        range (LINDEX); a deque walks from the nearer end."""
+        n = len(self)
+        if index < 0:
+            index += n
+        if index < 0 or index >= n:
+            return None
+        return self[index]
+
+    def replace(self, index: int, value: bytes) -> bool:
+        """Set the element at index (negative from the end) to value (LSET);
+        False, changing nothing, when out of range."""
+        n = len(self)
+        if index < 0:
+            index += n
+        if index < 0 or index >= n:
+            return False
+        self[index] = value
+        return True
+
+    def insert_at_pivot(self, pivot: bytes, value: bytes, after: bool) -> int:
+        """Insert value before (or after) the first element equal to pivot
+        (LINSERT): the new length, or -1 when pivot is not there."""
+        try:
+            i = self.index(pivot)
+        except ValueError:
+            return -1
+        self.insert(i + 1 if after else i, value)
+        return len(self)
+
+    def positions(self, value: bytes, rank: int, count: int, maxlen: int) -> list:
+        """LPOS: the indexes of the matches of value, from the rank-th match
+        on (a negative rank counts matches from the tail), at most count of
+        them (0: all), looking at no more than maxlen elements (0: all)."""
+        llen = len(self)
+        if rank < 0:
+            rank = -rank
+            it = reversed(self)
+            to_index = lambda k: llen - 1 - k  # noqa: E731
+        else:
+            it = iter(self)
+            to_index = None
+        if maxlen:
+            it = islice(it, maxlen)
+        matches = 0
+        found = []
+        for k, item in enumerate(it):
+            if item == value:
+                matches += 1
+                if matches >= rank:
+                    found.append(k if to_index is None else to_index(k))
+                    if count and matches - rank + 1 >= count:
+                        break
+        return found
+
+    def remove_matches(self, value: bytes, count: int) -> int:
+        """LREM: remove the first count elements equal to value (from the
+        tail when count < 0; every one when count is 0); how many went."""
+        removed = 0
+        if count == 1 or (count == -1 and len(self) == 1):
+            # The acknowledge of a reliable queue: the first match, in C.
+            try:
+                self.remove(value)
+                removed = 1
+            except ValueError:
+                pass
+        elif count == -1 and self and self[-1] == value:
+            self.pop()
+            removed = 1
+        else:
+            limit = abs(count)
+            if value in self:
+                source = reversed(self) if count < 0 else self
+                kept = []
+                append = kept.append
+                for item in source:
+                    if item == value and (not limit or removed < limit):
+                        removed += 1
+                    else:
+                        append(item)
+                if count < 0:
+                    kept.reverse()
+                self.clear()
+                self.extend(kept)
+        return removed
+
+    def trim(self, start: int, end: int) -> int:
+        """LTRIM: keep elements start..end (inclusive, negative from the
+        end), remove the rest; how many were removed."""
+        llen = len(self)
+        if start < 0:
+            start += llen
+        if end < 0:
+            end += llen
+        if start < 0:
+            start = 0
+        if start > end or start >= llen:
+            ltrim_n, rtrim_n = llen, 0
+        else:
+            if end >= llen:
+                end = llen - 1
+            ltrim_n, rtrim_n = start, llen - end - 1
+        keep = llen - ltrim_n - rtrim_n
+        if keep < ltrim_n + rtrim_n:
+            kept = list(islice(self, ltrim_n, ltrim_n + keep))
+            self.clear()
+            self.extend(kept)
+        else:
+            for _ in range(ltrim_n):
+                self.popleft()
+            for _ in range(rtrim_n):
+                self.pop()
+        return ltrim_n + rtrim_n
+
+    def pop_n(self, where: int, n: int) -> list:
+        """Pop n elements (n <= len) from the head (LEFT) or the tail, in
+        the order popped."""
+        if n == 1:
+            return [self.popleft() if where == LEFT else self.pop()]
+        pop = self.popleft if where == LEFT else self.pop
+        return [pop() for _ in range(n)]
+
+
+# ----------------------------------------------------------------------
+# Persistence
+# ----------------------------------------------------------------------
 
 def rewrite(key: bytes, value: ListValue):
     return batches(b"RPUSH", key, value, ITEMS_PER_CMD)
