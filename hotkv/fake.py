@@ -12,12 +12,16 @@ what a TCP client of the server reads.
 
 What fakeredis's constructor arguments do here:
 * ``server=`` a FakeServer shared between clients; without one, a client
-  given ``host`` (or ``path``) shares the server kept for that
-  host/port/server_type (as fakeredis's ``FakeServer.get_server``), and one
-  given neither gets a fresh server of its own (as fakeredis >= 2.30);
+  given ``host`` (or ``path``; positional or not) shares the server kept
+  for that host/port/server_type/major version (fakeredis's
+  ``FakeServer.get_server`` key), one given neither gets a fresh server of
+  its own (as fakeredis >= 2.30), and one made on a fake client's pool
+  (``r.client()``, ``connection_pool=r.connection_pool``) uses that pool's
+  server;
 * ``connected=False``: the client's commands raise the library's
   ``ConnectionError`` ("FakeRedis is emulating a connection error.");
-  ``server.connected = False`` does it for every client of a server;
+  ``server.connected = False`` does it for every client of a server (what a
+  connection had already received is still read, as after a real drop);
 * ``version=`` and ``lua_modules=`` are accepted and ignored: hotkv answers
   as valkey-server 8.1.8 (``HELLO``/``INFO``) whatever version is asked for,
   and its Lua has cjson, cmsgpack, bit and struct built in;
@@ -163,6 +167,19 @@ def _fake_connection_class(lib: str):
             if not (self.fake_connected and self.fake_server.connected):
                 raise errors.ConnectionError(CONNECTION_ERROR_MSG)
 
+        def _received(self) -> bool:
+            """Reply bytes already here (in the socket or the parser's buffer):
+            a client reads those even after the connection dropped."""
+            sock = self._sock
+            if sock is not None and (sock._rest or sock.pipe.chunks):
+                return True
+            parser = self._parser
+            reader = getattr(parser, "_reader", None)
+            if reader is not None and hasattr(reader, "has_data"):
+                return bool(reader.has_data())
+            buffer = getattr(parser, "_buffer", None)
+            return buffer is not None and bool(buffer.unread_bytes())
+
         def _connect(self):
             self._check()
             self.embedded = self.fake_server.embedded
@@ -173,11 +190,13 @@ def _fake_connection_class(lib: str):
             return super().send_packed_command(command, check_health)
 
         def read_response(self, *args, **kwargs):
-            self._check()
+            if not self._received():
+                self._check()
             return super().read_response(*args, **kwargs)
 
         def can_read(self, timeout=0):
-            self._check()
+            if not self._received():
+                self._check()
             return super().can_read(timeout)
 
     Conn.__qualname__ = Conn.__name__ = "Fake%sConnection" % lib.capitalize()
@@ -224,6 +243,13 @@ def _fake_async_connection_class(lib: str):
     return AsyncConn
 
 
+def _major(version) -> str:
+    """The major version in fakeredis's sharing key (``7``, ``(7, 4)``, ``"7.4.1"``: 7)."""
+    if isinstance(version, (tuple, list)):
+        version = version[0] if version else ""
+    return str(version).split(".")[0]
+
+
 class _FakeMixin:
     _lib = "redis"
     _aio = False
@@ -234,11 +260,19 @@ class _FakeMixin:
                  **kwargs):
         if server_type not in SERVER_TYPES:
             raise ValueError(f"Unsupported server type: {server_type}")
+        pool = kwargs.get("connection_pool")
+        if pool is not None and server is None and "server" in pool.connection_kwargs:
+            # A fake client's own pool (``r.client()``, ``Redis(connection_pool=r.connection_pool)``):
+            # its server and connections as they are.
+            super().__init__(*args, **kwargs)
+            self.fake_server = pool.connection_kwargs["server"]
+            return
         if server is None:
-            if "path" in kwargs or "unix_socket_path" in kwargs or "host" in kwargs or args:
-                host = kwargs.get("path") or kwargs.get("unix_socket_path") or \
-                    kwargs.get("host", args[0] if args else None)
-                key = "%s:%s:%s" % (host, kwargs.get("port", 6379), server_type)
+            host = kwargs.get("path") or kwargs.get("unix_socket_path") or \
+                kwargs.get("host", args[0] if args else None)
+            if host is not None:     # (host, port, db... may be positional, as redis-py's)
+                port = kwargs.get("port", args[1] if len(args) > 1 else 6379)
+                key = "%s:%s:%s:v%s" % (host, port, server_type, _major(version))
                 server = FakeServer.get_server(key, version, server_type)
             else:
                 server = FakeServer(version, server_type)

@@ -184,3 +184,47 @@ def test_async_clients():
         for c in (r, v, off, single):
             await c.aclose()
     asyncio.run(run())
+
+
+def test_client_of_a_fake_client_uses_its_server():
+    """``r.client()`` (redis-py builds ``cls(connection_pool=..., single_connection_client=True)``)
+    talks to r's server: it made a fresh server and moved r's pool to it
+    (fakeredis's async blocking tests read None)."""
+    server = fakeredis.FakeServer()
+    r = fakeredis.FakeRedis(server=server)
+    r.rpush("list", "x")
+    with r.client() as conn:
+        assert conn.blpop("list", timeout=1) == (b"list", b"x")
+    assert r.fake_server is server and r.lpush("list", "y") == 1
+
+    async def run():
+        a = fakeredis.FakeAsyncRedis(server=server)
+        async with a.client() as conn:
+            assert await conn.blpop("list", timeout=1) == (b"list", b"y")
+        await a.aclose()
+    asyncio.run(run())
+
+
+def test_positional_host_port_and_major_version_are_the_sharing_key():
+    """As fakeredis: FakeRedis("h", 6000) shares with FakeRedis(host="h", port=6000), not with
+    port 6379; another major version is another server."""
+    a = fakeredis.FakeRedis("poshost", 6000)
+    a.set("k", "v")
+    assert fakeredis.FakeRedis(host="poshost", port=6000).get("k") == b"v"
+    assert fakeredis.FakeRedis("poshost").get("k") is None
+    assert fakeredis.FakeRedis("poshost", 6000, 1).get("k") is None       # db 1
+    assert fakeredis.FakeRedis("poshost", 6000, version=8).get("k") is None
+    assert fakeredis.FakeRedis("poshost", 6000, version=(7, 4)).get("k") == b"v"
+
+
+def test_what_was_received_is_read_after_a_disconnection():
+    """A subscriber whose server "drops" still reads the confirmation already
+    sent to it (as from a real socket's buffer), then gets ConnectionError."""
+    server = fakeredis.FakeServer()
+    p = fakeredis.FakeRedis(server=server).pubsub()
+    p.subscribe("logs")
+    server.connected = False
+    assert p.get_message() == {"type": "subscribe", "pattern": None, "channel": b"logs",
+                               "data": 1}
+    with pytest.raises(redis.ConnectionError):
+        p.get_message()
