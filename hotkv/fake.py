@@ -262,7 +262,7 @@ class _FakeMixin:
             raise ValueError(f"Unsupported server type: {server_type}")
         pool = kwargs.get("connection_pool")
         if pool is not None and server is None and "server" in pool.connection_kwargs:
-            # A fake client's own pool (``r.client()``, ``Redis(connection_pool=r.connection_pool)``):
+            # A fake client's own pool (``r.client()``, ``connection_pool=r.connection_pool``):
             # its server and connections as they are.
             super().__init__(*args, **kwargs)
             self.fake_server = pool.connection_kwargs["server"]
