@@ -8,8 +8,9 @@ A fenced block's language tag says what it is:
   defining ``def test_...`` functions is a pytest module and is run by
   pytest (every test must pass, none skipped);
 * ``sh`` / ``bash`` / ``shell`` -- run by ``bash -e`` in a temporary
-  directory, with ``hotkv`` on PATH being this checkout's (``python -m
-  hotkv``);
+  directory holding ``examples/`` (a link to the repository's), with
+  ``hotkv`` on PATH being this checkout's (``python -m hotkv``) and
+  ``python`` this interpreter;
 * ``conf`` -- a config file: ``hotkv serve FILE`` must start with it and
   answer PING;
 * ``text`` / ``console`` -- output or a transcript: shown, not run.
