@@ -1,244 +1,101 @@
-"""``hotkv cli``: a redis-cli for people who installed hotkv with pip.
+"""``hotkv cli``: valkey-cli for people who installed hotkv with pip.
 
-``hotkv cli [-h host] [-p port] [-a password] [--user name] [-n db] [-u URL]
-[--tls --cacert F --cert F --key F --insecure] [-3|--resp3] [--raw|--no-raw]
-[command args...]``: with a command it runs it once and prints the reply;
-without, it is interactive (readline history in ~/.hotkv_cli_history, TAB
-completes command names, ``help CMD`` prints the command's syntax and summary
-from the server's COMMAND DOCS).  Against any server: it speaks RESP itself
-(RESP2, or RESP3 after HELLO 3).
+``hotkv cli [OPTIONS] [cmd [arg ...]]`` takes valkey-cli's options and
+prints what valkey-cli prints, byte for byte, on a terminal and through a
+pipe (tests/test_cli_tool.py and tests/test_cli_transcripts.py run the same
+sessions through both, in a pty and through pipes).  Against any server: it
+speaks RESP2, or RESP3 after HELLO 3.
 
-Output follows redis-cli 7's formats, byte for byte (tests/test_cli_tool.py
-compares with the real redis-cli): on a TTY, or with --no-raw, the human form
-(``(integer) 1``, ``"a"`` quoted as sdscatrepr quotes, ``1) ...`` with nested
-indentation, ``(nil)``, ``(error) ERR ...``, ``(empty array)``, RESP3's
-``1# "k" => "v"``, ``1~ ...``, ``(double) 1.5``, ``(true)``); otherwise (or
-with --raw) the raw form: strings as they are, one array element a line, an
-error's text on its own line.  Exit code: 0 (an error reply too, as
-valkey-cli), 1 when the server cannot be reached.
+Owns: option parsing (valkey-cli's parseOptions), connecting (AUTH, SELECT,
+HELLO 3: cliConnect), one-shot commands with ``-r``/``-i``/``-x``/``-e``
+(noninteractive / cliSendCommand), and the streaming replies of SUBSCRIBE,
+PSUBSCRIBE, SSUBSCRIBE and MONITOR until Ctrl-C.  The other modes live
+beside it: cli_resp.py (wire and reply formats), cli_modes.py (--scan,
+--bigkeys, --memkeys, --stat, --latency, --pipe), cli_repl.py (the
+interactive prompt, a linenoise-compatible line editor), cli_help.py
+(``help CMD`` and the hints, from COMMAND DOCS).
+
+Invariants: output mode is valkey-cli's: the human form when stdout is a
+terminal (or FAKETTY is set, or --no-raw), else raw; INFO, CLIENT LIST,
+MEMORY DOCTOR, LATENCY DOCTOR and the other commands valkey-cli prints
+verbatim are printed verbatim on a terminal too.  Exit codes: 0 even for an
+error reply (1 with -e), 1 when the server cannot be reached; Ctrl-C in a
+streaming one-shot command ends the process by SIGINT, as valkey-cli's.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import ssl
 import sys
+import time
 from urllib.parse import unquote, urlparse
 
-USAGE = """usage: hotkv cli [OPTIONS] [cmd [arg [arg ...]]]
-  -h HOST       server host (default 127.0.0.1)
-  -p PORT       server port (default 6379)
-  -a PASSWORD   password (AUTH); --user NAME for an ACL user
-  -n DB         database number
-  -u URL        redis://[user:password@]host:port[/db] (rediss:// for TLS)
-  -3, --resp3   speak RESP3 (HELLO 3)
-  --tls         TLS; --cacert FILE, --cert FILE, --key FILE, --insecure
-  --raw         raw output (the default when stdout is not a terminal)
-  --no-raw      human output even when stdout is not a terminal
-  --help        this text
-"""
+from .cli_resp import (
+    Conn,
+    ProtocolError,
+    Reply,
+    format_csv,
+    format_raw,
+    format_tty,
+    is_pubsub_push,
+    repr_bytes,
+    txt,
+)
 
+VERSION = "8.1.8"   # the valkey-cli whose behaviour this follows
 
-class Reply:
-    """One RESP reply: ``kind`` is status, error, int, bulk, nil, array, map,
-    set, push, double, bool, verbatim, bignum; ``value`` bytes / int / list."""
-    __slots__ = ("kind", "value")
+USAGE = """hotkv cli (valkey-cli %s compatible)
 
-    def __init__(self, kind, value=None):
-        self.kind = kind
-        self.value = value
+Usage: hotkv cli [OPTIONS] [cmd [arg [arg ...]]]
+  -h <hostname>      Server hostname (default: 127.0.0.1).
+  -p <port>          Server port (default: 6379).
+  -a <password>      Password to use when connecting to the server.
+  --user <username>  Used to send ACL style 'AUTH username pass'. Needs -a.
+  --pass <password>  Alias of -a.
+  -u <uri>           Server URI valkey://user:password@host:port/dbnum (valkeys:// for TLS).
+  -r <repeat>        Execute specified command N times.
+  -i <interval>      When -r is used, waits <interval> seconds per command.
+  -n <db>            Database number.
+  -2 / -3            Start session in RESP2 / RESP3 protocol mode.
+  -x                 Read last argument from STDIN.
+  -d <delimiter>     Delimiter between response bulks for raw formatting (default: \\n).
+  -D <delimiter>     Delimiter between responses for raw formatting (default: \\n).
+  -e                 Return exit error code when command execution fails.
+  --tls, --cacert <file>, --cert <file>, --key <file>, --insecure   TLS.
+  --raw / --no-raw   Raw / formatted output (raw is the default when STDOUT is not a tty).
+  --csv              Output in CSV format.
+  --show-pushes <yn> Whether to print RESP3 PUSH messages.
+  --stat             Print rolling stats about server: mem, clients, ...
+  --latency          Sample latency (one line after 1 s when not on a tty).
+  --latency-history  Like --latency but tracking latency changes over time.
+  --pipe             Transfer raw RESP protocol from stdin to server.
+  --pipe-timeout <n> In --pipe mode, abort after <n> seconds without replies (default 30).
+  --bigkeys          Sample keys looking for keys with many elements (complexity).
+  --memkeys          Sample keys looking for keys consuming a lot of memory.
+  --memkeys-samples <n> Like --memkeys, with MEMORY USAGE's SAMPLES.
+  --scan             List all keys using the SCAN command.
+  --pattern <pat>    Keys pattern when using the --scan or --bigkeys options.
+  --count <count>    Count option when using --scan or --bigkeys (default: 10).
+  --no-auth-warning  Don't show the warning message when using a password.
+  --help             Output this help and exit.
+  --version          Output version and exit.
+""" % VERSION
 
+_VALUED = {"-h": "host", "-p": "port", "-a": "password", "--pass": "password",
+           "--user": "user", "-n": "db", "--cacert": "cacert", "--cert": "cert",
+           "--key": "key", "-r": "repeat", "-i": "interval", "--pattern": "pattern",
+           "--count": "count", "-d": "mb_delim", "-D": "cmd_delim",
+           "--pipe-timeout": "pipe_timeout", "--memkeys-samples": "memkeys_samples",
+           "--show-pushes": "show_pushes", "-u": "url"}
+_FLAGS = {"-x": "stdin_lastarg", "-e": "set_errcode", "-3": "resp3", "--resp3": "resp3",
+          "-2": "resp2", "--tls": "tls", "--insecure": "insecure", "--scan": "scan",
+          "--bigkeys": "bigkeys", "--memkeys": "memkeys", "--stat": "stat",
+          "--latency": "latency", "--pipe": "pipe", "--no-auth-warning": "no_auth_warning",
+          "--latency-history": "latency_history"}
 
-class ProtocolError(Exception):
-    pass
-
-
-class Conn:
-    """A blocking RESP connection with its own reply reader."""
-
-    def __init__(self, sock):
-        self.sock = sock
-        self.buf = b""
-
-    def send(self, args):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            if not isinstance(a, bytes):
-                a = str(a).encode("utf-8", "surrogateescape")
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        self.sock.sendall(b"".join(out))
-
-    def _fill(self):
-        data = self.sock.recv(65536)
-        if not data:
-            raise ConnectionError("Server closed the connection")
-        self.buf += data
-
-    def _line(self) -> bytes:
-        while True:
-            i = self.buf.find(b"\r\n")
-            if i >= 0:
-                line, self.buf = self.buf[:i], self.buf[i + 2:]
-                return line
-            self._fill()
-
-    def _exact(self, n: int) -> bytes:
-        while len(self.buf) < n + 2:
-            self._fill()
-        data, self.buf = self.buf[:n], self.buf[n + 2:]
-        return data
-
-    def read(self) -> Reply:
-        line = self._line()
-        t, rest = line[:1], line[1:]
-        if t == b"+":
-            return Reply("status", rest)
-        if t == b"-":
-            return Reply("error", rest)
-        if t == b":":
-            return Reply("int", int(rest))
-        if t in (b"$", b"="):
-            n = int(rest)
-            if n < 0:
-                return Reply("nil")
-            data = self._exact(n)
-            return Reply("verbatim", data[4:]) if t == b"=" else Reply("bulk", data)
-        if t in (b"*", b"~", b">"):
-            n = int(rest)
-            if n < 0:
-                return Reply("nil")
-            kind = {b"*": "array", b"~": "set", b">": "push"}[t]
-            return Reply(kind, [self.read() for _ in range(n)])
-        if t == b"%":
-            n = int(rest)
-            return Reply("map", [self.read() for _ in range(2 * n)])
-        if t == b"|":   # attributes: read and dropped, as redis-cli shows the reply
-            n = int(rest)
-            for _ in range(2 * n):
-                self.read()
-            return self.read()
-        if t == b"_":
-            return Reply("nil")
-        if t == b",":
-            return Reply("double", rest)
-        if t == b"#":
-            return Reply("bool", rest == b"t")
-        if t == b"(":
-            return Reply("bignum", rest)
-        raise ProtocolError("Protocol error, got %r as reply type byte" % t)
-
-    def call(self, *args) -> Reply:
-        self.send(args)
-        return self.read()
-
-
-# -- output -----------------------------------------------------------------
-
-def repr_bytes(b: bytes) -> str:
-    """sdscatrepr: the quoted form redis-cli prints a string in."""
-    out = ['"']
-    for c in b:
-        ch = chr(c)
-        if ch in '\\"':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\a":
-            out.append("\\a")
-        elif ch == "\b":
-            out.append("\\b")
-        elif 32 <= c < 127:
-            out.append(ch)
-        else:
-            out.append("\\x%02x" % c)
-    out.append('"')
-    return "".join(out)
-
-
-def _txt(b: bytes) -> str:
-    return b.decode("utf-8", "surrogateescape")
-
-
-_AGGREGATES = ("array", "map", "set", "push")
-
-
-def format_tty(r: Reply, prefix: str = "") -> str:
-    """redis-cli's cliFormatReplyTTY."""
-    k = r.kind
-    if k == "error":
-        return "(error) %s\n" % _txt(r.value)
-    if k == "status":
-        return _txt(r.value) + "\n"
-    if k == "int":
-        return "(integer) %d\n" % r.value
-    if k == "double":
-        return "(double) %s\n" % _txt(r.value)
-    if k == "bignum":
-        return "(big number) %s\n" % _txt(r.value)
-    if k == "bool":
-        return "(true)\n" if r.value else "(false)\n"
-    if k == "nil":
-        return "(nil)\n"
-    if k == "bulk":
-        return repr_bytes(r.value) + "\n"
-    if k == "verbatim":
-        return _txt(r.value) + "\n"
-    items = r.value
-    if not items:
-        return {"map": "(empty hash)\n", "set": "(empty set)\n"}.get(k, "(empty array)\n")
-    count = len(items) // 2 if k == "map" else len(items)
-    idxlen = len(str(count))
-    child = prefix + " " * (idxlen + 2)
-    sep = {"set": "~", "map": "#"}.get(k, ")")
-    out = []
-    i = 0
-    n = 1
-    while i < len(items):
-        out.append("%s%*d%s " % ("" if i == 0 else prefix, idxlen, n, sep))
-        out.append(format_tty(items[i], child))
-        if k == "map":
-            value = items[i + 1]
-            # An aggregate value starts on its own line, indented as a child.
-            out[-1] = out[-1][:-1] + (" => \n" + child if value.kind in _AGGREGATES
-                                      else " => ") + format_tty(value, child)
-            i += 1
-        i += 1
-        n += 1
-    return "".join(out)
-
-
-def format_raw(r: Reply) -> str:
-    """redis-cli's cliFormatReplyRaw (its caller adds the final newline)."""
-    k = r.kind
-    if k == "nil":
-        return ""
-    if k == "error":   # its own newline, then the caller's
-        return _txt(r.value) + "\n"
-    if k in ("status", "bulk", "verbatim", "double", "bignum"):
-        return _txt(r.value)
-    if k == "int":
-        return "%d" % r.value
-    if k == "bool":
-        return "1" if r.value else "0"
-    parts = []
-    items = r.value
-    i = 0
-    while i < len(items):
-        if k == "map":
-            parts.append(format_raw(items[i]) + " " + format_raw(items[i + 1]))
-            i += 2
-        else:
-            parts.append(format_raw(items[i]))
-            i += 1
-    return "\n".join(parts)
-
-
-# -- arguments and connection -------------------------------------------------
 
 class Options:
     host = "127.0.0.1"
@@ -247,51 +104,123 @@ class Options:
     user = None
     db = 0
     resp3 = False
+    resp2 = False
     tls = False
     cacert = cert = key = None
     insecure = False
-    raw = None   # None: decided by isatty
+    output = None          # "standard", "raw", "csv"
+    push_output = None
+    repeat = 1
+    interval = 0.0         # seconds
+    stdin_lastarg = False
+    set_errcode = False
+    scan = bigkeys = memkeys = stat = latency = latency_history = pipe = False
+    memkeys_samples = 0
+    pattern = None
+    count = 10
+    pipe_timeout = 30
+    mb_delim = b"\n"
+    cmd_delim = b"\n"
+    no_auth_warning = False
+    show_pushes = None
+
+
+def _atoi(s: str) -> int:
+    """C's atoi/strtol: the leading integer, 0 when there is none."""
+    s = s.strip()
+    n = 0
+    for i, ch in enumerate(s):
+        if not (ch.isdigit() or (i == 0 and ch in "+-")):
+            s = s[:i]
+            break
+    try:
+        n = int(s)
+    except ValueError:
+        n = 0
+    return n
+
+
+def _atof(s: str) -> float:
+    try:
+        return float(s)
+    except ValueError:
+        return 0.0
 
 
 def parse_args(argv: list[str]):
+    """valkey-cli's parseOptions: (options, the command's words)."""
     o = Options()
+    tty = sys.stdout.isatty() or os.environ.get("FAKETTY") is not None
+    o.output = "standard" if tty else "raw"
+    o.push_output = tty
     i = 0
-    valued = {"-h": "host", "-p": "port", "-a": "password", "--pass": "password",
-              "--user": "user", "-n": "db", "--cacert": "cacert", "--cert": "cert",
-              "--key": "key", "-u": "url"}
     while i < len(argv):
         a = argv[i]
-        if a in valued:
-            if i + 1 >= len(argv):
-                raise SystemExit("hotkv cli: option %s needs a value" % a)
-            v = argv[i + 1]
-            if valued[a] == "url":
-                _apply_url(o, v)
-            else:
-                setattr(o, valued[a], int(v) if valued[a] in ("port", "db") else v)
+        last = i == len(argv) - 1
+        if a in _VALUED and not last:
+            name, v = _VALUED[a], argv[i + 1]
             i += 2
-        elif a in ("-3", "--resp3"):
-            o.resp3, i = True, i + 1
-        elif a == "--tls":
-            o.tls, i = True, i + 1
-        elif a == "--insecure":
-            o.insecure, i = True, i + 1
+            if name == "url":
+                _apply_url(o, v)
+            elif name in ("port", "db", "count", "pipe_timeout", "memkeys_samples", "repeat"):
+                setattr(o, name, _atoi(v))
+                if name == "port" and not 0 <= o.port <= 65535:
+                    sys.stderr.write("Invalid server port.\n")
+                    raise SystemExit(1)
+                if name == "memkeys_samples":
+                    o.memkeys = True
+            elif name == "interval":
+                o.interval = _atof(v)
+            elif name in ("mb_delim", "cmd_delim"):
+                setattr(o, name, v.encode("utf-8", "surrogateescape"))
+            elif name == "show_pushes":
+                if v[:1].lower() == "n":
+                    o.push_output = False
+                elif v[:1].lower() == "y":
+                    o.push_output = True
+                else:
+                    sys.stderr.write("Unknown --show-pushes value '%s' (valid: '[y]es', "
+                                     "'[n]o')\n" % v)
+            else:
+                setattr(o, name, v)
+        elif a in _FLAGS:
+            setattr(o, _FLAGS[a], True)
+            if a == "--latency-history":
+                o.latency = True
+            i += 1
         elif a == "--raw":
-            o.raw, i = True, i + 1
+            o.output, i = "raw", i + 1
         elif a == "--no-raw":
-            o.raw, i = False, i + 1
-        elif a == "--help":
+            o.output, i = "standard", i + 1
+        elif a == "--csv":
+            o.output, i = "csv", i + 1
+        elif a == "--help" or (a == "-h" and last):
             sys.stdout.write(USAGE)
             raise SystemExit(0)
+        elif a in ("-v", "--version"):
+            sys.stdout.write("valkey-cli %s (hotkv cli)\n" % VERSION)
+            raise SystemExit(0)
+        elif a.startswith("-"):
+            sys.stderr.write("Unrecognized option or bad number of args for: '%s'\n" % a)
+            raise SystemExit(1)
         else:
             break
+    if o.resp2 and o.resp3:
+        sys.stderr.write("Options -2 and -3 are mutually exclusive.\n")
+        raise SystemExit(1)
+    if not o.no_auth_warning and o.password is not None:
+        sys.stderr.write("Warning: Using a password with '-a' or '-u' option on the command"
+                         " line interface may not be safe.\n")
+    if o.password is None and os.environ.get("REDISCLI_AUTH") is not None:
+        o.password = os.environ["REDISCLI_AUTH"]
     return o, argv[i:]
 
 
 def _apply_url(o, url: str):
     u = urlparse(url)
     if u.scheme not in ("redis", "rediss", "valkey", "valkeys"):
-        raise SystemExit("hotkv cli: invalid URI scheme '%s'" % u.scheme)
+        sys.stderr.write("Invalid URI scheme\n")
+        raise SystemExit(1)
     o.tls = u.scheme in ("rediss", "valkeys")
     o.host = u.hostname or o.host
     o.port = u.port or o.port
@@ -300,45 +229,13 @@ def _apply_url(o, url: str):
     if u.password:
         o.password = unquote(u.password)
     if u.path and u.path.strip("/"):
-        o.db = int(u.path.strip("/"))
+        o.db = _atoi(u.path.strip("/"))
 
 
-def connect(o) -> Conn:
-    sock = socket.create_connection((o.host, o.port), timeout=None)
-    if o.tls:
-        ctx = ssl.create_default_context(cafile=o.cacert)
-        if o.cert:
-            ctx.load_cert_chain(o.cert, o.key)
-        if o.insecure:
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        sock = ctx.wrap_socket(sock, server_hostname=o.host)
-    conn = Conn(sock)
-    if o.resp3:
-        args = ["HELLO", "3"]
-        if o.password is not None:
-            args += ["AUTH", o.user or "default", o.password]
-        r = conn.call(*args)
-        if r.kind == "error":
-            raise ConnectionError(_txt(r.value))
-    elif o.password is not None:
-        r = conn.call(*(["AUTH", o.user, o.password] if o.user else ["AUTH", o.password]))
-        if r.kind == "error":
-            sys.stderr.write("AUTH failed: %s\n" % _txt(r.value))
-    if o.db:
-        r = conn.call("SELECT", str(o.db))
-        if r.kind == "error":
-            raise ConnectionError(_txt(r.value))
-    return conn
+# -- output ---------------------------------------------------------------------
 
-
-def output(r: Reply, raw: bool) -> str:
-    return format_raw(r) + "\n" if raw else format_tty(r)
-
-
-def write(text: str):
-    """To stdout as the server's bytes (a reply may be any bytes, not UTF-8)."""
-    data = text.encode("utf-8", "surrogateescape")
+def write(data: bytes):
+    """To stdout, flushed (valkey-cli flushes after every reply)."""
     buf = getattr(sys.stdout, "buffer", None)
     if buf is not None:
         sys.stdout.flush()
@@ -346,155 +243,338 @@ def write(text: str):
         buf.flush()
     else:   # pragma: no cover - a stdout without bytes underneath
         sys.stdout.write(data.decode("utf-8", "replace"))
+        sys.stdout.flush()
 
 
-# -- interactive --------------------------------------------------------------
-
-def _docs(conn) -> dict:
-    """COMMAND DOCS -> {name: (syntax, summary)}; {} when the server has none."""
-    try:
-        r = conn.call("COMMAND", "DOCS")
-    except (OSError, ProtocolError):
-        return {}
-    if r.kind not in ("array", "map"):
-        return {}
-    out = {}
-    items = r.value
-    for i in range(0, len(items) - 1, 2):
-        name = _txt(items[i].value).lower()
-        doc = _pairs(items[i + 1])
-        summary = _txt(doc.get("summary", Reply("bulk", b"")).value or b"")
-        args = doc.get("arguments")
-        syntax = " ".join(_arg_syntax(a) for a in (args.value if args else ()))
-        out[name] = (syntax, summary)
-    return out
+def format_reply(r: Reply, o, verbatim: bool = False) -> bytes:
+    """valkey-cli's cliFormatReply for the session's output mode."""
+    if verbatim:
+        return format_raw(r, o.mb_delim)
+    if o.output == "standard":
+        return format_tty(r)
+    if o.output == "csv":
+        return format_csv(r) + b"\n"
+    return format_raw(r, o.mb_delim) + o.cmd_delim
 
 
-def _pairs(r: Reply) -> dict:
-    if r.kind not in ("array", "map"):
-        return {}
+def format_push(r: Reply, o) -> bytes:
+    """An out-of-band RESP3 push (cliPushHandler); invalidations get their
+    own line on a terminal."""
     v = r.value
-    return {_txt(v[i].value): v[i + 1] for i in range(0, len(v) - 1, 2)}
+    if (o.output == "standard" and r.kind == "push" and len(v) == 2
+            and v[0].kind == "bulk" and v[0].value.startswith(b"invalidate")
+            and v[1].kind == "array"):
+        keys = b", ".join(b"'" + k.value + b"'" for k in v[1].value)
+        return b"-> invalidate: " + keys + b"\n"
+    return format_reply(r, o)
 
 
-def _arg_syntax(r: Reply) -> str:
-    d = _pairs(r)
-    name = _txt(d["name"].value) if "name" in d else "arg"
-    token = _txt(d["token"].value) if "token" in d else None
-    kind = _txt(d["type"].value) if "type" in d else ""
-    flags = [_txt(f.value) for f in d["flags"].value] if "flags" in d else []
-    if kind in ("oneof", "block") and "arguments" in d:
-        inner = [_arg_syntax(a) for a in d["arguments"].value]
-        text = ("|" if kind == "oneof" else " ").join(inner)
-        if kind == "oneof" and "optional" not in flags:
-            text = "<" + text + ">"
-    elif kind == "pure-token":
-        text = token or name
-        token = None
-    else:
-        text = name
-    if token:
-        text = token + " " + text
-    if "multiple" in flags:
-        text += " [" + text + " ...]"
-    return "[" + text + "]" if "optional" in flags else text
+# Commands whose (bulk string) reply valkey-cli prints verbatim on a
+# terminal: cliSendCommand's output_raw list.
+def prints_verbatim(words: list[bytes]) -> bool:
+    w = [x.lower() for x in words[:3]]
+    n = len(words)
+    c = w[0]
+    sub = w[1] if n >= 2 else b""
+    return (c in (b"info", b"lolwut")
+            or (n >= 2 and c == b"debug" and sub in (b"htstats", b"htstats-key",
+                                                   b"client-eviction"))
+            or (n >= 2 and c == b"memory" and sub in (b"malloc-stats", b"doctor"))
+            or (n == 2 and c == b"cluster" and sub in (b"nodes", b"info"))
+            or (n >= 2 and c == b"client" and sub in (b"list", b"info"))
+            or (n == 3 and c == b"latency" and sub == b"graph")
+            or (n == 2 and c == b"latency" and sub == b"doctor")
+            or (n >= 2 and c == b"proxy" and sub == b"info"))
 
 
-def _split(line: str):
-    """redis-cli's line splitting (sdssplitargs): quotes and escapes; None if
-    the quotes are unbalanced."""
-    from ..protocol.resp import split_inline_args
-    words = split_inline_args(line.encode("utf-8", "surrogateescape"))
-    return words
+# -- connection -------------------------------------------------------------------
 
+class Session:
+    """One client's state: the options, the connection (None when not
+    connected), the selected db, MULTI, subscribed mode, RESP3."""
 
-def interactive(o, conn) -> int:
-    try:
-        import readline
-    except ImportError:   # pragma: no cover - no readline on this platform
-        readline = None
-    docs = _docs(conn)
-    hist = os.path.expanduser("~/.hotkv_cli_history")
-    if readline is not None:
+    def __init__(self, o):
+        self.o = o
+        self.conn = None
+        self.dbnum = 0
+        self.input_dbnum = o.db
+        self.in_multi = False
+        self.pre_multi_dbnum = 0
+        self.pubsub_mode = False
+        self.monitor_mode = False
+        self.current_resp3 = False
+        self.interactive = False
+        self.aborted = False        # Ctrl-C in MONITOR / subscribed mode
+        self.on_prompt_change = None
+
+    def prompt_changed(self):
+        if self.on_prompt_change is not None:
+            self.on_prompt_change()
+
+    def connect(self, force: bool = False, quiet: bool = False) -> bool:
+        """cliConnect: connect, AUTH, SELECT, HELLO 3."""
+        o = self.o
+        if self.conn is not None and not force:
+            return True
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+            self.dbnum = 0
+            self.in_multi = False
+            self.pubsub_mode = False
+            self.prompt_changed()
         try:
-            readline.read_history_file(hist)
-        except OSError:
-            pass
-        names = sorted(docs)
+            sock = socket.create_connection((o.host, o.port))
+        except OSError as e:
+            if not quiet:
+                sys.stderr.write("Could not connect to Valkey at %s:%d: %s\n"
+                                 % (o.host, o.port, _strerror(e)))
+            return False
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if o.tls:
+            try:
+                ctx = ssl.create_default_context(cafile=o.cacert)
+                if o.cert:
+                    ctx.load_cert_chain(o.cert, o.key)
+                if o.insecure:
+                    ctx.check_hostname = False
+                    ctx.verify_mode = ssl.CERT_NONE
+                sock = ctx.wrap_socket(sock, server_hostname=o.host)
+            except (OSError, ssl.SSLError) as e:
+                sys.stderr.write("Could not negotiate a TLS connection: %s\n" % e)
+                sock.close()
+                return False
+        self.conn = Conn(sock)
+        self.current_resp3 = False
+        self._pushes_inline = False
+        try:
+            if o.password is not None:
+                args = ["AUTH", o.user, o.password] if o.user else ["AUTH", o.password]
+                r = self.conn.call(*args)
+                if r.kind == "error":
+                    sys.stderr.write("AUTH failed: %s\n" % txt(r.value))
+                    return False
+            if self.input_dbnum != self.dbnum:
+                r = self.conn.call("SELECT", str(self.input_dbnum))
+                if r.kind == "error":
+                    sys.stderr.write("SELECT %d failed: %s\n" % (self.input_dbnum,
+                                                                 txt(r.value)))
+                    return False
+                self.dbnum = self.input_dbnum
+                self.prompt_changed()
+            if o.resp3 and not o.resp2:
+                r = self.conn.call("HELLO", "3")
+                if r.kind == "error":
+                    sys.stderr.write("HELLO 3 failed: %s\n" % txt(r.value))
+                    return False
+                self.current_resp3 = True
+        except (OSError, ConnectionError, ProtocolError):
+            sys.stderr.write("\nI/O error\n")
+            return False
+        return True
 
-        def complete(text, state):
-            matches = [n.upper() for n in names if n.startswith(text.lower())]
-            return matches[state] if state < len(matches) else None
-        readline.set_completer(complete)
-        readline.parse_and_bind("tab: complete")
-    raw = bool(o.raw)
-    db = o.db
-    try:
+    # -- one command ------------------------------------------------------------
+
+    def read_reply(self, verbatim: bool, show: bool = True) -> Reply:
+        """cliReadReply: the next reply (pushes printed on the way when the
+        session shows them), printed in the output mode."""
+        o = self.o
         while True:
-            prompt = "%s:%d%s> " % (o.host, o.port, "[%d]" % db if db else "")
-            try:
-                line = input(prompt)
-            except EOFError:
-                sys.stdout.write("\n")
-                return 0
-            words = _split(line)
-            if words is None:
-                sys.stdout.write("Invalid argument(s)\n")
+            r = self.conn.read()
+            if r.kind == "push" and o.push_output and not self._pushes_inline:
+                write(format_push(r, o))
                 continue
-            if not words:
-                continue
-            name = words[0].decode("utf-8", "replace").lower()
-            if name in ("quit", "exit"):
-                return 0
-            if name == "help":
-                sys.stdout.write(_help(docs, words[1:]))
-                continue
+            break
+        if r.kind == "error" and not self.interactive and o.set_errcode:
+            sys.stdout.flush()
+            sys.stderr.write("%s\n" % txt(r.value))
+            sys.stderr.flush()
+            raise SystemExit(1)
+        if show:
+            write(format_reply(r, o, verbatim))
+        return r
+
+    _pushes_inline = False
+
+    def send_command(self, words: list[bytes], repeat: int) -> bool:
+        """cliSendCommand: send ``words`` ``repeat`` times (forever when
+        negative), print the replies; follows MONITOR and [P|S]SUBSCRIBE."""
+        o = self.o
+        name = words[0].lower()
+        verbatim = prints_verbatim(words)
+        if name == b"monitor":
+            self.monitor_mode = True
+        is_sub = name in (b"subscribe", b"psubscribe", b"ssubscribe")
+        is_unsub = name in (b"unsubscribe", b"punsubscribe", b"sunsubscribe")
+        while repeat < 0 or repeat > 0:
+            repeat -= 1
+            self.conn.send(words)
+            if self.monitor_mode:
+                while self.monitor_mode:
+                    r = self.read_reply(verbatim)
+                    if r.kind == "error":
+                        self.monitor_mode = False
+                return True
+            expected = 0
+            if is_sub or is_unsub:
+                expected = len(words) - 1 if len(words) > 1 else 1
+                self._pushes_inline = True
             try:
-                r = conn.call(*words)
-            except (OSError, ConnectionError) as e:
-                sys.stdout.write("Error: %s\n" % e)
-                return 1
-            if name == "select" and r.kind == "status" and len(words) > 1:
-                db = int(words[1])
-            write(output(r, raw))
-            if r.kind == "error" and b"wrong number of arguments" in r.value and name in docs:
-                sys.stdout.write("  usage: %s %s\n" % (name.upper(), docs[name][0]))
-    finally:
-        if readline is not None:
-            try:
-                readline.write_history_file(hist)
-            except OSError:
-                pass
+                while True:
+                    r = self.read_reply(verbatim)
+                    if self.pubsub_mode or expected > 0:
+                        if is_pubsub_push(r, self.current_resp3):
+                            if expected > 0 and r.value[0].value.lower() == name:
+                                if is_sub and not self.pubsub_mode:
+                                    self.pubsub_mode = True
+                                    self.prompt_changed()
+                                expected -= 1
+                                if expected > 0:
+                                    continue
+                            else:
+                                continue
+                        elif r.kind == "push":
+                            continue
+                    self._after(words, r)
+                    break
+            finally:
+                if not self.pubsub_mode:
+                    self._pushes_inline = False
+            if o.interval:
+                time.sleep(o.interval)
+        return True
+
+    def _after(self, words, r):
+        """The session state a successful command changes (SELECT, MULTI...)."""
+        name = words[0].lower()
+        n = len(words)
+        err = r.kind == "error"
+        if name == b"select" and n == 2 and not err:
+            self.input_dbnum = self.dbnum = _atoi(txt(words[1]))
+            self.prompt_changed()
+        elif name == b"auth" and n in (2, 3):
+            if self.input_dbnum != self.dbnum:
+                rr = self.conn.call("SELECT", str(self.input_dbnum))
+                if rr.kind != "error":
+                    self.dbnum = self.input_dbnum
+                    self.prompt_changed()
+        elif name == b"multi" and n == 1 and not err:
+            self.in_multi = True
+            self.pre_multi_dbnum = self.dbnum
+            self.prompt_changed()
+        elif name == b"exec" and n == 1 and self.in_multi:
+            self.in_multi = False
+            if err or r.kind == "nil":
+                self.input_dbnum = self.dbnum = self.pre_multi_dbnum
+            self.prompt_changed()
+        elif name == b"discard" and n == 1 and not err:
+            self.in_multi = False
+            self.input_dbnum = self.dbnum = self.pre_multi_dbnum
+            self.prompt_changed()
+        elif name == b"reset" and n == 1 and not err:
+            self.in_multi = False
+            self.dbnum = self.input_dbnum = 0
+            self.current_resp3 = False
+            self.pubsub_mode = False
+            self._pushes_inline = False
+            self.prompt_changed()
+        elif name == b"hello":
+            if r.kind == "map":
+                self.current_resp3 = True
+            elif r.kind == "array":
+                self.current_resp3 = False
+
+    def issue(self, words: list[bytes], repeat: int) -> bool:
+        """issueCommandRepeat: ``help`` is answered here; otherwise
+        (re)connect when needed and send."""
+        if words[0].lower() in (b"help", b"?"):
+            from .cli_help import output_help
+            output_help(self, words[1:])
+            return True
+        if self.conn is None:
+            if not self.connect(force=True):
+                return False
+        try:
+            return self.send_command(words, repeat)
+        except (OSError, ConnectionError, ProtocolError) as e:
+            if self.aborted:
+                raise
+            if self.conn is not None:
+                self.conn.close()
+            self.conn = None
+            if not self.interactive:
+                sys.stderr.write("Error: %s\n" % _context_error(e))
+            return False
 
 
-def _help(docs: dict, args) -> str:
-    if not args:
-        return ("hotkv cli: type a command and its arguments; TAB completes command "
-                "names; 'help CMD' shows a command's syntax; 'quit' leaves.\n")
-    name = b" ".join(args).decode("utf-8", "replace").lower()
-    if name not in docs:
-        return "No help for '%s'\n" % name
-    syntax, summary = docs[name]
-    return "\n  %s %s\n  summary: %s\n\n" % (name.upper(), syntax, summary)
+def _strerror(e: OSError) -> str:
+    return os.strerror(e.errno) if e.errno else str(e)
+
+
+def _context_error(e) -> str:
+    """hiredis's errstr for a failed read or write."""
+    if isinstance(e, OSError) and e.errno:
+        return os.strerror(e.errno)
+    return str(e)
+
+
+def _read_stdin_arg() -> bytes:
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else \
+        sys.stdin.read().encode()
+    return data
+
+
+def noninteractive(s: Session, words: list[bytes]) -> int:
+    """valkey-cli's noninteractive(): one command (``-r`` times), then the
+    pushes of a subscription until Ctrl-C."""
+    o = s.o
+    if o.stdin_lastarg:
+        words = words + [_read_stdin_arg()]
+    ok = s.issue(words, o.repeat)
+    while s.pubsub_mode:
+        try:
+            s.read_reply(False)
+        except (OSError, ConnectionError, ProtocolError) as e:
+            sys.stderr.write("Error: %s\n" % _context_error(e))
+            return 1
+    return 0 if ok else 1
+
+
+def _die_by_sigint():
+    """Leave as a C program killed by Ctrl-C does (valkey-cli installs no
+    SIGINT handler outside the prompt)."""
+    sys.stdout.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+    raise SystemExit(130)   # pragma: no cover - the signal ends the process first
 
 
 def main(argv: list[str]) -> int:
-    o, command = parse_args(argv)
     try:
-        conn = connect(o)
-    except (OSError, ConnectionError) as e:
-        sys.stderr.write("Could not connect to %s:%d: %s\n" % (o.host, o.port, e))
+        o, command = parse_args(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 1
+    words = [a.encode("utf-8", "surrogateescape") for a in command]
+    s = Session(o)
+    try:
+        if o.latency or o.pipe or o.bigkeys or o.memkeys or o.stat or o.scan:
+            from . import cli_modes
+            if not s.connect():
+                return 1
+            return cli_modes.run(s)
+        if not words:
+            from .cli_repl import repl
+            s.connect()
+            return repl(s)
+        s.connect(quiet=True)
+        return noninteractive(s, words)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 1
+    except KeyboardInterrupt:
+        _die_by_sigint()
+    except BrokenPipeError:
         return 1
-    if command:
-        raw = (not sys.stdout.isatty()) if o.raw is None else o.raw
-        try:
-            r = conn.call(*command)
-        except (OSError, ConnectionError) as e:
-            sys.stderr.write("Error: %s\n" % e)
-            return 1
-        write(output(r, raw))
-        return 0   # an error reply is output, not a failure (valkey-cli's exit code)
-    return interactive(o, conn)
 
 
-__all__ = ["main", "format_tty", "format_raw", "Conn", "Reply", "connect", "parse_args"]
+__all__ = ["main", "format_tty", "format_raw", "format_csv", "Conn", "Reply", "Session",
+           "parse_args", "repr_bytes"]
