@@ -70,9 +70,10 @@ HOT_MODULES = [
     "hotkv/clients/client.py", "hotkv/core/db.py",
     "hotkv/protocol/replies.py", "hotkv/server.py", "hotkv/core/blocking.py",
     "hotkv/clients/pubsub.py",
-    "hotkv/core/registry.py", "hotkv/commands/lists.py", "hotkv/commands/streams.py",
-    "hotkv/commands/stream_args.py", "hotkv/commands/stream_read.py",
-    "hotkv/commands/stream_groups.py", "hotkv/commands/pubsub_cmds.py",
+    "hotkv/core/registry.py", "hotkv/commands/lists.py",
+    "hotkv/commands/streams/entries.py", "hotkv/commands/streams/args.py",
+    "hotkv/commands/streams/changes.py", "hotkv/commands/streams/read.py",
+    "hotkv/commands/streams/groups.py", "hotkv/commands/pubsub_cmds.py",
     "hotkv/types/lists.py", "hotkv/types/stream.py", "hotkv/types/stream_ids.py",
     "hotkv/types/stream_groups.py",
 ]
@@ -90,7 +91,7 @@ setup(ext_modules=cythonize(mods, language_level=3, nthreads=2, quiet=True,
 """
 
 # mypyc refuses a native class that inherits from a builtin type (bytes, list,
-# float: resp.py's reply markers, pubsub.py's and stream_read.py's); this is
+# float: resp.py's reply markers, pubsub.py's and streams/read.py's); this is
 # the one source edit it needs: such classes are marked non-native.
 _BUILTIN_BASE = re.compile(r"^class \w+\((bytes|float|list|dict|str|int|tuple|set)\):", re.M)
 

@@ -21,7 +21,7 @@ Pairs covered here:
   and split (``test_parser_fast_equals_slow``);
 * ``resp.encode``'s header caches and Entries' one-field shortcut vs plain
   formatting (``test_encode_caches_equal_plain_formatting``);
-* ``commands.stream_args._ll`` vs ``string2ll``, ``parse_id``'s digit-only form
+* ``commands.streams.args.parse_ll`` vs ``string2ll``, ``parse_id``'s digit-only form
   vs its C-string form (``test_ll_and_parse_id_fast_forms``);
 * ``acl_rules.glob_matcher``'s shortcuts vs ``util.stringmatch``
   (``test_glob_matcher_shortcuts_equal_stringmatch``).
@@ -448,7 +448,7 @@ def test_ll_and_parse_id_fast_forms():
     """_ll's digit-only shortcut vs string2ll; parse_id's digit-only form vs
     the same ID followed by a NUL (which only its C-string path reads, and
     which Valkey reads as the ID up to the NUL)."""
-    from hotkv.commands.stream_args import _ll, parse_id
+    from hotkv.commands.streams.args import parse_id, parse_ll as _ll
     from hotkv.protocol.util import string2ll
     rnd = random.Random(19)
     nums = [b"0", b"00", b"01", b"-0", b"-1", b"+1", b" 1", b"1 ", b"", b"1a",

@@ -85,7 +85,8 @@ ALLOWED: dict[tuple[str, str], str] = {
                                           "the server could be given",
     ("hotkv.commands.info", "INFO_SECTIONS"): _IMPORT_TABLE,
     ("hotkv.commands.keyspace", "_TYPE_REPLIES"): _CACHE,
-    ("hotkv.commands.streams", "_MAXLENS"): _CACHE + " (parsed MAXLEN arguments, 64 at most)",
+    ("hotkv.commands.streams.entries", "_MAXLENS"):
+        _CACHE + " (parsed MAXLEN arguments, 64 at most)",
     ("hotkv.core.config", "ALIASES"): _IMPORT_TABLE,
     ("hotkv.core.config", "PARAMS"): _IMPORT_TABLE,
     ("hotkv.core.dispatch", "_security_logged"): "Valkey's function-static: the POST/Host: warning "

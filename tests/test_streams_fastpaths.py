@@ -134,7 +134,7 @@ def test_parse_ids_is_parse_id_of_each():
     """XACK's parse_ids (the millisecond part shared by consecutive IDs
     converted once) gives what parse_id gives, or raises what it raises,
     whatever comes before an ID."""
-    from hotkv.commands.stream_args import parse_id, parse_ids
+    from hotkv.commands.streams.args import parse_id, parse_ids
     from hotkv.protocol.errors import CommandError
     cases = [b"1-1", b"1", b"0-0", b"00-01", b"1-2", b"2-1",
              b"18446744073709551615-18446744073709551615", b"18446744073709551616-0",

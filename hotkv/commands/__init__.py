@@ -33,8 +33,7 @@ MODULES = [
     "placeholders",
     "introspection",
     "client_cmds",
-    "streams",
-    "stream_groups",
+    "streams",        # a package: its entries, groups and info modules, in that order
     "pubsub_cmds",
     "acl_cmds",
     "aof_cmds",

@@ -3,7 +3,7 @@
 Owns ``Stream`` and its entry storage (``Node``, ``IdArray``); its consumer
 groups are hotkv/types/stream_groups.py, its IDs stream_ids.py, its AOF
 rewrite and RDB layout stream_persist.py.  No sockets, no commands, no
-replies (hotkv/commands/streams.py and stream_groups.py do those).
+replies (the hotkv/commands/streams package does those).
 
 Layout.  An entry ID is one int, ``ms << 64 | seq``.  Entries live in
 ``Node``s, each mirroring one listpack of Redis's radix tree: a master ID
@@ -564,6 +564,26 @@ class Stream:
         self.length -= 1
         return True
 
+    def delete_ids(self, ids) -> int:
+        """XDEL: delete the entries with these IDs, keeping ``first_id`` and
+        ``max_deleted_id`` as Valkey's streamDeleteItem callers do; how many
+        were there."""
+        deleted = 0
+        first_entry = False
+        for i in ids:
+            if self.delete(i):
+                if i == self.first_id:
+                    first_entry = True
+                if i > self.max_deleted_id:
+                    self.max_deleted_id = i
+                deleted += 1
+        if deleted:
+            if self.length == 0:
+                self.first_id = 0
+            elif first_entry:
+                self.first_id = self.first_valid_id()
+        return deleted
+
     def trim(self, maxlen=None, minid=None, approx=False, limit=0) -> int:
         """Valkey's streamTrim: by length (maxlen) or by ID (minid).  With
         approx only whole nodes go; limit caps the entries removed (0 = no
@@ -698,6 +718,24 @@ class Stream:
         for i in ids:
             if i > g.last_id:
                 self.advance_group(g, i)
+
+    def pending_history(self, consumer, start: int, count: int, now: int) -> list:
+        """A consumer's own pending entries with IDs >= start, at most count
+        (0: all), as (id, fields or None when the entry was deleted) pairs:
+        XREADGROUP with an ID.  Each one still in the stream is delivered
+        again (its delivery time now, its count one more)."""
+        out = []
+        cpel = consumer.pel
+        for eid in cpel.irange(minimum=start):
+            if count and len(out) >= count:
+                break
+            items = self.get(eid)
+            if items is not None:
+                nack = cpel[eid]
+                nack.delivery_time = now
+                nack.delivery_count += 1
+            out.append((eid, items))
+        return out
 
     def rax_node_count(self) -> int:
         """Valkey's XINFO radix-tree-nodes: the nodes of a radix tree over

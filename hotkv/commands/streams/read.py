@@ -1,26 +1,27 @@
 """The XREAD / XREADGROUP engine: one parser for both, delivery, blocking.
 
-No command is registered here: XREAD is hotkv/commands/streams.py's and
-XREADGROUP (with its fast path ``_xreadgroup_one`` for a worker's
-``GROUP g c [COUNT n] [BLOCK ms] STREAMS key >``) is stream_groups.py's;
-both run ``_xread`` (Valkey's xreadCommand, ``group_mode`` for the second).
-Owns delivery to a group's consumer (``_serve_group``: new entries, with
-the PEL changes; ``_serve_history``: a consumer's own pending entries) and
+No command is registered here: XREAD is ``entries``' and XREADGROUP (with
+its fast path ``_xreadgroup_one`` for a worker's ``GROUP g c [COUNT n]
+[BLOCK ms] STREAMS key >``) is ``groups``'; both run ``read_streams``
+(Valkey's xreadCommand, ``group_mode`` for the second).
+Owns delivery to a group's consumer (``serve_group``: new entries, with
+the PEL changes; ``_serve_history``: a consumer's own pending entries,
+``Stream.pending_history``) and
 the AOF forms of those changes: while an AOF is on (``server.aof``),
 XREADGROUP, XCLAIM and XAUTOCLAIM log one ``XCLAIM ... TIME RETRYCOUNT
-FORCE JUSTID LASTID`` per PEL change (``_xclaim_prop``) plus ``XGROUP
+FORCE JUSTID LASTID`` per PEL change (``xclaim_prop``) plus ``XGROUP
 SETID ... ENTRIESREAD`` when the group's last-delivered ID moved
-(``_setid_prop``), never themselves.
+(``setid_prop``), never themselves.
 
 Blocking uses hotkv/core/blocking.py.  The IDs a blocked XREAD resolved ``$`` to
-are kept in the waiter (``block(..., data=_Blocked)``), so re-execution
+are kept in the waiter (``block(..., data=BlockedRead)``), so re-execution
 after a write means "newer than when I blocked".  A blocked XREADGROUP
 waits with ``unblock_on_nokey``: when its key is deleted or replaced,
 re-execution replies NOGROUP / WRONGTYPE as Valkey does.
 
 Invariants: ``_still_empty`` (the re-block shortcut of a woken waiter)
 answers True only when the full run would block again, having done what
-that run does on the way (consumers' seen-time); ``_serve_group`` without
+that run does on the way (consumers' seen-time); ``serve_group`` without
 an AOF (the batch form) leaves the stream, group and PEL as the per-entry
 form does (tests/test_fastpaths_server.py::
 test_xreadgroup_fast_general_aof_and_valkey_agree).
@@ -28,14 +29,14 @@ test_xreadgroup_fast_general_aof_and_valkey_agree).
 
 from __future__ import annotations
 
-from ..core.blocking import block, parse_timeout
-from ..protocol import errors
-from ..protocol.errors import CommandError
-from ..protocol.resp import NULL_ARRAY, Entries
-from ..types.stream import Stream
-from ..types.stream_groups import NACK
-from ..types.stream_ids import MAX_ID, id_bytes
-from .stream_args import (
+from ...core.blocking import block, parse_timeout
+from ...protocol import errors
+from ...protocol.errors import CommandError
+from ...protocol.resp import NULL_ARRAY, Entries
+from ...types.stream import Stream
+from ...types.stream_groups import NACK
+from ...types.stream_ids import MAX_ID, id_bytes
+from .args import (
     ERR_DOLLAR_IN_GROUP,
     ERR_GT_NOT_IN_GROUP,
     ERR_LAST_ZERO,
@@ -43,16 +44,15 @@ from .stream_args import (
     ERR_NOACK_NOT_IN_GROUP,
     ERR_NOT_IN_GROUP,
     ERR_PLUS_IN_GROUP,
-    _changed,
-    _entries,
-    _fmt,
-    _ll,
-    _lookup,
+    as_text,
+    entries_reply,
     parse_id,
+    parse_ll,
 )
+from .changes import changed, lookup
 
 
-def _xread_keys(startfrom):
+def xread_keys(startfrom):
     def keys(argv):
         n = len(argv)
         for i in range(startfrom, n):
@@ -76,18 +76,18 @@ class _DupKey(bytes):
         return self is not other
 
 
-def _xclaim_prop(key, gname, cname, eid_arg, nack, g):
+def xclaim_prop(key, gname, cname, eid_arg, nack, g):
     return [b"XCLAIM", key, gname, cname, b"0", eid_arg, b"TIME", b"%d" % nack.delivery_time,
             b"RETRYCOUNT", b"%d" % nack.delivery_count, b"FORCE", b"JUSTID", b"LASTID",
             id_bytes(g.last_id)]
 
 
-def _setid_prop(key, gname, g):
+def setid_prop(key, gname, g):
     return [b"XGROUP", b"SETID", key, gname, id_bytes(g.last_id), b"ENTRIESREAD",
             b"%d" % g.entries_read]
 
 
-def _serve_group(c, s, g, consumer, key, gname, start, count, noack, props):
+def serve_group(c, s, g, consumer, key, gname, start, count, noack, props):
     """Deliver entries >= start to consumer (XREADGROUP >)."""
     now = c.server.cmd_time_ms
     if props is None:
@@ -119,32 +119,21 @@ def _serve_group(c, s, g, consumer, key, gname, start, count, noack, props):
                 nack.delivery_count = 1
             consumer.active_time = now
             if props is not None:
-                props.append(_xclaim_prop(key, gname, consumer.name, id_bytes(eid), nack, g))
+                props.append(xclaim_prop(key, gname, consumer.name, id_bytes(eid), nack, g))
     if moved and props is not None:
-        props.append(_setid_prop(key, gname, g))
-    return _entries(pairs)
+        props.append(setid_prop(key, gname, g))
+    return entries_reply(pairs)
 
 
 def _serve_history(c, s, consumer, start, count):
-    """A consumer's own pending entries >= start (XREADGROUP with an ID)."""
-    now = c.server.cmd_time_ms
-    out = Entries()
-    cpel = consumer.pel
-    for eid in cpel.irange(minimum=start):
-        if count and len(out) >= count:
-            break
-        items = s.get(eid)
-        if items is None:
-            out.append([id_bytes(eid), NULL_ARRAY])
-        else:
-            nack = cpel[eid]
-            nack.delivery_time = now
-            nack.delivery_count += 1
-            out.append([id_bytes(eid), items])
-    return out
+    """A consumer's own pending entries >= start (XREADGROUP with an ID);
+    a deleted entry's fields are a null array."""
+    return Entries([[id_bytes(eid), NULL_ARRAY if items is None else items]
+                    for eid, items in s.pending_history(consumer, start, count,
+                                                         c.server.cmd_time_ms)])
 
 
-class _Blocked:
+class BlockedRead:
     """What a blocked XREAD / XREADGROUP resolved when it first ran, kept in
     its waiter: the keys, the IDs ('$' as the last ID at that time), and
     the group and consumer.  ``quick``: a re-run can tell cheaply that it
@@ -173,7 +162,7 @@ class _Blocked:
             return False          # WRONGTYPE: the re-run replies it
 
 
-def _still_empty(db, server, st: _Blocked, group_mode: bool) -> bool:
+def _still_empty(db, server, st: BlockedRead, group_mode: bool) -> bool:
     """A woken waiter that would block again: nothing newer than its IDs
     (or its group's last-delivered ID) in any of its streams.  Does what
     the full run would do on the way (the consumers' seen-time); False when
@@ -224,7 +213,7 @@ def _xread_options(server, argv, group_mode: bool):
             deadline = parse_timeout(server, argv[i], seconds=False)
         elif opt == b"count" and moreargs:
             i += 1
-            count = _ll(argv[i])
+            count = parse_ll(argv[i])
             if count < 0:
                 count = 0
         elif opt == b"streams" and moreargs:
@@ -284,10 +273,10 @@ def _read_id(s, arg: bytes, k: int, resolved, group_mode: bool) -> int:
         return parse_id(arg, 0, strict=True)[0]
 
 
-def _xread(c, argv, group_mode: bool):
+def read_streams(c, argv, group_mode: bool):
     server = c.server
     waiter = c.reprocessing
-    if waiter and type(waiter.data) is _Blocked and waiter.data.quick:
+    if waiter and type(waiter.data) is BlockedRead and waiter.data.quick:
         # Woken by a write to one of its keys: most wake-ups of an idle
         # worker find nothing for it -- re-block without re-parsing.
         st = waiter.data
@@ -303,17 +292,17 @@ def _xread(c, argv, group_mode: bool):
     ids = [0] * nstreams
     groups = [None] * nstreams if group_mode else None
     resolved = None   # position -> ID that '$' meant when we first ran
-    if waiter and type(waiter.data) is _Blocked:
+    if waiter and type(waiter.data) is BlockedRead:
         resolved = waiter.data.resolved
     for k in range(nstreams):
         key = keys[k]
-        s = _lookup(c, key)
+        s = lookup(c, key)
         if group_mode:
             g = s.group(gname) if s is not None else None
             if g is None:
                 raise CommandError(
                     "NOGROUP No such key '%s' or consumer group '%s' in XREADGROUP with GROUP "
-                    "option" % (_fmt(key), _fmt(gname)))
+                    "option" % (as_text(key), as_text(gname)))
             groups[k] = g
         ids[k] = _read_id(s, id_args[k], k, resolved, group_mode)
 
@@ -340,7 +329,7 @@ def _xread(c, argv, group_mode: bool):
             consumer = g.consumers.get(cname)
             if consumer is None:
                 consumer = g.create_consumer(cname, now)
-                _changed(c, key, "xgroup-createconsumer")
+                changed(c, key, "xgroup-createconsumer")
                 if noack and props is not None:
                     props.append([b"XGROUP", b"CREATECONSUMER", key, gname, cname])
             consumer.seen_time = now
@@ -354,7 +343,7 @@ def _xread(c, argv, group_mode: bool):
             if history:
                 entries = _serve_history(c, s, consumer, start, count)
             else:
-                entries = _serve_group(c, s, groups[k], consumer, key, gname, start, count,
+                entries = serve_group(c, s, groups[k], consumer, key, gname, start, count,
                                        noack, props)
             server.dirty += 1
         else:
@@ -374,7 +363,7 @@ def _xread(c, argv, group_mode: bool):
         return [[key, entries] for key, entries in results]
     if deadline is not None:
         resolved = {k: ids[k] for k in range(nstreams) if id_args[k] == b"$"}
-        data = _Blocked(keys, ids, resolved, gname, cname,
+        data = BlockedRead(keys, ids, resolved, gname, cname,
                         group_mode or b"+" not in id_args, group_mode)
         return block(c, keys, deadline, Stream, NULL_ARRAY, unblock_on_nokey=group_mode,
                      data=data)

@@ -1,22 +1,18 @@
-"""Consumer-group commands: XREADGROUP, XGROUP, XACK, XPENDING, XCLAIM,
-XAUTOCLAIM and XINFO, with Valkey 8's replies, errors and propagation
-(Valkey's t_stream.c is the spec).
+"""Consumer-group commands: XREADGROUP, XGROUP, XACK, XPENDING, XCLAIM and
+XAUTOCLAIM, with Valkey 8's replies, errors and propagation (Valkey's
+t_stream.c is the spec).
 
 The groups, consumers and PELs live in hotkv/types/stream_groups.py; the
-XREAD / XREADGROUP engine and the AOF forms of PEL changes are
-hotkv/commands/stream_read.py's; ID parsing and change announcements are
-stream_args.py's.  XINFO (STREAM, GROUPS, CONSUMERS, HELP) is registered
-here in one piece, after the group commands, because registration order is
-COMMAND's order and the ACL bits (hotkv/commands/__init__.py); XINFO
-STREAM FULL reports the groups, consumers and PELs as well.
+XREAD / XREADGROUP engine and the AOF forms of PEL changes are ``read``'s;
+XINFO, registered right after these, is ``info``'s.
 
 Propagation: XREADGROUP, XCLAIM and XAUTOCLAIM are never logged as
-themselves (see stream_read); XGROUP, XACK and the rest are logged as sent.
+themselves (see ``read``); XGROUP, XACK and the rest are logged as sent.
 
-Fast path (twin; test): ``_xreadgroup_one`` (``stream_read._xread``, and
-an AOF server's per-entry ``_serve_group``; tests/test_fastpaths_server.py::
+Fast path (twin; test): ``_xreadgroup_one`` (``read.read_streams``, and
+an AOF server's per-entry ``serve_group``; tests/test_fastpaths_server.py::
 test_xreadgroup_fast_general_aof_and_valkey_agree); it hands anything else
-to ``_xread`` before changing anything.
+to ``read_streams`` before changing anything.
 
 Which writes wake whom follows Valkey: XGROUP CREATE MKSTREAM touches
 WATCHers; XGROUP DESTROY wakes XREADGROUP waiters; group bookkeeping
@@ -27,41 +23,38 @@ from __future__ import annotations
 
 from itertools import islice
 
-from ..core.blocking import block, parse_timeout
-from ..core.registry import command, container, spec
-from ..protocol import errors
-from ..protocol.errors import CommandError
-from ..protocol.resp import NULL_ARRAY, OK
-from ..protocol.util import string2ll
-from ..types.stream import Stream
-from ..types.stream_groups import NACK
-from ..types.stream_ids import INVALID_ENTRIES_READ, MAX_ID, id_bytes
-from .stream_args import (
+from ...core.blocking import block, parse_timeout
+from ...core.registry import command, container, spec
+from ...protocol import errors
+from ...protocol.errors import CommandError
+from ...protocol.resp import NULL_ARRAY, OK
+from ...protocol.util import string2ll
+from ...types.stream import Stream
+from ...types.stream_groups import NACK
+from ...types.stream_ids import INVALID_ENTRIES_READ, MAX_ID, id_bytes
+from .args import (
     ERR_BUSYGROUP,
     ERR_ENTRIESREAD,
     ERR_START_INTERVAL,
     ERR_XGROUP_NOKEY,
-    _changed,
-    _entries,
-    _fmt,
-    _help,
-    _ll,
-    _lookup,
-    _nogroup,
-    _seen_consumer,
-    _subcommand_syntax,
+    as_text,
+    help_reply,
+    nogroup_error,
     parse_id,
     parse_ids,
     parse_interval,
+    parse_ll,
     parse_range,
+    subcommand_error,
 )
-from .stream_read import _Blocked, _serve_group, _setid_prop, _xclaim_prop, _xread, _xread_keys
+from .changes import changed, lookup, seen_consumer
+from .read import BlockedRead, read_streams, serve_group, setid_prop, xclaim_prop, xread_keys
 
 # ----------------------------------------------------------------------
 # XREADGROUP
 # ----------------------------------------------------------------------
 
-@command("xreadgroup", -7, "write blocking", keys_fn=_xread_keys(4), group="stream",
+@command("xreadgroup", -7, "write blocking", keys_fn=xread_keys(4), group="stream",
          since="5.0.0", key_specs=(spec("RO access", "keyword STREAMS 4", "range -1 1 2"),))
 def xreadgroup(c, argv):
     """Returns new or historical messages from a stream for a consumer in a group.
@@ -77,13 +70,13 @@ def xreadgroup(c, argv):
         reply = _xreadgroup_one(c, argv, n)
         if reply is not None:
             return reply
-    return _xread(c, argv, True)
+    return read_streams(c, argv, True)
 
 
 def _xreadgroup_one(c, argv, n):
     """The worker's read, ``GROUP g c [COUNT n] [BLOCK ms] STREAMS key >``,
-    as _xread would do it, blocking included; None (having changed nothing)
-    when _xread must decide: other options."""
+    as read_streams would do it, blocking included; None (having changed nothing)
+    when read_streams must decide: other options."""
     server = c.server
     count = 0
     deadline = None
@@ -91,7 +84,7 @@ def _xreadgroup_one(c, argv, n):
     while i < n - 3:
         opt = argv[i].lower()
         if opt == b"count":
-            count = _ll(argv[i + 1])
+            count = parse_ll(argv[i + 1])
             if count < 0:
                 count = 0
         elif opt == b"block":
@@ -101,29 +94,29 @@ def _xreadgroup_one(c, argv, n):
         i += 2
     key = argv[n - 2]
     gname = argv[2]
-    s = _lookup(c, key)
+    s = lookup(c, key)
     g = s.group(gname) if s is not None else None
     if g is None:
         raise CommandError("NOGROUP No such key '%s' or consumer group '%s' in XREADGROUP with "
-                           "GROUP option" % (_fmt(key), _fmt(gname)))
+                           "GROUP option" % (as_text(key), as_text(gname)))
     serve = s.length and s.last_valid_id() > g.last_id
     now = server.cmd_time_ms
     props = [] if server.aof is not None else None   # None: nothing logs
     cname = argv[3]
-    consumer = _seen_consumer(c, g, key, cname, now)
+    consumer = seen_consumer(c, g, key, cname, now)
     if serve:
-        entries = _serve_group(c, s, g, consumer, key, gname, (g.last_id + 1) & MAX_ID, count,
+        entries = serve_group(c, s, g, consumer, key, gname, (g.last_id + 1) & MAX_ID, count,
                                False, props)
         server.dirty += 1
     if props is not None:
         server.propagate_as(*props)
     if not serve:
         if deadline is not None:
-            # As _xread: the consumer is seen (or created) first, then the
+            # As read_streams: the consumer is seen (or created) first, then the
             # read waits; a re-run that finds nothing (block() knows it by
             # c.reprocessing) keeps its first deadline.
             return block(c, [key], deadline, Stream, NULL_ARRAY, unblock_on_nokey=True,
-                         data=_Blocked([key], [MAX_ID], {}, gname, cname, True, True))
+                         data=BlockedRead([key], [MAX_ID], {}, gname, cname, True, True))
         return NULL_ARRAY
     if c.resp3:
         return {key: entries}
@@ -152,13 +145,13 @@ def _xgroup_common(c, argv, create: bool, setid: bool):
             mkstream = True
             i += 1
         elif (create or setid) and opt == b"entriesread" and i + 1 < n:
-            entries_read = _ll(argv[i + 1])
+            entries_read = parse_ll(argv[i + 1])
             if entries_read < 0 and entries_read != INVALID_ENTRIES_READ:
                 raise CommandError(ERR_ENTRIESREAD)
             i += 2
         else:
-            raise _subcommand_syntax(argv)
-    s = _lookup(c, argv[2])
+            raise subcommand_error(argv)
+    s = lookup(c, argv[2])
     g = None
     if not mkstream:
         if s is None:
@@ -172,7 +165,7 @@ def _xgroup_common(c, argv, create: bool, setid: bool):
 def _require_group(argv, g):
     if g is None:
         raise CommandError("NOGROUP No such consumer group '%s' for key name '%s'"
-                           % (_fmt(argv[3]), _fmt(argv[2])))
+                           % (as_text(argv[3]), as_text(argv[2])))
 
 
 @command("xgroup|create", -5, "write denyoom", (2, 2, 1), group="stream", since="5.0.0",
@@ -184,7 +177,7 @@ def xgroup_create(c, argv):
     """
     s, g, mkstream, entries_read = _xgroup_common(c, argv, True, False)
     if len(argv) > 8:
-        raise _subcommand_syntax(argv)
+        raise subcommand_error(argv)
     key = argv[2]
     if argv[4] == b"$":
         last = s.last_id if s is not None else 0
@@ -196,7 +189,7 @@ def xgroup_create(c, argv):
         c.server.written(c.db, key, "", "", n=0)
     if s.create_group(argv[3], last, entries_read) is None:
         raise CommandError(ERR_BUSYGROUP)
-    _changed(c, key, "xgroup-create")
+    changed(c, key, "xgroup-create")
     return OK
 
 
@@ -210,14 +203,14 @@ def xgroup_setid(c, argv):
     s, g, _, entries_read = _xgroup_common(c, argv, False, True)
     _require_group(argv, g)
     if len(argv) not in (5, 7):
-        raise _subcommand_syntax(argv)
+        raise subcommand_error(argv)
     if argv[4] == b"$":
         last = s.last_id
     else:
         last = parse_id(argv[4], 0)[0]
     g.last_id = last
     g.entries_read = entries_read
-    _changed(c, argv[2], "xgroup-setid")
+    changed(c, argv[2], "xgroup-setid")
     return OK
 
 
@@ -233,7 +226,7 @@ def xgroup_destroy(c, argv):
         return 0
     del s.groups[argv[3]]
     key = argv[2]
-    _changed(c, key, "xgroup-destroy")
+    changed(c, key, "xgroup-destroy")
     # Blocked XREADGROUPs on this group re-run and get NOGROUP.
     c.server.signal_ready(c.db, key)
     return 1
@@ -250,7 +243,7 @@ def xgroup_createconsumer(c, argv):
     _require_group(argv, g)
     if g.create_consumer(argv[4], c.server.cmd_time_ms) is None:
         return 0
-    _changed(c, argv[2], "xgroup-createconsumer")
+    changed(c, argv[2], "xgroup-createconsumer")
     return 1
 
 
@@ -267,14 +260,14 @@ def xgroup_delconsumer(c, argv):
     if consumer is None:
         return 0
     pending = g.delete_consumer(consumer)
-    _changed(c, argv[2], "xgroup-delconsumer")
+    changed(c, argv[2], "xgroup-delconsumer")
     return pending
 
 
 @command("xgroup|help", 2, "loading stale", group="stream", since="5.0.0")
 def xgroup_help(c, argv):
     """Returns helpful text about the different subcommands."""
-    return _help(argv, [
+    return help_reply(argv, [
         "CREATE <key> <groupname> <id|$> [option]",
         "    Create a new consumer group. Options are:",
         "    * MKSTREAM",
@@ -302,13 +295,13 @@ def xack(c, argv):
 
     XACK key group id [id ...]
     """
-    s = _lookup(c, argv[1])
+    s = lookup(c, argv[1])
     g = s.group(argv[2]) if s is not None else None
     if g is None:
         return 0
     acked = g.ack_all(parse_ids(argv[3:]))
     if acked:
-        _changed(c, argv[1], "", acked)
+        changed(c, argv[1], "", acked)
     return acked
 
 
@@ -327,20 +320,20 @@ def xpending(c, argv):
     if n >= 6:
         startidx = 3
         if argv[3].lower() == b"idle":
-            minidle = _ll(argv[4])
+            minidle = parse_ll(argv[4])
             if n < 8:
                 raise CommandError(errors.SYNTAX)
             startidx += 2
-        count = _ll(argv[startidx + 2])
+        count = parse_ll(argv[startidx + 2])
         if count < 0:
             count = 0
         start, end = parse_range(argv[startidx], argv[startidx + 1])
         if startidx + 3 < n:
             consumer_name = argv[startidx + 3]
-    s = _lookup(c, argv[1])
+    s = lookup(c, argv[1])
     g = s.group(argv[2]) if s is not None else None
     if g is None:
-        raise _nogroup(argv[1], argv[2])
+        raise nogroup_error(argv[1], argv[2])
     if justinfo:
         pel = g.pel
         if not pel:
@@ -381,11 +374,11 @@ def xclaim(c, argv):
     """
     key = argv[1]
     gname = argv[2]
-    s = _lookup(c, key)
+    s = lookup(c, key)
     g = s.group(gname) if s is not None else None
     if g is None:
-        raise _nogroup(key, gname)
-    minidle = _ll(argv[4], "ERR Invalid min-idle-time argument for XCLAIM")
+        raise nogroup_error(key, gname)
+    minidle = parse_ll(argv[4], "ERR Invalid min-idle-time argument for XCLAIM")
     if minidle < 0:
         minidle = 0
     n = len(argv)
@@ -413,18 +406,18 @@ def xclaim(c, argv):
             justid = True
         elif opt == b"idle" and moreargs:
             j += 1
-            deliverytime = now - _ll(argv[j], "ERR Invalid IDLE option argument for XCLAIM")
+            deliverytime = now - parse_ll(argv[j], "ERR Invalid IDLE option argument for XCLAIM")
         elif opt == b"time" and moreargs:
             j += 1
-            deliverytime = _ll(argv[j], "ERR Invalid TIME option argument for XCLAIM")
+            deliverytime = parse_ll(argv[j], "ERR Invalid TIME option argument for XCLAIM")
         elif opt == b"retrycount" and moreargs:
             j += 1
-            retrycount = _ll(argv[j], "ERR Invalid RETRYCOUNT option argument for XCLAIM")
+            retrycount = parse_ll(argv[j], "ERR Invalid RETRYCOUNT option argument for XCLAIM")
         elif opt == b"lastid" and moreargs:
             j += 1
             last_id = parse_id(argv[j], 0, strict=True)[0]
         else:
-            raise CommandError("ERR Unrecognized XCLAIM option '%s'" % _fmt(argv[j]))
+            raise CommandError("ERR Unrecognized XCLAIM option '%s'" % as_text(argv[j]))
         j += 1
     props = [] if c.server.aof is not None else None   # None: nothing logs
     propagate_last_id = False
@@ -437,7 +430,7 @@ def xclaim(c, argv):
     else:
         deliverytime = now
     cname = argv[3]
-    consumer = _seen_consumer(c, g, key, cname, now)
+    consumer = seen_consumer(c, g, key, cname, now)
     out = []
     dirty = 0
     pel = g.pel
@@ -455,7 +448,7 @@ def xclaim(c, argv):
         if items is None:
             if nack is not None:
                 if props is not None:
-                    props.append(_xclaim_prop(key, gname, nack.consumer.name, argv[k], nack, g))
+                    props.append(xclaim_prop(key, gname, nack.consumer.name, argv[k], nack, g))
                 propagate_last_id = False
                 dirty += 1
                 g.ack(eid)
@@ -478,15 +471,15 @@ def xclaim(c, argv):
         out.append(id_bytes(eid) if justid else [id_bytes(eid), items])
         consumer.active_time = now
         if props is not None:
-            props.append(_xclaim_prop(key, gname, cname, argv[k], nack, g))
+            props.append(xclaim_prop(key, gname, cname, argv[k], nack, g))
         propagate_last_id = False
         dirty += 1
     if propagate_last_id:
         if props is not None:
-            props.append(_setid_prop(key, gname, g))
+            props.append(setid_prop(key, gname, g))
         dirty += 1
     if dirty:
-        _changed(c, key, "", dirty)
+        changed(c, key, "", dirty)
     server.propagate_as(*(props or ()))
     return out
 
@@ -500,7 +493,7 @@ def xautoclaim(c, argv):
     """
     key = argv[1]
     gname = argv[2]
-    minidle = _ll(argv[4], "ERR Invalid min-idle-time argument for XAUTOCLAIM")
+    minidle = parse_ll(argv[4], "ERR Invalid min-idle-time argument for XAUTOCLAIM")
     if minidle < 0:
         minidle = 0
     start, ex = parse_interval(argv[5], 0)
@@ -527,14 +520,14 @@ def xautoclaim(c, argv):
         else:
             raise CommandError(errors.SYNTAX)
         j += 1
-    s = _lookup(c, key)
+    s = lookup(c, key)
     g = s.group(gname) if s is not None else None
     if g is None:
-        raise _nogroup(key, gname)
+        raise nogroup_error(key, gname)
     server = c.server
     now = server.cmd_time_ms
     cname = argv[3]
-    consumer = _seen_consumer(c, g, key, cname, now)
+    consumer = seen_consumer(c, g, key, cname, now)
     attempts = count * 10
     pel = g.pel
     claimed = []
@@ -553,7 +546,7 @@ def xautoclaim(c, argv):
         items = s.get(eid)
         if items is None:
             if props is not None:
-                props.append(_xclaim_prop(key, gname, nack.consumer.name, id_bytes(eid), nack, g))
+                props.append(xclaim_prop(key, gname, nack.consumer.name, id_bytes(eid), nack, g))
             dirty += 1
             g.ack(eid)
             deleted.append(id_bytes(eid))
@@ -569,152 +562,10 @@ def xautoclaim(c, argv):
         count -= 1
         consumer.active_time = now
         if props is not None:
-            props.append(_xclaim_prop(key, gname, cname, id_bytes(eid), nack, g))
+            props.append(xclaim_prop(key, gname, cname, id_bytes(eid), nack, g))
         dirty += 1
     cursor = id_bytes(candidates[idx]) if idx < ncand else b"0-0"
     if dirty:
-        _changed(c, key, "", dirty)
+        changed(c, key, "", dirty)
     server.propagate_as(*(props or ()))
     return [cursor, claimed, deleted]
-
-
-# ----------------------------------------------------------------------
-# XINFO
-# ----------------------------------------------------------------------
-
-container("xinfo", group="stream", summary="A container for stream introspection commands.",
-          since="5.0.0")
-
-
-def _xinfo_stream_or_error(c, key):
-    s = _lookup(c, key)
-    if s is None:
-        raise CommandError(errors.NO_SUCH_KEY)
-    return s
-
-
-@command("xinfo|consumers", 4, "readonly", (2, 2, 1), group="stream", since="5.0.0")
-def xinfo_consumers(c, argv):
-    """Returns a list of the consumers in a consumer group.
-
-    XINFO CONSUMERS key group
-    """
-    s = _xinfo_stream_or_error(c, argv[2])
-    g = s.group(argv[3])
-    if g is None:
-        raise CommandError("NOGROUP No such consumer group '%s' for key name '%s'"
-                           % (_fmt(argv[3]), _fmt(argv[2])))
-    now = c.server.cmd_time_ms
-    out = []
-    for cons in g.sorted_consumers():
-        inactive = now - cons.active_time if cons.active_time != -1 else -1
-        idle = now - cons.seen_time
-        if idle < 0:
-            idle = 0
-        out.append({b"name": cons.name, b"pending": len(cons.pel), b"idle": idle,
-                    b"inactive": inactive})
-    return out
-
-
-@command("xinfo|groups", 3, "readonly", (2, 2, 1), group="stream", since="5.0.0")
-def xinfo_groups(c, argv):
-    """Returns a list of the consumer groups of a stream.
-
-    XINFO GROUPS key
-    """
-    s = _xinfo_stream_or_error(c, argv[2])
-    out = []
-    for g in s.sorted_groups():
-        out.append({
-            b"name": g.name,
-            b"consumers": len(g.consumers),
-            b"pending": len(g.pel),
-            b"last-delivered-id": id_bytes(g.last_id),
-            b"entries-read": g.entries_read if g.entries_read != INVALID_ENTRIES_READ else None,
-            b"lag": s.group_lag(g),
-        })
-    return out
-
-
-@command("xinfo|stream", -3, "readonly", (2, 2, 1), group="stream", since="5.0.0")
-def xinfo_stream(c, argv):
-    """Returns information about a stream.
-
-    XINFO STREAM key [FULL [COUNT count]]
-    """
-    s = _xinfo_stream_or_error(c, argv[2])
-    opts = argv[3:]
-    full = True
-    count = 10
-    if not opts:
-        full = False
-    else:
-        if len(opts) not in (1, 3) or opts[0].lower() != b"full":
-            raise _subcommand_syntax(argv)
-        if len(opts) == 3:
-            if opts[1].lower() != b"count":
-                raise _subcommand_syntax(argv)
-            count = _ll(opts[2])
-            if count < 0:
-                count = 10
-    out = {
-        b"length": s.length,
-        b"radix-tree-keys": len(s.nodes),
-        b"radix-tree-nodes": s.rax_node_count(),
-        b"last-generated-id": id_bytes(s.last_id),
-        b"max-deleted-entry-id": id_bytes(s.max_deleted_id),
-        b"entries-added": s.entries_added,
-        b"recorded-first-entry-id": id_bytes(s.first_id),
-    }
-    if not full:
-        out[b"groups"] = len(s.groups) if s.groups else 0
-        first = s.range(0, MAX_ID, 1)
-        last = s.revrange(0, MAX_ID, 1)
-        out[b"first-entry"] = [id_bytes(first[0][0]), first[0][1]] if first else None
-        out[b"last-entry"] = [id_bytes(last[0][0]), last[0][1]] if last else None
-        return out
-    out[b"entries"] = _entries(s.range(0, MAX_ID, count))
-    groups = []
-    for g in s.sorted_groups():
-        pending = []
-        for i in islice(g.pel, count or None):
-            nack = g.pel[i]
-            pending.append([id_bytes(i), nack.consumer.name, nack.delivery_time,
-                            nack.delivery_count])
-        consumers = []
-        for cons in g.sorted_consumers():
-            cp = []
-            for i in islice(cons.pel, count or None):
-                nack = cons.pel[i]
-                cp.append([id_bytes(i), nack.delivery_time, nack.delivery_count])
-            consumers.append({
-                b"name": cons.name,
-                b"seen-time": cons.seen_time,
-                b"active-time": cons.active_time,
-                b"pel-count": len(cons.pel),
-                b"pending": cp,
-            })
-        groups.append({
-            b"name": g.name,
-            b"last-delivered-id": id_bytes(g.last_id),
-            b"entries-read": g.entries_read if g.entries_read != INVALID_ENTRIES_READ else None,
-            b"lag": s.group_lag(g),
-            b"pel-count": len(g.pel),
-            b"pending": pending,
-            b"consumers": consumers,
-        })
-    out[b"groups"] = groups
-    return out
-
-
-@command("xinfo|help", 2, "loading stale", group="stream", since="5.0.0")
-def xinfo_help(c, argv):
-    """Returns helpful text about the different subcommands."""
-    return _help(argv, [
-        "CONSUMERS <key> <groupname>",
-        "    Show consumers of <groupname>.",
-        "GROUPS <key>",
-        "    Show the stream consumer groups.",
-        "STREAM <key> [FULL [COUNT <count>]",
-        "    Show information about the stream.",
-    ])

@@ -1,13 +1,10 @@
-"""Stream commands: XADD, XTRIM, XLEN, XRANGE, XREVRANGE, XDEL, XSETID and
-XREAD, with Valkey 8's replies, errors and propagation (Valkey's
+"""The stream's entries: XADD, XTRIM, XLEN, XRANGE, XREVRANGE, XDEL, XSETID
+and XREAD, with Valkey 8's replies, errors and propagation (Valkey's
 t_stream.c is the spec).
 
-The data structure lives in hotkv/types/stream.py; the consumer-group
-commands (XREADGROUP, XGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO)
-are hotkv/commands/stream_groups.py's; the XREAD / XREADGROUP engine is
-stream_read.py's; ID parsing, error texts and change announcements are
-stream_args.py's.  This module parses arguments, replies, announces
-changes and chooses what the AOF logs: XADD with ``*`` / ``ms-*`` is
+The data structure lives in hotkv/types/stream.py; the rest of the
+package is listed in its __init__.  This module parses arguments, replies,
+announces changes and chooses what the AOF logs: XADD with ``*`` / ``ms-*`` is
 logged with the ID it assigned, and ``MAXLEN ~ n`` / ``MINID ~ id`` as
 ``=`` with the exact resulting length or first ID, so replaying the AOF
 trims the same entries.
@@ -20,8 +17,8 @@ anything else to it before changing anything.
 Fast paths (twin; test): XADD's shapes (``_xadd_general``;
 tests/test_streams_fastpaths.py::test_xadd_fast_shapes_leave_what_the_general_parser_leaves);
 the inlined ``Server.written`` in xadd (see hotkv/commands/lists.py); for
-``parse_ids``, ``parse_id`` and ``_ll`` see stream_args, for XREADGROUP's
-see stream_groups.  Counts of 0 meaning "no limit" are checked against
+``parse_ids``, ``parse_id`` and ``parse_ll`` see ``args``, for XREADGROUP's
+see ``groups``.  Counts of 0 meaning "no limit" are checked against
 Valkey in tests/test_fastpaths_nolimit.py.
 
 Which writes wake whom follows Valkey: XADD and the creation of a stream
@@ -31,14 +28,14 @@ only counts as a change for the AOF.
 
 from __future__ import annotations
 
-from ..core.registry import command, spec
-from ..protocol import errors
-from ..protocol.errors import CommandError, WrongType
-from ..protocol.resp import NULL_ARRAY, OK, Entries
-from ..protocol.util import string2ll
-from ..types.stream import Stream
-from ..types.stream_ids import MASK64, MAX_ID, id_bytes, make_id
-from .stream_args import (
+from ...core.registry import command, spec
+from ...protocol import errors
+from ...protocol.errors import CommandError, WrongType
+from ...protocol.resp import NULL_ARRAY, OK, Entries
+from ...protocol.util import string2ll
+from ...types.stream import Stream
+from ...types.stream_ids import MASK64, MAX_ID, id_bytes, make_id
+from .args import (
     ERR_BOTH_STRATEGIES,
     ERR_EXHAUSTED,
     ERR_LIMIT_NEG,
@@ -49,15 +46,12 @@ from .stream_args import (
     ERR_XADD_SMALLER,
     ERR_XADD_ZERO,
     ERR_XTRIM_NO_STRATEGY,
-    _changed,
-    _ll,
-    _lookup,
-    _node_limits,
-    _touched,
     parse_id,
+    parse_ll,
     parse_range,
 )
-from .stream_read import _xread, _xread_keys
+from .changes import changed, lookup, node_limits, touched
+from .read import read_streams, xread_keys
 
 # ----------------------------------------------------------------------
 # XADD / XTRIM
@@ -88,7 +82,7 @@ def _parse_add_trim(c, argv, xadd: bool) -> _TrimArgs:
     if xadd and n > 6 and argv[5] == b"*" and argv[3] == b"~" and argv[2].lower() == b"maxlen":
         # The capped queue, XADD key MAXLEN ~ n * ...: what the loop below
         # would conclude, without walking it.
-        maxlen = _ll(argv[4])
+        maxlen = parse_ll(argv[4])
         if maxlen < 0:
             raise CommandError(ERR_MAXLEN_NEG)
         a.maxlen = maxlen
@@ -111,7 +105,7 @@ def _parse_add_trim(c, argv, xadd: bool) -> _TrimArgs:
                 i += 1
             elif moreargs >= 2 and nxt == b"=":
                 i += 1
-            maxlen = _ll(argv[i + 1])
+            maxlen = parse_ll(argv[i + 1])
             if maxlen < 0:
                 raise CommandError(ERR_MAXLEN_NEG)
             i += 1
@@ -131,7 +125,7 @@ def _parse_add_trim(c, argv, xadd: bool) -> _TrimArgs:
             i += 1
             a.arg_idx = i
         elif low == b"limit" and moreargs:
-            a.limit = _ll(argv[i + 1])
+            a.limit = parse_ll(argv[i + 1])
             if a.limit < 0:
                 raise CommandError(ERR_LIMIT_NEG)
             limit_given = True
@@ -312,7 +306,7 @@ def _xadd_general(c, argv):
         raise CommandError(ERR_XADD_ZERO)
     db = c.db
     key = argv[1]
-    s = _lookup(c, key)
+    s = lookup(c, key)
     if s is None:
         if a.nomkstream:
             return None
@@ -340,7 +334,7 @@ def _xadd_general(c, argv):
         total += len(argv[k])
     if total > 1 << 30:
         raise CommandError(ERR_TOO_LARGE)
-    node_max_bytes, node_max_entries = _node_limits(c)
+    node_max_bytes, node_max_entries = node_limits(c)
     s.append(new, argv, field_pos, node_max_bytes, node_max_entries)
     reply = id_bytes(new)
     server = c.server
@@ -371,7 +365,7 @@ def xtrim(c, argv):
     """
     a = _parse_add_trim(c, argv, False)
     key = argv[1]
-    s = _lookup(c, key)
+    s = lookup(c, key)
     if s is None:
         return 0
     deleted = _trim(s, a)
@@ -381,7 +375,7 @@ def xtrim(c, argv):
             rewritten[a.arg_idx - 1] = b"="
             rewritten[a.arg_idx] = _exact_trim_arg(s, a)
             c.server.propagate_as(rewritten)
-        _touched(c, key, "xtrim", deleted)
+        touched(c, key, "xtrim", deleted)
     return deleted
 
 
@@ -395,7 +389,7 @@ def xlen(c, argv):
 
     XLEN key
     """
-    s = _lookup(c, argv[1])
+    s = lookup(c, argv[1])
     return 0 if s is None else s.length
 
 
@@ -409,13 +403,13 @@ def _xrange(c, argv, rev: bool):
     j = 4
     while j < n:
         if argv[j].lower() == b"count" and n - j - 1 >= 1:
-            count = _ll(argv[j + 1])
+            count = parse_ll(argv[j + 1])
             if count < 0:
                 count = 0
             j += 2
         else:
             raise CommandError(errors.SYNTAX)
-    s = _lookup(c, argv[1])
+    s = lookup(c, argv[1])
     if s is None:
         return []
     if count == 0:
@@ -452,25 +446,12 @@ def xdel(c, argv):
     XDEL key id [id ...]
     """
     key = argv[1]
-    s = _lookup(c, key)
+    s = lookup(c, key)
     if s is None:
         return 0
-    ids = [parse_id(a, 0, strict=True)[0] for a in argv[2:]]
-    deleted = 0
-    first_entry = False
-    for i in ids:
-        if s.delete(i):
-            if i == s.first_id:
-                first_entry = True
-            if i > s.max_deleted_id:
-                s.max_deleted_id = i
-            deleted += 1
+    deleted = s.delete_ids([parse_id(a, 0, strict=True)[0] for a in argv[2:]])
     if deleted:
-        if s.length == 0:
-            s.first_id = 0
-        elif first_entry:
-            s.first_id = s.first_valid_id()
-        _touched(c, key, "xdel", deleted)
+        touched(c, key, "xdel", deleted)
     return deleted
 
 
@@ -490,7 +471,7 @@ def xsetid(c, argv):
         moreargs = n - 1 - i
         opt = argv[i].lower()
         if opt == b"entriesadded" and moreargs:
-            entries_added = _ll(argv[i + 1])
+            entries_added = parse_ll(argv[i + 1])
             if entries_added < 0:
                 raise CommandError("ERR entries_added must be positive")
             i += 2
@@ -503,7 +484,7 @@ def xsetid(c, argv):
         else:
             raise CommandError(errors.SYNTAX)
     key = argv[1]
-    s = _lookup(c, key)
+    s = lookup(c, key)
     if s is None:
         raise CommandError(errors.NO_SUCH_KEY)
     if new < s.max_deleted_id:
@@ -521,7 +502,7 @@ def xsetid(c, argv):
         s.entries_added = entries_added
     if max_xdel:
         s.max_deleted_id = max_xdel
-    _changed(c, key, "xsetid")
+    changed(c, key, "xsetid")
     return OK
 
 
@@ -532,11 +513,11 @@ def xsetid(c, argv):
 # ----------------------------------------------------------------------
 
 
-@command("xread", -4, "readonly blocking", keys_fn=_xread_keys(1), group="stream",
+@command("xread", -4, "readonly blocking", keys_fn=xread_keys(1), group="stream",
          since="5.0.0", key_specs=(spec("RO access", "keyword STREAMS 1", "range -1 1 2"),))
 def xread(c, argv):
     """Returns messages from multiple streams with IDs greater than the ones requested.
 
     XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id|$|+ [id ...]
     """
-    return _xread(c, argv, False)
+    return read_streams(c, argv, False)

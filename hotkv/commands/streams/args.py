@@ -1,31 +1,27 @@
-"""What every stream command shares: error texts, ID parsing, change announcements.
+"""What the stream commands parse and say: error texts, IDs, integers, help.
 
-No command is registered here (hotkv/commands/streams.py: the stream
-commands; stream_groups.py: the consumer-group commands; stream_read.py:
-the XREAD / XREADGROUP engine).  Owns the stream ID forms Valkey's
-t_stream.c accepts (``ms-seq``, ``ms``, ``-`` / ``+``, ``ms-*`` for XADD,
-``(`` for an exclusive range bound; NULs and lengths as its C-string
-parser sees them), the integer parser the stream commands share, the
-XGROUP / XINFO help and unknown-subcommand replies, and how a change is
-announced.
+No command is registered here (the package's ``entries``, ``groups`` and
+``info`` modules do that).  Owns the stream ID forms Valkey's t_stream.c
+accepts (``ms-seq``, ``ms``, ``-`` / ``+``, ``ms-*`` for XADD, ``(`` for an
+exclusive range bound; NULs and lengths as its C-string parser sees them),
+the integer parser the stream commands share (``parse_ll``), the error
+texts, and the replies built the same way by several commands: entries
+(``entries_reply``), XGROUP / XINFO help and unknown-subcommand errors,
+NOGROUP errors.
 
 Invariants: ``parse_ids`` is ``parse_id(arg, strict=True)[0]`` of each
-argument and ``_ll`` is ``string2ll`` with Redis's message (fast forms,
+argument and ``parse_ll`` is ``string2ll`` with Redis's message (fast forms,
 tests/test_streams_fastpaths.py::test_parse_ids_is_parse_id_of_each,
-tests/test_fastpaths.py::test_ll_and_parse_id_fast_forms).  Who a change
-wakes follows Valkey: ``_touched`` (dirty, WATCH, keyspace event) for a
-change to the stream's entries or IDs; ``_changed`` (dirty and the event
-only) for group bookkeeping, which wakes no one.
+tests/test_fastpaths.py::test_ll_and_parse_id_fast_forms).
 """
 
 from __future__ import annotations
 
-from ..protocol import errors
-from ..protocol.errors import CommandError
-from ..protocol.resp import Entries, Simple
-from ..protocol.util import string2ll
-from ..types.stream import Stream
-from ..types.stream_ids import MASK64, MAX_ID, id_bytes
+from ...protocol import errors
+from ...protocol.errors import CommandError
+from ...protocol.resp import Entries, Simple
+from ...protocol.util import string2ll
+from ...types.stream_ids import MASK64, MAX_ID, id_bytes
 
 ERR_INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
 ERR_XADD_SMALLER = ("ERR The ID specified in XADD is equal or smaller than the target stream "
@@ -179,7 +175,7 @@ def parse_range(start_arg: bytes, end_arg: bytes):
     return start, end
 
 
-def _ll(arg: bytes, message: str = errors.NOT_INTEGER) -> int:
+def parse_ll(arg: bytes, message: str = errors.NOT_INTEGER) -> int:
     if 0 < len(arg) < 19 and arg.isdigit() and (arg[0] != 48 or len(arg) == 1):
         return int(arg)           # what string2ll accepts, without its regex
     v = string2ll(arg)
@@ -188,15 +184,11 @@ def _ll(arg: bytes, message: str = errors.NOT_INTEGER) -> int:
     return v
 
 
-def _lookup(c, key):
-    return c.db.lookup_typed(key, Stream)
-
-
-def _entries(pairs):
+def entries_reply(pairs):
     return Entries([[id_bytes(i), items] for i, items in pairs])
 
 
-def _help(argv, lines):
+def help_reply(argv, lines):
     cmd = _cstr(argv[0]).upper().decode("utf-8", "surrogateescape")
     out = [Simple(b"%s <subcommand> [<arg> [value] [opt] ...]. Subcommands are:" % cmd.encode(
         "utf-8", "surrogateescape"))]
@@ -205,57 +197,18 @@ def _help(argv, lines):
     return out
 
 
-def _subcommand_syntax(argv):
+def subcommand_error(argv):
     sub = _cstr(argv[1])[:128].decode("utf-8", "surrogateescape")
     cmd = _cstr(argv[0]).upper().decode("utf-8", "surrogateescape")
     return CommandError("ERR unknown subcommand or wrong number of arguments for '%s'. "
                         "Try %s HELP." % (sub, cmd))
 
 
-def _fmt(arg: bytes) -> str:
+def as_text(arg: bytes) -> str:
     """%s of a key or name in an error text."""
     return _cstr(arg).decode("utf-8", "surrogateescape")
 
 
-def _nogroup(key, group):
+def nogroup_error(key, group):
     return CommandError("NOGROUP No such key '%s' or consumer group '%s'"
-                        % (_fmt(key), _fmt(group)))
-
-
-# ----------------------------------------------------------------------
-# Change announcements (see the module docstring for who wakes whom)
-# ----------------------------------------------------------------------
-
-def _touched(c, key, event: str, n: int = 1):
-    """dirty += n, WATCHers of key fail, keyspace event."""
-    server = c.server
-    db = c.db
-    server.dirty += n
-    if key in db.watched:
-        db.touch_watched(key)
-    if server.tracking_on:   # client-side caching (hotkv.clients.tracking)
-        server.tracking.invalidate(key)
-    if event:
-        server.event(db, key, "t", event)
-
-
-def _changed(c, key, event: str = "", n: int = 1):
-    """Group bookkeeping changed: dirty += n and the event, nothing else."""
-    c.server.dirty += n
-    if event:
-        c.server.event(c.db, key, "t", event)
-
-
-def _seen_consumer(c, g, key, cname: bytes, now: int):
-    """The group's consumer cname, created (with its event) if new; seen now."""
-    consumer = g.consumers.get(cname)
-    if consumer is None:
-        consumer = g.create_consumer(cname, now)
-        _changed(c, key, "xgroup-createconsumer")
-    consumer.seen_time = now
-    return consumer
-
-
-def _node_limits(c):
-    values = c.server.config.values
-    return values["stream-node-max-bytes"], values["stream-node-max-entries"]
+                        % (as_text(key), as_text(group)))
