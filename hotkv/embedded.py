@@ -29,9 +29,15 @@ import tempfile
 import threading
 import weakref
 
+from .core.config import ALIASES, PARAMS
 from .inprocess import LoopLock, client as inprocess_client, locked_event_loop
 from .net.listeners import Listener, close_loop, new_event_loop
 from .server import Server
+from .testing import snapshot
+from .testing.faults import faults_of, restart, restart_async
+from .testing.inspect import Inspector
+from .testing.journal import journal_of
+from .testing.waiting import wait_idle, wait_idle_async, wait_until, wait_until_async
 
 
 def _private_nodes_conf(owner, settings: dict):
@@ -51,7 +57,6 @@ def _private_nodes_conf(owner, settings: dict):
 def _check_names(settings: dict) -> None:
     """Refuse a setting the server does not know, naming it (the server's own
     error, Valkey's, is a bare "unknown")."""
-    from .core.config import ALIASES, PARAMS
     for name in settings:
         if name.lower() in PARAMS or name.lower() in ALIASES:
             continue
@@ -137,35 +142,29 @@ class _Common:
     def inspect(self):
         """Read-only views of the data, without a client
         (hotkv.testing.inspect.Inspector)."""
-        from .testing.inspect import Inspector
         self._running("inspect")
         return Inspector(self)
 
     def snapshot(self):
         """An in-memory deep copy of every database (hotkv.testing.snapshot)."""
-        from .testing import snapshot
         return snapshot.take(self._running("snapshot"))
 
     def restore(self, snap) -> None:
         """Make the databases hold exactly ``snap``'s keys and TTLs again."""
-        from .testing import snapshot
         snapshot.restore(self._running("restore"), snap)
 
     def seed(self, data: dict, db: int = 0, ttl: dict | None = None) -> int:
         """Store Python objects as keys: ``seed({"k": "v", "q": ["a"], "h": {...}})``."""
-        from .testing import snapshot
         return snapshot.seed(self._running("seed"), data, db, ttl)
 
     def load_rdb(self, path) -> int:
         """Replace the databases with a dump.rdb's keys; returns how many."""
-        from .testing import snapshot
         return snapshot.load_rdb(self._running("load_rdb"), path)
 
     @property
     def faults(self):
         """Errors, delays, dropped connections, pause, OOM... on demand
         (hotkv.testing.faults.Faults)."""
-        from .testing.faults import faults_of
         faults = faults_of(self._running("faults"))
         faults.embedded = self
         return faults
@@ -173,20 +172,17 @@ class _Common:
     @property
     def journal(self):
         """The command journal (hotkv.testing.journal.Journal); off until start()."""
-        from .testing.journal import journal_of
         return journal_of(self._running("journal"))
 
     def wait_until(self, predicate, timeout: float = 5.0) -> None:
         """Return once predicate(self) is true, re-checked after every loop
         turn on the server's thread (hotkv.testing.waiting); TimeoutError."""
-        from .testing.waiting import wait_until
         self._running("wait_until")
         wait_until(self, predicate, timeout)
 
     def wait_idle(self, timeout: float = 5.0) -> None:
         """Return once no command, input or reply is in flight and no blocked
         client could be served (hotkv.testing.waiting); TimeoutError."""
-        from .testing.waiting import wait_idle
         self._running("wait_idle")
         wait_idle(self, timeout)
 
@@ -292,7 +288,6 @@ class EmbeddedServer(_Common):
 
     def restart(self, keep_data: bool = True) -> "EmbeddedServer":
         """Stop and start again on the same port (hotkv.testing.faults.restart)."""
-        from .testing.faults import restart
         return restart(self, keep_data)
 
     def __enter__(self):
@@ -336,18 +331,15 @@ class AsyncEmbeddedServer(_Common):
     async def restart(self, keep_data: bool = True) -> "AsyncEmbeddedServer":
         """Stop and start again on the same port, in this loop: as
         ``EmbeddedServer.restart`` (hotkv.testing.faults.restart_async)."""
-        from .testing.faults import restart_async
         return await restart_async(self, keep_data)
 
     async def wait_until(self, predicate, timeout: float = 5.0) -> None:
         """``await``: return once predicate(self) is true (hotkv.testing.waiting)."""
-        from .testing.waiting import wait_until_async
         self._running("wait_until")
         await wait_until_async(self, predicate, timeout)
 
     async def wait_idle(self, timeout: float = 5.0) -> None:
         """``await``: return once the server is idle (hotkv.testing.waiting)."""
-        from .testing.waiting import wait_idle_async
         self._running("wait_idle")
         await wait_idle_async(self, timeout)
 

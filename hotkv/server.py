@@ -63,17 +63,20 @@ import time
 import traceback
 from time import perf_counter as _perf_counter
 
+from . import http
 from .clients import acl, client_eviction, clientbufs, limits, pubsub, tracking
 from .cluster import state as cluster_state
 from .core import access, eviction, latency, lazyfree, notify, replica_keys, stats
 from .core.blocking import drop as drop_blocked, expire_timeouts
 from .core.clock import Clock
-from .core.config import Config
+from .core.config import SHUTDOWN_FORCE, SHUTDOWN_NOSAVE, SHUTDOWN_SAVE, Config
 from .core.db import Database
+from .core.dispatch import serve_ready_keys
 from .core.multi import discard_transaction, unwatch_all
+from .core.pause import arm as arm_pause, unpause_clients
 from .core.registry import TABLE as _COMMAND_TABLE
 from .observe import cmdlog, loopstats, proctitle
-from .persistence.aof import AOF, AOFLoadError
+from .persistence.aof import AOF, AOFLoadError, files as aof_files
 from .persistence.rdbfile import RDBLoadError
 from .persistence.snapshots import Snapshots
 from .replication import CountedAOF, ReplState, replica
@@ -220,6 +223,7 @@ class Server:
         self.scripting = None
         self.functions = None
         self.yielding = False
+        self.shutdown_saved = False   # prepare_shutdown decided: shutdown() saves no more
         self.lastsave = int(time.time())
         self.notify = None          # fn(db, key, cls, event) for keyspace events (notify)
         self.notify_new = False     # the notify module: emit "new" when a key is created
@@ -333,16 +337,46 @@ class Server:
         if self.config.values["replicaof"]:   # follow the primary once the data is in
             replica.start_from_config(self)
 
+    def prepare_shutdown(self, flags: int) -> bool:
+        """Valkey's prepareForShutdown, the one decision for SHUTDOWN and the
+        signals (hotkv.tools.cli.SignalShutdown): True when the server may
+        stop now.  A half-loaded dataset is never saved; an AOF turned on
+        whose first rewrite still runs holds the shutdown unless FORCE; the
+        final save (SAVE, or the save points) failing holds it unless FORCE;
+        NOSAVE kills a BGSAVE child and saves nothing.  After True, ``shutdown``
+        (at stop) does not save again."""
+        if self.loading:
+            flags = (flags & ~SHUTDOWN_SAVE) | SHUTDOWN_NOSAVE
+        aof = self.aof_manager
+        if aof.state == aof_files.WAIT_REWRITE and aof.rw_pid:
+            # The AOF is on but its first rewrite has not finished: without it
+            # the dataset is in no AOF yet.
+            if not flags & SHUTDOWN_FORCE:
+                log.warning("Writing initial AOF, can't exit.")
+                return self._shutdown_failed()
+            log.warning("Writing initial AOF. Exit anyway.")
+        if flags & SHUTDOWN_NOSAVE:
+            self.snapshots.kill_child()
+        elif not self.snapshots.shutdown_save(bool(flags & SHUTDOWN_SAVE),
+                                              bool(flags & SHUTDOWN_FORCE)):
+            return self._shutdown_failed()
+        self.shutdown_saved = True
+        return True
+
+    @staticmethod
+    def _shutdown_failed() -> bool:
+        log.warning("Errors trying to shut down the server. Check the logs for more information.")
+        return False
+
     def shutdown(self):
         """At stop, after the clients' last output: the final RDB save (when
         save points are set and SHUTDOWN did not already decide), then the
         AOF's final write and fsync."""
-        if not getattr(self, "shutdown_saved", False):
+        if not self.shutdown_saved:
             self.shutdown_saved = True
             self.snapshots.shutdown_save()
         self.aof_manager.stop(final=True)
         self.repl.shutdown()
-        from . import http
         http.detach(self)
         if self.replica_link is not None:
             self.replica_link.stop()
@@ -437,6 +471,30 @@ class Server:
         if self.tracking_on:
             self.tracking.invalidate(key, None)
 
+    def empty_data(self, db=None, lazy: bool = False, functions: bool = False) -> int:
+        """Valkey's emptyData, the one way a dataset is emptied: every database
+        (or just ``db``) cleared, transactions WATCHing a key that existed
+        failed, client-side caches told once ("all keys"), the function
+        libraries deleted with ``functions`` (a full sync, DEBUG RELOAD).  A
+        ``lazy`` flush frees the old keys after the reply (hotkv.core.lazyfree),
+        each key counted as one lazily freed object as Valkey counts them.
+        Returns how many keys went; the dirty counter is the caller's (FLUSHALL
+        counts them, a full sync does not)."""
+        removed = 0
+        for one in (self.dbs if db is None else (db,)):
+            one.touch_all()
+            old = (one.data, one.expires)
+            n = one.clear()
+            if lazy and n:
+                lazyfree.free_later(self, old, n)
+            del old
+            removed += n
+        if self.tracking_on:
+            self.tracking.flushed()
+        if functions and self.functions is not None:   # made at first use (lua)
+            self.functions.flush()
+        return removed
+
     def propagate_as(self, *argvs, db=None):
         """Log these argvs instead of the command as sent (when it wrote)."""
         if self.aof is None:
@@ -515,8 +573,7 @@ class Server:
     # ------------------------------------------------------------------
     def attach_loop(self, loop):
         self.loop = loop
-        from . import http  # http-port: the dashboard and /metrics (hotkv.http)
-        http.attach(self)
+        http.attach(self)   # http-port: the dashboard and /metrics (hotkv.http)
 
     def wake(self):
         """Make sure before_sleep runs at the end of this loop turn."""
@@ -559,9 +616,45 @@ class Server:
                 and hasattr(client, "resume"):
             self.loop.call_soon(client.resume)
 
+    def clock_moved(self):
+        """The clock changed (``Clock``'s test API): act at once as if that time
+        had passed -- Valkey's cron and blocked-client timeouts, run now rather
+        than at the next tick."""
+        clock = self.clock
+        self.cmd_time_lo = self.cmd_time_next = 0.0   # the next command recomputes
+        now = self.cmd_time_ms = clock.ms()
+        access.refresh_clocks(self)     # OBJECT IDLETIME's LRU clock
+        # Not on a replica: its primary's DELs expire keys (hotkv.replication.replica).
+        if self.active_expire_enabled and self.pause_check is None and not self.loading \
+                and self.replica_link is None:
+            for db in self.dbs:
+                if db.expires:
+                    for key in [k for k, when in db.expires.items() if when <= now]:
+                        db.expire_now(key)
+        pause = self.client_pause
+        if pause is not None:
+            if pause.end_ms <= now:
+                unpause_clients(self)
+            else:
+                arm_pause(self)   # its timer counted real time to the old end
+        # Blocked clients: time out those whose deadline passed, re-arm the timer
+        # for the next one (or none while frozen: only a move can reach it).
+        if self._block_timer is not None:
+            self._block_timer.cancel()
+            self._block_timer = None
+            self._block_timer_at = 0
+        nxt = expire_timeouts(self, now)
+        if nxt:
+            self.arm_block_timer(nxt)
+        if self.ready_keys and self.current_client is None:
+            serve_ready_keys(self)   # waiters on keys that expired (XREADGROUP's nokey)
+        if self.prop_pending and self.current_client is None:
+            self.flush_propagation()   # the expirations' DELs reach the AOF
+        self.wake()
+
     def arm_block_timer(self, deadline_ms: int):
         if self.loop is None or self.clock.frozen_at is not None:
-            return    # frozen: only a move of the clock reaches it (hotkv.core.clock.moved)
+            return    # frozen: only a move of the clock reaches it (Server.clock_moved)
         if self._block_timer is not None and self._block_timer_at <= deadline_ms:
             return
         if self._block_timer is not None:

@@ -17,12 +17,3 @@ Valkey Cluster; code tested here runs there unchanged.
 """
 
 from __future__ import annotations
-
-__all__ = ["EmbeddedCluster"]
-
-
-def __getattr__(name):
-    if name == "EmbeddedCluster":   # the embedded module imports the network layer
-        from .embedded import EmbeddedCluster
-        return EmbeddedCluster
-    raise AttributeError(name)

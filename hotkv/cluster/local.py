@@ -15,6 +15,10 @@ nothing is sent to a node that is not in the topology or was killed.
 
 from __future__ import annotations
 
+from ..clients.client import Client
+from ..core.dispatch import call
+from ..protocol.resp import RequestParser
+
 
 class LocalSocket:
     def __init__(self, target):
@@ -25,9 +29,6 @@ class LocalSocket:
         pass
 
     def sendall(self, data: bytes):
-        from ..clients.client import Client
-        from ..core.dispatch import call
-        from ..protocol.resp import RequestParser
         server = self.target
         commands, error = RequestParser().feed(bytes(data))
         fake = Client(server, fake=True)

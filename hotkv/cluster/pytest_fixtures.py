@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from .embedded import EmbeddedCluster
+
 
 @pytest.fixture
 def hotkv_cluster():
-    from .embedded import EmbeddedCluster
     with EmbeddedCluster(masters=3, replicas_per_master=1) as cluster:
         yield cluster

@@ -46,6 +46,7 @@ import logging
 import threading
 
 from ..core import config as _config
+from ..core.blocking import unblock  # below this package; imported when used
 from ..core.multi import discard_transaction
 from . import nodes_conf
 from .slots import key_slot
@@ -428,7 +429,6 @@ class ClusterState:
     # -- blocked clients -----------------------------------------------------
     def redirect_blocked(self):
         """Unblock the clients blocked on keys this node no longer serves."""
-        from ..core.blocking import unblock  # below this package; imported when used
         topo = self.topology
         healthy = topo.healthy()
         for c in list(self.server.clients.values()):

@@ -59,6 +59,7 @@ from ..protocol.util import string2ll, stringmatch
 from ..replication import new_replid
 from ..types.encodings import object_encoding
 from ..types.lists import ListValue, quicklist_nodes
+from .config_cmds import rewrite_config_file
 
 log = logging.getLogger("hotkv")
 
@@ -140,7 +141,6 @@ def debug_pause_cron(c, argv):
 @debug_subcommand("config-rewrite-force-all", 2)
 def debug_config_rewrite_force_all(c, argv):
     # CONFIG REWRITE writing every setting, at its default or not.
-    from .config_cmds import rewrite_config_file
     path = getattr(c.server, "config_file", None)
     try:
         if not path:
@@ -659,20 +659,6 @@ def memory_help(c, argv):
 # suite calls RELOAD after a case to prove writer and reader agree)
 # ----------------------------------------------------------------------
 
-def _empty_data(server):
-    """Valkey's emptyData for DEBUG: every database emptied, WATCHers and
-    trackers told, the function libraries deleted, the dirty counter left
-    alone (not a FLUSHALL)."""
-    for db in server.dbs:
-        db.touch_all()
-        db.clear()
-    if getattr(server, "tracking_on", False):
-        server.tracking.flushed()
-    functions = getattr(server, "functions", None)
-    if functions is not None:
-        functions.flush()
-
-
 @debug_subcommand("reload", -2)
 def debug_reload(c, argv):
     """DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: SAVE (unless NOSAVE), empty
@@ -696,7 +682,7 @@ def debug_reload(c, argv):
     if not nosave and not snaps.save():
         raise CommandError("ERR")
     if not noflush:
-        _empty_data(server)
+        server.empty_data(functions=True)
     failed = "ERR Error trying to load the RDB dump, check server logs."
     try:
         loaded = rdbfile.read_file(snaps.path(), server)
@@ -737,7 +723,7 @@ def debug_loadaof(c, argv):
     failed = "ERR Error trying to load the AOF files, check server logs."
     if aof.state != 0:         # files.OFF
         aof.before_sleep()
-    _empty_data(server)
+    server.empty_data(functions=True)
     manifest = getattr(aof, "manifest", None)
     if aof.state == 0 and (manifest is None or manifest.empty):
         # The AOF is off and no rewrite made a base since: Valkey's manifest

@@ -12,7 +12,7 @@ HISTORY oldest sample first; HISTOGRAM names commands by full name
 from __future__ import annotations
 
 from ..core import latency
-from ..core.registry import command, container, lookup
+from ..core.registry import all_commands, command, container, lookup
 from ..protocol.errors import CommandError
 from ..protocol.replies import help_reply
 from ..protocol.resp import Verbatim
@@ -71,7 +71,6 @@ def _cdf_map(hist) -> dict:
 @command("latency|histogram", -2, _FLAGS, group="server", since="7.0.0")
 def latency_histogram(c, argv):
     """Returns the cumulative distribution of latencies of a subset or all commands."""
-    from ..core.registry import all_commands
     out = {}
     if len(argv) == 2:
         for cmd in all_commands():

@@ -22,22 +22,14 @@ from ..core.blocking import parse_timeout
 from ..core.registry import command
 from ..protocol.errors import CommandError
 from ..protocol.resp import OK
-from ..protocol.util import parse_int
-from ..replication import primary as _primary
+from ..protocol.util import parse_int, string2ll
+from ..replication import primary as _primary, replica
 from .info import INFO_SECTIONS, add_info_section
 
 log = logging.getLogger("hotkv")
 
 _FLAGS_SYNC = "no_async_loading admin no_multi noscript"
 NOT_INT = "ERR value is not an integer or out of range"
-
-
-def _replica_side():
-    try:
-        from ..replication import replica
-    except ImportError:      # pragma: no cover - the replica side not there yet
-        return None
-    return replica
 
 
 def _conf_for(c) -> dict:
@@ -67,9 +59,7 @@ def _sync(c, argv):
         return None          # already a replica: ignored (Valkey's syncCommand)
     repl = server.repl
     if repl.role == "slave":
-        side = _replica_side()
-        refuse = getattr(side, "sync_refusal", None) if side else None
-        message = refuse(server) if refuse else None
+        message = replica.sync_refusal(server)
         if message:
             raise CommandError(message)
     if c.out:
@@ -118,10 +108,9 @@ def replconf(c, argv):
             server.repl.get_primary().ack(c, off, aof)
             return None
         elif opt == b"getack":
-            side = _replica_side()
-            send = getattr(side, "send_ack", None) if side else None
-            if send is not None and server.repl.role == "slave":
-                send(server)
+            # Valkey's replica sends an ACK to its primary at once; hotkv's
+            # replica acks on its own schedule (hotkv.replication.replica),
+            # so a client's GETACK is accepted and does nothing more.
             return None
         elif opt == b"rdb-only":
             v = parse_int(val, NOT_INT)
@@ -143,7 +132,6 @@ def replconf(c, argv):
 
 
 def _ll(b: bytes):
-    from ..protocol.util import string2ll
     return string2ll(b)
 
 
@@ -225,10 +213,7 @@ def role_cmd(c, argv):
     server = c.server
     repl = server.repl
     if repl.role == "slave":
-        side = _replica_side()
-        fn = getattr(side, "role_reply", None) if side else None
-        if fn is not None:
-            return fn(server)
+        return replica.role_reply(server)
     _settled(server)
     rows = []
     for lk in repl.replicas:
@@ -242,10 +227,7 @@ def role_cmd(c, argv):
 def info_replication(server):
     repl = server.repl
     if repl.role == "slave":
-        side = _replica_side()
-        fn = getattr(side, "info_fields", None) if side else None
-        if fn is not None:
-            return fn(server)
+        return replica.info_fields(server)
     if repl.primary is not None:
         repl.primary.flush()       # the backlog's figures include this turn's writes
     out = [("role", "master")]

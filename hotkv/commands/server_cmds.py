@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 
 from ..core.blocking import BLOCKED
-from ..core.lazyfree import free_later
+from ..core.config import SHUTDOWN_FORCE, SHUTDOWN_NOSAVE, SHUTDOWN_SAVE
 from ..core.registry import command
 from ..protocol import errors
 from ..protocol.errors import CommandError
@@ -49,20 +49,6 @@ def _flush_mode(c, argv) -> bool:
     return bool(c.server.config.values.get("lazyfree-lazy-user-flush"))
 
 
-def flush_db(server, db, lazy: bool = False) -> int:
-    """Empty db; returns how many keys it held (added to the dirty counter).
-    A lazy flush frees the old keys after the reply (hotkv.core.lazyfree), each
-    key counted as one lazily freed object as Valkey counts them."""
-    db.touch_all()
-    old = (db.data, db.expires)
-    removed = db.clear()
-    if lazy and removed:
-        free_later(server, old, removed)
-    del old
-    server.dirty += removed
-    return removed
-
-
 def _force_propagation(c, argv, removed: int):
     # Redis logs a flush even when there was nothing to remove (the dirty
     # counter, hence rdb_changes_since_last_save, stays as it was).
@@ -73,12 +59,8 @@ def _force_propagation(c, argv, removed: int):
 @command("flushall", -1, "write", group="server", acl=("keyspace", "dangerous"))
 def flushall(c, argv):
     """Remove all keys from all databases."""
-    lazy = _flush_mode(c, argv)
-    removed = 0
-    for db in c.server.dbs:
-        removed += flush_db(c.server, db, lazy)
-    if c.server.tracking_on:   # one "all keys" invalidation (hotkv.clients.tracking)
-        c.server.tracking.flushed()
+    removed = c.server.empty_data(lazy=_flush_mode(c, argv))
+    c.server.dirty += removed
     _force_propagation(c, argv, removed)
     # As Valkey: a running BGSAVE would write the old data; with save points
     # the (now empty) dataset is saved at once.
@@ -92,9 +74,8 @@ def flushall(c, argv):
 @command("flushdb", -1, "write", group="server", acl=("keyspace", "dangerous"))
 def flushdb(c, argv):
     """Remove all keys from the current database."""
-    removed = flush_db(c.server, c.db, _flush_mode(c, argv))
-    if c.server.tracking_on:   # one "all keys" invalidation (hotkv.clients.tracking)
-        c.server.tracking.flushed()
+    removed = c.server.empty_data(c.db, lazy=_flush_mode(c, argv))
+    c.server.dirty += removed
     _force_propagation(c, argv, removed)
     return OK
 
@@ -193,16 +174,10 @@ def shutdown(c, argv):
     if server.shutdown_cb is None:
         raise CommandError("ERR Errors trying to SHUTDOWN. Check logs.")
     log.warning("User requested shutdown...")
-    if server.loading:
-        nosave, save_ = True, False
-    snaps = server.snapshots
-    if nosave:
-        snaps.kill_child()
-    elif not snaps.shutdown_save(save_) and not force:
-        log.warning("Errors trying to shut down the server. Check the logs for more "
-                    "information.")
+    flags = ((SHUTDOWN_NOSAVE if nosave else 0) | (SHUTDOWN_SAVE if save_ else 0)
+             | (SHUTDOWN_FORCE if force else 0))
+    if not server.prepare_shutdown(flags):
         raise CommandError("ERR Errors trying to SHUTDOWN. Check logs.")
-    server.shutdown_saved = True   # Server.shutdown must not save again
     server.shutdown_cb()
     # No reply: the connection closes, as with Redis.
     c.closing = True

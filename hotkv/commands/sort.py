@@ -48,6 +48,8 @@ import math
 import re
 from itertools import islice
 
+from ..clients.acl import all_keys_readable
+from ..cluster.slots import key_slot, pattern_slot
 from ..core.registry import command, spec
 from ..protocol.errors import CommandError, WrongType
 from ..protocol.util import string2ll
@@ -71,7 +73,6 @@ def _other_slots(c, argv, pattern: bytes) -> bool:
     the sorted key's?  (Valkey refuses BY / GET patterns then.)"""
     if c.server.cluster is None:
         return False
-    from ..cluster.slots import key_slot, pattern_slot
     return pattern_slot(pattern) != key_slot(argv[1])
 
 
@@ -172,7 +173,6 @@ def _full_key_access(c, argv, readonly: bool) -> bool:
     user = getattr(c, "user", None)
     if user is None or getattr(user, "unrestricted", False):
         return True
-    from ..clients.acl import all_keys_readable
     return all_keys_readable(c, (sort_ro if readonly else sort).command, argv)
 
 

@@ -27,7 +27,7 @@ from ..core import blocking
 from ..core.registry import command, spec
 from ..protocol import errors
 from ..protocol.errors import CommandError, WrongType
-from ..protocol.resp import NULL_ARRAY
+from ..protocol.resp import NULL_ARRAY, format_double
 from ..protocol.util import LLONG_MAX, string2ll
 from ..types.sets import SetValue
 from ..types.zsets import ZSetValue
@@ -906,7 +906,6 @@ def zrandmember(c, argv):
 @command("zscan", -3, "readonly", (1, 1, 1), group="sorted_set", since="2.8.0")
 def zscan(c, argv):
     """Iterates over members and scores of a sorted set."""
-    from ..protocol.resp import format_double
     cursor = parse_cursor(argv[2])
     z = _get(c, argv[1])
     if z is None:

@@ -1,9 +1,12 @@
 """The server's clock: real time by default, frozen, advanced or set by a test.
 
 Owns ``Clock`` (one per ``Server``, ``server.clock``, made first in
-``Server.__init__``) and ``moved`` (what the server does at once when its
-clock moves).  Everything in the server that asks "what time is it" for the
-data's sake reads this clock: key expiry (lazy through ``cmd_time_ms``, which
+``Server.__init__``).  The clock is on the ground floor: it imports nothing
+of the server; when it moves it calls its owner's ``clock_moved()``
+(``Server.clock_moved``: what the server does at once).
+
+Everything in the server that asks "what time is it" for the data's sake
+reads this clock: key expiry (lazy through ``cmd_time_ms``, which
 the dispatcher takes from ``Clock.window``; active in the cron), TTL/PTTL/
 EXPIRETIME, SET EX/PX, TIME (also ``redis.call('TIME')`` in Lua), blocking
 timeouts, stream ``*`` IDs, XPENDING idle times and XCLAIM/XAUTOCLAIM
@@ -36,7 +39,7 @@ Invariants:
 * the clock's state changes only on the server's loop thread: a change asked
   from another thread (a test driving an ``EmbeddedServer``) is handed over
   with ``call_soon_threadsafe`` and the call returns once the server has
-  acted on it (``moved``), so the next command sees the new time;
+  acted on it (``Server.clock_moved``), so the next command sees the new time;
 * after a move, no key whose time has come is left (active expiry ran,
   unless DEBUG SET-ACTIVE-EXPIRE 0, CLIENT PAUSE or being a replica holds
   it), no blocked client whose deadline passed is still blocked, and the
@@ -248,7 +251,7 @@ class Clock:
         real = self.frozen_at is None and self.offset == 0.0
         self.time = _real_time if real else self._virtual
         if self.server is not None:
-            moved(self.server)
+            self.server.clock_moved()
 
 
 def _unix(when) -> float:
@@ -272,45 +275,4 @@ def _on(loop) -> bool:
         return False
 
 
-def moved(server):
-    """The clock changed: act at once as if that time had passed (Valkey's
-    cron and blocked-client timeouts, run now rather than at the next tick)."""
-    from .access import refresh_clocks
-    from .blocking import expire_timeouts
-    from .dispatch import serve_ready_keys
-    from .pause import _arm as arm_pause, unpause_clients
-
-    clock = server.clock
-    server.cmd_time_lo = server.cmd_time_next = 0.0   # the next command recomputes
-    now = server.cmd_time_ms = clock.ms()
-    refresh_clocks(server)     # OBJECT IDLETIME's LRU clock
-    # Not on a replica: its primary's DELs expire keys (hotkv.replication.replica).
-    if server.active_expire_enabled and server.pause_check is None and not server.loading \
-            and server.replica_link is None:
-        for db in server.dbs:
-            if db.expires:
-                for key in [k for k, when in db.expires.items() if when <= now]:
-                    db.expire_now(key)
-    pause = getattr(server, "client_pause", None)
-    if pause is not None:
-        if pause.end_ms <= now:
-            unpause_clients(server)
-        else:
-            arm_pause(server)   # its timer counted real time to the old end
-    # Blocked clients: time out those whose deadline passed, re-arm the timer
-    # for the next one (or none while frozen: only a move can reach it).
-    if server._block_timer is not None:
-        server._block_timer.cancel()
-        server._block_timer = None
-        server._block_timer_at = 0
-    nxt = expire_timeouts(server, now)
-    if nxt:
-        server.arm_block_timer(nxt)
-    if server.ready_keys and server.current_client is None:
-        serve_ready_keys(server)   # waiters on keys that expired (XREADGROUP's nokey)
-    if server.prop_pending and server.current_client is None:
-        server.flush_propagation()   # the expirations' DELs reach the AOF
-    server.wake()
-
-
-__all__ = ["Clock", "moved"]
+__all__ = ["Clock"]

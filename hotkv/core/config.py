@@ -22,7 +22,7 @@ A module that owns a behaviour registers the parameters it reads with
 from __future__ import annotations
 
 from ..protocol.resp import split_inline_args
-from .config_table import HIDDEN_ROWS
+from .config_table import HIDDEN_ROWS, ROWS
 
 _MEM_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2,
               "g": 1000**3, "gb": 1024**3}
@@ -424,7 +424,11 @@ def _fmt_double(v: float) -> str:
     return "%d" % v if v == int(v) else repr(v)
 
 
-_SHUTDOWN_FLAGS = (("default", 0), ("save", 1), ("nosave", 2), ("now", 4), ("force", 8))
+# Valkey's SHUTDOWN_* bits: the shutdown-on-sig* settings' values, and the
+# flags of Server.prepare_shutdown (the SHUTDOWN command's options).
+SHUTDOWN_SAVE, SHUTDOWN_NOSAVE, SHUTDOWN_NOW, SHUTDOWN_FORCE = 1, 2, 4, 8
+_SHUTDOWN_FLAGS = (("default", 0), ("save", SHUTDOWN_SAVE), ("nosave", SHUTDOWN_NOSAVE),
+                   ("now", SHUTDOWN_NOW), ("force", SHUTDOWN_FORCE))
 
 
 def _parse_shutdown_flags(text):
@@ -493,7 +497,6 @@ def _load_table():
     """Valkey's table (hotkv.core.config_table) over the parameters above: aliases, flags,
     ranges, mutability and defaults come from it; a setting hotkv does not define
     is added, accepted and inert."""
-    from .config_table import ROWS
     for name, kind, default, flags, aliases, extra in ROWS + HIDDEN_ROWS:
         p = PARAMS.get(name)
         if p is None:   # hotkv names the setting by an alias (slowlog-max-len, lua-time-limit)

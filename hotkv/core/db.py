@@ -267,6 +267,20 @@ class Database:
         self.expire_cursor = 0
         return n
 
+    def install(self, data: dict, expires: dict, keyindex: KeyIndex, volatile: KeyIndex):
+        """Take a whole dataset in place of an empty one (a test's snapshot
+        restored): the dicts are the database's from now on, the indexes made
+        for them, each key's access time now (an LFU / no-touch tracker sees
+        each key created)."""
+        self.data, self.expires = data, expires
+        self.keyindex, self.volatile = keyindex, volatile
+        if type(self.access) is dict:
+            self.access = dict.fromkeys(data, self.clock)
+        else:
+            tracker = self.access
+            for key in data:
+                tracker[key] = self.clock
+
     def swap_contents(self, other):
         """SWAPDB: exchange keys, TTLs and their indexes with other."""
         self.data, other.data = other.data, self.data

@@ -155,7 +155,7 @@ def unpause_clients(server):
             server.resume_client(cl)
 
 
-def _arm(server):
+def arm(server):
     p = server.client_pause
     if server.loop is None or p is None:
         return
@@ -173,7 +173,7 @@ def _on_timer(server):
         unpause_clients(server)
         server.wake()
     else:
-        _arm(server)
+        arm(server)
 
 
 def pause_clients(server, end_ms: int, all_mode: bool):
@@ -186,4 +186,4 @@ def pause_clients(server, end_ms: int, all_mode: bool):
     else:
         p.end_ms = max(p.end_ms, end_ms)
         p.all = p.all or all_mode
-    _arm(server)
+    arm(server)

@@ -34,6 +34,8 @@ import os
 import signal
 import time
 
+from ..clients import limits  # (loaded already: the server imports it)
+
 _prctl = None
 # The child's nice increment (bench/persistence.py turns it to compare).
 CHILD_NICE = 10
@@ -80,7 +82,6 @@ def fork(server) -> int:
     parent; OSError when it fails (nothing left frozen then)."""
     global _children
     load_prctl()      # before fork: the child imports nothing
-    from ..clients import limits  # (loaded already: the server imports it)
     values = server.config.values
     if FREEZE_GC and not _children:
         gc.freeze()

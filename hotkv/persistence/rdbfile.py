@@ -43,6 +43,7 @@ import time
 
 from ..core.keyindex import KeyIndex
 from ..core.stats import used_memory
+from ..lua.functions import FunctionError, registry  # (lupa only when needed)
 from ..types.codec import (
     RDBError,
     Reader,
@@ -468,7 +469,6 @@ def install(server, loaded: Loaded):
     (empty) registry and databases; RDBLoadError when a library does not
     load (Valkey refuses the file then)."""
     if loaded.functions:
-        from ..lua.functions import FunctionError, registry  # (lupa only when needed)
         try:
             registry(server).load_codes(loaded.functions)
         except FunctionError as e:

@@ -82,6 +82,8 @@ class ReplState:
     def get_primary(self):
         """The primary side's machinery, made on first use."""
         if self.primary is None:
+            # Function-level: primary -> persistence.rdbfile -> lua -> replication.replica_gate
+            # -> this package, a cycle if imported here at the top.
             from .primary import Primary
             self.primary = Primary(self.server)
         return self.primary

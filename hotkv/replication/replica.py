@@ -81,6 +81,7 @@ from ..core.dispatch import process_command, reject
 from ..core.keyindex import KeyIndex
 from ..core.multi import discard_transaction
 from ..core.pause import hold_primary_command
+from ..lua.functions import FunctionError, registry  # (lupa only when needed)
 from ..persistence import rdbfile
 from ..persistence.aof.files import ON as AOF_ON
 from .backlog import Backlog
@@ -139,7 +140,7 @@ def _install(server, loaded) -> list:
     Returns the old dictionaries, to be freed off the loop."""
     fast = not server.notify_new and all(type(db.access) is dict for db in server.dbs)
     if not fast:
-        _empty_data(server)
+        server.empty_data(functions=True)
         rdbfile.install(server, loaded)
         return []
     old = []
@@ -156,7 +157,6 @@ def _install(server, loaded) -> list:
     if functions is not None:
         functions.flush()
     if loaded.functions:
-        from ..lua.functions import FunctionError, registry  # (lupa only when needed)
         try:
             registry(server).load_codes(loaded.functions)
         except FunctionError as e:
@@ -579,7 +579,7 @@ class ReplicaLink:
         try:
             old = _install(server, loaded)
         except rdbfile.RDBLoadError as e:
-            _empty_data(server)
+            server.empty_data(functions=True)
             raise LinkError("Failed trying to load the PRIMARY synchronization DB from "
                             "socket: %s" % e) from None
         if old:
@@ -740,19 +740,6 @@ def _error_to_primary(out, argv):
 
 def _text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
-
-
-def _empty_data(server):
-    """Valkey's emptyData before a full sync: every database emptied (WATCHers
-    and trackers told), the function libraries deleted."""
-    for db in server.dbs:
-        db.touch_all()
-        db.clear()
-    if getattr(server, "tracking_on", False):
-        server.tracking.flushed()
-    functions = getattr(server, "functions", None)
-    if functions is not None:
-        functions.flush()
 
 
 # ----------------------------------------------------------------------

@@ -78,11 +78,14 @@ from ..core import blocking
 from ..core.blocking import BLOCKED
 from ..core.multi import discard_transaction
 from ..core.pause import PAUSED, pause_clients, unpause_clients
-from ..core.stats import count_call
+from ..core.registry import COMMANDS
+from ..core.stats import count_call, used_memory
+from ..persistence.rdbfile import install as put, read_bytes, write_dataset
 from ..protocol.errors import CommandError
 from ..protocol.resp import encode, encode_error
 from ..protocol.util import compile_glob
 from . import install_hooks, on_loop
+from .snapshot import run_commands
 
 _FOREVER_MS = 1 << 62
 
@@ -111,7 +114,6 @@ class UnmatchedFaultWarning(UserWarning):
 def _command_name(name) -> str:
     """A command name as the faults match it ("get", "client|setname"); a
     name the server does not know is refused (a typo would never fire)."""
-    from ..core.registry import COMMANDS
     text = (name.decode() if isinstance(name, (bytes, bytearray)) else str(name)).lower()
     text = "|".join(text.split()) if " " in text.strip() else text.strip()
     top, _, sub = text.partition("|")
@@ -505,7 +507,6 @@ class Faults:
         policy = []
 
         def on():
-            from ..core.stats import used_memory
             server.used_memory_cached = used_memory()
             # Refuse, never evict: under an evicting policy a 1-byte limit
             # would empty the keyspace first.
@@ -537,7 +538,6 @@ def _persistent(values) -> bool:
 def _image(old, keep_data: bool):
     """The keyspace as an RDB image in memory, when a restart must carry it
     (kept, and no file the new server would load); else None."""
-    from ..persistence.rdbfile import write_dataset
     if not keep_data or _persistent(old.config.values):
         return None
 
@@ -554,20 +554,16 @@ def _image(old, keep_data: bool):
 
 def _after_start(embedded, old, image, keep_data: bool):
     """The new server takes the old one's clock, then its image or an empty keyspace."""
-    from ..persistence.rdbfile import read_bytes
     new = embedded.server
     new.clock.adopt(old.clock)   # a test's frozen/advanced time lives on
     if image:
         loaded = read_bytes(image, len(new.dbs), old.clock.ms())
 
         def install():
-            from ..persistence.rdbfile import install as put
-            for db in new.dbs:
-                db.clear()
+            new.empty_data()
             put(new, loaded)
         on_loop(new, install)
     if not keep_data:
-        from .snapshot import run_commands
         on_loop(new, lambda: run_commands(new, [[b"FLUSHALL"]]))
 
 

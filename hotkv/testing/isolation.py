@@ -28,6 +28,7 @@ each change goes through the dispatcher as a server-side client's command
 
 from __future__ import annotations
 
+from ..core.config import PARAMS
 from . import on_loop
 from .snapshot import SeedError, run_commands
 
@@ -111,7 +112,6 @@ class Baseline:
         return done
 
     def _config(self, server, cmds, done):
-        from ..core.config import PARAMS
         values = server.config.values
         for name, base in self.config.items():
             if values.get(name) != base:

@@ -52,6 +52,7 @@ import difflib
 
 from ..core.blocking import BLOCKED
 from ..core.dispatch import JournalLog
+from ..core.registry import lookup
 from ..protocol.errors import CommandError
 from ..protocol.resp import encode, encode_error
 from ..protocol.util import compile_glob
@@ -335,7 +336,6 @@ class Journal:
 
     def keys(self, client=None) -> list:
         """Every key the recorded commands named, in the order first named."""
-        from ..core.registry import lookup
         seen: dict = {}
         for e in self._select(client):
             cmd = lookup(e.argv[0])

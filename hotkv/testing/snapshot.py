@@ -51,7 +51,12 @@ import gc
 
 from sortedcontainers import SortedList
 
+from ..clients.client import Client
+from ..core.dispatch import call, serve_ready_keys
 from ..core.keyindex import KeyIndex
+from ..lua.functions import FunctionError, registry
+from ..persistence import rdbfile
+from ..persistence.aof.rewrite import rewrite_value
 from ..types.copying import copy_value
 from ..types.zsets import ZSetValue
 from .inspect import run_on_loop
@@ -161,7 +166,6 @@ class _Incoming:
 
 @_no_gc
 def _restore(server, snap: Snapshot, copy: bool):
-    from ..core.dispatch import serve_ready_keys
     pad = [None] * (len(server.dbs) - len(snap.dbs))
     entries = list(snap.dbs) + pad
     indexes = list(snap.indexes) + pad
@@ -177,19 +181,10 @@ def _restore(server, snap: Snapshot, copy: bool):
         # rule); the blocked keys are only queued here, served below.
         db.touch_all(_Incoming(data))
         old = len(db.data)
-        access = db.access
         db.clear()
         if data:
-            db.data = data
-            db.keyindex = _copy_index(index and index[0], data)
-            db.expires = expires
-            db.volatile = _copy_index(index and index[1], expires)
-            if type(access) is dict:
-                db.access = dict.fromkeys(data, db.clock)
-            else:                      # an LFU / no-touch tracker: each key created
-                tracker = db.access
-                for key in data:
-                    tracker[key] = db.clock
+            db.install(data, expires, _copy_index(index and index[0], data),
+                       _copy_index(index and index[1], expires))
         server.dirty += old + len(data)
     if not changed:
         return
@@ -203,7 +198,6 @@ def _restore(server, snap: Snapshot, copy: bool):
 
 def _log_dataset(server):
     """The AOF gets FLUSHALL and the commands rebuilding every database."""
-    from ..persistence.aof.rewrite import rewrite_value
     server.propagate(0, [b"FLUSHALL"])
     for db in server.dbs:
         expires = db.expires
@@ -229,10 +223,8 @@ def load_rdb(server, path) -> int:
 
 
 def _load_rdb(server, path: str) -> int:
-    from ..persistence import rdbfile
     loaded = rdbfile.read_file(path, server)
     if loaded.functions:
-        from ..lua.functions import FunctionError, registry
         try:
             registry(server).load_codes(loaded.functions)
         except FunctionError as e:
@@ -333,8 +325,6 @@ def seed(server, data: dict, db: int = 0, ttl: dict | None = None) -> int:
 def run_commands(server, argvs: list, db: int = 0):
     """Run each argv through the dispatcher as a fake client on db;
     SeedError on the first error reply."""
-    from ..clients.client import Client
-    from ..core.dispatch import call, serve_ready_keys
     client = Client(server, fake=True)
     client.db = server.dbs[db]
     table = server.command_table

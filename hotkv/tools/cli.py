@@ -59,14 +59,23 @@ import signal
 import sys
 import time
 
-from ..core.config import ALIASES, PARAMS, Config, ConfigError, did_you_mean, parse_config_file
+from ..core.config import (
+    ALIASES,
+    PARAMS,
+    Config,
+    ConfigError,
+    bind_addresses,
+    did_you_mean,
+    parse_config_file,
+)
 from ..core.config_table import DEPRECATED
 from ..net.listeners import Listener, close_loop, new_event_loop
 from ..persistence import rdbfile
-from ..persistence.aof import AOFLoadError, files as aof_files
+from ..persistence.aof import AOFLoadError
 from ..protocol.resp import split_inline_args
 from ..server import Server
 from ..version import __version__
+from . import checks, cli_tool
 
 USAGE = """usage: hotkv serve [CONFIG_FILE] [--name value ...]
        hotkv serve --help-config
@@ -573,9 +582,6 @@ def _where(listener, values) -> str:
 
 
 # The flags of shutdown-on-sigint / shutdown-on-sigterm (hotkv.core.config._SHUTDOWN_FLAGS).
-SHUTDOWN_SAVE, SHUTDOWN_NOSAVE, SHUTDOWN_NOW, SHUTDOWN_FORCE = 1, 2, 4, 8
-
-
 class SignalShutdown:
     """SIGINT/SIGTERM as valkey-server handles them: the handler logs the raw
     "Received SIGTERM scheduling shutdown..." line and the shutdown runs on the
@@ -641,37 +647,18 @@ class SignalShutdown:
         flags = values["shutdown-on-sigint" if sig == signal.SIGINT else "shutdown-on-sigterm"]
         log = logging.getLogger("hotkv")
         log.info("User requested shutdown...")
-        if server.loading:   # a half-loaded dataset must not replace the file
-            flags = (flags & ~SHUTDOWN_SAVE) | SHUTDOWN_NOSAVE
-        aof = server.aof_manager
-        if aof.state == aof_files.WAIT_REWRITE and aof.rw_pid:
-            # The AOF is on but its first rewrite has not finished: without it
-            # the dataset is in no AOF yet.
-            if not flags & SHUTDOWN_FORCE:
-                log.warning("Writing initial AOF, can't exit.")
-                log.warning("Errors trying to shut down the server. Check the logs for more "
-                            "information.")
-                self.pending = False
-                return
-            log.warning("Writing initial AOF. Exit anyway.")
-        snaps = server.snapshots
-        if flags & SHUTDOWN_NOSAVE:
-            snaps.kill_child()
-        else:
-            previous = {s: signal.signal(s, self._during_save)
-                        for s in (signal.SIGINT, signal.SIGTERM)}
-            try:
-                saved = snaps.shutdown_save(bool(flags & SHUTDOWN_SAVE),
-                                            bool(flags & SHUTDOWN_FORCE))
-            finally:
-                for s, handler in previous.items():
-                    signal.signal(s, handler)
-            if not saved:
-                log.warning("Errors trying to shut down the server. Check the logs for more "
-                            "information.")
-                self.pending = False
-                return
-        server.shutdown_saved = True   # Server.shutdown must not save again
+        # The final save can block the loop: meanwhile a second SIGINT must
+        # still exit at once (a Python-level handler; the loop's runs later).
+        previous = {s: signal.signal(s, self._during_save)
+                    for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            ready = server.prepare_shutdown(flags)
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        if not ready:
+            self.pending = False
+            return
         self.listener.request_shutdown()
 
 
@@ -939,7 +926,6 @@ def _port_in_use(values) -> str | None:
     port = values["port"]
     if not port:
         return None
-    from ..core.config import bind_addresses
     for host in bind_addresses(values["bind"]):
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -1041,13 +1027,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "serve":
         return serve(argv[1:])
     if argv[0] in ("check-rdb", "check-aof"):
-        from . import checks
         run = checks.check_rdb if argv[0] == "check-rdb" else checks.check_aof
         return run(argv[1:])
     if argv[0] == "valkey-server":
         return valkey_server(argv[1:])
     if argv[0] == "cli":   # hotkv/tools/cli_tool.py
-        from . import cli_tool
         return cli_tool.main(argv[1:])
     if argv[0] == "queues":   # hotkv/tools/queues_tui.py
         from . import queues_tui
