@@ -46,6 +46,9 @@ here: ``TcpFakeServer`` (use ``EmbeddedServer``).
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 import threading
 import weakref
 
@@ -56,15 +59,20 @@ CONNECTION_ERROR_MSG = "FakeRedis is emulating a connection error."
 SERVER_TYPES = ("redis", "valkey")
 
 
-def _stop(embedded):
-    """Stop ``embedded`` from any thread (a finalizer may run on its own)."""
+def _stop(embedded, tmpdir=None):
+    """Stop ``embedded`` from any thread (a finalizer may run on its own) and
+    remove its private directory."""
     thread = embedded._thread
     if thread is not None and thread is threading.current_thread():
         loop = embedded.loop
         if loop is not None and not loop.is_closed():
             loop.call_soon(embedded._listener.request_shutdown)
+        if tmpdir is not None:    # (the loop is still running: removed at exit)
+            atexit.register(shutil.rmtree, tmpdir, True)
         return
     embedded.stop()
+    if tmpdir is not None:
+        shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 class FakeServer:
@@ -96,10 +104,21 @@ class FakeServer:
             with self._lock:
                 embedded = self._embedded
                 if embedded is None or embedded.loop is None or embedded.loop.is_closed():
-                    embedded = EmbeddedServer(inprocess=True, **self.settings).start()
+                    settings, tmpdir = self.settings, None
+                    if "dir" not in settings:
+                        # A directory of its own: a fresh server loads no dump.rdb
+                        # found in the working directory, and its SAVE writes none there.
+                        tmpdir = tempfile.mkdtemp(prefix="hotkv-fake-")
+                        settings = dict(settings, dir=tmpdir)
+                    try:
+                        embedded = EmbeddedServer(inprocess=True, **settings).start()
+                    except BaseException:
+                        if tmpdir is not None:
+                            shutil.rmtree(tmpdir, ignore_errors=True)
+                        raise
                     self._embedded = embedded
                     # (called when the FakeServer is collected, or at exit)
-                    self._finalizer = weakref.finalize(self, _stop, embedded)
+                    self._finalizer = weakref.finalize(self, _stop, embedded, tmpdir)
         return embedded
 
     def stop(self):
@@ -156,7 +175,7 @@ def _fake_connection_class(lib: str):
             self.fake_server = server
             self.fake_connected = connected
             super().__init__(embedded=server, **kwargs)
-            if self.retry is not None:
+            if getattr(self.retry, "_retries", 1):    # (a policy that retries nothing needs none)
                 self.retry = _NoRetryWhileDisconnected(self.retry, self)
 
         @property
@@ -190,13 +209,13 @@ def _fake_connection_class(lib: str):
             return super().send_packed_command(command, check_health)
 
         def read_response(self, *args, **kwargs):
-            if not self._received():
-                self._check()
+            if not (self.fake_connected and self.fake_server.connected) and not self._received():
+                raise errors.ConnectionError(CONNECTION_ERROR_MSG)
             return super().read_response(*args, **kwargs)
 
         def can_read(self, timeout=0):
-            if not self._received():
-                self._check()
+            if not (self.fake_connected and self.fake_server.connected) and not self._received():
+                raise errors.ConnectionError(CONNECTION_ERROR_MSG)
             return super().can_read(timeout)
 
     Conn.__qualname__ = Conn.__name__ = "Fake%sConnection" % lib.capitalize()
@@ -215,7 +234,7 @@ def _fake_async_connection_class(lib: str):
             self.fake_server = server
             self.fake_connected = connected
             super().__init__(embedded=server, **kwargs)
-            if self.retry is not None:
+            if getattr(self.retry, "_retries", 1):    # (a policy that retries nothing needs none)
                 self.retry = _NoRetryWhileDisconnected(self.retry, self)
 
         @property

@@ -228,3 +228,18 @@ def test_what_was_received_is_read_after_a_disconnection():
                                "data": 1}
     with pytest.raises(redis.ConnectionError):
         p.get_message()
+
+
+def test_a_fresh_server_loads_no_dump_from_the_working_directory(tmp_path, monkeypatch):
+    """A FakeServer without ``dir`` keeps its files in a directory of its own:
+    its SAVE wrote dump.rdb into the working directory, and the next fresh
+    FakeRedis() there started with that data."""
+    monkeypatch.chdir(tmp_path)
+    r = fakeredis.FakeRedis()
+    r.set("leak", "1")
+    assert r.save()
+    assert list(tmp_path.iterdir()) == []
+    assert fakeredis.FakeRedis().keys() == []
+    server = fakeredis.FakeServer(dir=str(tmp_path))      # unless it is given one
+    assert fakeredis.FakeRedis(server=server).save()
+    assert (tmp_path / "dump.rdb").exists()
