@@ -132,30 +132,54 @@ class LoopLock:
     # -- a caller's loop turn -------------------------------------------------
     def turn(self, fn, *args):
         """Run ``fn(*args)`` as one loop turn of the server's, in this thread."""
-        lock = self.lock
         if self.loop_waiting:
             self._let_loop_in()
-        lock.acquire()
+        with self.lock:
+            self._turn(fn, args)
+
+    def try_turn(self, fn, *args) -> bool:
+        """``turn`` if the lock is free now (the loop asleep in epoll), else
+        False at once: for a caller that may already hold the lock in this
+        thread (a close from a garbage collection inside a turn)."""
+        if self.loop_waiting or not self.lock.acquire(False):
+            return False
         try:
-            if self.closed:
-                raise ConnectionResetError(errno.ECONNRESET, "the server has stopped")
-            loop, server = self.loop, self.server
-            scheduled = loop._scheduled
-            head = scheduled[0] if scheduled else None
-            prev = _get_running_loop()
-            _set_running_loop(loop)
-            # Our own before_sleep ends this turn: no need for wake() to queue one.
-            queued = server._wake_scheduled
-            server._wake_scheduled = True
-            try:
-                fn(*args)
-            finally:
-                self._end_turn(server, queued)
-                _set_running_loop(prev)
-            if loop._ready or (scheduled and scheduled[0] is not head):
-                loop._write_to_self()   # the loop has work now, or an earlier timer
+            self._turn(fn, args)
         finally:
-            lock.release()
+            self.lock.release()
+        return True
+
+    def _turn(self, fn, args):
+        """One loop turn (the lock held): ``fn(*args)``, then the end of the
+        turn (deferred transport calls, ``before_sleep``)."""
+        if self.closed:
+            raise ConnectionResetError(errno.ECONNRESET, "the server has stopped")
+        loop, server = self.loop, self.server
+        scheduled = loop._scheduled
+        head = scheduled[0] if scheduled else None
+        prev = _get_running_loop()
+        _set_running_loop(loop)
+        # Our own before_sleep ends this turn: no need for wake() to queue one.
+        queued = server._wake_scheduled
+        server._wake_scheduled = True
+        try:
+            fn(*args)
+        finally:
+            try:
+                server.before_sleep()
+                deferred = self.deferred
+                while deferred:
+                    calls = deferred[:]
+                    del deferred[:]
+                    for call, call_args in calls:
+                        call(*call_args)
+                    server.before_sleep()
+            finally:
+                if queued:   # the loop had one queued before we came: it runs it
+                    server._wake_scheduled = True
+                _set_running_loop(prev)
+        if loop._ready or (scheduled and scheduled[0] is not head):
+            loop._write_to_self()   # the loop has work now, or an earlier timer
 
     def _let_loop_in(self):
         """The loop has events to handle: let it take the lock first.  (A lock
@@ -165,18 +189,6 @@ class LoopLock:
         deadline = time.monotonic() + 0.1
         while self.loop_waiting and not self.closed and time.monotonic() < deadline:
             time.sleep(0.00002)
-
-    def _end_turn(self, server, queued):
-        deferred = self.deferred
-        server.before_sleep()
-        while deferred:
-            calls = deferred[:]
-            del deferred[:]
-            for fn, args in calls:
-                fn(*args)
-            server.before_sleep()
-        if queued:   # the loop had one queued before we came: it runs it
-            server._wake_scheduled = True
 
     def soon(self, fn, *args):
         """fn(*args) soon: on the loop, or at the end of the current caller's turn."""
@@ -358,6 +370,10 @@ class _LockRoute:
     def run(self, fn, *args):
         self.loop_lock.turn(fn, *args)
 
+    def try_run(self, fn) -> bool:
+        """fn() in a turn of this thread's if the lock is free now, else False."""
+        return self.loop_lock.try_turn(fn)
+
     def call(self, fn):
         box = []
         self.loop_lock.turn(lambda: box.append(fn()))
@@ -394,6 +410,9 @@ class _HopRoute:
     def later(self, fn):
         self.loop.call_soon_threadsafe(fn)
 
+    def try_run(self, fn) -> bool:
+        return False
+
 
 class _DirectRoute:
     """The server runs on the caller's own loop (AsyncEmbeddedServer): its
@@ -413,6 +432,9 @@ class _DirectRoute:
 
     def later(self, fn):
         self.loop.call_soon(fn)
+
+    def try_run(self, fn) -> bool:
+        return False
 
 
 def _route(embedded):
@@ -458,6 +480,9 @@ class InProcessSocket:
 
     def __init__(self, embedded):
         self.route, self.pipe, self.client_id = _open(embedded, _Pipe)
+        # (the lock's turn itself when there is one: a call less per command)
+        route = self.route
+        self._run = route.loop_lock.turn if isinstance(route, _LockRoute) else route.run
         self._timeout = None
         self._rest = b""
         self._closed = False
@@ -466,11 +491,12 @@ class InProcessSocket:
     def sendall(self, data, flags=0):
         if self._closed:
             raise OSError(errno.EBADF, "Bad file descriptor")
-        if self.pipe.eof:
+        pipe = self.pipe
+        if pipe.eof:
             return    # as a TCP write after the peer closed: the read sees the end
         if type(data) is not bytes:
             data = bytes(data)
-        self.route.run(self.pipe.receive, data)
+        self._run(pipe.receive, data)
 
     send = sendall
 
@@ -560,8 +586,11 @@ class InProcessSocket:
         pipe._notify()
         if not pipe.lost:
             try:
-                self.route.later(pipe.hang_up)
-            except RuntimeError:   # the loop is closed: nothing left to tell
+                # The server sees the close now, in a turn of this thread's when
+                # the loop's lock is free (no wake-up of its thread), else soon.
+                if not self.route.try_run(pipe.hang_up):
+                    self.route.later(pipe.hang_up)
+            except (RuntimeError, ConnectionResetError):   # the loop is closed/stopped
                 pass
 
     def __repr__(self):
@@ -656,8 +685,9 @@ class _StreamWriter:
         pipe = self.pipe
         if not pipe.lost:
             try:
-                self.route.later(pipe.hang_up)
-            except RuntimeError:   # the server's loop is closed
+                if not self.route.try_run(pipe.hang_up):
+                    self.route.later(pipe.hang_up)
+            except (RuntimeError, ConnectionResetError):   # the server's loop is closed
                 pass
 
     abort = close
