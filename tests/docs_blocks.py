@@ -143,8 +143,20 @@ def starts_server(code: str) -> bool:
 # the background until it is ready, and the block's port as the default.
 SHIM = r'''#!{python}
 import os, subprocess, sys, time
+import socket
 args = sys.argv[1:]
 port = os.environ["HOTKV_DOCS_PORT"]
+
+
+def answers(listen):
+    try:
+        with socket.create_connection(("127.0.0.1", int(listen)), timeout=1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(64).startswith((b"+PONG", b"-NOAUTH", b"-ERR"))
+    except (OSError, ValueError, TypeError):
+        return False
+
+
 cmd = [sys.executable, "-m", "hotkv"]
 info = {{"--help", "-h", "--help-config", "--version", "-v"}}
 if args[:1] == ["serve"] and not info.intersection(args):
@@ -158,11 +170,17 @@ if args[:1] == ["serve"] and not info.intersection(args):
                             start_new_session=True)
     with open(os.environ["HOTKV_DOCS_PIDS"], "a") as f:
         f.write("%d\n" % proc.pid)
+    # Ready: the log says so, or (a quieter loglevel) the port answers PING.
+    listen = args[args.index("--port") + 1] if "--port" in args else None
+    if listen is None and has_file:
+        with open(args[1]) as f:
+            found = [ln.split()[1] for ln in f if ln.split()[:1] == ["port"]]
+        listen = found[-1] if found else "6379"
     deadline = time.monotonic() + 60      # a bound for a server that hangs, not a timing check
     while True:
         with open(logname, "rb") as f:
             text = f.read()
-        if b"Ready to accept connections" in text:
+        if b"Ready to accept connections" in text or answers(listen):
             sys.exit(0)
         if proc.poll() is not None or time.monotonic() > deadline:
             sys.stderr.write(text.decode(errors="replace"))
