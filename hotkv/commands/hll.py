@@ -39,6 +39,7 @@ from __future__ import annotations
 import random
 
 from ..core.registry import command, spec
+from ..core.stats import count_call
 from ..protocol.errors import CommandError, WrongType
 from ..protocol.resp import OK, Simple
 from ..types import hll
@@ -173,7 +174,7 @@ def pfdebug(c, argv):
             # the error counts as a failed call.
             c.add_error("ERR Argument must be ON or OFF")
             c.server.count_error("ERR Argument must be ON or OFF")
-            c.server.cmdstats[pfdebug.command].failed_calls += 1
+            count_call(c.server, pfdebug.command, failed=True)
         return Simple(b"enabled" if _simd[0] else b"disabled")
     db = c.db
     key = argv[2]

@@ -173,6 +173,31 @@ def block(client, keys, deadline: int, btype, timeout_reply=NULL_ARRAY, *,
     return BLOCKED
 
 
+def block_postponed(client, cmd, argv, data) -> Waiter:
+    """Mark ``client`` blocked on no key (Valkey's blockPostponeClient,
+    blockClient with BLOCKED_POSTPONE): CLIENT PAUSE's postponed command
+    (hotkv.core.pause) and a held reply or command (hotkv.testing.faults).
+    No queue, no deadline: the caller keeps the waiter and ends it with
+    ``unblock_postponed``; meanwhile CLIENT LIST shows the client blocked,
+    blocked_clients counts it and its later commands wait behind it.
+    ``data`` names the holder (CLIENT UNBLOCK leaves pause.PAUSED alone)."""
+    waiter = Waiter(client, client.db, [], 0, cmd, argv, None, None, False, data)
+    client.blocked = waiter
+    client.server.blocked_clients += 1
+    return waiter
+
+
+def unblock_postponed(waiter) -> bool:
+    """End a ``block_postponed`` wait (Valkey's unblockClient of a
+    BLOCKED_POSTPONE client): True when its client was still held by it
+    (not since dropped, killed or held again); the caller then resumes the
+    client (``Server.resume_client``), after any reply it hands it."""
+    if waiter.client.blocked is not waiter:
+        return False
+    detach(waiter)
+    return True
+
+
 def detach(waiter):
     """Remove waiter from all its key queues."""
     db = waiter.db
@@ -206,9 +231,8 @@ def unblock(client, reply=None, error: str | None = None):
     # (a blocked command is counted once, when it completes).
     cmd = waiter.cmd
     if cmd is not None:
-        count_call(client.server, cmd, waiter.duration, client)   # its runs' time
-        if error is not None:
-            client.server.cmdstats[cmd].failed_calls += 1
+        count_call(client.server, cmd, waiter.duration, client,   # its runs' time
+                   error is not None)
     if error is not None:
         client.add_error(error)
         client.server.count_error(error)
@@ -246,4 +270,4 @@ def expire_timeouts(server, now_ms=None):
 
 
 __all__ = ["BLOCKED", "block", "unblock", "drop", "detach", "parse_timeout", "waiter_seq",
-           "expire_timeouts", "Waiter"]
+           "expire_timeouts", "Waiter", "block_postponed", "unblock_postponed"]

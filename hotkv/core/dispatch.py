@@ -311,14 +311,15 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
             hooks.extend(argv)
         else:
             func = hooks(client, cmd, argv, func, outer)
+    failed = False
     try:
         reply = func(client, argv)
     except CommandError as e:
-        server.cmdstats[cmd].failed_calls += 1
+        failed = True
         server.count_error(e.message)
         client.add_error(e.message)
     except Exception as e:  # a bug must cost one reply, never the server
-        server.cmdstats[cmd].failed_calls += 1
+        failed = True
         message = "ERR internal error in '%s': %s" % (cmd.name, type(e).__name__)
         server.count_error(message)
         client.add_error(message)
@@ -334,7 +335,7 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
                 # A reply the encoder cannot write (a bug in a handler): what
                 # it wrote of it goes, the client gets an error, never silence.
                 del out[mark:]
-                server.cmdstats[cmd].failed_calls += 1
+                failed = True
                 message = "ERR internal error in '%s': unencodable reply" % cmd.name
                 server.count_error(message)
                 client.add_error(message)
@@ -353,11 +354,13 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
         # A command that blocked is counted once, when it is served or
         # times out (blocking.unblock), as Redis does.  tot-cmds: a script's
         # commands count for the client that ran the script.
-        count_call(server, cmd, duration, client if outer is None else outer)
+        count_call(server, cmd, duration, client if outer is None else outer, failed)
     else:
         # Its time waits on the waiter, as Valkey's c->duration: added when it
         # is served or times out; nothing if it is rejected when re-run.
         client.blocked.duration += duration
+        if failed:
+            count_call(server, cmd, failed=True)
     if server.monitors:
         server.feed_monitors(client, cmd, argv)
     client.last_cmd = cmd.name
@@ -402,7 +405,7 @@ def _carry_duration(client, waiter):
     served now, onto its new waiter when it blocked again."""
     again = client.blocked
     if again is None:   # into the entry call() just made
-        client.server.cmdstats.add_time(waiter.cmd, waiter.duration)
+        count_call(client.server, waiter.cmd, waiter.duration)
     elif again is not waiter:
         again.duration += waiter.duration
 

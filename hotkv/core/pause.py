@@ -9,9 +9,10 @@ only call ``pause_clients`` / ``unpause_clients``; this sits below
 
 Invariants: a postponed command is never refused nor reordered: it goes
 back to the head of its client's pending commands, and the client is marked
-blocked with a key-less ``Waiter`` (reading stops, CLIENT LIST shows "b",
-counted in blocked_clients as Valkey 8 counts it); when the pause ends
-every postponed client is resumed in the order it was paused.  WRITE pauses
+blocked with a key-less ``Waiter`` (``blocking.block_postponed``: reading
+stops, CLIENT LIST shows "b", counted in blocked_clients as Valkey 8 counts
+it); when the pause ends every postponed client is resumed
+(``blocking.unblock_postponed``) in the order it was paused.  WRITE pauses
 writes and may-replicate commands (``may_replicate``: a script by its own
 flags; EXEC of a transaction that queued one: bit 4 of ``multi_flags``, set
 by the dispatcher when it queues), ALL pauses everything.  While a pause is
@@ -72,10 +73,7 @@ def _postpone(server, p, client, cmd, argv) -> bool:
             and not may_replicate(server, cmd, argv):
         return False
     client.pending.appendleft(argv)
-    waiter = blocking.Waiter(client, client.db, [], 0, cmd, argv, None, None, False, PAUSED)
-    client.blocked = waiter
-    server.blocked_clients += 1
-    p.postponed.append(waiter)
+    p.postponed.append(blocking.block_postponed(client, cmd, argv, PAUSED))
     return True
 
 
@@ -149,10 +147,8 @@ def unpause_clients(server):
     if p.timer is not None:
         p.timer.cancel()
     for waiter in p.postponed:
-        cl = waiter.client
-        if cl.blocked is waiter:
-            blocking.drop(cl)   # key-less: just clears the blocked state
-            server.resume_client(cl)
+        if blocking.unblock_postponed(waiter):
+            server.resume_client(waiter.client)
 
 
 def arm(server):

@@ -5,10 +5,13 @@ behind INFO's instantaneous metrics, and the process's memory readings.
 server's per-command counters (INFO commandstats' calls, usec,
 rejected_calls, failed_calls; the latency histograms' pending durations and
 folded histograms, hotkv.core.latency), its INFO errorstats and
-total_error_replies.  ``count_call`` is the one way a command is counted as
-having run (dispatch.call, a blocked command ending in blocking.unblock, a
-held reply in hotkv.testing.faults); a refusal is ``cmdstats[cmd].rejected_calls
-+= 1``, a failure ``...failed_calls += 1``, an error reply ``count_error``.
+total_error_replies.  ``count_call`` is the one place a command's calls, usec
+and failed_calls grow (Valkey's call()): a run counted by dispatch.call, a
+blocked command ending in blocking.unblock, a held reply in
+hotkv.testing.faults, SHUTDOWN refused under a busy script (hotkv.lua.engine);
+a blocked command's earlier runs' time (dispatch); a failure alone (a script
+whose reply is an error, PFDEBUG SIMD's).  A refusal is
+``cmdstats[cmd].rejected_calls += 1``, an error reply ``count_error``.
 CONFIG RESETSTAT empties it (``reset``); the AOF loader hides what loading
 counted (``save`` / ``restore``).  Nothing of it lives on the process-wide
 ``hotkv.core.registry.Command`` objects: two servers in one process count apart
@@ -132,14 +135,6 @@ class CommandStats(dict):
             prefix = "ERRORSTATS_OVERFLOW"
         errors[prefix] = errors.get(prefix, 0) + 1
 
-    def add_time(self, cmd, seconds: float):
-        """A counted call's earlier time (a blocked command's runs before the
-        one that served it): into its usec and its latest histogram entry."""
-        st = self[cmd]
-        st.seconds += seconds
-        if st.lat_pending:
-            st.lat_pending[-1] += seconds
-
     def reset(self):
         """CONFIG RESETSTAT: every counter, histogram and error stat goes."""
         self.clear()
@@ -162,11 +157,26 @@ class CommandStats(dict):
             st.calls, st.seconds, st.failed_calls, st.rejected_calls = per.get(cmd, (0, 0.0, 0, 0))
 
 
-def count_call(server, cmd, duration: float, client):
-    """Count one run of ``cmd`` that took ``duration`` seconds: its calls,
-    usec and latency histogram, the server's total_commands_processed and
-    ``client``'s tot-cmds (the script's caller for a script's command)."""
+def count_call(server, cmd, duration: float = 0.0, client=None, failed: bool = False):
+    """The one place ``cmd``'s calls, usec and failed_calls grow on ``server``.
+
+    With ``client``: one run of ``cmd`` that took ``duration`` seconds -- its
+    calls, usec and latency histogram, the server's total_commands_processed
+    and ``client``'s tot-cmds (the script's caller for a script's command);
+    ``failed``: the run failed too (failed_calls).
+    Without ``client`` no run is counted: ``duration`` is more time of the
+    run counted last (a blocked command's runs before the one that served
+    it: into its usec and its latest histogram entry), ``failed`` a failure
+    of the run under way (a script's error reply; call() counts the run)."""
     st = server.cmdstats[cmd]
+    if failed:
+        st.failed_calls += 1
+    if client is None:
+        if duration:
+            st.seconds += duration
+            if st.lat_pending:
+                st.lat_pending[-1] += duration
+        return
     st.calls += 1
     st.seconds += duration
     st.lat_pending.append(duration)

@@ -65,9 +65,9 @@ restart (a new server object); settings given to ``EmbeddedServer`` do.
 Invariants: the rules are read by the dispatcher's hook on the loop thread
 and replaced (never changed in place) there, through ``hotkv.testing.on_loop``;
 with no rule set ``server.test_hooks`` carries no fault check at all; a held
-client is marked blocked with a key-less waiter (CLIENT PAUSE's), so CLIENT
-LIST shows it and its later commands queue behind, and it is released by a
-timer on the loop, never by sleeping.
+client is marked blocked with a key-less waiter (``blocking.block_postponed``,
+as CLIENT PAUSE's), so CLIENT LIST shows it and its later commands queue
+behind, and it is released by a timer on the loop, never by sleeping.
 """
 
 from __future__ import annotations
@@ -420,10 +420,11 @@ class Faults:
         def late(c, argv):
             out = c.out
             mark = len(out)
+            failed = False
             try:
                 reply = func(c, argv)
             except CommandError as e:
-                server.cmdstats[cmd].failed_calls += 1
+                failed = True
                 server.count_error(e.message)
                 reply = None
                 held = out[mark:] + [encode_error(e.message)]
@@ -435,7 +436,7 @@ class Faults:
                     encode(reply, held, c.resp3)
             del out[mark:]
             # It ran: counted as call() counts a command that did not block.
-            count_call(server, cmd, 0.0, c)
+            count_call(server, cmd, 0.0, c, failed)
             injected.held = held
             self._hold(c, cmd, argv, seconds, held, fault)
             return BLOCKED
@@ -446,15 +447,11 @@ class Faults:
         """Mark client blocked (key-less, as CLIENT PAUSE does) for seconds; then
         hand it its held reply bytes and let it run what it sent meanwhile."""
         server = self.server
-        waiter = blocking.Waiter(client, client.db, [], 0, cmd, argv, None, None, False,
-                                 PAUSED)
-        client.blocked = waiter
-        server.blocked_clients += 1
+        waiter = blocking.block_postponed(client, cmd, argv, PAUSED)
 
         def release():
             self._timers.pop(client.id, None)
-            if client.blocked is waiter:
-                blocking.drop(client)
+            blocking.unblock_postponed(waiter)
             if client.closed:
                 self._skip.discard(client.id)
                 return
