@@ -3,8 +3,10 @@
 Owns the digest of a key's value (``value_digest``) and of every database
 (``dataset_digest``), computed as valkey-server 8.1.8 computes them, so a
 test can compare a whole dataset between hotkv and Valkey with one call.
-A core helper: it reads the types' values (hotkv/types/) and the
-databases, and imports nothing from hotkv/commands/.
+A core helper: it reads the databases, and each value through its row in
+the type table (hotkv/types/table.py: its object type code, and its
+contents as ordered parts, members or pairs); it imports nothing from
+hotkv/commands/ and switches on no value class.
 
 The scheme (learned from Valkey's debug.c, written anew here), over 20-byte
 SHA1 states:
@@ -39,21 +41,14 @@ from __future__ import annotations
 import hashlib
 import struct
 
-from ..protocol.fpconv import dtoa as fpconv_score
-from ..types.hashes import HashValue
-from ..types.lists import ListValue
-from ..types.sets import SetValue
-from ..types.stream import Stream
-from ..types.zsets import ZSetValue
+from ..types.table import BY_CLASS
 
 ZERO = bytes(20)
 _EXPIRE_MARK = b"!!expire!!"
 _sha1 = hashlib.sha1
 
-# Redis's object type codes (OBJ_STRING ... OBJ_STREAM), as 4 BE bytes.
-_TYPE_CODE = {bytes: 0, bytearray: 0, ListValue: 1, SetValue: 2, ZSetValue: 3,
-              HashValue: 4, Stream: 6}
-_TYPE_BYTES = {cls: struct.pack(">I", code) for cls, code in _TYPE_CODE.items()}
+# Each value class's object type code (its row's OBJ_TYPE), as 4 BE bytes.
+_TYPE_BYTES = {cls: struct.pack(">I", t.obj_type) for cls, t in BY_CLASS.items()}
 
 
 def _xor_into(state: int, data: bytes) -> int:
@@ -67,19 +62,6 @@ def _mix_into(state: int, data: bytes) -> int:
     return int.from_bytes(_sha1(x.to_bytes(20, "big")).digest(), "big")
 
 
-def _stream_entries(stream: Stream):
-    """(id, flat field/value tuple) for each live entry, in ID order."""
-    for node in stream.nodes:
-        ids = node.ids
-        ms, seq = ids.ms, ids.seq
-        for j, item in enumerate(node.items):
-            if item is None:
-                continue
-            if type(item) is bytes:
-                item = (node.fields[0], item)
-            yield ms[j], seq[j], item
-
-
 def _pair(first: bytes, second: bytes) -> bytes:
     """One hash field or zset member's own digest: a zero state mixed with
     its two parts (xored into the key's state through SHA1 once more)."""
@@ -87,32 +69,24 @@ def _pair(first: bytes, second: bytes) -> bytes:
 
 
 def _value_state(state: int, value) -> int:
-    """state with ``value`` digested into it (type code, then contents)."""
+    """state with ``value`` digested into it (type code, then contents, as
+    its row in the type table says: ordered parts mixed, members or pairs
+    xored)."""
     cls = type(value)
-    state = _mix_into(state, _TYPE_BYTES[cls])
-    if cls is bytes or cls is bytearray:
-        return _mix_into(state, bytes(value))
-    if cls is ListValue:
-        for element in value:
-            state = _mix_into(state, element)
-    elif cls is SetValue:
-        for member in value:
-            state = _xor_into(state, member)
-    elif cls is HashValue:
-        for field, val in value.items():
-            state = _xor_into(state, _pair(field, val))
-    elif cls is ZSetValue:
-        small = not value.big
-        for member, score in value.d.items():
-            text = b"0" if small and score == 0 else fpconv_score(score)
-            state = _xor_into(state, _pair(member, text))
-    elif cls is Stream:
-        for ms, seq, items in _stream_entries(value):
-            state = _mix_into(state, b"%d.%d" % (ms, seq))
-            for part in items:
-                state = _mix_into(state, part)
-    else:
+    t = BY_CLASS.get(cls)
+    if t is None:
         raise TypeError("no digest for %r" % cls)
+    state = _mix_into(state, _TYPE_BYTES[cls])
+    kind = t.digest
+    if kind == "ordered":
+        for part in t.digest_parts(value):
+            state = _mix_into(state, part)
+    elif kind == "members":
+        for member in t.digest_parts(value):
+            state = _xor_into(state, member)
+    else:       # "pairs"
+        for first, second in t.digest_parts(value):
+            state = _xor_into(state, _pair(first, second))
     return state
 
 

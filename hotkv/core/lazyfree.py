@@ -3,8 +3,9 @@ after the reply, not before it.
 
 Owns ``server.lazyfree_pending`` and ``server.lazyfreed_objects`` (INFO's
 lazyfree_pending_objects / lazyfreed_objects), Valkey's free-effort rule
-(``free_effort``: a value costing more than LAZYFREE_THRESHOLD allocations
-to free goes to the queue; a small one is freed at once) and the queue
+(``free_effort``, each type's own estimate: a value costing more than
+LAZYFREE_THRESHOLD allocations to free goes to the queue; a small one is
+freed at once) and the queue
 itself: ``free_later`` keeps the last references to the values and a
 callback of the event loop (``call_soon``, so after the replies of the
 current read are written out) drops them.  Python frees on the last
@@ -18,12 +19,7 @@ when the server has no loop); CONFIG RESETSTAT zeroes lazyfreed_objects.
 
 from __future__ import annotations
 
-from itertools import islice
-
-from ..types.encodings import object_encoding
-from ..types.lists import ListValue
-from ..types.sets import SetValue
-from ..types.stream import Stream
+from ..types.table import BY_CLASS
 
 LAZYFREE_THRESHOLD = 64
 
@@ -34,49 +30,11 @@ def init_server(server):
     server.lazyfree_queue = []
 
 
-def _list_nodes(value, fill: int) -> int:
-    """Quicklist nodes of a list, estimated from the first elements (Valkey
-    counts its nodes; hotkv's list is one deque)."""
-    n = len(value)
-    if n <= LAZYFREE_THRESHOLD:
-        return 1      # a node holds at least one element: below the threshold
-    if fill >= 0:
-        return -(-n // max(fill, 1))
-    limit = 4096 << min(-fill - 1, 4)
-    sample = list(islice(value, 256))
-    avg = sum(len(e) for e in sample) / len(sample) + 2
-    return max(1, int(n * avg // limit) + 1)
-
-
-class _Ctx:
-    """What encodings.object_encoding reads: the server (and a db, unused
-    for the containers asked about here)."""
-    __slots__ = ("server", "db")
-
-    def __init__(self, server):
-        self.server = server
-        self.db = server.dbs[0]
-
-
 def free_effort(server, value) -> int:
-    """Valkey's lazyfreeGetFreeEffort: allocations freeing value takes."""
-    t = type(value)
-    if t is bytes or t is bytearray:
-        return 1
-    if t is ListValue:
-        return _list_nodes(value, server.config.values.get("list-max-listpack-size", -2))
-    if t is Stream:
-        effort = len(value.nodes) + 1     # rax nodes, at least one per listpack
-        groups = value.groups
-        if groups:
-            first = next(iter(groups.values()))
-            effort += len(groups) * (1 + len(first.pel))
-        return effort
-    enc = object_encoding(_Ctx(server), b"", value)
-    if (t is SetValue and enc == b"hashtable") or enc == b"skiplist":
-        return len(value)
-    # Valkey 8.1's hashes ('hashtable') are one allocation to its lazy free rule.
-    return 1
+    """Valkey's lazyfreeGetFreeEffort: allocations freeing value takes (its
+    type's ``free_effort``, hotkv/types/table.py)."""
+    t = BY_CLASS.get(type(value))
+    return 1 if t is None else t.free_effort(value, server.config.values)
 
 
 def free_later(server, obj, count: int = 1):

@@ -105,6 +105,50 @@ def _flat(d):
         yield v
 
 
+# ----------------------------------------------------------------------
+# What the type table asks of a type (hotkv/types/table.py)
+# ----------------------------------------------------------------------
+
+OBJ_TYPE = 4            # OBJ_HASH
+
+
+def object_encoding(value: HashValue, key: bytes, expires: bool, settings) -> bytes:
+    """The encoding the hash keeps (``big``); when not known yet, what its
+    contents and the hash-max-listpack-* limits give."""
+    enc = value.encoding
+    if enc is not None:
+        return enc
+    if len(value) > settings.get("hash-max-listpack-entries", 128):
+        return b"hashtable"
+    vmax = settings.get("hash-max-listpack-value", 64)
+    for f, v in value.items():
+        if len(f) > vmax or (type(v) is bytes and len(v) > vmax):
+            return b"hashtable"
+    return b"listpack"
+
+
+DIGEST = "pairs"
+
+
+def digest_parts(value: HashValue):
+    """(field, value) pairs, in no particular order."""
+    return value.items()
+
+
+def free_effort(value: HashValue, settings) -> int:
+    """Valkey 8.1's hashes ('hashtable' too) are one allocation to its lazy
+    free rule."""
+    return 1
+
+
+def copy(value: HashValue) -> HashValue:
+    return HashValue(value)
+
+
+# ----------------------------------------------------------------------
+# Persistence
+# ----------------------------------------------------------------------
+
 def rewrite(key: bytes, value: HashValue):
     return batches(b"HSET", key, _flat(value), 2 * ITEMS_PER_CMD)
 

@@ -213,6 +213,63 @@ class ListValue(deque):
 
 
 # ----------------------------------------------------------------------
+# What the type table asks of a type (hotkv/types/table.py)
+# ----------------------------------------------------------------------
+
+OBJ_TYPE = 1            # OBJ_LIST
+
+
+def object_encoding(value: ListValue, key: bytes, expires: bool, settings) -> bytes:
+    """listpack while the list fits one node of list-max-listpack-size (a
+    count when positive, a byte size when negative), else quicklist."""
+    limit = settings.get("list-max-listpack-size", -2)
+    if limit >= 0:
+        return b"listpack" if len(value) <= limit else b"quicklist"
+    max_bytes = 4096 << min(-limit - 1, 4)
+    if len(value) * 2 > max_bytes:
+        return b"quicklist"
+    size = 6
+    for e in value:
+        size += len(e) + 2
+        if size > max_bytes:
+            return b"quicklist"
+    return b"listpack"
+
+
+DIGEST = "ordered"
+
+
+def digest_parts(value: ListValue):
+    """The elements, head to tail."""
+    return value
+
+
+_FEW = 64     # hotkv.core.lazyfree's threshold; a node holds at least one element
+
+
+def free_effort(value: ListValue, settings) -> int:
+    """Valkey's lazyfreeGetFreeEffort of a list: its quicklist nodes,
+    estimated from the first elements (hotkv's list is one deque).  A list
+    of at most ``_FEW`` elements has at most that many nodes, below lazy
+    freeing's threshold: 1, without sampling."""
+    n = len(value)
+    if n <= _FEW:
+        return 1
+    fill = settings.get("list-max-listpack-size", -2)
+    if fill >= 0:
+        return -(-n // max(fill, 1))
+    limit = 4096 << min(-fill - 1, 4)
+    sample = list(islice(value, 256))
+    avg = sum(len(e) for e in sample) / len(sample) + 2
+    return max(1, int(n * avg // limit) + 1)
+
+
+def copy(value: ListValue) -> ListValue:
+    """Elements are immutable bytes: a new deque is a deep copy."""
+    return ListValue(value)
+
+
+# ----------------------------------------------------------------------
 # Persistence
 # ----------------------------------------------------------------------
 

@@ -230,6 +230,40 @@ def build(members, limits=DEFAULT_SET_LIMITS) -> SetValue:
     return s
 
 
+# ----------------------------------------------------------------------
+# What the type table asks of a type (hotkv/types/table.py)
+# ----------------------------------------------------------------------
+
+OBJ_TYPE = 2            # OBJ_SET
+
+
+def object_encoding(value: SetValue, key: bytes, expires: bool, settings) -> bytes:
+    """The encoding the set keeps (intset, listpack or hashtable)."""
+    return value.enc
+
+
+DIGEST = "members"
+
+
+def digest_parts(value: SetValue):
+    """The members, in no particular order."""
+    return value
+
+
+def free_effort(value: SetValue, settings) -> int:
+    """A hashtable frees each member; a listpack or intset is one allocation."""
+    return len(value) if value.enc == HASHTABLE else 1
+
+
+def copy(value: SetValue) -> SetValue:
+    """Members are immutable bytes; the encoding and order are kept."""
+    return SetValue(value)
+
+
+# ----------------------------------------------------------------------
+# Persistence
+# ----------------------------------------------------------------------
+
 def rewrite(key: bytes, value: SetValue):
     return batches(b"SADD", key, ordered(value), ITEMS_PER_CMD)
 

@@ -2,8 +2,10 @@
 
 Owns ``Stream`` and its entry storage (``Node``, ``IdArray``); its consumer
 groups are hotkv/types/stream_groups.py, its IDs stream_ids.py, its AOF
-rewrite and RDB layout stream_persist.py.  No sockets, no commands, no
-replies (the hotkv/commands/streams package does those).
+rewrite and RDB layout stream_persist.py; what the type table asks of the
+stream (encoding, digest, free effort, copy) closes this module.  No
+sockets, no commands, no replies (the hotkv/commands/streams package does
+those).
 
 Layout.  An entry ID is one int, ``ms << 64 | seq``.  Entries live in
 ``Node``s, each mirroring one listpack of Redis's radix tree: a master ID
@@ -799,3 +801,49 @@ class Stream:
                     ng.pel[i] = nn
                     owner.pel[i] = nn
         return s
+
+
+# ----------------------------------------------------------------------
+# What the type table asks of a type (hotkv/types/table.py; the stream's
+# persistence is stream_persist.py)
+# ----------------------------------------------------------------------
+
+OBJ_TYPE = 6            # OBJ_STREAM
+
+
+def object_encoding(value: Stream, key: bytes, expires: bool, settings) -> bytes:
+    return b"stream"
+
+
+DIGEST = "ordered"
+
+
+def digest_parts(value: Stream):
+    """Per live entry in ID order, "ms.seq" then each field and value;
+    consumer groups, PELs, consumers and the stream's counters are not part
+    of Valkey's digest."""
+    for node in value.nodes:
+        ids = node.ids
+        ms, seq = ids.ms, ids.seq
+        for j, item in enumerate(node.items):
+            if item is None:
+                continue
+            if type(item) is bytes:
+                item = (node.fields[0], item)
+            yield b"%d.%d" % (ms[j], seq[j])
+            yield from item
+
+
+def free_effort(value: Stream, settings) -> int:
+    """Valkey's lazyfreeGetFreeEffort of a stream: its rax nodes (at least
+    one per listpack), plus, per group, one and its first group's PEL size."""
+    effort = len(value.nodes) + 1
+    groups = value.groups
+    if groups:
+        first = next(iter(groups.values()))
+        effort += len(groups) * (1 + len(first.pel))
+    return effort
+
+
+def copy(value: Stream) -> Stream:
+    return value.copy()

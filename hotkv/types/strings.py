@@ -1,7 +1,8 @@
 """The string type: a value is ``bytes``, or a ``bytearray`` once changed in
 place.
 
-Owns the string's persistence (the string algorithms -- APPEND, SETRANGE,
+Owns what the type table asks of the string (its OBJECT ENCODING, digest,
+free effort and copy) and its persistence (the string algorithms -- APPEND, SETRANGE,
 integer parsing -- are in hotkv/commands/strings.py and hotkv/protocol/util.py, the
 bit operations in hotkv/commands/bits.py, as they work on arguments as much
 as on values):
@@ -28,9 +29,56 @@ Invariants:
 
 from __future__ import annotations
 
+from ..protocol.util import string2ll
 from .codec import DEFAULT_LIMITS, T_STRING, Reader, put_string
 
 RDB_TYPES = (T_STRING,)
+
+# Valkey 8.1 embeds the key (and the expiry, when set) in the string's
+# allocation: a value is "embstr" while key + value (+ 8 with a TTL) fit.
+_EMBSTR_BUDGET = 41
+
+
+# ----------------------------------------------------------------------
+# What the type table asks of a type (hotkv/types/table.py)
+# ----------------------------------------------------------------------
+
+OBJ_TYPE = 0            # OBJ_STRING
+
+
+def object_encoding(value, key: bytes, expires: bool, settings) -> bytes:
+    """int (a canonical integer of at most 20 characters), embstr (key and
+    value fit Valkey's embedded allocation) or raw; a string changed in
+    place (a bytearray) is raw whatever its contents."""
+    if type(value) is bytearray:
+        return b"raw"
+    if len(value) <= 20 and string2ll(value) is not None:
+        return b"int"
+    budget = _EMBSTR_BUDGET - (8 if expires else 0)
+    return b"embstr" if len(key) + len(value) <= budget else b"raw"
+
+
+DIGEST = "ordered"
+
+
+def digest_parts(value):
+    """The bytes (an integer-encoded string digests as its decimal text,
+    which is the bytes hotkv holds)."""
+    return (bytes(value),)
+
+
+def free_effort(value, settings) -> int:
+    return 1
+
+
+def copy(value):
+    """bytes are immutable and shared; a bytearray is the new key's own."""
+    return bytearray(value) if type(value) is bytearray else value
+
+
+# ----------------------------------------------------------------------
+# Persistence
+# ----------------------------------------------------------------------
 
 
 def rewrite(key: bytes, value: bytes):

@@ -26,6 +26,7 @@ import struct
 
 from sortedcontainers import SortedList
 
+from ..protocol.fpconv import dtoa as fpconv_dtoa
 from ..protocol.resp import format_double
 from .codec import (
     DEFAULT_LIMITS,
@@ -148,6 +149,43 @@ def _score(s: float) -> bytes:
         return b"-inf"
     return repr(float(s)).encode()
 
+
+# ----------------------------------------------------------------------
+# What the type table asks of a type (hotkv/types/table.py)
+# ----------------------------------------------------------------------
+
+OBJ_TYPE = 3            # OBJ_ZSET
+
+
+def object_encoding(value: ZSetValue, key: bytes, expires: bool, settings) -> bytes:
+    """listpack until the set first outgrows the limits, skiplist after."""
+    return value.encoding()
+
+
+DIGEST = "pairs"
+
+
+def digest_parts(value: ZSetValue):
+    """(member, score as fpconv_dtoa writes it) pairs; a listpack keeps no
+    sign on zero, so a small set's zero score digests as "0" (a skiplist's
+    -0 as "-0")."""
+    small = not value.big
+    for member, score in value.d.items():
+        yield member, b"0" if small and score == 0 else fpconv_dtoa(score)
+
+
+def free_effort(value: ZSetValue, settings) -> int:
+    """A skiplist frees each member; a listpack is one allocation."""
+    return len(value) if value.big else 1
+
+
+def copy(value: ZSetValue) -> ZSetValue:
+    return value.copy()
+
+
+# ----------------------------------------------------------------------
+# Persistence
+# ----------------------------------------------------------------------
 
 def rewrite(key: bytes, z: ZSetValue):
     def flat():
