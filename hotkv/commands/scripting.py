@@ -49,7 +49,7 @@ def _run(c, argv, evalsha: bool, ro: bool):
     if eng.ldb_clients and c.id in eng.ldb_clients:
         # SCRIPT DEBUG YES/SYNC: the debugger's session (hotkv.lua.ldb)
         return _run_debugged(c, argv, evalsha, ro)
-    return _run_plain(c, argv, evalsha, ro)
+    return _run_plain(c, argv, evalsha, ro, eng)
 
 
 def _run_debugged(c, argv, evalsha: bool, ro: bool):
@@ -67,15 +67,20 @@ def _run_debugged(c, argv, evalsha: bool, ro: bool):
     return BLOCKED
 
 
-def _run_plain(c, argv, evalsha: bool, ro: bool):
-    n = string2ll(argv[2])
+def _run_plain(c, argv, evalsha: bool, ro: bool, eng=None):
+    count = argv[2]
+    if len(count) == 1 and 48 <= count[0] <= 57:     # (one digit: the common case)
+        n = count[0] - 48
+    else:
+        n = string2ll(count)
     if n is None:
         raise CommandError(errors.NOT_INTEGER)
     if n > len(argv) - 3:
         raise CommandError("ERR Number of keys can't be greater than number of args")
     if n < 0:
         raise CommandError("ERR Number of keys can't be negative")
-    eng = engine(c.server)
+    if eng is None:
+        eng = engine(c.server)
     server = c.server
     if server.monitors:
         origin = (b"unix:%s" % server.config.values["unixsocket"].encode()

@@ -77,6 +77,7 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import math
 import time
@@ -117,6 +118,8 @@ def _prelude_code(lua) -> bytes:
     return _prelude_stripped[0]
 
 MAX_REPLY_DEPTH = 200
+_INT64 = 1 << 63
+_BYTES = itertools.repeat(bytes)
 LRU_LENGTH = 500
 BUSY_SCRIPT = ("BUSY Valkey is busy running a script. You can only call SCRIPT KILL or "
                "SHUTDOWN NOSAVE.")
@@ -203,7 +206,8 @@ class ScriptError(Exception):
 class RunCtx:
     __slots__ = ("caller", "fake", "sha", "readonly", "write_dirty", "flags", "killed",
                  "start", "busy", "prev_gate", "prev_shutdown", "shutdown", "prop_mark",
-                 "busy_error", "serving", "time_us", "repl", "targets", "plain")
+                 "busy_error", "serving", "time_us", "repl", "targets", "plain",
+                 "quick")
 
     def __init__(self, caller, fake, sha, readonly, flags):
         self.caller = caller
@@ -228,6 +232,10 @@ class RunCtx:
         # checks a script's call makes for those are skipped (none of them
         # can start while the script runs).
         self.plain = False
+        # The quick path's commands by name (Engine._lua_call), or None: the
+        # engine's for this run's mode (read-only or not) while no per-call
+        # check but the dispatcher's gates can refuse a command.
+        self.quick = None
 
 
 class Script:
@@ -247,6 +255,9 @@ class Engine:
     # What the other clients get while a script of this engine is busy.
     BUSY = BUSY_SCRIPT
     KILL = "SCRIPT KILL"        # the command the slow-script log line suggests
+    # redis.call's quick path (see _lua_call); off, every call takes the
+    # general path (tests/test_lua_quick.py compares the two).
+    quick_calls = True
 
     def __init__(self, server):
         self.server = server
@@ -262,6 +273,10 @@ class Engine:
         self.ldb = None
         self.ldb_clients: dict[int, bytes] = {}
         self.ldb_children: set[int] = set()
+        # The quick path's commands (see _lua_call), for this command table.
+        self._quick_table = None
+        self._quick_rw: dict = {}
+        self._quick_ro: dict = {}
         self._init_lua()
 
     # ------------------------------------------------------------------
@@ -423,7 +438,12 @@ class Engine:
         run.prop_mark = len(server.prop_pending)
         run.time_us = server.clock.us()   # TIME's frozen instant: the script's start
         run.plain = (server.replica_link is None and server.disk_error is None
-                     and server.cluster is None and not no_good_replicas(server))
+                     and server.cluster is None and not server.repl_refuse)
+        if run.plain and self.ldb is None and self.quick_calls:
+            if self._quick_table is not server.command_table:
+                self._quick_table = server.command_table
+                self._quick_rw, self._quick_ro = {}, {}
+            run.quick = self._quick_ro if readonly else self._quick_rw
         self.run = run
         try:
             debugging = self.ldb is not None
@@ -459,6 +479,8 @@ class Engine:
             ok, value = res, None
         if not ok:
             raise self._error_from(value, sha)
+        if type(value) is int and -_INT64 <= value < _INT64:     # (the commonest reply)
+            return [b":%d\r\n" % value]
         out: list = []
         self._reply(value, out, c.resp3, fake.resp3)
         return out
@@ -714,7 +736,48 @@ class Engine:
     def _lua_call(self, *args):
         """redis.call: its reply as the prelude's wrapper takes it (see
         _command); an error table goes back after FAIL and the wrapper raises
-        it -- no exception on this path (see _guard)."""
+        it -- no exception on this path (see _guard).
+
+        The quick path: a run where none of the per-call checks can refuse
+        (``run.quick``: no debugger, no replica link, disk error, cluster
+        or min-replicas gate, set_repl untouched), no dispatcher gate on
+        (``server.gated``: no ACL restriction, maxmemory, pause, busy gate),
+        a command already seen by name that needs no script-side check
+        (``_quick_cmds``: no subcommands, not noscript; for a read-only
+        run no write or may_replicate), its arity right and every argument
+        a string or a number: the command runs, and an integer, bulk string or status
+        reply goes straight back; anything else takes the general path,
+        which makes every check."""
+        run = self.run
+        if run is not None and run.quick is not None and not self.server.gated:
+            if all(map(isinstance, args, _BYTES)):     # (every argument a string)
+                argv = list(args)
+            else:
+                argv = _quick_argv(list(args))
+            cmd = run.quick.get(argv[0]) if argv else None
+            if cmd is not None:
+                arity = cmd.arity
+                if (n := len(argv)) == arity or (arity < 0 and n >= -arity):
+                    try:
+                        # (_command's end, its checks passed)
+                        fake = run.fake
+                        if cmd.write:
+                            run.write_dirty = True
+                        call(fake, cmd, argv)
+                        server = self.server
+                        if server.monitors and not cmd.admin and \
+                                "skip_monitor" not in cmd.flags:
+                            feed_monitors(server, fake.db.index, b"lua", cmd, argv)
+                        out = fake.out
+                        if not out:     # no reply (CLIENT REPLY OFF, say)
+                            return None
+                        data = out[0] if len(out) == 1 else b"".join(out)
+                        fake.out = []
+                        return self._quick_value(data, fake.resp3) if data else None
+                    except Exception as e:   # a bug costs one error reply, never the server
+                        log.exception("scripting: redis.call failed")
+                        return self._fail, 1, self._err_table(
+                            "ERR internal error in script call: %s" % type(e).__name__)
         try:
             ok, v = self._command(True, args)
         except Exception as e:   # a bug costs one error reply, never the server
@@ -724,6 +787,28 @@ class Engine:
         if not ok:
             return self._fail, 1, v
         return v
+
+    def _quick_value(self, data: bytes, resp3: bool):
+        """The quick path's reply as redis.call's wrapper takes it: the
+        commonest shapes decoded here, the rest as _command decodes them
+        (an error after FAIL, for the wrapper to raise)."""
+        kind = data[0]
+        if kind == 58:                      # ':'
+            return int(data[1:-2])
+        if kind == 36:                      # '$'
+            if data[1] == 45:               # '$-1'
+                return False
+            return data[data.index(b"\r\n") + 2:-2]
+        if kind == 43:                      # '+'
+            return self._status, data[1:-2]
+        if kind != 45:                      # '-': the general path's error table
+            value = self._quick_reply(data, resp3)
+            if value is not None:
+                return value
+        value, _ = self._parse(data, 0)
+        if kind == 45:
+            return self._fail, 1, value
+        return value
 
     def _lua_pcall(self, *args):
         """redis.pcall: the same, an error table returned as a value."""
@@ -756,6 +841,26 @@ class Engine:
         self.server.cmdstats[cmd].rejected_calls += 1
         return False, self._err_table(message, True)
 
+    def _lookup(self, run, argv):
+        """The command a script's call names (a subcommand's own), or None;
+        noted for the quick path (_lua_call) when none of _command's checks
+        but arity and the dispatcher's gates can refuse it in this run's
+        mode."""
+        table = self.server.command_table
+        cmd = table.get(argv[0])
+        if cmd is None:
+            cmd = table.get(argv[0].lower())
+            if cmd is None:
+                return None
+        if cmd.subcommands is not None:
+            if len(argv) < 2:
+                return cmd      # (its arity refuses it)
+            return cmd.subcommands.get(argv[1]) or cmd.subcommands.get(argv[1].lower())
+        if run.quick is not None and "noscript" not in cmd.flags \
+                and not (run.readonly and (cmd.write or "may_replicate" in cmd.flags)):
+            run.quick[argv[0]] = cmd
+        return cmd
+
     def _command(self, raise_error, args):
         run = self.run
         server = self.server
@@ -769,13 +874,7 @@ class Engine:
         if ldb is not None:     # the debugger logs the call when stepping
             ldb.log_command(argv)
 
-        cmd = server.command_table.get(argv[0])
-        if cmd is None:
-            cmd = server.command_table.get(argv[0].lower())
-        if cmd is not None and cmd.subcommands is not None:
-            if len(argv) >= 2:
-                sub = cmd.subcommands.get(argv[1]) or cmd.subcommands.get(argv[1].lower())
-                cmd = sub
+        cmd = self._lookup(run, argv)
         if cmd is None:
             return self._rejected("Unknown command called from script")
         n = len(argv)
@@ -1019,6 +1118,8 @@ class Engine:
         next commands propagate, as Valkey's run_ctx->repl_flags."""
         if self.run is not None:
             self.run.repl = int(flags) & 3
+            if self.run.repl != 3:
+                self.run.quick = None    # (the general path retargets the effects)
         return None
 
     def _py_log(self, *args):
@@ -1184,6 +1285,19 @@ def _unwrap(err):
         log.error("scripting: a server function failed: %r", err)
         return ("%s: %s" % (type(err).__name__, err)).encode("utf-8", "surrogateescape")
     return None
+
+
+def _quick_argv(argv):
+    """The quick path's argv when some arguments are numbers (converted as
+    _number_arg does), or [] when one is neither a string nor a number."""
+    for i, a in enumerate(argv):
+        t = type(a)
+        if t is not bytes:
+            if t is int or t is float:
+                argv[i] = _number_arg(a)
+            else:
+                return []
+    return argv
 
 
 _FLAT_MAX = 7000       # items a reply passes to Lua as values (its stack takes 8,000)
