@@ -47,6 +47,7 @@ here: ``TcpFakeServer`` (use ``EmbeddedServer``).
 from __future__ import annotations
 
 import atexit
+import itertools
 import shutil
 import tempfile
 import threading
@@ -59,20 +60,35 @@ CONNECTION_ERROR_MSG = "FakeRedis is emulating a connection error."
 SERVER_TYPES = ("redis", "valkey")
 
 
-def _stop(embedded, tmpdir=None):
-    """Stop ``embedded`` from any thread (a finalizer may run on its own) and
-    remove its private directory."""
+def _stop(embedded):
+    """Stop ``embedded`` from any thread (a finalizer may run on its own)."""
     thread = embedded._thread
     if thread is not None and thread is threading.current_thread():
         loop = embedded.loop
         if loop is not None and not loop.is_closed():
             loop.call_soon(embedded._listener.request_shutdown)
-        if tmpdir is not None:    # (the loop is still running: removed at exit)
-            atexit.register(shutil.rmtree, tmpdir, True)
         return
     embedded.stop()
-    if tmpdir is not None:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+_files_lock = threading.Lock()
+_files_dir = None
+_files_seq = itertools.count(1)
+
+
+def _own_files() -> dict:
+    """Settings that give a server files of its own: a directory of the
+    process's (made once, removed at exit) and file names no other server of
+    it uses, so a fresh server loads no dump.rdb it finds and its SAVE or AOF
+    writes nothing into the working directory."""
+    global _files_dir
+    with _files_lock:
+        if _files_dir is None:
+            _files_dir = tempfile.mkdtemp(prefix="hotkv-fake-")
+            atexit.register(shutil.rmtree, _files_dir, True)
+        n = next(_files_seq)
+    return {"dir": _files_dir, "dbfilename": "fake-%d.rdb" % n,
+            "appenddirname": "fake-%d-aof" % n}
 
 
 class FakeServer:
@@ -104,21 +120,13 @@ class FakeServer:
             with self._lock:
                 embedded = self._embedded
                 if embedded is None or embedded.loop is None or embedded.loop.is_closed():
-                    settings, tmpdir = self.settings, None
+                    settings = self.settings
                     if "dir" not in settings:
-                        # A directory of its own: a fresh server loads no dump.rdb
-                        # found in the working directory, and its SAVE writes none there.
-                        tmpdir = tempfile.mkdtemp(prefix="hotkv-fake-")
-                        settings = dict(settings, dir=tmpdir)
-                    try:
-                        embedded = EmbeddedServer(inprocess=True, **settings).start()
-                    except BaseException:
-                        if tmpdir is not None:
-                            shutil.rmtree(tmpdir, ignore_errors=True)
-                        raise
+                        settings = dict(_own_files(), **settings)
+                    embedded = EmbeddedServer(inprocess=True, **settings).start()
                     self._embedded = embedded
                     # (called when the FakeServer is collected, or at exit)
-                    self._finalizer = weakref.finalize(self, _stop, embedded, tmpdir)
+                    self._finalizer = weakref.finalize(self, _stop, embedded)
         return embedded
 
     def stop(self):

@@ -231,7 +231,7 @@ def test_what_was_received_is_read_after_a_disconnection():
 
 
 def test_a_fresh_server_loads_no_dump_from_the_working_directory(tmp_path, monkeypatch):
-    """A FakeServer without ``dir`` keeps its files in a directory of its own:
+    """A FakeServer without ``dir`` keeps its files in a directory of the process's:
     its SAVE wrote dump.rdb into the working directory, and the next fresh
     FakeRedis() there started with that data."""
     monkeypatch.chdir(tmp_path)
