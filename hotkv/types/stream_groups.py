@@ -1,7 +1,7 @@
 """Stream consumer groups: ``Group``, ``Consumer``, ``NACK`` and ``PEL``.
 
 Owns what a consumer group holds (no sockets, no commands, no replies;
-hotkv/commands/stream_groups.py does those; the ``Stream`` that holds the groups
+hotkv/commands/streams/ does those; the ``Stream`` that holds the groups
 is hotkv/types/stream.py).  ``Group.pel`` and ``Consumer.pel`` are ``PEL``s
 (a dict plus the IDs sorted in chunks; O(1) to add an ID above all pending
 ones or to ack the oldest, O(log n) to find a range) from ID to the *same*

@@ -75,7 +75,7 @@ def rewrite_commands(key: bytes, stream: Stream) -> list:
     (TIME, RETRYCOUNT, JUSTID FORCE) per pending entry or XGROUP
     CREATECONSUMER when it has none.  A NACK whose entry was trimmed or
     deleted gets its XCLAIM too: replayed while loading, XCLAIM FORCE
-    restores it (hotkv/commands/stream_groups.py's xclaim), as Valkey's RDB preamble
+    restores it (hotkv/commands/streams/groups.py's xclaim), as Valkey's RDB preamble
     keeps it; Valkey itself, with aof-use-rdb-preamble no, drops it."""
     cmds = []
     if stream.length:

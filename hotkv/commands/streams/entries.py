@@ -509,7 +509,7 @@ def xsetid(c, argv):
 
 
 # ----------------------------------------------------------------------
-# XREAD (its engine, shared with XREADGROUP: stream_read)
+# XREAD (its engine, shared with XREADGROUP: read)
 # ----------------------------------------------------------------------
 
 
