@@ -1,6 +1,6 @@
 """redis.call / redis.pcall replies in Lua against valkey-server 8.1.8, at
 volume: the common replies (integers, bulk strings, nil, status, flat
-arrays) take a quick path into Lua (hotkv.lua.engine._quick_reply and the
+arrays) take a quick path into Lua (hotkv.lua.calls._quick_reply and the
 prelude's call_reply), everything else the general RESP reader; both must
 give Lua the same values.  Generated scripts, a fixed seed, RESP2 and
 RESP3 (redis.setresp), arrays either side of the quick path's 7,000-item

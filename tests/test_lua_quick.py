@@ -1,4 +1,4 @@
-"""redis.call's quick path (hotkv.lua.engine, ``Engine._lua_call``) against
+"""redis.call's quick path (hotkv.lua.calls, ``CallPath._lua_call``) against
 its general path, at volume and in process: two servers run the same
 generated scripts, one with the quick path on (the default) and one with it
 off (``Engine.quick_calls = False``: every call makes every check and takes

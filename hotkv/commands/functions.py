@@ -22,14 +22,9 @@ import time
 
 from ..core.blocking import BLOCKED
 from ..core.registry import command, container, spec
-from ..lua.engine import (
-    BUSY_SCRIPT,
-    NOREPLICAS,
-    ScriptError,
-    engine,
-    feed_monitors,
-    no_good_replicas,
-)
+from ..lua.busy import BUSY_SCRIPT
+from ..lua.calls import NOREPLICAS, feed_monitors, no_good_replicas
+from ..lua.engine import ScriptError, engine
 from ..lua.functions import ENGINE_NAME, LOAD_TIMEOUT_MS, FunctionError, registry
 from ..protocol import errors
 from ..protocol.errors import CommandError

@@ -25,7 +25,8 @@ import hashlib
 from ..core.blocking import BLOCKED
 from ..core.registry import command, container, spec
 from ..lua import ldb
-from ..lua.engine import ScriptError, engine, feed_monitors, parse_shebang
+from ..lua.calls import feed_monitors
+from ..lua.engine import ScriptError, engine, parse_shebang
 from ..protocol import errors
 from ..protocol.errors import CommandError
 from ..protocol.replies import help_reply

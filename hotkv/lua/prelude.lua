@@ -71,7 +71,7 @@ end
 -- userdata, whose metatable is shared by every Python object of the state
 -- (a script that set its __call would run in every later script of every
 -- user), and whose type, tostring and error texts are not a function's.
--- A callback never raises into Lua (hotkv.lua.engine's guard catches what
+-- A callback never raises into Lua (hotkv.lua.sandbox.guard catches what
 -- it raises): it returns FAIL, a kind and the error, and the wrapper raises
 -- that as a Lua value -- an error table as it is, a library's message
 -- positioned and named as luaL_error / luaL_argerror would.  (A Python
@@ -145,7 +145,7 @@ local function hostn(f)
 end
 -- redis.call / redis.pcall: up to LONG arguments as they are; past it one
 -- table, as lupa refuses a Python call with more than 7,997 arguments.
--- The reply comes back as a value, or marked (hotkv.lua.engine._command):
+-- The reply comes back as a value, or marked (hotkv.lua.calls._command):
 -- STATUS and the text, ARRAY and the items -- the table is made here, for
 -- a fraction of what a table made from Python costs -- or FAIL, 1 and the
 -- error table (redis.call).  The wrapper's tail call into call_reply costs
