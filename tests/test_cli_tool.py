@@ -134,6 +134,9 @@ def test_connection_options_url_db_and_auth(cli, hotkv_server_factory):
 
 
 def test_interactive_session(hotkv_server_factory, tmp_path):
+    """Lines from a pipe, as valkey-cli reads them: no prompt, the replies
+    in the raw form unless --no-raw (the pty transcripts are in
+    test_cli_transcripts.py)."""
     server = hotkv_server_factory()
     script = b"SET greeting hello\nGET greeting\nhelp LPUSH\nSELECT 2\nDBSIZE\nquit\n"
     proc = subprocess.run([sys.executable, "-m", "hotkv", "cli", "-p", str(server.port),
@@ -141,24 +144,23 @@ def test_interactive_session(hotkv_server_factory, tmp_path):
                           env=dict(os.environ, HOME=str(tmp_path)))
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr
-    assert "OK\n" in out and '"hello"\n' in out
-    assert "summary: Prepends one or more elements" in out   # from COMMAND DOCS
-    assert "127.0.0.1:%d[2]> " % server.port in out and "(integer) 0" in out
-    assert (tmp_path / ".hotkv_cli_history").exists()
+    assert out.startswith('OK\n"hello"\n\r\n  \x1b[1mLPUSH\x1b[0m'), out
+    assert "summary:\x1b[0m Prepends one or more elements" in out   # from COMMAND DOCS
+    assert out.endswith("OK\n(integer) 0\n")
+    assert "> " not in out   # no prompt when stdin is not a terminal
 
 
-def test_interactive_hints_from_command_docs_arguments(ref_server, tmp_path):
-    """The syntax line is built from COMMAND DOCS' arguments (valkey-server
-    gives them; hotkv's COMMAND DOCS has none yet, so this runs against the
-    reference)."""
+def test_help_syntax_from_command_docs_arguments(ref_server, tmp_path):
+    """The syntax line is built from COMMAND DOCS' arguments as valkey-cli
+    builds it (against valkey-server, whose COMMAND DOCS has them)."""
     proc = subprocess.run([sys.executable, "-m", "hotkv", "cli", "-p", str(ref_server.port)],
                           input=b"help LPUSH\nhelp XADD\nLPUSH\n", capture_output=True,
                           timeout=30, env=dict(os.environ, HOME=str(tmp_path)))
     out = proc.stdout.decode()
-    assert "LPUSH key element [element ...]" in out
-    assert "XADD key [NOMKSTREAM] [<MAXLEN|MINID> [=|~] threshold [LIMIT count]] <*|id> " \
-        "field value [field value ...]" in out
-    assert "wrong number of arguments" in out and "  usage: LPUSH key element" in out
+    assert "LPUSH\x1b[0m \x1b[90mkey element [element ...]\x1b[0m" in out
+    assert "XADD\x1b[0m \x1b[90mkey [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] " \
+        "*|id field value [field value ...]\x1b[0m" in out
+    assert out.endswith("ERR wrong number of arguments for 'lpush' command\n\n"), out
 
 
 def _queues_once(port, monkeypatch, *args) -> str:

@@ -380,9 +380,7 @@ def pipe_mode(s) -> int:
                 data = sock.recv(65536)
             except BlockingIOError:
                 data = None
-            if data == b"":
-                sys.stderr.write("Error reading replies from server\n")
-                raise SystemExit(1)
+            read_error = data == b""   # replies already read are still shown first
             if data:
                 conn.buf = conn.buf[conn.pos:] + data
                 conn.pos = 0
@@ -399,6 +397,8 @@ def pipe_mode(s) -> int:
                     done = True
                     replies -= 1
                 replies += 1
+            if read_error:
+                raise SystemExit(1)
         if w:
             while True:
                 if obuf:

@@ -190,63 +190,66 @@ class LineEditor:
                 return bytes(self.buf)
             if o == 3:
                 return None
-            if o in (127, 8):
-                if self.pos > 0 and self.buf:
-                    del self.buf[self.pos - 1]
-                    self.pos -= 1
-                    self._refresh()
-            elif o == 4:
-                if self.buf:
-                    self._delete()
-                else:
-                    self.history.pop()
-                    return None
-            elif o == 20:
-                if 0 < self.pos < len(self.buf):
-                    b = self.buf
-                    b[self.pos - 1], b[self.pos] = b[self.pos], b[self.pos - 1]
-                    if self.pos != len(b) - 1:
-                        self.pos += 1
-                    self._refresh()
-            elif o == 2:
-                self._left()
-            elif o == 6:
-                self._right()
-            elif o == 16:
-                self._hist(1)
-            elif o == 14:
-                self._hist(-1)
-            elif o == 27:
-                self._escape()
-            elif o == 21:
-                self.buf = bytearray()
+            if o == 4 and not self.buf:
+                self.history.pop()
+                return None
+            self._key(o, c)
+
+    def _key(self, o: int, c: bytes):
+        """One key that edits the line (linenoiseEdit's switch)."""
+        if o in (127, 8):
+            if self.pos > 0 and self.buf:
+                del self.buf[self.pos - 1]
+                self.pos -= 1
+                self._refresh()
+        elif o == 4:
+            self._delete()
+        elif o == 20:
+            if 0 < self.pos < len(self.buf):
+                b = self.buf
+                b[self.pos - 1], b[self.pos] = b[self.pos], b[self.pos - 1]
+                if self.pos != len(b) - 1:
+                    self.pos += 1
+                self._refresh()
+        elif o == 2:
+            self._left()
+        elif o == 6:
+            self._right()
+        elif o == 16:
+            self._hist(1)
+        elif o == 14:
+            self._hist(-1)
+        elif o == 27:
+            self._escape()
+        elif o == 21:
+            self.buf = bytearray()
+            self.pos = 0
+            self._refresh()
+        elif o == 11:
+            del self.buf[self.pos:]
+            self._refresh()
+        elif o == 1:
+            if self.pos:
                 self.pos = 0
                 self._refresh()
-            elif o == 11:
-                del self.buf[self.pos:]
+        elif o == 5:
+            self._end()
+        elif o == 12:
+            self._out(b"\x1b[H\x1b[2J")
+            self._refresh()
+        elif o == 23:
+            old = self.pos
+            while self.pos > 0 and self.buf[self.pos - 1] == 32:
+                self.pos -= 1
+            while self.pos > 0 and self.buf[self.pos - 1] != 32:
+                self.pos -= 1
+            del self.buf[self.pos:old]
+            self._refresh()
+        else:
+            if len(self.buf) < 4095:
+                self.buf[self.pos:self.pos] = c
+                self.pos += 1
                 self._refresh()
-            elif o == 1:
-                if self.pos:
-                    self.pos = 0
-                    self._refresh()
-            elif o == 5:
-                self._end()
-            elif o == 12:
-                self._out(b"\x1b[H\x1b[2J")
-                self._refresh()
-            elif o == 23:
-                old = self.pos
-                while self.pos > 0 and self.buf[self.pos - 1] == 32:
-                    self.pos -= 1
-                while self.pos > 0 and self.buf[self.pos - 1] != 32:
-                    self.pos -= 1
-                del self.buf[self.pos:old]
-                self._refresh()
-            else:
-                if len(self.buf) < 4095:
-                    self.buf[self.pos:self.pos] = c
-                    self.pos += 1
-                    self._refresh()
 
     def _left(self):
         if self.pos > 0:
@@ -457,51 +460,58 @@ def repl(s) -> int:
                 if s.connect(force=True):
                     continue
             return 0
-        if line:
-            words = split_inline_args(line)
-            if words is None:
-                write(b"Invalid argument(s)\n")
-                if tty_in:
-                    editor.history_add(line)
-                if histfile:
-                    editor.history_save(histfile)
-                continue
-            if not words:
-                continue
-            repeat, skip = 1, 0
-            if len(words) > 1 and _is_number(words[0]):
-                repeat = _strtol(words[0])
-                if repeat is None or repeat <= 0:
-                    write(b"Invalid valkey-cli repeat command option value.\n")
-                    continue
-                skip = 1
-            sensitive = is_sensitive(words[skip:])
-            if tty_in:
-                editor.history_add(line, sensitive)
-            if not sensitive and histfile:
-                editor.history_save(histfile)
-            name = words[0].lower()
-            if name in (b"quit", b"exit"):
-                return 0
-            if words[0][:1] == b":":
-                _set_pref(s, words)
-                continue
-            if name == b"restart":
-                write(b"Use 'restart' only in Lua debugging mode.\n")
-            elif len(words) == 3 and name == b"connect":
-                s.o.host = txt(words[1])
-                s.o.port = _atoi(txt(words[2]))
-                s.connect(force=True)
-            elif len(words) == 1 and name == b"clear":
-                write(b"\x1b[H\x1b[2J")
-            else:
-                start = time.monotonic()
-                _issue(s, words[skip:], repeat)
-                elapsed = time.monotonic() - start
-                if elapsed >= 0.5 and s.o.output == "standard":
-                    write(b"(%.2fs)\n" % elapsed)
+        if line and _run_line(s, editor, line, tty_in, histfile) == "quit":
+            return 0
         if s.pubsub_mode:
             wait_for_messages(s)
+
+
+def _run_line(s, editor, line: bytes, tty_in: bool, histfile) -> str | None:
+    """One typed line: a command, a preference, quit ("quit" is returned)."""
+    from ..protocol.resp import split_inline_args
+    words = split_inline_args(line)
+    if words is None:
+        write(b"Invalid argument(s)\n")
+        if tty_in:
+            editor.history_add(line)
+        if histfile:
+            editor.history_save(histfile)
+        return None
+    if not words:
+        return None
+    repeat, skip = 1, 0
+    if len(words) > 1 and _is_number(words[0]):
+        repeat = _strtol(words[0])
+        if repeat is None or repeat <= 0:
+            write(b"Invalid valkey-cli repeat command option value.\n")
+            return None
+        skip = 1
+    sensitive = is_sensitive(words[skip:])
+    if tty_in:
+        editor.history_add(line, sensitive)
+    if not sensitive and histfile:
+        editor.history_save(histfile)
+    name = words[0].lower()
+    if name in (b"quit", b"exit"):
+        return "quit"
+    if words[0][:1] == b":":
+        _set_pref(s, words)
+        return None
+    if name == b"restart":
+        write(b"Use 'restart' only in Lua debugging mode.\n")
+    elif len(words) == 3 and name == b"connect":
+        s.o.host = txt(words[1])
+        s.o.port = _atoi(txt(words[2]))
+        s.connect(force=True)
+    elif len(words) == 1 and name == b"clear":
+        write(b"\x1b[H\x1b[2J")
+    else:
+        start = time.monotonic()
+        _issue(s, words[skip:], repeat)
+        elapsed = time.monotonic() - start
+        if elapsed >= 0.5 and s.o.output == "standard":
+            write(b"(%.2fs)\n" % elapsed)
+    return None
 
 
 def _is_number(w: bytes) -> bool:
