@@ -264,7 +264,7 @@ def test_save_from_file_and_command_line(conf_save, argv, tmp_path):
     introspection, "CONFIG save params special case handled properly"): the
     shim's config (``build_valkey_config``, in this process) against
     valkey-server started with the same file and argv."""
-    from hotkv.tools.cli import build_valkey_config, valkey_options
+    from hotkv.tools.valkey_args import build_valkey_config, valkey_options
     base = BASE_CONF.replace("save ''\n", "")
     srv = Spawned("valkey", tmp_path, extra=argv, conf_extra=conf_save, base=base)
     try:
@@ -361,7 +361,7 @@ def test_rewrite_force_all_round_trip(which, tmp_path):
 def test_default_bind_is_valkeys(tmp_path):
     """A file without a bind line (the harness's minimal.conf) binds what
     valkey-server binds: every address (hotkv serve keeps 127.0.0.1)."""
-    from hotkv.tools.cli import build_valkey_config
+    from hotkv.tools.valkey_args import build_valkey_config
     srv = Spawned("valkey", tmp_path, base=BASE_CONF.replace("bind 127.0.0.1\n", ""))
     try:
         assert srv.wait_log("Ready to accept connections tcp"), srv.stdout() + srv.stderr()

@@ -124,7 +124,7 @@ NOT_READS = {
     ("protocol/replies.py", "tls-key-file-pass"),
     ("protocol/replies.py", "tls-client-key-file-pass"),
     ("commands/latency.py", "no-appendfsync-on-rewrite"),
-    ("tools/cli.py", "shutdown-timeout"),
+    ("tools/serve_args.py", "shutdown-timeout"),
     # /metrics reports io-threads as redis_exporter's redis_config_io_threads:
     # shown, not acted on
     ("http/metrics.py", "io-threads"),

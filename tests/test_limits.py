@@ -179,7 +179,7 @@ def test_rename_command(hotkv_server_factory):
 
 def test_rename_command_config_file_lines(tmp_path):
     """redis.conf spelling, one rename a line, "" to disable."""
-    from hotkv.tools.cli import build_config
+    from hotkv.tools.serve_args import build_config
     conf = tmp_path / "hotkv.conf"
     conf.write_text('rename-command FLUSHALL ""\nrename-command DEBUG ""\n'
                     'rename-command KEYS list-keys\n')

@@ -804,7 +804,7 @@ def test_stringmatch_pathological_patterns_are_fast():
 def test_output_buffer_limit_lines_accumulate_in_config_file(tmp_path):
     """redis.conf sets one class a line; every line counts, later ones win."""
     from hotkv.server import Server
-    from hotkv.tools.cli import build_config
+    from hotkv.tools.serve_args import build_config
     conf = tmp_path / "hotkv.conf"
     conf.write_text("client-output-buffer-limit normal 0 0 0\n"
                     "client-output-buffer-limit replica 256mb 64mb 60\n"
