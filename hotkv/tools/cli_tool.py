@@ -518,6 +518,39 @@ def _context_error(e) -> str:
     return str(e)
 
 
+# -- for hotkv queues (queues_tui.py, queues_remote.py) -------------------------
+
+_txt = txt
+
+
+def connect(o) -> Conn:
+    """A connection set up as ``o`` says (AUTH, SELECT, HELLO 3); raises
+    ConnectionError / OSError when that fails."""
+    sock = socket.create_connection((o.host, o.port))
+    if o.tls:
+        ctx = ssl.create_default_context(cafile=o.cacert)
+        if o.cert:
+            ctx.load_cert_chain(o.cert, o.key)
+        if o.insecure:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        sock = ctx.wrap_socket(sock, server_hostname=o.host)
+    conn = Conn(sock)
+    steps = []
+    if o.password is not None:
+        steps.append(["AUTH", o.user, o.password] if o.user else ["AUTH", o.password])
+    if o.db:
+        steps.append(["SELECT", str(o.db)])
+    if o.resp3:
+        steps.append(["HELLO", "3"])
+    for args in steps:
+        r = conn.call(*args)
+        if r.kind == "error":
+            conn.close()
+            raise ConnectionError(txt(r.value))
+    return conn
+
+
 def _read_stdin_arg() -> bytes:
     data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else \
         sys.stdin.read().encode()
