@@ -51,7 +51,12 @@ The hooks every command module uses:
 
 Invariants: ``dirty`` only grows; ``prop_pending`` is flushed to the AOF at
 the end of each outermost ``call``; ``ready_set`` mirrors ``ready_keys``;
-every subsystem exists once the constructor returns (no ``None`` checks).
+every subsystem exists once the constructor returns (no ``None`` checks);
+every attribute any module stores on a server is declared in ``__init__`` or
+``_make_subsystems`` with what it is and who uses it -- a part made later or
+only while in use (the Lua engines, the dashboard, faults, the journal) is
+None until then, a counter 0, a DEBUG switch its default -- so no module
+probes a server with ``getattr`` / ``hasattr`` (tests/test_state_guard.py).
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ import logging
 import os
 import time
 import traceback
+from collections import deque
 from time import perf_counter as _perf_counter
 
 from . import http
@@ -198,6 +204,17 @@ class Server:
         self.stat_unexpected_error_replies = 0
         self.stat_client_qbuf_limit_disconnections = 0
         self.stat_client_outbuf_limit_disconnections = 0
+        self.stat_evictedkeys = 0         # keys maxmemory evicted (hotkv.core.eviction)
+        self.stat_evictedclients = 0      # maxmemory-clients kills (hotkv.clients.client_eviction)
+        self.latest_fork_usec = 0         # the last fork's duration (hotkv.persistence.forkchild)
+        self.total_forks = 0              # forks: BGSAVE, rewrites, syncs, forked ldb sessions
+        # Lazy freeing (hotkv.core.lazyfree, which sets them again at init):
+        # objects queued to free after the reply, objects freed so, the queue.
+        self.lazyfree_pending = 0
+        self.lazyfreed_objects = 0
+        self.lazyfree_queue: list = []
+        self.slowlog: deque = deque()     # SLOWLOG entries, newest first (hotkv.observe.cmdlog)
+        self.slowlog_next_id = 0          # the next entry's id (cmdlog; SLOWLOG RESET keeps it)
         # Per command (calls, usec, rejected/failed, latency histograms),
         # errorstats and total_error_replies: this server's, never the
         # process-wide command table's (hotkv.core.stats).
@@ -239,6 +256,38 @@ class Server:
         self.replica_link = None     # its link to the primary, then
         self.pending_push: list = []  # pushes to current_client, sent after its reply
         self.shutdown_cb = None     # set by the network layer
+        # Parts made later, or only while in use (None / off until then):
+        self.listener = None        # hotkv.net.listeners.Listener while serving (net.busy reads it)
+        self.http = None            # the dashboard and /metrics while http-port is set (hotkv.http)
+        self.faults = None          # hotkv.testing.faults.Faults, made by faults_of at first use
+        self.journal = None         # hotkv.testing.journal.Journal, made by journal_of at first use
+        self.refuse_all = False     # faults' refuse_connections: hotkv.net.connection resets them
+        # ``hotkv serve`` (hotkv.tools): the configuration file (CONFIG REWRITE,
+        # INFO config_file; set through the config_file property, which also
+        # marks ``serving``: the process is this server's, hotkv.observe.proctitle
+        # titles it) and SignalShutdown's abort while a signal shutdown waits
+        # (SHUTDOWN ABORT; an AOF write error then ends the process).
+        self._config_file = None
+        self.serving = False
+        self.abort_shutdown = None
+        self.loading_progress = None  # an RDB start-up load's progress (persistence.rdbfile; INFO)
+        self.notouch_used = False   # a CLIENT NO-TOUCH client exists (hotkv.core.access)
+        self.replica_expire_keys = None   # a writable replica's own TTL keys (core.replica_keys)
+        # MIGRATE's cached connections, "host:port" -> entry, and the timer
+        # closing the idle ones (hotkv.commands.migrate).
+        self.migrate_sockets: dict = {}
+        self.migrate_timer = None
+        self.clientbufs_order: list = []   # clients the buffer cron has yet to visit (clientbufs)
+        # DEBUG's switches (hotkv.commands.debug): PAUSE-CRON (the network
+        # layer's cron and a signal shutdown wait), SET-DISABLE-DENY-SCRIPTS
+        # (hotkv.lua.engine), REPLYBUFFER (hotkv.clients.clientbufs);
+        # QUICKLIST-PACKED-THRESHOLD and DICT-RESIZING are kept, not used.
+        self.cron_paused = False
+        self.script_disable_deny_script = False
+        self.reply_buffer_peak_reset_time = clientbufs.PEAK_RESET_MS   # ms, -1: never
+        self.reply_buffer_resizing = True
+        self.quicklist_packed_threshold = 1 << 30
+        self.dict_resizing = True
         self._apply_config()
         self._make_subsystems()
 
@@ -250,15 +299,18 @@ class Server:
         latency.init_server(self)                 # LATENCY events, slow_gate, on_slow
         access.init_server(self)                  # OBJECT IDLETIME/FREQ (db.access kind)
         lazyfree.init_server(self)                # UNLINK / FLUSH ASYNC free after the reply
-        loopstats.init_server(self)               # INFO's eventloop_* (before_sleep, cron)
+        self.loopstats = loopstats.init_server(self)  # INFO's eventloop_* (before_sleep, cron)
         proctitle.attach(self)                    # CONFIG SET proc-title-template (serve only)
         self.startup_memory = stats.used_memory()  # INFO used_memory_startup
         self.eviction = eviction.Evictor(self)    # maxmemory (the dispatcher's gate, cron)
-        client_eviction.init_server(self)         # maxmemory-clients (after: maxmemory's hook)
+        # maxmemory-clients (after the evictor: it chains maxmemory's hook)
+        self.client_evictor = client_eviction.init_server(self)
         self.pubsub = pubsub.init_server(self)
         notify.init_server(self)                  # notify, notify_new (publishes via pubsub)
-        limits.init_server(self)                  # command_table (rename-command), obuf
-        acl.init_server(self)                     # acl (may raise: aclfile errors)
+        # command_table (rename-command), obuf; the cron's state (idle timeouts, soft limits)
+        self.limits_state = limits.init_server(self)
+        self.acl = acl.AclState(self)             # users, ACL LOG, denials
+        acl.init_server(self)                     # ... from the settings (may raise: aclfile)
         self.tracking = tracking.init_server(self)  # client-side caching (tracking_on)
         self.snapshots = Snapshots(self)          # SAVE/BGSAVE, save points (persistence.snapshots)
         cluster_state.init_server(self)           # cluster (None unless cluster-enabled)
@@ -382,6 +434,18 @@ class Server:
             self.replica_link.stop()
         if self.cluster is not None:
             self.cluster.close()          # its nodes.conf lock
+
+    @property
+    def config_file(self):
+        """The configuration file ``hotkv serve`` started with (None: none)."""
+        return self._config_file
+
+    @config_file.setter
+    def config_file(self, path):
+        # Only ``hotkv serve`` sets it (hotkv.tools), even to None: the
+        # process is then this server's own.
+        self._config_file = path
+        self.serving = True
 
     # ------------------------------------------------------------------
     def _apply_config(self):

@@ -106,6 +106,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("hotkv.core.config", "PARAMS"): _IMPORT_TABLE,
     ("hotkv.core.dispatch", "_security_logged"): "Valkey's function-static: the POST/Host: warning "
                                             "is rate-limited per process",
+    ("hotkv.fake", "_files_dir"): "the process's one directory for FakeServers' files "
+                                  "(made once, removed at exit)",
+    ("hotkv.fake", "_files_seq"): "numbers the FakeServers' file names apart within the "
+                                  "process's directory: only their distinctness counts",
     ("hotkv.persistence.forkchild", "_children"): "the process's forked children",
     ("hotkv.persistence.forkchild", "_prctl"): "the libc function, looked up once",
     ("hotkv.protocol.fpconv", "_cache"): _CACHE,

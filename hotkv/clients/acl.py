@@ -1,7 +1,7 @@
 """Users and permissions: Redis's ACL model (src/acl.c), one instance per server.
 
-Owns ``server.acl`` (an ``AclState``, made by ``init_server``, which the
-``Server`` calls): the users by name, the ACL log, the denial counters INFO
+Owns ``server.acl`` (an ``AclState`` the ``Server`` makes, filled from the
+settings by ``init_server``): the users by name, the ACL log, the denial counters INFO
 reports, and the ``aclfile``.  Used by name:
 
 * ``authenticate`` -- AUTH / HELLO AUTH check a username and password
@@ -489,9 +489,9 @@ def set_default_password(server, password: str):
 
 
 def init_server(server):
-    """Create ``server.acl`` from the settings (requirepass, user, aclfile);
-    RuntimeError when they conflict or the ACL file has errors."""
-    server.acl = AclState(server)
+    """Fill ``server.acl`` (an empty ``AclState`` the server made) from the
+    settings (requirepass, user, aclfile); RuntimeError when they conflict
+    or the ACL file has errors."""
     values = server.config.values
     if values["requirepass"]:
         set_default_password(server, values["requirepass"])

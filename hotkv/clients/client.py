@@ -47,7 +47,7 @@ class Client:
         self.name = b""
         self.lib_name = b""
         self.lib_ver = b""
-        self.user = server.default_user() if hasattr(server, "default_user") else None
+        self.user = server.default_user()
         self.authenticated = not server.auth_required()
         self.out: list = []
         self.multi = False

@@ -5,7 +5,7 @@ counts it, and what CLIENT LIST's tot-mem, INFO's mem_clients_* and DEBUG
 CLIENT-EVICTION report), ``limit`` (the setting in bytes: a percentage is
 of ``maxmemory``, 0 is off, anything under 128 KB counts as 128 KB as in
 Valkey), and ``ClientEvictor`` (``server.client_evictor``, made by
-``init_server``).
+``init_server``; ``server.stat_evictedclients`` counts its kills).
 
 A client's memory: its reply buffer (hotkv.clients.clientbufs' size: 16 KB, less
 once the cron shrinks an idle client's), the client structure (Valkey's 520
@@ -261,11 +261,10 @@ class ClientEvictor:
         cl.closing = True
 
 
-def init_server(server):
-    """server.client_evictor, and the limit kept current as maxmemory-clients
-    or maxmemory (a percentage's base) change."""
-    server.stat_evictedclients = 0
-    server.client_evictor = ev = ClientEvictor(server)
+def init_server(server) -> "ClientEvictor":
+    """The server's ``client_evictor``, its limit kept current as
+    maxmemory-clients or maxmemory (a percentage's base) change."""
+    ev = ClientEvictor(server)
     listeners = server.config.listeners
     before = listeners.get("maxmemory")
 
@@ -277,3 +276,4 @@ def init_server(server):
     listeners["maxmemory"] = maxmemory_changed
     listeners["maxmemory-clients"] = lambda _value: ev.limit_changed()
     server.clients_limit = limit(server)
+    return ev

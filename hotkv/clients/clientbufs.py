@@ -113,13 +113,13 @@ def _resize_reply(cl, server, now_ms: int):
     size = cl.rb_size
     peak = min(cl.rb_peak, size)
     new = 0
-    if getattr(server, "reply_buffer_resizing", True):
+    if server.reply_buffer_resizing:      # DEBUG REPLYBUFFER RESIZING
         shrink, expand = size // 2, size * 2
         if shrink >= REPLY_MIN and peak < shrink:
             new = max(REPLY_MIN, peak + 1)
         elif expand < REPLY_CHUNK * 2 and peak == size:
             new = min(REPLY_CHUNK, expand)
-    reset = getattr(server, "reply_buffer_peak_reset_time", PEAK_RESET_MS)
+    reset = server.reply_buffer_peak_reset_time   # DEBUG REPLYBUFFER PEAK-RESET-TIME
     if reset >= 0 and now_ms - cl.rb_reset >= reset:
         cl.rb_peak = 0                    # nothing is queued between turns
         cl.rb_reset = now_ms
@@ -139,11 +139,11 @@ def cron(server, now: float):
     if batch >= n:
         chosen = list(clients.values())
     else:
-        state = server.__dict__.get("_clientbufs_order")
+        state = server.clientbufs_order
         if not state:
             state = list(clients.values())
         chosen, rest = state[:batch], state[batch:]
-        server._clientbufs_order = rest
+        server.clientbufs_order = rest
     now_ms = int(now * 1000)
     for cl in chosen:
         if cl.closed or getattr(cl, "parser", None) is None \

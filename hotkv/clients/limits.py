@@ -135,10 +135,7 @@ def protected_mode_refusal(conn):
     server = conn.server
     if not server.config.values["protected-mode"]:
         return None
-    acl = getattr(server, "acl", None)
-    if acl is not None and not acl.default.nopass:
-        return None
-    if acl is None and server.config.values["requirepass"]:
+    if not server.acl.default.nopass:
         return None
     if is_loopback(conn):
         return None
@@ -180,9 +177,7 @@ class _CronState:
 
 def cron(server):
     """The server's cron: output-buffer soft limits and idle timeouts."""
-    state = getattr(server, "_limits_state", None)
-    if state is None:
-        state = server._limits_state = _CronState()
+    state = server.limits_state
     values = server.config.values
     text = values["client-output-buffer-limit"]
     if text is not state.limits_text:
@@ -247,14 +242,15 @@ def _close_for_output(server, c, size):
     c.kill()
 
 
-def init_server(server):
-    """Apply rename-command and read the normal output-buffer class.  The
-    server calls ``obuf_changed`` when CONFIG SET changes the setting (after
-    hotkv.clients.pubsub merged the new value over the old, as the setting may name
-    only some classes)."""
+def init_server(server) -> "_CronState":
+    """Apply rename-command and read the normal output-buffer class; the
+    cron's state (``server.limits_state``).  The server calls ``obuf_changed``
+    when CONFIG SET changes the setting (after hotkv.clients.pubsub merged the
+    new value over the old, as the setting may name only some classes)."""
     apply_renames(server)
     obuf_changed(server)
     _oom_init(server)
+    return _CronState()
 
 
 # ----------------------------------------------------------------------
@@ -308,7 +304,7 @@ def set_oom_score_adj(values, process_class: int = OOM_PRIMARY) -> bool:
 def oom_class(server) -> int:
     """The class of oom-score-adj-values this server's role takes: a replica's
     while it follows a primary (Valkey's setOOMScoreAdj(-1))."""
-    return OOM_REPLICA if getattr(server, "replica_link", None) is not None else OOM_PRIMARY
+    return OOM_REPLICA if server.replica_link is not None else OOM_PRIMARY
 
 
 def oom_role_changed(server):

@@ -418,11 +418,12 @@ class Tracking:
 def _executing(server, current):
     """The client executing the running command: a script's or a function's
     own client while one runs (hotkv.lua), else the one that sent it."""
-    for eng in (getattr(server, "scripting", None),
-                getattr(getattr(server, "functions", None), "engine", None)):
-        run = getattr(eng, "run", None)
-        if run is not None:
-            return run.fake
+    eng = server.scripting
+    if eng is not None and eng.run is not None:
+        return eng.run.fake
+    reg = server.functions
+    if reg is not None and reg.engine.run is not None:
+        return reg.engine.run.fake
     return current
 
 

@@ -45,7 +45,7 @@ def conf_path(server) -> str:
     """The file's absolute path: ``cluster-config-file`` under ``dir``, as seen
     from where the server started (``hotkv serve`` chdirs into dir later)."""
     values = server.config.values
-    start = getattr(getattr(server, "snapshots", None), "start_cwd", None) or os.getcwd()
+    start = server.snapshots.start_cwd
     return os.path.abspath(os.path.join(start, values["dir"] or ".",
                                         values["cluster-config-file"]))
 

@@ -190,13 +190,11 @@ def reset_stats(server):
     server.stat_evictedkeys = 0
     server.stat_evictedclients = 0        # hotkv.clients.client_eviction
     server.eviction.reset_stats()         # total_eviction_exceeded_time (hotkv.core.eviction)
-    scripting = getattr(server, "scripting", None)
-    if scripting is not None:
-        scripting.evicted = 0             # evicted_scripts (hotkv.lua.engine)
-    denied = getattr(getattr(server, "acl", None), "denied", None)
-    if denied:
-        for k in denied:
-            denied[k] = 0
+    if server.scripting is not None:
+        server.scripting.evicted = 0      # evicted_scripts (hotkv.lua.engine)
+    denied = server.acl.denied            # acl_access_denied_* (hotkv.clients.acl)
+    for k in denied:
+        denied[k] = 0
     server.cmdstats.reset()       # commandstats, errorstats, latency histograms (hotkv.core.stats)
     reset_instantaneous(server)
     loopstats.reset(server)               # eventloop_* and INFO DEBUG (hotkv.observe.loopstats)
@@ -282,7 +280,7 @@ def _conf_line(canon, value) -> str:
 @command("config|rewrite", 2, "admin noscript loading stale", group="server")
 def config_rewrite(c, argv):
     """Rewrite the configuration file with the in-memory configuration."""
-    path = getattr(c.server, "config_file", None)
+    path = c.server.config_file
     if not path:
         raise CommandError("ERR The server is running without a config file")
     try:

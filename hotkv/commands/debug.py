@@ -141,7 +141,7 @@ def debug_pause_cron(c, argv):
 @debug_subcommand("config-rewrite-force-all", 2)
 def debug_config_rewrite_force_all(c, argv):
     # CONFIG REWRITE writing every setting, at its default or not.
-    path = getattr(c.server, "config_file", None)
+    path = c.server.config_file
     try:
         if not path:
             raise OSError(2, "No such file or directory")

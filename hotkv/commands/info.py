@@ -140,7 +140,7 @@ def _info_server(server):
         ("configured_hz", values["hz"]),
         ("lru_clock", int(now) & ((1 << 24) - 1)),
         ("executable", _EXECUTABLE),
-        ("config_file", getattr(server, "config_file", None) or ""),
+        ("config_file", server.config_file or ""),
         ("io_threads_active", 0),
     ]
     n = 0
@@ -278,20 +278,14 @@ def _info_persistence(server):
     # The rdb_* fields are the snapshot state's (hotkv.persistence.snapshots).
     out.extend(server.snapshots.info_fields())
     # aof_manager exists even while the AOF is off (server.aof is then None).
-    aof_fields = getattr(getattr(server, "aof_manager", None) or server.aof, "info_fields", None)
-    if aof_fields is not None:
-        fields = aof_fields()
-        fields = list(fields.items()) if isinstance(fields, dict) else list(fields)
-        names = {k for k, _ in fields}
-        out.extend(kv for kv in _AOF_DEFAULTS if kv[0] not in names)
-        out.extend(fields)
-    else:
-        out.extend(_AOF_DEFAULTS)
-        names = ()
+    fields = list(server.aof_manager.info_fields().items())
+    names = {k for k, _ in fields}
+    out.extend(kv for kv in _AOF_DEFAULTS if kv[0] not in names)
+    out.extend(fields)
     for name in ("module_fork_in_progress", "module_fork_last_cow_size"):
         if name not in names:
             out.append((name, 0))
-    progress = getattr(server, "loading_progress", None)    # an RDB start-up load (rdbfile)
+    progress = server.loading_progress    # an RDB start-up load (rdbfile)
     if server.loading and progress is not None:
         out.extend(progress.info_fields())
     return out
@@ -302,7 +296,7 @@ def _info_stats(server):
     channels = ps.get("pubsub_channels", 0)
     patterns = ps.get("pubsub_patterns", 0)
     shard = ps.get("pubsubshard_channels", 0)
-    denied = getattr(getattr(server, "acl", None), "denied", None) or {}
+    denied = server.acl.denied
     ops, kin, kout = instantaneous(server)
     return [
         ("total_connections_received", server.stat_numconnections),
@@ -324,9 +318,9 @@ def _info_stats(server):
         ("expired_stale_perc", "0.00"),
         ("expired_time_cap_reached_count", 0),
         ("expire_cycle_cpu_milliseconds", 0),
-        ("evicted_keys", getattr(server, "stat_evictedkeys", 0)),
+        ("evicted_keys", server.stat_evictedkeys),
         ("evicted_clients", server.stat_evictedclients),
-        ("evicted_scripts", getattr(getattr(server, "scripting", None), "evicted", 0)),
+        ("evicted_scripts", 0 if server.scripting is None else server.scripting.evicted),
         # ms over maxmemory, in total and now (hotkv.core.eviction)
         ("total_eviction_exceeded_time", server.eviction.info_fields()[0]),
         ("current_eviction_exceeded_time", server.eviction.info_fields()[1]),
@@ -336,9 +330,9 @@ def _info_stats(server):
         ("pubsub_patterns", patterns),
         ("pubsubshard_channels", shard),
         # hotkv.persistence.forkchild
-        ("latest_fork_usec", getattr(server, "latest_fork_usec", 0)),
-        ("total_forks", getattr(server, "total_forks", 0)),
-        ("migrate_cached_sockets", len(server.__dict__.get("migrate_sockets") or ())),
+        ("latest_fork_usec", server.latest_fork_usec),
+        ("total_forks", server.total_forks),
+        ("migrate_cached_sockets", len(server.migrate_sockets)),   # hotkv.commands.migrate
         ("slave_expires_tracked_keys", replica_keys.count(server)),   # hotkv.core.replica_keys
         ("active_defrag_hits", 0),
         ("active_defrag_misses", 0),
@@ -376,14 +370,12 @@ def _info_stats(server):
 
 
 def _info_replication(server):
-    replid = getattr(server, "replid", None)
-    if replid is None:
-        replid = server.replid = os.urandom(20).hex()
+    # Replaced by hotkv.commands.replication's when that module is imported.
     return [
         ("role", "master"),
         ("connected_slaves", 0),
         ("master_failover_state", "no-failover"),
-        ("master_replid", replid),
+        ("master_replid", server.repl.replid),
         ("master_replid2", "0" * 40),
         ("master_repl_offset", 0),
         ("second_repl_offset", -1),

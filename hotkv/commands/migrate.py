@@ -49,11 +49,7 @@ class _Cached:
 
 
 def _cache(server) -> dict:
-    d = server.__dict__
-    cache = d.get("migrate_sockets")
-    if cache is None:
-        cache = d["migrate_sockets"] = {}
-    return cache
+    return server.migrate_sockets
 
 
 def _close(server, name):
@@ -75,7 +71,7 @@ def _expire(server):
     if cache:
         _schedule(server)
     else:
-        server.__dict__["migrate_timer"] = None
+        server.migrate_timer = None
 
 
 def _schedule(server):
@@ -83,7 +79,7 @@ def _schedule(server):
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return False
-    server.__dict__["migrate_timer"] = loop.call_later(1.0, _expire, server)
+    server.migrate_timer = loop.call_later(1.0, _expire, server)
     return True
 
 
@@ -107,7 +103,7 @@ def _get_socket(server, host: str, port: int, timeout_ms: int):
         raise CommandError("IOERR error or timeout connecting to the client") from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     entry = _Cached(sock)
-    if server.__dict__.get("migrate_timer") is None and not _schedule(server):
+    if server.migrate_timer is None and not _schedule(server):
         return None, entry        # not cached: closed after this command
     if len(cache) >= CACHE_MAX:
         _close(server, random.choice(list(cache)))

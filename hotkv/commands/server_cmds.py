@@ -93,10 +93,9 @@ def time_(c, argv):
     if c.kind == "lua":
         # Time stands still in a script (Valkey answers its cached command
         # time): every TIME of one run gives the same instant.
-        run = getattr(getattr(server, "scripting", None), "run", None)
-        if run is None:
-            functions = getattr(server, "functions", None)
-            run = functions.engine.run if functions is not None else None
+        run = server.scripting.run if server.scripting is not None else None
+        if run is None and server.functions is not None:
+            run = server.functions.engine.run
         if run is not None:
             if not run.time_us:
                 run.time_us = server.clock.us()
@@ -166,7 +165,7 @@ def shutdown(c, argv):
     if (abort and len(argv) > 2) or (nosave and save_):
         raise CommandError(errors.SYNTAX)
     if abort:   # a signal shutdown not yet carried out (hotkv.tools.cli.SignalShutdown)
-        cancel = getattr(c.server, "abort_shutdown", None)
+        cancel = c.server.abort_shutdown
         if cancel is not None and cancel():
             return OK
         raise CommandError("ERR No shutdown in progress.")

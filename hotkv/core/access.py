@@ -144,7 +144,7 @@ def restore_hint(db, key, freq: int, idle: int):
 def apply(server):
     """Give every database the access store the server's state needs."""
     lfu = is_lfu(server)
-    notouch = server.__dict__.get("notouch_used", False)
+    notouch = server.notouch_used
     for db in server.dbs:
         if lfu or notouch:
             t = Tracker(db.access)
@@ -156,7 +156,7 @@ def apply(server):
 
 def notouch_used(server):
     """CLIENT NO-TOUCH ON: from now on stores check the running client."""
-    if not server.__dict__.get("notouch_used"):
+    if not server.notouch_used:
         server.notouch_used = True
         apply(server)
 
@@ -167,7 +167,7 @@ def refresh_clocks(server):
     clock = lru_clock(server)
     for db in server.dbs:
         db.clock = clock
-    if server.__dict__.get("notouch_used") and not any(
+    if server.notouch_used and not any(
             cl.no_touch for cl in server.clients.values()):
         # The last no-touch client is gone or back to normal: plain stores again.
         server.notouch_used = False

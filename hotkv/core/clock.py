@@ -221,8 +221,7 @@ class Clock:
 
     def _apply(self, change):
         """Run change() and the server's reaction on the loop thread; wait for both."""
-        server = self.server
-        loop = getattr(server, "loop", None)
+        loop = self.server.loop if self.server is not None else None
         if loop is not None and loop.is_closed():
             # Checked before the change: a stopped server's clock stays put.
             raise RuntimeError("the server is stopped (its event loop is closed): start() "

@@ -158,7 +158,6 @@ class Evictor:
         self.proc = None              # the scheduled time proc's handle
         self.exceeded_since = 0.0     # monotonic time the limit was first exceeded
         self.exceeded_total_us = 0
-        server.stat_evictedkeys = 0
 
     # -- readings -------------------------------------------------------------
     def used_memory(self, max_age: float = 1.0) -> int:
@@ -279,7 +278,7 @@ class Evictor:
         # replica that leaves eviction to its primary (replica-ignore-maxmemory).
         server = self.server
         return not server.loading and server.pause_check is None and (
-            server.__dict__.get("replica_link") is None
+            server.replica_link is None
             or not server.config.values.get("replica-ignore-maxmemory", True))
 
     def perform(self) -> int:
@@ -384,8 +383,7 @@ class Evictor:
         # blocks): Valkey counts the shared replication buffer up to the
         # backlog's size only.  A 10 KB backlog grew to 26 KB as a stream
         # began, enough to evict keys 32 KB under the limit.
-        repl = getattr(server, "repl", None)
-        backlog = getattr(repl, "backlog", None)
+        backlog = server.repl.backlog
         if backlog is not None and backlog.histlen > backlog.size:
             n += backlog.histlen - backlog.size
         for cl in server.clients.values():

@@ -30,14 +30,14 @@ def remember(server, db, key) -> None:
         return
     if server.config.values.get("replica-read-only", True):
         return
-    keys = server.__dict__.get("replica_expire_keys")
+    keys = server.replica_expire_keys
     if keys is None:
         keys = server.replica_expire_keys = {}
     keys.setdefault(key, set()).add(db.index)
 
 
 def count(server) -> int:
-    keys = server.__dict__.get("replica_expire_keys")
+    keys = server.replica_expire_keys
     return len(keys) if keys else 0
 
 
@@ -47,7 +47,7 @@ def forget_all(server) -> None:
 
 def cron(server) -> None:
     """Valkey's expireReplicaKeys: expire the tracked keys whose time came."""
-    keys = server.__dict__.get("replica_expire_keys")
+    keys = server.replica_expire_keys
     if not keys:
         return
     now = server.cmd_time_ms

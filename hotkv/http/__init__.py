@@ -37,7 +37,7 @@ def _start(server, port: int):
 
 def set_port(server, port: int):
     """CONFIG SET http-port (and the start): serve ``port``, 0 = stop."""
-    old = getattr(server, "http", None)
+    old = server.http
     if old is not None and old.port == port:
         return
     new = _start(server, port) if port else None   # raises before the old one stops
@@ -49,14 +49,13 @@ def set_port(server, port: int):
 
 
 def attach(server):
-    server.http = None
     server.config.listeners["http-port"] = lambda v: set_port(server, v)
     if server.config.values["http-port"]:
         set_port(server, server.config.values["http-port"])
 
 
 def detach(server):
-    svc = getattr(server, "http", None)
+    svc = server.http
     if svc is not None:
         svc.stop()
         server.http = None

@@ -124,7 +124,7 @@ class QueueCounts:
 
 def start(server):
     """Count from now on (http-port turned on)."""
-    if getattr(server, "queue_counts", None) is None:
+    if server.queue_counts is None:
         server.queue_counts = QueueCounts(len(server.dbs))
 
 

@@ -360,7 +360,7 @@ def _server_view(info: dict, server) -> dict:
 
 def _slowlog(server) -> list:
     out = []
-    for e in itertools.islice(getattr(server, "slowlog", ()), SLOWLOG_SHOWN):
+    for e in itertools.islice(server.slowlog, SLOWLOG_SHOWN):
         out.append({"id": e.id, "time": e.time, "usec": e.usec,
                     "args": [_text(a)[:80] for a in e.argv[:8]]})
     return out
@@ -368,7 +368,7 @@ def _slowlog(server) -> list:
 
 def _latency(server) -> list:
     out = []
-    for name, series in sorted(getattr(server, "latency_events", {}).items()):
+    for name, series in sorted(server.latency_events.items()):
         if series.samples:
             t, ms = series.samples[-1]
             out.append({"event": name, "time": t, "latest_ms": ms, "max_ms": series.max})
@@ -395,7 +395,7 @@ def _metrics_view(server) -> dict:
     and duration, some CONFIG GET values (as CONFIG GET prints them) and
     LATENCY HISTOGRAM (per command: calls and the cumulative
     [usec, count, ...] buckets).  Bounded by the command table."""
-    slowlog = getattr(server, "slowlog", ())
+    slowlog = server.slowlog
     newest = next(iter(slowlog), None)
     values = server.config.values
     hists = {}
@@ -404,7 +404,7 @@ def _metrics_view(server) -> dict:
         if hist:
             hists[cmd.name] = latency.cdf(hist)
     return {
-        "start_time": getattr(server, "start_time", None),
+        "start_time": server.start_time,
         "slowlog_len": len(slowlog),
         "slowlog_last": None if newest is None else {"id": newest.id, "usec": newest.usec},
         "config": {k: PARAMS[k].format(values[k]) for k in METRIC_CONFIG if k in values},

@@ -8,7 +8,7 @@ bytes an argument, credentials redacted as MONITOR redacts them) and its
 threshold.  The argument quoting and the redaction are ``hotkv.protocol.replies``'
 (the scripting engine formats a script's commands the same way).  The
 MONITOR and SLOWLOG commands only read and change this state; the server
-creates it (``init_slowlog``) and the dispatcher feeds it, which is why it
+declares it and ``init_slowlog`` ties it to the settings; the dispatcher feeds it, which is why it
 sits below ``commands/``.
 
 Invariants:
@@ -24,8 +24,6 @@ Invariants:
 """
 
 from __future__ import annotations
-
-from collections import deque
 
 from ..protocol.replies import quoted, redacted
 
@@ -104,9 +102,8 @@ def slowlog_push(client, cmd, argv, duration: float):
 
 
 def init_slowlog(server):
-    """Create the slow log and keep its threshold and length in step with CONFIG SET."""
-    server.slowlog = deque()
-    server.slowlog_next_id = 0
+    """Ready ``server.slowlog`` (the Server declares it): its push, and its
+    threshold and length kept in step with CONFIG SET."""
     server.slowlog_push = slowlog_push
 
     def set_threshold(us):

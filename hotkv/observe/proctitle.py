@@ -3,9 +3,9 @@
 Valkey rewrites its command line so ``ps`` shows what the template says
 (``{title} {listen-addr} {server-mode}`` by default; CONFIG SET applies a
 new one at once).  hotkv does it only as a server process of its own
-(``hotkv serve`` / the valkey-server launcher: ``server.config_file`` is
-set) and only when the template is set at run time, never in an embedding
-program.  Linux only: the title is written over the memory of the
+(``hotkv serve`` / the valkey-server launcher: ``server.serving``, which
+setting ``server.config_file`` marks) and only when the template is set at
+run time, never in an embedding program.  Linux only: the title is written over the memory of the
 process's original argument strings, as setproctitle(3) does -- the
 environment strings that follow them are copied elsewhere first and
 libc's ``environ`` pointed at the copies, so the area from the first
@@ -87,7 +87,7 @@ def expand(server, template: str) -> str:
 def apply(server) -> bool:
     """Set the title from the current template (a process server on Linux, with
     set-proc-title yes); True if it was written."""
-    if not sys.platform.startswith("linux") or "config_file" not in server.__dict__:
+    if not sys.platform.startswith("linux") or not server.serving:
         return False
     values = server.config.values
     if not values.get("set-proc-title", True):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from dataclasses import dataclass, field
 
 from ..protocol.util import compile_glob
@@ -29,12 +28,8 @@ from ..types.zsets import ZSetValue
 
 
 def now_ms(server) -> int:
-    """The server's "now" in unix ms: its clock's when it has one (the
-    virtual clock of issue 16), else the wall clock."""
-    clock = getattr(server, "clock", None)
-    if clock is not None:
-        return clock.ms()
-    return int(time.time() * 1000)
+    """The server's "now" in unix ms: its clock's (the virtual clock of issue 16)."""
+    return server.clock.ms()
 
 
 def _b(s) -> bytes:

@@ -94,7 +94,7 @@ def fork(server) -> int:
         raise
     if pid:
         server.latest_fork_usec = int((time.perf_counter() - t0) * 1e6)
-        server.total_forks = getattr(server, "total_forks", 0) + 1
+        server.total_forks += 1
     elif values["oom-score-adj"] != "no":
         # Valkey's serverFork: the child takes the background-child class.
         limits.set_oom_score_adj(values, limits.OOM_BGCHILD)

@@ -129,15 +129,14 @@ def write_dataset(server, fd: int, aof_base: bool = False) -> int:
     _aux(out, b"redis-bits", b"64")
     _aux(out, b"ctime", b"%d" % int(time.time()))
     _aux(out, b"used-mem", b"%d" % used_memory())
-    repl = getattr(server, "repl", None)
-    if repl is not None and not aof_base:
+    if not aof_base:
         # A replica's repl-stream-db / repl-id / repl-offset (hotkv.replication).
-        for name, value in repl.rdb_aux():
+        for name, value in server.repl.rdb_aux():
             _aux(out, name, value)
     _aux(out, b"aof-base", b"1" if aof_base else b"0")
     with lzf_compression(values["rdbcompression"]):
         # The function libraries, before the keys (Valkey's rdbSaveFunctions).
-        functions = getattr(server, "functions", None)
+        functions = server.functions     # None until a function is loaded (hotkv.lua)
         for code in functions.codes() if functions is not None else ():
             out.append(OP_FUNCTION2)
             put_string(code, out)

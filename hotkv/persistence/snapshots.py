@@ -118,8 +118,7 @@ class Snapshots:
     # BGSAVE
     # ------------------------------------------------------------------
     def other_child(self) -> bool:
-        aof = getattr(self.server, "aof_manager", None)
-        return bool(aof is not None and aof.rewriting)
+        return self.server.aof_manager.rewriting
 
     def bgsave(self) -> bool:
         """Fork the child; False if it could not start."""

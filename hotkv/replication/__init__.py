@@ -119,7 +119,7 @@ class ReplState:
         """The RDB aux fields of Valkey's rdbPopulateSaveInfo for a replica
         (a primary's are not written): the stream's db, the primary's replid
         and the offset applied, so a restart can continue with a PSYNC."""
-        link = getattr(self.server, "replica_link", None)
+        link = self.server.replica_link
         if self.role != "slave" or link is None or not link.replid or link.reploff < 0 \
                 or link.client is None:
             return []

@@ -724,7 +724,7 @@ class Primary:
     def _send_getack(self):
         self.getack_scheduled = False
         if self.repl.replicas and self.repl.backlog is not None \
-                and getattr(self.server, "pause_check", None) is None:
+                and self.server.pause_check is None:
             self.append(_GETACK)
 
     def _reply_for(self, w):

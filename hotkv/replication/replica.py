@@ -151,9 +151,9 @@ def _install(server, loaded) -> list:
         db.data, db.expires, db.access = keys, expires, access
         db.keyindex, db.volatile = index, volatile
         db.expire_cursor = 0
-    if getattr(server, "tracking_on", False):
+    if server.tracking_on:
         server.tracking.flushed()
-    functions = getattr(server, "functions", None)
+    functions = server.functions
     if functions is not None:
         functions.flush()
     if loaded.functions:

@@ -56,8 +56,8 @@ def on_loop(server, fn, timeout: float = 30.0):
 
 def install_hooks(server) -> None:
     """Recompute ``server.test_hooks`` (call on the loop thread)."""
-    faults = server.__dict__.get("faults")
-    journal = server.__dict__.get("journal")
+    faults = server.faults
+    journal = server.journal
     f_on = faults is not None and bool(faults.rules)
     j_on = journal is not None and journal.recording
     if f_on and j_on:

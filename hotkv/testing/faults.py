@@ -79,7 +79,7 @@ from ..core.blocking import BLOCKED
 from ..core.multi import discard_transaction
 from ..core.pause import PAUSED, pause_clients, unpause_clients
 from ..core.registry import COMMANDS
-from ..core.stats import count_call, used_memory
+from ..core.stats import count_call
 from ..persistence.rdbfile import install as put, read_bytes, write_dataset
 from ..protocol.errors import CommandError
 from ..protocol.resp import encode, encode_error
@@ -92,9 +92,9 @@ _FOREVER_MS = 1 << 62
 
 def faults_of(server) -> "Faults":
     """The ``Faults`` of a hotkv ``Server`` (made on first use)."""
-    faults = server.__dict__.get("faults")
+    faults = server.faults
     if faults is None:
-        faults = server.__dict__["faults"] = Faults(server)
+        faults = server.faults = Faults(server)
     return faults
 
 
@@ -479,10 +479,12 @@ class Faults:
         """New connections are reset as soon as they are accepted."""
         server = self.server
 
+        def on():
+            server.refuse_all = True
+
         def off():
             server.refuse_all = False
-        return self._switch("refuse_connections",
-                            lambda: setattr(server, "refuse_all", True), off)
+        return self._switch("refuse_connections", on, off)
 
     def drop_connections(self) -> int:
         """Close every client connection now (without their pending replies);
@@ -504,7 +506,6 @@ class Faults:
         policy = []
 
         def on():
-            server.used_memory_cached = used_memory()
             # Refuse, never evict: under an evicting policy a 1-byte limit
             # would empty the keyspace first.
             policy.append(values.get("maxmemory-policy"))

@@ -53,12 +53,12 @@ def _users(server) -> dict:
 
 
 def _libraries(server):
-    reg = getattr(server, "functions", None)
+    reg = server.functions
     return reg if reg is not None and reg.libraries else None
 
 
 def _scripts(server) -> dict:
-    eng = getattr(server, "scripting", None)
+    eng = server.scripting
     return {} if eng is None else {sha: s.body for sha, s in eng.scripts.items()}
 
 

@@ -62,9 +62,9 @@ from .faults import Injected
 
 def journal_of(server) -> "Journal":
     """The ``Journal`` of a hotkv ``Server`` (made on first use)."""
-    journal = server.__dict__.get("journal")
+    journal = server.journal
     if journal is None:
-        journal = server.__dict__["journal"] = Journal(server)
+        journal = server.journal = Journal(server)
     return journal
 
 

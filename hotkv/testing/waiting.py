@@ -61,7 +61,7 @@ def _who(client) -> str:
 def busy(server) -> list:
     """What keeps ``server`` from being idle, one line each (loop thread)."""
     out = []
-    faults = server.__dict__.get("faults")
+    faults = server.faults
     held = faults._timers if faults is not None else {}
     for client in list(server.clients.values()):
         if client.closed:

@@ -78,7 +78,7 @@ def write_snapshot(server, fd: int, now_ms: int) -> int:
     out = bytearray()
     total = 0
     # The function libraries first, as Valkey's rewriteFunctions.
-    functions = getattr(server, "functions", None)
+    functions = server.functions     # None until a function is loaded (hotkv.lua)
     for code in functions.codes() if functions is not None else ():
         encode_into(out, [b"FUNCTION", b"LOAD", code])
     for db in server.dbs:
@@ -135,8 +135,7 @@ class RewriteMixin:
     def cron_rewrite(self):
         if self.rewriting or self.loading:
             return
-        snaps = getattr(self.server, "snapshots", None)
-        if snaps is not None and snaps.in_progress:
+        if self.server.snapshots.in_progress:
             return      # one child at a time, as Valkey: a scheduled rewrite waits
         if self.rw_scheduled:
             if not self._rewrite_limited():

@@ -429,7 +429,7 @@ class AOF(RewriteMixin, LoadMixin):
             self.fd = None
         self.state = OFF
         self._attach()
-        if getattr(server, "abort_shutdown", None) is not None:
+        if server.abort_shutdown is not None:
             # ``hotkv serve``: the process is the server's; end it as Valkey does.
             logger = log
             while logger is not None:
@@ -604,9 +604,8 @@ class AOF(RewriteMixin, LoadMixin):
             if self.rewriting:
                 # It writes no incr file for this: start one that does.
                 self.kill_rewrite()
-            snaps = getattr(self.server, "snapshots", None)
             running = self.server.current_client
-            if snaps is not None and snaps.in_progress:
+            if self.server.snapshots.in_progress:
                 self.rw_scheduled = True     # one child at a time: cron starts it
             elif running is not None and running.in_exec:
                 # No fork inside a transaction (as BGREWRITEAOF): cron starts it.
