@@ -327,7 +327,7 @@ class CallPath:
                 reader.feed(data)
                 items = reader.gets()
                 if type(items) is not list or len(items) > FLAT_MAX or \
-                        not set(map(type, items)) <= _FLAT_TYPES:
+                        not _FLAT_TYPES.issuperset(map(type, items)):
                     return None
                 if None in items:           # a nil bulk: false, as Valkey's Lua gets it
                     items = [False if x is None else x for x in items]
