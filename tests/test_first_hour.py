@@ -123,6 +123,9 @@ NOT_READS = {
     ("commands/config_cmds.py", "close-on-oom"),
     ("protocol/replies.py", "tls-key-file-pass"),
     ("protocol/replies.py", "tls-client-key-file-pass"),
+    # hotkv cli keeps CONFIG SET of these out of its history (valkey-cli's isSensitiveCommand)
+    ("tools/cli_repl.py", "tls-key-file-pass"),
+    ("tools/cli_repl.py", "tls-client-key-file-pass"),
     ("commands/latency.py", "no-appendfsync-on-rewrite"),
     ("tools/serve_args.py", "shutdown-timeout"),
     # /metrics reports io-threads as redis_exporter's redis_config_io_threads:

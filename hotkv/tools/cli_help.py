@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 
-from .cli_resp import ProtocolError
+from ..protocol.resp import split_inline_args
+from .cli_resp import VERSION, ProtocolError, write
 
 OPTIONAL, MULTIPLE, MULTIPLE_TOKEN = 1, 2, 4
 
@@ -344,7 +345,6 @@ def find_entry(entries, words):
 
 def hint_for_input(entries, buf: bytes):
     """getHintForInput + hintsCallback: the gray text after the cursor, or None."""
-    from ..protocol.resp import split_inline_args
     words = split_inline_args(buf) or []
     endspace = bool(buf) and buf[-1:].isspace()
     matchc = len(words) if endspace else len(words) - 1
@@ -389,7 +389,6 @@ def _command_help(e: Entry, with_group: bool) -> bytes:
 
 
 def generic_help() -> bytes:
-    from .cli_tool import VERSION
     return (b"valkey-cli %s\n"
             b"To get help about Valkey commands type:\n"
             b"      \"help @<group>\" to get a list of commands in <group>\n"
@@ -405,7 +404,6 @@ def generic_help() -> bytes:
 
 def output_help(s, words) -> None:
     """cliOutputHelp for ``help [words]``."""
-    from .cli_tool import write
     if not words:
         write(generic_help())
         return

@@ -19,14 +19,18 @@ import signal
 import sys
 import time
 
-from .cli_resp import ProtocolError, repr_bytes, txt
-from .cli_tool import write
-
-_cancel = [False]
+from .cli_resp import ProtocolError, repr_bytes, txt, write
 
 
-def _stop_loop(signum, frame):
-    _cancel[0] = True
+class _Interrupt:
+    """Ctrl-C in --scan / --bigkeys / --memkeys: the loop stops at its next
+    step and prints what it found (one per run, not a module global)."""
+
+    def __init__(self):
+        self.seen = False
+
+    def __call__(self, signum, frame):
+        self.seen = True
 
 
 def run(s) -> int:
@@ -74,7 +78,8 @@ def _scan(s, cursor: int):
 
 def scan_mode(s) -> int:
     """valkey-cli --scan: every key, quoted on a terminal."""
-    signal.signal(signal.SIGINT, _stop_loop)
+    interrupt = _Interrupt()
+    signal.signal(signal.SIGINT, interrupt)
     cursor = 0
     while True:
         cursor, keys = _scan(s, cursor)
@@ -84,7 +89,7 @@ def scan_mode(s) -> int:
         write(b"".join(out))
         if s.o.interval:
             time.sleep(s.o.interval)
-        if _cancel[0] or cursor == 0:
+        if interrupt.seen or cursor == 0:
             return 0
 
 
@@ -120,7 +125,8 @@ def big_keys(s, memkeys: bool, samples: int):
     """valkey-cli's findBigKeys."""
     o = s.o
     types = _known_types()
-    signal.signal(signal.SIGINT, _stop_loop)
+    interrupt = _Interrupt()
+    signal.signal(signal.SIGINT, interrupt)
     r = _call(s, "DBSIZE")
     if r.kind == "error":
         sys.stderr.write("Couldn't determine DBSIZE: %s\n" % txt(r.value))
@@ -186,10 +192,10 @@ def big_keys(s, memkeys: bool, samples: int):
         write(b"".join(out))
         if o.interval and loops % 100 == 0:
             time.sleep(o.interval)
-        if _cancel[0] or cursor == 0:
+        if interrupt.seen or cursor == 0:
             break
     out = [b"\n-------- summary -------\n\n"]
-    if _cancel[0]:
+    if interrupt.seen:
         out.append(b"[%s%%] " % _pct(pct))
     out.append(b"Sampled %d keys in the keyspace!\n" % sampled)
     out.append(b"Total key length in bytes is %d (avg len %.2f)\n\n"
@@ -385,7 +391,7 @@ def pipe_mode(s) -> int:
                 conn.buf = conn.buf[conn.pos:] + data
                 conn.pos = 0
             while True:
-                rep = _try_read(conn)
+                rep = try_read(conn)
                 if rep is None:
                     break
                 last_read = time.time()
@@ -435,7 +441,7 @@ class _Incomplete(Exception):
     pass
 
 
-def _try_read(conn):
+def try_read(conn):
     """One reply from what is buffered, or None (the buffer kept) when it
     holds no whole reply."""
     start = conn.pos

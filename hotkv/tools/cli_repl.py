@@ -26,9 +26,10 @@ import sys
 import termios
 import time
 
+from ..protocol.resp import split_inline_args
 from . import cli_help
-from .cli_resp import ProtocolError, txt
-from .cli_tool import _atoi, write
+from .cli_modes import try_read
+from .cli_resp import ProtocolError, _atoi, txt, write
 
 HISTORY_MAX = 100
 _UNSUPPORTED = ("dumb", "cons25", "emacs")
@@ -415,7 +416,6 @@ def _set_pref(s, words, interactive=True):
 
 def repl(s) -> int:
     """valkey-cli's repl()."""
-    from ..protocol.resp import split_inline_args
     s.interactive = True
     s.hints_on = True
     tty_in = os.isatty(0)
@@ -468,7 +468,6 @@ def repl(s) -> int:
 
 def _run_line(s, editor, line: bytes, tty_in: bool, histfile) -> str | None:
     """One typed line: a command, a preference, quit ("quit" is returned)."""
-    from ..protocol.resp import split_inline_args
     words = split_inline_args(line)
     if words is None:
         write(b"Invalid argument(s)\n")
@@ -583,8 +582,7 @@ def wait_for_messages(s):
 
 
 def _whole_reply_buffered(conn) -> bool:
-    from .cli_modes import _try_read
     start = conn.pos
-    r = _try_read(conn)
+    r = try_read(conn)
     conn.pos = start
     return r is not None

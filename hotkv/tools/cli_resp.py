@@ -17,6 +17,37 @@ read and dropped.
 from __future__ import annotations
 
 import select
+import sys
+
+VERSION = "8.1.8"   # the valkey-cli whose behaviour this follows
+
+
+def _atoi(s: str) -> int:
+    """C's atoi/strtol: the leading integer, 0 when there is none."""
+    s = s.strip()
+    n = 0
+    for i, ch in enumerate(s):
+        if not (ch.isdigit() or (i == 0 and ch in "+-")):
+            s = s[:i]
+            break
+    try:
+        n = int(s)
+    except ValueError:
+        n = 0
+    return n
+
+
+def write(data: bytes):
+    """To stdout, flushed (valkey-cli flushes after every reply)."""
+    buf = getattr(sys.stdout, "buffer", None)
+    if buf is not None:
+        sys.stdout.flush()
+        buf.write(data)
+        buf.flush()
+    else:   # pragma: no cover - a stdout without bytes underneath
+        sys.stdout.write(data.decode("utf-8", "replace"))
+        sys.stdout.flush()
+
 
 
 class Reply:

@@ -33,19 +33,23 @@ import sys
 import time
 from urllib.parse import unquote, urlparse
 
+from . import cli_modes
+from .cli_help import output_help
+from .cli_repl import repl
 from .cli_resp import (
+    VERSION,
     Conn,
     ProtocolError,
     Reply,
+    _atoi,
     format_csv,
     format_raw,
     format_tty,
     is_pubsub_push,
     repr_bytes,
     txt,
+    write,
 )
-
-VERSION = "8.1.8"   # the valkey-cli whose behaviour this follows
 
 USAGE = """hotkv cli (valkey-cli %s compatible)
 
@@ -123,21 +127,6 @@ class Options:
     cmd_delim = b"\n"
     no_auth_warning = False
     show_pushes = None
-
-
-def _atoi(s: str) -> int:
-    """C's atoi/strtol: the leading integer, 0 when there is none."""
-    s = s.strip()
-    n = 0
-    for i, ch in enumerate(s):
-        if not (ch.isdigit() or (i == 0 and ch in "+-")):
-            s = s[:i]
-            break
-    try:
-        n = int(s)
-    except ValueError:
-        n = 0
-    return n
 
 
 def _atof(s: str) -> float:
@@ -233,18 +222,6 @@ def _apply_url(o, url: str):
 
 
 # -- output ---------------------------------------------------------------------
-
-def write(data: bytes):
-    """To stdout, flushed (valkey-cli flushes after every reply)."""
-    buf = getattr(sys.stdout, "buffer", None)
-    if buf is not None:
-        sys.stdout.flush()
-        buf.write(data)
-        buf.flush()
-    else:   # pragma: no cover - a stdout without bytes underneath
-        sys.stdout.write(data.decode("utf-8", "replace"))
-        sys.stdout.flush()
-
 
 def format_reply(r: Reply, o, verbatim: bool = False) -> bytes:
     """valkey-cli's cliFormatReply for the session's output mode."""
@@ -488,7 +465,6 @@ class Session:
         """issueCommandRepeat: ``help`` is answered here; otherwise
         (re)connect when needed and send."""
         if words[0].lower() in (b"help", b"?"):
-            from .cli_help import output_help
             output_help(self, words[1:])
             return True
         if self.conn is None:
@@ -591,12 +567,10 @@ def main(argv: list[str]) -> int:
     s = Session(o)
     try:
         if o.latency or o.pipe or o.bigkeys or o.memkeys or o.stat or o.scan:
-            from . import cli_modes
             if not s.connect():
                 return 1
             return cli_modes.run(s)
         if not words:
-            from .cli_repl import repl
             s.connect()
             return repl(s)
         s.connect(quiet=True)
