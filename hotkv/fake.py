@@ -29,6 +29,9 @@ What fakeredis's constructor arguments do here:
 * ``retry=``: none by default, as fakeredis's connections (redis-py 8's
   own default retries a failed command ten times, backing off for seconds);
   pass one to have it;
+* ``socket_timeout=``: none by default, as fakeredis's reads, which wait as
+  long as the server takes (redis-py 8's default of 5 s ended a
+  ``blpop(timeout=10)`` with TimeoutError); pass one to have it;
 * ``host``, ``port``, ``socket_*`` are only a sharing key; ``db``,
   ``decode_responses``, ``protocol``, ``password``, ``username``,
   ``client_name``, ``single_connection_client`` and the client class's
@@ -310,6 +313,10 @@ class _FakeMixin:
             lib = __import__(self._lib)
             retry = (lib.asyncio.retry if self._aio else lib.retry).Retry
             kwargs["retry"] = retry(lib.backoff.NoBackoff(), 0)
+        if len(args) < 5:     # (host, port, db, password, socket_timeout: the fifth positional)
+            # fakeredis's reads wait as long as the server takes (a BLPOP of 10 s, a
+            # CLIENT PAUSE); redis-py 8's default of 5 s would end them.
+            kwargs.setdefault("socket_timeout", None)
         super().__init__(*args, **kwargs)
         self.fake_server = server
         pool = self.connection_pool

@@ -243,3 +243,21 @@ def test_a_fresh_server_loads_no_dump_from_the_working_directory(tmp_path, monke
     server = fakeredis.FakeServer(dir=str(tmp_path))      # unless it is given one
     assert fakeredis.FakeRedis(server=server).save()
     assert (tmp_path / "dump.rdb").exists()
+
+
+def test_no_socket_timeout_unless_given():
+    """As fakeredis's reads: redis-py 8's default socket_timeout (5 s) ended a
+    ``blpop(timeout=10)`` or a command held by CLIENT PAUSE with TimeoutError."""
+    r = fakeredis.FakeStrictRedis()
+    conn = r.connection_pool.get_connection()
+    try:
+        assert conn.socket_timeout is None and conn._sock.gettimeout() is None
+    finally:
+        r.connection_pool.release(conn)
+    given = fakeredis.FakeRedis(socket_timeout=1.5)
+    conn = given.connection_pool.get_connection()
+    try:
+        assert conn.socket_timeout == 1.5 and conn._sock.gettimeout() == 1.5
+    finally:
+        given.connection_pool.release(conn)
+    assert fakeredis.FakeValkey().connection_pool.connection_kwargs["socket_timeout"] is None
