@@ -53,7 +53,10 @@ import warnings
 import pytest
 
 from .embedded import AsyncEmbeddedServer, EmbeddedServer
+from .testing.faults import UnmatchedFaultWarning, unmatched_report
+from .testing.inspect import run_on_loop
 from .testing.isolation import Baseline
+from .testing.snapshot import run_commands
 
 MARKER = "hotkv"
 
@@ -85,7 +88,6 @@ def _warn_unfired(server, when: str = "") -> None:
     faults = None if srv is None else srv.__dict__.get("faults")
     if faults is None:
         return
-    from .testing.faults import UnmatchedFaultWarning, unmatched_report
     for fault in faults.unfired():
         warnings.warn(UnmatchedFaultWarning(unmatched_report(fault) + when), stacklevel=2)
 
@@ -115,8 +117,6 @@ def _reset(server):
 
 
 def _flush(server):
-    from .testing.inspect import run_on_loop
-    from .testing.snapshot import run_commands
     run_on_loop(server.server, run_commands, server.server, [[b"FLUSHALL"]])
 
 
