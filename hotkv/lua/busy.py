@@ -25,6 +25,7 @@ import logging
 import time
 
 from ..core.dispatch import reject
+from ..net.busy import ServeWhileBlocked
 
 log = logging.getLogger("hotkv")
 
@@ -69,7 +70,6 @@ class BusyScript:
         allow_busy (SCRIPT KILL, SHUTDOWN NOSAVE, AUTH, MULTI...)."""
         # (at call time: net is the event loop's side, and whether it leads
         # back to the command modules is its own business)
-        from ..net.busy import ServeWhileBlocked
         server = self.server
         run.busy = True
         server.yielding = True     # blocked clients wait for the script's end (dispatch)

@@ -41,8 +41,10 @@ import time
 
 from lupa import lua51
 
+from ..persistence.forkchild import load_prctl, run_child
 from ..protocol.errors import CommandError
 from ..protocol.resp import encode_error
+from .engine import engine
 
 BREAKPOINTS_MAX = 64      # Valkey's LDB_BREAKPOINTS_MAX
 MAXLEN_DEFAULT = 256      # LDB_MAX_LEN_DEFAULT
@@ -573,7 +575,6 @@ class Session:
 
 def set_mode(c, mode: bytes):
     """SCRIPT DEBUG's effect on client c: None (NO), b"yes" or b"sync"."""
-    from .engine import engine
     eng = engine(c.server)
     modes = eng.ldb_clients
     if mode is None:
@@ -611,7 +612,6 @@ def debug_eval(c, argv, body_fn):
     """EVAL (or EVAL_RO) for client c in debug mode; ``body_fn()`` is the
     plain EVAL (it raises CommandError or queues the reply and returns the
     handler's result)."""
-    from .engine import engine
     server = c.server
     eng = engine(server)
     mode = eng.ldb_clients.get(c.id)
@@ -641,7 +641,6 @@ def log_notice(server, text: str):
 
 
 def _forked(c, argv, eng, body_fn):
-    from ..persistence.forkchild import load_prctl, run_child
     server = c.server
     fd = c.fd
     parent = os.getpid()
