@@ -511,6 +511,9 @@ class Faults:
             policy.append(values.get("maxmemory-policy"))
             values["maxmemory-policy"] = "noeviction"
             server.maxmemory = 1      # below any real figure: the gate says OOM
+            # ... at the next command: not after the input an earlier, higher
+            # limit left room for (the evictor's check_at).
+            server.eviction.check_at = 0
 
         def off():
             if policy:
