@@ -142,8 +142,6 @@ NOT_YET_CLEAN: dict[str, str] = {
                            "rename the variable or keep the baseline elsewhere",
     "hotkv.testing.timetravel": "hasattr/getattr on `server`, which may be an EmbeddedServer "
                                 "or a FakeServer: name it so, or ask each kind by its type",
-    "hotkv.tools": "process.py (was cli.py): getattr(server, 'cron_paused', False): "
-                   "declared (False), read it",
 }
 
 _CONTAINERS = frozenset({"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter",

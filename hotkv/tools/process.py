@@ -123,7 +123,7 @@ class SignalShutdown:
         server = self.server
         if not self.pending:
             return   # SHUTDOWN ABORT came first
-        if getattr(server, "cron_paused", False):   # Valkey shuts down from its cron
+        if server.cron_paused:   # Valkey shuts down from its cron
             server.loop.call_later(1.0 / server.config.values["hz"], self._shutdown, sig)
             return
         values = server.config.values
