@@ -10,7 +10,9 @@ redis-py (its defaults; hiredis installed):
 * per small test: FLUSHALL + 20 commands of mixed types on one client,
   best of 3 runs of 200 tests, in ms per test;
 * per fresh-client test (hotkv.fake and fakeredis only): a new FakeRedis()
-  (and with it a new server) + FLUSHALL + the 20 commands.
+  (and with it a new server) + FLUSHALL + the 20 commands;
+* hotkv's own share of a command in-process: the CPU of the server's loop
+  turn (timed in a separate pass).
 
 Targets: hotkv in-process on an ``EmbeddedServer(inprocess=True)`` (the
 caller runs its loop turn under the loop's lock: hotkv.inprocess), hotkv
@@ -53,6 +55,32 @@ def _per_command(r, n: int) -> tuple:
         rpop("bench:l")
     w1, c1 = time.perf_counter(), time.process_time()
     return (w1 - w0) / n * 1e6, (c1 - c0) / n * 1e6
+
+
+def _server_share(r, embedded, n: int) -> float:
+    """CPU µs per command spent in the server's loop turns (hotkv's parser,
+    dispatcher, command, before_sleep and reply) on an in-process client
+    under the loop lock: the turn, timed with ``time.thread_time`` (the
+    caller's thread runs it).  A separate pass, so the timer's own cost
+    (~0.3 µs a turn) is not in the figures above."""
+    lock = embedded.loop_lock
+    spent = [0.0]
+    turn, clock = lock.turn, time.thread_time
+
+    def timed(fn, *args):
+        t0 = clock()
+        try:
+            return turn(fn, *args)
+        finally:
+            spent[0] += clock() - t0
+    lock.turn = timed
+    try:
+        r.connection_pool.disconnect()     # (sockets bind the lock's turn when they open)
+        _per_command(r, n)
+    finally:
+        del lock.turn
+        r.connection_pool.disconnect()
+    return spent[0] / n * 1e6
 
 
 def _small_test(r):
@@ -247,6 +275,7 @@ def main():
                     res["small"].append(_small_tests(r, args.tests))
                 if factory is not None:
                     res["fresh"].append(_fresh_tests(factory, args.fresh))
+        share = _server_share(targets[0][1], locked, args.n)
     finally:
         for stop in cleanup:
             stop()
@@ -263,6 +292,8 @@ def main():
             "   small test %5.3f ms (cpu %5.3f)" % small if small else "",
             "   fresh client %5.3f ms (cpu %5.3f)" % fresh if fresh else ""))
         rows.append((name, cmd))
+    print("\nhotkv in-process (loop lock): of each command's CPU, %.1f µs in the server's "
+          "turn (parser, dispatcher, command, before_sleep, reply)" % share)
     by_name = dict(rows)
     fake = [v for k, v in by_name.items() if k.startswith("fakeredis")]
     if fake:
