@@ -217,3 +217,17 @@ def test_latency_tracking_setting(pair):
     assert cb.call("LATENCY", "HISTOGRAM", "set").startswith(b"*2\r\n$3\r\nset\r\n")
     ca.call("SET", "k", "v")
     assert ca.call("LATENCY", "HISTOGRAM", "set") == b"*0\r\n"
+
+
+def test_clock(pair):
+    """A's virtual clock moved a day: B's keys and TIME stay on real time."""
+    a, b, connect = pair
+    ca, cb = connect(a), connect(b)
+    for c in (ca, cb):
+        assert c.call("SET", "k", "v", "EX", "3600") == b"+OK\r\n"
+    a.clock.advance(86400)
+    assert ca.call("EXISTS", "k") == b":0\r\n"
+    assert cb.call("EXISTS", "k") == b":1\r\n"
+    ta = int(ca.call("TIME").split(b"\r\n")[2])
+    tb = int(cb.call("TIME").split(b"\r\n")[2])
+    assert ta - tb >= 86400 - 5
