@@ -40,7 +40,11 @@ What fakeredis's constructor arguments do here:
   redis.conf setting as a keyword (``FakeServer(maxmemory="10mb")``) are
   the server's settings.
 ``FakeServer.embedded`` is the EmbeddedServer, for hotkv's test helpers
-(``clock``, ``journal``, ``snapshot``, ``faults``...).
+(``clock``, ``journal``, ``snapshot``, ``faults``...); the server's clock
+and the process's time move together with ``hotkv.testing.timetravel``
+(a patched ``time.time`` attribute does not move the server's clock).
+fakeredis 2.41.0's own suite on this module, and why each of its failures
+is expected: docs/reference/fakeredis-suite.md (compat/fakeredis_fake.py).
 
 ``FakeAsyncRedis`` / ``FakeAsyncValkey`` are the redis.asyncio / valkey.asyncio
 clients on the same terms (hotkv.inprocess's asyncio connection).  Not
