@@ -35,7 +35,7 @@ import run  # noqa: E402  (bench/run.py: targets, ports, the load generator)
 # Prepended to run.HOTKV_CODE: XADD answers a fresh ID and counts a change,
 # nothing else (no stream, no trim, no notification).
 STUB = '''
-from hotkv import registry
+from hotkv.core import registry
 _seq = [0]
 def _xadd_stub(c, argv):
     _seq[0] += 1
