@@ -24,7 +24,14 @@ unread -- checked by counting CRLFs in the read and in one join of the
 arguments, ``_bulk_strings_framed``; one by one when a read is not consumed
 whole) vs ``_slow`` alone,
 whole and split at every byte: tests/test_fastpaths.py::
-test_parser_fast_equals_slow.  ``encode``'s header caches and
+test_parser_fast_equals_slow.  Big values (issue 32): ``_walk`` (a read
+over 32 KB: headers walked in Python, each argument sliced out of the read
+once, where hiredis copied the read and then each argument) and
+``_collect`` (a bulk of 32 KB or more that a read leaves incomplete: the
+next reads kept as they come and joined once, where the state machine
+appended each to its buffer and copied the argument out twice) vs the
+state machine fed the whole stream and vs hiredis, whole, split at every
+byte and in random reads: tests/test_bigvalues.py.  ``encode``'s header caches and
 ``_encode_entries``'s one-field entries vs plain formatting:
 tests/test_fastpaths.py::test_encode_caches_equal_plain_formatting.
 """
@@ -354,6 +361,11 @@ _BIG_HEAD = re.compile(rb"\*[0-9]{6}").match
 _BIG_COUNT = re.compile(rb"\*[0-9]{6}").search
 SCREEN_OK, SCREEN_CHECK, SCREEN_SLOW = 0, 1, 2
 _lf_join = b"\n".join
+_join = b"".join
+# A bulk string at least this long that a read leaves incomplete is
+# collected over the next reads (RequestParser._collect), Valkey's
+# PROTO_MBULK_BIG_ARG.
+_BIG_BULK = 32 * 1024
 _NO_BUDGET = 1 << 62
 
 
@@ -401,7 +413,7 @@ class RequestParser:
     """
 
     __slots__ = ("_reader", "_buf", "_args", "_want", "_bulklen", "max_bulk_len",
-                 "auth_required", "_argbytes", "held", "whole", "more")
+                 "auth_required", "_argbytes", "held", "whole", "more", "_parts", "_have")
 
     def __init__(self, max_bulk_len: int = 512 * 1024 * 1024):
         self._reader = hiredis.Reader()
@@ -410,6 +422,12 @@ class RequestParser:
         self._want = 0
         self._bulklen = -1
         self._argbytes = 0         # memory held by _args (counts in ``pending``)
+        # A big bulk string arriving over several reads (``_collect``): the
+        # reads so far, kept as they came, and their length.  Invariant:
+        # while _parts is not None, _buf is empty, _args is not None and
+        # _bulklen is the bulk's length (at least _BIG_BULK).
+        self._parts = None
+        self._have = 0
         # ``pending`` as of the end of the last feed, kept as a plain
         # attribute: the network layer reads it twice per read.
         self.held = 0
@@ -430,8 +448,8 @@ class RequestParser:
         bytes go now, not when the collector reaches the client object."""
         self._reader = hiredis.Reader()
         self._buf = bytearray()
-        self._args = None
-        self._want = self._argbytes = self.held = 0
+        self._args = self._parts = None
+        self._want = self._argbytes = self.held = self._have = 0
         self._bulklen = -1
         self.whole = None
         self.more = False
@@ -441,7 +459,7 @@ class RequestParser:
         """Bytes held for a command not yet complete (query buffer size),
         including the arguments already split off it: a client sending an
         endless multibulk of tiny arguments is bounded too."""
-        return len(self._buf) + self._argbytes
+        return len(self._buf) + self._argbytes + self._have
 
     def feed(self, data: bytes, budget: int = 0):
         """``budget``: when not 0, the slow path (a long multibulk, inline
@@ -454,6 +472,24 @@ class RequestParser:
         buf = self._buf
         self.whole = None
         self.more = False
+        if self._parts is not None:
+            data = self._collect(data, commands)
+            if type(data) is not bytes:   # still collecting, or an error
+                self.held = self._have + self._argbytes
+                return commands, data
+            if not data:
+                self.held = self._argbytes
+                return commands, None
+        if len(data) > _SCAN_LIMIT and not buf and self._args is None and \
+                data[:1] == b"*" and not self.auth_required and type(data) is bytes:
+            pos = self._walk(data, commands)
+            if pos == len(data):    # all parsed, or a big bulk's start collected
+                if self._parts is None:
+                    self.whole = data
+                self.held = self._have + self._argbytes
+                return commands, None
+            if pos:
+                data = data[pos:]
         if buf or self._args is not None or data[:1] != b"*" or self.auth_required:
             buf += data
         else:
@@ -483,7 +519,7 @@ class RequestParser:
                     return commands, None
                 buf += rest
         finally:
-            self.held = len(buf) + self._argbytes
+            self.held = len(buf) + self._argbytes + self._have
 
     def _fast(self, data: bytes, commands: list, check: int = SCREEN_OK):
         """Parse with hiredis; return None if all of data was consumed cleanly,
@@ -609,6 +645,110 @@ class RequestParser:
             return False
         return True
 
+    def _walk(self, data: bytes, commands: list) -> int:
+        """Big values in a long read (fast path): the headers walked in
+        Python, each argument sliced out of the read once (hiredis would copy
+        the read into its buffer first, then each argument out of it).
+        Returns the offset of the first command not parsed -- one not sent
+        canonically (``*<n>`` of ``$<len>`` bulk strings, each ended by CRLF,
+        Redis's limits met), or a read of small arguments, which hiredis
+        reads faster: the caller's other paths judge it.  A command whose
+        big bulk string the read leaves incomplete is started, its bulk
+        collected (``_collect``), and the whole read counts as parsed."""
+        n = len(data)
+        find = data.find
+        first = len(commands)
+        pos = walked = 0
+        maxlen = self.max_bulk_len
+        while pos < n:
+            if data[pos] != 42:    # '*'
+                return pos
+            nl = find(b"\r\n", pos + 1, pos + 24)
+            count = _string2ll(data[pos + 1:nl]) if nl > 0 else None
+            if count is None or count < 1 or count > INT_MAX:
+                return pos
+            at = nl + 2
+            args = []
+            while count:
+                walked += 1
+                if walked > 4 + (at >> 10):
+                    # small arguments (on average under 1 KB): hiredis's, from
+                    # the start of the read if little was walked (no copy)
+                    if pos < 4096:
+                        del commands[first:]
+                        return 0
+                    return pos
+                if at >= n or data[at] != 36:    # '$'
+                    return pos
+                nl = find(b"\r\n", at + 1, at + 24)
+                ln = _string2ll(data[at + 1:nl]) if nl > 0 else None
+                if ln is None or ln < 0 or ln > maxlen:
+                    return pos
+                at = nl + 2
+                end = at + ln
+                if end + 2 > n:
+                    if ln < _BIG_BULK:
+                        return pos
+                    self._args = args
+                    self._want = count
+                    self._bulklen = ln
+                    self._argbytes = sum(map(len, args)) + 48 * len(args)
+                    self._parts = [memoryview(data)[at:]] if at < n else []
+                    self._have = n - at
+                    return n
+                if data[end] != 13 or data[end + 1] != 10:
+                    return pos
+                args.append(data[at:end])
+                at = end + 2
+                count -= 1
+            commands.append(args)
+            pos = at
+        return pos
+
+    def _collect(self, data, commands: list):
+        """The next read of a big bulk string (``_parts``).  Until its last
+        byte and CRLF arrived, a read is kept as it is (no copy, no scan);
+        the read that completes it is joined with them once into the
+        argument.  Returns the bytes of the read after the bulk's CRLF
+        (the caller parses them as a read of their own), None while the
+        bulk is incomplete, or the protocol error (a str)."""
+        if type(data) is not bytes:
+            data = bytes(data)    # kept past this call: must not change under us
+        parts = self._parts
+        ln = self._bulklen
+        have = self._have
+        n = len(data)
+        if have + n < ln + 2:
+            if n:
+                parts.append(data)
+                self._have = have + n
+            return None
+        need = ln + 2 - have      # the bytes of data that end the bulk, its CRLF included
+        cut = need - 2            # of which the value's (-1: the CR came before)
+        if cut >= 0:
+            term = data[cut:need]
+            if cut:
+                parts.append(memoryview(data)[:cut])
+            arg = _join(parts)
+        else:
+            arg = _join(parts)
+            term = arg[ln:] + data[:1]
+            arg = arg[:ln]
+        self._parts = None
+        self._have = 0
+        if term != _CRLF:
+            return "Protocol error: invalid CRLF in request"
+        args = self._args
+        args.append(arg)
+        self._argbytes += ln + 48
+        self._bulklen = -1
+        self._want -= 1
+        if not self._want:
+            commands.append(args)
+            self._args = None
+            self._argbytes = 0
+        return data[need:] if need < n else b""
+
     def _slow(self, commands: list, handoff: bool = True, budget: int = 0):
         """Redis's own parsing rules, one command at a time.  With handoff,
         returns _HANDOFF at the first command boundary followed by a
@@ -687,10 +827,17 @@ class RequestParser:
                     self._bulklen = ln
                 ln = self._bulklen
                 if len(buf) < ln + 2:
+                    if ln >= _BIG_BULK:
+                        # The rest comes in later reads: they are kept as
+                        # they come and joined once (``_collect``).
+                        self._parts = [bytes(buf)]
+                        self._have = len(buf)
+                        buf.clear()
                     return None
                 if buf[ln] != 13 or buf[ln + 1] != 10:
                     return "Protocol error: invalid CRLF in request"
-                args.append(bytes(buf[:ln]))
+                # (one copy: buf[:ln] would make a bytearray first)
+                args.append(bytes(memoryview(buf)[:ln]) if ln > 1024 else bytes(buf[:ln]))
                 del buf[:ln + 2]
                 self._argbytes += ln + 48   # the bytes object and its list slot
                 self._bulklen = -1
