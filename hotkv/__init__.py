@@ -14,12 +14,34 @@ module of hotkv imports this one (the versions are ``hotkv.version``'s), so
 the package stays at the top of the import graph.
 """
 
+from importlib import import_module
+
 from . import commands  # noqa: F401  (registers every command)
-from .cluster.embedded import EmbeddedCluster
-from .embedded import AsyncEmbeddedServer, EmbeddedServer
-from .inprocess import client as inprocess_client
 from .server import Server
 from .version import REDIS_COMPAT_VERSION, __version__
 
 __all__ = ["Server", "EmbeddedServer", "AsyncEmbeddedServer", "EmbeddedCluster", "__version__",
            "REDIS_COMPAT_VERSION", "inprocess_client"]
+
+# The ways in for tests and in-process use, loaded on first use (PEP 562):
+# ``hotkv serve`` and ``hotkv cli`` never load the embedded servers, the
+# in-process connection or the test toolkit (about 1 MB of a served process).
+_LAZY = {
+    "EmbeddedServer": ("embedded", "EmbeddedServer"),
+    "AsyncEmbeddedServer": ("embedded", "AsyncEmbeddedServer"),
+    "EmbeddedCluster": ("cluster.embedded", "EmbeddedCluster"),
+    "inprocess_client": ("inprocess", "client"),
+}
+
+
+def __getattr__(name: str):
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError("module 'hotkv' has no attribute %r" % name)
+    value = getattr(import_module("." + where[0], __name__), where[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

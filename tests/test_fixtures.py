@@ -83,7 +83,7 @@ SESSION = {}
 def test_isolated_first(hotkv_client, hotkv):
     SESSION["port"] = hotkv.port
     hotkv_client.set("first", 1)
-    hotkv.core.clock.freeze()                 # reset after the test
+    hotkv.clock.freeze()                 # reset after the test
     hotkv.faults.error("GET")            # cleared after the test
     hotkv.journal.start()                # stopped after the test
     assert hotkv_client.dbsize() == 1
@@ -92,7 +92,7 @@ def test_isolated_first(hotkv_client, hotkv):
 def test_isolated_second(hotkv_client, hotkv):
     assert hotkv.port == SESSION["port"]          # the session server again
     assert hotkv_client.dbsize() == 0             # emptied in between
-    assert hotkv.core.clock.real                       # the frozen clock was reset
+    assert hotkv.clock.real                       # the frozen clock was reset
     assert hotkv_client.get("x") is None          # no fault left over
     assert not hotkv.journal.recording
 

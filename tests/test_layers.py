@@ -174,6 +174,8 @@ FUNCTION_LEVEL: dict[tuple[str, str], str] = {
         "h11 is optional (the [dashboard] extra): imported when http-port is set",
     ("hotkv.replication", "hotkv.replication.primary"):
         "a cycle: primary -> persistence.rdbfile -> lua -> replication.replica_gate -> here",
+    ("hotkv.tools.cli", "hotkv.tools.cli_tool"):
+        "start-up and idle memory: `hotkv serve` does not load hotkv cli's five modules",
     ("hotkv.tools.cli", "hotkv.tools.queues_tui"):
         "rich is optional: `hotkv queues` says how to install it when it is missing",
 }

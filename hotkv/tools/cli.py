@@ -75,7 +75,7 @@ from ..persistence import rdbfile
 from ..persistence.aof import AOFLoadError
 from ..server import Server
 from ..version import __version__
-from . import checks, cli_tool
+from . import checks
 from .logs import (
     ValkeyLogFormat,
     banner,
@@ -337,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "valkey-server":
         return valkey_server(argv[1:])
     if argv[0] == "cli":   # hotkv/tools/cli_tool.py
+        # Here, not at the top: `hotkv serve` need not load hotkv cli's five modules.
+        from . import cli_tool
         return cli_tool.main(argv[1:])
     if argv[0] == "queues":   # hotkv/tools/queues_tui.py
         from . import queues_tui
