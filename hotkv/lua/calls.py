@@ -48,6 +48,8 @@ from ..replication import replica_gate as replica
 log = logging.getLogger("hotkv")
 
 _BYTES = itertools.repeat(bytes)
+
+
 def number_arg(n) -> bytes:
     """A Lua number as a command argument: integral values in full, others as
     the shortest round-trip form (Valkey's double2ll / fpconv_dtoa)."""
@@ -57,6 +59,7 @@ def number_arg(n) -> bytes:
         return b"%d" % int(n)
     return format_double(n)
 
+
 NOREPLICAS = "NOREPLICAS Not enough good replicas to write."
 
 
@@ -64,6 +67,7 @@ def no_good_replicas(server) -> bool:
     """min-replicas-to-write is set (with a max lag) and not met: Valkey's
     checkGoodReplicasStatus failing (hotkv.replication keeps the gate)."""
     return server.repl_refuse
+
 
 class CallPath:
     """Engine's redis.call half (mixed into hotkv.lua.engine.Engine)."""
@@ -479,6 +483,7 @@ def feed_targeted(server, run):
             target.feed(part)
     run.caller.woff = server.repl.master_repl_offset   # what WAIT waits for
 
+
 def _quick_argv(argv):
     """The quick path's argv when some arguments are numbers (converted as
     number_arg does), or [] when one is neither a string nor a number."""
@@ -539,6 +544,7 @@ def _parse_double(line: bytes) -> float:
     if s == "-inf":
         return -math.inf
     return float(s)
+
 
 def feed_monitors(server, dbindex: int, origin: bytes, cmd, argv):
     """MONITOR lines the dispatcher does not write: the EVAL itself (flagged

@@ -90,6 +90,7 @@ def _prelude_code(lua) -> bytes:
         _prelude_stripped.append(code or _PRELUDE)
     return _prelude_stripped[0]
 
+
 _INT64 = 1 << 63
 LRU_LENGTH = 500
 
@@ -183,8 +184,6 @@ class Script:
         self.body = body
         self.func = func
         self.flags = flags
-
-
 
 
 class Engine(CallPath, ReplyWriter, BusyScript):
