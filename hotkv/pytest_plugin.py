@@ -142,9 +142,9 @@ def _started(server, settings):
 @pytest.fixture(scope="session")
 def hotkv_server(tmp_path_factory):
     """The session's shared hotkv EmbeddedServer (one per xdist worker); tests use ``hotkv``."""
-    with EmbeddedServer(dir=str(tmp_path_factory.mktemp("hotkv-server"))) as server:
-        server._baseline = Baseline.take(server.server)
-        yield server
+    with EmbeddedServer(dir=str(tmp_path_factory.mktemp("hotkv-server"))) as embedded:
+        embedded._baseline = Baseline.take(embedded.server)
+        yield embedded
 
 
 @pytest.fixture(scope="session")
@@ -169,20 +169,18 @@ def hotkv(request, tmp_path_factory):
             finally:
                 server.stop()
         return
-    server = request.getfixturevalue("hotkv_server")
-    _reset(server)
-    _flush(server)
+    shared = request.getfixturevalue("hotkv_server")
+    _reset(shared)
+    _flush(shared)
     try:
-        yield server
+        yield shared
     finally:
         try:
-            _warn_unfired(server)
+            _warn_unfired(shared)
         finally:
-            _reset(server)
-            if not _stopped(server):
-                baseline = getattr(server, "_baseline", None)
-                if baseline is not None:
-                    baseline.restore(server.server)
+            _reset(shared)
+            if not _stopped(shared):
+                shared._baseline.restore(shared.server)
 
 
 @pytest.fixture

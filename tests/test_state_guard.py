@@ -135,13 +135,6 @@ NOT_YET_CLEAN: dict[str, str] = {
     "hotkv.lua": "getattr(server, 'script_disable_deny_script' / 'scripting' / 'functions'): "
                  "declared (False / None), read them; ldb's total_forks = getattr(server, "
                  "'total_forks', 0) + 1: declared (0), += 1",
-    "hotkv.net.busy": "getattr(server, 'listener', None): declared (None), read it",
-    "hotkv.net.connection": "getattr(server, 'refuse_all', False): declared (False)",
-    "hotkv.net.listeners": "getattr(self.server, 'cron_paused', False): declared (False)",
-    "hotkv.pytest_plugin": "its `server` is an EmbeddedServer (_baseline): not a Server; "
-                           "rename the variable or keep the baseline elsewhere",
-    "hotkv.testing.timetravel": "hasattr/getattr on `server`, which may be an EmbeddedServer "
-                                "or a FakeServer: name it so, or ask each kind by its type",
 }
 
 _CONTAINERS = frozenset({"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter",

@@ -62,7 +62,7 @@ class ServeWhileBlocked:
         self.server = server
         self.held: list = []
         self.listening: list = []    # (duplicate listening socket, SSLContext or None)
-        listener = getattr(server, "listener", None)   # set by Listener.start
+        listener = server.listener   # set by Listener.start
         for srv in (listener.servers if listener is not None else ()):
             ctx = listener.tls_contexts.get(id(srv))
             for lsock in srv.sockets:

@@ -87,7 +87,7 @@ class Connection(Client, asyncio.Protocol):
                 except OSError:
                     pass
         transport.set_write_buffer_limits(high=_WRITE_HIGH, low=_WRITE_HIGH // 4)
-        if getattr(server, "refuse_all", False):
+        if server.refuse_all:
             # hotkv.testing.faults.refuse_connections: as a server that went away
             transport.abort()
             self.closed = True

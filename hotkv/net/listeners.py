@@ -190,7 +190,7 @@ class Listener:
 
     def _cron(self):
         try:
-            if not getattr(self.server, "cron_paused", False):   # DEBUG PAUSE-CRON
+            if not self.server.cron_paused:   # DEBUG PAUSE-CRON
                 self.server.cron()
         except Exception:
             log.exception("cron failure")

@@ -65,18 +65,18 @@ import numbers
 import time as _time
 
 
-def _clock(server):
+def _clock(thing):
     """The ``Clock`` of an EmbeddedServer, AsyncEmbeddedServer, FakeServer or a Clock."""
-    if hasattr(server, "freeze") and hasattr(server, "advance"):
-        return server
-    embedded = getattr(server, "embedded", None)      # hotkv.fake.FakeServer
-    if embedded is not None and not hasattr(server, "clock"):
-        server = embedded
+    if hasattr(thing, "freeze") and hasattr(thing, "advance"):
+        return thing
+    embedded = getattr(thing, "embedded", None)      # hotkv.fake.FakeServer
+    if embedded is not None and not hasattr(thing, "clock"):
+        thing = embedded
     try:
-        return server.clock
+        return thing.clock
     except AttributeError:
         raise TypeError("travel() takes EmbeddedServer, AsyncEmbeddedServer, FakeServer or "
-                        "Clock objects, not %s" % type(server).__name__) from None
+                        "Clock objects, not %s" % type(thing).__name__) from None
 
 
 def _seconds(seconds) -> float:
