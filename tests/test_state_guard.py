@@ -50,7 +50,9 @@ too, so the list only shrinks.  Issue 29 cleaned hotkv.core.stats,
 dispatch, latency and pause first (69 undeclared stores and 95 probes
 before, 53 and 86 after), then every other module but those in
 ``NOT_YET_CLEAN`` (51 stores and 90 probes in 48 modules before, 1 and 20
-in 11 after): ``Server.__init__`` declares each part (a part made later or
+in 11 after), and then those too (lua, net, the scripting and functions
+commands, pytest_plugin, testing.timetravel): none is left, and
+``NOT_YET_CLEAN`` stays empty.  ``Server.__init__`` declares each part (a part made later or
 off is None, a counter 0, a DEBUG switch its default), ``init_server``
 functions return the part the server stores (``client_evictor``,
 ``loopstats``, ``limits_state``).  Shown to fail: ``server.planted =
@@ -63,8 +65,9 @@ second step).
 (c) One count_call.  Outside hotkv/core/stats.py no module adds to a
 command's ``calls``, ``failed_calls`` or ``seconds`` (``cmdstats[cmd].calls
 += 1``): ``stats.count_call`` does, for dispatch.call, blocking.unblock,
-the faults' held reply and the rest.  ``COUNT_CALL_PENDING`` lists the
-modules still to change, with what they do.  Shown to fail:
+the faults' held reply, the busy gate's SHUTDOWN (hotkv.lua.busy) and a
+script's error reply (commands.scripting / functions); ``COUNT_CALL_PENDING``
+(modules still to change) is empty.  Shown to fail:
 ``client.server.cmdstats[cmd].calls += 1`` added in blocking.unblock failed
 ``test_one_count_call`` naming it; removed again, it passes.
 """
@@ -128,14 +131,7 @@ ALLOWED: dict[tuple[str, str], str] = {
 
 # The modules where (b) does not fail yet, and what they still do; every
 # other module has no undeclared server attribute and no probing.
-NOT_YET_CLEAN: dict[str, str] = {
-    "hotkv.commands.functions": "getattr(server, 'functions', None): read server.functions",
-    "hotkv.commands.scripting": "getattr(server, 'functions', None): read server.functions",
-    # A package's name covers its modules (hotkv/lua/ is being split meanwhile).
-    "hotkv.lua": "getattr(server, 'script_disable_deny_script' / 'scripting' / 'functions'): "
-                 "declared (False / None), read them; ldb's total_forks = getattr(server, "
-                 "'total_forks', 0) + 1: declared (0), += 1",
-}
+NOT_YET_CLEAN: dict[str, str] = {}
 
 _CONTAINERS = frozenset({"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter",
                          "bytearray", "count", "WeakKeyDictionary", "WeakValueDictionary",
@@ -328,14 +324,7 @@ def test_server_attributes_declared():
 _COUNTERS = frozenset({"calls", "failed_calls", "seconds"})
 
 # Modules that still add to a command's counters themselves (their owners' to change).
-COUNT_CALL_PENDING: dict[str, str] = {
-    "hotkv.lua": "the busy gate's SHUTDOWN (engine, now busy.py): count_call(server, cmd, "
-                 "0.0, client, failed=True)",
-    "hotkv.commands.functions": "a failed FCALL: count_call(server, server.current_cmd, "
-                                "failed=True)",
-    "hotkv.commands.scripting": "a failed EVAL, an error reply: count_call(server, "
-                                "server.current_cmd, failed=True)",
-}
+COUNT_CALL_PENDING: dict[str, str] = {}
 
 
 def counter_adds() -> dict[str, list]:

@@ -22,6 +22,7 @@ import time
 
 from ..core.blocking import BLOCKED
 from ..core.registry import command, container, spec
+from ..core.stats import count_call
 from ..lua.busy import BUSY_SCRIPT
 from ..lua.calls import NOREPLICAS, feed_monitors, no_good_replicas
 from ..lua.engine import ScriptError, engine
@@ -37,7 +38,7 @@ from .scripting import _RO_NOTES, _RW_NOTES, _eval_keys, deliver_script_reply, k
 
 def _fcall(c, argv, ro: bool):
     server = c.server
-    reg = getattr(server, "functions", None)
+    reg = server.functions
     fn = reg.get(argv[1]) if reg is not None else None
     if fn is not None and "no_writes" not in fn.flags:
         # What processCommand refuses once the function's flags made FCALL
@@ -72,7 +73,7 @@ def _fcall(c, argv, ro: bool):
             raise CommandError(e.message)
         # An error already counted in the error stats (the script's command's
         # own): the script's call still failed, as Valkey counts it.
-        server.cmdstats[server.current_cmd].failed_calls += 1
+        count_call(server, server.current_cmd, failed=True)
         c.add_error(e.message)
         out = None
     finally:
@@ -155,7 +156,7 @@ def function_flush(c, argv):
         raise _syntax(argv)
     if len(argv) == 3 and argv[2].lower() not in (b"sync", b"async"):
         raise CommandError("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
-    reg = getattr(c.server, "functions", None)   # (no Lua state made just to flush it)
+    reg = c.server.functions   # (no Lua state made just to flush it)
     if reg is not None:
         reg.flush()
     c.server.dirty += 1
@@ -186,7 +187,7 @@ def function_list(c, argv):
             raise CommandError("ERR Unknown argument %s" % cstr(arg))
         i += 1
     out = []
-    reg = getattr(c.server, "functions", None)
+    reg = c.server.functions
     for lib in reg.libraries.values() if reg is not None else ():
         if pattern is not None and not stringmatch(pattern, lib.name, nocase=True):
             continue
@@ -231,7 +232,7 @@ def function_stats(c, argv):
     server = c.server
     if engine(server).run is not None:
         raise CommandError(BUSY_SCRIPT)
-    reg = getattr(server, "functions", None)
+    reg = server.functions
     run = reg.engine.run if reg is not None else None
     if run is None:
         running = None

@@ -24,6 +24,7 @@ import hashlib
 
 from ..core.blocking import BLOCKED
 from ..core.registry import command, container, spec
+from ..core.stats import count_call
 from ..lua import ldb
 from ..lua.calls import feed_monitors
 from ..lua.engine import ScriptError, engine, parse_shebang
@@ -106,7 +107,7 @@ def _run_plain(c, argv, evalsha: bool, ro: bool, eng=None):
             raise CommandError(e.message)
         # An error already counted in the error stats (the script's command's
         # own): the script's call still failed, as Valkey counts it.
-        server.cmdstats[server.current_cmd].failed_calls += 1
+        count_call(server, server.current_cmd, failed=True)
         c.add_error(e.message)
         out = None
     finally:
@@ -123,7 +124,7 @@ def deliver_script_reply(c, out):
     if out is not None:
         data = b"".join(out)
         if data[:1] == b"-":
-            c.server.cmdstats[c.server.current_cmd].failed_calls += 1
+            count_call(c.server, c.server.current_cmd, failed=True)
         c.add_raw(data)
 
 
@@ -260,7 +261,7 @@ def kill_running(server, is_eval: bool):
     run = engine(server).run
     running_eval = run is not None
     if run is None:
-        functions = getattr(server, "functions", None)
+        functions = server.functions
         run = functions.engine.run if functions is not None else None
     if run is None:
         raise CommandError("NOTBUSY No scripts in execution right now.")

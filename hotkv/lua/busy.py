@@ -25,6 +25,7 @@ import logging
 import time
 
 from ..core.dispatch import reject
+from ..core.stats import count_call
 from ..net.busy import ServeWhileBlocked
 
 log = logging.getLogger("hotkv")
@@ -87,10 +88,7 @@ class BusyScript:
             if cmd.name == "shutdown" and shutdown_saves(argv):
                 # Valkey refuses it inside the command (before any save):
                 # counted as a call that failed, not as a rejected one.
-                server.cmdstats[cmd].calls += 1
-                server.cmdstats[cmd].failed_calls += 1
-                server.stat_numcommands += 1
-                client.ncmds += 1
+                count_call(server, cmd, 0.0, client, failed=True)
                 client.last_cmd = cmd.name
                 server.count_error(busy_error)
                 client.add_error(busy_error)

@@ -231,7 +231,7 @@ class CallPath:
         n = len(argv)
         if (cmd.arity > 0 and n != cmd.arity) or n < -cmd.arity:
             return self._rejected("Wrong number of args calling command from script", cmd)
-        if "noscript" in cmd.flags and not getattr(server, "script_disable_deny_script", False):
+        if "noscript" in cmd.flags and not server.script_disable_deny_script:
             # DEBUG SET-DISABLE-DENY-SCRIPTS 1 lifts this (Valkey's tests use it)
             return self._rejected("This Redis command is not allowed from script", cmd)
         plain = run.plain

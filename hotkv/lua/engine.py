@@ -592,7 +592,7 @@ class Engine(CallPath, ReplyWriter, BusyScript):
 
 
 def engine(server) -> Engine:
-    eng = getattr(server, "scripting", None)
+    eng = server.scripting
     if eng is None:
         eng = Engine(server)
         server.scripting = eng

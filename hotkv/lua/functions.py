@@ -336,8 +336,8 @@ def memory_info(server) -> dict:
     states' sizes (0 for a state not made yet: hotkv makes them on first
     use), the cached scripts' and the libraries' code bytes (Valkey adds
     its structures' overhead), and the counts."""
-    eng = getattr(server, "scripting", None)
-    reg = getattr(server, "functions", None)
+    eng = server.scripting
+    reg = server.functions
     vm_eval = eng.vm_memory() if eng is not None else 0
     vm_functions = reg.engine.vm_memory() if reg is not None else 0
     scripts_eval = sum(len(s.body) for s in eng.scripts.values()) if eng is not None else 0
@@ -349,7 +349,7 @@ def memory_info(server) -> dict:
 
 
 def registry(server) -> Registry:
-    reg = getattr(server, "functions", None)
+    reg = server.functions
     if reg is None:
         reg = Registry(server)
         server.functions = reg

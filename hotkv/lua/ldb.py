@@ -654,7 +654,7 @@ def _forked(c, argv, eng, body_fn):
     if pid == 0:   # pragma: no cover - the child
         run_child(parent, lambda: _child(c, argv, eng, body_fn, fd), "Lua debugging session",
                   keep=(fd,))
-    server.total_forks = getattr(server, "total_forks", 0) + 1
+    server.total_forks += 1
     eng.ldb_clients.pop(c.id, None)
     eng.ldb_children.add(pid)
     threading.Thread(target=_reap, args=(eng, pid), name="hotkv-ldb-reaper",
