@@ -184,6 +184,52 @@ def _migrate_options(argv):
     return copy, replace, username, password, first, num
 
 
+def _commands_to_send(c, keys, values, dbid, username, password, replace) -> list:
+    """AUTH (with a password), SELECT dbid, then one RESTORE per key with its
+    remaining TTL and its DUMP payload."""
+    db, server = c.db, c.server
+    fill = server.config.values.get("list-max-listpack-size", -2)
+    out = []
+    if password is not None:
+        out.append([b"AUTH", username, password] if username is not None else [b"AUTH", password])
+    out.append([b"SELECT", b"%d" % dbid])
+    now = server.cmd_time_ms
+    for key, value in zip(keys, values):
+        ttl = 0
+        when = db.expires.get(key)
+        if when is not None:
+            ttl = max(when - now, 1)
+        payload = rdb.dump_payload(value, object_encoding(c, key, value), fill)
+        out.append([b"RESTORE", key, b"%d" % ttl, payload] + ([b"REPLACE"] if replace else []))
+    return out
+
+
+def _read_replies(sock, entry, nhead: int, select: bool, dbid: int, keys, copy: bool,
+                  acked: list):
+    """The target's replies: to AUTH/SELECT, then one per RESTORE.  Keys
+    restored are appended to ``acked`` (unless COPY) as their replies come, so
+    a read failing midway still deletes those.  Returns the first error
+    reply's text (without its '-') or None, and the OSError that ended the
+    reading or None."""
+    buf = bytearray()
+    error = None
+    try:
+        replies = [_read_line(sock, buf) for _ in range(nhead)]
+        failed = [h for h in replies if h[:1] == b"-"]
+        if select:
+            entry.last_dbid = dbid if replies[-1][:1] != b"-" else -1
+        for key in keys:
+            line = _read_line(sock, buf)
+            if failed or line[:1] == b"-":
+                if error is None:
+                    error = (failed or [line])[0][1:]
+            elif not copy:
+                acked.append(key)
+    except OSError as e:
+        return error, e
+    return error, None
+
+
 @command("migrate", -6, "write", group="generic", since="2.6.0", acl=("dangerous",),
          keys_fn=_migrate_keys,
          key_specs=(spec("RW access delete", "index 3", "range 0 1 0"),
@@ -207,19 +253,7 @@ def migrate(c, argv):
     if not keys:
         return Simple(b"NOKEY")
     server = c.server
-    fill = server.config.values.get("list-max-listpack-size", -2)
-    out = []
-    if password is not None:
-        out.append([b"AUTH", username, password] if username is not None else [b"AUTH", password])
-    out.append([b"SELECT", b"%d" % dbid])
-    now = server.cmd_time_ms
-    for key, value in zip(keys, values):
-        ttl = 0
-        when = db.expires.get(key)
-        if when is not None:
-            ttl = max(when - now, 1)
-        payload = rdb.dump_payload(value, object_encoding(c, key, value), fill)
-        out.append([b"RESTORE", key, b"%d" % ttl, payload] + ([b"REPLACE"] if replace else []))
+    out = _commands_to_send(c, keys, values, dbid, username, password, replace)
     host = argv[1].decode("utf-8", "replace")
     port = int(argv[2]) if argv[2].isdigit() else -1
     # A node of this process's cluster is reached in process (hotkv.cluster.local).
@@ -246,23 +280,11 @@ def migrate(c, argv):
             except OSError as e:
                 io_error = e
                 raise _MigrateError("writing") from None
-            buf = bytearray()
-            try:
-                replies = [_read_line(sock, buf) for _ in range(len(head))]
-                failed = [h for h in replies if h[:1] == b"-"]
-                if select:
-                    entry.last_dbid = dbid if replies[-1][:1] != b"-" else -1
-                for key in keys:
-                    line = _read_line(sock, buf)
-                    if failed or line[:1] == b"-":
-                        if error is None:
-                            error = (failed or [line])[0][1:]
-                    elif not copy:
-                        acked.append(key)
-            except OSError as e:
-                if error is None and not acked:
-                    io_error = e
-                    raise _MigrateError("reading") from None
+            error, failure = _read_replies(sock, entry, len(head), select, dbid, keys, copy,
+                                           acked)
+            if failure is not None and error is None and not acked:
+                io_error = failure
+                raise _MigrateError("reading")
         except _MigrateError as e:
             if name is not None:
                 _close(server, name)

@@ -364,6 +364,39 @@ def xpending(c, argv):
     return out
 
 
+def _xclaim_options(argv, j: int, now: int) -> tuple:
+    """XCLAIM's options from argv[j] on: (force, justid, retrycount,
+    deliverytime, last_id), -1 for a retry count or delivery time not given."""
+    n = len(argv)
+    force = justid = False
+    retrycount = -1
+    deliverytime = -1
+    last_id = 0
+    while j < n:
+        moreargs = n - 1 - j
+        opt = argv[j].lower()
+        if opt == b"force":
+            force = True
+        elif opt == b"justid":
+            justid = True
+        elif opt == b"idle" and moreargs:
+            j += 1
+            deliverytime = now - parse_ll(argv[j], "ERR Invalid IDLE option argument for XCLAIM")
+        elif opt == b"time" and moreargs:
+            j += 1
+            deliverytime = parse_ll(argv[j], "ERR Invalid TIME option argument for XCLAIM")
+        elif opt == b"retrycount" and moreargs:
+            j += 1
+            retrycount = parse_ll(argv[j], "ERR Invalid RETRYCOUNT option argument for XCLAIM")
+        elif opt == b"lastid" and moreargs:
+            j += 1
+            last_id = parse_id(argv[j], 0, strict=True)[0]
+        else:
+            raise CommandError("ERR Unrecognized XCLAIM option '%s'" % as_text(argv[j]))
+        j += 1
+    return force, justid, retrycount, deliverytime, last_id
+
+
 @command("xclaim", -6, "write fast", (1, 1, 1), group="stream", since="5.0.0",
          key_flags="RW update")
 def xclaim(c, argv):
@@ -393,32 +426,7 @@ def xclaim(c, argv):
     last_id_arg = j - 1
     server = c.server
     now = server.cmd_time_ms
-    force = justid = False
-    retrycount = -1
-    deliverytime = -1
-    last_id = 0
-    while j < n:
-        moreargs = n - 1 - j
-        opt = argv[j].lower()
-        if opt == b"force":
-            force = True
-        elif opt == b"justid":
-            justid = True
-        elif opt == b"idle" and moreargs:
-            j += 1
-            deliverytime = now - parse_ll(argv[j], "ERR Invalid IDLE option argument for XCLAIM")
-        elif opt == b"time" and moreargs:
-            j += 1
-            deliverytime = parse_ll(argv[j], "ERR Invalid TIME option argument for XCLAIM")
-        elif opt == b"retrycount" and moreargs:
-            j += 1
-            retrycount = parse_ll(argv[j], "ERR Invalid RETRYCOUNT option argument for XCLAIM")
-        elif opt == b"lastid" and moreargs:
-            j += 1
-            last_id = parse_id(argv[j], 0, strict=True)[0]
-        else:
-            raise CommandError("ERR Unrecognized XCLAIM option '%s'" % as_text(argv[j]))
-        j += 1
+    force, justid, retrycount, deliverytime, last_id = _xclaim_options(argv, j, now)
     props = [] if c.server.aof is not None else None   # None: nothing logs
     propagate_last_id = False
     if last_id > g.last_id:
