@@ -60,6 +60,10 @@ class KeyIndex:
     __slots__ = ("buckets", "bits", "shift", "mask", "count",
                  "old", "old_shift", "old_mask", "migrated", "gate")
 
+    def pristine(self) -> bool:
+        """Empty, at the smallest table and not rehashing: as KeyIndex() makes it."""
+        return not self.count and self.bits == MIN_BITS and self.old is None and self.gate is None
+
     def __init__(self, keys=()):
         self.count = 0
         # Asked before the table doubles, with the bytes that takes: False
