@@ -1,9 +1,10 @@
-"""Other projects' test suites as the measure: fakeredis, RQ and arq against hotkv.
+"""Other projects' test suites as the measure: fakeredis, RQ, arq and ioredis against hotkv.
 
-Each suite is fetched at a pinned release from PyPI (the source distribution
-carries the tests), patched by a small patch file in ``compat/suites/`` (only
-to make the server's port, and for fakeredis the server's identity, come from
-the environment), and run by pytest against a fresh hotkv (``python -m
+Each Python suite is fetched at a pinned release from PyPI (the source
+distribution carries the tests; ioredis's come from a checkout, below),
+patched by a small patch file in ``compat/suites/`` (only to make the
+server's port, and for fakeredis the server's identity, come from the
+environment), and run by pytest (ioredis: mocha) against a fresh hotkv (``python -m
 hotkv.tools.cli serve --port P --save ""`` in a subprocess) and, with
 ``--reference``, against a fresh valkey-server 8.1.8 (tests/support.py
 ``ReferenceValkey``).  The result per suite and server is pytest's JUnit XML,
@@ -13,6 +14,7 @@ but not on the reference is listed.
     python compat/suites.py --reference                   # every suite, both servers
     python compat/suites.py --suite fakeredis --reference --json out.json
     python compat/suites.py --suite rq -k test_queue      # pytest -k, hotkv only
+    python compat/suites.py --suite ioredis --ioredis-dir ~/src/ioredis --reference
 
 The suites, and how each is pointed at a server:
 
@@ -46,9 +48,28 @@ The suites, and how each is pointed at a server:
   the patch replaces that with ``ARQ_TEST_REDIS_PORT``.  arq needs
   redis-py < 6 and pytest-asyncio 0.23 (its ``event_loop`` fixture), so it
   runs in its own venv with the versions of its uv.lock.
-* ioredis 6.0.0 -- not run: the npm package (``npm pack ioredis@6.0.0``)
-  holds only ``built/`` (105 files), no tests; its functional tests are only
-  in the GitHub repository, which CI here cannot reach.
+* ioredis 6.0.0 -- its functional tests (``test/functional/**/*.ts``,
+  with ``test/helpers/*.ts``, run by mocha under ts-node as upstream's
+  ``npm run test:js`` does, without the unit tests).  The npm package
+  (``npm pack ioredis@6.0.0``) holds only ``built/``, no tests; they are only
+  in the GitHub repository, which CI cannot reach, so CI does not run this
+  suite.  Get a checkout of the release yourself and name it with
+  ``--ioredis-dir DIR`` (or $HOTKV_IOREDIS_DIR)::
+
+      git clone --branch v6.0.0 --depth 1 https://github.com/redis/ioredis ~/src/ioredis
+
+  (v6.0.0 is commit 8ed2946504a36ae9b1e186b9dccc56afcd046d78.)  The checkout
+  is left as it is: it is copied (without .git, node_modules, docs, built)
+  into the cache, patched there, and its test dependencies (mocha, ts-node,
+  chai, sinon, ...) installed with ``npm ci`` from the npm registry.  Upstream
+  talks to ``127.0.0.1:6379``; the patch adds ``test/helpers/port.ts``, which
+  sets the client's default port from ``IOREDIS_TEST_PORT``, and makes the
+  few tests that write 6379 out (expected ports, a mock sentinel's answer,
+  a NAT map) use it.  Mocha's counts are passes / failures / pending (the
+  table's "skipped"); a failing hook counts as one failure and the tests it
+  stops are counted nowhere, as mocha reports them.  ``-k`` is mocha's
+  ``--grep``.  The tests' mock servers listen on fixed ports (17379-17381,
+  26379-30303, 44444, 55555): the server under test never takes those.
 
 Downloads are cached in $HOTKV_SUITES_DIR (default ~/.cache/hotkv-suites).
 ``available(name)`` says why a suite cannot be had (no network, no tool);
@@ -93,6 +114,8 @@ class Suite:
     venv: list[str] = dataclasses.field(default_factory=list)   # a venv of its own
     unavailable: str = ""             # why it is never run
     timeout: int = 2400               # the whole run, seconds
+    runner: str = "pytest"            # or "mocha" (ioredis: an npm project)
+    avoid_ports: tuple = ()           # ports the suite's own mock servers take
 
     @property
     def key(self) -> str:
@@ -120,6 +143,9 @@ class Suite:
             return {"RQ_TEST_REDIS_PORT": str(port), "RQ_TEST_PUBSUB_SLEEP": "1"}
         if self.name == "arq":
             return {"ARQ_TEST_REDIS_PORT": str(port)}
+        if self.name == "ioredis":     # as upstream's test:js script, plus the port
+            return {"IOREDIS_TEST_PORT": str(port), "TS_NODE_TRANSPILE_ONLY": "true",
+                    "NODE_ENV": "test"}
         return {}
 
 
@@ -137,9 +163,11 @@ SUITES = [
                 "pytest-timeout==2.4.0", "redis[hiredis]==4.6.0", "dirty-equals==0.11",
                 "msgpack==1.1.2", "pydantic==2.12.5", "pytz==2025.2", "click==8.1.8",
                 "watchfiles==1.1.1"]),
-    Suite("ioredis", "6.0.0", [], unavailable=(
-        "the npm package ioredis@6.0.0 carries no tests (only built/); its functional "
-        "tests are only in the GitHub repository, which is not reachable here")),
+    Suite("ioredis", "6.0.0", ["test/helpers/*.ts", "test/functional/**/*.ts"],
+          runner="mocha", timeout=3600,
+          avoid_ports=(17379, 17380, 17381, 22222, 26379, 27379, 27380, 27381, 27382,
+                       30000, 30001, 30002, 30003, 30004, 30005, 30006, 30010, 30301,
+                       30302, 30303, 44444, 55555)),
 ]
 BY_NAME = {s.name: s for s in SUITES}
 
@@ -158,6 +186,11 @@ def _run(argv: list[str], what: str, **kw) -> None:
         raise Unavailable("%s failed: %s" % (what, " / ".join(tail)))
 
 
+# The ioredis checkout (see the docstring): --ioredis-dir, else $HOTKV_IOREDIS_DIR.
+IOREDIS_DIR = os.environ.get("HOTKV_IOREDIS_DIR", "")
+IOREDIS_CLONE = "git clone --branch v%s --depth 1 https://github.com/redis/ioredis DIR"
+
+
 def _python(suite: Suite) -> str:
     return os.path.join(suite.dir, "venv", "bin", "python") if suite.venv else sys.executable
 
@@ -167,6 +200,8 @@ def prepare(suite: Suite) -> None:
     packages, once (a ``ready`` stamp marks a finished preparation)."""
     if suite.unavailable:
         raise Unavailable(suite.unavailable)
+    if suite.runner == "mocha":
+        return _prepare_npm(suite)
     patch_file = os.path.join(PATCHES, suite.key + ".patch")
     with open(patch_file, "rb") as f:      # a changed patch or pin prepares again
         recipe = hashlib.sha256(f.read() + repr((suite.site, suite.venv)).encode()).hexdigest()
@@ -196,6 +231,54 @@ def prepare(suite: Suite) -> None:
         _run([os.path.join(venv, "bin", "python"), "-m", "pip", "-q",
               "--disable-pip-version-check", "install", *suite.venv],
              "pip install (venv) %s" % " ".join(suite.venv))
+    with open(stamp, "w") as f:
+        f.write(recipe)
+
+
+def _prepare_npm(suite: Suite) -> None:
+    """ioredis: copy the user's checkout into the cache, patch the copy and
+    ``npm ci`` its dependencies, once per patch and checkout contents."""
+    checkout = os.path.abspath(os.path.expanduser(IOREDIS_DIR)) if IOREDIS_DIR else ""
+    clone = IOREDIS_CLONE % suite.version
+    if not checkout:
+        raise Unavailable("no ioredis checkout: its tests are only on GitHub; run `%s` "
+                          "and give --ioredis-dir DIR (or HOTKV_IOREDIS_DIR)" % clone)
+    try:
+        with open(os.path.join(checkout, "package.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        raise Unavailable("%s is not an ioredis checkout: %s" % (checkout, e)) from e
+    if meta.get("name") != "ioredis" or meta.get("version") != suite.version:
+        raise Unavailable("%s holds %s %s, not ioredis %s (%s)" % (
+            checkout, meta.get("name"), meta.get("version"), suite.version, clone))
+    for tool in ("node", "npm"):
+        if shutil.which(tool) is None:
+            raise Unavailable("%s is not installed" % tool)
+    top = {".git", "node_modules", "docs", "built", ".nyc_output", "coverage"}
+    ignore = lambda d, names: [n for n in names if d == checkout and n in top]  # noqa: E731
+    recipe = hashlib.sha256()
+    with open(os.path.join(PATCHES, suite.key + ".patch"), "rb") as f:
+        recipe.update(f.read())
+    for d, dirs, files in os.walk(checkout):   # the checkout's contents, as copied
+        dirs[:] = sorted(n for n in dirs if n not in ignore(d, dirs))
+        for n in sorted(files):
+            path = os.path.join(d, n)
+            if os.path.isfile(path):
+                recipe.update(os.path.relpath(path, checkout).encode() + b"\0")
+                with open(path, "rb") as f:
+                    recipe.update(f.read())
+    recipe = recipe.hexdigest()
+    stamp = os.path.join(suite.dir, "ready")
+    if os.path.exists(stamp) and open(stamp).read() == recipe:
+        return
+    shutil.rmtree(suite.dir, ignore_errors=True)
+    os.makedirs(suite.dir)
+    shutil.copytree(checkout, suite.src, ignore=ignore, symlinks=True)
+    with open(os.path.join(PATCHES, suite.key + ".patch")) as f:
+        _run(["patch", "-p1", "--forward", "--quiet"], "patch " + suite.key,
+             stdin=f, cwd=suite.src)
+    _run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel", "error"],
+         "npm ci (in %s)" % suite.src, cwd=suite.src)
     with open(stamp, "w") as f:
         f.write(recipe)
 
@@ -260,8 +343,14 @@ class Hotkv:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def start_server(kind: str):
-    return Hotkv().start() if kind == "hotkv" else ReferenceValkey().start()
+def start_server(kind: str, avoid=()):
+    """A fresh server of ``kind`` on a free port that is not in ``avoid``."""
+    for _ in range(5):
+        server = Hotkv().start() if kind == "hotkv" else ReferenceValkey().start()
+        if server.port not in avoid:
+            return server
+        server.stop()
+    raise RuntimeError("no free port outside %s" % (avoid,))
 
 
 # ----------------------------------------------------------------------
@@ -298,9 +387,25 @@ def read_junit(path: str, result: Result) -> None:
             result.passed += 1
 
 
+def read_mocha_json(path: str, src: str, result: Result) -> None:
+    """Mocha's json reporter: passes / failures / pending.  A failing hook
+    is one failure (titled '"before each" hook for ...')."""
+    with open(path) as f:
+        report = json.load(f)
+    stats = report["stats"]
+    result.passed, result.skipped = stats["passes"], stats["pending"]
+    for case in report["failures"]:
+        test = "%s::%s" % (os.path.relpath(case.get("file") or "?", src), case["fullTitle"])
+        message = (case.get("err", {}).get("message") or "").strip().splitlines()
+        result.failures[test] = message[0][:300] if message else ""
+    result.failed = len(result.failures)
+
+
 def run_suite(suite: Suite, kind: str, extra: list[str] = (), log=None) -> Result:
     """Run the (prepared) suite against a fresh server of ``kind``;
     ``extra`` replaces the suite's own selection of tests when given."""
+    if suite.runner == "mocha":
+        return run_mocha(suite, kind, extra, log)
     result = Result(suite.name, kind)
     server = start_server(kind)
     xml = os.path.join(suite.dir, "junit-%s-%s.xml" % (suite.name, kind))
@@ -332,6 +437,38 @@ def run_suite(suite: Suite, kind: str, extra: list[str] = (), log=None) -> Resul
     return result
 
 
+def run_mocha(suite: Suite, kind: str, extra: list[str] = (), log=None) -> Result:
+    """ioredis: mocha (as its package.json configures it: ts-node, 8 s per
+    test, --exit) over the functional tests, json reporter to a file."""
+    result = Result(suite.name, kind)
+    server = start_server(kind, suite.avoid_ports)
+    report = os.path.join(suite.dir, "mocha-%s-%s.json" % (suite.name, kind))
+    if os.path.exists(report):
+        os.remove(report)
+    env = dict(os.environ, **suite.env(server.port, kind))
+    args = list(extra) if extra else list(suite.pytest_args)
+    argv = ["nice", "-n", "10", os.path.join("node_modules", ".bin", "mocha"),
+            "--no-experimental-strip-types", "--reporter", "json",
+            "--reporter-option", "output=" + report, *args]
+    start = time.time()
+    out = open(log, "w") if log else subprocess.DEVNULL
+    try:
+        subprocess.run(argv, cwd=suite.src, env=env, stdout=out, stderr=subprocess.STDOUT,
+                       timeout=suite.timeout)
+    except subprocess.TimeoutExpired:
+        result.error = "timed out after %d s" % suite.timeout
+    finally:
+        if log:
+            out.close()
+        server.stop()
+    result.seconds = round(time.time() - start, 1)
+    if os.path.exists(report):
+        read_mocha_json(report, suite.src, result)
+    elif not result.error:
+        result.error = "mocha wrote no report"
+    return result
+
+
 def hotkv_only(ours: Result, ref: Result | None) -> dict:
     """Tests that fail on hotkv and not on the reference (all of hotkv's
     failures when there is no reference run)."""
@@ -341,15 +478,28 @@ def hotkv_only(ours: Result, ref: Result | None) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="ioredis's functional tests are only in its GitHub repository, which CI "
+        "cannot reach (CI does not run them): clone the release yourself, `%s`, and give "
+        "--ioredis-dir DIR; the copy in the cache is patched and `npm ci` installs its "
+        "test dependencies from the npm registry." % (IOREDIS_CLONE % BY_NAME["ioredis"].version))
     ap.add_argument("--suite", action="append", choices=list(BY_NAME),
                     help="the suite to run (repeatable; default: all)")
     ap.add_argument("--reference", action="store_true",
                     help="run each suite against valkey-server %s too" % VALKEY_VERSION)
     ap.add_argument("--json", help="write the results here")
-    ap.add_argument("-k", help="pytest -k expression (replaces nothing else)")
+    ap.add_argument("-k", help="pytest -k expression (replaces nothing else); "
+                    "for ioredis, mocha's --grep")
+    ap.add_argument("--ioredis-dir", metavar="DIR",
+                    help="a checkout of ioredis v%s, which CI cannot fetch: `%s` "
+                    "(default $HOTKV_IOREDIS_DIR)" % (BY_NAME["ioredis"].version,
+                                                      IOREDIS_CLONE % BY_NAME["ioredis"].version))
     ap.add_argument("--logs", help="a directory for each run's pytest output")
     args = ap.parse_args(argv)
+    if args.ioredis_dir:
+        global IOREDIS_DIR
+        IOREDIS_DIR = args.ioredis_dir
     names = args.suite or list(BY_NAME)
     rows, report = [], {}
     for name in names:
@@ -359,7 +509,8 @@ def main(argv=None) -> int:
             print("%s %s: not run: %s" % (suite.name, suite.version, why), flush=True)
             report[name] = {"version": suite.version, "not_run": why}
             continue
-        extra = (suite.pytest_args + ["-k", args.k]) if args.k else []
+        extra = (suite.pytest_args + (["--grep", args.k] if suite.runner == "mocha"
+                                      else ["-k", args.k])) if args.k else []
         runs = {}
         for kind in ["hotkv"] + (["valkey"] if args.reference else []):
             log = os.path.join(args.logs, "%s-%s.log" % (name, kind)) if args.logs else None
