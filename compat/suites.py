@@ -401,6 +401,24 @@ def read_mocha_json(path: str, src: str, result: Result) -> None:
     result.failed = len(result.failures)
 
 
+def _run_to_end(argv, suite, env, log, server, result):
+    """Run one suite's test command in its tree (output to ``log`` or nowhere),
+    bounded by the suite's timeout; then stop the server under test and note
+    the wall time on ``result``."""
+    start = time.time()
+    out = open(log, "w") if log else subprocess.DEVNULL
+    try:
+        subprocess.run(argv, cwd=suite.src, env=env, stdout=out, stderr=subprocess.STDOUT,
+                       timeout=suite.timeout)
+    except subprocess.TimeoutExpired:
+        result.error = "timed out after %d s" % suite.timeout
+    finally:
+        if log:
+            out.close()
+        server.stop()
+    result.seconds = round(time.time() - start, 1)
+
+
 def run_suite(suite: Suite, kind: str, extra: list[str] = (), log=None) -> Result:
     """Run the (prepared) suite against a fresh server of ``kind``;
     ``extra`` replaces the suite's own selection of tests when given."""
@@ -418,18 +436,7 @@ def run_suite(suite: Suite, kind: str, extra: list[str] = (), log=None) -> Resul
     args = list(extra) if extra else list(suite.pytest_args)
     argv = ["nice", "-n", "10", _python(suite), "-m", "pytest", "-q", "-p", "no:cacheprovider",
             "-o", "addopts=", "--junitxml", xml, *args]
-    start = time.time()
-    out = open(log, "w") if log else subprocess.DEVNULL
-    try:
-        subprocess.run(argv, cwd=suite.src, env=env, stdout=out, stderr=subprocess.STDOUT,
-                       timeout=suite.timeout)
-    except subprocess.TimeoutExpired:
-        result.error = "timed out after %d s" % suite.timeout
-    finally:
-        if log:
-            out.close()
-        server.stop()
-    result.seconds = round(time.time() - start, 1)
+    _run_to_end(argv, suite, env, log, server, result)
     if os.path.exists(xml):
         read_junit(xml, result)
     elif not result.error:
@@ -450,18 +457,7 @@ def run_mocha(suite: Suite, kind: str, extra: list[str] = (), log=None) -> Resul
     argv = ["nice", "-n", "10", os.path.join("node_modules", ".bin", "mocha"),
             "--no-experimental-strip-types", "--reporter", "json",
             "--reporter-option", "output=" + report, *args]
-    start = time.time()
-    out = open(log, "w") if log else subprocess.DEVNULL
-    try:
-        subprocess.run(argv, cwd=suite.src, env=env, stdout=out, stderr=subprocess.STDOUT,
-                       timeout=suite.timeout)
-    except subprocess.TimeoutExpired:
-        result.error = "timed out after %d s" % suite.timeout
-    finally:
-        if log:
-            out.close()
-        server.stop()
-    result.seconds = round(time.time() - start, 1)
+    _run_to_end(argv, suite, env, log, server, result)
     if os.path.exists(report):
         read_mocha_json(report, suite.src, result)
     elif not result.error:

@@ -19,29 +19,11 @@ from hotkv.core.dispatch import process_commands
 from hotkv.lua.engine import engine
 from hotkv.protocol.resp import RequestParser
 from hotkv.server import Server
+from test_lua_calls import DESCRIBE, SETUP as CALLS_SETUP
 
-# Describes any Lua value deterministically (tables by sorted keys).
-DESCRIBE = r"""
-local function d(v, depth)
-  local t = type(v)
-  if t == 'table' then
-    if depth > 6 then return 'deep' end
-    local ks = {}
-    for k in pairs(v) do ks[#ks + 1] = k end
-    table.sort(ks, function(a, b) return tostring(a) < tostring(b) end)
-    local parts = {}
-    for _, k in ipairs(ks) do parts[#parts + 1] = tostring(k) .. '=' .. d(v[k], depth + 1) end
-    return '{' .. table.concat(parts, ',') .. '}#' .. #v
-  end
-  return t .. ':' .. tostring(v)
-end
-"""
-
-SETUP = [("RPUSH", "l", *[str(i) for i in range(50)]), ("RPUSH", "l2", "a", "", "c"),
-         ("HSET", "h", "f1", "v1", "f2", "", "n", "5"), ("SADD", "s", "1", "2", "x"),
-         ("ZADD", "z", "1", "a", "2.5", "b", "-3", "c"), ("SET", "str", "hello"),
-         ("SET", "n", "10"), ("XADD", "x", "1-1", "f", "v"), ("XADD", "x", "2-1", "g", "w"),
-         ("RPUSH", "big", *[str(i) for i in range(7005)])]
+# The value describer and the dataset of tests/test_lua_calls.py, plus a list
+# long enough for arrays past any chunking.
+SETUP = CALLS_SETUP + [("RPUSH", "big", *[str(i) for i in range(7005)])]
 
 # (a call's arguments, in Lua) -- every reply shape, numbers, errors
 CALLS = [
