@@ -22,6 +22,7 @@ import time
 from hotkv.net import connection as connmod
 from hotkv.protocol import resp
 from hotkv.server import Server
+from stubs import Loop, Transport
 
 RECV = 256000
 pc = time.perf_counter
@@ -44,49 +45,6 @@ def wrap(owner, name, label):
             busy.discard(label)
     setattr(owner, name, timed)
 
-
-class Loop:
-    def __init__(self):
-        self.q = []
-
-    def call_soon(self, cb, *a):
-        self.q.append((cb, a))
-
-    def call_later(self, delay, cb, *a):
-        return None
-
-    def run(self):
-        while self.q:
-            q, self.q = self.q, []
-            for cb, a in q:
-                cb(*a)
-
-
-class Transport:
-    def __init__(self):
-        self.n = 0
-
-    def write(self, data):
-        self.n += len(data)
-
-    def writelines(self, chunks):
-        for c in chunks:
-            self.n += len(c)
-
-    def get_extra_info(self, name, default=None):
-        return default
-
-    def set_write_buffer_limits(self, **kw):
-        pass
-
-    def get_write_buffer_size(self):
-        return 0
-
-    def is_closing(self):
-        return False
-
-    def close(self):
-        pass
 
     def pause_reading(self):
         pass

@@ -169,41 +169,7 @@ def in_process(rounds: int, reads: int = 2000, samples: int = 15):
     from hotkv.net.connection import Connection
     from hotkv.replication.primary import ONLINE, ReplicaLink
     from hotkv.server import Server
-
-    class Loop:
-        def __init__(self):
-            self.q = []
-
-        def call_soon(self, cb, *a):
-            self.q.append((cb, a))
-
-        def call_later(self, delay, cb, *a):
-            return None
-
-        def run(self):
-            while self.q:
-                q, self.q = self.q, []
-                for cb, a in q:
-                    cb(*a)
-
-    class Transport:
-        def write(self, data):
-            pass
-
-        def get_extra_info(self, name, default=None):
-            return default
-
-        def set_write_buffer_limits(self, **kw):
-            pass
-
-        def get_write_buffer_size(self):
-            return 0
-
-        def is_closing(self):
-            return False
-
-        def close(self):
-            pass
+    from stubs import Loop, Transport
 
     read = b"*3\r\n$5\r\nLPUSH\r\n$6\r\nmylist\r\n$3\r\nxxx\r\n" * 16
 
