@@ -279,17 +279,15 @@ class Connection(Client, asyncio.Protocol):
                 # -2): the chunks go to the transport as they are (writev),
                 # not copied into one joined reply first.
                 chunks = out.copy()
+                data = None
             else:
                 data = b"".join(out)
             out.clear()
             if not self.closed:
-                if chunks is None:
-                    n, first = len(data), data[:1]
-                else:
-                    n, first = sum(map(len, chunks)), (chunks[0] or b"".join(chunks))[:1]
+                n = len(data) if chunks is None else sum(map(len, chunks))
                 hard = self.server.obuf_hard_normal   # hotkv.clients.limits; pub/sub has its own
                 if hard and n + self._backlog() - \
-                        (REPLY_BUF_BYTES if first != b"*" else 0) >= hard \
+                        (REPLY_BUF_BYTES if _first_byte(data, chunks) != b"*" else 0) >= hard \
                         and self.kind == "normal" and not self.subscribed:
                     output_limit_reached(self.server, self, n)
                     return
@@ -407,6 +405,17 @@ _BIG_ARG = 32 * 1024
 # The output backlog at which a client's input is paused (see the docstring).
 _OUTPUT_PAUSE = 64 * 1024 * 1024
 _sizeof = sys.getsizeof
+def _first_byte(data, chunks) -> bytes:
+    """The first byte of a turn's replies, joined or in chunks (only asked when
+    an output-buffer hard limit is set: no slice per flush otherwise)."""
+    if chunks is None:
+        return data[:1]
+    for chunk in chunks:
+        if chunk:
+            return chunk[:1]
+    return b""
+
+
 # A reply chunk this big (a value) makes flush hand the turn's chunks to the
 # transport's writelines instead of joining them (a copy of the value).
 _WRITEV_MIN = 16 * 1024
