@@ -108,9 +108,21 @@ def _client(srv):
     return valkey.Valkey(host=srv.host, port=srv.port, socket_timeout=30)
 
 
+def _flush(r):
+    """Empty the server and wait until the memory is back: valkey-server 8
+    flushes in a background thread by default (lazyfree-lazy-user-flush yes),
+    so a used_memory read right after an async FLUSHALL still counts the old
+    dataset, and the budget set from it lets later writes fit without
+    eviction (a CI run: 37 evictions where ~800 were due)."""
+    r.execute_command("FLUSHALL", "SYNC")
+    deadline = time.time() + 10
+    while r.info("memory").get("lazyfree_pending_objects", 0) and time.time() < deadline:
+        time.sleep(0.01)
+
+
 def _reset(r, policy: str):
     r.config_set("maxmemory", 0)
-    r.flushall()
+    _flush(r)
     r.config_set("maxmemory-policy", policy)
     r.config_set("maxmemory-samples", 5)
     r.config_resetstat()
@@ -180,7 +192,7 @@ def _both(servers, policy, fill_ttl=None, touch=None, add_ttl=None, more=0.4):
         res[name] = (_survivors(r, hot), _survivors(r, cold), r.info("stats")["evicted_keys"],
                      full)
         r.config_set("maxmemory", 0)
-        r.flushall()
+        _flush(r)
         r.close()
     return res
 
@@ -295,7 +307,7 @@ def test_an_index_that_would_pass_the_limit_does_not_grow(servers, keys):
     for name, srv in servers.items():
         r = _client(srv)
         r.config_set("maxmemory", 0)
-        r.flushall()
+        _flush(r)
         r.config_set("maxmemory-policy", "allkeys-random")
         r.config_set("latency-tracking", "no")
         r.config_resetstat()
@@ -479,7 +491,7 @@ def test_used_memory_tracks_the_data(servers):
     keys go (the RSS does not); INFO memory stays coherent."""
     r = _client(servers["hotkv"])
     r.config_set("maxmemory", 0)
-    r.flushall()
+    _flush(r)
     time.sleep(0.2)     # a fresh measurement of pymalloc's block size (INFO: 10 a second)
     m0 = r.info("memory")
     n = MB * 1024 * 1024 // 130
@@ -499,7 +511,7 @@ def test_used_memory_tracks_the_data(servers):
     assert grew > MB * 1024 * 1024
     if rss_grew > MB * 1024 * 1024:   # pages freed earlier may be reused: RSS grows less
         assert 0.7 < grew / rss_grew < 1.3, (grew, rss_grew)
-    r.flushall()
+    _flush(r)
     time.sleep(0.2)
     m2 = r.info("memory")
     fell = m1["used_memory"] - m2["used_memory"]
@@ -543,7 +555,7 @@ def test_a_closed_clients_half_read_command_is_freed(servers):
     for name, srv in servers.items():
         r = _client(srv)
         r.config_set("maxmemory", 0)
-        r.flushall()
+        _flush(r)
         before = r.info("memory")["used_memory"]
         socks = [socket.create_connection((srv.host, srv.port)) for _ in range(30)]
         for s in socks:
@@ -577,7 +589,7 @@ def test_tracking_invalidations_do_not_drain_the_database(servers):
     for name, srv in (("hotkv", servers["hotkv"]),):
         r = _client(srv)
         r.config_set("maxmemory", 0)
-        r.flushall()
+        _flush(r)
         r.config_set("maxmemory-policy", "allkeys-lru")
         r.config_set("maxmemory-eviction-tenacity", 100)
         r.config_resetstat()
@@ -601,7 +613,7 @@ def test_tracking_invalidations_do_not_drain_the_database(servers):
             c.close()
         r.config_set("maxmemory", 0)
         r.config_set("maxmemory-eviction-tenacity", 10)
-        r.flushall()
+        _flush(r)
         r.close()
     for name, (evicted, dbsize) in counts.items():
         assert 10 <= evicted <= 50 and 200 <= dbsize <= 300, counts
@@ -621,7 +633,7 @@ def test_stalled_reader_costs_what_its_output_buffer_shows(servers):
     for name, srv in servers.items():
         r = _client(srv)
         r.config_set("maxmemory", 0)
-        r.flushall()
+        _flush(r)
         sub = RawClient(srv.host, srv.port)
         sub.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         assert sub.call("SUBSCRIBE", "ch").startswith(b"*3\r\n")
