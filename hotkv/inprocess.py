@@ -155,8 +155,12 @@ class LoopLock:
         if self.closed:
             raise ConnectionResetError(errno.ECONNRESET, "the server has stopped")
         loop, server = self.loop, self.server
-        scheduled = loop._scheduled
+        scheduled, ready = loop._scheduled, loop._ready
         head = scheduled[0] if scheduled else None
+        # Work already queued woke the loop when it was queued: waking it
+        # again after every turn until it runs costs each command a
+        # self-pipe write (12 us) and the lock hand-over.
+        queued_before = len(ready)
         prev = _get_running_loop()
         _set_running_loop(loop)
         # Our own before_sleep ends this turn: no need for wake() to queue one.
@@ -178,7 +182,7 @@ class LoopLock:
                 if queued:   # the loop had one queued before we came: it runs it
                     server._wake_scheduled = True
                 _set_running_loop(prev)
-        if loop._ready or (scheduled and scheduled[0] is not head):
+        if len(ready) > queued_before or (scheduled and scheduled[0] is not head):
             loop._write_to_self()   # the loop has work now, or an earlier timer
 
     def _let_loop_in(self):

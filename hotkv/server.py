@@ -667,6 +667,8 @@ class Server:
                 client.flush()
         if self.gated and self.clients_limit:   # after the flushes: output limits go first
             self.client_evictor.before_sleep(pending)
+        if self.lazyfree_queue:   # freed after the replies (hotkv.core.lazyfree)
+            lazyfree.drain(self)
         if self.sleep_hooks:   # hotkv.testing.waiting: conditions re-checked once per turn
             for hook in tuple(self.sleep_hooks):
                 hook()

@@ -401,6 +401,30 @@ def test_client_close_is_seen_by_the_server(srv):
     srv.wait_until(lambda s: rid not in s.server.clients)
 
 
+def test_a_lazy_flush_does_not_wake_the_loop_after_every_command():
+    """Under the loop lock, a turn wakes the loop thread only for work it
+    queued itself.  A FLUSHALL frees the old keys lazily; when that was a
+    callback left on the loop, each following command of the test wrote
+    the self-pipe again until the loop thread ran (12 us a command, and a
+    lock hand-over)."""
+    with EmbeddedServer(inprocess=True) as s:
+        r = client(s)
+        r.mset({"k%d" % i: "v" for i in range(200)})
+        loop = s.loop_lock.loop
+        wakes = []
+        real = loop._write_to_self
+        loop._write_to_self = lambda: (wakes.append(1), real())
+        try:
+            r.flushall()
+            for i in range(20):
+                r.set("a%d" % i, i)
+            assert r.info("memory")["lazyfree_pending_objects"] == 0
+            assert r.dbsize() == 20
+        finally:
+            del loop._write_to_self
+        assert len(wakes) <= 1, len(wakes)
+
+
 def test_valkey_py_client(srv):
     v = client(srv, "valkey", decode_responses=True)
     v.hset("vh", mapping={"a": "1"})
