@@ -33,7 +33,7 @@ def _subcommand_syntax(argv) -> CommandError:
                         "HELP." % (_name(argv[1][:128]), _name(argv[0].upper())))
 
 
-@command("acl|setuser", -3, _FLAGS, group="server", since="6.0.0")
+@command("acl|setuser", -3, _FLAGS, group="server", since="6.0.0", args="username [rule]...")
 def acl_setuser(c, argv):
     """Creates and modifies an ACL user and its rules."""
     username = argv[2]
@@ -45,7 +45,7 @@ def acl_setuser(c, argv):
     return OK
 
 
-@command("acl|deluser", -3, _FLAGS, group="server", since="6.0.0")
+@command("acl|deluser", -3, _FLAGS, group="server", since="6.0.0", args="username...")
 def acl_deluser(c, argv):
     """Deletes ACL users, and terminates their connections."""
     if b"default" in argv[2:]:
@@ -53,7 +53,7 @@ def acl_deluser(c, argv):
     return c.server.acl.deluser(argv[2:], current=c)
 
 
-@command("acl|getuser", 3, _FLAGS, group="server", since="6.0.0")
+@command("acl|getuser", 3, _FLAGS, group="server", since="6.0.0", args="username")
 def acl_getuser(c, argv):
     """Lists the ACL rules of a user."""
     u = c.server.acl.users.get(argv[2])
@@ -97,7 +97,7 @@ def acl_whoami(c, argv):
     return c.user.name if c.user is not None else None
 
 
-@command("acl|cat", -2, _FLAGS_USER, group="server", since="6.0.0")
+@command("acl|cat", -2, _FLAGS_USER, group="server", since="6.0.0", args="[category]")
 def acl_cat(c, argv):
     """Lists the ACL categories, or the commands inside a category."""
     if len(argv) > 3:
@@ -110,7 +110,7 @@ def acl_cat(c, argv):
     return [cmd.name.encode() for cmd in aclmod.category_commands(category)]
 
 
-@command("acl|genpass", -2, _FLAGS_USER, group="server", since="6.0.0")
+@command("acl|genpass", -2, _FLAGS_USER, group="server", since="6.0.0", args="[bits:i]")
 def acl_genpass(c, argv):
     """Generates a pseudorandom, secure password that can be used to identify ACL users."""
     if len(argv) > 3:
@@ -127,7 +127,7 @@ def acl_genpass(c, argv):
     return os.urandom((chars + 1) // 2).hex()[:chars].encode()
 
 
-@command("acl|log", -2, _FLAGS, group="server", since="6.0.0")
+@command("acl|log", -2, _FLAGS, group="server", since="6.0.0", args="[operation[count:i | RESET]]")
 def acl_log(c, argv):
     """Lists recent security events generated due to ACL rules."""
     if len(argv) > 3:
@@ -145,7 +145,7 @@ def acl_log(c, argv):
     return acl.log_reply(count)
 
 
-@command("acl|dryrun", -4, _FLAGS, group="server", since="7.0.0")
+@command("acl|dryrun", -4, _FLAGS, group="server", since="7.0.0", args="username command [arg]...")
 def acl_dryrun(c, argv):
     """Simulates the execution of a command by a user, without executing the command."""
     u = c.server.acl.users.get(argv[2])

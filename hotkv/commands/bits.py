@@ -68,7 +68,8 @@ def _bit_offset(c, arg: bytes, bits: int = 0) -> int:
 # SETBIT / GETBIT
 # ----------------------------------------------------------------------
 
-@command("setbit", 4, "write denyoom", (1, 1, 1), group="bitmap", since="2.2.0")
+@command("setbit", 4, "write denyoom", (1, 1, 1), group="bitmap", since="2.2.0",
+         args="key:k offset:i value:i")
 def setbit(c, argv):
     """Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist."""
     offset = _bit_offset(c, argv[2])
@@ -87,7 +88,8 @@ def setbit(c, argv):
     return bitval
 
 
-@command("getbit", 3, "readonly fast", (1, 1, 1), group="bitmap", since="2.2.0")
+@command("getbit", 3, "readonly fast", (1, 1, 1), group="bitmap", since="2.2.0",
+         args="key:k offset:i")
 def getbit(c, argv):
     """Returns a bit value by offset."""
     offset = _bit_offset(c, argv[2])
@@ -145,7 +147,8 @@ def _bit_range(start: int, end: int, total: int, isbit: bool):
     return start, end, first_mask, last_mask
 
 
-@command("bitcount", -2, "readonly", (1, 1, 1), group="bitmap", since="2.6.0")
+@command("bitcount", -2, "readonly", (1, 1, 1), group="bitmap", since="2.6.0",
+         args="key:k range[start:i end-unit-block[end:i unit[BYTE | BIT]@7.0.0]]")
 def bitcount(c, argv):
     """Counts the number of set bits (population counting) in a string."""
     n = len(argv)
@@ -196,7 +199,8 @@ def _edge_byte(value: int, mask: int, bit: int) -> int:
     return value & ~mask & 0xFF if bit else value | mask
 
 
-@command("bitpos", -3, "readonly", (1, 1, 1), group="bitmap", since="2.8.7")
+@command("bitpos", -3, "readonly", (1, 1, 1), group="bitmap", since="2.8.7",
+         args="key:k bit:i range[start:i end-unit-block[end:i unit[BYTE | BIT]@7.0.0]]")
 def bitpos(c, argv):
     """Finds the first set (1) or clear (0) bit in a string."""
     bit = _int_arg(argv[2])
@@ -271,7 +275,8 @@ _BITOPS = {b"AND": 0, b"OR": 1, b"XOR": 2, b"NOT": 3}
 
 @command("bitop", -4, "write denyoom", group="bitmap", since="2.6.0",
          key_specs=(spec("OW update", "index 2"),
-                    spec("RO access", "index 3", "range -1 1 0")))
+                    spec("RO access", "index 3", "range -1 1 0")),
+         args="operation(AND | OR | XOR | NOT) destkey:k key:k1...")
 def bitop(c, argv):
     """Performs bitwise operations on multiple strings, and stores the result."""
     op = _BITOPS.get(argv[1].upper())
@@ -499,7 +504,10 @@ def _field_value(buf, op) -> int:
 
 @command("bitfield", -2, "write denyoom", group="bitmap", since="3.2.0",
          key_specs=(spec("RW access update variable_flags",
-                         notes="This command allows both access and modification of the key"),))
+                         notes="This command allows both access and modification of the key"),),
+         args="key:k operation[get-block(GET encoding offset:i) | write(overflow-block[OVERFLOW "
+              "(WRAP | SAT | FAIL)] write-operation(set-block(SET encoding offset:i value:i) | "
+              "incrby-block(INCRBY encoding offset:i increment:i)))]...")
 def bitfield(c, argv):
     """Performs arbitrary bitfield integer operations on strings."""
     return _bitfield(c, argv, False)
@@ -526,7 +534,8 @@ def _bitfield_key_flags(argv) -> tuple:
 bitfield.key_flags_fn = _bitfield_key_flags
 
 
-@command("bitfield_ro", -2, "readonly fast", (1, 1, 1), group="bitmap", since="6.0.0")
+@command("bitfield_ro", -2, "readonly fast", (1, 1, 1), group="bitmap", since="6.0.0",
+         args="key:k get-block[GET encoding offset:i]...")
 def bitfield_ro(c, argv):
     """Performs arbitrary read-only bitfield integer operations on strings."""
     return _bitfield(c, argv, True)

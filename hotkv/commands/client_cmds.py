@@ -151,7 +151,10 @@ def client_info(c, argv):
     return Verbatim((client_info_line(c) + "\n").encode("utf-8", "surrogateescape"))
 
 
-@command("client|list", -2, "admin noscript loading stale", group="connection")
+@command("client|list", -2, "admin noscript loading stale", group="connection",
+         args="client-type[TYPE (NORMAL | MASTER | REPLICA | PUBSUB)]@5.0.0 [ID "
+              "client-id:i...]@6.2.0 [USER username]@8.1.0 [ADDR addr'ip:port']@8.1.0 [LADDR "
+              "laddr'ip:port']@8.1.0 [SKIPME (YES | NO)]@8.1.0 [MAXAGE maxage:i]@8.1.0")
 def client_list(c, argv):
     """Lists open connections."""
     flt = _parse_filters(c, argv, 2, False) if len(argv) > 2 else None
@@ -177,7 +180,11 @@ def kill_client(server, cl):
         cl.close()
 
 
-@command("client|kill", -3, "admin noscript loading stale", group="connection")
+@command("client|kill", -3, "admin noscript loading stale", group="connection",
+         args="filter(old-format'ip:port'!2.8.12 | new-format([ID client-id:i...]@2.8.12 | "
+              "client-type[TYPE (NORMAL | MASTER@3.2.0 | PRIMARY@8.0.0 | SLAVE | REPLICA@5.0.0 | "
+              "PUBSUB)]@2.8.12 | [USER username] | [ADDR addr'ip:port'] | [LADDR "
+              "laddr'ip:port']@6.2.0 | [SKIPME (YES | NO)] | [MAXAGE maxage:i]@8.0.0)...)")
 def client_kill(c, argv):
     """Terminates open connections."""
     server = c.server
@@ -203,7 +210,8 @@ def client_kill(c, argv):
     return killed
 
 
-@command("client|unblock", -3, "admin noscript loading stale", group="connection")
+@command("client|unblock", -3, "admin noscript loading stale", group="connection",
+         args="client-id:i unblock-type[TIMEOUT | ERROR]")
 def client_unblock(c, argv):
     """Unblocks a client blocked by a blocking command from a different connection."""
     error = False
@@ -226,7 +234,8 @@ def client_unblock(c, argv):
     return 1
 
 
-@command("client|reply", 3, "noscript loading stale", group="connection")
+@command("client|reply", 3, "noscript loading stale", group="connection",
+         args="action(ON | OFF | SKIP)")
 def client_reply(c, argv):
     """Instructs the server whether to reply to commands."""
     mode = argv[2].lower()
@@ -244,7 +253,7 @@ def client_reply(c, argv):
     raise CommandError(errors.SYNTAX)
 
 
-@command("client|setname", 3, "noscript loading stale", group="connection")
+@command("client|setname", 3, "noscript loading stale", group="connection", args="connection-name")
 def client_setname(c, argv):
     """Sets the connection name."""
     validate_client_name(argv[2])
@@ -258,7 +267,8 @@ def client_getname(c, argv):
     return c.name or None
 
 
-@command("client|setinfo", 4, "noscript loading stale", group="connection")
+@command("client|setinfo", 4, "noscript loading stale", group="connection",
+         args="attr(LIB-NAME libname | LIB-VER libver)")
 def client_setinfo(c, argv):
     """Sets information specific to the client or connection."""
     attr = argv[2].lower()
@@ -285,14 +295,16 @@ def _on_off(arg: bytes) -> bool:
     raise CommandError(errors.SYNTAX)
 
 
-@command("client|no-evict", 3, "admin noscript loading stale", group="connection")
+@command("client|no-evict", 3, "admin noscript loading stale", group="connection",
+         args="enabled(ON | OFF)")
 def client_no_evict(c, argv):
     """Set client eviction mode for the current connection."""
     c.no_evict = _on_off(argv[2])
     return OK
 
 
-@command("client|no-touch", 3, "noscript loading stale", group="connection")
+@command("client|no-touch", 3, "noscript loading stale", group="connection",
+         args="enabled(ON | OFF)")
 def client_no_touch(c, argv):
     """Controls whether commands sent by the client affect the LRU/LFU of accessed keys."""
     c.no_touch = _on_off(argv[2])
@@ -301,7 +313,7 @@ def client_no_touch(c, argv):
     return OK
 
 
-@command("client|capa", -3, "noscript loading stale", group="connection")
+@command("client|capa", -3, "noscript loading stale", group="connection", args="capability...")
 def client_capa(c, argv):
     """A client claims its capabilities (none changes hotkv's replies)."""
     return OK
@@ -309,7 +321,9 @@ def client_capa(c, argv):
 
 # -- client-side caching (the tracking state and its messages: hotkv.clients.tracking) -------
 
-@command("client|tracking", -3, "noscript loading stale", group="connection", since="6.0.0")
+@command("client|tracking", -3, "noscript loading stale", group="connection", since="6.0.0",
+         args="status(ON | OFF) [REDIRECT client-id:i] [PREFIX prefix]... [BCAST] [OPTIN] "
+              "[OPTOUT] [NOLOOP]")
 def client_tracking(c, argv):
     """Controls server-assisted client-side caching for the connection."""
     redirect = 0
@@ -378,7 +392,8 @@ def client_tracking(c, argv):
     return OK
 
 
-@command("client|caching", 3, "noscript loading stale", group="connection", since="6.0.0")
+@command("client|caching", 3, "noscript loading stale", group="connection", since="6.0.0",
+         args="mode(YES | NO)")
 def client_caching(c, argv):
     """Instructs the server whether to track the keys in the next request."""
     st = c.tracking
@@ -434,7 +449,8 @@ def client_trackinginfo(c, argv):
 
 # -- CLIENT PAUSE / UNPAUSE (the state and its effect: hotkv.core.pause) -------------
 
-@command("client|pause", -3, "admin noscript loading stale", group="connection")
+@command("client|pause", -3, "admin noscript loading stale", group="connection",
+         args="timeout:i mode[WRITE | ALL]@6.2.0")
 def client_pause(c, argv):
     """Suspends commands processing."""
     all_mode = True

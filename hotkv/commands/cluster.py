@@ -54,6 +54,22 @@ _CLUSTER_SUBCOMMANDS = (
     ("meet", -4, _CLUSTER_ADMIN), ("nodes", 2, "loading stale"), ("slaves", 3, "admin stale"),
 )
 
+# Each subcommand's arguments for COMMAND DOCS (hotkv.commands.docs_syntax).
+_CLUSTER_ARGS = {
+    "delslots": "slot:i...", "addslots": "slot:i...", "getkeysinslot": "slot:i count:i",
+    "keyslot": "key", "countkeysinslot": "slot:i",
+    "addslotsrange": "range(start-slot:i end-slot:i)...",
+    "delslotsrange": "range(start-slot:i end-slot:i)...",
+    "replicas": "node-id", "slaves": "node-id", "forget": "node-id", "replicate": "node-id",
+    "count-failure-reports": "node-id", "set-config-epoch": "config-epoch:i",
+    "slot-stats": "filter(SLOTSRANGE start-slot:i end-slot:i | ORDERBY metric [LIMIT limit:i] "
+                  "order[ASC | DESC])",
+    "reset": "reset-type[HARD | SOFT]", "failover": "options[FORCE | TAKEOVER]",
+    "setslot": "slot:i subcommand(importing(IMPORTING node-id) | migrating(MIGRATING node-id) | "
+               "node(NODE node-id) | STABLE) [TIMEOUT timeout:i]@8.0.0",
+    "meet": "ip port:i [cluster-bus-port:i]@4.0.0",
+}
+
 _HELP = (
     "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "COUNTKEYSINSLOT <slot>", "    Return the number of keys in <slot>.",
@@ -558,8 +574,8 @@ def _saving(fn):
 
 for _name, _arity, _flags in _CLUSTER_SUBCOMMANDS:
     _fn = _HANDLERS[_name]
-    command("cluster|" + _name, _arity, _flags, group="cluster",
-            since="3.0.0")(_saving(_fn) if _name in _SAVES else _fn)
+    command("cluster|" + _name, _arity, _flags, group="cluster", since="3.0.0",
+            args=_CLUSTER_ARGS.get(_name, ""))(_saving(_fn) if _name in _SAVES else _fn)
 del _name, _arity, _flags, _fn
 
 

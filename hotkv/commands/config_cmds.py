@@ -40,7 +40,7 @@ log = logging.getLogger("hotkv")
 container("config", group="server")
 
 
-@command("config|get", -3, "admin noscript loading stale", group="server")
+@command("config|get", -3, "admin noscript loading stale", group="server", args="parameter...")
 def config_get(c, argv):
     """Get the values of configuration parameters."""
     values = c.server.config.values
@@ -85,7 +85,8 @@ HIDDEN = {"rename-command", "user", "close-on-oom"} | HIDDEN_SETTINGS
 PROTECTED = {"dir", "dbfilename"}
 
 
-@command("config|set", -4, "admin noscript loading stale", group="server")
+@command("config|set", -4, "admin noscript loading stale", group="server",
+         args="data(parameter value)...")
 def config_set(c, argv):
     """Set configuration parameters to the given values."""
     if len(argv) % 2:

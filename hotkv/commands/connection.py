@@ -19,7 +19,7 @@ from ..protocol.util import string2ll
 from ..version import REDIS_COMPAT_VERSION, SERVER_NAME, VALKEY_COMPAT_VERSION
 
 
-@command("ping", -1, "fast", group="connection")
+@command("ping", -1, "fast", group="connection", args="[message]")
 def ping(c, argv):
     """Ping the server."""
     if len(argv) > 2:
@@ -29,7 +29,7 @@ def ping(c, argv):
     return PONG if len(argv) == 1 else argv[1]
 
 
-@command("echo", 2, "loading stale fast", group="connection")
+@command("echo", 2, "loading stale fast", group="connection", args="message")
 def echo(c, argv):
     """Echo the given string."""
     return argv[1]
@@ -44,7 +44,8 @@ def quit_(c, argv):
 
 # -- authentication -----------------------------------------------------------
 
-@command("auth", -2, "noscript loading stale fast no_auth allow_busy", group="connection")
+@command("auth", -2, "noscript loading stale fast no_auth allow_busy", group="connection",
+         args="[username]@6.0.0 password")
 def auth(c, argv):
     """Authenticate to the server."""
     if len(argv) > 3:
@@ -57,7 +58,8 @@ def auth(c, argv):
 
 
 @command("hello", -1, "noscript loading stale fast no_auth allow_busy", group="connection",
-         since="6.0.0")
+         since="6.0.0",
+         args="arguments[protover:i auth[AUTH username password] [SETNAME clientname]]")
 def hello(c, argv):
     """Handshake with the server."""
     ver = 0
@@ -122,7 +124,7 @@ def db_index(c, arg: bytes) -> int:
     return idx
 
 
-@command("select", 2, "loading stale fast", group="connection")
+@command("select", 2, "loading stale fast", group="connection", args="index:i")
 def select(c, argv):
     """Change the selected database for the current connection."""
     if c.server.cluster is not None:    # cluster mode: database 0 only (hotkv.cluster)
@@ -133,7 +135,8 @@ def select(c, argv):
     return OK
 
 
-@command("swapdb", 3, "write fast", group="server", since="4.0.0", acl=("keyspace", "dangerous"))
+@command("swapdb", 3, "write fast", group="server", since="4.0.0", acl=("keyspace", "dangerous"),
+         args="index1:i index2:i")
 def swapdb(c, argv):
     """Swaps two databases."""
     server = c.server

@@ -566,7 +566,8 @@ def memory_usage_estimate(key: bytes, value, expires: bool, samples: int) -> int
     return size
 
 
-@command("memory|usage", -3, "readonly", keys=(2, 2, 1), group="server", key_flags="RO")
+@command("memory|usage", -3, "readonly", keys=(2, 2, 1), group="server", key_flags="RO",
+         args="key:k [SAMPLES count:i]")
 def memory_usage(c, argv):
     """Estimate the memory usage of a key."""
     samples = 5

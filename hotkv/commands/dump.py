@@ -40,7 +40,7 @@ def _cfg(c, name, default):
     return default if v is None else v
 
 
-@command("dump", 2, "readonly", (1, 1, 1), group="generic", since="2.6.0")
+@command("dump", 2, "readonly", (1, 1, 1), group="generic", since="2.6.0", args="key:k")
 def dump(c, argv):
     """Returns a serialized representation of the value stored at a key."""
     key = argv[1]
@@ -55,7 +55,9 @@ def dump(c, argv):
 
 
 @command("restore", -4, "write denyoom", (1, 1, 1), group="generic", since="2.6.0",
-         acl=("dangerous",), key_flags="OW update")
+         acl=("dangerous",), key_flags="OW update",
+         args="key:k ttl:i serialized-value [REPLACE]@3.0.0 [ABSTTL]@5.0.0 [IDLETIME "
+              "seconds:i]@5.0.0 [FREQ frequency:i]@5.0.0")
 def restore(c, argv):
     """Creates a key from the serialized representation of a value."""
     replace = absttl = False

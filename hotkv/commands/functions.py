@@ -88,7 +88,8 @@ _FCALL_RO_FLAGS = "noscript skip_monitor no_mandatory_keys stale readonly"
 
 
 @command("fcall", -3, _FCALL_FLAGS, keys_fn=_eval_keys, group="scripting", since="7.0.0",
-         key_specs=(spec("RW access update", "index 2", "keynum 0 1 1", _RW_NOTES),))
+         key_specs=(spec("RW access update", "index 2", "keynum 0 1 1", _RW_NOTES),),
+         args="function numkeys:i [key:k]... [arg]...")
 def fcall(c, argv):
     """Invokes a function."""
     return _fcall(c, argv, False)
@@ -96,7 +97,8 @@ def fcall(c, argv):
 
 @command("fcall_ro", -3, _FCALL_RO_FLAGS, keys_fn=_eval_keys, group="scripting",
          since="7.0.0",
-         key_specs=(spec("RO access", "index 2", "keynum 0 1 1", _RO_NOTES),))
+         key_specs=(spec("RO access", "index 2", "keynum 0 1 1", _RO_NOTES),),
+         args="function numkeys:i [key:k]... [arg]...")
 def fcall_ro(c, argv):
     """Invokes a read-only function."""
     return _fcall(c, argv, True)
@@ -115,7 +117,8 @@ def _syntax(argv):
                         "Try FUNCTION HELP." % cstr(argv[1]))
 
 
-@command("function|load", -3, "write denyoom noscript", group="scripting", since="7.0.0")
+@command("function|load", -3, "write denyoom noscript", group="scripting", since="7.0.0",
+         args="[REPLACE] function-code")
 def function_load(c, argv):
     """Creates a library."""
     replace = False
@@ -138,7 +141,8 @@ def function_load(c, argv):
     return name
 
 
-@command("function|delete", 3, "write noscript", group="scripting", since="7.0.0")
+@command("function|delete", 3, "write noscript", group="scripting", since="7.0.0",
+         args="library-name")
 def function_delete(c, argv):
     """Deletes a library and its functions."""
     try:
@@ -149,7 +153,8 @@ def function_delete(c, argv):
     return OK
 
 
-@command("function|flush", -2, "write noscript", group="scripting", since="7.0.0")
+@command("function|flush", -2, "write noscript", group="scripting", since="7.0.0",
+         args="flush-type[ASYNC | SYNC]")
 def function_flush(c, argv):
     """Deletes all libraries and functions."""
     if len(argv) > 3:
@@ -167,7 +172,8 @@ def _flags_reply(fn):
     return SetReply([Simple(f) for f in fn.flag_names()])
 
 
-@command("function|list", -2, "noscript", group="scripting", since="7.0.0")
+@command("function|list", -2, "noscript", group="scripting", since="7.0.0",
+         args="[LIBRARYNAME library-name-pattern] [WITHCODE]")
 def function_list(c, argv):
     """Returns information about all libraries."""
     with_code = False
@@ -207,7 +213,8 @@ def function_dump(c, argv):
     return registry(c.server).dump()
 
 
-@command("function|restore", -3, "write denyoom noscript", group="scripting", since="7.0.0")
+@command("function|restore", -3, "write denyoom noscript", group="scripting", since="7.0.0",
+         args="serialized-value policy[FLUSH | APPEND | REPLACE]")
 def function_restore(c, argv):
     """Restores all libraries from a payload."""
     if len(argv) > 4:

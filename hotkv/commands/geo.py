@@ -85,7 +85,9 @@ def _member_point(z, member):
 @command("geoadd", -5, "write denyoom", group="geo", since="3.2.0",
          key_specs=(spec("RW update"),),
          summary=("Adds one or more members to a geospatial index. The key is created if it "
-                  "doesn't exist."))
+                  "doesn't exist."),
+         args="key:k condition[NX | XX]@6.2.0 [change=CH]@6.2.0 data(longitude:d latitude:d "
+              "member)...")
 def geoadd(c, argv):
     """GEOADD key [NX|XX] [CH] lon lat member ...: ZADD of the points' scores."""
     n = len(argv)
@@ -112,7 +114,8 @@ def geoadd(c, argv):
     return zsets.zadd(c, zargv)
 
 
-@command("geodist", -4, "readonly", (1, 1, 1), group="geo", since="3.2.0")
+@command("geodist", -4, "readonly", (1, 1, 1), group="geo", since="3.2.0",
+         args="key:k member1 member2 unit[M | KM | FT | MI]")
 def geodist(c, argv):
     """Returns the distance between two members of a geospatial index."""
     to_m = 1.0
@@ -132,7 +135,7 @@ def geodist(c, argv):
     return geo.format_distance(geo.distance(lon1, lat1, lon2, lat2) / to_m)
 
 
-@command("geohash", -2, "readonly", (1, 1, 1), group="geo", since="3.2.0")
+@command("geohash", -2, "readonly", (1, 1, 1), group="geo", since="3.2.0", args="key:k [member]...")
 def geohash(c, argv):
     """Returns members from a geospatial index as geohash strings."""
     z = _read(c, argv[1])
@@ -143,7 +146,7 @@ def geohash(c, argv):
     return out
 
 
-@command("geopos", -2, "readonly", (1, 1, 1), group="geo", since="3.2.0")
+@command("geopos", -2, "readonly", (1, 1, 1), group="geo", since="3.2.0", args="key:k [member]...")
 def geopos(c, argv):
     """Returns the longitude and latitude of members from a geospatial index."""
     z = _read(c, argv[1])
@@ -438,7 +441,10 @@ _BYMEMBER_SPECS = _store_specs(5)
 @command("georadius", -6, "write denyoom", group="geo", since="3.2.0",
          keys_fn=_spec_keys(_GEORADIUS_SPECS), key_specs=_GEORADIUS_SPECS,
          summary=("Queries a geospatial index for members within a distance from a "
-                  "coordinate, optionally stores the result."))
+                  "coordinate, optionally stores the result."),
+         args="key:k longitude:d latitude:d radius:d unit(M | KM | FT | MI) [WITHCOORD] "
+              "[WITHDIST] [WITHHASH] count-block[(COUNT count:i) [ANY]@6.2.0] order[ASC | DESC] "
+              "store[storekey(STORE key:k1) | storedistkey(STOREDIST key:k2)]")
 def georadius(c, argv):
     """GEORADIUS key lon lat radius unit [options] [STORE|STOREDIST dst]."""
     return _search(c, argv, 1, _COORDS)
@@ -446,7 +452,9 @@ def georadius(c, argv):
 
 @command("georadius_ro", -6, "readonly", (1, 1, 1), group="geo", since="3.2.10",
          summary=("Returns members from a geospatial index that are within a distance from "
-                  "a coordinate."))
+                  "a coordinate."),
+         args="key:k longitude:d latitude:d radius:d unit(M | KM | FT | MI) [WITHCOORD] "
+              "[WITHDIST] [WITHHASH] count-block[(COUNT count:i) [ANY]@6.2.0] order[ASC | DESC]")
 def georadius_ro(c, argv):
     """GEORADIUS without STORE/STOREDIST."""
     return _search(c, argv, 1, _COORDS | _NOSTORE)
@@ -455,7 +463,10 @@ def georadius_ro(c, argv):
 @command("georadiusbymember", -5, "write denyoom", group="geo", since="3.2.0",
          keys_fn=_spec_keys(_BYMEMBER_SPECS), key_specs=_BYMEMBER_SPECS,
          summary=("Queries a geospatial index for members within a distance from a member, "
-                  "optionally stores the result."))
+                  "optionally stores the result."),
+         args="key:k member radius:d unit(M | KM | FT | MI) [WITHCOORD] [WITHDIST] [WITHHASH] "
+              "count-block[(COUNT count:i) [ANY]] order[ASC | DESC] store[storekey(STORE key:k1) "
+              "| storedistkey(STOREDIST key:k2)]")
 def georadiusbymember(c, argv):
     """GEORADIUSBYMEMBER key member radius unit [options] [STORE|STOREDIST dst]."""
     return _search(c, argv, 1, _MEMBER)
@@ -463,7 +474,9 @@ def georadiusbymember(c, argv):
 
 @command("georadiusbymember_ro", -5, "readonly", (1, 1, 1), group="geo", since="3.2.10",
          summary=("Returns members from a geospatial index that are within a distance from "
-                  "a member."))
+                  "a member."),
+         args="key:k member radius:d unit(M | KM | FT | MI) [WITHCOORD] [WITHDIST] [WITHHASH] "
+              "count-block[(COUNT count:i) [ANY]] order[ASC | DESC]")
 def georadiusbymember_ro(c, argv):
     """GEORADIUSBYMEMBER without STORE/STOREDIST."""
     return _search(c, argv, 1, _MEMBER | _NOSTORE)
@@ -471,7 +484,11 @@ def georadiusbymember_ro(c, argv):
 
 @command("geosearch", -7, "readonly", (1, 1, 1), group="geo", since="6.2.0",
          summary=("Queries a geospatial index for members inside an area of a box or a "
-                  "circle."))
+                  "circle."),
+         args="key:k from(FROMMEMBER member | FROMLONLAT longitude:d latitude:d) "
+              "by(circle((BYRADIUS radius:d) unit(M | KM | FT | MI)) | box((BYBOX width:d) "
+              "height:d unit(M | KM | FT | MI))) order[ASC | DESC] count-block[(COUNT count:i) "
+              "[ANY]] [WITHCOORD] [WITHDIST] [WITHHASH]")
 def geosearch(c, argv):
     """GEOSEARCH key FROMMEMBER|FROMLONLAT BYRADIUS|BYBOX [options]."""
     return _search(c, argv, 1, _SEARCH)
@@ -480,7 +497,11 @@ def geosearch(c, argv):
 @command("geosearchstore", -8, "write denyoom", group="geo", since="6.2.0",
          key_specs=(spec("OW update"), spec("RO access", "index 2")),
          summary=("Queries a geospatial index for members inside an area of a box or a "
-                  "circle, optionally stores the result."))
+                  "circle, optionally stores the result."),
+         args="destination:k source:k1 from(FROMMEMBER member | FROMLONLAT longitude:d "
+              "latitude:d) by(circle((BYRADIUS radius:d) unit(M | KM | FT | MI)) | box((BYBOX "
+              "width:d) height:d unit(M | KM | FT | MI))) order[ASC | DESC] count-block[(COUNT "
+              "count:i) [ANY]] [STOREDIST]")
 def geosearchstore(c, argv):
     """GEOSEARCHSTORE dst src ... [STOREDIST]: GEOSEARCH into a sorted set."""
     return _search(c, argv, 2, _SEARCH | _SEARCHSTORE)

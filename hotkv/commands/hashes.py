@@ -335,14 +335,14 @@ def _hset_common(c, argv, name):
 
 
 @command("hset", -4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0",
-         key_flags="RW update")
+         key_flags="RW update", args="key:k data(field value)...")
 def hset(c, argv):
     """Creates or modifies the value of a field in a hash."""
     return _hset_common(c, argv, "hset")
 
 
 @command("hmset", -4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0",
-         key_flags="RW update")
+         key_flags="RW update", args="key:k data(field value)...")
 def hmset(c, argv):
     """Sets the values of multiple fields."""
     _hset_common(c, argv, "hmset")
@@ -350,7 +350,7 @@ def hmset(c, argv):
 
 
 @command("hsetnx", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0",
-         key_flags="RW insert")
+         key_flags="RW insert", args="key:k field value")
 def hsetnx(c, argv):
     """Sets the value of a field in a hash only when the field doesn't exist."""
     db = c.db
@@ -368,7 +368,7 @@ def hsetnx(c, argv):
     return 1
 
 
-@command("hget", 3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0")
+@command("hget", 3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0", args="key:k field")
 def hget(c, argv):
     """Returns the value of a field in a hash."""
     h = _get(c, argv[1])
@@ -377,7 +377,8 @@ def hget(c, argv):
     return h.get(argv[2])
 
 
-@command("hmget", -3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0")
+@command("hmget", -3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0",
+         args="key:k field...")
 def hmget(c, argv):
     """Returns the values of all fields in a hash."""
     h = _get(c, argv[1])
@@ -387,7 +388,8 @@ def hmget(c, argv):
     return [get(f) for f in argv[2:]]
 
 
-@command("hdel", -3, "write fast", (1, 1, 1), group="hash", since="2.0.0", key_flags="RW delete")
+@command("hdel", -3, "write fast", (1, 1, 1), group="hash", since="2.0.0", key_flags="RW delete",
+         args="key:k field...")
 def hdel(c, argv):
     """Deletes one or more fields and their values from a hash."""
     db = c.db
@@ -407,14 +409,16 @@ def hdel(c, argv):
     return deleted
 
 
-@command("hlen", 2, "readonly fast", (1, 1, 1), group="hash", since="2.0.0", key_flags="RO")
+@command("hlen", 2, "readonly fast", (1, 1, 1), group="hash", since="2.0.0", key_flags="RO",
+         args="key:k")
 def hlen(c, argv):
     """Returns the number of fields in a hash."""
     h = _get(c, argv[1])
     return 0 if h is None else len(h)
 
 
-@command("hstrlen", 3, "readonly fast", (1, 1, 1), group="hash", since="3.2.0", key_flags="RO")
+@command("hstrlen", 3, "readonly fast", (1, 1, 1), group="hash", since="3.2.0", key_flags="RO",
+         args="key:k field")
 def hstrlen(c, argv):
     """Returns the length of the value of a field."""
     h = _get(c, argv[1])
@@ -424,28 +428,29 @@ def hstrlen(c, argv):
     return 0 if v is None else len(v)
 
 
-@command("hexists", 3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0", key_flags="RO")
+@command("hexists", 3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0", key_flags="RO",
+         args="key:k field")
 def hexists(c, argv):
     """Determines whether a field exists in a hash."""
     h = _get(c, argv[1])
     return 1 if h is not None and argv[2] in h else 0
 
 
-@command("hkeys", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0")
+@command("hkeys", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0", args="key:k")
 def hkeys(c, argv):
     """Returns all fields in a hash."""
     h = _get(c, argv[1])
     return [] if h is None else list(h)
 
 
-@command("hvals", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0")
+@command("hvals", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0", args="key:k")
 def hvals(c, argv):
     """Returns all values in a hash."""
     h = _get(c, argv[1])
     return [] if h is None else list(h.values())
 
 
-@command("hgetall", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0")
+@command("hgetall", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0", args="key:k")
 def hgetall(c, argv):
     """Returns all fields and values in a hash."""
     h = _get(c, argv[1])
@@ -455,7 +460,8 @@ def hgetall(c, argv):
     return dict(h)
 
 
-@command("hincrby", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0")
+@command("hincrby", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0",
+         args="key:k field increment:i")
 def hincrby(c, argv):
     """Increments the integer value of a field in a hash by a number."""
     incr = string2ll(argv[3])
@@ -491,7 +497,8 @@ def hincrby(c, argv):
     return new
 
 
-@command("hincrbyfloat", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.6.0")
+@command("hincrbyfloat", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.6.0",
+         args="key:k field increment:d")
 def hincrbyfloat(c, argv):
     """Increments the floating point value of a field by a number."""
     incr = parse_long_double(argv[3])
@@ -528,7 +535,8 @@ def hincrbyfloat(c, argv):
     return text
 
 
-@command("hrandfield", -2, "readonly", (1, 1, 1), group="hash", since="6.2.0")
+@command("hrandfield", -2, "readonly", (1, 1, 1), group="hash", since="6.2.0",
+         args="key:k options[count:i [WITHVALUES]]")
 def hrandfield(c, argv):
     """Returns one or more random fields from a hash."""
     if len(argv) >= 3:
@@ -579,7 +587,8 @@ def hrandfield(c, argv):
     return random_member(h)
 
 
-@command("hscan", -3, "readonly", (1, 1, 1), group="hash", since="2.8.0")
+@command("hscan", -3, "readonly", (1, 1, 1), group="hash", since="2.8.0",
+         args="key:k cursor:i [MATCH pattern:p] [COUNT count:i] [NOVALUES]")
 def hscan(c, argv):
     """Iterates over fields and values of a hash."""
     cursor = parse_cursor(argv[2])

@@ -75,7 +75,7 @@ def _max_bytes(c) -> int:
 
 
 @command("pfadd", -2, "write denyoom fast", (1, 1, 1), group="hyperloglog",
-         since="2.8.9", key_flags="RW insert")
+         since="2.8.9", key_flags="RW insert", args="key:k [element]...")
 def pfadd(c, argv):
     """Adds elements to a HyperLogLog key. Creates the key if it doesn't exist."""
     db = c.db
@@ -104,7 +104,7 @@ def pfadd(c, argv):
 @command("pfcount", -2, "readonly may_replicate", (1, -1, 1), group="hyperloglog", since="2.8.9",
          key_specs=(spec("RW access", "index 1", "range -1 1 0",
                          notes="RW because it may change the internal representation "
-                               "of the key, and propagate to replicas"),))
+                               "of the key, and propagate to replicas"),), args="key:k...")
 def pfcount(c, argv):
     """Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s)."""
     db = c.db
@@ -142,7 +142,8 @@ def _merged(db, keys):
 
 @command("pfmerge", -2, "write denyoom", group="hyperloglog", since="2.8.9",
          key_specs=(spec("RW access insert", "index 1", "range 0 1 0"),
-                    spec("RO access", "index 2", "range -1 1 0")))
+                    spec("RO access", "index 2", "range -1 1 0")),
+         args="destkey:k [sourcekey:k1]...")
 def pfmerge(c, argv):
     """Merges one or more HyperLogLog values into a single key."""
     db = c.db
@@ -159,7 +160,7 @@ def _c_name(arg: bytes) -> bytes:
 
 
 @command("pfdebug", 3, "write denyoom admin", (2, 2, 1), group="hyperloglog",
-         since="2.8.9", key_flags="RW access")
+         since="2.8.9", key_flags="RW access", args="subcommand key:k")
 def pfdebug(c, argv):
     """Internal commands for debugging HyperLogLog values."""
     sub = _c_name(argv[1]).lower()

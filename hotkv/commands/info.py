@@ -502,7 +502,7 @@ def info_text(server, args=()) -> bytes:
     return "\r\n".join(parts).encode("utf-8", "surrogateescape")
 
 
-@command("info", -1, "loading stale", group="server", acl=("dangerous",))
+@command("info", -1, "loading stale", group="server", acl=("dangerous",), args="[section]...")
 def info(c, argv):
     """Returns information and statistics about the server."""
     return Verbatim(info_text(c.server, argv[1:]))

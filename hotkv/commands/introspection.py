@@ -24,6 +24,7 @@ from ..protocol.errors import CommandError
 from ..protocol.replies import help_reply
 from ..protocol.resp import SetReply, Simple
 from ..protocol.util import stringmatch
+from .docs_syntax import arguments
 
 _FLAG_ORDER = ("write", "readonly", "denyoom", "module", "admin", "pubsub", "noscript",
                "blocking", "loading", "stale", "skip_monitor", "skip_slowlog", "asking",
@@ -193,7 +194,9 @@ def command_docs(cmd) -> dict:
         out[b"summary"] = cmd.summary.encode()
     if cmd.since:
         out[b"since"] = cmd.since.encode()
-    out[b"group"] = cmd.group.encode()
+    out[b"group"] = cmd.group.replace("_", "-").encode()
+    if cmd.doc_args:
+        out[b"arguments"] = arguments(cmd.doc_args)
     subs = _subcommands(cmd)
     if subs:
         out[b"subcommands"] = {s.name.encode(): command_docs(s) for s in subs}
@@ -223,7 +226,8 @@ def command_count(c, argv):
     return len(COMMANDS)
 
 
-@command("command|info", -2, "loading stale", group="server", acl=("connection",))
+@command("command|info", -2, "loading stale", group="server", acl=("connection",),
+         args="[command-name]...")
 def command_info_cmd(c, argv):
     """Get array of specific command details."""
     if len(argv) == 2:
@@ -231,7 +235,8 @@ def command_info_cmd(c, argv):
     return [command_info(_lookup_full(name)) for name in argv[2:]]
 
 
-@command("command|docs", -2, "loading stale", group="server", acl=("connection",))
+@command("command|docs", -2, "loading stale", group="server", acl=("connection",),
+         args="[command-name]...")
 def command_docs_cmd(c, argv):
     """Get array of specific command documentation."""
     if len(argv) == 2:
@@ -244,7 +249,8 @@ def command_docs_cmd(c, argv):
     return out
 
 
-@command("command|list", -2, "loading stale", group="server", acl=("connection",))
+@command("command|list", -2, "loading stale", group="server", acl=("connection",),
+         args="[FILTERBY (MODULE module-name | ACLCAT category | PATTERN pattern:p)]")
 def command_list(c, argv):
     """Get an array of command names."""
     kind = arg = None
@@ -275,13 +281,15 @@ def command_keys(cmd, args) -> list:
     return cmd.key_indexes(args)
 
 
-@command("command|getkeys", -3, "loading stale", group="server", acl=("connection",))
+@command("command|getkeys", -3, "loading stale", group="server", acl=("connection",),
+         args="command [arg]...")
 def command_getkeys(c, argv):
     """Extract keys given a full command."""
     return [key for key, _ in _getkeys(argv[2:])]
 
 
-@command("command|getkeysandflags", -3, "loading stale", group="server", acl=("connection",))
+@command("command|getkeysandflags", -3, "loading stale", group="server", acl=("connection",),
+         args="command [arg]...")
 def command_getkeysandflags(c, argv):
     """Extract keys and access flags given a full command."""
     args = argv[2:]

@@ -70,7 +70,7 @@ def _del(c, argv, lazy):
     return n
 
 
-@command("del", -2, "write", (1, -1, 1), key_flags="RM delete")
+@command("del", -2, "write", (1, -1, 1), key_flags="RM delete", args="key:k...")
 def del_(c, argv):
     """Delete a key."""
     return _del(c, argv, c.server.config.values["lazyfree-lazy-user-del"])
@@ -78,12 +78,12 @@ def del_(c, argv):
 
 @command("unlink", -2, "write fast", (1, -1, 1), since="4.0.0", key_flags="RM delete",
          summary="Delete a key asynchronously in another thread. Otherwise it is just as DEL, "
-                  "but non blocking.")
+                  "but non blocking.", args="key:k...")
 def unlink(c, argv):
     return _del(c, argv, True)
 
 
-@command("exists", -2, "readonly fast", (1, -1, 1), key_flags="RO")
+@command("exists", -2, "readonly fast", (1, -1, 1), key_flags="RO", args="key:k...")
 def exists(c, argv):
     """Determine if a key exists."""
     lookup = c.db.lookup_notouch     # no access: Valkey's LOOKUP_NOTOUCH
@@ -94,7 +94,7 @@ def exists(c, argv):
     return n
 
 
-@command("touch", -2, "readonly fast", (1, -1, 1), since="3.2.1", key_flags="RO")
+@command("touch", -2, "readonly fast", (1, -1, 1), since="3.2.1", key_flags="RO", args="key:k...")
 def touch(c, argv):
     """Alters the last access time of a key(s). Returns the number of existing keys specified."""
     lookup = c.db.lookup_read        # an access (hotkv.core.access), even under CLIENT NO-TOUCH
@@ -108,7 +108,7 @@ def touch(c, argv):
 _TYPE_REPLIES: dict = {}
 
 
-@command("type", 2, "readonly fast", (1, 1, 1), key_flags="RO")
+@command("type", 2, "readonly fast", (1, 1, 1), key_flags="RO", args="key:k")
 def type_(c, argv):
     """Determine the type stored at key."""
     v = c.db.lookup_notouch(argv[1])
@@ -125,7 +125,7 @@ def type_(c, argv):
 # KEYS / SCAN / RANDOMKEY
 # ----------------------------------------------------------------------
 
-@command("keys", 2, "readonly", acl=("dangerous",))
+@command("keys", 2, "readonly", acl=("dangerous",), args="pattern:p")
 def keys(c, argv):
     """Find all keys matching the given pattern."""
     db = c.db
@@ -176,7 +176,8 @@ def _rev64(v: int) -> int:
     return int(format(v, "064b")[::-1], 2) if v else 0
 
 
-@command("scan", -2, "readonly", since="2.8.0")
+@command("scan", -2, "readonly", since="2.8.0",
+         args="cursor:i [MATCH pattern:p] [COUNT count:i] [TYPE type]@6.0.0")
 def scan(c, argv):
     """Incrementally iterate the keys space."""
     cursor = parse_cursor(argv[1])
@@ -271,14 +272,15 @@ def _rename(c, argv, nx: bool):
     return 1 if nx else OK
 
 
-@command("rename", 3, "write", key_specs=(spec("RW access delete"), spec("OW update", "index 2")))
+@command("rename", 3, "write", key_specs=(spec("RW access delete"), spec("OW update", "index 2")),
+         args="key:k newkey:k1")
 def rename(c, argv):
     """Rename a key."""
     return _rename(c, argv, False)
 
 
 @command("renamenx", 3, "write fast",
-         key_specs=(spec("RW access delete"), spec("OW insert", "index 2")))
+         key_specs=(spec("RW access delete"), spec("OW insert", "index 2")), args="key:k newkey:k1")
 def renamenx(c, argv):
     """Rename a key, only if the new key does not exist."""
     return _rename(c, argv, True)
@@ -297,7 +299,7 @@ def _db_index(c, arg: bytes):
     return c.server.dbs[v]
 
 
-@command("move", 3, "write fast", (1, 1, 1))
+@command("move", 3, "write fast", (1, 1, 1), args="key:k db:i")
 def move(c, argv):
     """Move a key to another database."""
     if c.server.cluster is not None:
@@ -324,7 +326,8 @@ def move(c, argv):
 
 
 @command("copy", -3, "write denyoom", since="6.2.0",
-         key_specs=(spec("RO access"), spec("OW update", "index 2")))
+         key_specs=(spec("RO access"), spec("OW update", "index 2")),
+         args="source:k destination:k1 [DB destination-db:i] [REPLACE]")
 def copy(c, argv):
     """Copy a key."""
     src = dst = c.db
@@ -423,25 +426,29 @@ def _expire_generic(c, argv, relative: bool, seconds: bool, name: str):
     return 1
 
 
-@command("expire", -3, "write fast", (1, 1, 1), key_flags="RW update")
+@command("expire", -3, "write fast", (1, 1, 1), key_flags="RW update",
+         args="key:k seconds:i condition[NX | XX | GT | LT]@7.0.0")
 def expire(c, argv):
     """Set a key's time to live in seconds."""
     return _expire_generic(c, argv, True, True, "expire")
 
 
-@command("pexpire", -3, "write fast", (1, 1, 1), since="2.6.0", key_flags="RW update")
+@command("pexpire", -3, "write fast", (1, 1, 1), since="2.6.0", key_flags="RW update",
+         args="key:k milliseconds:i condition[NX | XX | GT | LT]@7.0.0")
 def pexpire(c, argv):
     """Set a key's time to live in milliseconds."""
     return _expire_generic(c, argv, True, False, "pexpire")
 
 
-@command("expireat", -3, "write fast", (1, 1, 1), since="1.2.0", key_flags="RW update")
+@command("expireat", -3, "write fast", (1, 1, 1), since="1.2.0", key_flags="RW update",
+         args="key:k unix-time-seconds:t condition[NX | XX | GT | LT]@7.0.0")
 def expireat(c, argv):
     """Set the expiration for a key as a UNIX timestamp."""
     return _expire_generic(c, argv, False, True, "expireat")
 
 
-@command("pexpireat", -3, "write fast", (1, 1, 1), since="2.6.0", key_flags="RW update")
+@command("pexpireat", -3, "write fast", (1, 1, 1), since="2.6.0", key_flags="RW update",
+         args="key:k unix-time-milliseconds:t condition[NX | XX | GT | LT]@7.0.0")
 def pexpireat(c, argv):
     """Set the expiration for a key as a UNIX timestamp specified in milliseconds."""
     return _expire_generic(c, argv, False, False, "pexpireat")
@@ -461,31 +468,31 @@ def _ttl(c, argv, ms: bool, absolute: bool):
     return ttl if ms else (ttl + 500) // 1000
 
 
-@command("ttl", 2, "readonly fast", (1, 1, 1))
+@command("ttl", 2, "readonly fast", (1, 1, 1), args="key:k")
 def ttl(c, argv):
     """Get the time to live for a key in seconds."""
     return _ttl(c, argv, False, False)
 
 
-@command("pttl", 2, "readonly fast", (1, 1, 1), since="2.6.0")
+@command("pttl", 2, "readonly fast", (1, 1, 1), since="2.6.0", args="key:k")
 def pttl(c, argv):
     """Get the time to live for a key in milliseconds."""
     return _ttl(c, argv, True, False)
 
 
-@command("expiretime", 2, "readonly fast", (1, 1, 1), since="7.0.0")
+@command("expiretime", 2, "readonly fast", (1, 1, 1), since="7.0.0", args="key:k")
 def expiretime(c, argv):
     """Get the expiration Unix timestamp for a key."""
     return _ttl(c, argv, False, True)
 
 
-@command("pexpiretime", 2, "readonly fast", (1, 1, 1), since="7.0.0")
+@command("pexpiretime", 2, "readonly fast", (1, 1, 1), since="7.0.0", args="key:k")
 def pexpiretime(c, argv):
     """Get the expiration Unix timestamp for a key in milliseconds."""
     return _ttl(c, argv, True, True)
 
 
-@command("persist", 2, "write fast", (1, 1, 1), since="2.2.0", key_flags="RW update")
+@command("persist", 2, "write fast", (1, 1, 1), since="2.2.0", key_flags="RW update", args="key:k")
 def persist(c, argv):
     """Remove the expiration from a key."""
     db = c.db
@@ -533,7 +540,7 @@ def _lfu(c) -> bool:
     return "lfu" in str(_cfg(c, "maxmemory-policy", "noeviction"))
 
 
-@command("object|encoding", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO")
+@command("object|encoding", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO", args="key:k")
 def object_encoding_cmd(c, argv):
     """Inspect the internal encoding of a Redis object."""
     value = c.db.lookup_notouch(argv[2], False)
@@ -542,14 +549,14 @@ def object_encoding_cmd(c, argv):
     return object_encoding(c, argv[2], value)
 
 
-@command("object|refcount", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO")
+@command("object|refcount", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO", args="key:k")
 def object_refcount(c, argv):
     """Get the number of references to the value of the key."""
     # Valkey 8.1 never shares a value stored in the keyspace.
     return None if c.db.lookup_notouch(argv[2], False) is None else 1
 
 
-@command("object|idletime", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO")
+@command("object|idletime", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO", args="key:k")
 def object_idletime(c, argv):
     """Get the time since a Redis object was last accessed."""
     if c.db.lookup_notouch(argv[2], False) is None:
@@ -559,7 +566,7 @@ def object_idletime(c, argv):
     return access.idle_seconds(c.db, argv[2])
 
 
-@command("object|freq", 3, "readonly", (2, 2, 1), since="4.0.0", key_flags="RO")
+@command("object|freq", 3, "readonly", (2, 2, 1), since="4.0.0", key_flags="RO", args="key:k")
 def object_freq(c, argv):
     """Get the logarithmic access frequency counter of a Redis object."""
     if c.db.lookup_notouch(argv[2], False) is None:

@@ -28,7 +28,7 @@ def latency_doctor(c, argv):
     return Verbatim(_doctor(c.server).encode())
 
 
-@command("latency|graph", 3, _FLAGS, group="server", since="2.8.13")
+@command("latency|graph", 3, _FLAGS, group="server", since="2.8.13", args="event")
 def latency_graph(c, argv):
     """Returns a latency graph for an event."""
     name = argv[2].decode("utf-8", "surrogateescape")
@@ -68,7 +68,7 @@ def _cdf_map(hist) -> dict:
     return {b"calls": calls, b"histogram_usec": buckets}
 
 
-@command("latency|histogram", -2, _FLAGS, group="server", since="7.0.0")
+@command("latency|histogram", -2, _FLAGS, group="server", since="7.0.0", args="[command]...")
 def latency_histogram(c, argv):
     """Returns the cumulative distribution of latencies of a subset or all commands."""
     out = {}
@@ -113,7 +113,7 @@ def _subcommands(cmd) -> list:
     return out
 
 
-@command("latency|history", 3, _FLAGS, group="server", since="2.8.13")
+@command("latency|history", 3, _FLAGS, group="server", since="2.8.13", args="event")
 def latency_history(c, argv):
     """Returns timestamp-latency samples for an event."""
     ts = c.server.latency_events.get(argv[2].decode("utf-8", "surrogateescape"))
@@ -132,7 +132,7 @@ def latency_latest(c, argv):
     return out
 
 
-@command("latency|reset", -2, _FLAGS, group="server", since="2.8.13")
+@command("latency|reset", -2, _FLAGS, group="server", since="2.8.13", args="[event]...")
 def latency_reset(c, argv):
     """Resets the latency data for one or more events."""
     if len(argv) == 2:

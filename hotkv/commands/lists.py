@@ -188,21 +188,21 @@ def _pusher(where: int, only_existing: bool, doc: str):
 # ----------------------------------------------------------------------
 
 lpush = command("lpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
-                key_flags="RW insert")(_pusher(
+                key_flags="RW insert", args="key:k element...")(_pusher(
     LEFT, False, "Prepends one or more elements to a list. Creates the key if it doesn't exist."))
 rpush = command("rpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
-                key_flags="RW insert")(_pusher(
+                key_flags="RW insert", args="key:k element...")(_pusher(
     RIGHT, False, "Appends one or more elements to a list. Creates the key if it doesn't exist."))
 lpushx = command("lpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
-                 since="2.2.0", key_flags="RW insert")(_pusher(
+                 since="2.2.0", key_flags="RW insert", args="key:k element...")(_pusher(
     LEFT, True, "Prepends one or more elements to a list only when the list exists."))
 rpushx = command("rpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
-                 since="2.2.0", key_flags="RW insert")(_pusher(
+                 since="2.2.0", key_flags="RW insert", args="key:k element...")(_pusher(
     RIGHT, True, "Appends an element to a list only when the list exists."))
 
 
 @command("linsert", 5, "write denyoom", keys=(1, 1, 1), group="list", since="2.2.0",
-         key_flags="RW insert")
+         key_flags="RW insert", args="key:k where(BEFORE | AFTER) pivot element")
 def linsert(c, argv):
     """Inserts an element before or after another element in a list."""
     pos = argv[2].lower()
@@ -230,14 +230,14 @@ def linsert(c, argv):
 # Reads
 # ----------------------------------------------------------------------
 
-@command("llen", 2, "readonly fast", keys=(1, 1, 1), group="list", key_flags="RO")
+@command("llen", 2, "readonly fast", keys=(1, 1, 1), group="list", key_flags="RO", args="key:k")
 def llen(c, argv):
     """Returns the length of a list."""
     lst = _lookup(c.db, argv[1])
     return 0 if lst is None else len(lst)
 
 
-@command("lrange", 4, "readonly", keys=(1, 1, 1), group="list")
+@command("lrange", 4, "readonly", keys=(1, 1, 1), group="list", args="key:k start:i stop:i")
 def lrange(c, argv):
     """Returns a range of elements from a list."""
     start = _long(argv[2])
@@ -248,7 +248,7 @@ def lrange(c, argv):
     return lst.range(start, end)
 
 
-@command("lindex", 3, "readonly", keys=(1, 1, 1), group="list")
+@command("lindex", 3, "readonly", keys=(1, 1, 1), group="list", args="key:k index:i")
 def lindex(c, argv):
     """Returns an element from a list by its index."""
     lst = _lookup(c.db, argv[1])
@@ -257,7 +257,8 @@ def lindex(c, argv):
     return lst.element(_long(argv[2]))
 
 
-@command("lpos", -3, "readonly", keys=(1, 1, 1), group="list", since="6.0.6")
+@command("lpos", -3, "readonly", keys=(1, 1, 1), group="list", since="6.0.6",
+         args="key:k element [RANK rank:i] [COUNT num-matches:i] [MAXLEN len:i]")
 def lpos(c, argv):
     """Returns the index of matching elements in a list."""
     rank, count, maxlen = 1, -1, 0
@@ -296,7 +297,8 @@ def lpos(c, argv):
 # Updates
 # ----------------------------------------------------------------------
 
-@command("lset", 4, "write denyoom", keys=(1, 1, 1), group="list", key_flags="RW update")
+@command("lset", 4, "write denyoom", keys=(1, 1, 1), group="list", key_flags="RW update",
+         args="key:k index:i element")
 def lset(c, argv):
     """Sets the value of an element in a list by its index."""
     db = c.db
@@ -313,7 +315,8 @@ def lset(c, argv):
     return OK
 
 
-@command("lrem", 4, "write", keys=(1, 1, 1), group="list", key_flags="RW delete")
+@command("lrem", 4, "write", keys=(1, 1, 1), group="list", key_flags="RW delete",
+         args="key:k count:i element")
 def lrem(c, argv):
     """Removes elements from a list. Deletes the list if the last element was removed."""
     toremove = _long(argv[2])
@@ -330,7 +333,8 @@ def lrem(c, argv):
     return removed
 
 
-@command("ltrim", 4, "write", keys=(1, 1, 1), group="list", key_flags="RW delete")
+@command("ltrim", 4, "write", keys=(1, 1, 1), group="list", key_flags="RW delete",
+         args="key:k start:i stop:i")
 def ltrim(c, argv):
     """Removes elements from both ends a list. Deletes the list if all elements were trimmed."""
     start = _long(argv[2])
@@ -394,11 +398,11 @@ def _popper(where: int, doc: str):
 
 
 lpop = command("lpop", -2, "write fast", keys=(1, 1, 1), group="list",
-               key_flags="RW access delete")(_popper(
+               key_flags="RW access delete", args="key:k [count:i]@6.2.0")(_popper(
     LEFT, "Returns the first elements in a list after removing it. Deletes the list if the "
     "last element was popped."))
 rpop = command("rpop", -2, "write fast", keys=(1, 1, 1), group="list",
-               key_flags="RW access delete")(_popper(
+               key_flags="RW access delete", args="key:k [count:i]@6.2.0")(_popper(
     RIGHT, "Returns and removes the last elements of a list. Deletes the list if the last "
     "element was popped."))
 
@@ -443,7 +447,8 @@ def _mpop_keys(numkeys_idx: int):
 @command("lmpop", -4, "write", keys_fn=_mpop_keys(1), group="list", since="7.0.0",
          key_specs=(spec("RW access delete", "index 1", "keynum 0 1 1"),),
          summary="Returns multiple elements from a list after removing them. Deletes the list if"
-                  " the last element was popped.")
+                  " the last element was popped.",
+         args="numkeys:i key:k... where(LEFT | RIGHT) [COUNT count:i]")
 def lmpop(c, argv):
     keys, where, count = _parse_mpop(argv, 1)
     db = c.db
@@ -488,7 +493,8 @@ def _lmove(c, src, dst, wherefrom: int, whereto: int):
 @command("lmove", 5, "write denyoom", group="list", since="6.2.0",
          key_specs=(spec("RW access delete"), spec("RW insert", "index 2")),
          summary="Returns an element after popping it from one list and pushing it to another. "
-                  "Deletes the list if the last element was moved.")
+                  "Deletes the list if the last element was moved.",
+         args="source:k destination:k1 wherefrom(LEFT | RIGHT) whereto(LEFT | RIGHT)")
 def lmove(c, argv):
     wherefrom = _where(argv[3])
     whereto = _where(argv[4])
@@ -498,7 +504,8 @@ def lmove(c, argv):
 @command("rpoplpush", 3, "write denyoom", group="list", since="1.2.0",
          key_specs=(spec("RW access delete"), spec("RW insert", "index 2")),
          summary="Returns the last element of a list after removing and pushing it to another "
-                  "list. Deletes the list if the last element was popped.")
+                  "list. Deletes the list if the last element was popped.",
+         args="source:k destination:k1")
 def rpoplpush(c, argv):
     return _lmove(c, argv[1], argv[2], RIGHT, LEFT)
 
@@ -527,7 +534,8 @@ def _blocking_pop(c, keys, where: int, deadline: int, count: int):
 @command("blpop", -3, "write blocking", keys=(1, -2, 1), group="list", since="2.0.0",
          key_flags="RW access delete",
          summary="Removes and returns the first element in a list. Blocks until an element is "
-                  "available otherwise. Deletes the list if the last element was popped.")
+                  "available otherwise. Deletes the list if the last element was popped.",
+         args="key:k... timeout:d")
 def blpop(c, argv):
     deadline = blocking.parse_timeout(c.server, argv[-1])
     return _blocking_pop(c, argv[1:-1], LEFT, deadline, -1)
@@ -536,7 +544,8 @@ def blpop(c, argv):
 @command("brpop", -3, "write blocking", keys=(1, -2, 1), group="list", since="2.0.0",
          key_flags="RW access delete",
          summary="Removes and returns the last element in a list. Blocks until an element is "
-                  "available otherwise. Deletes the list if the last element was popped.")
+                  "available otherwise. Deletes the list if the last element was popped.",
+         args="key:k... timeout:d")
 def brpop(c, argv):
     deadline = blocking.parse_timeout(c.server, argv[-1])
     return _blocking_pop(c, argv[1:-1], RIGHT, deadline, -1)
@@ -545,7 +554,8 @@ def brpop(c, argv):
 @command("blmpop", -5, "write blocking", keys_fn=_mpop_keys(2), group="list", since="7.0.0",
          key_specs=(spec("RW access delete", "index 2", "keynum 0 1 1"),),
          summary="Pops the first element from one of multiple lists. Blocks until an element is "
-                  "available otherwise. Deletes the list if the last element was popped.")
+                  "available otherwise. Deletes the list if the last element was popped.",
+         args="timeout:d numkeys:i key:k... where(LEFT | RIGHT) [COUNT count:i]")
 def blmpop(c, argv):
     keys, where, count = _parse_mpop(argv, 2)
     deadline = blocking.parse_timeout(c.server, argv[1])
@@ -567,7 +577,8 @@ def _blmove(c, argv, wherefrom: int, whereto: int, deadline: int, logged: list):
          key_specs=(spec("RW access delete"), spec("RW insert", "index 2")),
          summary="Pops an element from a list, pushes it to another list and returns it. Blocks "
                   "until an element is available otherwise. Deletes the list if the last element "
-                  "was moved.")
+                  "was moved.",
+         args="source:k destination:k1 wherefrom(LEFT | RIGHT) whereto(LEFT | RIGHT) timeout:d")
 def blmove(c, argv):
     wherefrom = _where(argv[3])
     whereto = _where(argv[4])
@@ -580,7 +591,7 @@ def blmove(c, argv):
          key_specs=(spec("RW access delete"), spec("RW insert", "index 2")),
          summary="Pops an element from a list, pushes it to another list and returns it. Block "
                   "until an element is available otherwise. Deletes the list if the last element "
-                  "was popped.")
+                  "was popped.", args="source:k destination:k1 timeout:d")
 def brpoplpush(c, argv):
     deadline = blocking.parse_timeout(c.server, argv[3])
     return _blmove(c, argv, RIGHT, LEFT, deadline, [b"RPOPLPUSH", argv[1], argv[2]])

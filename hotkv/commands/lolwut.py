@@ -282,7 +282,7 @@ def _lolwut6(args, rng) -> bytes:
 
 
 @command("lolwut", -1, "readonly fast", group="server", since="5.0.0",
-         summary="Displays computer art and the server version")
+         summary="Displays computer art and the server version", args="[VERSION version:i]")
 def lolwut(c, argv):
     """LOLWUT [VERSION version] [piece's arguments...]"""
     args = argv[1:]

@@ -233,7 +233,10 @@ def _read_replies(sock, entry, nhead: int, select: bool, dbid: int, keys, copy: 
 @command("migrate", -6, "write", group="generic", since="2.6.0", acl=("dangerous",),
          keys_fn=_migrate_keys,
          key_specs=(spec("RW access delete", "index 3", "range 0 1 0"),
-                    spec("RW access delete incomplete", "keyword KEYS -2", "range -1 1 0")))
+                    spec("RW access delete incomplete", "keyword KEYS -2", "range -1 1 0")),
+         args="host port:i key-selector(key:k | empty-string=) destination-db:i timeout:i "
+              "[COPY]@3.0.0 [REPLACE]@3.0.0 authentication[auth(AUTH password)@4.0.7 | (AUTH2 "
+              "username password)@6.0.0] keys[KEYS key:k1...]@3.0.6")
 def migrate(c, argv):
     """Atomically transfers a key from one instance to another."""
     copy, replace, username, password, first, num = _migrate_options(argv)

@@ -43,7 +43,8 @@ def _count(c) -> int:
     return len(c.channels) + len(c.patterns)
 
 
-@command("subscribe", -2, "pubsub noscript loading stale", group="pubsub", since="2.0.0")
+@command("subscribe", -2, "pubsub noscript loading stale", group="pubsub", since="2.0.0",
+         args="channel...")
 def subscribe(c, argv):
     """Listens for messages published to channels."""
     ps = c.server.pubsub
@@ -53,7 +54,8 @@ def subscribe(c, argv):
     return BLOCKED
 
 
-@command("unsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="2.0.0")
+@command("unsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="2.0.0",
+         args="[channel]...")
 def unsubscribe(c, argv):
     """Stops listening to messages posted to channels."""
     ps = c.server.pubsub
@@ -66,7 +68,8 @@ def unsubscribe(c, argv):
     return BLOCKED
 
 
-@command("psubscribe", -2, "pubsub noscript loading stale", group="pubsub", since="2.0.0")
+@command("psubscribe", -2, "pubsub noscript loading stale", group="pubsub", since="2.0.0",
+         args="pattern:p...")
 def psubscribe(c, argv):
     """Listens for messages published to channels that match one or more patterns."""
     ps = c.server.pubsub
@@ -76,7 +79,8 @@ def psubscribe(c, argv):
     return BLOCKED
 
 
-@command("punsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="2.0.0")
+@command("punsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="2.0.0",
+         args="[pattern:p]...")
 def punsubscribe(c, argv):
     """Stops listening to messages published to channels that match one or more patterns."""
     ps = c.server.pubsub
@@ -90,7 +94,7 @@ def punsubscribe(c, argv):
 
 
 @command("ssubscribe", -2, "pubsub noscript loading stale", group="pubsub", since="7.0.0",
-         key_specs=(spec("not_key", "index 1", "range -1 1 0"),))
+         key_specs=(spec("not_key", "index 1", "range -1 1 0"),), args="shardchannel...")
 def ssubscribe(c, argv):
     """Listens for messages published to shard channels."""
     if c.in_exec:
@@ -104,7 +108,7 @@ def ssubscribe(c, argv):
 
 
 @command("sunsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="7.0.0",
-         key_specs=(spec("not_key", "index 1", "range -1 1 0"),))
+         key_specs=(spec("not_key", "index 1", "range -1 1 0"),), args="[shardchannel]...")
 def sunsubscribe(c, argv):
     """Stops listening to messages posted to shard channels."""
     ps = c.server.pubsub
@@ -118,7 +122,7 @@ def sunsubscribe(c, argv):
 
 
 @command("publish", 3, "pubsub loading stale fast may_replicate", group="pubsub",
-         since="2.0.0")
+         since="2.0.0", args="channel message")
 def publish(c, argv):
     """Posts a message to a channel."""
     server = c.server
@@ -133,7 +137,7 @@ def publish(c, argv):
 
 
 @command("spublish", 3, "pubsub loading stale fast may_replicate", group="pubsub",
-         since="7.0.0", key_specs=(spec("not_key"),))
+         since="7.0.0", key_specs=(spec("not_key"),), args="shardchannel message")
 def spublish(c, argv):
     """Post a message to a shard channel"""
     server = c.server
@@ -176,7 +180,8 @@ def _syntax_error(argv):
         % sub[:128].decode("utf-8", "surrogateescape"))
 
 
-@command("pubsub|channels", -2, "pubsub loading stale", group="pubsub", since="2.8.0")
+@command("pubsub|channels", -2, "pubsub loading stale", group="pubsub", since="2.8.0",
+         args="[pattern:p]")
 def pubsub_channels(c, argv):
     """Returns the active channels."""
     if len(argv) > 3:
@@ -198,7 +203,8 @@ def pubsub_numpat(c, argv):
     return c.server.pubsub.numpat()
 
 
-@command("pubsub|numsub", -2, "pubsub loading stale", group="pubsub", since="2.8.0")
+@command("pubsub|numsub", -2, "pubsub loading stale", group="pubsub", since="2.8.0",
+         args="[channel]...")
 def pubsub_numsub(c, argv):
     """Returns a count of subscribers to channels."""
     ps = c.server.pubsub
@@ -209,7 +215,8 @@ def pubsub_numsub(c, argv):
     return out
 
 
-@command("pubsub|shardchannels", -2, "pubsub loading stale", group="pubsub", since="7.0.0")
+@command("pubsub|shardchannels", -2, "pubsub loading stale", group="pubsub", since="7.0.0",
+         args="[pattern:p]")
 def pubsub_shardchannels(c, argv):
     """Returns the active shard channels."""
     if len(argv) > 3:
@@ -217,7 +224,8 @@ def pubsub_shardchannels(c, argv):
     return c.server.pubsub.channel_list(argv[2] if len(argv) == 3 else None, shard=True)
 
 
-@command("pubsub|shardnumsub", -2, "pubsub loading stale", group="pubsub", since="7.0.0")
+@command("pubsub|shardnumsub", -2, "pubsub loading stale", group="pubsub", since="7.0.0",
+         args="[shardchannel]...")
 def pubsub_shardnumsub(c, argv):
     """Returns the count of subscribers of shard channels."""
     ps = c.server.pubsub

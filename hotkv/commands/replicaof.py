@@ -64,21 +64,23 @@ def _replicaof(c, argv):
 
 
 @command("replicaof", 3, "admin noscript stale no_async_loading", group="server",
-         since="5.0.0", acl=("dangerous",))
+         since="5.0.0", acl=("dangerous",), args="args(host-port(host port:i) | no-one(NO ONE))")
 def replicaof(c, argv):
     """Configures a server as replica of another, or promotes it to a primary."""
     return _replicaof(c, argv)
 
 
 @command("slaveof", 3, "admin noscript stale no_async_loading", group="server",
-         since="1.0.0", acl=("dangerous",))
+         since="1.0.0", acl=("dangerous",), args="args(host-port(host port:i) | no-one(NO ONE))")
 def slaveof(c, argv):
     """Sets a server as a replica of another, or promotes it to being a primary."""
     return _replicaof(c, argv)
 
 
 @command("restore-asking", -4, "write denyoom asking", (1, 1, 1), group="server",
-         since="3.0.0", acl=("keyspace", "dangerous"), key_flags="OW update")
+         since="3.0.0", acl=("keyspace", "dangerous"), key_flags="OW update",
+         args="key:k ttl:i serialized-value [REPLACE]@3.0.0 [ABSTTL]@5.0.0 [IDLETIME "
+              "seconds:i]@5.0.0 [FREQ frequency:i]@5.0.0")
 def restore_asking(c, argv):
     """An internal command for migrating keys in a cluster."""
     return restore(c, argv)

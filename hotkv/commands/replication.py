@@ -47,7 +47,7 @@ def sync_cmd(c, argv):
     return _sync(c, argv)
 
 
-@command("psync", -3, _FLAGS_SYNC, group="server", since="2.8.0")
+@command("psync", -3, _FLAGS_SYNC, group="server", since="2.8.0", args="replicationid offset:i")
 def psync_cmd(c, argv):
     """An internal command used in replication."""
     return _sync(c, argv)
@@ -158,7 +158,8 @@ def _write_offset(c) -> int:
     return c.woff
 
 
-@command("wait", 3, "blocking", group="generic", since="3.0.0", acl=("connection",))
+@command("wait", 3, "blocking", group="generic", since="3.0.0", acl=("connection",),
+         args="numreplicas:i timeout:i")
 def wait_cmd(c, argv):
     """Blocks until the asynchronous replication of all preceding write commands sent by
     the connection is completed."""
@@ -178,7 +179,8 @@ def wait_cmd(c, argv):
     return primary.wait(c, offset, numreplicas, -1, deadline, acked)
 
 
-@command("waitaof", 4, "blocking", group="generic", since="7.2.0", acl=("connection",))
+@command("waitaof", 4, "blocking", group="generic", since="7.2.0", acl=("connection",),
+         args="numlocal:i numreplicas:i timeout:i")
 def waitaof_cmd(c, argv):
     """Blocks until all of the preceding write commands sent by the connection are written
     to the append-only file of the primary and/or replicas."""

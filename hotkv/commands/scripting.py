@@ -166,28 +166,32 @@ _RO_NOTES = "We cannot tell how the keys will be used so we assume the worst, RO
 
 
 @command("eval", -3, _EVAL_FLAGS, keys_fn=_eval_keys, group="scripting", since="2.6.0",
-         key_specs=(spec("RW access update", "index 2", "keynum 0 1 1", _RW_NOTES),))
+         key_specs=(spec("RW access update", "index 2", "keynum 0 1 1", _RW_NOTES),),
+         args="script numkeys:i [key:k]... [arg]...")
 def eval_(c, argv):
     """Executes a server-side Lua script."""
     return _run(c, argv, False, False)
 
 
 @command("evalsha", -3, _EVAL_FLAGS, keys_fn=_eval_keys, group="scripting", since="2.6.0",
-         key_specs=(spec("RW access update", "index 2", "keynum 0 1 1"),))
+         key_specs=(spec("RW access update", "index 2", "keynum 0 1 1"),),
+         args="sha1 numkeys:i [key:k]... [arg]...")
 def evalsha(c, argv):
     """Executes a server-side Lua script by SHA1 digest."""
     return _run(c, argv, True, False)
 
 
 @command("eval_ro", -3, _EVAL_RO_FLAGS, keys_fn=_eval_keys, group="scripting", since="7.0.0",
-         key_specs=(spec("RO access", "index 2", "keynum 0 1 1", _RO_NOTES),))
+         key_specs=(spec("RO access", "index 2", "keynum 0 1 1", _RO_NOTES),),
+         args="script numkeys:i [key:k]... [arg]...")
 def eval_ro(c, argv):
     """Executes a read-only server-side Lua script."""
     return _run(c, argv, False, True)
 
 
 @command("evalsha_ro", -3, _EVAL_RO_FLAGS, keys_fn=_eval_keys, group="scripting",
-         since="7.0.0", key_specs=(spec("RO access", "index 2", "keynum 0 1 1"),))
+         since="7.0.0", key_specs=(spec("RO access", "index 2", "keynum 0 1 1"),),
+         args="sha1 numkeys:i [key:k]... [arg]...")
 def evalsha_ro(c, argv):
     """Executes a read-only server-side Lua script by SHA1 digest."""
     return _run(c, argv, True, True)
@@ -216,7 +220,8 @@ _HELP = [
 ]
 
 
-@command("script|debug", 3, "noscript", group="scripting", since="3.2.0")
+@command("script|debug", 3, "noscript", group="scripting", since="3.2.0",
+         args="mode(YES | SYNC | NO)")
 def script_debug(c, argv):
     """Sets the debug mode of server-side Lua scripts."""
     if ldb.has_pending_replies(c):
@@ -231,14 +236,15 @@ def script_debug(c, argv):
     raise CommandError("ERR Use SCRIPT DEBUG YES/SYNC/NO")
 
 
-@command("script|exists", -3, "noscript", group="scripting", since="2.6.0")
+@command("script|exists", -3, "noscript", group="scripting", since="2.6.0", args="sha1...")
 def script_exists(c, argv):
     """Determines whether server-side Lua scripts exist in the script cache."""
     scripts = engine(c.server).scripts
     return [1 if a in scripts else 0 for a in argv[2:]]
 
 
-@command("script|flush", -2, "noscript may_replicate", group="scripting", since="2.6.0")
+@command("script|flush", -2, "noscript may_replicate", group="scripting", since="2.6.0",
+         args="flush-type[ASYNC | SYNC]@6.2.0")
 def script_flush(c, argv):
     """Removes all server-side Lua scripts from the script cache."""
     if len(argv) == 3 and argv[2].lower() in (b"sync", b"async"):
@@ -284,7 +290,7 @@ def script_kill(c, argv):
     return OK
 
 
-@command("script|load", 3, "noscript stale", group="scripting", since="2.6.0")
+@command("script|load", 3, "noscript stale", group="scripting", since="2.6.0", args="script")
 def script_load(c, argv):
     """Loads a server-side Lua script to the script cache."""
     try:
@@ -293,7 +299,7 @@ def script_load(c, argv):
         raise CommandError(e.message)
 
 
-@command("script|show", 3, "noscript", group="scripting", since="8.0.0")
+@command("script|show", 3, "noscript", group="scripting", since="8.0.0", args="sha1")
 def script_show(c, argv):
     """Show server-side Lua script in the script cache."""
     script = engine(c.server).scripts.get(argv[2]) if len(argv[2]) == 40 else None

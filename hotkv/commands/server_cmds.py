@@ -56,7 +56,8 @@ def _force_propagation(c, argv, removed: int):
         c.server.propagate(c.db.index, list(argv))
 
 
-@command("flushall", -1, "write", group="server", acl=("keyspace", "dangerous"))
+@command("flushall", -1, "write", group="server", acl=("keyspace", "dangerous"),
+         args="flush-type[ASYNC@4.0.0 | SYNC@6.2.0]")
 def flushall(c, argv):
     """Remove all keys from all databases."""
     removed = c.server.empty_data(lazy=_flush_mode(c, argv))
@@ -71,7 +72,8 @@ def flushall(c, argv):
     return OK
 
 
-@command("flushdb", -1, "write", group="server", acl=("keyspace", "dangerous"))
+@command("flushdb", -1, "write", group="server", acl=("keyspace", "dangerous"),
+         args="flush-type[ASYNC@4.0.0 | SYNC@6.2.0]")
 def flushdb(c, argv):
     """Remove all keys from the current database."""
     removed = c.server.empty_data(c.db, lazy=_flush_mode(c, argv))
@@ -125,7 +127,8 @@ def save(c, argv):
     return OK
 
 
-@command("bgsave", -1, "admin noscript no_async_loading", group="server")
+@command("bgsave", -1, "admin noscript no_async_loading", group="server",
+         args="operation[SCHEDULE@3.2.2 | CANCEL@8.1.0]")
 def bgsave(c, argv):
     """Asynchronously save the dataset to disk."""
     if len(argv) > 2 or (len(argv) == 2 and argv[1].lower() != b"schedule"):
@@ -144,7 +147,9 @@ def bgsave(c, argv):
     return Simple(b"Background saving started")
 
 
-@command("shutdown", -1, "admin noscript loading stale no_multi allow_busy", group="server")
+@command("shutdown", -1, "admin noscript loading stale no_multi allow_busy", group="server",
+         args="abort-selector[save-selector-block(save-selector[NOSAVE | SAVE] [NOW]@7.0.0 "
+              "[FORCE]@7.0.0) | ABORT@7.0.0]")
 def shutdown(c, argv):
     """Synchronously save the dataset to disk and then shut down the server."""
     nosave = save_ = abort = force = False

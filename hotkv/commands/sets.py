@@ -65,7 +65,8 @@ def set_small(c, s) -> bool:
     return s.enc is not HASHTABLE
 
 
-@command("sadd", -3, "write denyoom fast", (1, 1, 1), group="set", key_flags="RW insert")
+@command("sadd", -3, "write denyoom fast", (1, 1, 1), group="set", key_flags="RW insert",
+         args="key:k member...")
 def sadd(c, argv):
     """Adds one or more members to a set."""
     db = c.db
@@ -94,7 +95,8 @@ def sadd(c, argv):
     return added
 
 
-@command("srem", -3, "write fast", (1, 1, 1), group="set", key_flags="RW delete")
+@command("srem", -3, "write fast", (1, 1, 1), group="set", key_flags="RW delete",
+         args="key:k member...")
 def srem(c, argv):
     """Removes one or more members from a set."""
     db = c.db
@@ -116,7 +118,8 @@ def srem(c, argv):
 
 
 @command("smove", 4, "write fast", group="set",
-         key_specs=(spec("RW access delete"), spec("RW insert", "index 2")))
+         key_specs=(spec("RW access delete"), spec("RW insert", "index 2")),
+         args="source:k destination:k1 member")
 def smove(c, argv):
     """Moves a member from one set to another."""
     db = c.db
@@ -143,14 +146,16 @@ def smove(c, argv):
     return 1
 
 
-@command("sismember", 3, "readonly fast", (1, 1, 1), group="set", key_flags="RO")
+@command("sismember", 3, "readonly fast", (1, 1, 1), group="set", key_flags="RO",
+         args="key:k member")
 def sismember(c, argv):
     """Determines whether a member belongs to a set."""
     s = _get(c, argv[1])
     return 1 if s is not None and argv[2] in s else 0
 
 
-@command("smismember", -3, "readonly fast", (1, 1, 1), group="set", since="6.2.0")
+@command("smismember", -3, "readonly fast", (1, 1, 1), group="set", since="6.2.0",
+         args="key:k member...")
 def smismember(c, argv):
     """Determines whether multiple members belong to a set."""
     s = _get(c, argv[1])
@@ -159,14 +164,14 @@ def smismember(c, argv):
     return [1 if m in s else 0 for m in argv[2:]]
 
 
-@command("scard", 2, "readonly fast", (1, 1, 1), group="set", key_flags="RO")
+@command("scard", 2, "readonly fast", (1, 1, 1), group="set", key_flags="RO", args="key:k")
 def scard(c, argv):
     """Returns the number of members in a set."""
     s = _get(c, argv[1])
     return 0 if s is None else len(s)
 
 
-@command("smembers", 2, "readonly", (1, 1, 1), group="set")
+@command("smembers", 2, "readonly", (1, 1, 1), group="set", args="key:k")
 def smembers(c, argv):
     """Returns all members of a set."""
     s = _get(c, argv[1])
@@ -208,7 +213,8 @@ def _one(s):
     return random_member(s)
 
 
-@command("spop", -2, "write fast", (1, 1, 1), group="set", key_flags="RW access delete")
+@command("spop", -2, "write fast", (1, 1, 1), group="set", key_flags="RW access delete",
+         args="key:k [count:i]@3.2.0")
 def spop(c, argv):
     """Returns one or more random members from a set after removing them."""
     db = c.db
@@ -248,7 +254,7 @@ def spop(c, argv):
     return m
 
 
-@command("srandmember", -2, "readonly", (1, 1, 1), group="set")
+@command("srandmember", -2, "readonly", (1, 1, 1), group="set", args="key:k [count:i]@2.6.0")
 def srandmember(c, argv):
     """Get one or multiple random members from a set."""
     if len(argv) == 3:
@@ -374,14 +380,15 @@ def _store(c, dst, value: SetValue, event):
     return 0
 
 
-@command("sinter", -2, "readonly", (1, -1, 1), group="set")
+@command("sinter", -2, "readonly", (1, -1, 1), group="set", args="key:k...")
 def sinter(c, argv):
     """Returns the intersect of multiple sets."""
     return SetReply(_inter(_sets(c, argv[1:])))
 
 
 @command("sinterstore", -3, "write denyoom", group="set",
-         key_specs=(spec("OW update"), spec("RO access", "index 2", "range -1 1 0")))
+         key_specs=(spec("OW update"), spec("RO access", "index 2", "range -1 1 0")),
+         args="destination:k key:k1...")
 def sinterstore(c, argv):
     """Stores the intersect of multiple sets in a key."""
     return _store(c, argv[1], _inter_store(c, _sets(c, argv[2:])), "sinterstore")
@@ -395,7 +402,8 @@ def _sintercard_keys(argv):
 
 
 @command("sintercard", -3, "readonly", group="set", since="7.0.0",
-         keys_fn=_sintercard_keys, key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),))
+         keys_fn=_sintercard_keys, key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),),
+         args="numkeys:i key:k... [LIMIT limit:i]")
 def sintercard(c, argv):
     """Returns the number of members of the intersect of multiple sets."""
     numkeys = string2ll(argv[1])
@@ -416,33 +424,36 @@ def sintercard(c, argv):
     return len(_inter(_sets(c, argv[2:2 + numkeys]), limit, order=False))
 
 
-@command("sunion", -2, "readonly", (1, -1, 1), group="set")
+@command("sunion", -2, "readonly", (1, -1, 1), group="set", args="key:k...")
 def sunion(c, argv):
     """Returns the union of multiple sets."""
     return SetReply(ordered(_union(c, _sets(c, argv[1:]), False)))
 
 
 @command("sunionstore", -3, "write denyoom", group="set",
-         key_specs=(spec("OW update"), spec("RO access", "index 2", "range -1 1 0")))
+         key_specs=(spec("OW update"), spec("RO access", "index 2", "range -1 1 0")),
+         args="destination:k key:k1...")
 def sunionstore(c, argv):
     """Stores the union of multiple sets in a key."""
     return _store(c, argv[1], _union(c, _sets(c, argv[2:]), True), "sunionstore")
 
 
-@command("sdiff", -2, "readonly", (1, -1, 1), group="set")
+@command("sdiff", -2, "readonly", (1, -1, 1), group="set", args="key:k...")
 def sdiff(c, argv):
     """Returns the difference of multiple sets."""
     return SetReply(ordered(_diff(c, _sets(c, argv[1:]), False)))
 
 
 @command("sdiffstore", -3, "write denyoom", group="set",
-         key_specs=(spec("OW update"), spec("RO access", "index 2", "range -1 1 0")))
+         key_specs=(spec("OW update"), spec("RO access", "index 2", "range -1 1 0")),
+         args="destination:k key:k1...")
 def sdiffstore(c, argv):
     """Stores the difference of multiple sets in a key."""
     return _store(c, argv[1], _diff(c, _sets(c, argv[2:]), True), "sdiffstore")
 
 
-@command("sscan", -3, "readonly", (1, 1, 1), group="set", since="2.8.0")
+@command("sscan", -3, "readonly", (1, 1, 1), group="set", since="2.8.0",
+         args="key:k cursor:i [MATCH pattern:p] [COUNT count:i]")
 def sscan(c, argv):
     """Iterates over members of a set."""
     cursor = parse_cursor(argv[2])

@@ -16,7 +16,7 @@ from ..protocol.util import string2ll
 container("slowlog", group="server")
 
 
-@command("slowlog|get", -2, "admin loading stale", group="server")
+@command("slowlog|get", -2, "admin loading stale", group="server", args="[count:i]")
 def slowlog_get(c, argv):
     """Returns the slow log's entries."""
     if len(argv) > 3:

@@ -367,7 +367,9 @@ _SORT_STORE_SPEC = spec("OW update", "unknown", "unknown",
 @command("sort", -2, "write denyoom", keys_fn=_sort_keys, group="generic",
          acl=("set", "sortedset", "list", "dangerous"),
          key_specs=(spec("RO access"), _SORT_BY_GET_SPEC, _SORT_STORE_SPEC),
-         key_flags=("RO access", "OW update"))
+         key_flags=("RO access", "OW update"),
+         args="key:k by-pattern[BY pattern:p1] [LIMIT offset:i count:i] get-pattern[GET "
+              "pattern:p1]... order[ASC | DESC] [sorting=ALPHA] destination[STORE destination:k2]")
 def sort(c, argv):
     """Sorts the elements in a list, a set, or a sorted set, optionally storing the result."""
     return _sort(c, argv, False)
@@ -375,7 +377,9 @@ def sort(c, argv):
 
 @command("sort_ro", -2, "readonly", group="generic", since="7.0.0",
          acl=("set", "sortedset", "list", "dangerous"),
-         key_specs=(spec("RO access"), _SORT_BY_GET_SPEC))
+         key_specs=(spec("RO access"), _SORT_BY_GET_SPEC),
+         args="key:k by-pattern[BY pattern:p1] [LIMIT offset:i count:i] get-pattern[GET "
+              "pattern:p1]... order[ASC | DESC] [sorting=ALPHA]")
 def sort_ro(c, argv):
     """Returns the sorted elements of a list, a set, or a sorted set."""
     return _sort(c, argv, True)

@@ -202,7 +202,7 @@ _AMPLIFIED = 4096
 # GET / SET and friends
 # ----------------------------------------------------------------------
 
-@command("get", 2, "readonly fast", (1, 1, 1), group="string")
+@command("get", 2, "readonly fast", (1, 1, 1), group="string", args="key:k")
 def get(c, argv):
     """Get the value of a key."""
     return read_string(c.db, argv[1])
@@ -238,7 +238,12 @@ def set_generic(c, argv, flags, key, value, expire, name, ok_reply=OK, abort_rep
 
 @command("set", -3, "write denyoom", group="string",
          key_specs=(spec("RW access update variable_flags",
-                         notes="RW and ACCESS due to the optional `GET` argument"),))
+                         notes="RW and ACCESS due to the optional `GET` argument"),),
+         args="key:k value condition[NX@2.6.12 | XX@2.6.12 | (IFEQ comparison-value){Sets the "
+              "key's value only if the current value matches the specified comparison "
+              "value.}@8.1.0] [GET]@6.2.0 expiration[EX seconds:i@2.6.12 | PX "
+              "milliseconds:i@2.6.12 | EXAT unix-time-seconds:t@6.2.0 | PXAT "
+              "unix-time-milliseconds:t@6.2.0 | KEEPTTL@6.0.0]")
 def set_(c, argv):
     """Set the string value of a key, optionally with an expiry, conditionally."""
     if len(argv) == 3:      # the common case, without the option machinery
@@ -252,27 +257,28 @@ def set_(c, argv):
     return set_generic(c, argv, flags, argv[1], argv[2], expire, "set")
 
 
-@command("setnx", 3, "write denyoom fast", (1, 1, 1), group="string", key_flags="OW insert")
+@command("setnx", 3, "write denyoom fast", (1, 1, 1), group="string", key_flags="OW insert",
+         args="key:k value")
 def setnx(c, argv):
     """Set the value of a key only if it does not exist."""
     return set_generic(c, argv, NX, argv[1], argv[2], None, "setnx", 1, 0)
 
 
 @command("setex", 4, "write denyoom", (1, 1, 1), group="string", since="2.0.0",
-         key_flags="OW update")
+         key_flags="OW update", args="key:k seconds:i value")
 def setex(c, argv):
     """Set the value and expiration (seconds) of a key."""
     return set_generic(c, argv, EX, argv[1], argv[3], argv[2], "setex")
 
 
 @command("psetex", 4, "write denyoom", (1, 1, 1), group="string", since="2.6.0",
-         key_flags="OW update")
+         key_flags="OW update", args="key:k milliseconds:i value")
 def psetex(c, argv):
     """Set the value and expiration (milliseconds) of a key."""
     return set_generic(c, argv, PX, argv[1], argv[3], argv[2], "psetex")
 
 
-@command("getset", 3, "write denyoom fast", (1, 1, 1), group="string")
+@command("getset", 3, "write denyoom fast", (1, 1, 1), group="string", args="key:k value")
 def getset(c, argv):
     """Set the string value of a key and return its old value."""
     db = c.db
@@ -285,7 +291,7 @@ def getset(c, argv):
 
 
 @command("getdel", 2, "write fast", (1, 1, 1), group="string", since="6.2.0",
-         key_flags="RW access delete")
+         key_flags="RW access delete", args="key:k")
 def getdel(c, argv):
     """Get the value of a key and delete the key."""
     db = c.db
@@ -299,7 +305,9 @@ def getdel(c, argv):
 
 
 @command("getex", -2, "write fast", group="string", since="6.2.0",
-         key_specs=(spec("RW access update", notes="RW and UPDATE because it changes the TTL"),))
+         key_specs=(spec("RW access update", notes="RW and UPDATE because it changes the TTL"),),
+         args="key:k expiration[EX seconds:i | PX milliseconds:i | EXAT unix-time-seconds:t | "
+              "PXAT unix-time-milliseconds:t | PERSIST]")
 def getex(c, argv):
     """Get the value of a key and optionally set or remove its expiration."""
     flags, expire = parse_string_options(argv, 2, False)
@@ -324,7 +332,7 @@ def getex(c, argv):
     return value
 
 
-@command("mget", -2, "readonly fast", (1, -1, 1), group="string")
+@command("mget", -2, "readonly fast", (1, -1, 1), group="string", args="key:k...")
 def mget(c, argv):
     """Get the values of all the given keys."""
     lookup = c.db.lookup_read
@@ -361,14 +369,14 @@ def _mset(c, argv, nx: bool):
 
 
 @command("mset", -3, "write denyoom", (1, -1, 2), group="string", since="1.0.1",
-         key_flags="OW update")
+         key_flags="OW update", args="data(key:k value)...")
 def mset(c, argv):
     """Set multiple keys to multiple values."""
     return _mset(c, argv, False)
 
 
 @command("msetnx", -3, "write denyoom", (1, -1, 2), group="string", since="1.0.1",
-         key_flags="OW insert")
+         key_flags="OW insert", args="data(key:k value)...")
 def msetnx(c, argv):
     """Set multiple keys to multiple values, only if none of the keys exist."""
     return _mset(c, argv, True)
@@ -395,19 +403,19 @@ def incr_by(c, key, incr: int) -> int:
     return value
 
 
-@command("incr", 2, "write denyoom fast", (1, 1, 1), group="string")
+@command("incr", 2, "write denyoom fast", (1, 1, 1), group="string", args="key:k")
 def incr(c, argv):
     """Increment the integer value of a key by one."""
     return incr_by(c, argv[1], 1)
 
 
-@command("decr", 2, "write denyoom fast", (1, 1, 1), group="string")
+@command("decr", 2, "write denyoom fast", (1, 1, 1), group="string", args="key:k")
 def decr(c, argv):
     """Decrement the integer value of a key by one."""
     return incr_by(c, argv[1], -1)
 
 
-@command("incrby", 3, "write denyoom fast", (1, 1, 1), group="string")
+@command("incrby", 3, "write denyoom fast", (1, 1, 1), group="string", args="key:k increment:i")
 def incrby(c, argv):
     """Increment the integer value of a key by the given amount."""
     n = string2ll(argv[2])
@@ -416,7 +424,7 @@ def incrby(c, argv):
     return incr_by(c, argv[1], n)
 
 
-@command("decrby", 3, "write denyoom fast", (1, 1, 1), group="string")
+@command("decrby", 3, "write denyoom fast", (1, 1, 1), group="string", args="key:k decrement:i")
 def decrby(c, argv):
     """Decrement the integer value of a key by the given number."""
     n = string2ll(argv[2])
@@ -427,7 +435,8 @@ def decrby(c, argv):
     return incr_by(c, argv[1], -n)
 
 
-@command("incrbyfloat", 3, "write denyoom fast", (1, 1, 1), group="string", since="2.6.0")
+@command("incrbyfloat", 3, "write denyoom fast", (1, 1, 1), group="string", since="2.6.0",
+         args="key:k increment:d")
 def incrbyfloat(c, argv):
     """Increment the float value of a key by the given amount."""
     db = c.db
@@ -456,7 +465,7 @@ def incrbyfloat(c, argv):
 # ----------------------------------------------------------------------
 
 @command("append", 3, "write denyoom fast", (1, 1, 1), group="string", since="2.0.0",
-         key_flags="RW insert")
+         key_flags="RW insert", args="key:k value")
 def append(c, argv):
     """Append a value to a key."""
     db = c.db
@@ -476,7 +485,8 @@ def append(c, argv):
     return total
 
 
-@command("strlen", 2, "readonly fast", (1, 1, 1), group="string", since="2.2.0", key_flags="RO")
+@command("strlen", 2, "readonly fast", (1, 1, 1), group="string", since="2.2.0", key_flags="RO",
+         args="key:k")
 def strlen(c, argv):
     """Get the length of the value stored in a key."""
     v = read_string_raw(c.db, argv[1])
@@ -509,20 +519,21 @@ def _getrange(c, argv):
     return bytes(v[start:end + 1])
 
 
-@command("getrange", 4, "readonly", (1, 1, 1), group="string", since="2.4.0")
+@command("getrange", 4, "readonly", (1, 1, 1), group="string", since="2.4.0",
+         args="key:k start:i end:i")
 def getrange(c, argv):
     """Get a substring of the string stored at a key."""
     return _getrange(c, argv)
 
 
-@command("substr", 4, "readonly", (1, 1, 1), group="string")
+@command("substr", 4, "readonly", (1, 1, 1), group="string", args="key:k start:i end:i")
 def substr(c, argv):
     """Get a substring of the string stored at a key."""
     return _getrange(c, argv)
 
 
 @command("setrange", 4, "write denyoom", (1, 1, 1), group="string", since="2.2.0",
-         key_flags="RW update")
+         key_flags="RW update", args="key:k offset:i value")
 def setrange(c, argv):
     """Overwrite part of a string at key starting at the specified offset."""
     offset = string2ll(argv[2])
@@ -565,7 +576,8 @@ def _lcs_rows(a: bytes, b: bytes):
     return rows
 
 
-@command("lcs", -3, "readonly", (1, 2, 1), group="string", since="7.0.0")
+@command("lcs", -3, "readonly", (1, 2, 1), group="string", since="7.0.0",
+         args="key1:k key2:k [LEN] [IDX] [MINMATCHLEN min-match-len:i] [WITHMATCHLEN]")
 def lcs(c, argv):
     """Find the longest common substring."""
     db = c.db

@@ -105,7 +105,7 @@ def _expired_since_watch(c):
 
 
 @command("watch", -2, "noscript loading stale fast no_multi allow_busy", keys=(1, -1, 1),
-         group="transactions", since="2.2.0", key_flags="RO")
+         group="transactions", since="2.2.0", key_flags="RO", args="key:k...")
 def watch(c, argv):
     """Monitor changes to keys to determine the execution of a transaction."""
     if c.multi:

@@ -154,7 +154,9 @@ def _zadd(c, argv, key, pairs_start, incr, nx, xx, gt, lt, ch):
 
 
 @command("zadd", -4, "write denyoom fast", (1, 1, 1), group="sorted_set", since="1.2.0",
-         key_flags="RW update")
+         key_flags="RW update",
+         args="key:k condition[NX | XX]@3.0.2 comparison[GT | LT]@6.2.0 [change=CH]@3.0.2 "
+              "[increment=INCR]@3.0.2 data(score:d member)...")
 def zadd(c, argv):
     """Adds one or more members to a sorted set, or updates their scores."""
     return _zadd_options(c, argv, False)
@@ -186,14 +188,15 @@ def _zadd_options(c, argv, incr):
     return _zadd(c, argv, argv[1], i, incr, nx, xx, gt, lt, ch)
 
 
-@command("zincrby", 4, "write denyoom fast", (1, 1, 1), group="sorted_set", since="1.2.0")
+@command("zincrby", 4, "write denyoom fast", (1, 1, 1), group="sorted_set", since="1.2.0",
+         args="key:k increment:i member")
 def zincrby(c, argv):
     """Increments the score of a member in a sorted set."""
     return _zadd_options(c, argv, True)
 
 
 @command("zrem", -3, "write fast", (1, 1, 1), group="sorted_set", since="1.2.0",
-         key_flags="RW delete")
+         key_flags="RW delete", args="key:k member...")
 def zrem(c, argv):
     """Removes one or more members from a sorted set."""
     db = c.db
@@ -217,14 +220,16 @@ def zrem(c, argv):
 # Reads
 # ----------------------------------------------------------------------
 
-@command("zcard", 2, "readonly fast", (1, 1, 1), group="sorted_set", since="1.2.0", key_flags="RO")
+@command("zcard", 2, "readonly fast", (1, 1, 1), group="sorted_set", since="1.2.0", key_flags="RO",
+         args="key:k")
 def zcard(c, argv):
     """Returns the number of members in a sorted set."""
     z = _get(c, argv[1])
     return 0 if z is None else len(z.d)
 
 
-@command("zscore", 3, "readonly fast", (1, 1, 1), group="sorted_set", since="1.2.0")
+@command("zscore", 3, "readonly fast", (1, 1, 1), group="sorted_set", since="1.2.0",
+         args="key:k member")
 def zscore(c, argv):
     """Returns the score of a member in a sorted set."""
     z = _get(c, argv[1])
@@ -233,7 +238,8 @@ def zscore(c, argv):
     return z.d.get(argv[2])
 
 
-@command("zmscore", -3, "readonly fast", (1, 1, 1), group="sorted_set", since="6.2.0")
+@command("zmscore", -3, "readonly fast", (1, 1, 1), group="sorted_set", since="6.2.0",
+         args="key:k member...")
 def zmscore(c, argv):
     """Returns the score of one or more members in a sorted set."""
     z = _get(c, argv[1])
@@ -265,19 +271,22 @@ def _zrank(c, argv, reverse):
     return r
 
 
-@command("zrank", -3, "readonly fast", (1, 1, 1), group="sorted_set", since="2.0.0")
+@command("zrank", -3, "readonly fast", (1, 1, 1), group="sorted_set", since="2.0.0",
+         args="key:k member [WITHSCORE]")
 def zrank(c, argv):
     """Returns the index of a member in a sorted set ordered by ascending scores."""
     return _zrank(c, argv, False)
 
 
-@command("zrevrank", -3, "readonly fast", (1, 1, 1), group="sorted_set", since="2.0.0")
+@command("zrevrank", -3, "readonly fast", (1, 1, 1), group="sorted_set", since="2.0.0",
+         args="key:k member [WITHSCORE]")
 def zrevrank(c, argv):
     """Returns the index of a member in a sorted set ordered by descending scores."""
     return _zrank(c, argv, True)
 
 
-@command("zcount", 4, "readonly fast", (1, 1, 1), group="sorted_set", since="2.0.0")
+@command("zcount", 4, "readonly fast", (1, 1, 1), group="sorted_set", since="2.0.0",
+         args="key:k min:d max:d")
 def zcount(c, argv):
     """Returns the count of members in a sorted set that have scores within a range."""
     mn, mnex = _range_bound(argv[2])
@@ -289,7 +298,8 @@ def zcount(c, argv):
     return hi - lo
 
 
-@command("zlexcount", 4, "readonly fast", (1, 1, 1), group="sorted_set", since="2.8.9")
+@command("zlexcount", 4, "readonly fast", (1, 1, 1), group="sorted_set", since="2.8.9",
+         args="key:k min max")
 def zlexcount(c, argv):
     """Returns the number of members in a sorted set within a lexicographical range."""
     mn = _lex_bound(argv[2])
@@ -359,44 +369,52 @@ def _zrange_generic(c, argv, first, store, rangetype, reverse):
     return _pairs(c, items, withscores)
 
 
-@command("zrange", -4, "readonly", (1, 1, 1), group="sorted_set", since="1.2.0")
+@command("zrange", -4, "readonly", (1, 1, 1), group="sorted_set", since="1.2.0",
+         args="key:k start stop sortby[BYSCORE | BYLEX]@6.2.0 [REV]@6.2.0 [LIMIT offset:i "
+              "count:i]@6.2.0 [WITHSCORES]")
 def zrange(c, argv):
     """Returns members in a sorted set within a range of indexes."""
     return _zrange_generic(c, argv, 1, None, None, None)
 
 
 @command("zrangestore", -5, "write denyoom", group="sorted_set", since="6.2.0",
-         key_specs=(spec("OW update"), spec("RO access", "index 2")))
+         key_specs=(spec("OW update"), spec("RO access", "index 2")),
+         args="dst:k src:k1 min max sortby[BYSCORE | BYLEX] [REV] [LIMIT offset:i count:i]")
 def zrangestore(c, argv):
     """Stores a range of members from sorted set in a key."""
     return _zrange_generic(c, argv, 2, argv[1], None, None)
 
 
-@command("zrevrange", -4, "readonly", (1, 1, 1), group="sorted_set", since="1.2.0")
+@command("zrevrange", -4, "readonly", (1, 1, 1), group="sorted_set", since="1.2.0",
+         args="key:k start:i stop:i [WITHSCORES]")
 def zrevrange(c, argv):
     """Returns members in a sorted set within a range of indexes in reverse order."""
     return _zrange_generic(c, argv, 1, None, RANK, True)
 
 
-@command("zrangebyscore", -4, "readonly", (1, 1, 1), group="sorted_set", since="1.0.5")
+@command("zrangebyscore", -4, "readonly", (1, 1, 1), group="sorted_set", since="1.0.5",
+         args="key:k min:d max:d [WITHSCORES]@2.0.0 [LIMIT offset:i count:i]")
 def zrangebyscore(c, argv):
     """Returns members in a sorted set within a range of scores."""
     return _zrange_generic(c, argv, 1, None, SCORE, False)
 
 
-@command("zrevrangebyscore", -4, "readonly", (1, 1, 1), group="sorted_set", since="2.2.0")
+@command("zrevrangebyscore", -4, "readonly", (1, 1, 1), group="sorted_set", since="2.2.0",
+         args="key:k max:d min:d [WITHSCORES] [LIMIT offset:i count:i]")
 def zrevrangebyscore(c, argv):
     """Returns members in a sorted set within a range of scores in reverse order."""
     return _zrange_generic(c, argv, 1, None, SCORE, True)
 
 
-@command("zrangebylex", -4, "readonly", (1, 1, 1), group="sorted_set", since="2.8.9")
+@command("zrangebylex", -4, "readonly", (1, 1, 1), group="sorted_set", since="2.8.9",
+         args="key:k min max [LIMIT offset:i count:i]")
 def zrangebylex(c, argv):
     """Returns members in a sorted set within a lexicographical range."""
     return _zrange_generic(c, argv, 1, None, LEX, False)
 
 
-@command("zrevrangebylex", -4, "readonly", (1, 1, 1), group="sorted_set", since="2.8.9")
+@command("zrevrangebylex", -4, "readonly", (1, 1, 1), group="sorted_set", since="2.8.9",
+         args="key:k max min [LIMIT offset:i count:i]")
 def zrevrangebylex(c, argv):
     """Returns members in a sorted set within a lexicographical range in reverse order."""
     return _zrange_generic(c, argv, 1, None, LEX, True)
@@ -444,21 +462,21 @@ def _zremrange(c, argv, rangetype, event):
 
 
 @command("zremrangebyrank", 4, "write", (1, 1, 1), group="sorted_set", since="2.0.0",
-         key_flags="RW delete")
+         key_flags="RW delete", args="key:k start:i stop:i")
 def zremrangebyrank(c, argv):
     """Removes members in a sorted set within a range of indexes."""
     return _zremrange(c, argv, RANK, "zremrangebyrank")
 
 
 @command("zremrangebyscore", 4, "write", (1, 1, 1), group="sorted_set", since="1.2.0",
-         key_flags="RW delete")
+         key_flags="RW delete", args="key:k min:d max:d")
 def zremrangebyscore(c, argv):
     """Removes members in a sorted set within a range of scores."""
     return _zremrange(c, argv, SCORE, "zremrangebyscore")
 
 
 @command("zremrangebylex", 4, "write", (1, 1, 1), group="sorted_set", since="2.8.9",
-         key_flags="RW delete")
+         key_flags="RW delete", args="key:k min max")
 def zremrangebylex(c, argv):
     """Removes members in a sorted set within a lexicographical range."""
     return _zremrange(c, argv, LEX, "zremrangebylex")
@@ -509,14 +527,14 @@ def _zpop_cmd(c, argv, where_max):
 
 
 @command("zpopmin", -2, "write fast", (1, 1, 1), group="sorted_set", since="5.0.0",
-         key_flags="RW access delete")
+         key_flags="RW access delete", args="key:k [count:i]")
 def zpopmin(c, argv):
     """Returns the lowest-scoring members from a sorted set after removing them."""
     return _zpop_cmd(c, argv, False)
 
 
 @command("zpopmax", -2, "write fast", (1, 1, 1), group="sorted_set", since="5.0.0",
-         key_flags="RW access delete")
+         key_flags="RW access delete", args="key:k [count:i]")
 def zpopmax(c, argv):
     """Returns the highest-scoring members from a sorted set after removing them."""
     return _zpop_cmd(c, argv, True)
@@ -546,7 +564,7 @@ def _bzpop(c, argv, where_max):
 
 
 @command("bzpopmin", -3, "write blocking fast", (1, -2, 1), group="sorted_set", since="5.0.0",
-         key_flags="RW access delete")
+         key_flags="RW access delete", args="key:k... timeout:d")
 def bzpopmin(c, argv):
     """Removes and returns the member with the lowest score from one or more
     sorted sets, or blocks until one is available."""
@@ -554,7 +572,7 @@ def bzpopmin(c, argv):
 
 
 @command("bzpopmax", -3, "write blocking fast", (1, -2, 1), group="sorted_set", since="5.0.0",
-         key_flags="RW access delete")
+         key_flags="RW access delete", args="key:k... timeout:d")
 def bzpopmax(c, argv):
     """Removes and returns the member with the highest score from one or more
     sorted sets, or blocks until one is available."""
@@ -615,7 +633,8 @@ def _bzmpop_keys(argv):
 
 
 @command("zmpop", -4, "write", group="sorted_set", since="7.0.0", keys_fn=_zmpop_keys,
-         key_specs=(spec("RW access delete", "index 1", "keynum 0 1 1"),))
+         key_specs=(spec("RW access delete", "index 1", "keynum 0 1 1"),),
+         args="numkeys:i key:k... where(MIN | MAX) [COUNT count:i]")
 def zmpop(c, argv):
     """Returns the highest- or lowest-scoring members from one or more sorted
     sets after removing them."""
@@ -623,7 +642,8 @@ def zmpop(c, argv):
 
 
 @command("bzmpop", -5, "write blocking", group="sorted_set", since="7.0.0", keys_fn=_bzmpop_keys,
-         key_specs=(spec("RW access delete", "index 2", "keynum 0 1 1"),))
+         key_specs=(spec("RW access delete", "index 2", "keynum 0 1 1"),),
+         args="timeout:d numkeys:i key:k... where(MIN | MAX) [COUNT count:i]")
 def bzmpop(c, argv):
     """Removes and returns a member by score from one or more sorted sets, or
     blocks until one is available."""
@@ -813,49 +833,57 @@ def _zop_keys(idx):
 
 
 @command("zunionstore", -4, "write denyoom", group="sorted_set", since="2.0.0",
-         keys_fn=_zop_keys(2), key_specs=_STORE_SPECS)
+         keys_fn=_zop_keys(2), key_specs=_STORE_SPECS,
+         args="destination:k numkeys:i key:k1... [WEIGHTS weight:i...] [AGGREGATE (SUM | MIN | "
+              "MAX)]")
 def zunionstore(c, argv):
     """Stores the union of multiple sorted sets in a key."""
     return _zsetop(c, argv, 2, "union", argv[1], False, "zunionstore")
 
 
 @command("zinterstore", -4, "write denyoom", group="sorted_set", since="2.0.0",
-         keys_fn=_zop_keys(2), key_specs=_STORE_SPECS)
+         keys_fn=_zop_keys(2), key_specs=_STORE_SPECS,
+         args="destination:k numkeys:i key:k1... [WEIGHTS weight:i...] [AGGREGATE (SUM | MIN | "
+              "MAX)]")
 def zinterstore(c, argv):
     """Stores the intersect of multiple sorted sets in a key."""
     return _zsetop(c, argv, 2, "inter", argv[1], False, "zinterstore")
 
 
 @command("zdiffstore", -4, "write denyoom", group="sorted_set", since="6.2.0",
-         keys_fn=_zop_keys(2), key_specs=_STORE_SPECS)
+         keys_fn=_zop_keys(2), key_specs=_STORE_SPECS, args="destination:k numkeys:i key:k1...")
 def zdiffstore(c, argv):
     """Stores the difference of multiple sorted sets in a key."""
     return _zsetop(c, argv, 2, "diff", argv[1], False, "zdiffstore")
 
 
 @command("zunion", -3, "readonly", group="sorted_set", since="6.2.0",
-         keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),))
+         keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),),
+         args="numkeys:i key:k... [WEIGHTS weight:i...] [AGGREGATE (SUM | MIN | MAX)] [WITHSCORES]")
 def zunion(c, argv):
     """Returns the union of multiple sorted sets."""
     return _zsetop(c, argv, 1, "union", None, False, "zunion")
 
 
 @command("zinter", -3, "readonly", group="sorted_set", since="6.2.0",
-         keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),))
+         keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),),
+         args="numkeys:i key:k... [WEIGHTS weight:i...] [AGGREGATE (SUM | MIN | MAX)] [WITHSCORES]")
 def zinter(c, argv):
     """Returns the intersect of multiple sorted sets."""
     return _zsetop(c, argv, 1, "inter", None, False, "zinter")
 
 
 @command("zintercard", -3, "readonly", group="sorted_set", since="7.0.0",
-         keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),))
+         keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),),
+         args="numkeys:i key:k... [LIMIT limit:i]")
 def zintercard(c, argv):
     """Returns the number of members of the intersect of multiple sorted sets."""
     return _zsetop(c, argv, 1, "inter", None, True, "zintercard")
 
 
 @command("zdiff", -3, "readonly", group="sorted_set", since="6.2.0",
-         keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),))
+         keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),),
+         args="numkeys:i key:k... [WITHSCORES]")
 def zdiff(c, argv):
     """Returns the difference between multiple sorted sets."""
     return _zsetop(c, argv, 1, "diff", None, False, "zdiff")
@@ -865,7 +893,8 @@ def zdiff(c, argv):
 # ZRANDMEMBER / ZSCAN
 # ----------------------------------------------------------------------
 
-@command("zrandmember", -2, "readonly", (1, 1, 1), group="sorted_set", since="6.2.0")
+@command("zrandmember", -2, "readonly", (1, 1, 1), group="sorted_set", since="6.2.0",
+         args="key:k options[count:i [WITHSCORES]]")
 def zrandmember(c, argv):
     """Returns one or more random members from a sorted set."""
     if len(argv) >= 3:
@@ -903,7 +932,8 @@ def zrandmember(c, argv):
     return random_member(z.d)
 
 
-@command("zscan", -3, "readonly", (1, 1, 1), group="sorted_set", since="2.8.0")
+@command("zscan", -3, "readonly", (1, 1, 1), group="sorted_set", since="2.8.0",
+         args="key:k cursor:i [MATCH pattern:p] [COUNT count:i] [NOSCORES]")
 def zscan(c, argv):
     """Iterates over members and scores of a sorted set."""
     cursor = parse_cursor(argv[2])

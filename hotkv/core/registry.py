@@ -194,13 +194,13 @@ class Command:
         "name", "func", "arity", "flags", "first_key", "last_key", "key_step",
         "key_specs", "legacy_keys", "spec_movable", "key_flags",
         "keys_fn", "group", "summary", "since", "subcommands", "parent",
-        "acl_categories", "write", "readonly", "denyoom", "noauth", "no_multi",
+        "acl_categories", "doc_args", "write", "readonly", "denyoom", "noauth", "no_multi",
         "multi_exempt", "pubsub_ok", "blocking", "admin", "bit",
         "plain",
     )
 
     def __init__(self, name, func, arity, flags, keys, keys_fn, group, summary, since,
-                 extra_acl=(), key_specs=None, key_flags=None):
+                 extra_acl=(), key_specs=None, key_flags=None, doc_args=""):
         self.name = name
         self.func = func
         self.arity = arity
@@ -226,6 +226,9 @@ class Command:
         self.group = group
         self.summary = summary
         self.since = since
+        # Its arguments in hotkv.commands.docs_syntax's syntax, for COMMAND
+        # DOCS (parsed there on first use).
+        self.doc_args = doc_args
         self.subcommands = None
         self.parent = None
         base = name.split("|")[0]
@@ -291,13 +294,14 @@ def _register_top(cmd: Command):
 def command(name: str, arity: int, flags: str = "", keys=(0, 0, 0), *,
             keys_fn: Callable | None = None, group: str = "generic",
             summary: str = "", since: str = "1.0.0", acl: tuple = (),
-            key_specs=None, key_flags=None):
-    """Register ``fn`` as the handler of ``name`` ("get", or "config|get")."""
+            key_specs=None, key_flags=None, args: str = ""):
+    """Register ``fn`` as the handler of ``name`` ("get", or "config|get");
+    ``args`` is its syntax for COMMAND DOCS (hotkv.commands.docs_syntax)."""
     def deco(fn):
         global _next_bit
         cmd = Command(name.lower(), fn, arity, flags.split(), keys, keys_fn, group,
                       summary or (fn.__doc__ or "").strip().split("\n")[0], since, acl,
-                      key_specs, key_flags)
+                      key_specs, key_flags, args)
         cmd.bit = _next_bit
         _next_bit += 1
         if "|" in cmd.name:

@@ -175,7 +175,10 @@ def _exact_trim_arg(s: Stream, a: _TrimArgs) -> bytes:
 
 @command("xadd", -5, "write denyoom fast", group="stream", since="5.0.0",
          key_specs=(spec("RW update", notes="UPDATE instead of INSERT because of the optional "
-                                         "trimming feature"),))
+                                         "trimming feature"),),
+         args="key:k [NOMKSTREAM]@6.2.0 trim[strategy(MAXLEN | MINID@6.2.0) operator[equal== | "
+              "approximately=~] threshold [LIMIT count:i]@6.2.0] id-selector(auto-id=* | id) "
+              "data(field value)...")
 def xadd(c, argv):
     """Appends a new message to a stream. Creates the key if it doesn't exist.
 
@@ -357,7 +360,9 @@ def _xadd_general(c, argv):
     return reply
 
 
-@command("xtrim", -4, "write", (1, 1, 1), group="stream", since="5.0.0", key_flags="RW delete")
+@command("xtrim", -4, "write", (1, 1, 1), group="stream", since="5.0.0", key_flags="RW delete",
+         args="key:k trim(strategy(MAXLEN | MINID@6.2.0) operator[equal== | approximately=~] "
+              "threshold [LIMIT count:i]@6.2.0)")
 def xtrim(c, argv):
     """Deletes messages from the beginning of a stream.
 
@@ -383,7 +388,8 @@ def xtrim(c, argv):
 # XLEN / XRANGE / XREVRANGE / XDEL / XSETID
 # ----------------------------------------------------------------------
 
-@command("xlen", 2, "readonly fast", (1, 1, 1), group="stream", since="5.0.0", key_flags="RO")
+@command("xlen", 2, "readonly fast", (1, 1, 1), group="stream", since="5.0.0", key_flags="RO",
+         args="key:k")
 def xlen(c, argv):
     """Return the number of messages in a stream.
 
@@ -421,7 +427,8 @@ def _xrange(c, argv, rev: bool):
     return Entries(s.range_entries(start, end, count))
 
 
-@command("xrange", -4, "readonly", (1, 1, 1), group="stream", since="5.0.0")
+@command("xrange", -4, "readonly", (1, 1, 1), group="stream", since="5.0.0",
+         args="key:k start end [COUNT count:i]")
 def xrange(c, argv):
     """Returns the messages from a stream within a range of IDs.
 
@@ -430,7 +437,8 @@ def xrange(c, argv):
     return _xrange(c, argv, False)
 
 
-@command("xrevrange", -4, "readonly", (1, 1, 1), group="stream", since="5.0.0")
+@command("xrevrange", -4, "readonly", (1, 1, 1), group="stream", since="5.0.0",
+         args="key:k end start [COUNT count:i]")
 def xrevrange(c, argv):
     """Returns the messages from a stream within a range of IDs in reverse order.
 
@@ -439,7 +447,8 @@ def xrevrange(c, argv):
     return _xrange(c, argv, True)
 
 
-@command("xdel", -3, "write fast", (1, 1, 1), group="stream", since="5.0.0", key_flags="RW delete")
+@command("xdel", -3, "write fast", (1, 1, 1), group="stream", since="5.0.0", key_flags="RW delete",
+         args="key:k id...")
 def xdel(c, argv):
     """Returns the number of messages after removing them from a stream.
 
@@ -456,7 +465,9 @@ def xdel(c, argv):
 
 
 @command("xsetid", -3, "write denyoom fast", (1, 1, 1), group="stream", since="5.0.0",
-         key_flags="RW update")
+         key_flags="RW update",
+         args="key:k last-id [ENTRIESADDED entries-added:i]@7.0.0 [MAXDELETEDID "
+              "max-deleted-id]@7.0.0")
 def xsetid(c, argv):
     """An internal command for replicating stream values.
 
@@ -514,7 +525,8 @@ def xsetid(c, argv):
 
 
 @command("xread", -4, "readonly blocking", keys_fn=xread_keys(1), group="stream",
-         since="5.0.0", key_specs=(spec("RO access", "keyword STREAMS 1", "range -1 1 2"),))
+         since="5.0.0", key_specs=(spec("RO access", "keyword STREAMS 1", "range -1 1 2"),),
+         args="[COUNT count:i] [BLOCK milliseconds:i] (STREAMS key:k... id...)")
 def xread(c, argv):
     """Returns messages from multiple streams with IDs greater than the ones requested.
 

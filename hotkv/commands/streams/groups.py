@@ -55,7 +55,9 @@ from .read import BlockedRead, read_streams, serve_group, setid_prop, xclaim_pro
 # ----------------------------------------------------------------------
 
 @command("xreadgroup", -7, "write blocking", keys_fn=xread_keys(4), group="stream",
-         since="5.0.0", key_specs=(spec("RO access", "keyword STREAMS 4", "range -1 1 2"),))
+         since="5.0.0", key_specs=(spec("RO access", "keyword STREAMS 4", "range -1 1 2"),),
+         args="group-block(GROUP group consumer) [COUNT count:i] [BLOCK milliseconds:i] [NOACK] "
+              "(STREAMS key:k... id...)")
 def xreadgroup(c, argv):
     """Returns new or historical messages from a stream for a consumer in a group.
 
@@ -169,7 +171,9 @@ def _require_group(argv, g):
 
 
 @command("xgroup|create", -5, "write denyoom", (2, 2, 1), group="stream", since="5.0.0",
-         key_flags="RW insert")
+         key_flags="RW insert",
+         args="key:k group id-selector(id | new-id=$) [MKSTREAM] entriesread[ENTRIESREAD "
+              "entries-read:i]")
 def xgroup_create(c, argv):
     """Creates a consumer group.
 
@@ -194,7 +198,8 @@ def xgroup_create(c, argv):
 
 
 @command("xgroup|setid", -5, "write", (2, 2, 1), group="stream", since="5.0.0",
-         key_flags="RW update")
+         key_flags="RW update",
+         args="key:k group id-selector(id | new-id=$) entriesread[ENTRIESREAD entries-read:i]")
 def xgroup_setid(c, argv):
     """Sets the last-delivered ID of a consumer group.
 
@@ -215,7 +220,7 @@ def xgroup_setid(c, argv):
 
 
 @command("xgroup|destroy", 4, "write", (2, 2, 1), group="stream", since="5.0.0",
-         key_flags="RW delete")
+         key_flags="RW delete", args="key:k group")
 def xgroup_destroy(c, argv):
     """Destroys a consumer group.
 
@@ -233,7 +238,7 @@ def xgroup_destroy(c, argv):
 
 
 @command("xgroup|createconsumer", 5, "write denyoom", (2, 2, 1), group="stream", since="6.2.0",
-         key_flags="RW insert")
+         key_flags="RW insert", args="key:k group consumer")
 def xgroup_createconsumer(c, argv):
     """Creates a consumer in a consumer group.
 
@@ -248,7 +253,7 @@ def xgroup_createconsumer(c, argv):
 
 
 @command("xgroup|delconsumer", 5, "write", (2, 2, 1), group="stream", since="5.0.0",
-         key_flags="RW delete")
+         key_flags="RW delete", args="key:k group consumer")
 def xgroup_delconsumer(c, argv):
     """Deletes a consumer from a consumer group.
 
@@ -289,7 +294,8 @@ def xgroup_help(c, argv):
 # XACK / XPENDING / XCLAIM / XAUTOCLAIM
 # ----------------------------------------------------------------------
 
-@command("xack", -4, "write fast", (1, 1, 1), group="stream", since="5.0.0", key_flags="RW update")
+@command("xack", -4, "write fast", (1, 1, 1), group="stream", since="5.0.0", key_flags="RW update",
+         args="key:k group id...")
 def xack(c, argv):
     """Returns the number of messages that were successfully acknowledged.
 
@@ -305,7 +311,8 @@ def xack(c, argv):
     return acked
 
 
-@command("xpending", -3, "readonly", (1, 1, 1), group="stream", since="5.0.0")
+@command("xpending", -3, "readonly", (1, 1, 1), group="stream", since="5.0.0",
+         args="key:k group filters[[IDLE min-idle-time:i]@6.2.0 start end count:i [consumer]]")
 def xpending(c, argv):
     """Returns the information and entries from a stream consumer group's PEL.
 
@@ -398,7 +405,9 @@ def _xclaim_options(argv, j: int, now: int) -> tuple:
 
 
 @command("xclaim", -6, "write fast", (1, 1, 1), group="stream", since="5.0.0",
-         key_flags="RW update")
+         key_flags="RW update",
+         args="key:k group consumer min-idle-time id... [IDLE ms:i] [TIME "
+              "unix-time-milliseconds:t] [RETRYCOUNT count:i] [FORCE] [JUSTID] [LASTID lastid]")
 def xclaim(c, argv):
     """Changes, or acquires, ownership of a message in a consumer group.
 
@@ -493,7 +502,8 @@ def xclaim(c, argv):
 
 
 @command("xautoclaim", -6, "write fast", (1, 1, 1), group="stream", since="6.2.0",
-         key_flags="RW delete")
+         key_flags="RW delete",
+         args="key:k group consumer min-idle-time start [COUNT count:i] [JUSTID]")
 def xautoclaim(c, argv):
     """Changes, or acquires, ownership of messages in a consumer group.
 

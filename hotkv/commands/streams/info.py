@@ -32,7 +32,8 @@ def _xinfo_stream_or_error(c, key):
     return s
 
 
-@command("xinfo|consumers", 4, "readonly", (2, 2, 1), group="stream", since="5.0.0")
+@command("xinfo|consumers", 4, "readonly", (2, 2, 1), group="stream", since="5.0.0",
+         args="key:k group")
 def xinfo_consumers(c, argv):
     """Returns a list of the consumers in a consumer group.
 
@@ -55,7 +56,7 @@ def xinfo_consumers(c, argv):
     return out
 
 
-@command("xinfo|groups", 3, "readonly", (2, 2, 1), group="stream", since="5.0.0")
+@command("xinfo|groups", 3, "readonly", (2, 2, 1), group="stream", since="5.0.0", args="key:k")
 def xinfo_groups(c, argv):
     """Returns a list of the consumer groups of a stream.
 
@@ -75,7 +76,8 @@ def xinfo_groups(c, argv):
     return out
 
 
-@command("xinfo|stream", -3, "readonly", (2, 2, 1), group="stream", since="5.0.0")
+@command("xinfo|stream", -3, "readonly", (2, 2, 1), group="stream", since="5.0.0",
+         args="key:k full-block[FULL [COUNT count:i]]")
 def xinfo_stream(c, argv):
     """Returns information about a stream.
 
