@@ -305,6 +305,57 @@ def format_csv(r: Reply) -> bytes:
     return b",".join(format_csv(x) for x in r.value)
 
 
+def _json_string(b: bytes, quoted: bool) -> bytes:
+    """A string in --json (escapeJsonString: bytes above 0x1f pass as they
+    are) or --quoted-json (sdscatrepr's form with every backslash doubled)."""
+    if quoted:
+        return repr_bytes(b).replace(b"\\", b"\\\\")
+    out = bytearray(b'"')
+    for c in b:
+        if c in (0x5C, 0x22):
+            out += b"\\" + bytes((c,))
+        elif c in _JSON_ESCAPES:
+            out += _JSON_ESCAPES[c]
+        elif c <= 0x1F:
+            out += b"\\u%04x" % c
+        else:
+            out.append(c)
+    out += b'"'
+    return bytes(out)
+
+
+_JSON_ESCAPES = {10: b"\\n", 12: b"\\f", 13: b"\\r", 9: b"\\t", 8: b"\\b"}
+
+
+def format_json(r: Reply, quoted: bool = False) -> bytes:
+    """valkey-cli's --json / --quoted-json form (cliFormatReplyJson; the
+    caller adds the newline).  A map's key that is not a string is made one;
+    an error is ``error:"..."``, cut at its first NUL as valkey-cli's."""
+    k = r.kind
+    if k == "error":
+        return b"error:" + _json_string(r.value.split(b"\0", 1)[0], quoted)
+    if k in ("status", "bulk", "verbatim"):
+        return _json_string(r.value, quoted)
+    if k == "int":
+        return b"%d" % r.value
+    if k in ("double", "bignum"):
+        return r.value
+    if k == "nil":
+        return b"null"
+    if k == "bool":
+        return b"true" if r.value else b"false"
+    items = r.value
+    if k != "map":
+        return b"[" + b",".join(format_json(x, quoted) for x in items) + b"]"
+    out = []
+    for i in range(0, len(items), 2):
+        key = format_json(items[i], quoted)
+        if items[i].kind not in ("error", "status", "bulk", "verbatim") and key[:1] != b'"':
+            key = b'"' + key + b'"'
+        out.append(key + b":" + format_json(items[i + 1], quoted))
+    return b"{" + b",".join(out) + b"}"
+
+
 def is_pubsub_push(r: Reply, resp3: bool) -> bool:
     """valkey-cli's isPubsubPush: a [p|s]message or [p|s][un]subscribe."""
     if r.kind != ("push" if resp3 else "array") or len(r.value) < 3:

@@ -33,7 +33,7 @@ import sys
 import time
 from urllib.parse import unquote, urlparse
 
-from . import cli_modes
+from . import cli_modes, cli_more
 from .cli_help import output_help
 from .cli_repl import repl
 from .cli_resp import (
@@ -43,6 +43,7 @@ from .cli_resp import (
     Reply,
     _atoi,
     format_csv,
+    format_json,
     format_raw,
     format_tty,
     is_pubsub_push,
@@ -65,24 +66,38 @@ Usage: hotkv cli [OPTIONS] [cmd [arg [arg ...]]]
   -n <db>            Database number.
   -2 / -3            Start session in RESP2 / RESP3 protocol mode.
   -x                 Read last argument from STDIN.
+  -X <tag>           Read the argument written <tag> from STDIN (-X t RESTORE k 0 t).
   -d <delimiter>     Delimiter between response bulks for raw formatting (default: \\n).
   -D <delimiter>     Delimiter between responses for raw formatting (default: \\n).
+  -c                 Cluster mode: follow -MOVED and -ASK redirections.
   -e                 Return exit error code when command execution fails.
   --tls, --cacert <file>, --cert <file>, --key <file>, --insecure   TLS.
   --raw / --no-raw   Raw / formatted output (raw is the default when STDOUT is not a tty).
   --csv              Output in CSV format.
+  --json             Output in JSON format (RESP3 unless -2 is given).
+  --quoted-json      Like --json, with strings quoted to ASCII, not Unicode.
   --show-pushes <yn> Whether to print RESP3 PUSH messages.
   --stat             Print rolling stats about server: mem, clients, ...
   --latency          Sample latency (one line after 1 s when not on a tty).
   --latency-history  Like --latency but tracking latency changes over time.
+  --latency-dist     Latency as a spectrum of xterm-256 colours, one line per -i (1 s).
+  --replica          Act as a replica: print the commands the primary sends.
+  --rdb <filename>   Download an RDB snapshot through SYNC ("-" for stdout).
+  --functions-rdb <filename> Like --rdb, with the functions only, no keys.
   --pipe             Transfer raw RESP protocol from stdin to server.
   --pipe-timeout <n> In --pipe mode, abort after <n> seconds without replies (default 30).
   --bigkeys          Sample keys looking for keys with many elements (complexity).
   --memkeys          Sample keys looking for keys consuming a lot of memory.
   --memkeys-samples <n> Like --memkeys, with MEMORY USAGE's SAMPLES.
+  --hotkeys          Sample keys looking for hot keys (needs an *lfu maxmemory-policy).
   --scan             List all keys using the SCAN command.
   --pattern <pat>    Keys pattern when using the --scan or --bigkeys options.
   --count <count>    Count option when using --scan or --bigkeys (default: 10).
+  --intrinsic-latency <sec> Measure this machine's intrinsic latency for <sec> seconds.
+  --eval <file>      EVAL the Lua script in <file>: --eval f.lua key1 key2 , arg1 arg2
+  --ldb              With --eval: run the script in the Lua debugger.
+  --ldb-sync-mode    Like --ldb, with the synchronous debugger (the server blocks and
+                     the script's writes are kept).
   --no-auth-warning  Don't show the warning message when using a password.
   --help             Output this help and exit.
   --version          Output version and exit.
@@ -93,12 +108,16 @@ _VALUED = {"-h": "host", "-p": "port", "-a": "password", "--pass": "password",
            "--key": "key", "-r": "repeat", "-i": "interval", "--pattern": "pattern",
            "--count": "count", "-d": "mb_delim", "-D": "cmd_delim",
            "--pipe-timeout": "pipe_timeout", "--memkeys-samples": "memkeys_samples",
-           "--show-pushes": "show_pushes", "-u": "url"}
+           "--show-pushes": "show_pushes", "-u": "url", "-X": "stdin_tag_name",
+           "--eval": "eval", "--rdb": "rdb", "--functions-rdb": "functions_rdb",
+           "--intrinsic-latency": "intrinsic_latency"}
 _FLAGS = {"-x": "stdin_lastarg", "-e": "set_errcode", "-3": "resp3", "--resp3": "resp3",
           "-2": "resp2", "--tls": "tls", "--insecure": "insecure", "--scan": "scan",
           "--bigkeys": "bigkeys", "--memkeys": "memkeys", "--stat": "stat",
           "--latency": "latency", "--pipe": "pipe", "--no-auth-warning": "no_auth_warning",
-          "--latency-history": "latency_history"}
+          "--latency-history": "latency_history", "-c": "cluster_mode",
+          "--hotkeys": "hotkeys", "--latency-dist": "latency_dist", "--replica": "replica",
+          "--slave": "replica"}
 
 
 class Options:
@@ -127,6 +146,13 @@ class Options:
     cmd_delim = b"\n"
     no_auth_warning = False
     show_pushes = None
+    stdin_tag_name = None  # -X <tag>
+    cluster_mode = False
+    eval = None            # --eval <file>
+    eval_ldb = eval_ldb_sync = False
+    hotkeys = latency_dist = replica = False
+    rdb = functions_rdb = None
+    intrinsic_latency = None
 
 
 def _atof(s: str) -> float:
@@ -151,7 +177,8 @@ def parse_args(argv: list[str]):
             i += 2
             if name == "url":
                 _apply_url(o, v)
-            elif name in ("port", "db", "count", "pipe_timeout", "memkeys_samples", "repeat"):
+            elif name in ("port", "db", "count", "pipe_timeout", "memkeys_samples", "repeat",
+                          "intrinsic_latency"):
                 setattr(o, name, _atoi(v))
                 if name == "port" and not 0 <= o.port <= 65535:
                     sys.stderr.write("Invalid server port.\n")
@@ -183,6 +210,14 @@ def parse_args(argv: list[str]):
             o.output, i = "standard", i + 1
         elif a == "--csv":
             o.output, i = "csv", i + 1
+        elif a in ("--json", "--quoted-json"):
+            # RESP3 unless -3 or -2 says otherwise; HELLO 3 may fail quietly.
+            o.resp3 = o.resp3 or "json"
+            o.output, i = a[2:], i + 1
+        elif a in ("--ldb", "--ldb-sync-mode"):
+            o.eval_ldb = True
+            o.eval_ldb_sync = o.eval_ldb_sync or a == "--ldb-sync-mode"
+            o.output, i = "raw", i + 1
         elif a == "--help" or (a == "-h" and last):
             sys.stdout.write(USAGE)
             raise SystemExit(0)
@@ -194,15 +229,33 @@ def parse_args(argv: list[str]):
             raise SystemExit(1)
         else:
             break
-    if o.resp2 and o.resp3:
+    _check_options(o)
+    if o.password is None and os.environ.get("REDISCLI_AUTH") is not None:
+        o.password = os.environ["REDISCLI_AUTH"]
+    return o, argv[i:]
+
+
+def _check_options(o):
+    """parseOptions' closing checks, in valkey-cli's order."""
+    if o.resp2 and o.resp3 is True:
         sys.stderr.write("Options -2 and -3 are mutually exclusive.\n")
+        raise SystemExit(1)
+    if o.eval_ldb and o.eval is None:
+        sys.stderr.write("Options --ldb and --ldb-sync-mode require --eval.\n"
+                         "Try %s --help for more information.\n" % PROGRAM)
         raise SystemExit(1)
     if not o.no_auth_warning and o.password is not None:
         sys.stderr.write("Warning: Using a password with '-a' or '-u' option on the command"
                          " line interface may not be safe.\n")
-    if o.password is None and os.environ.get("REDISCLI_AUTH") is not None:
-        o.password = os.environ["REDISCLI_AUTH"]
-    return o, argv[i:]
+    if o.rdb is not None and o.functions_rdb is not None:
+        sys.stderr.write("Option --functions-rdb and --rdb are mutually exclusive.\n")
+        raise SystemExit(1)
+    if o.stdin_lastarg and o.stdin_tag_name is not None:
+        sys.stderr.write("Options -x and -X are mutually exclusive.\n")
+        raise SystemExit(1)
+
+
+PROGRAM = "hotkv cli"   # valkey-cli's argv[0] in its messages
 
 
 def _apply_url(o, url: str):
@@ -231,6 +284,8 @@ def format_reply(r: Reply, o, verbatim: bool = False) -> bytes:
         return format_tty(r)
     if o.output == "csv":
         return format_csv(r) + b"\n"
+    if o.output in ("json", "quoted-json"):
+        return format_json(r, o.output == "quoted-json") + b"\n"
     return format_raw(r, o.mb_delim) + o.cmd_delim
 
 
@@ -343,7 +398,8 @@ class Session:
                 r = self.conn.call("HELLO", "3")
                 if r.kind == "error":
                     sys.stderr.write("HELLO 3 failed: %s\n" % txt(r.value))
-                    return False
+                    if o.resp3 is True:   # -3; --json goes on in RESP2
+                        return False
                 self.current_resp3 = True
         except (OSError, ConnectionError, ProtocolError):
             sys.stderr.write("\nI/O error\n")
@@ -362,6 +418,10 @@ class Session:
                 write(format_push(r, o))
                 continue
             break
+        if o.cluster_mode and r.kind == "error" and (r.value.startswith(b"MOVED ")
+                                                     or r.value.startswith(b"ASK ")):
+            self._redirect(r.value)
+            return r
         if r.kind == "error" and not self.interactive and o.set_errcode:
             sys.stdout.flush()
             sys.stderr.write("%s\n" % txt(r.value))
@@ -372,6 +432,25 @@ class Session:
         return r
 
     _pushes_inline = False
+    reissue = False        # -c: a -MOVED or -ASK sent us to another node
+    send_asking = False
+
+    def _redirect(self, err: bytes):
+        """-c: ``MOVED <slot> <host>:<port>`` or ``ASK ...``: the node to
+        connect to and send the command again (ASKING first for ASK)."""
+        parts = err.split(b" ")
+        slot = _atoi(txt(parts[1])) if len(parts) > 1 else 0
+        host, _, port = (parts[2] if len(parts) > 2 else b"").rpartition(b":")
+        if host:   # 'MOVED 3999 :6381' when the endpoint is unknown
+            self.o.host = txt(host)
+        self.o.port = _atoi(txt(port))
+        if self.interactive:
+            write(b"-> Redirected to slot [%d] located at %s:%d\n"
+                  % (slot, self.o.host.encode(), self.o.port))
+        self.reissue = True
+        if err.startswith(b"ASK "):
+            self.send_asking = True
+        self.prompt_changed()
 
     def send_command(self, words: list[bytes], repeat: int) -> bool:
         """cliSendCommand: send ``words`` ``repeat`` times (forever when
@@ -385,6 +464,10 @@ class Session:
         is_unsub = name in (b"unsubscribe", b"punsubscribe", b"sunsubscribe")
         while repeat < 0 or repeat > 0:
             repeat -= 1
+            if name in (b"sync", b"psync"):
+                write(b"Entering replica output mode...  (press Ctrl-C to quit)\n")
+                cli_more.replica_mode(self, words)
+                return False
             self.conn.send(words)
             if self.monitor_mode:
                 while self.monitor_mode:
@@ -417,6 +500,8 @@ class Session:
             finally:
                 if not self.pubsub_mode:
                     self._pushes_inline = False
+            if self.reissue:
+                break
             if o.interval:
                 time.sleep(o.interval)
         return True
@@ -467,20 +552,31 @@ class Session:
         if words[0].lower() in (b"help", b"?"):
             output_help(self, words[1:])
             return True
-        if self.conn is None:
-            if not self.connect(force=True):
+        while True:
+            if self.conn is None or self.reissue:
+                if not self.connect(force=True):
+                    self.reissue = False
+                    return False
+            self.reissue = False
+            try:
+                if self.send_asking:
+                    self.send_asking = False
+                    r = self.conn.call("ASKING")
+                    if r.kind == "error":
+                        sys.stderr.write("ASKING failed: %s\n" % txt(r.value))
+                        return False
+                ok = self.send_command(words, repeat)
+            except (OSError, ConnectionError, ProtocolError) as e:
+                if self.aborted:
+                    raise
+                if self.conn is not None:
+                    self.conn.close()
+                self.conn = None
+                if not self.interactive:
+                    sys.stderr.write("Error: %s\n" % _context_error(e))
                 return False
-        try:
-            return self.send_command(words, repeat)
-        except (OSError, ConnectionError, ProtocolError) as e:
-            if self.aborted:
-                raise
-            if self.conn is not None:
-                self.conn.close()
-            self.conn = None
-            if not self.interactive:
-                sys.stderr.write("Error: %s\n" % _context_error(e))
-            return False
+            if not (self.o.cluster_mode and self.reissue):
+                return ok
 
 
 def _strerror(e: OSError) -> str:
@@ -539,6 +635,13 @@ def noninteractive(s: Session, words: list[bytes]) -> int:
     o = s.o
     if o.stdin_lastarg:
         words = words + [_read_stdin_arg()]
+    elif o.stdin_tag_name is not None:
+        tag = o.stdin_tag_name.encode("utf-8", "surrogateescape")
+        if tag not in words:
+            sys.stderr.write("Using -X option but stdin tag not match.\n")
+            return 1
+        words = list(words)
+        words[words.index(tag)] = _read_stdin_arg()
     ok = s.issue(words, o.repeat)
     while s.pubsub_mode:
         try:
@@ -546,6 +649,17 @@ def noninteractive(s: Session, words: list[bytes]) -> int:
         except (OSError, ConnectionError, ProtocolError) as e:
             sys.stderr.write("Error: %s\n" % _context_error(e))
             return 1
+    return 0 if ok else 1
+
+
+def eval_mode(s: Session, args: list[bytes]) -> int:
+    """valkey-cli --eval FILE [key ...] [, arg ...]: EVAL the file's script
+    (with --ldb, in the Lua debugger: cli_repl.ldb_session)."""
+    o = s.o
+    if o.eval_ldb:
+        from .cli_repl import ldb_session
+        return ldb_session(s, args)
+    ok = s.issue(cli_more.eval_words(o.eval, args), o.repeat)
     return 0 if ok else 1
 
 
@@ -566,10 +680,18 @@ def main(argv: list[str]) -> int:
     words = [a.encode("utf-8", "surrogateescape") for a in command]
     s = Session(o)
     try:
-        if o.latency or o.pipe or o.bigkeys or o.memkeys or o.stat or o.scan:
+        if o.latency or o.latency_dist or o.replica or o.rdb is not None \
+                or o.functions_rdb is not None or o.pipe or o.bigkeys or o.memkeys \
+                or o.hotkeys or o.stat or o.scan:
             if not s.connect():
                 return 1
             return cli_modes.run(s)
+        if o.intrinsic_latency is not None:
+            return cli_more.intrinsic_latency(o.intrinsic_latency)
+        if o.eval is not None:
+            if not s.connect():
+                return 1
+            return eval_mode(s, words)
         if not words:
             s.connect()
             return repl(s)

