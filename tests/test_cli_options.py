@@ -25,6 +25,7 @@ import valkey
 from test_cli_transcripts import (
     HOTKV_CLI,
     VALKEY_CLI,
+    Pty,
     _argv,
     _env,
     normalise,
@@ -100,17 +101,19 @@ def port(hotkv_server_factory):
 
 
 def _both(run, cases, port, home, reseed=lambda: None):
-    mismatches = []
+    mismatches, results = [], []
     for args, stdin in cases:
         got = []
         for cli in ([VALKEY_CLI], HOTKV_CLI):
             reseed()
             res = run(_argv(cli, args, port), port, stdin, home)
             got.append(tuple(norm(x, port) for x in res))
+        results.append(got[1])
         if got[0] != got[1]:
             mismatches.append((args, got[0], got[1]))
     assert not mismatches, "\n\n".join("%r\nvalkey-cli: %r\nhotkv:      %r" % m
                                        for m in mismatches)
+    return results   # hotkv's (stdout, stderr, exit code) per case
 
 
 def _scripts(home):
@@ -167,8 +170,11 @@ def test_cluster_mode_follows_redirects(tmp_path):
             (["GET", away], None),
             (["-c"], lines),
         ]
-        _both(run_pipe, cases, first.port, tmp_path, reseed)
-        _both(run_pty, [cases[2], cases[4]], first.port, tmp_path, reseed)
+        out = _both(run_pipe, cases, first.port, tmp_path, reseed)[-1][0]
+        assert out.count(b"-> Redirected to slot") == 5, out   # interactive only
+        out = _both(run_pty, [cases[4]], first.port, tmp_path, reseed)[0][0]
+        assert out == b"(nil)\r\n"    # ASK: the key is asked of the importing node
+        _both(run_pty, [cases[2]], first.port, tmp_path, reseed)
 
 
 # -- --hotkeys ---------------------------------------------------------------------------------
@@ -321,6 +327,54 @@ def test_intrinsic_latency(tmp_path):
                          b" average latency.\n")
 
 
+# -- --eval --ldb / --ldb-sync-mode: the Lua debugger ---------------------------------------
+
+DEBUGGED = b'local a = 1\nredis.call("set", KEYS[1], ARGV[1])\nreturn a\n'
+LDB_LINES = (b"help\nb 3\nc\nlist\nw\ne redis.call('get', KEYS[1])\neval 1 + 1\nv get k1\n"
+             b"t\nnosuchcmd\nrestart\nn\np\nabort\nget k1\nhelp GET\nquit\n")
+LDB_CASES = [
+    (["--ldb", "--eval", "debugged.lua", "k1", ",", "v1"], LDB_LINES),
+    (["--ldb-sync-mode", "--eval", "debugged.lua", "k1", ",", "v1"], LDB_LINES),
+    (["--ldb", "--eval", "debugged.lua", "k1", ",", "v1"], b"s\np\ns\nc\nget k1\n"),
+    (["--ldb", "--eval", "syntax.lua"], b"s\n"),
+    ([], b"SCRIPT DEBUG yes\nEVAL \"return redis.call('incr', 'n')\" 0\nn\nGET n\n"),
+]
+
+
+def test_lua_debugger_through_pipes(port, tmp_path, monkeypatch):
+    (tmp_path / "debugged.lua").write_bytes(DEBUGGED)
+    (tmp_path / "syntax.lua").write_bytes(b"return (\n")
+    monkeypatch.chdir(tmp_path)
+    got = _both(run_pipe, LDB_CASES, port, tmp_path, lambda: seed(port))
+    assert b"\x1b[0;33;49m->#3   return a\x1b[0m" in got[0][0]   # TERM=xterm: colours
+    assert b"(Lua debugging session ended -- dataset changes rolled back)" in got[0][0]
+    assert b"(Lua debugging session ended)" in got[1][0]
+
+
+def _ldb_pty(cli, port, home):
+    p = Pty(cli + ["-p", str(port), "--ldb", "--eval", "debugged.lua", "k1", ",", "v1"],
+            _env(home))
+    p.expect(b"lua debugger> ")
+    for line in (b"s", b"p", b"restart", b"b 3", b"c", b"c"):
+        pos = len(p.out)
+        p.send(line + b"\r")
+        p.wait_prompt(pos)
+    p.send(b"quit\r")
+    return p.finish()
+
+
+def test_lua_debugger_in_a_terminal(port, tmp_path, monkeypatch):
+    (tmp_path / "debugged.lua").write_bytes(DEBUGGED)
+    monkeypatch.chdir(tmp_path)
+    got = []
+    for cli in ([VALKEY_CLI], HOTKV_CLI):
+        seed(port)
+        out, rc = _ldb_pty(cli, port, tmp_path)
+        got.append((norm(out, port), rc))
+    assert got[0] == got[1], "valkey-cli: %r\n\nhotkv:      %r" % (got[0], got[1])
+    assert b"127.0.0.1:PORT> " in got[1][0]
+
+
 # -- --help ----------------------------------------------------------------------------------
 
 NEW_OPTIONS = ["-X", "-c", "--json", "--quoted-json", "--latency-dist", "--replica",
@@ -338,5 +392,7 @@ def test_help_lists_the_options(tmp_path):
 
 def test_transcript_count():
     """Every case through pipes, the TERMINAL ones in a pty too; cluster 7 +
-    2, hotkeys 1 + 2 + 1, rdb 4, replica 2, latency-dist 1, intrinsic 1."""
-    assert len(CASES) + len(TERMINAL) + 9 + 4 + 4 + 2 + 1 + 1 == 34 + 7 + 21
+    2, hotkeys 1 + 2 + 1, rdb 4, replica 2, latency-dist 1, intrinsic 1,
+    the Lua debugger 5 + 1."""
+    assert len(CASES) + len(TERMINAL) + 9 + 4 + 4 + 2 + 1 + 1 + len(LDB_CASES) + 1 \
+        == 34 + 7 + 27

@@ -446,3 +446,29 @@ def eval_words(path: str, args: list[bytes]) -> list[bytes]:
         else:
             keys.append(a)
     return [b"EVAL", script, b"%d" % len(keys)] + keys + rest
+
+
+# -- the Lua debugger's lines ------------------------------------------------------------
+
+_COLOURS = {"red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36,
+            "white": 37}
+
+
+def ldb_colour(line: bytes) -> bytes:
+    """A debugger line in its colour (by its tag: <reply> cyan, <error> red,
+    the current line yellow...), on a terminal whose TERM names an xterm."""
+    if "xterm" not in os.environ.get("TERM", ""):
+        return line
+    colour = "white"
+    for tag, c in ((b"<debug>", "bold"), (b"<command>", "green"), (b"<redis>", "green"),
+                   (b"<reply>", "cyan"), (b"<error>", "red"), (b"<hint>", "bold")):
+        if tag in line:
+            colour = c
+    if b"<value>" in line or b"<retval>" in line:
+        colour = "magenta"
+    if len(line) > 4 and 48 <= line[3] <= 57:
+        if line[1:2] == b">":
+            colour = "yellow"
+        elif line[2:3] == b"#":
+            colour = "bold"
+    return b"\033[%d;%d;49m%s\033[0m" % (colour == "bold", _COLOURS.get(colour, 37), line)

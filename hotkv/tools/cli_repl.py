@@ -21,6 +21,7 @@ import fcntl
 import os
 import select
 import signal
+import socket
 import struct
 import sys
 import termios
@@ -381,6 +382,8 @@ def is_sensitive(words) -> bool:
 def _prompt(s) -> bytes:
     if s.conn is None:
         return b"not connected> "
+    if s.eval_ldb:
+        return b"lua debugger> "
     o = s.o
     host = o.host.encode()
     p = (b"[%s]:%d" if b":" in host else b"%s:%d") % (host, o.port)
@@ -419,7 +422,8 @@ def repl(s) -> int:
     s.interactive = True
     s.hints_on = True
     tty_in = os.isatty(0)
-    s.help_entries = cli_help.init_help(s) if tty_in else None
+    # The Lua debugger has its own help: COMMAND DOCS waits for its end.
+    s.help_entries = cli_help.init_help(s) if tty_in and not s.eval_ldb else None
 
     def hints(buf):
         if not s.hints_on or not s.help_entries:
@@ -468,7 +472,12 @@ def repl(s) -> int:
 
 def _run_line(s, editor, line: bytes, tty_in: bool, histfile) -> str | None:
     """One typed line: a command, a preference, quit ("quit" is returned)."""
-    words = split_inline_args(line)
+    if s.eval_ldb and (line.startswith(b"eval ") or line.startswith(b"e ")):
+        # The debugger's eval takes the rest of the line as it is.
+        cut = 2 if line[1:2] == b" " else 5
+        words = [line[:cut - 1], line[cut:]]
+    else:
+        words = split_inline_args(line)
     if words is None:
         write(b"Invalid argument(s)\n")
         if tty_in:
@@ -497,6 +506,10 @@ def _run_line(s, editor, line: bytes, tty_in: bool, histfile) -> str | None:
         _set_pref(s, words)
         return None
     if name == b"restart":
+        if s.o.eval is not None:
+            s.eval_ldb = True
+            s.o.output = "raw"
+            raise LdbRestart()
         write(b"Use 'restart' only in Lua debugging mode.\n")
     elif len(words) == 3 and name == b"connect":
         s.o.host = txt(words[1])
@@ -507,10 +520,74 @@ def _run_line(s, editor, line: bytes, tty_in: bool, histfile) -> str | None:
     else:
         start = time.monotonic()
         _issue(s, words[skip:], repeat)
+        if s.eval_ldb_end:
+            # The debugging session ended: the EVAL's reply, in the human form.
+            s.eval_ldb_end = False
+            try:
+                s.read_reply(False)
+            except (OSError, ConnectionError, ProtocolError) as e:
+                sys.stderr.write("Error: %s\n" % e)
+                raise SystemExit(1)
+            write(b"\n(Lua debugging session ended%s)\n\n"
+                  % (b"" if s.o.eval_ldb_sync else b" -- dataset changes rolled back"))
+            # COMMAND DOCS, terminal or not; the server may have closed the
+            # debugging connection: connect again (valkey-cli does at the next
+            # command, with its help table already filled).
+            s.help_entries = cli_help.init_help(s)
+            if s.conn is not None and _closed_by_peer(s.conn):
+                if s.connect(force=True, quiet=True):
+                    s.help_entries = cli_help.init_help(s)
+                else:
+                    s.conn_lost = True
         elapsed = time.monotonic() - start
         if elapsed >= 0.5 and s.o.output == "standard":
             write(b"(%.2fs)\n" % elapsed)
     return None
+
+
+def _closed_by_peer(conn) -> bool:
+    try:
+        r, _, _ = select.select([conn.sock], [], [], 0)
+        return bool(r) and conn.sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
+class LdbRestart(Exception):
+    """``restart`` in a --eval --ldb session: run the script again."""
+
+
+def ldb_session(s, args: list[bytes]) -> int:
+    """valkey-cli --ldb / --ldb-sync-mode --eval FILE: SCRIPT DEBUG, the
+    EVAL, then the debugger's prompt until the session ends; ``restart``
+    reconnects and starts again with the file as it is then."""
+    from .cli_more import eval_words
+    o = s.o
+    while True:
+        write(b"Lua debugging session started, please use:\n"
+              b"quit    -- End the session.\n"
+              b"restart -- Restart the script in debug mode again.\n"
+              b"help    -- Show Lua script debugging commands.\n\n")
+        words = eval_words(o.eval, args)
+        try:
+            s.conn.call("SCRIPT", "DEBUG", "sync" if o.eval_ldb_sync else "yes")
+        except (OSError, ConnectionError, ProtocolError):
+            pass
+        ok = s.issue(words, o.repeat)
+        if not s.eval_ldb:
+            # Ended at once: the script did not compile; its error follows.
+            write(b"Eval debugging session can't start:\n")
+            try:
+                s.read_reply(False)
+            except (OSError, ConnectionError, ProtocolError, AttributeError):
+                pass
+            return 0 if ok else 1
+        try:
+            return repl(s)
+        except LdbRestart:
+            pass
+        s.connect(force=True)
+        write(b"\n")
 
 
 def _is_number(w: bytes) -> bool:

@@ -266,14 +266,17 @@ def format_tty(r: Reply, prefix: bytes = b"") -> bytes:
     return b"".join(out)
 
 
-def format_raw(r: Reply, delim: bytes = b"\n") -> bytes:
+def format_raw(r: Reply, delim: bytes = b"\n", status=None) -> bytes:
     """The raw form (valkey-cli's cliFormatReplyRaw; the caller adds the
-    command delimiter)."""
+    command delimiter).  ``status``, when given, formats status replies (the
+    Lua debugger's lines)."""
     k = r.kind
     if k == "nil":
         return b""
     if k == "error":
         return r.value + b"\n"
+    if k == "status" and status is not None:
+        return status(r.value)
     if k in ("status", "bulk", "verbatim", "double", "bignum"):
         return r.value
     if k == "int":
@@ -282,9 +285,10 @@ def format_raw(r: Reply, delim: bytes = b"\n") -> bytes:
         return b"(true)" if r.value else b"(false)"
     items = r.value
     if k == "map":
-        return delim.join(format_raw(items[i], delim) + b" " + format_raw(items[i + 1], delim)
+        return delim.join(format_raw(items[i], delim, status) + b" "
+                          + format_raw(items[i + 1], delim, status)
                           for i in range(0, len(items), 2))
-    return delim.join(format_raw(x, delim) for x in items)
+    return delim.join(format_raw(x, delim, status) for x in items)
 
 
 def format_csv(r: Reply) -> bytes:

@@ -276,17 +276,18 @@ def _apply_url(o, url: str):
 
 # -- output ---------------------------------------------------------------------
 
-def format_reply(r: Reply, o, verbatim: bool = False) -> bytes:
-    """valkey-cli's cliFormatReply for the session's output mode."""
+def format_reply(r: Reply, o, verbatim: bool = False, status=None) -> bytes:
+    """valkey-cli's cliFormatReply for the session's output mode (``status``:
+    the Lua debugger's, for the raw form)."""
     if verbatim:
-        return format_raw(r, o.mb_delim)
+        return format_raw(r, o.mb_delim, status)
     if o.output == "standard":
         return format_tty(r)
     if o.output == "csv":
         return format_csv(r) + b"\n"
     if o.output in ("json", "quoted-json"):
         return format_json(r, o.output == "quoted-json") + b"\n"
-    return format_raw(r, o.mb_delim) + o.cmd_delim
+    return format_raw(r, o.mb_delim, status) + o.cmd_delim
 
 
 def format_push(r: Reply, o) -> bytes:
@@ -338,6 +339,9 @@ class Session:
         self.interactive = False
         self.aborted = False        # Ctrl-C in MONITOR / subscribed mode
         self.on_prompt_change = None
+        self.eval_ldb = o.eval_ldb  # in a Lua debugger session (--ldb, SCRIPT DEBUG)
+        self.eval_ldb_end = False   # the session just ended: EVAL's reply is next
+        self.enable_ldb_on_eval = False
 
     def prompt_changed(self):
         if self.on_prompt_change is not None:
@@ -428,10 +432,22 @@ class Session:
             sys.stderr.flush()
             raise SystemExit(1)
         if show:
-            write(format_reply(r, o, verbatim))
+            write(format_reply(r, o, verbatim, self._ldb_line if self.eval_ldb else None))
         return r
 
+    def _ldb_line(self, line: bytes) -> bytes:
+        """A Lua debugger's status line, coloured on an xterm; ``<endsession>``
+        ends the session (the EVAL's own reply follows, in the human form)."""
+        if line.startswith(b"<endsession>"):
+            self.enable_ldb_on_eval = self.eval_ldb = False
+            self.eval_ldb_end = True
+            self.o.output = "standard"
+            self.prompt_changed()
+            return b""
+        return cli_more.ldb_colour(line)
+
     _pushes_inline = False
+    conn_lost = False      # the server closed the connection: reconnect first
     reissue = False        # -c: a -MOVED or -ASK sent us to another node
     send_asking = False
 
@@ -462,6 +478,11 @@ class Session:
             self.monitor_mode = True
         is_sub = name in (b"subscribe", b"psubscribe", b"ssubscribe")
         is_unsub = name in (b"unsubscribe", b"punsubscribe", b"sunsubscribe")
+        if len(words) == 3 and name == b"script" and words[1].lower() == b"debug":
+            self.enable_ldb_on_eval = words[2].lower() in (b"yes", b"sync")
+        if name == b"eval" and self.enable_ldb_on_eval:
+            self.eval_ldb = True
+            o.output = "raw"
         while repeat < 0 or repeat > 0:
             repeat -= 1
             if name in (b"sync", b"psync"):
@@ -549,11 +570,12 @@ class Session:
     def issue(self, words: list[bytes], repeat: int) -> bool:
         """issueCommandRepeat: ``help`` is answered here; otherwise
         (re)connect when needed and send."""
-        if words[0].lower() in (b"help", b"?"):
+        if not self.eval_ldb and words[0].lower() in (b"help", b"?"):
             output_help(self, words[1:])
             return True
         while True:
-            if self.conn is None or self.reissue:
+            if self.conn is None or self.reissue or self.conn_lost:
+                self.conn_lost = False
                 if not self.connect(force=True):
                     self.reissue = False
                     return False
