@@ -18,7 +18,7 @@ from ..protocol.resp import OK, SetReply, Simple
 from ..protocol.util import string2ll
 
 container("acl", group="server", summary="A container for Access List Control commands.",
-          since="6.0.0")
+          since="6.0.0", complexity="Depends on subcommand.")
 
 _FLAGS = "admin noscript loading stale"
 _FLAGS_USER = "noscript loading stale"
@@ -33,7 +33,10 @@ def _subcommand_syntax(argv) -> CommandError:
                         "HELP." % (_name(argv[1][:128]), _name(argv[0].upper())))
 
 
-@command("acl|setuser", -3, _FLAGS, group="server", since="6.0.0", args="username [rule]...")
+@command("acl|setuser", -3, _FLAGS, group="server", since="6.0.0", args="username [rule]...",
+         complexity="O(N). Where N is the number of rules provided.",
+         history=(("6.2.0", "Added Pub/Sub channel patterns."),
+                  ("7.0.0", "Added selectors and key based permissions.")))
 def acl_setuser(c, argv):
     """Creates and modifies an ACL user and its rules."""
     username = argv[2]
@@ -45,7 +48,8 @@ def acl_setuser(c, argv):
     return OK
 
 
-@command("acl|deluser", -3, _FLAGS, group="server", since="6.0.0", args="username...")
+@command("acl|deluser", -3, _FLAGS, group="server", since="6.0.0", args="username...",
+         complexity="O(1) amortized time considering the typical user.")
 def acl_deluser(c, argv):
     """Deletes ACL users, and terminates their connections."""
     if b"default" in argv[2:]:
@@ -53,7 +57,13 @@ def acl_deluser(c, argv):
     return c.server.acl.deluser(argv[2:], current=c)
 
 
-@command("acl|getuser", 3, _FLAGS, group="server", since="6.0.0", args="username")
+@command("acl|getuser", 3, _FLAGS, group="server", since="6.0.0", args="username",
+         complexity="O(N). Where N is the number of password, command and pattern rules that the "
+                    "user has.",
+         history=(("6.2.0", "Added Pub/Sub channel patterns."),
+                  ("7.0.0",
+                   "Added selectors and changed the format of key and channel patterns from a "
+                   "list to their rule representation.")))
 def acl_getuser(c, argv):
     """Lists the ACL rules of a user."""
     u = c.server.acl.users.get(argv[2])
@@ -78,26 +88,29 @@ def _selector_map(s) -> dict:
     }
 
 
-@command("acl|list", 2, _FLAGS, group="server", since="6.0.0")
+@command("acl|list", 2, _FLAGS, group="server", since="6.0.0",
+         complexity="O(N). Where N is the number of configured users.")
 def acl_list(c, argv):
     """Dumps the effective rules in ACL file format."""
     return [b"user " + name + b" " + u.describe()
             for name, u in sorted(c.server.acl.users.items())]
 
 
-@command("acl|users", 2, _FLAGS, group="server", since="6.0.0")
+@command("acl|users", 2, _FLAGS, group="server", since="6.0.0",
+         complexity="O(N). Where N is the number of configured users.")
 def acl_users(c, argv):
     """Lists all ACL users."""
     return sorted(c.server.acl.users)
 
 
-@command("acl|whoami", 2, _FLAGS_USER, group="server", since="6.0.0")
+@command("acl|whoami", 2, _FLAGS_USER, group="server", since="6.0.0", complexity="O(1)")
 def acl_whoami(c, argv):
     """Returns the authenticated username of the current connection."""
     return c.user.name if c.user is not None else None
 
 
-@command("acl|cat", -2, _FLAGS_USER, group="server", since="6.0.0", args="[category]")
+@command("acl|cat", -2, _FLAGS_USER, group="server", since="6.0.0", args="[category]",
+         complexity="O(1) since the categories and commands are a fixed set.")
 def acl_cat(c, argv):
     """Lists the ACL categories, or the commands inside a category."""
     if len(argv) > 3:
@@ -110,7 +123,8 @@ def acl_cat(c, argv):
     return [cmd.name.encode() for cmd in aclmod.category_commands(category)]
 
 
-@command("acl|genpass", -2, _FLAGS_USER, group="server", since="6.0.0", args="[bits:i]")
+@command("acl|genpass", -2, _FLAGS_USER, group="server", since="6.0.0", args="[bits:i]",
+         complexity="O(1)")
 def acl_genpass(c, argv):
     """Generates a pseudorandom, secure password that can be used to identify ACL users."""
     if len(argv) > 3:
@@ -127,7 +141,9 @@ def acl_genpass(c, argv):
     return os.urandom((chars + 1) // 2).hex()[:chars].encode()
 
 
-@command("acl|log", -2, _FLAGS, group="server", since="6.0.0", args="[operation[count:i | RESET]]")
+@command("acl|log", -2, _FLAGS, group="server", since="6.0.0", args="[operation[count:i | RESET]]",
+         complexity="O(N) with N being the number of entries shown.",
+         history=(("7.2.0", "Added entry ID, timestamp created, and timestamp last updated."),))
 def acl_log(c, argv):
     """Lists recent security events generated due to ACL rules."""
     if len(argv) > 3:
@@ -145,7 +161,8 @@ def acl_log(c, argv):
     return acl.log_reply(count)
 
 
-@command("acl|dryrun", -4, _FLAGS, group="server", since="7.0.0", args="username command [arg]...")
+@command("acl|dryrun", -4, _FLAGS, group="server", since="7.0.0", args="username command [arg]...",
+         complexity="O(1).")
 def acl_dryrun(c, argv):
     """Simulates the execution of a command by a user, without executing the command."""
     u = c.server.acl.users.get(argv[2])
@@ -168,7 +185,8 @@ def acl_dryrun(c, argv):
         "utf-8", "surrogateescape")
 
 
-@command("acl|load", 2, _FLAGS, group="server", since="6.0.0")
+@command("acl|load", 2, _FLAGS, group="server", since="6.0.0",
+         complexity="O(N). Where N is the number of configured users.")
 def acl_load(c, argv):
     """Reloads the rules from the configured ACL file."""
     acl = c.server.acl
@@ -180,7 +198,8 @@ def acl_load(c, argv):
     return OK
 
 
-@command("acl|save", 2, _FLAGS, group="server", since="6.0.0")
+@command("acl|save", 2, _FLAGS, group="server", since="6.0.0",
+         complexity="O(N). Where N is the number of configured users.")
 def acl_save(c, argv):
     """Saves the effective ACL rules in the configured ACL file."""
     if not c.server.config.values["aclfile"]:
@@ -223,7 +242,7 @@ _HELP = (
 )
 
 
-@command("acl|help", 2, "loading stale", group="server", since="6.0.0")
+@command("acl|help", 2, "loading stale", group="server", since="6.0.0", complexity="O(1)")
 def acl_help(c, argv):
     """Returns helpful text about the different subcommands."""
     return [Simple(b"ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")] + [

@@ -12,7 +12,7 @@ from ..protocol.errors import CommandError
 from ..protocol.resp import Simple
 
 
-@command("bgrewriteaof", 1, "no_async_loading admin noscript", group="server")
+@command("bgrewriteaof", 1, "no_async_loading admin noscript", group="server", complexity="O(1)")
 def bgrewriteaof(c, argv):
     """Asynchronously rewrites the append-only file to disk."""
     server = c.server

@@ -69,7 +69,7 @@ def _bit_offset(c, arg: bytes, bits: int = 0) -> int:
 # ----------------------------------------------------------------------
 
 @command("setbit", 4, "write denyoom", (1, 1, 1), group="bitmap", since="2.2.0",
-         args="key:k offset:i value:i")
+         args="key:k offset:i value:i", complexity="O(1)")
 def setbit(c, argv):
     """Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist."""
     offset = _bit_offset(c, argv[2])
@@ -89,7 +89,7 @@ def setbit(c, argv):
 
 
 @command("getbit", 3, "readonly fast", (1, 1, 1), group="bitmap", since="2.2.0",
-         args="key:k offset:i")
+         args="key:k offset:i", complexity="O(1)")
 def getbit(c, argv):
     """Returns a bit value by offset."""
     offset = _bit_offset(c, argv[2])
@@ -148,7 +148,12 @@ def _bit_range(start: int, end: int, total: int, isbit: bool):
 
 
 @command("bitcount", -2, "readonly", (1, 1, 1), group="bitmap", since="2.6.0",
-         args="key:k range[start:i end-unit-block[end:i unit[BYTE | BIT]@7.0.0]]")
+         args="key:k range[start:i end-unit-block[end:i unit[BYTE | BIT]@7.0.0]]",
+         complexity="O(N)",
+         history=(("7.0.0", "Added the `BYTE|BIT` option."),
+                  ("8.0.0",
+                   "`end` made optional; when called without argument the command reports the "
+                   "last BYTE.")))
 def bitcount(c, argv):
     """Counts the number of set bits (population counting) in a string."""
     n = len(argv)
@@ -200,7 +205,8 @@ def _edge_byte(value: int, mask: int, bit: int) -> int:
 
 
 @command("bitpos", -3, "readonly", (1, 1, 1), group="bitmap", since="2.8.7",
-         args="key:k bit:i range[start:i end-unit-block[end:i unit[BYTE | BIT]@7.0.0]]")
+         args="key:k bit:i range[start:i end-unit-block[end:i unit[BYTE | BIT]@7.0.0]]",
+         complexity="O(N)", history=(("7.0.0", "Added the `BYTE|BIT` option."),))
 def bitpos(c, argv):
     """Finds the first set (1) or clear (0) bit in a string."""
     bit = _int_arg(argv[2])
@@ -276,7 +282,7 @@ _BITOPS = {b"AND": 0, b"OR": 1, b"XOR": 2, b"NOT": 3}
 @command("bitop", -4, "write denyoom", group="bitmap", since="2.6.0",
          key_specs=(spec("OW update", "index 2"),
                     spec("RO access", "index 3", "range -1 1 0")),
-         args="operation(AND | OR | XOR | NOT) destkey:k key:k1...")
+         args="operation(AND | OR | XOR | NOT) destkey:k key:k1...", complexity="O(N)")
 def bitop(c, argv):
     """Performs bitwise operations on multiple strings, and stores the result."""
     op = _BITOPS.get(argv[1].upper())
@@ -507,7 +513,8 @@ def _field_value(buf, op) -> int:
                          notes="This command allows both access and modification of the key"),),
          args="key:k operation[get-block(GET encoding offset:i) | write(overflow-block[OVERFLOW "
               "(WRAP | SAT | FAIL)] write-operation(set-block(SET encoding offset:i value:i) | "
-              "incrby-block(INCRBY encoding offset:i increment:i)))]...")
+              "incrby-block(INCRBY encoding offset:i increment:i)))]...",
+         complexity="O(1) for each subcommand specified")
 def bitfield(c, argv):
     """Performs arbitrary bitfield integer operations on strings."""
     return _bitfield(c, argv, False)
@@ -535,7 +542,8 @@ bitfield.key_flags_fn = _bitfield_key_flags
 
 
 @command("bitfield_ro", -2, "readonly fast", (1, 1, 1), group="bitmap", since="6.0.0",
-         args="key:k get-block[GET encoding offset:i]...")
+         args="key:k get-block[GET encoding offset:i]...",
+         complexity="O(1) for each subcommand specified")
 def bitfield_ro(c, argv):
     """Performs arbitrary read-only bitfield integer operations on strings."""
     return _bitfield(c, argv, True)

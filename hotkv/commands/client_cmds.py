@@ -45,7 +45,10 @@ from ..protocol.replies import help_reply
 from ..protocol.resp import OK, SetReply, Verbatim
 from ..protocol.util import string2ll
 
-container("client", group="server")
+# Valkey lists the CLIENT container itself under @slow only (its group,
+# connection, would add @connection).
+container("client", group="connection", summary="A container for client connection commands.",
+          since="2.4.0", complexity="Depends on subcommand.").acl_categories = frozenset({"slow"})
 
 _TYPES = {b"normal": "normal", b"slave": "replica", b"replica": "replica",
           b"pubsub": "pubsub", b"master": "primary", b"primary": "primary"}
@@ -139,13 +142,15 @@ def _parse_filters(c, argv, start: int, skipme: bool) -> _Filter:
     return flt
 
 
-@command("client|id", 2, "noscript loading stale", group="connection")
+@command("client|id", 2, "noscript loading stale", group="connection", since="5.0.0",
+         complexity="O(1)")
 def client_id(c, argv):
     """Returns the unique client ID of the connection."""
     return c.id
 
 
-@command("client|info", 2, "noscript loading stale", group="connection")
+@command("client|info", 2, "noscript loading stale", group="connection", since="6.2.0",
+         complexity="O(1)")
 def client_info(c, argv):
     """Returns information about the connection."""
     return Verbatim((client_info_line(c) + "\n").encode("utf-8", "surrogateescape"))
@@ -154,7 +159,20 @@ def client_info(c, argv):
 @command("client|list", -2, "admin noscript loading stale", group="connection",
          args="client-type[TYPE (NORMAL | MASTER | REPLICA | PUBSUB)]@5.0.0 [ID "
               "client-id:i...]@6.2.0 [USER username]@8.1.0 [ADDR addr'ip:port']@8.1.0 [LADDR "
-              "laddr'ip:port']@8.1.0 [SKIPME (YES | NO)]@8.1.0 [MAXAGE maxage:i]@8.1.0")
+              "laddr'ip:port']@8.1.0 [SKIPME (YES | NO)]@8.1.0 [MAXAGE maxage:i]@8.1.0",
+         since="2.4.0", complexity="O(N) where N is the number of client connections",
+         history=(("2.8.12", "Added unique client `id` field."),
+                  ("5.0.0", "Added optional `TYPE` filter."),
+                  ("6.0.0", "Added `user` field."),
+                  ("6.2.0",
+                   "Added `argv-mem`, `tot-mem`, `laddr` and `redir` fields and the optional `ID` "
+                   "filter."),
+                  ("7.0.0", "Added `resp`, `multi-mem`, `rbs` and `rbp` fields."),
+                  ("7.0.3", "Added `ssub` field."),
+                  ("8.0.0",
+                   "Replaced `master` `TYPE` with `primary`. `master` still supported for "
+                   "backward compatibility."),
+                  ("8.1.0", "Added filters USER, ADDR, LADDR, SKIPME, and MAXAGE")))
 def client_list(c, argv):
     """Lists open connections."""
     flt = _parse_filters(c, argv, 2, False) if len(argv) > 2 else None
@@ -184,7 +202,20 @@ def kill_client(server, cl):
          args="filter(old-format'ip:port'!2.8.12 | new-format([ID client-id:i...]@2.8.12 | "
               "client-type[TYPE (NORMAL | MASTER@3.2.0 | PRIMARY@8.0.0 | SLAVE | REPLICA@5.0.0 | "
               "PUBSUB)]@2.8.12 | [USER username] | [ADDR addr'ip:port'] | [LADDR "
-              "laddr'ip:port']@6.2.0 | [SKIPME (YES | NO)] | [MAXAGE maxage:i]@8.0.0)...)")
+              "laddr'ip:port']@6.2.0 | [SKIPME (YES | NO)] | [MAXAGE maxage:i]@8.0.0)...)",
+         since="2.4.0", complexity="O(N) where N is the number of client connections",
+         history=(("2.8.12", "Added new filter format."),
+                  ("2.8.12", "`ID` option."),
+                  ("3.2.0", "Added `master` type in for `TYPE` option."),
+                  ("5.0.0",
+                   "Replaced `slave` `TYPE` with `replica`. `slave` still supported for backward "
+                   "compatibility."),
+                  ("6.2.0", "`LADDR` option."),
+                  ("8.0.0", "`MAXAGE` option."),
+                  ("8.0.0",
+                   "Replaced `master` `TYPE` with `primary`. `master` still supported for "
+                   "backward compatibility."),
+                  ("8.1.0", "`ID` option accepts multiple IDs.")))
 def client_kill(c, argv):
     """Terminates open connections."""
     server = c.server
@@ -211,7 +242,8 @@ def client_kill(c, argv):
 
 
 @command("client|unblock", -3, "admin noscript loading stale", group="connection",
-         args="client-id:i unblock-type[TIMEOUT | ERROR]")
+         args="client-id:i unblock-type[TIMEOUT | ERROR]", since="5.0.0",
+         complexity="O(log N) where N is the number of client connections")
 def client_unblock(c, argv):
     """Unblocks a client blocked by a blocking command from a different connection."""
     error = False
@@ -235,7 +267,7 @@ def client_unblock(c, argv):
 
 
 @command("client|reply", 3, "noscript loading stale", group="connection",
-         args="action(ON | OFF | SKIP)")
+         args="action(ON | OFF | SKIP)", since="3.2.0", complexity="O(1)")
 def client_reply(c, argv):
     """Instructs the server whether to reply to commands."""
     mode = argv[2].lower()
@@ -253,7 +285,8 @@ def client_reply(c, argv):
     raise CommandError(errors.SYNTAX)
 
 
-@command("client|setname", 3, "noscript loading stale", group="connection", args="connection-name")
+@command("client|setname", 3, "noscript loading stale", group="connection", args="connection-name",
+         since="2.6.9", complexity="O(1)")
 def client_setname(c, argv):
     """Sets the connection name."""
     validate_client_name(argv[2])
@@ -261,14 +294,15 @@ def client_setname(c, argv):
     return OK
 
 
-@command("client|getname", 2, "noscript loading stale", group="connection")
+@command("client|getname", 2, "noscript loading stale", group="connection", since="2.6.9",
+         complexity="O(1)")
 def client_getname(c, argv):
     """Returns the name of the connection."""
     return c.name or None
 
 
 @command("client|setinfo", 4, "noscript loading stale", group="connection",
-         args="attr(LIB-NAME libname | LIB-VER libver)")
+         args="attr(LIB-NAME libname | LIB-VER libver)", since="7.2.0", complexity="O(1)")
 def client_setinfo(c, argv):
     """Sets information specific to the client or connection."""
     attr = argv[2].lower()
@@ -296,7 +330,8 @@ def _on_off(arg: bytes) -> bool:
 
 
 @command("client|no-evict", 3, "admin noscript loading stale", group="connection",
-         args="enabled(ON | OFF)")
+         args="enabled(ON | OFF)", summary="Sets the client eviction mode of the connection.",
+         since="7.0.0", complexity="O(1)")
 def client_no_evict(c, argv):
     """Set client eviction mode for the current connection."""
     c.no_evict = _on_off(argv[2])
@@ -304,7 +339,7 @@ def client_no_evict(c, argv):
 
 
 @command("client|no-touch", 3, "noscript loading stale", group="connection",
-         args="enabled(ON | OFF)")
+         args="enabled(ON | OFF)", since="7.2.0", complexity="O(1)")
 def client_no_touch(c, argv):
     """Controls whether commands sent by the client affect the LRU/LFU of accessed keys."""
     c.no_touch = _on_off(argv[2])
@@ -313,7 +348,8 @@ def client_no_touch(c, argv):
     return OK
 
 
-@command("client|capa", -3, "noscript loading stale", group="connection", args="capability...")
+@command("client|capa", -3, "noscript loading stale", group="connection", args="capability...",
+         summary="A client claims its capability.", since="8.0.0", complexity="O(1)")
 def client_capa(c, argv):
     """A client claims its capabilities (none changes hotkv's replies)."""
     return OK
@@ -323,7 +359,8 @@ def client_capa(c, argv):
 
 @command("client|tracking", -3, "noscript loading stale", group="connection", since="6.0.0",
          args="status(ON | OFF) [REDIRECT client-id:i] [PREFIX prefix]... [BCAST] [OPTIN] "
-              "[OPTOUT] [NOLOOP]")
+              "[OPTOUT] [NOLOOP]",
+         complexity="O(1). Some options may introduce additional complexity.")
 def client_tracking(c, argv):
     """Controls server-assisted client-side caching for the connection."""
     redirect = 0
@@ -393,7 +430,7 @@ def client_tracking(c, argv):
 
 
 @command("client|caching", 3, "noscript loading stale", group="connection", since="6.0.0",
-         args="mode(YES | NO)")
+         args="mode(YES | NO)", complexity="O(1)")
 def client_caching(c, argv):
     """Instructs the server whether to track the keys in the next request."""
     st = c.tracking
@@ -415,14 +452,15 @@ def client_caching(c, argv):
     return OK
 
 
-@command("client|getredir", 2, "noscript loading stale", group="connection", since="6.0.0")
+@command("client|getredir", 2, "noscript loading stale", group="connection", since="6.0.0",
+         complexity="O(1)")
 def client_getredir(c, argv):
     """Returns the client ID to which the connection's tracking notifications are redirected."""
     return c.tracking.redirect if c.tracking else -1
 
 
 @command("client|trackinginfo", 2, "noscript loading stale", group="connection",
-         since="6.2.0")
+         since="6.2.0", complexity="O(1)")
 def client_trackinginfo(c, argv):
     """Returns information about server-assisted client-side caching for the connection."""
     st = c.tracking
@@ -450,7 +488,8 @@ def client_trackinginfo(c, argv):
 # -- CLIENT PAUSE / UNPAUSE (the state and its effect: hotkv.core.pause) -------------
 
 @command("client|pause", -3, "admin noscript loading stale", group="connection",
-         args="timeout:i mode[WRITE | ALL]@6.2.0")
+         args="timeout:i mode[WRITE | ALL]@6.2.0", since="3.0.0", complexity="O(1)",
+         history=(("6.2.0", "`CLIENT PAUSE WRITE` mode added along with the `mode` option."),))
 def client_pause(c, argv):
     """Suspends commands processing."""
     all_mode = True
@@ -469,14 +508,16 @@ def client_pause(c, argv):
     return OK
 
 
-@command("client|unpause", 2, "admin noscript loading stale", group="connection")
+@command("client|unpause", 2, "admin noscript loading stale", group="connection",
+         summary="Resumes processing commands from paused clients.", since="6.2.0",
+         complexity="O(N) Where N is the number of paused clients")
 def client_unpause(c, argv):
     """Resumes processing of clients that were paused."""
     unpause_clients(c.server)
     return OK
 
 
-@command("client|help", 2, "loading stale", group="connection")
+@command("client|help", 2, "loading stale", group="connection", since="5.0.0", complexity="O(1)")
 def client_help(c, argv):
     """Returns helpful text about the different subcommands."""
     return help_reply("CLIENT", [

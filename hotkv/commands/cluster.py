@@ -54,20 +54,84 @@ _CLUSTER_SUBCOMMANDS = (
     ("meet", -4, _CLUSTER_ADMIN), ("nodes", 2, "loading stale"), ("slaves", 3, "admin stale"),
 )
 
-# Each subcommand's arguments for COMMAND DOCS (hotkv.commands.docs_syntax).
-_CLUSTER_ARGS = {
-    "delslots": "slot:i...", "addslots": "slot:i...", "getkeysinslot": "slot:i count:i",
-    "keyslot": "key", "countkeysinslot": "slot:i",
-    "addslotsrange": "range(start-slot:i end-slot:i)...",
-    "delslotsrange": "range(start-slot:i end-slot:i)...",
-    "replicas": "node-id", "slaves": "node-id", "forget": "node-id", "replicate": "node-id",
-    "count-failure-reports": "node-id", "set-config-epoch": "config-epoch:i",
-    "slot-stats": "filter(SLOTSRANGE start-slot:i end-slot:i | ORDERBY metric [LIMIT limit:i] "
-                  "order[ASC | DESC])",
-    "reset": "reset-type[HARD | SOFT]", "failover": "options[FORCE | TAKEOVER]",
-    "setslot": "slot:i subcommand(importing(IMPORTING node-id) | migrating(MIGRATING node-id) | "
-               "node(NODE node-id) | STABLE) [TIMEOUT timeout:i]@8.0.0",
-    "meet": "ip port:i [cluster-bus-port:i]@4.0.0",
+# Each subcommand's COMMAND DOCS (its arguments in hotkv.commands.docs_syntax's syntax).
+_NODES = "O(N) where N is the total number of Cluster nodes"
+_RANGES = ("O(N) where N is the total number of the slots between the start slot and end slot "
+           "arguments.")
+_CLUSTER_DOCS = {
+    "addslots": dict(since="3.0.0", summary="Assigns new hash slots to a node.",
+                     complexity="O(N) where N is the total number of hash slot arguments",
+                     args="slot:i..."),
+    "addslotsrange": dict(since="7.0.0", summary="Assigns new hash slot ranges to a node.",
+                          complexity=_RANGES, args="range(start-slot:i end-slot:i)..."),
+    "bumpepoch": dict(since="3.0.0", summary="Advances the cluster config epoch.",
+                      complexity="O(1)"),
+    "count-failure-reports": dict(
+        since="3.0.0", summary="Returns the number of active failure reports active for a node.",
+        complexity="O(N) where N is the number of failure reports", args="node-id"),
+    "countkeysinslot": dict(since="3.0.0", summary="Returns the number of keys in a hash slot.",
+                            complexity="O(1)", args="slot:i"),
+    "delslots": dict(since="3.0.0", summary="Sets hash slots as unbound for a node.",
+                     complexity="O(N) where N is the total number of hash slot arguments",
+                     args="slot:i..."),
+    "delslotsrange": dict(since="7.0.0", summary="Sets hash slot ranges as unbound for a node.",
+                          complexity=_RANGES, args="range(start-slot:i end-slot:i)..."),
+    "failover": dict(since="3.0.0",
+                     summary="Forces a replica to perform a manual failover of its primary.",
+                     complexity="O(1)", args="options[FORCE | TAKEOVER]"),
+    "flushslots": dict(since="3.0.0", summary="Deletes all slots information from a node.",
+                       complexity="O(1)"),
+    "forget": dict(since="3.0.0", summary="Removes a node from the nodes table.",
+                   complexity="O(1)", args="node-id"),
+    "getkeysinslot": dict(since="3.0.0", summary="Returns the key names in a hash slot.",
+                          complexity="O(N) where N is the number of requested keys",
+                          args="slot:i count:i"),
+    "help": dict(since="5.0.0", summary="Returns helpful text about the different subcommands.",
+                 complexity="O(1)"),
+    "info": dict(since="3.0.0", summary="Returns information about the state of a node.",
+                 complexity="O(1)"),
+    "keyslot": dict(since="3.0.0", summary="Returns the hash slot for a key.",
+                    complexity="O(N) where N is the number of bytes in the key", args="key"),
+    "links": dict(since="7.0.0", summary="Returns a list of all TCP links to and from peer nodes.",
+                  complexity=_NODES),
+    "meet": dict(since="3.0.0", summary="Forces a node to handshake with another node.",
+                 complexity="O(1)", args="ip port:i [cluster-bus-port:i]@4.0.0",
+                 history=(("4.0.0", "Added the optional `cluster_bus_port` argument."),)),
+    "myid": dict(since="3.0.0", summary="Returns the ID of a node.", complexity="O(1)"),
+    "myshardid": dict(since="7.2.0", summary="Returns the shard ID of a node.", complexity="O(1)"),
+    "nodes": dict(since="3.0.0", summary="Returns the cluster configuration for a node.",
+                  complexity=_NODES),
+    "replicas": dict(since="5.0.0", summary="Lists the replica nodes of a primary node.",
+                     complexity="O(N) where N is the number of replicas.", args="node-id"),
+    "replicate": dict(since="3.0.0", summary="Configure a node as replica of a primary node.",
+                      complexity="O(1)", args="node-id"),
+    "reset": dict(since="3.0.0", summary="Resets a node.",
+                  complexity="O(N) where N is the number of known nodes. The command may execute "
+                             "a FLUSHALL as a side effect.", args="reset-type[HARD | SOFT]"),
+    "saveconfig": dict(since="3.0.0",
+                       summary="Forces a node to save the cluster configuration to disk.",
+                       complexity="O(1)"),
+    "set-config-epoch": dict(since="3.0.0", summary="Sets the configuration epoch for a new node.",
+                             complexity="O(1)", args="config-epoch:i"),
+    "setslot": dict(since="3.0.0", summary="Binds a hash slot to a node.", complexity="O(1)",
+                    args="slot:i subcommand(importing(IMPORTING node-id) | migrating(MIGRATING "
+                         "node-id) | node(NODE node-id) | STABLE) [TIMEOUT timeout:i]@8.0.0",
+                    history=(("8.0.0", "Added the `TIMEOUT` option."),)),
+    "shards": dict(since="7.0.0", summary="Returns the mapping of cluster slots to shards.",
+                   complexity="O(N) where N is the total number of cluster nodes"),
+    "slaves": dict(since="3.0.0", summary="Lists the replica nodes of a primary node.",
+                   complexity="O(N) where N is the number of replicas.", args="node-id",
+                   deprecated=("5.0.0", "`CLUSTER REPLICAS`")),
+    "slot-stats": dict(since="8.0.0", summary="Return an array of slot usage statistics for slots "
+                                              "assigned to the current node.",
+                       complexity="O(N) where N is the total number of slots based on arguments. "
+                                  "O(N*log(N)) with ORDERBY subcommand.",
+                       args="filter(SLOTSRANGE start-slot:i end-slot:i | ORDERBY metric "
+                            "[LIMIT limit:i] order[ASC | DESC])"),
+    "slots": dict(since="3.0.0", summary="Returns the mapping of cluster slots to nodes.",
+                  complexity=_NODES, history=(("4.0.0", "Added node IDs."),
+                                              ("7.0.0", "Added additional networking metadata "
+                                                        "field."))),
 }
 
 _HELP = (
@@ -113,7 +177,8 @@ _HELP = (
     "HELP", "    Print this help.",
 )
 
-container("cluster", group="cluster", since="3.0.0")
+container("cluster", group="cluster", since="3.0.0", summary="A container for Cluster commands.",
+          complexity="Depends on subcommand.")
 
 
 def _state(c):
@@ -574,15 +639,15 @@ def _saving(fn):
 
 for _name, _arity, _flags in _CLUSTER_SUBCOMMANDS:
     _fn = _HANDLERS[_name]
-    command("cluster|" + _name, _arity, _flags, group="cluster", since="3.0.0",
-            args=_CLUSTER_ARGS.get(_name, ""))(_saving(_fn) if _name in _SAVES else _fn)
+    command("cluster|" + _name, _arity, _flags, group="cluster",
+            **_CLUSTER_DOCS[_name])(_saving(_fn) if _name in _SAVES else _fn)
 del _name, _arity, _flags, _fn
 
 
 # -- connection flags ------------------------------------------------------------
 
 @command("readonly", 1, "loading stale fast", group="cluster", since="3.0.0",
-         acl=("connection",))
+         acl=("connection",), complexity="O(1)")
 def readonly(c, argv):
     """Enables read-only queries for a connection to a Valkey replica node."""
     if c.server.cluster is not None:
@@ -591,14 +656,15 @@ def readonly(c, argv):
 
 
 @command("readwrite", 1, "loading stale fast", group="cluster", since="3.0.0",
-         acl=("connection",))
+         acl=("connection",), complexity="O(1)")
 def readwrite(c, argv):
     """Enables read-write queries for a connection to a Valkey replica node."""
     c.cluster_ro = False
     return OK
 
 
-@command("asking", 1, "fast", group="cluster", since="3.0.0", acl=("connection",))
+@command("asking", 1, "fast", group="cluster", since="3.0.0", acl=("connection",),
+         complexity="O(1)")
 def asking(c, argv):
     """Signals that a cluster client is following an -ASK redirect."""
     _state(c)

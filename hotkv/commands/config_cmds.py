@@ -37,10 +37,14 @@ from ..protocol.util import stringmatch
 
 log = logging.getLogger("hotkv")
 
-container("config", group="server")
+container("config", group="server", summary="A container for server configuration commands.",
+          since="2.0.0", complexity="Depends on subcommand.")
 
 
-@command("config|get", -3, "admin noscript loading stale", group="server", args="parameter...")
+@command("config|get", -3, "admin noscript loading stale", group="server", args="parameter...",
+         summary="Returns the effective values of configuration parameters.", since="2.0.0",
+         complexity="O(N) when N is the number of configuration parameters provided",
+         history=(("7.0.0", "Added the ability to pass multiple pattern parameters in one call"),))
 def config_get(c, argv):
     """Get the values of configuration parameters."""
     values = c.server.config.values
@@ -86,7 +90,10 @@ PROTECTED = {"dir", "dbfilename"}
 
 
 @command("config|set", -4, "admin noscript loading stale", group="server",
-         args="data(parameter value)...")
+         args="data(parameter value)...", summary="Sets configuration parameters in-flight.",
+         since="2.0.0",
+         complexity="O(N) when N is the number of configuration parameters provided",
+         history=(("7.0.0", "Added the ability to set multiple parameters in one call."),))
 def config_set(c, argv):
     """Set configuration parameters to the given values."""
     if len(argv) % 2:
@@ -201,7 +208,8 @@ def reset_stats(server):
     loopstats.reset(server)               # eventloop_* and INFO DEBUG (hotkv.observe.loopstats)
 
 
-@command("config|resetstat", 2, "admin noscript loading stale", group="server")
+@command("config|resetstat", 2, "admin noscript loading stale", group="server",
+         summary="Resets the server's statistics.", since="2.0.0", complexity="O(1)")
 def config_resetstat(c, argv):
     """Reset the server's statistics."""
     reset_stats(c.server)
@@ -278,7 +286,8 @@ def _conf_line(canon, value) -> str:
     return "%s %s" % (canon, text)
 
 
-@command("config|rewrite", 2, "admin noscript loading stale", group="server")
+@command("config|rewrite", 2, "admin noscript loading stale", group="server",
+         summary="Persists the effective configuration to file.", since="2.8.0", complexity="O(1)")
 def config_rewrite(c, argv):
     """Rewrite the configuration file with the in-memory configuration."""
     path = c.server.config_file
@@ -292,7 +301,9 @@ def config_rewrite(c, argv):
     return OK
 
 
-@command("config|help", 2, "loading stale", group="server")
+@command("config|help", 2, "loading stale", group="server",
+         summary="Returns helpful text about the different subcommands.", since="5.0.0",
+         complexity="O(1)")
 def config_help(c, argv):
     """Show helpful text about the different subcommands."""
     return help_reply("CONFIG", [

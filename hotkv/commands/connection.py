@@ -19,7 +19,8 @@ from ..protocol.util import string2ll
 from ..version import REDIS_COMPAT_VERSION, SERVER_NAME, VALKEY_COMPAT_VERSION
 
 
-@command("ping", -1, "fast", group="connection", args="[message]")
+@command("ping", -1, "fast", group="connection", args="[message]",
+         summary="Returns the server's liveliness response.", complexity="O(1)")
 def ping(c, argv):
     """Ping the server."""
     if len(argv) > 2:
@@ -29,13 +30,16 @@ def ping(c, argv):
     return PONG if len(argv) == 1 else argv[1]
 
 
-@command("echo", 2, "loading stale fast", group="connection", args="message")
+@command("echo", 2, "loading stale fast", group="connection", args="message",
+         summary="Returns the given string.", complexity="O(1)")
 def echo(c, argv):
     """Echo the given string."""
     return argv[1]
 
 
-@command("quit", -1, "allow_busy no_auth noscript loading stale fast", group="connection")
+@command("quit", -1, "allow_busy no_auth noscript loading stale fast", group="connection",
+         summary="Closes the connection.", deprecated=("7.2.0", "just closing the connection"),
+         complexity="O(1)")
 def quit_(c, argv):
     """Close the connection."""
     c.closing = True
@@ -45,7 +49,9 @@ def quit_(c, argv):
 # -- authentication -----------------------------------------------------------
 
 @command("auth", -2, "noscript loading stale fast no_auth allow_busy", group="connection",
-         args="[username]@6.0.0 password")
+         args="[username]@6.0.0 password", summary="Authenticates the connection.",
+         complexity="O(N) where N is the number of passwords defined for the user",
+         history=(("6.0.0", "Added ACL style (username and password)."),))
 def auth(c, argv):
     """Authenticate to the server."""
     if len(argv) > 3:
@@ -59,7 +65,14 @@ def auth(c, argv):
 
 @command("hello", -1, "noscript loading stale fast no_auth allow_busy", group="connection",
          since="6.0.0",
-         args="arguments[protover:i auth[AUTH username password] [SETNAME clientname]]")
+         args="arguments[protover:i auth[AUTH username password] [SETNAME clientname]]",
+         summary="Handshakes with the server.", complexity="O(1)",
+         history=(("8.1.0",
+                   "A new `availability_zone` field is added to the response if the "
+                   "`availability-zone` config is set."),
+                  ("6.2.0",
+                   "`protover` made optional; when called without arguments the command reports "
+                   "the current connection's context.")))
 def hello(c, argv):
     """Handshake with the server."""
     ver = 0
@@ -124,7 +137,8 @@ def db_index(c, arg: bytes) -> int:
     return idx
 
 
-@command("select", 2, "loading stale fast", group="connection", args="index:i")
+@command("select", 2, "loading stale fast", group="connection", args="index:i",
+         summary="Changes the selected database.", complexity="O(1)")
 def select(c, argv):
     """Change the selected database for the current connection."""
     if c.server.cluster is not None:    # cluster mode: database 0 only (hotkv.cluster)
@@ -136,7 +150,9 @@ def select(c, argv):
 
 
 @command("swapdb", 3, "write fast", group="server", since="4.0.0", acl=("keyspace", "dangerous"),
-         args="index1:i index2:i")
+         args="index1:i index2:i",
+         complexity="O(N) where N is the count of clients watching or blocking on keys from both "
+                    "databases.")
 def swapdb(c, argv):
     """Swaps two databases."""
     server = c.server
@@ -163,7 +179,7 @@ def swapdb(c, argv):
 
 
 @command("reset", 1, "noscript loading stale fast no_auth allow_busy", group="connection",
-         since="6.2.0")
+         since="6.2.0", summary="Resets the connection.", complexity="O(1)")
 def reset(c, argv):
     """Reset the connection."""
     c.server.reset_client(c)

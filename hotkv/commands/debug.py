@@ -75,7 +75,8 @@ def debug_subcommand(name: str, argc: int):
     return deco
 
 
-@command("debug", -2, "admin noscript loading stale protected", group="server")
+@command("debug", -2, "admin noscript loading stale protected", group="server", doc_flags="syscmd",
+         complexity="Depends on subcommand.")
 def debug(c, argv):
     """A container for debugging commands."""
     sub = argv[1].lower()
@@ -523,7 +524,8 @@ def debug_dict_resizing(c, argv):
 # MEMORY
 # ==========================================================================
 
-container("memory", group="server")
+container("memory", group="server", summary="A container for memory diagnostics commands.",
+          since="4.0.0", complexity="Depends on subcommand.")
 
 
 def _sizeof(v) -> int:
@@ -567,7 +569,8 @@ def memory_usage_estimate(key: bytes, value, expires: bool, samples: int) -> int
 
 
 @command("memory|usage", -3, "readonly", keys=(2, 2, 1), group="server", key_flags="RO",
-         args="key:k [SAMPLES count:i]")
+         args="key:k [SAMPLES count:i]", summary="Estimates the memory usage of a key.",
+         since="4.0.0", complexity="O(N) where N is the number of samples.")
 def memory_usage(c, argv):
     """Estimate the memory usage of a key."""
     samples = 5
@@ -589,7 +592,8 @@ def memory_usage(c, argv):
     return memory_usage_estimate(argv[2], value, argv[2] in db.expires, samples)
 
 
-@command("memory|stats", 2, "", group="server")
+@command("memory|stats", 2, "", group="server", summary="Returns details about memory usage.",
+         since="4.0.0", complexity="O(1)")
 def memory_stats(c, argv):
     """Show memory usage details."""
     server = c.server
@@ -617,27 +621,33 @@ def memory_stats(c, argv):
     return out
 
 
-@command("memory|doctor", 2, "", group="server")
+@command("memory|doctor", 2, "", group="server", since="4.0.0", complexity="O(1)")
 def memory_doctor(c, argv):
     """Outputs a memory problems report."""
     return Verbatim(b"Hi Sam, I can't find any memory issue in your instance. "
                     b"I can only account for what occurs on this base.\n")
 
 
-@command("memory|malloc-stats", 2, "loading", group="server")
+@command("memory|malloc-stats", 2, "loading", group="server",
+         summary="Returns the allocator statistics.", since="4.0.0",
+         complexity="Depends on how much memory is allocated, could be slow")
 def memory_malloc_stats(c, argv):
     """Show allocator internal stats."""
     return Verbatim(b"Stats not supported for the current allocator")
 
 
-@command("memory|purge", 2, "loading", group="server")
+@command("memory|purge", 2, "loading", group="server",
+         summary="Asks the allocator to release memory.", since="4.0.0",
+         complexity="Depends on how much memory is allocated, could be slow")
 def memory_purge(c, argv):
     """Ask the allocator to release memory."""
     gc.collect()
     return OK
 
 
-@command("memory|help", 2, "loading stale", group="server")
+@command("memory|help", 2, "loading stale", group="server",
+         summary="Returns helpful text about the different subcommands.", since="4.0.0",
+         complexity="O(1)")
 def memory_help(c, argv):
     """Show helpful text about the different subcommands."""
     return help_reply("MEMORY", [

@@ -39,15 +39,16 @@ from ..protocol.resp import SetReply, Simple
 _TYPES = {"k": "key", "i": "integer", "d": "double", "p": "pattern", "t": "unix-time",
           "s": "string"}
 _FLAG_ORDER = ("optional", "multiple", "multiple_token")
-_LEX = re.compile(r"""\s*(?:
+_LEX = r"""\s*(?:
       (?P<open>(?P<gname>[a-z][\w-]*)?[(\[])
     | (?P<close>[)\]])
     | (?P<bar>\|)
     | (?P<word>[a-z][\w-]*=[^\s'{@!()\[\]|.]*|[\w:-]+)
-    )(?P<mods>(?:'[^']*')?(?:\{[^}]*\})?(?:@[\d.]+)?(?:![\d.]+)?(?:\.\.\.)?)""", re.X)
-_MODS = re.compile(r"(?:'(?P<disp>[^']*)')?(?:\{(?P<summary>[^}]*)\})?(?:@(?P<since>[\d.]+))?"
-                   r"(?:!(?P<dep>[\d.]+))?(?P<multi>\.\.\.)?\Z")
-_TOKEN_WORD = re.compile(r"[A-Z0-9_-]*[A-Z][A-Z0-9_-]*\Z")
+    )(?P<mods>(?:'[^']*')?(?:\{[^}]*\})?(?:@[\d.]+)?(?:![\d.]+)?(?:\.\.\.)?)"""
+_MODS = (r"(?:'(?P<disp>[^']*)')?(?:\{(?P<summary>[^}]*)\})?(?:@(?P<since>[\d.]+))?"
+         r"(?:!(?P<dep>[\d.]+))?(?P<multi>\.\.\.)?\Z")
+_TOKEN_WORD = r"[A-Z0-9_-]*[A-Z][A-Z0-9_-]*\Z"
+# The patterns are compiled by the first COMMAND DOCS (re's cache), not at import.
 
 
 class _Arg:
@@ -78,7 +79,7 @@ class _Arg:
 
 
 def _word(text: str) -> _Arg:
-    if _TOKEN_WORD.match(text):
+    if re.match(_TOKEN_WORD, text):
         return _Arg(text.lower(), "pure-token", token=text, bare=True)
     name, eq, token = text.partition("=")
     if eq:
@@ -92,7 +93,7 @@ def _word(text: str) -> _Arg:
 
 
 def _apply(arg: _Arg, mods: str, optional: bool = False) -> _Arg:
-    m = _MODS.match(mods)
+    m = re.match(_MODS, mods)
     if optional:
         arg.flags.add("optional")
     if m["disp"] is not None:
@@ -171,10 +172,10 @@ def _lex(syntax: str) -> list:
     while pos < len(syntax):
         if syntax[pos:].isspace():
             break
-        m = _LEX.match(syntax, pos)
+        m = re.compile(_LEX, re.X).match(syntax, pos)
         if m is None or m.end() == pos:
             raise ValueError(f"cannot read {syntax[pos:pos + 20]!r} in {syntax!r}")
-        if (m["open"] and m["mods"]) or (m["mods"] and not _MODS.match(m["mods"])):
+        if (m["open"] and m["mods"]) or (m["mods"] and not re.match(_MODS, m["mods"])):
             raise ValueError(f"misplaced modifier at {syntax[pos:pos + 20]!r} in {syntax!r}")
         tokens.append(m)
         pos = m.end()

@@ -40,7 +40,11 @@ def _cfg(c, name, default):
     return default if v is None else v
 
 
-@command("dump", 2, "readonly", (1, 1, 1), group="generic", since="2.6.0", args="key:k")
+@command("dump", 2, "readonly", (1, 1, 1), group="generic", since="2.6.0", args="key:k",
+         complexity="O(1) to access the key and additional O(N*M) to serialize it, where N is "
+                    "the number of objects composing the value and M their average size. For small "
+                    "string values the time complexity is thus O(1)+O(1*M) where M is small, so "
+                    "simply O(1).")
 def dump(c, argv):
     """Returns a serialized representation of the value stored at a key."""
     key = argv[1]
@@ -57,7 +61,16 @@ def dump(c, argv):
 @command("restore", -4, "write denyoom", (1, 1, 1), group="generic", since="2.6.0",
          acl=("dangerous",), key_flags="OW update",
          args="key:k ttl:i serialized-value [REPLACE]@3.0.0 [ABSTTL]@5.0.0 [IDLETIME "
-              "seconds:i]@5.0.0 [FREQ frequency:i]@5.0.0")
+              "seconds:i]@5.0.0 [FREQ frequency:i]@5.0.0",
+         complexity="O(1) to create the new key and additional O(N*M) to reconstruct the "
+                    "serialized value, where N is the number of objects composing the value and M "
+                    "their average size. For small string values the time complexity is thus "
+                    "O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values "
+                    "the complexity is O(N*M*log(N)) because inserting values into sorted sets is "
+                    "O(log(N)).",
+         history=(("3.0.0", "Added the `REPLACE` modifier."),
+                  ("5.0.0", "Added the `ABSTTL` modifier."),
+                  ("5.0.0", "Added the `IDLETIME` and `FREQ` options.")))
 def restore(c, argv):
     """Creates a key from the serialized representation of a value."""
     replace = absttl = False

@@ -89,7 +89,8 @@ _FCALL_RO_FLAGS = "noscript skip_monitor no_mandatory_keys stale readonly"
 
 @command("fcall", -3, _FCALL_FLAGS, keys_fn=_eval_keys, group="scripting", since="7.0.0",
          key_specs=(spec("RW access update", "index 2", "keynum 0 1 1", _RW_NOTES),),
-         args="function numkeys:i [key:k]... [arg]...")
+         args="function numkeys:i [key:k]... [arg]...",
+         complexity="Depends on the function that is executed.")
 def fcall(c, argv):
     """Invokes a function."""
     return _fcall(c, argv, False)
@@ -98,7 +99,8 @@ def fcall(c, argv):
 @command("fcall_ro", -3, _FCALL_RO_FLAGS, keys_fn=_eval_keys, group="scripting",
          since="7.0.0",
          key_specs=(spec("RO access", "index 2", "keynum 0 1 1", _RO_NOTES),),
-         args="function numkeys:i [key:k]... [arg]...")
+         args="function numkeys:i [key:k]... [arg]...",
+         complexity="Depends on the function that is executed.")
 def fcall_ro(c, argv):
     """Invokes a read-only function."""
     return _fcall(c, argv, True)
@@ -109,7 +111,7 @@ def fcall_ro(c, argv):
 # ==========================================================================
 
 container("function", group="scripting", summary="A container for function commands.",
-          since="7.0.0")
+          since="7.0.0", complexity="Depends on subcommand.")
 
 
 def _syntax(argv):
@@ -118,7 +120,8 @@ def _syntax(argv):
 
 
 @command("function|load", -3, "write denyoom noscript", group="scripting", since="7.0.0",
-         args="[REPLACE] function-code")
+         args="[REPLACE] function-code",
+         complexity="O(1) (considering compilation time is redundant)")
 def function_load(c, argv):
     """Creates a library."""
     replace = False
@@ -142,7 +145,7 @@ def function_load(c, argv):
 
 
 @command("function|delete", 3, "write noscript", group="scripting", since="7.0.0",
-         args="library-name")
+         args="library-name", complexity="O(1)")
 def function_delete(c, argv):
     """Deletes a library and its functions."""
     try:
@@ -154,7 +157,8 @@ def function_delete(c, argv):
 
 
 @command("function|flush", -2, "write noscript", group="scripting", since="7.0.0",
-         args="flush-type[ASYNC | SYNC]")
+         args="flush-type[ASYNC | SYNC]",
+         complexity="O(N) where N is the number of functions deleted")
 def function_flush(c, argv):
     """Deletes all libraries and functions."""
     if len(argv) > 3:
@@ -173,7 +177,8 @@ def _flags_reply(fn):
 
 
 @command("function|list", -2, "noscript", group="scripting", since="7.0.0",
-         args="[LIBRARYNAME library-name-pattern] [WITHCODE]")
+         args="[LIBRARYNAME library-name-pattern] [WITHCODE]",
+         complexity="O(N) where N is the number of functions")
 def function_list(c, argv):
     """Returns information about all libraries."""
     with_code = False
@@ -207,14 +212,16 @@ def function_list(c, argv):
     return out
 
 
-@command("function|dump", 2, "noscript", group="scripting", since="7.0.0")
+@command("function|dump", 2, "noscript", group="scripting", since="7.0.0",
+         complexity="O(N) where N is the number of functions")
 def function_dump(c, argv):
     """Dumps all libraries into a serialized binary payload."""
     return registry(c.server).dump()
 
 
 @command("function|restore", -3, "write denyoom noscript", group="scripting", since="7.0.0",
-         args="serialized-value policy[FLUSH | APPEND | REPLACE]")
+         args="serialized-value policy[FLUSH | APPEND | REPLACE]",
+         complexity="O(N) where N is the number of functions on the payload")
 def function_restore(c, argv):
     """Restores all libraries from a payload."""
     if len(argv) > 4:
@@ -233,7 +240,8 @@ def function_restore(c, argv):
     return OK
 
 
-@command("function|stats", 2, "noscript allow_busy", group="scripting", since="7.0.0")
+@command("function|stats", 2, "noscript allow_busy", group="scripting", since="7.0.0",
+         complexity="O(1)")
 def function_stats(c, argv):
     """Returns information about a function during execution."""
     server = c.server
@@ -251,7 +259,8 @@ def function_stats(c, argv):
             b"engines": {ENGINE_NAME: {b"libraries_count": libs, b"functions_count": fns}}}
 
 
-@command("function|kill", 2, "noscript allow_busy", group="scripting", since="7.0.0")
+@command("function|kill", 2, "noscript allow_busy", group="scripting", since="7.0.0",
+         complexity="O(1)")
 def function_kill(c, argv):
     """Terminates a function during execution."""
     kill_running(c.server, False)
@@ -304,7 +313,7 @@ _HELP = [
 ]
 
 
-@command("function|help", 2, "loading stale", group="scripting", since="7.0.0")
+@command("function|help", 2, "loading stale", group="scripting", since="7.0.0", complexity="O(1)")
 def function_help(c, argv):
     """Returns helpful text about the different subcommands."""
     return help_reply("FUNCTION", _HELP)

@@ -87,7 +87,9 @@ def _member_point(z, member):
          summary=("Adds one or more members to a geospatial index. The key is created if it "
                   "doesn't exist."),
          args="key:k condition[NX | XX]@6.2.0 [change=CH]@6.2.0 data(longitude:d latitude:d "
-              "member)...")
+              "member)...",
+         complexity="O(log(N)) for each item added, where N is the number of elements in the "
+                    "sorted set.", history=(("6.2.0", "Added the `CH`, `NX` and `XX` options."),))
 def geoadd(c, argv):
     """GEOADD key [NX|XX] [CH] lon lat member ...: ZADD of the points' scores."""
     n = len(argv)
@@ -115,7 +117,7 @@ def geoadd(c, argv):
 
 
 @command("geodist", -4, "readonly", (1, 1, 1), group="geo", since="3.2.0",
-         args="key:k member1 member2 unit[M | KM | FT | MI]")
+         args="key:k member1 member2 unit[M | KM | FT | MI]", complexity="O(1)")
 def geodist(c, argv):
     """Returns the distance between two members of a geospatial index."""
     to_m = 1.0
@@ -135,7 +137,8 @@ def geodist(c, argv):
     return geo.format_distance(geo.distance(lon1, lat1, lon2, lat2) / to_m)
 
 
-@command("geohash", -2, "readonly", (1, 1, 1), group="geo", since="3.2.0", args="key:k [member]...")
+@command("geohash", -2, "readonly", (1, 1, 1), group="geo", since="3.2.0", args="key:k [member]...",
+         complexity="O(1) for each member requested.")
 def geohash(c, argv):
     """Returns members from a geospatial index as geohash strings."""
     z = _read(c, argv[1])
@@ -146,7 +149,8 @@ def geohash(c, argv):
     return out
 
 
-@command("geopos", -2, "readonly", (1, 1, 1), group="geo", since="3.2.0", args="key:k [member]...")
+@command("geopos", -2, "readonly", (1, 1, 1), group="geo", since="3.2.0", args="key:k [member]...",
+         complexity="O(1) for each member requested.")
 def geopos(c, argv):
     """Returns the longitude and latitude of members from a geospatial index."""
     z = _read(c, argv[1])
@@ -444,7 +448,13 @@ _BYMEMBER_SPECS = _store_specs(5)
                   "coordinate, optionally stores the result."),
          args="key:k longitude:d latitude:d radius:d unit(M | KM | FT | MI) [WITHCOORD] "
               "[WITHDIST] [WITHHASH] count-block[(COUNT count:i) [ANY]@6.2.0] order[ASC | DESC] "
-              "store[storekey(STORE key:k1) | storedistkey(STOREDIST key:k2)]")
+              "store[storekey(STORE key:k1) | storedistkey(STOREDIST key:k2)]",
+         deprecated=("6.2.0", "`GEOSEARCH` and `GEOSEARCHSTORE` with the `BYRADIUS` argument"),
+         complexity="O(N+log(M)) where N is the number of elements inside the bounding box of "
+                    "the circular area delimited by center and radius and M is the number of items "
+                    "inside the index.",
+         history=(("6.2.0", "Added the `ANY` option for `COUNT`."),
+                  ("7.0.0", "Added support for uppercase unit names.")))
 def georadius(c, argv):
     """GEORADIUS key lon lat radius unit [options] [STORE|STOREDIST dst]."""
     return _search(c, argv, 1, _COORDS)
@@ -454,7 +464,13 @@ def georadius(c, argv):
          summary=("Returns members from a geospatial index that are within a distance from "
                   "a coordinate."),
          args="key:k longitude:d latitude:d radius:d unit(M | KM | FT | MI) [WITHCOORD] "
-              "[WITHDIST] [WITHHASH] count-block[(COUNT count:i) [ANY]@6.2.0] order[ASC | DESC]")
+              "[WITHDIST] [WITHHASH] count-block[(COUNT count:i) [ANY]@6.2.0] order[ASC | DESC]",
+         deprecated=("6.2.0", "`GEOSEARCH` with the `BYRADIUS` argument"),
+         complexity="O(N+log(M)) where N is the number of elements inside the bounding box of "
+                    "the circular area delimited by center and radius and M is the number of items "
+                    "inside the index.",
+         history=(("6.2.0", "Added the `ANY` option for `COUNT`."),
+                  ("7.0.0", "Added support for uppercase unit names.")))
 def georadius_ro(c, argv):
     """GEORADIUS without STORE/STOREDIST."""
     return _search(c, argv, 1, _COORDS | _NOSTORE)
@@ -466,7 +482,15 @@ def georadius_ro(c, argv):
                   "optionally stores the result."),
          args="key:k member radius:d unit(M | KM | FT | MI) [WITHCOORD] [WITHDIST] [WITHHASH] "
               "count-block[(COUNT count:i) [ANY]] order[ASC | DESC] store[storekey(STORE key:k1) "
-              "| storedistkey(STOREDIST key:k2)]")
+              "| storedistkey(STOREDIST key:k2)]",
+         deprecated=("6.2.0",
+                     "`GEOSEARCH` and `GEOSEARCHSTORE` with the `BYRADIUS` and `FROMMEMBER` "
+                     "arguments"),
+         complexity="O(N+log(M)) where N is the number of elements inside the bounding box of "
+                    "the circular area delimited by center and radius and M is the number of items "
+                    "inside the index.",
+         history=(("6.2.0", "Added the `ANY` option for `COUNT`."),
+                  ("7.0.0", "Added support for uppercase unit names.")))
 def georadiusbymember(c, argv):
     """GEORADIUSBYMEMBER key member radius unit [options] [STORE|STOREDIST dst]."""
     return _search(c, argv, 1, _MEMBER)
@@ -476,7 +500,13 @@ def georadiusbymember(c, argv):
          summary=("Returns members from a geospatial index that are within a distance from "
                   "a member."),
          args="key:k member radius:d unit(M | KM | FT | MI) [WITHCOORD] [WITHDIST] [WITHHASH] "
-              "count-block[(COUNT count:i) [ANY]] order[ASC | DESC]")
+              "count-block[(COUNT count:i) [ANY]] order[ASC | DESC]",
+         deprecated=("6.2.0", "`GEOSEARCH` with the `BYRADIUS` and `FROMMEMBER` arguments"),
+         complexity="O(N+log(M)) where N is the number of elements inside the bounding box of "
+                    "the circular area delimited by center and radius and M is the number of items "
+                    "inside the index.",
+         history=(("6.2.0", "Added the `ANY` option for `COUNT`."),
+                  ("7.0.0", "Added support for uppercase unit names.")))
 def georadiusbymember_ro(c, argv):
     """GEORADIUSBYMEMBER without STORE/STOREDIST."""
     return _search(c, argv, 1, _MEMBER | _NOSTORE)
@@ -488,7 +518,11 @@ def georadiusbymember_ro(c, argv):
          args="key:k from(FROMMEMBER member | FROMLONLAT longitude:d latitude:d) "
               "by(circle((BYRADIUS radius:d) unit(M | KM | FT | MI)) | box((BYBOX width:d) "
               "height:d unit(M | KM | FT | MI))) order[ASC | DESC] count-block[(COUNT count:i) "
-              "[ANY]] [WITHCOORD] [WITHDIST] [WITHHASH]")
+              "[ANY]] [WITHCOORD] [WITHDIST] [WITHHASH]",
+         complexity="O(N+log(M)) where N is the number of elements in the grid-aligned bounding "
+                    "box area around the shape provided as the filter and M is the number of items "
+                    "inside the shape",
+         history=(("7.0.0", "Added support for uppercase unit names."),))
 def geosearch(c, argv):
     """GEOSEARCH key FROMMEMBER|FROMLONLAT BYRADIUS|BYBOX [options]."""
     return _search(c, argv, 1, _SEARCH)
@@ -501,7 +535,11 @@ def geosearch(c, argv):
          args="destination:k source:k1 from(FROMMEMBER member | FROMLONLAT longitude:d "
               "latitude:d) by(circle((BYRADIUS radius:d) unit(M | KM | FT | MI)) | box((BYBOX "
               "width:d) height:d unit(M | KM | FT | MI))) order[ASC | DESC] count-block[(COUNT "
-              "count:i) [ANY]] [STOREDIST]")
+              "count:i) [ANY]] [STOREDIST]",
+         complexity="O(N+log(M)) where N is the number of elements in the grid-aligned bounding "
+                    "box area around the shape provided as the filter and M is the number of items "
+                    "inside the shape",
+         history=(("7.0.0", "Added support for uppercase unit names."),))
 def geosearchstore(c, argv):
     """GEOSEARCHSTORE dst src ... [STOREDIST]: GEOSEARCH into a sorted set."""
     return _search(c, argv, 2, _SEARCH | _SEARCHSTORE)

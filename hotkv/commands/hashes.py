@@ -335,14 +335,19 @@ def _hset_common(c, argv, name):
 
 
 @command("hset", -4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0",
-         key_flags="RW update", args="key:k data(field value)...")
+         key_flags="RW update", args="key:k data(field value)...",
+         complexity="O(1) for each field/value pair added, so O(N) to add N field/value pairs "
+                    "when the command is called with multiple field/value pairs.",
+         history=(("4.0.0", "Accepts multiple `field` and `value` arguments."),))
 def hset(c, argv):
     """Creates or modifies the value of a field in a hash."""
     return _hset_common(c, argv, "hset")
 
 
 @command("hmset", -4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0",
-         key_flags="RW update", args="key:k data(field value)...")
+         key_flags="RW update", args="key:k data(field value)...",
+         deprecated=("4.0.0", "`HSET` with multiple field-value pairs"),
+         complexity="O(N) where N is the number of fields being set.")
 def hmset(c, argv):
     """Sets the values of multiple fields."""
     _hset_common(c, argv, "hmset")
@@ -350,7 +355,7 @@ def hmset(c, argv):
 
 
 @command("hsetnx", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0",
-         key_flags="RW insert", args="key:k field value")
+         key_flags="RW insert", args="key:k field value", complexity="O(1)")
 def hsetnx(c, argv):
     """Sets the value of a field in a hash only when the field doesn't exist."""
     db = c.db
@@ -368,7 +373,8 @@ def hsetnx(c, argv):
     return 1
 
 
-@command("hget", 3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0", args="key:k field")
+@command("hget", 3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0", args="key:k field",
+         complexity="O(1)")
 def hget(c, argv):
     """Returns the value of a field in a hash."""
     h = _get(c, argv[1])
@@ -378,7 +384,7 @@ def hget(c, argv):
 
 
 @command("hmget", -3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0",
-         args="key:k field...")
+         args="key:k field...", complexity="O(N) where N is the number of fields being requested.")
 def hmget(c, argv):
     """Returns the values of all fields in a hash."""
     h = _get(c, argv[1])
@@ -389,7 +395,11 @@ def hmget(c, argv):
 
 
 @command("hdel", -3, "write fast", (1, 1, 1), group="hash", since="2.0.0", key_flags="RW delete",
-         args="key:k field...")
+         args="key:k field...",
+         summary="Deletes one or more fields and their values from a hash. Deletes the hash if "
+                 "no fields remain.",
+         complexity="O(N) where N is the number of fields to be removed.",
+         history=(("2.4.0", "Accepts multiple `field` arguments."),))
 def hdel(c, argv):
     """Deletes one or more fields and their values from a hash."""
     db = c.db
@@ -410,7 +420,7 @@ def hdel(c, argv):
 
 
 @command("hlen", 2, "readonly fast", (1, 1, 1), group="hash", since="2.0.0", key_flags="RO",
-         args="key:k")
+         args="key:k", complexity="O(1)")
 def hlen(c, argv):
     """Returns the number of fields in a hash."""
     h = _get(c, argv[1])
@@ -418,7 +428,7 @@ def hlen(c, argv):
 
 
 @command("hstrlen", 3, "readonly fast", (1, 1, 1), group="hash", since="3.2.0", key_flags="RO",
-         args="key:k field")
+         args="key:k field", complexity="O(1)")
 def hstrlen(c, argv):
     """Returns the length of the value of a field."""
     h = _get(c, argv[1])
@@ -429,28 +439,31 @@ def hstrlen(c, argv):
 
 
 @command("hexists", 3, "readonly fast", (1, 1, 1), group="hash", since="2.0.0", key_flags="RO",
-         args="key:k field")
+         args="key:k field", complexity="O(1)")
 def hexists(c, argv):
     """Determines whether a field exists in a hash."""
     h = _get(c, argv[1])
     return 1 if h is not None and argv[2] in h else 0
 
 
-@command("hkeys", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0", args="key:k")
+@command("hkeys", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0", args="key:k",
+         complexity="O(N) where N is the size of the hash.")
 def hkeys(c, argv):
     """Returns all fields in a hash."""
     h = _get(c, argv[1])
     return [] if h is None else list(h)
 
 
-@command("hvals", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0", args="key:k")
+@command("hvals", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0", args="key:k",
+         complexity="O(N) where N is the size of the hash.")
 def hvals(c, argv):
     """Returns all values in a hash."""
     h = _get(c, argv[1])
     return [] if h is None else list(h.values())
 
 
-@command("hgetall", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0", args="key:k")
+@command("hgetall", 2, "readonly", (1, 1, 1), group="hash", since="2.0.0", args="key:k",
+         complexity="O(N) where N is the size of the hash.")
 def hgetall(c, argv):
     """Returns all fields and values in a hash."""
     h = _get(c, argv[1])
@@ -461,7 +474,9 @@ def hgetall(c, argv):
 
 
 @command("hincrby", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.0.0",
-         args="key:k field increment:i")
+         args="key:k field increment:i",
+         summary="Increments the integer value of a field in a hash by a number. Uses 0 as "
+                 "initial value if the field doesn't exist.", complexity="O(1)")
 def hincrby(c, argv):
     """Increments the integer value of a field in a hash by a number."""
     incr = string2ll(argv[3])
@@ -498,7 +513,9 @@ def hincrby(c, argv):
 
 
 @command("hincrbyfloat", 4, "write denyoom fast", (1, 1, 1), group="hash", since="2.6.0",
-         args="key:k field increment:d")
+         args="key:k field increment:d",
+         summary="Increments the floating point value of a field by a number. Uses 0 as initial "
+                 "value if the field doesn't exist.", complexity="O(1)")
 def hincrbyfloat(c, argv):
     """Increments the floating point value of a field by a number."""
     incr = parse_long_double(argv[3])
@@ -536,7 +553,8 @@ def hincrbyfloat(c, argv):
 
 
 @command("hrandfield", -2, "readonly", (1, 1, 1), group="hash", since="6.2.0",
-         args="key:k options[count:i [WITHVALUES]]")
+         args="key:k options[count:i [WITHVALUES]]",
+         complexity="O(N) where N is the number of fields returned")
 def hrandfield(c, argv):
     """Returns one or more random fields from a hash."""
     if len(argv) >= 3:
@@ -588,7 +606,10 @@ def hrandfield(c, argv):
 
 
 @command("hscan", -3, "readonly", (1, 1, 1), group="hash", since="2.8.0",
-         args="key:k cursor:i [MATCH pattern:p] [COUNT count:i] [NOVALUES]")
+         args="key:k cursor:i [MATCH pattern:p] [COUNT count:i] [NOVALUES]",
+         complexity="O(1) for every call. O(N) for a complete iteration, including enough "
+                    "command calls for the cursor to return back to 0. N is the number of elements "
+                    "inside the collection.")
 def hscan(c, argv):
     """Iterates over fields and values of a hash."""
     cursor = parse_cursor(argv[2])

@@ -75,7 +75,8 @@ def _max_bytes(c) -> int:
 
 
 @command("pfadd", -2, "write denyoom fast", (1, 1, 1), group="hyperloglog",
-         since="2.8.9", key_flags="RW insert", args="key:k [element]...")
+         since="2.8.9", key_flags="RW insert", args="key:k [element]...",
+         complexity="O(1) to add every element.")
 def pfadd(c, argv):
     """Adds elements to a HyperLogLog key. Creates the key if it doesn't exist."""
     db = c.db
@@ -104,7 +105,10 @@ def pfadd(c, argv):
 @command("pfcount", -2, "readonly may_replicate", (1, -1, 1), group="hyperloglog", since="2.8.9",
          key_specs=(spec("RW access", "index 1", "range -1 1 0",
                          notes="RW because it may change the internal representation "
-                               "of the key, and propagate to replicas"),), args="key:k...")
+                               "of the key, and propagate to replicas"),), args="key:k...",
+         complexity="O(1) with a very small average constant time when called with a single key. "
+                    "O(N) with N being the number of keys, and much bigger constant times, when "
+                    "called with multiple keys.")
 def pfcount(c, argv):
     """Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s)."""
     db = c.db
@@ -143,7 +147,8 @@ def _merged(db, keys):
 @command("pfmerge", -2, "write denyoom", group="hyperloglog", since="2.8.9",
          key_specs=(spec("RW access insert", "index 1", "range 0 1 0"),
                     spec("RO access", "index 2", "range -1 1 0")),
-         args="destkey:k [sourcekey:k1]...")
+         args="destkey:k [sourcekey:k1]...",
+         complexity="O(N) to merge N HyperLogLogs, but with high constant times.")
 def pfmerge(c, argv):
     """Merges one or more HyperLogLog values into a single key."""
     db = c.db
@@ -160,7 +165,8 @@ def _c_name(arg: bytes) -> bytes:
 
 
 @command("pfdebug", 3, "write denyoom admin", (2, 2, 1), group="hyperloglog",
-         since="2.8.9", key_flags="RW access", args="subcommand key:k")
+         since="2.8.9", key_flags="RW access", args="subcommand key:k", doc_flags="syscmd",
+         complexity="N/A")
 def pfdebug(c, argv):
     """Internal commands for debugging HyperLogLog values."""
     sub = _c_name(argv[1]).lower()
@@ -206,7 +212,8 @@ def pfdebug(c, argv):
                        % _c_name(argv[1]).decode("utf-8", "surrogateescape"))
 
 
-@command("pfselftest", 1, "admin", group="hyperloglog", since="2.8.9")
+@command("pfselftest", 1, "admin", group="hyperloglog", since="2.8.9", doc_flags="syscmd",
+         complexity="N/A")
 def pfselftest(c, argv):
     """An internal command for testing HyperLogLog values."""
     rng = random.Random()

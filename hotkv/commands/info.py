@@ -502,7 +502,9 @@ def info_text(server, args=()) -> bytes:
     return "\r\n".join(parts).encode("utf-8", "surrogateescape")
 
 
-@command("info", -1, "loading stale", group="server", acl=("dangerous",), args="[section]...")
+@command("info", -1, "loading stale", group="server", acl=("dangerous",), args="[section]...",
+         complexity="O(1)",
+         history=(("7.0.0", "Added support for taking multiple section arguments."),))
 def info(c, argv):
     """Returns information and statistics about the server."""
     return Verbatim(info_text(c.server, argv[1:]))

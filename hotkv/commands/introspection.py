@@ -189,12 +189,23 @@ def command_info(cmd):
 
 
 def command_docs(cmd) -> dict:
+    """One COMMAND DOCS entry, in Valkey's field order (addReplyCommandDocs)."""
     out = {}
     if cmd.summary:
         out[b"summary"] = cmd.summary.encode()
     if cmd.since:
         out[b"since"] = cmd.since.encode()
     out[b"group"] = cmd.group.replace("_", "-").encode()
+    if cmd.complexity:
+        out[b"complexity"] = cmd.complexity.encode()
+    if cmd.deprecated:
+        out[b"doc_flags"] = SetReply([Simple(b"deprecated")])
+        out[b"deprecated_since"] = cmd.deprecated[0].encode()
+        out[b"replaced_by"] = cmd.deprecated[1].encode()
+    elif cmd.doc_flags:
+        out[b"doc_flags"] = SetReply(Simple(f.encode()) for f in cmd.doc_flags.split())
+    if cmd.history:
+        out[b"history"] = SetReply([v.encode(), text.encode()] for v, text in cmd.history)
     if cmd.doc_args:
         out[b"arguments"] = arguments(cmd.doc_args)
     subs = _subcommands(cmd)
@@ -214,20 +225,26 @@ def _lookup_full(name: bytes):
     return lookup(name)
 
 
-@command("command", -1, "loading stale", group="server", acl=("connection",))
+@command("command", -1, "loading stale", group="server", acl=("connection",),
+         summary="Returns detailed information about all commands.", since="2.8.13",
+         complexity="O(N) where N is the total number of commands")
 def command_(c, argv):
     """Get array of command details."""
     return [command_info(cmd) for cmd in COMMANDS.values()]
 
 
-@command("command|count", 2, "loading stale", group="server", acl=("connection",))
+@command("command|count", 2, "loading stale", group="server", acl=("connection",),
+         summary="Returns a count of commands.", since="2.8.13", complexity="O(1)")
 def command_count(c, argv):
     """Get total number of commands."""
     return len(COMMANDS)
 
 
 @command("command|info", -2, "loading stale", group="server", acl=("connection",),
-         args="[command-name]...")
+         args="[command-name]...",
+         summary="Returns information about one, multiple or all commands.", since="2.8.13",
+         complexity="O(N) where N is the number of commands to look up",
+         history=(("7.0.0", "Allowed to be called with no argument to get info on all commands."),))
 def command_info_cmd(c, argv):
     """Get array of specific command details."""
     if len(argv) == 2:
@@ -236,7 +253,9 @@ def command_info_cmd(c, argv):
 
 
 @command("command|docs", -2, "loading stale", group="server", acl=("connection",),
-         args="[command-name]...")
+         args="[command-name]...",
+         summary="Returns documentary information about one, multiple or all commands.",
+         since="7.0.0", complexity="O(N) where N is the number of commands to look up")
 def command_docs_cmd(c, argv):
     """Get array of specific command documentation."""
     if len(argv) == 2:
@@ -250,7 +269,9 @@ def command_docs_cmd(c, argv):
 
 
 @command("command|list", -2, "loading stale", group="server", acl=("connection",),
-         args="[FILTERBY (MODULE module-name | ACLCAT category | PATTERN pattern:p)]")
+         args="[FILTERBY (MODULE module-name | ACLCAT category | PATTERN pattern:p)]",
+         summary="Returns a list of command names.", since="7.0.0",
+         complexity="O(N) where N is the total number of commands")
 def command_list(c, argv):
     """Get an array of command names."""
     kind = arg = None
@@ -282,14 +303,17 @@ def command_keys(cmd, args) -> list:
 
 
 @command("command|getkeys", -3, "loading stale", group="server", acl=("connection",),
-         args="command [arg]...")
+         args="command [arg]...", summary="Extracts the key names from an arbitrary command.",
+         since="2.8.13", complexity="O(N) where N is the number of arguments to the command")
 def command_getkeys(c, argv):
     """Extract keys given a full command."""
     return [key for key, _ in _getkeys(argv[2:])]
 
 
 @command("command|getkeysandflags", -3, "loading stale", group="server", acl=("connection",),
-         args="command [arg]...")
+         args="command [arg]...",
+         summary="Extracts the key names and access flags for an arbitrary command.",
+         since="7.0.0", complexity="O(N) where N is the number of arguments to the command")
 def command_getkeysandflags(c, argv):
     """Extract keys and access flags given a full command."""
     args = argv[2:]
@@ -351,7 +375,9 @@ def _getkeys(args, positions_only=False):
     return [(p if positions_only else args[p], cmd) for p in positions if 0 <= p < n]
 
 
-@command("command|help", 2, "loading stale", group="server", acl=("connection",))
+@command("command|help", 2, "loading stale", group="server", acl=("connection",),
+         summary="Returns helpful text about the different subcommands.", since="5.0.0",
+         complexity="O(1)")
 def command_help(c, argv):
     """Show helpful text about the different subcommands."""
     return help_reply("COMMAND", [

@@ -70,20 +70,30 @@ def _del(c, argv, lazy):
     return n
 
 
-@command("del", -2, "write", (1, -1, 1), key_flags="RM delete", args="key:k...")
+@command("del", -2, "write", (1, -1, 1), key_flags="RM delete", args="key:k...",
+         summary="Deletes one or more keys.",
+         complexity="O(N) where N is the number of keys that will be removed. When a key to "
+                    "remove holds a value other than a string, the individual complexity for this "
+                    "key is O(M) where M is the number of elements in the list, set, sorted set or "
+                    "hash. Removing a single key that holds a string value is O(1).")
 def del_(c, argv):
     """Delete a key."""
     return _del(c, argv, c.server.config.values["lazyfree-lazy-user-del"])
 
 
 @command("unlink", -2, "write fast", (1, -1, 1), since="4.0.0", key_flags="RM delete",
-         summary="Delete a key asynchronously in another thread. Otherwise it is just as DEL, "
-                  "but non blocking.", args="key:k...")
+         summary="Asynchronously deletes one or more keys.", args="key:k...",
+         complexity="O(1) for each key removed regardless of its size. Then the command does "
+                    "O(N) work in a different thread in order to reclaim memory, where N is the "
+                    "number of allocations the deleted objects where composed of.")
 def unlink(c, argv):
     return _del(c, argv, True)
 
 
-@command("exists", -2, "readonly fast", (1, -1, 1), key_flags="RO", args="key:k...")
+@command("exists", -2, "readonly fast", (1, -1, 1), key_flags="RO", args="key:k...",
+         summary="Determines whether one or more keys exist.",
+         complexity="O(N) where N is the number of keys to check.",
+         history=(("3.0.3", "Accepts multiple `key` arguments."),))
 def exists(c, argv):
     """Determine if a key exists."""
     lookup = c.db.lookup_notouch     # no access: Valkey's LOOKUP_NOTOUCH
@@ -94,7 +104,10 @@ def exists(c, argv):
     return n
 
 
-@command("touch", -2, "readonly fast", (1, -1, 1), since="3.2.1", key_flags="RO", args="key:k...")
+@command("touch", -2, "readonly fast", (1, -1, 1), since="3.2.1", key_flags="RO", args="key:k...",
+         summary="Returns the number of existing keys out of those specified after updating the "
+                 "time they were last accessed.",
+         complexity="O(N) where N is the number of keys that will be touched.")
 def touch(c, argv):
     """Alters the last access time of a key(s). Returns the number of existing keys specified."""
     lookup = c.db.lookup_read        # an access (hotkv.core.access), even under CLIENT NO-TOUCH
@@ -108,7 +121,8 @@ def touch(c, argv):
 _TYPE_REPLIES: dict = {}
 
 
-@command("type", 2, "readonly fast", (1, 1, 1), key_flags="RO", args="key:k")
+@command("type", 2, "readonly fast", (1, 1, 1), key_flags="RO", args="key:k",
+         summary="Determines the type of value stored at a key.", complexity="O(1)")
 def type_(c, argv):
     """Determine the type stored at key."""
     v = c.db.lookup_notouch(argv[1])
@@ -125,7 +139,10 @@ def type_(c, argv):
 # KEYS / SCAN / RANDOMKEY
 # ----------------------------------------------------------------------
 
-@command("keys", 2, "readonly", acl=("dangerous",), args="pattern:p")
+@command("keys", 2, "readonly", acl=("dangerous",), args="pattern:p",
+         summary="Returns all key names that match a pattern.",
+         complexity="O(N) with N being the number of keys in the database, under the assumption "
+                    "that the key names in the database and the given pattern have limited length.")
 def keys(c, argv):
     """Find all keys matching the given pattern."""
     db = c.db
@@ -177,7 +194,11 @@ def _rev64(v: int) -> int:
 
 
 @command("scan", -2, "readonly", since="2.8.0",
-         args="cursor:i [MATCH pattern:p] [COUNT count:i] [TYPE type]@6.0.0")
+         args="cursor:i [MATCH pattern:p] [COUNT count:i] [TYPE type]@6.0.0",
+         summary="Iterates over the key names in the database.",
+         complexity="O(1) for every call. O(N) for a complete iteration, including enough "
+                    "command calls for the cursor to return back to 0. N is the number of elements "
+                    "inside the collection.", history=(("6.0.0", "Added the `TYPE` subcommand."),))
 def scan(c, argv):
     """Incrementally iterate the keys space."""
     cursor = parse_cursor(argv[1])
@@ -239,7 +260,8 @@ def _cstr(arg: bytes) -> str:
     return arg.decode("utf-8", "surrogateescape")
 
 
-@command("randomkey", 1, "readonly")
+@command("randomkey", 1, "readonly", summary="Returns a random key name from the database.",
+         complexity="O(1)")
 def randomkey(c, argv):
     """Return a random key from the keyspace."""
     return c.db.random_key()
@@ -273,14 +295,19 @@ def _rename(c, argv, nx: bool):
 
 
 @command("rename", 3, "write", key_specs=(spec("RW access delete"), spec("OW update", "index 2")),
-         args="key:k newkey:k1")
+         args="key:k newkey:k1", summary="Renames a key and overwrites the destination.",
+         complexity="O(1)")
 def rename(c, argv):
     """Rename a key."""
     return _rename(c, argv, False)
 
 
 @command("renamenx", 3, "write fast",
-         key_specs=(spec("RW access delete"), spec("OW insert", "index 2")), args="key:k newkey:k1")
+         key_specs=(spec("RW access delete"), spec("OW insert", "index 2")), args="key:k newkey:k1",
+         summary="Renames a key only when the target key name doesn't exist.", complexity="O(1)",
+         history=(("3.2.0",
+                   "The command no longer returns an error when source and destination names are "
+                   "the same."),))
 def renamenx(c, argv):
     """Rename a key, only if the new key does not exist."""
     return _rename(c, argv, True)
@@ -299,7 +326,8 @@ def _db_index(c, arg: bytes):
     return c.server.dbs[v]
 
 
-@command("move", 3, "write fast", (1, 1, 1), args="key:k db:i")
+@command("move", 3, "write fast", (1, 1, 1), args="key:k db:i",
+         summary="Moves a key to another database.", complexity="O(1)")
 def move(c, argv):
     """Move a key to another database."""
     if c.server.cluster is not None:
@@ -327,7 +355,10 @@ def move(c, argv):
 
 @command("copy", -3, "write denyoom", since="6.2.0",
          key_specs=(spec("RO access"), spec("OW update", "index 2")),
-         args="source:k destination:k1 [DB destination-db:i] [REPLACE]")
+         args="source:k destination:k1 [DB destination-db:i] [REPLACE]",
+         summary="Copies the value of a key to a new key.",
+         complexity="O(N) worst case for collections, where N is the number of nested items. "
+                    "O(1) for string values.")
 def copy(c, argv):
     """Copy a key."""
     src = dst = c.db
@@ -427,28 +458,36 @@ def _expire_generic(c, argv, relative: bool, seconds: bool, name: str):
 
 
 @command("expire", -3, "write fast", (1, 1, 1), key_flags="RW update",
-         args="key:k seconds:i condition[NX | XX | GT | LT]@7.0.0")
+         args="key:k seconds:i condition[NX | XX | GT | LT]@7.0.0",
+         summary="Sets the expiration time of a key in seconds.", complexity="O(1)",
+         history=(("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`."),))
 def expire(c, argv):
     """Set a key's time to live in seconds."""
     return _expire_generic(c, argv, True, True, "expire")
 
 
 @command("pexpire", -3, "write fast", (1, 1, 1), since="2.6.0", key_flags="RW update",
-         args="key:k milliseconds:i condition[NX | XX | GT | LT]@7.0.0")
+         args="key:k milliseconds:i condition[NX | XX | GT | LT]@7.0.0",
+         summary="Sets the expiration time of a key in milliseconds.", complexity="O(1)",
+         history=(("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`."),))
 def pexpire(c, argv):
     """Set a key's time to live in milliseconds."""
     return _expire_generic(c, argv, True, False, "pexpire")
 
 
 @command("expireat", -3, "write fast", (1, 1, 1), since="1.2.0", key_flags="RW update",
-         args="key:k unix-time-seconds:t condition[NX | XX | GT | LT]@7.0.0")
+         args="key:k unix-time-seconds:t condition[NX | XX | GT | LT]@7.0.0",
+         summary="Sets the expiration time of a key to a Unix timestamp.", complexity="O(1)",
+         history=(("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`."),))
 def expireat(c, argv):
     """Set the expiration for a key as a UNIX timestamp."""
     return _expire_generic(c, argv, False, True, "expireat")
 
 
 @command("pexpireat", -3, "write fast", (1, 1, 1), since="2.6.0", key_flags="RW update",
-         args="key:k unix-time-milliseconds:t condition[NX | XX | GT | LT]@7.0.0")
+         args="key:k unix-time-milliseconds:t condition[NX | XX | GT | LT]@7.0.0",
+         summary="Sets the expiration time of a key to a Unix milliseconds timestamp.",
+         complexity="O(1)", history=(("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`."),))
 def pexpireat(c, argv):
     """Set the expiration for a key as a UNIX timestamp specified in milliseconds."""
     return _expire_generic(c, argv, False, False, "pexpireat")
@@ -468,31 +507,39 @@ def _ttl(c, argv, ms: bool, absolute: bool):
     return ttl if ms else (ttl + 500) // 1000
 
 
-@command("ttl", 2, "readonly fast", (1, 1, 1), args="key:k")
+@command("ttl", 2, "readonly fast", (1, 1, 1), args="key:k",
+         summary="Returns the expiration time in seconds of a key.", complexity="O(1)",
+         history=(("2.8.0", "Added the -2 reply."),))
 def ttl(c, argv):
     """Get the time to live for a key in seconds."""
     return _ttl(c, argv, False, False)
 
 
-@command("pttl", 2, "readonly fast", (1, 1, 1), since="2.6.0", args="key:k")
+@command("pttl", 2, "readonly fast", (1, 1, 1), since="2.6.0", args="key:k",
+         summary="Returns the expiration time in milliseconds of a key.", complexity="O(1)",
+         history=(("2.8.0", "Added the -2 reply."),))
 def pttl(c, argv):
     """Get the time to live for a key in milliseconds."""
     return _ttl(c, argv, True, False)
 
 
-@command("expiretime", 2, "readonly fast", (1, 1, 1), since="7.0.0", args="key:k")
+@command("expiretime", 2, "readonly fast", (1, 1, 1), since="7.0.0", args="key:k",
+         summary="Returns the expiration time of a key as a Unix timestamp.", complexity="O(1)")
 def expiretime(c, argv):
     """Get the expiration Unix timestamp for a key."""
     return _ttl(c, argv, False, True)
 
 
-@command("pexpiretime", 2, "readonly fast", (1, 1, 1), since="7.0.0", args="key:k")
+@command("pexpiretime", 2, "readonly fast", (1, 1, 1), since="7.0.0", args="key:k",
+         summary="Returns the expiration time of a key as a Unix milliseconds timestamp.",
+         complexity="O(1)")
 def pexpiretime(c, argv):
     """Get the expiration Unix timestamp for a key in milliseconds."""
     return _ttl(c, argv, True, True)
 
 
-@command("persist", 2, "write fast", (1, 1, 1), since="2.2.0", key_flags="RW update", args="key:k")
+@command("persist", 2, "write fast", (1, 1, 1), since="2.2.0", key_flags="RW update", args="key:k",
+         summary="Removes the expiration time of a key.", complexity="O(1)")
 def persist(c, argv):
     """Remove the expiration from a key."""
     db = c.db
@@ -510,7 +557,7 @@ def persist(c, argv):
 # Valkey lists the OBJECT container itself under @slow only (its
 # subcommands carry @keyspace).
 container("object", group="generic", summary="A container for object introspection commands.",
-          since="2.2.3").acl_categories = frozenset({"slow"})
+          since="2.2.3", complexity="Depends on subcommand.").acl_categories = frozenset({"slow"})
 
 _OBJECT_HELP = [
     "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -540,7 +587,8 @@ def _lfu(c) -> bool:
     return "lfu" in str(_cfg(c, "maxmemory-policy", "noeviction"))
 
 
-@command("object|encoding", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO", args="key:k")
+@command("object|encoding", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO", args="key:k",
+         summary="Returns the internal encoding of an object.", complexity="O(1)")
 def object_encoding_cmd(c, argv):
     """Inspect the internal encoding of a Redis object."""
     value = c.db.lookup_notouch(argv[2], False)
@@ -549,14 +597,16 @@ def object_encoding_cmd(c, argv):
     return object_encoding(c, argv[2], value)
 
 
-@command("object|refcount", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO", args="key:k")
+@command("object|refcount", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO", args="key:k",
+         summary="Returns the reference count of a value of a key.", complexity="O(1)")
 def object_refcount(c, argv):
     """Get the number of references to the value of the key."""
     # Valkey 8.1 never shares a value stored in the keyspace.
     return None if c.db.lookup_notouch(argv[2], False) is None else 1
 
 
-@command("object|idletime", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO", args="key:k")
+@command("object|idletime", 3, "readonly", (2, 2, 1), since="2.2.3", key_flags="RO", args="key:k",
+         summary="Returns the time since the last access to an object.", complexity="O(1)")
 def object_idletime(c, argv):
     """Get the time since a Redis object was last accessed."""
     if c.db.lookup_notouch(argv[2], False) is None:
@@ -566,7 +616,9 @@ def object_idletime(c, argv):
     return access.idle_seconds(c.db, argv[2])
 
 
-@command("object|freq", 3, "readonly", (2, 2, 1), since="4.0.0", key_flags="RO", args="key:k")
+@command("object|freq", 3, "readonly", (2, 2, 1), since="4.0.0", key_flags="RO", args="key:k",
+         summary="Returns the logarithmic access frequency counter of an object.",
+         complexity="O(1)")
 def object_freq(c, argv):
     """Get the logarithmic access frequency counter of a Redis object."""
     if c.db.lookup_notouch(argv[2], False) is None:
@@ -576,7 +628,8 @@ def object_freq(c, argv):
     return access.freq(c.db, argv[2])
 
 
-@command("object|help", 2, "loading stale", since="6.2.0")
+@command("object|help", 2, "loading stale", since="6.2.0",
+         summary="Returns helpful text about the different subcommands.", complexity="O(1)")
 def object_help(c, argv):
     """Show helpful text about the different subcommands."""
     return [Simple(line.encode()) for line in _OBJECT_HELP]

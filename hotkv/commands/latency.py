@@ -17,18 +17,20 @@ from ..protocol.errors import CommandError
 from ..protocol.replies import help_reply
 from ..protocol.resp import Verbatim
 
-container("latency", group="server")
+container("latency", group="server", summary="A container for latency diagnostics commands.",
+          since="2.8.13", complexity="Depends on subcommand.")
 
 _FLAGS = "admin noscript loading stale"
 
 
-@command("latency|doctor", 2, _FLAGS, group="server", since="2.8.13")
+@command("latency|doctor", 2, _FLAGS, group="server", since="2.8.13", complexity="O(1)")
 def latency_doctor(c, argv):
     """Returns a human-readable latency analysis report."""
     return Verbatim(_doctor(c.server).encode())
 
 
-@command("latency|graph", 3, _FLAGS, group="server", since="2.8.13", args="event")
+@command("latency|graph", 3, _FLAGS, group="server", since="2.8.13", args="event",
+         complexity="O(1)")
 def latency_graph(c, argv):
     """Returns a latency graph for an event."""
     name = argv[2].decode("utf-8", "surrogateescape")
@@ -38,7 +40,7 @@ def latency_graph(c, argv):
     return Verbatim(latency.graph(name, ts, c.server.clock.time()).encode())
 
 
-@command("latency|help", 2, "loading stale", group="server", since="2.8.13")
+@command("latency|help", 2, "loading stale", group="server", since="2.8.13", complexity="O(1)")
 def latency_help(c, argv):
     """Returns helpful text about the different subcommands."""
     return help_reply("LATENCY", [
@@ -68,7 +70,9 @@ def _cdf_map(hist) -> dict:
     return {b"calls": calls, b"histogram_usec": buckets}
 
 
-@command("latency|histogram", -2, _FLAGS, group="server", since="7.0.0", args="[command]...")
+@command("latency|histogram", -2, _FLAGS, group="server", since="7.0.0", args="[command]...",
+         complexity="O(N) where N is the number of commands with latency information being "
+                    "retrieved.")
 def latency_histogram(c, argv):
     """Returns the cumulative distribution of latencies of a subset or all commands."""
     out = {}
@@ -113,7 +117,8 @@ def _subcommands(cmd) -> list:
     return out
 
 
-@command("latency|history", 3, _FLAGS, group="server", since="2.8.13", args="event")
+@command("latency|history", 3, _FLAGS, group="server", since="2.8.13", args="event",
+         complexity="O(1)")
 def latency_history(c, argv):
     """Returns timestamp-latency samples for an event."""
     ts = c.server.latency_events.get(argv[2].decode("utf-8", "surrogateescape"))
@@ -122,7 +127,7 @@ def latency_history(c, argv):
     return [[t, ms] for t, ms in ts.samples]
 
 
-@command("latency|latest", 2, _FLAGS, group="server", since="2.8.13")
+@command("latency|latest", 2, _FLAGS, group="server", since="2.8.13", complexity="O(1)")
 def latency_latest(c, argv):
     """Returns the latest latency samples for all events."""
     out = []
@@ -132,7 +137,8 @@ def latency_latest(c, argv):
     return out
 
 
-@command("latency|reset", -2, _FLAGS, group="server", since="2.8.13", args="[event]...")
+@command("latency|reset", -2, _FLAGS, group="server", since="2.8.13", args="[event]...",
+         complexity="O(1)")
 def latency_reset(c, argv):
     """Resets the latency data for one or more events."""
     if len(argv) == 2:

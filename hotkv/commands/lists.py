@@ -188,21 +188,37 @@ def _pusher(where: int, only_existing: bool, doc: str):
 # ----------------------------------------------------------------------
 
 lpush = command("lpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
-                key_flags="RW insert", args="key:k element...")(_pusher(
+                key_flags="RW insert", args="key:k element...",
+                complexity="O(1) for each element added, so O(N) to add N elements when the "
+                           "command is called with multiple arguments.",
+                history=(("2.4.0", "Accepts multiple `element` arguments."),))(_pusher(
     LEFT, False, "Prepends one or more elements to a list. Creates the key if it doesn't exist."))
 rpush = command("rpush", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
-                key_flags="RW insert", args="key:k element...")(_pusher(
+                key_flags="RW insert", args="key:k element...",
+                complexity="O(1) for each element added, so O(N) to add N elements when the "
+                           "command is called with multiple arguments.",
+                history=(("2.4.0", "Accepts multiple `element` arguments."),))(_pusher(
     RIGHT, False, "Appends one or more elements to a list. Creates the key if it doesn't exist."))
 lpushx = command("lpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
-                 since="2.2.0", key_flags="RW insert", args="key:k element...")(_pusher(
+                 since="2.2.0", key_flags="RW insert", args="key:k element...",
+                 complexity="O(1) for each element added, so O(N) to add N elements when the "
+                            "command is called with multiple arguments.",
+                 history=(("4.0.0", "Accepts multiple `element` arguments."),))(_pusher(
     LEFT, True, "Prepends one or more elements to a list only when the list exists."))
 rpushx = command("rpushx", -3, "write denyoom fast", keys=(1, 1, 1), group="list",
-                 since="2.2.0", key_flags="RW insert", args="key:k element...")(_pusher(
+                 since="2.2.0", key_flags="RW insert", args="key:k element...",
+                 complexity="O(1) for each element added, so O(N) to add N elements when the "
+                            "command is called with multiple arguments.",
+                 history=(("4.0.0", "Accepts multiple `element` arguments."),))(_pusher(
     RIGHT, True, "Appends an element to a list only when the list exists."))
 
 
 @command("linsert", 5, "write denyoom", keys=(1, 1, 1), group="list", since="2.2.0",
-         key_flags="RW insert", args="key:k where(BEFORE | AFTER) pivot element")
+         key_flags="RW insert", args="key:k where(BEFORE | AFTER) pivot element",
+         complexity="O(N) where N is the number of elements to traverse before seeing the value "
+                    "pivot. This means that inserting somewhere on the left end on the list (head) "
+                    "can be considered O(1) and inserting somewhere on the right end (tail) is "
+                    "O(N).")
 def linsert(c, argv):
     """Inserts an element before or after another element in a list."""
     pos = argv[2].lower()
@@ -230,14 +246,18 @@ def linsert(c, argv):
 # Reads
 # ----------------------------------------------------------------------
 
-@command("llen", 2, "readonly fast", keys=(1, 1, 1), group="list", key_flags="RO", args="key:k")
+@command("llen", 2, "readonly fast", keys=(1, 1, 1), group="list", key_flags="RO", args="key:k",
+         complexity="O(1)")
 def llen(c, argv):
     """Returns the length of a list."""
     lst = _lookup(c.db, argv[1])
     return 0 if lst is None else len(lst)
 
 
-@command("lrange", 4, "readonly", keys=(1, 1, 1), group="list", args="key:k start:i stop:i")
+@command("lrange", 4, "readonly", keys=(1, 1, 1), group="list", args="key:k start:i stop:i",
+         complexity="O(S+N) where S is the distance of start offset from HEAD for small lists, "
+                    "from nearest end (HEAD or TAIL) for large lists; and N is the number of "
+                    "elements in the specified range.")
 def lrange(c, argv):
     """Returns a range of elements from a list."""
     start = _long(argv[2])
@@ -248,7 +268,9 @@ def lrange(c, argv):
     return lst.range(start, end)
 
 
-@command("lindex", 3, "readonly", keys=(1, 1, 1), group="list", args="key:k index:i")
+@command("lindex", 3, "readonly", keys=(1, 1, 1), group="list", args="key:k index:i",
+         complexity="O(N) where N is the number of elements to traverse to get to the element at "
+                    "index. This makes asking for the first or the last element of the list O(1).")
 def lindex(c, argv):
     """Returns an element from a list by its index."""
     lst = _lookup(c.db, argv[1])
@@ -258,7 +280,10 @@ def lindex(c, argv):
 
 
 @command("lpos", -3, "readonly", keys=(1, 1, 1), group="list", since="6.0.6",
-         args="key:k element [RANK rank:i] [COUNT num-matches:i] [MAXLEN len:i]")
+         args="key:k element [RANK rank:i] [COUNT num-matches:i] [MAXLEN len:i]",
+         complexity="O(N) where N is the number of elements in the list, for the average case. "
+                    "When searching for elements near the head or the tail of the list, or when "
+                    "the MAXLEN option is provided, the command may run in constant time.")
 def lpos(c, argv):
     """Returns the index of matching elements in a list."""
     rank, count, maxlen = 1, -1, 0
@@ -298,7 +323,9 @@ def lpos(c, argv):
 # ----------------------------------------------------------------------
 
 @command("lset", 4, "write denyoom", keys=(1, 1, 1), group="list", key_flags="RW update",
-         args="key:k index:i element")
+         args="key:k index:i element",
+         complexity="O(N) where N is the length of the list. Setting either the first or the "
+                    "last element of the list is O(1).")
 def lset(c, argv):
     """Sets the value of an element in a list by its index."""
     db = c.db
@@ -316,7 +343,9 @@ def lset(c, argv):
 
 
 @command("lrem", 4, "write", keys=(1, 1, 1), group="list", key_flags="RW delete",
-         args="key:k count:i element")
+         args="key:k count:i element",
+         complexity="O(N+M) where N is the length of the list and M is the number of elements "
+                    "removed.")
 def lrem(c, argv):
     """Removes elements from a list. Deletes the list if the last element was removed."""
     toremove = _long(argv[2])
@@ -334,7 +363,8 @@ def lrem(c, argv):
 
 
 @command("ltrim", 4, "write", keys=(1, 1, 1), group="list", key_flags="RW delete",
-         args="key:k start:i stop:i")
+         args="key:k start:i stop:i",
+         complexity="O(N) where N is the number of elements to be removed by the operation.")
 def ltrim(c, argv):
     """Removes elements from both ends a list. Deletes the list if all elements were trimmed."""
     start = _long(argv[2])
@@ -398,11 +428,15 @@ def _popper(where: int, doc: str):
 
 
 lpop = command("lpop", -2, "write fast", keys=(1, 1, 1), group="list",
-               key_flags="RW access delete", args="key:k [count:i]@6.2.0")(_popper(
+               key_flags="RW access delete", args="key:k [count:i]@6.2.0",
+               complexity="O(N) where N is the number of elements returned",
+               history=(("6.2.0", "Added the `count` argument."),))(_popper(
     LEFT, "Returns the first elements in a list after removing it. Deletes the list if the "
     "last element was popped."))
 rpop = command("rpop", -2, "write fast", keys=(1, 1, 1), group="list",
-               key_flags="RW access delete", args="key:k [count:i]@6.2.0")(_popper(
+               key_flags="RW access delete", args="key:k [count:i]@6.2.0",
+               complexity="O(N) where N is the number of elements returned",
+               history=(("6.2.0", "Added the `count` argument."),))(_popper(
     RIGHT, "Returns and removes the last elements of a list. Deletes the list if the last "
     "element was popped."))
 
@@ -448,7 +482,9 @@ def _mpop_keys(numkeys_idx: int):
          key_specs=(spec("RW access delete", "index 1", "keynum 0 1 1"),),
          summary="Returns multiple elements from a list after removing them. Deletes the list if"
                   " the last element was popped.",
-         args="numkeys:i key:k... where(LEFT | RIGHT) [COUNT count:i]")
+         args="numkeys:i key:k... where(LEFT | RIGHT) [COUNT count:i]",
+         complexity="O(N+M) where N is the number of provided keys and M is the number of "
+                    "elements returned.")
 def lmpop(c, argv):
     keys, where, count = _parse_mpop(argv, 1)
     db = c.db
@@ -494,7 +530,8 @@ def _lmove(c, src, dst, wherefrom: int, whereto: int):
          key_specs=(spec("RW access delete"), spec("RW insert", "index 2")),
          summary="Returns an element after popping it from one list and pushing it to another. "
                   "Deletes the list if the last element was moved.",
-         args="source:k destination:k1 wherefrom(LEFT | RIGHT) whereto(LEFT | RIGHT)")
+         args="source:k destination:k1 wherefrom(LEFT | RIGHT) whereto(LEFT | RIGHT)",
+         complexity="O(1)")
 def lmove(c, argv):
     wherefrom = _where(argv[3])
     whereto = _where(argv[4])
@@ -505,7 +542,8 @@ def lmove(c, argv):
          key_specs=(spec("RW access delete"), spec("RW insert", "index 2")),
          summary="Returns the last element of a list after removing and pushing it to another "
                   "list. Deletes the list if the last element was popped.",
-         args="source:k destination:k1")
+         args="source:k destination:k1",
+         deprecated=("6.2.0", "`LMOVE` with the `RIGHT` and `LEFT` arguments"), complexity="O(1)")
 def rpoplpush(c, argv):
     return _lmove(c, argv[1], argv[2], RIGHT, LEFT)
 
@@ -535,7 +573,8 @@ def _blocking_pop(c, keys, where: int, deadline: int, count: int):
          key_flags="RW access delete",
          summary="Removes and returns the first element in a list. Blocks until an element is "
                   "available otherwise. Deletes the list if the last element was popped.",
-         args="key:k... timeout:d")
+         args="key:k... timeout:d", complexity="O(N) where N is the number of provided keys.",
+         history=(("6.0.0", "`timeout` is interpreted as a double instead of an integer."),))
 def blpop(c, argv):
     deadline = blocking.parse_timeout(c.server, argv[-1])
     return _blocking_pop(c, argv[1:-1], LEFT, deadline, -1)
@@ -545,7 +584,8 @@ def blpop(c, argv):
          key_flags="RW access delete",
          summary="Removes and returns the last element in a list. Blocks until an element is "
                   "available otherwise. Deletes the list if the last element was popped.",
-         args="key:k... timeout:d")
+         args="key:k... timeout:d", complexity="O(N) where N is the number of provided keys.",
+         history=(("6.0.0", "`timeout` is interpreted as a double instead of an integer."),))
 def brpop(c, argv):
     deadline = blocking.parse_timeout(c.server, argv[-1])
     return _blocking_pop(c, argv[1:-1], RIGHT, deadline, -1)
@@ -555,7 +595,9 @@ def brpop(c, argv):
          key_specs=(spec("RW access delete", "index 2", "keynum 0 1 1"),),
          summary="Pops the first element from one of multiple lists. Blocks until an element is "
                   "available otherwise. Deletes the list if the last element was popped.",
-         args="timeout:d numkeys:i key:k... where(LEFT | RIGHT) [COUNT count:i]")
+         args="timeout:d numkeys:i key:k... where(LEFT | RIGHT) [COUNT count:i]",
+         complexity="O(N+M) where N is the number of provided keys and M is the number of "
+                    "elements returned.")
 def blmpop(c, argv):
     keys, where, count = _parse_mpop(argv, 2)
     deadline = blocking.parse_timeout(c.server, argv[1])
@@ -578,7 +620,8 @@ def _blmove(c, argv, wherefrom: int, whereto: int, deadline: int, logged: list):
          summary="Pops an element from a list, pushes it to another list and returns it. Blocks "
                   "until an element is available otherwise. Deletes the list if the last element "
                   "was moved.",
-         args="source:k destination:k1 wherefrom(LEFT | RIGHT) whereto(LEFT | RIGHT) timeout:d")
+         args="source:k destination:k1 wherefrom(LEFT | RIGHT) whereto(LEFT | RIGHT) timeout:d",
+         complexity="O(1)")
 def blmove(c, argv):
     wherefrom = _where(argv[3])
     whereto = _where(argv[4])
@@ -591,7 +634,9 @@ def blmove(c, argv):
          key_specs=(spec("RW access delete"), spec("RW insert", "index 2")),
          summary="Pops an element from a list, pushes it to another list and returns it. Block "
                   "until an element is available otherwise. Deletes the list if the last element "
-                  "was popped.", args="source:k destination:k1 timeout:d")
+                  "was popped.", args="source:k destination:k1 timeout:d",
+         deprecated=("6.2.0", "`BLMOVE` with the `RIGHT` and `LEFT` arguments"), complexity="O(1)",
+         history=(("6.0.0", "`timeout` is interpreted as a double instead of an integer."),))
 def brpoplpush(c, argv):
     deadline = blocking.parse_timeout(c.server, argv[3])
     return _blmove(c, argv, RIGHT, LEFT, deadline, [b"RPOPLPUSH", argv[1], argv[2]])

@@ -236,7 +236,15 @@ def _read_replies(sock, entry, nhead: int, select: bool, dbid: int, keys, copy: 
                     spec("RW access delete incomplete", "keyword KEYS -2", "range -1 1 0")),
          args="host port:i key-selector(key:k | empty-string=) destination-db:i timeout:i "
               "[COPY]@3.0.0 [REPLACE]@3.0.0 authentication[auth(AUTH password)@4.0.7 | (AUTH2 "
-              "username password)@6.0.0] keys[KEYS key:k1...]@3.0.6")
+              "username password)@6.0.0] keys[KEYS key:k1...]@3.0.6",
+         complexity="This command actually executes a DUMP+DEL in the source instance, and a "
+                    "RESTORE in the target instance. See the pages of these commands for time "
+                    "complexity. Also an O(N) data transfer between the two instances is "
+                    "performed.",
+         history=(("3.0.0", "Added the `COPY` and `REPLACE` options."),
+                  ("3.0.6", "Added the `KEYS` option."),
+                  ("4.0.7", "Added the `AUTH` option."),
+                  ("6.0.0", "Added the `AUTH2` option.")))
 def migrate(c, argv):
     """Atomically transfers a key from one instance to another."""
     copy, replace, username, password, first, num = _migrate_options(argv)

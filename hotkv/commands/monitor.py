@@ -11,7 +11,8 @@ from ..core.registry import command
 from ..protocol.resp import OK
 
 
-@command("monitor", 1, "admin noscript loading stale", group="server")
+@command("monitor", 1, "admin noscript loading stale", group="server",
+         summary="Listens for all requests received by the server in real-time.")
 def monitor(c, argv):
     """Listen for all requests received by the server in real-time."""
     server = c.server

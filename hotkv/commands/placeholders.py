@@ -19,14 +19,18 @@ from ..protocol.replies import help_reply
 # ==========================================================================
 
 if "module" not in COMMANDS:
-    container("module", group="server")
+    container("module", group="server", summary="A container for module commands.", since="4.0.0",
+              complexity="Depends on subcommand.")
 
-    @command("module|list", 2, "admin noscript", group="server")
+    @command("module|list", 2, "admin noscript", group="server", since="4.0.0",
+             complexity="O(N) where N is the number of loaded modules.")
     def module_list(c, argv):
         """Returns all loaded modules."""
         return []
 
-    @command("module|help", 2, "loading stale", group="server")
+    @command("module|help", 2, "loading stale", group="server",
+             summary="Returns helpful text about the different subcommands.", since="5.0.0",
+             complexity="O(1)")
     def module_help(c, argv):
         """Show helpful text about the different subcommands."""
         return help_reply("MODULE", [

@@ -44,7 +44,7 @@ def _count(c) -> int:
 
 
 @command("subscribe", -2, "pubsub noscript loading stale", group="pubsub", since="2.0.0",
-         args="channel...")
+         args="channel...", complexity="O(N) where N is the number of channels to subscribe to.")
 def subscribe(c, argv):
     """Listens for messages published to channels."""
     ps = c.server.pubsub
@@ -55,7 +55,7 @@ def subscribe(c, argv):
 
 
 @command("unsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="2.0.0",
-         args="[channel]...")
+         args="[channel]...", complexity="O(N) where N is the number of channels to unsubscribe.")
 def unsubscribe(c, argv):
     """Stops listening to messages posted to channels."""
     ps = c.server.pubsub
@@ -69,7 +69,7 @@ def unsubscribe(c, argv):
 
 
 @command("psubscribe", -2, "pubsub noscript loading stale", group="pubsub", since="2.0.0",
-         args="pattern:p...")
+         args="pattern:p...", complexity="O(N) where N is the number of patterns to subscribe to.")
 def psubscribe(c, argv):
     """Listens for messages published to channels that match one or more patterns."""
     ps = c.server.pubsub
@@ -80,7 +80,8 @@ def psubscribe(c, argv):
 
 
 @command("punsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="2.0.0",
-         args="[pattern:p]...")
+         args="[pattern:p]...",
+         complexity="O(N) where N is the number of patterns to unsubscribe.")
 def punsubscribe(c, argv):
     """Stops listening to messages published to channels that match one or more patterns."""
     ps = c.server.pubsub
@@ -94,7 +95,8 @@ def punsubscribe(c, argv):
 
 
 @command("ssubscribe", -2, "pubsub noscript loading stale", group="pubsub", since="7.0.0",
-         key_specs=(spec("not_key", "index 1", "range -1 1 0"),), args="shardchannel...")
+         key_specs=(spec("not_key", "index 1", "range -1 1 0"),), args="shardchannel...",
+         complexity="O(N) where N is the number of shard channels to subscribe to.")
 def ssubscribe(c, argv):
     """Listens for messages published to shard channels."""
     if c.in_exec:
@@ -108,7 +110,8 @@ def ssubscribe(c, argv):
 
 
 @command("sunsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="7.0.0",
-         key_specs=(spec("not_key", "index 1", "range -1 1 0"),), args="[shardchannel]...")
+         key_specs=(spec("not_key", "index 1", "range -1 1 0"),), args="[shardchannel]...",
+         complexity="O(N) where N is the number of shard channels to unsubscribe.")
 def sunsubscribe(c, argv):
     """Stops listening to messages posted to shard channels."""
     ps = c.server.pubsub
@@ -122,7 +125,9 @@ def sunsubscribe(c, argv):
 
 
 @command("publish", 3, "pubsub loading stale fast may_replicate", group="pubsub",
-         since="2.0.0", args="channel message")
+         since="2.0.0", args="channel message",
+         complexity="O(N+M) where N is the number of clients subscribed to the receiving channel "
+                    "and M is the total number of subscribed patterns (by any client).")
 def publish(c, argv):
     """Posts a message to a channel."""
     server = c.server
@@ -137,7 +142,9 @@ def publish(c, argv):
 
 
 @command("spublish", 3, "pubsub loading stale fast may_replicate", group="pubsub",
-         since="7.0.0", key_specs=(spec("not_key"),), args="shardchannel message")
+         since="7.0.0", key_specs=(spec("not_key"),), args="shardchannel message",
+         complexity="O(N) where N is the number of clients subscribed to the receiving shard "
+                    "channel.")
 def spublish(c, argv):
     """Post a message to a shard channel"""
     server = c.server
@@ -152,7 +159,7 @@ def spublish(c, argv):
 # -- PUBSUB ---------------------------------------------------------------------
 
 container("pubsub", group="pubsub", since="2.8.0",
-          summary="A container for Pub/Sub commands.")
+          summary="A container for Pub/Sub commands.", complexity="Depends on subcommand.")
 
 _HELP = (
     "CHANNELS [<pattern>]",
@@ -181,7 +188,9 @@ def _syntax_error(argv):
 
 
 @command("pubsub|channels", -2, "pubsub loading stale", group="pubsub", since="2.8.0",
-         args="[pattern:p]")
+         args="[pattern:p]",
+         complexity="O(N) where N is the number of active channels, and assuming constant time "
+                    "pattern matching (relatively short channels and patterns)")
 def pubsub_channels(c, argv):
     """Returns the active channels."""
     if len(argv) > 3:
@@ -189,7 +198,7 @@ def pubsub_channels(c, argv):
     return c.server.pubsub.channel_list(argv[2] if len(argv) == 3 else None)
 
 
-@command("pubsub|help", 2, "loading stale", group="pubsub", since="6.2.0")
+@command("pubsub|help", 2, "loading stale", group="pubsub", since="6.2.0", complexity="O(1)")
 def pubsub_help(c, argv):
     """Returns helpful text about the different subcommands."""
     head = argv[0].upper() + b" <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
@@ -197,14 +206,16 @@ def pubsub_help(c, argv):
             + [Simple(b"HELP"), Simple(b"    Print this help.")])
 
 
-@command("pubsub|numpat", 2, "pubsub loading stale", group="pubsub", since="2.8.0")
+@command("pubsub|numpat", 2, "pubsub loading stale", group="pubsub", since="2.8.0",
+         complexity="O(1)")
 def pubsub_numpat(c, argv):
     """Returns a count of unique pattern subscriptions."""
     return c.server.pubsub.numpat()
 
 
 @command("pubsub|numsub", -2, "pubsub loading stale", group="pubsub", since="2.8.0",
-         args="[channel]...")
+         args="[channel]...",
+         complexity="O(N) for the NUMSUB subcommand, where N is the number of requested channels")
 def pubsub_numsub(c, argv):
     """Returns a count of subscribers to channels."""
     ps = c.server.pubsub
@@ -216,7 +227,9 @@ def pubsub_numsub(c, argv):
 
 
 @command("pubsub|shardchannels", -2, "pubsub loading stale", group="pubsub", since="7.0.0",
-         args="[pattern:p]")
+         args="[pattern:p]",
+         complexity="O(N) where N is the number of active shard channels, and assuming constant "
+                    "time pattern matching (relatively short shard channels).")
 def pubsub_shardchannels(c, argv):
     """Returns the active shard channels."""
     if len(argv) > 3:
@@ -225,7 +238,9 @@ def pubsub_shardchannels(c, argv):
 
 
 @command("pubsub|shardnumsub", -2, "pubsub loading stale", group="pubsub", since="7.0.0",
-         args="[shardchannel]...")
+         args="[shardchannel]...",
+         complexity="O(N) for the SHARDNUMSUB subcommand, where N is the number of requested "
+                    "shard channels")
 def pubsub_shardnumsub(c, argv):
     """Returns the count of subscribers of shard channels."""
     ps = c.server.pubsub

@@ -64,14 +64,16 @@ def _replicaof(c, argv):
 
 
 @command("replicaof", 3, "admin noscript stale no_async_loading", group="server",
-         since="5.0.0", acl=("dangerous",), args="args(host-port(host port:i) | no-one(NO ONE))")
+         since="5.0.0", acl=("dangerous",), args="args(host-port(host port:i) | no-one(NO ONE))",
+         complexity="O(1)")
 def replicaof(c, argv):
     """Configures a server as replica of another, or promotes it to a primary."""
     return _replicaof(c, argv)
 
 
 @command("slaveof", 3, "admin noscript stale no_async_loading", group="server",
-         since="1.0.0", acl=("dangerous",), args="args(host-port(host port:i) | no-one(NO ONE))")
+         since="1.0.0", acl=("dangerous",), args="args(host-port(host port:i) | no-one(NO ONE))",
+         deprecated=("5.0.0", "`REPLICAOF`"), complexity="O(1)")
 def slaveof(c, argv):
     """Sets a server as a replica of another, or promotes it to being a primary."""
     return _replicaof(c, argv)
@@ -80,7 +82,16 @@ def slaveof(c, argv):
 @command("restore-asking", -4, "write denyoom asking", (1, 1, 1), group="server",
          since="3.0.0", acl=("keyspace", "dangerous"), key_flags="OW update",
          args="key:k ttl:i serialized-value [REPLACE]@3.0.0 [ABSTTL]@5.0.0 [IDLETIME "
-              "seconds:i]@5.0.0 [FREQ frequency:i]@5.0.0")
+              "seconds:i]@5.0.0 [FREQ frequency:i]@5.0.0", doc_flags="syscmd",
+         complexity="O(1) to create the new key and additional O(N*M) to reconstruct the "
+                    "serialized value, where N is the number of objects composing the value and M "
+                    "their average size. For small string values the time complexity is thus "
+                    "O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values "
+                    "the complexity is O(N*M*log(N)) because inserting values into sorted sets is "
+                    "O(log(N)).",
+         history=(("3.0.0", "Added the `REPLACE` modifier."),
+                  ("5.0.0", "Added the `ABSTTL` modifier."),
+                  ("5.0.0", "Added the `IDLETIME` and `FREQ` options.")))
 def restore_asking(c, argv):
     """An internal command for migrating keys in a cluster."""
     return restore(c, argv)

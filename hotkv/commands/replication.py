@@ -72,7 +72,7 @@ def _sync(c, argv):
 
 
 @command("replconf", -1, "admin noscript loading stale allow_busy", group="server",
-         since="3.0.0")
+         since="3.0.0", doc_flags="syscmd", complexity="O(1)")
 def replconf(c, argv):
     """An internal command for configuring the replication stream."""
     if len(argv) % 2 == 0:
@@ -159,7 +159,9 @@ def _write_offset(c) -> int:
 
 
 @command("wait", 3, "blocking", group="generic", since="3.0.0", acl=("connection",),
-         args="numreplicas:i timeout:i")
+         args="numreplicas:i timeout:i",
+         summary="Blocks until the asynchronous replication of all preceding write commands sent "
+                 "by the connection is completed.", complexity="O(1)")
 def wait_cmd(c, argv):
     """Blocks until the asynchronous replication of all preceding write commands sent by
     the connection is completed."""
@@ -180,7 +182,10 @@ def wait_cmd(c, argv):
 
 
 @command("waitaof", 4, "blocking", group="generic", since="7.2.0", acl=("connection",),
-         args="numlocal:i numreplicas:i timeout:i")
+         args="numlocal:i numreplicas:i timeout:i",
+         summary="Blocks until all of the preceding write commands sent by the connection are "
+                 "written to the append-only file of the primary and/or replicas.",
+         complexity="O(1)")
 def waitaof_cmd(c, argv):
     """Blocks until all of the preceding write commands sent by the connection are written
     to the append-only file of the primary and/or replicas."""
@@ -209,7 +214,7 @@ def waitaof_cmd(c, argv):
 
 
 @command("role", 1, "noscript loading stale fast", group="server", since="2.8.12",
-         acl=("admin", "dangerous"))
+         acl=("admin", "dangerous"), complexity="O(1)")
 def role_cmd(c, argv):
     """Returns the replication role."""
     server = c.server

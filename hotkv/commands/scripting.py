@@ -167,7 +167,8 @@ _RO_NOTES = "We cannot tell how the keys will be used so we assume the worst, RO
 
 @command("eval", -3, _EVAL_FLAGS, keys_fn=_eval_keys, group="scripting", since="2.6.0",
          key_specs=(spec("RW access update", "index 2", "keynum 0 1 1", _RW_NOTES),),
-         args="script numkeys:i [key:k]... [arg]...")
+         args="script numkeys:i [key:k]... [arg]...",
+         complexity="Depends on the script that is executed.")
 def eval_(c, argv):
     """Executes a server-side Lua script."""
     return _run(c, argv, False, False)
@@ -175,7 +176,8 @@ def eval_(c, argv):
 
 @command("evalsha", -3, _EVAL_FLAGS, keys_fn=_eval_keys, group="scripting", since="2.6.0",
          key_specs=(spec("RW access update", "index 2", "keynum 0 1 1"),),
-         args="sha1 numkeys:i [key:k]... [arg]...")
+         args="sha1 numkeys:i [key:k]... [arg]...",
+         complexity="Depends on the script that is executed.")
 def evalsha(c, argv):
     """Executes a server-side Lua script by SHA1 digest."""
     return _run(c, argv, True, False)
@@ -183,7 +185,8 @@ def evalsha(c, argv):
 
 @command("eval_ro", -3, _EVAL_RO_FLAGS, keys_fn=_eval_keys, group="scripting", since="7.0.0",
          key_specs=(spec("RO access", "index 2", "keynum 0 1 1", _RO_NOTES),),
-         args="script numkeys:i [key:k]... [arg]...")
+         args="script numkeys:i [key:k]... [arg]...",
+         complexity="Depends on the script that is executed.")
 def eval_ro(c, argv):
     """Executes a read-only server-side Lua script."""
     return _run(c, argv, False, True)
@@ -191,14 +194,15 @@ def eval_ro(c, argv):
 
 @command("evalsha_ro", -3, _EVAL_RO_FLAGS, keys_fn=_eval_keys, group="scripting",
          since="7.0.0", key_specs=(spec("RO access", "index 2", "keynum 0 1 1"),),
-         args="sha1 numkeys:i [key:k]... [arg]...")
+         args="sha1 numkeys:i [key:k]... [arg]...",
+         complexity="Depends on the script that is executed.")
 def evalsha_ro(c, argv):
     """Executes a read-only server-side Lua script by SHA1 digest."""
     return _run(c, argv, True, True)
 
 
 container("script", group="scripting", summary="A container for Lua scripts management commands.",
-          since="2.6.0")
+          since="2.6.0", complexity="Depends on subcommand.")
 
 _HELP = [
     "DEBUG (YES|SYNC|NO)",
@@ -221,7 +225,7 @@ _HELP = [
 
 
 @command("script|debug", 3, "noscript", group="scripting", since="3.2.0",
-         args="mode(YES | SYNC | NO)")
+         args="mode(YES | SYNC | NO)", complexity="O(1)")
 def script_debug(c, argv):
     """Sets the debug mode of server-side Lua scripts."""
     if ldb.has_pending_replies(c):
@@ -236,7 +240,9 @@ def script_debug(c, argv):
     raise CommandError("ERR Use SCRIPT DEBUG YES/SYNC/NO")
 
 
-@command("script|exists", -3, "noscript", group="scripting", since="2.6.0", args="sha1...")
+@command("script|exists", -3, "noscript", group="scripting", since="2.6.0", args="sha1...",
+         complexity="O(N) with N being the number of scripts to check (so checking a single "
+                    "script is an O(1) operation).")
 def script_exists(c, argv):
     """Determines whether server-side Lua scripts exist in the script cache."""
     scripts = engine(c.server).scripts
@@ -244,7 +250,9 @@ def script_exists(c, argv):
 
 
 @command("script|flush", -2, "noscript may_replicate", group="scripting", since="2.6.0",
-         args="flush-type[ASYNC | SYNC]@6.2.0")
+         args="flush-type[ASYNC | SYNC]@6.2.0",
+         complexity="O(N) with N being the number of scripts in cache",
+         history=(("6.2.0", "Added the `ASYNC` and `SYNC` flushing mode modifiers."),))
 def script_flush(c, argv):
     """Removes all server-side Lua scripts from the script cache."""
     if len(argv) == 3 and argv[2].lower() in (b"sync", b"async"):
@@ -255,7 +263,7 @@ def script_flush(c, argv):
     return OK
 
 
-@command("script|help", 2, "loading stale", group="scripting", since="5.0.0")
+@command("script|help", 2, "loading stale", group="scripting", since="5.0.0", complexity="O(1)")
 def script_help(c, argv):
     """Returns helpful text about the different subcommands."""
     return help_reply("SCRIPT", _HELP)
@@ -283,14 +291,16 @@ def kill_running(server, is_eval: bool):
     run.killed = True
 
 
-@command("script|kill", 2, "noscript allow_busy", group="scripting", since="2.6.0")
+@command("script|kill", 2, "noscript allow_busy", group="scripting", since="2.6.0",
+         complexity="O(1)")
 def script_kill(c, argv):
     """Terminates a server-side Lua script during execution."""
     kill_running(c.server, True)
     return OK
 
 
-@command("script|load", 3, "noscript stale", group="scripting", since="2.6.0", args="script")
+@command("script|load", 3, "noscript stale", group="scripting", since="2.6.0", args="script",
+         complexity="O(N) with N being the length in bytes of the script body.")
 def script_load(c, argv):
     """Loads a server-side Lua script to the script cache."""
     try:
@@ -299,7 +309,8 @@ def script_load(c, argv):
         raise CommandError(e.message)
 
 
-@command("script|show", 3, "noscript", group="scripting", since="8.0.0", args="sha1")
+@command("script|show", 3, "noscript", group="scripting", since="8.0.0", args="sha1",
+         complexity="O(1).")
 def script_show(c, argv):
     """Show server-side Lua script in the script cache."""
     script = engine(c.server).scripts.get(argv[2]) if len(argv[2]) == 40 else None

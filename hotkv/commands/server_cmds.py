@@ -57,7 +57,11 @@ def _force_propagation(c, argv, removed: int):
 
 
 @command("flushall", -1, "write", group="server", acl=("keyspace", "dangerous"),
-         args="flush-type[ASYNC@4.0.0 | SYNC@6.2.0]")
+         args="flush-type[ASYNC@4.0.0 | SYNC@6.2.0]",
+         summary="Removes all keys from all databases.",
+         complexity="O(N) where N is the total number of keys in all databases",
+         history=(("4.0.0", "Added the `ASYNC` flushing mode modifier."),
+                  ("6.2.0", "Added the `SYNC` flushing mode modifier.")))
 def flushall(c, argv):
     """Remove all keys from all databases."""
     removed = c.server.empty_data(lazy=_flush_mode(c, argv))
@@ -73,7 +77,10 @@ def flushall(c, argv):
 
 
 @command("flushdb", -1, "write", group="server", acl=("keyspace", "dangerous"),
-         args="flush-type[ASYNC@4.0.0 | SYNC@6.2.0]")
+         args="flush-type[ASYNC@4.0.0 | SYNC@6.2.0]",
+         complexity="O(N) where N is the number of keys in the selected database",
+         history=(("4.0.0", "Added the `ASYNC` flushing mode modifier."),
+                  ("6.2.0", "Added the `SYNC` flushing mode modifier.")))
 def flushdb(c, argv):
     """Remove all keys from the current database."""
     removed = c.server.empty_data(c.db, lazy=_flush_mode(c, argv))
@@ -82,13 +89,15 @@ def flushdb(c, argv):
     return OK
 
 
-@command("dbsize", 1, "readonly fast", group="server", acl=("keyspace",))
+@command("dbsize", 1, "readonly fast", group="server", acl=("keyspace",),
+         summary="Returns the number of keys in the database.", complexity="O(1)")
 def dbsize(c, argv):
     """Return the number of keys in the selected database."""
     return len(c.db.data)
 
 
-@command("time", 1, "loading stale fast", group="server")
+@command("time", 1, "loading stale fast", group="server", summary="Returns the server time.",
+         since="2.6.0", complexity="O(1)")
 def time_(c, argv):
     """Return the current server time."""
     server = c.server
@@ -107,7 +116,9 @@ def time_(c, argv):
     return [b"%d" % (us // 1_000_000), b"%d" % (us % 1_000_000)]
 
 
-@command("lastsave", 1, "loading stale fast", group="server", acl=("admin", "dangerous"))
+@command("lastsave", 1, "loading stale fast", group="server", acl=("admin", "dangerous"),
+         summary="Returns the Unix timestamp of the last successful save to disk.",
+         complexity="O(1)")
 def lastsave(c, argv):
     """Return the Unix timestamp of the last successful save to disk."""
     return c.server.lastsave
@@ -116,7 +127,9 @@ def lastsave(c, argv):
 _IN_PROGRESS = "ERR Background save already in progress"
 
 
-@command("save", 1, "admin noscript no_async_loading no_multi", group="server")
+@command("save", 1, "admin noscript no_async_loading no_multi", group="server",
+         summary="Synchronously saves the database(s) to disk.",
+         complexity="O(N) where N is the total number of keys in all databases")
 def save(c, argv):
     """Synchronously save the dataset to disk."""
     snaps = c.server.snapshots
@@ -128,7 +141,10 @@ def save(c, argv):
 
 
 @command("bgsave", -1, "admin noscript no_async_loading", group="server",
-         args="operation[SCHEDULE@3.2.2 | CANCEL@8.1.0]")
+         args="operation[SCHEDULE@3.2.2 | CANCEL@8.1.0]",
+         summary="Asynchronously saves the database(s) to disk.", complexity="O(1)",
+         history=(("3.2.2", "Added the `SCHEDULE` option."),
+                  ("8.1.0", "Added the `CANCEL` option.")))
 def bgsave(c, argv):
     """Asynchronously save the dataset to disk."""
     if len(argv) > 2 or (len(argv) == 2 and argv[1].lower() != b"schedule"):
@@ -149,7 +165,11 @@ def bgsave(c, argv):
 
 @command("shutdown", -1, "admin noscript loading stale no_multi allow_busy", group="server",
          args="abort-selector[save-selector-block(save-selector[NOSAVE | SAVE] [NOW]@7.0.0 "
-              "[FORCE]@7.0.0) | ABORT@7.0.0]")
+              "[FORCE]@7.0.0) | ABORT@7.0.0]",
+         summary="Synchronously saves the database(s) to disk and shuts down the server.",
+         complexity="O(N) when saving, where N is the total number of keys in all databases when "
+                    "saving data, otherwise O(1)",
+         history=(("7.0.0", "Added the `NOW`, `FORCE` and `ABORT` modifiers."),))
 def shutdown(c, argv):
     """Synchronously save the dataset to disk and then shut down the server."""
     nosave = save_ = abort = force = False

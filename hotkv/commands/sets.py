@@ -66,7 +66,11 @@ def set_small(c, s) -> bool:
 
 
 @command("sadd", -3, "write denyoom fast", (1, 1, 1), group="set", key_flags="RW insert",
-         args="key:k member...")
+         args="key:k member...",
+         summary="Adds one or more members to a set. Creates the key if it doesn't exist.",
+         complexity="O(1) for each element added, so O(N) to add N elements when the command is "
+                    "called with multiple arguments.",
+         history=(("2.4.0", "Accepts multiple `member` arguments."),))
 def sadd(c, argv):
     """Adds one or more members to a set."""
     db = c.db
@@ -96,7 +100,10 @@ def sadd(c, argv):
 
 
 @command("srem", -3, "write fast", (1, 1, 1), group="set", key_flags="RW delete",
-         args="key:k member...")
+         args="key:k member...",
+         summary="Removes one or more members from a set. Deletes the set if the last member was "
+                 "removed.", complexity="O(N) where N is the number of members to be removed.",
+         history=(("2.4.0", "Accepts multiple `member` arguments."),))
 def srem(c, argv):
     """Removes one or more members from a set."""
     db = c.db
@@ -119,7 +126,7 @@ def srem(c, argv):
 
 @command("smove", 4, "write fast", group="set",
          key_specs=(spec("RW access delete"), spec("RW insert", "index 2")),
-         args="source:k destination:k1 member")
+         args="source:k destination:k1 member", complexity="O(1)")
 def smove(c, argv):
     """Moves a member from one set to another."""
     db = c.db
@@ -147,7 +154,7 @@ def smove(c, argv):
 
 
 @command("sismember", 3, "readonly fast", (1, 1, 1), group="set", key_flags="RO",
-         args="key:k member")
+         args="key:k member", complexity="O(1)")
 def sismember(c, argv):
     """Determines whether a member belongs to a set."""
     s = _get(c, argv[1])
@@ -155,7 +162,8 @@ def sismember(c, argv):
 
 
 @command("smismember", -3, "readonly fast", (1, 1, 1), group="set", since="6.2.0",
-         args="key:k member...")
+         args="key:k member...",
+         complexity="O(N) where N is the number of elements being checked for membership")
 def smismember(c, argv):
     """Determines whether multiple members belong to a set."""
     s = _get(c, argv[1])
@@ -164,14 +172,16 @@ def smismember(c, argv):
     return [1 if m in s else 0 for m in argv[2:]]
 
 
-@command("scard", 2, "readonly fast", (1, 1, 1), group="set", key_flags="RO", args="key:k")
+@command("scard", 2, "readonly fast", (1, 1, 1), group="set", key_flags="RO", args="key:k",
+         complexity="O(1)")
 def scard(c, argv):
     """Returns the number of members in a set."""
     s = _get(c, argv[1])
     return 0 if s is None else len(s)
 
 
-@command("smembers", 2, "readonly", (1, 1, 1), group="set", args="key:k")
+@command("smembers", 2, "readonly", (1, 1, 1), group="set", args="key:k",
+         complexity="O(N) where N is the set cardinality.")
 def smembers(c, argv):
     """Returns all members of a set."""
     s = _get(c, argv[1])
@@ -214,7 +224,11 @@ def _one(s):
 
 
 @command("spop", -2, "write fast", (1, 1, 1), group="set", key_flags="RW access delete",
-         args="key:k [count:i]@3.2.0")
+         args="key:k [count:i]@3.2.0",
+         summary="Returns one or more random members from a set after removing them. Deletes the "
+                 "set if the last member was popped.",
+         complexity="Without the count argument O(1), otherwise O(N) where N is the value of the "
+                    "passed count.", history=(("3.2.0", "Added the `count` argument."),))
 def spop(c, argv):
     """Returns one or more random members from a set after removing them."""
     db = c.db
@@ -254,7 +268,11 @@ def spop(c, argv):
     return m
 
 
-@command("srandmember", -2, "readonly", (1, 1, 1), group="set", args="key:k [count:i]@2.6.0")
+@command("srandmember", -2, "readonly", (1, 1, 1), group="set", args="key:k [count:i]@2.6.0",
+         summary="Get one or multiple random members from a set",
+         complexity="Without the count argument O(1), otherwise O(N) where N is the absolute "
+                    "value of the passed count.",
+         history=(("2.6.0", "Added the optional `count` argument."),))
 def srandmember(c, argv):
     """Get one or multiple random members from a set."""
     if len(argv) == 3:
@@ -380,7 +398,9 @@ def _store(c, dst, value: SetValue, event):
     return 0
 
 
-@command("sinter", -2, "readonly", (1, -1, 1), group="set", args="key:k...")
+@command("sinter", -2, "readonly", (1, -1, 1), group="set", args="key:k...",
+         complexity="O(N*M) worst case where N is the cardinality of the smallest set and M is "
+                    "the number of sets.")
 def sinter(c, argv):
     """Returns the intersect of multiple sets."""
     return SetReply(_inter(_sets(c, argv[1:])))
@@ -388,7 +408,9 @@ def sinter(c, argv):
 
 @command("sinterstore", -3, "write denyoom", group="set",
          key_specs=(spec("OW update"), spec("RO access", "index 2", "range -1 1 0")),
-         args="destination:k key:k1...")
+         args="destination:k key:k1...",
+         complexity="O(N*M) worst case where N is the cardinality of the smallest set and M is "
+                    "the number of sets.")
 def sinterstore(c, argv):
     """Stores the intersect of multiple sets in a key."""
     return _store(c, argv[1], _inter_store(c, _sets(c, argv[2:])), "sinterstore")
@@ -403,7 +425,9 @@ def _sintercard_keys(argv):
 
 @command("sintercard", -3, "readonly", group="set", since="7.0.0",
          keys_fn=_sintercard_keys, key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),),
-         args="numkeys:i key:k... [LIMIT limit:i]")
+         args="numkeys:i key:k... [LIMIT limit:i]",
+         complexity="O(N*M) worst case where N is the cardinality of the smallest set and M is "
+                    "the number of sets.")
 def sintercard(c, argv):
     """Returns the number of members of the intersect of multiple sets."""
     numkeys = string2ll(argv[1])
@@ -424,7 +448,8 @@ def sintercard(c, argv):
     return len(_inter(_sets(c, argv[2:2 + numkeys]), limit, order=False))
 
 
-@command("sunion", -2, "readonly", (1, -1, 1), group="set", args="key:k...")
+@command("sunion", -2, "readonly", (1, -1, 1), group="set", args="key:k...",
+         complexity="O(N) where N is the total number of elements in all given sets.")
 def sunion(c, argv):
     """Returns the union of multiple sets."""
     return SetReply(ordered(_union(c, _sets(c, argv[1:]), False)))
@@ -432,13 +457,15 @@ def sunion(c, argv):
 
 @command("sunionstore", -3, "write denyoom", group="set",
          key_specs=(spec("OW update"), spec("RO access", "index 2", "range -1 1 0")),
-         args="destination:k key:k1...")
+         args="destination:k key:k1...",
+         complexity="O(N) where N is the total number of elements in all given sets.")
 def sunionstore(c, argv):
     """Stores the union of multiple sets in a key."""
     return _store(c, argv[1], _union(c, _sets(c, argv[2:]), True), "sunionstore")
 
 
-@command("sdiff", -2, "readonly", (1, -1, 1), group="set", args="key:k...")
+@command("sdiff", -2, "readonly", (1, -1, 1), group="set", args="key:k...",
+         complexity="O(N) where N is the total number of elements in all given sets.")
 def sdiff(c, argv):
     """Returns the difference of multiple sets."""
     return SetReply(ordered(_diff(c, _sets(c, argv[1:]), False)))
@@ -446,14 +473,18 @@ def sdiff(c, argv):
 
 @command("sdiffstore", -3, "write denyoom", group="set",
          key_specs=(spec("OW update"), spec("RO access", "index 2", "range -1 1 0")),
-         args="destination:k key:k1...")
+         args="destination:k key:k1...",
+         complexity="O(N) where N is the total number of elements in all given sets.")
 def sdiffstore(c, argv):
     """Stores the difference of multiple sets in a key."""
     return _store(c, argv[1], _diff(c, _sets(c, argv[2:]), True), "sdiffstore")
 
 
 @command("sscan", -3, "readonly", (1, 1, 1), group="set", since="2.8.0",
-         args="key:k cursor:i [MATCH pattern:p] [COUNT count:i]")
+         args="key:k cursor:i [MATCH pattern:p] [COUNT count:i]",
+         complexity="O(1) for every call. O(N) for a complete iteration, including enough "
+                    "command calls for the cursor to return back to 0. N is the number of elements "
+                    "inside the collection.")
 def sscan(c, argv):
     """Iterates over members of a set."""
     cursor = parse_cursor(argv[2])

@@ -13,10 +13,14 @@ from ..protocol.replies import cstr, help_reply
 from ..protocol.resp import OK
 from ..protocol.util import string2ll
 
-container("slowlog", group="server")
+container("slowlog", group="server", summary="A container for slow log commands.", since="2.2.12",
+          deprecated=("8.1.0", "`COMMANDLOG`"), complexity="Depends on subcommand.")
 
 
-@command("slowlog|get", -2, "admin loading stale", group="server", args="[count:i]")
+@command("slowlog|get", -2, "admin loading stale", group="server", args="[count:i]",
+         since="2.2.12", deprecated=("8.1.0", "`COMMANDLOG GET <count> SLOW`"),
+         complexity="O(N) where N is the number of entries returned",
+         history=(("4.0.0", "Added client IP address, port and name to the reply."),))
 def slowlog_get(c, argv):
     """Returns the slow log's entries."""
     if len(argv) > 3:
@@ -33,20 +37,25 @@ def slowlog_get(c, argv):
     return [[e.id, e.time, e.usec, list(e.argv), e.peer, e.name] for e in entries]
 
 
-@command("slowlog|len", 2, "admin loading stale", group="server")
+@command("slowlog|len", 2, "admin loading stale", group="server", since="2.2.12",
+         deprecated=("8.1.0", "`COMMANDLOG LEN SLOW`"), complexity="O(1)")
 def slowlog_len(c, argv):
     """Returns the number of entries in the slow log."""
     return len(c.server.slowlog)
 
 
-@command("slowlog|reset", 2, "admin loading stale", group="server")
+@command("slowlog|reset", 2, "admin loading stale", group="server", since="2.2.12",
+         deprecated=("8.1.0", "`COMMANDLOG RESET SLOW`"),
+         complexity="O(N) where N is the number of entries in the slowlog")
 def slowlog_reset(c, argv):
     """Clears all entries from the slow log."""
     c.server.slowlog.clear()
     return OK
 
 
-@command("slowlog|help", 2, "loading stale", group="server")
+@command("slowlog|help", 2, "loading stale", group="server",
+         summary="Show helpful text about the different subcommands", since="6.2.0",
+         deprecated=("8.1.0", "`COMMANDLOG HELP`"), complexity="O(1)")
 def slowlog_help(c, argv):
     """Show helpful text about the different subcommands."""
     return help_reply("SLOWLOG", [

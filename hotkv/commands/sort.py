@@ -369,7 +369,10 @@ _SORT_STORE_SPEC = spec("OW update", "unknown", "unknown",
          key_specs=(spec("RO access"), _SORT_BY_GET_SPEC, _SORT_STORE_SPEC),
          key_flags=("RO access", "OW update"),
          args="key:k by-pattern[BY pattern:p1] [LIMIT offset:i count:i] get-pattern[GET "
-              "pattern:p1]... order[ASC | DESC] [sorting=ALPHA] destination[STORE destination:k2]")
+              "pattern:p1]... order[ASC | DESC] [sorting=ALPHA] destination[STORE destination:k2]",
+         complexity="O(N+M*log(M)) where N is the number of elements in the list or set to sort, "
+                    "and M the number of returned elements. When the elements are not sorted, "
+                    "complexity is O(N).")
 def sort(c, argv):
     """Sorts the elements in a list, a set, or a sorted set, optionally storing the result."""
     return _sort(c, argv, False)
@@ -379,7 +382,10 @@ def sort(c, argv):
          acl=("set", "sortedset", "list", "dangerous"),
          key_specs=(spec("RO access"), _SORT_BY_GET_SPEC),
          args="key:k by-pattern[BY pattern:p1] [LIMIT offset:i count:i] get-pattern[GET "
-              "pattern:p1]... order[ASC | DESC] [sorting=ALPHA]")
+              "pattern:p1]... order[ASC | DESC] [sorting=ALPHA]",
+         complexity="O(N+M*log(M)) where N is the number of elements in the list or set to sort, "
+                    "and M the number of returned elements. When the elements are not sorted, "
+                    "complexity is O(N).")
 def sort_ro(c, argv):
     """Returns the sorted elements of a list, a set, or a sorted set."""
     return _sort(c, argv, True)

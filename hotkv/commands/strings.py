@@ -202,7 +202,8 @@ _AMPLIFIED = 4096
 # GET / SET and friends
 # ----------------------------------------------------------------------
 
-@command("get", 2, "readonly fast", (1, 1, 1), group="string", args="key:k")
+@command("get", 2, "readonly fast", (1, 1, 1), group="string", args="key:k",
+         summary="Returns the string value of a key.", complexity="O(1)")
 def get(c, argv):
     """Get the value of a key."""
     return read_string(c.db, argv[1])
@@ -243,7 +244,14 @@ def set_generic(c, argv, flags, key, value, expire, name, ok_reply=OK, abort_rep
               "key's value only if the current value matches the specified comparison "
               "value.}@8.1.0] [GET]@6.2.0 expiration[EX seconds:i@2.6.12 | PX "
               "milliseconds:i@2.6.12 | EXAT unix-time-seconds:t@6.2.0 | PXAT "
-              "unix-time-milliseconds:t@6.2.0 | KEEPTTL@6.0.0]")
+              "unix-time-milliseconds:t@6.2.0 | KEEPTTL@6.0.0]",
+         summary="Sets the string value of a key, ignoring its type. The key is created if it "
+                 "doesn't exist.", complexity="O(1)",
+         history=(("2.6.12", "Added the `EX`, `PX`, `NX` and `XX` options."),
+                  ("6.0.0", "Added the `KEEPTTL` option."),
+                  ("6.2.0", "Added the `GET`, `EXAT` and `PXAT` option."),
+                  ("7.0.0", "Allowed the `NX` and `GET` options to be used together."),
+                  ("8.1.0", "Added the `IFEQ` option.")))
 def set_(c, argv):
     """Set the string value of a key, optionally with an expiry, conditionally."""
     if len(argv) == 3:      # the common case, without the option machinery
@@ -258,27 +266,37 @@ def set_(c, argv):
 
 
 @command("setnx", 3, "write denyoom fast", (1, 1, 1), group="string", key_flags="OW insert",
-         args="key:k value")
+         args="key:k value",
+         summary="Set the string value of a key only when the key doesn't exist.",
+         deprecated=("2.6.12", "`SET` with the `NX` argument"), complexity="O(1)")
 def setnx(c, argv):
     """Set the value of a key only if it does not exist."""
     return set_generic(c, argv, NX, argv[1], argv[2], None, "setnx", 1, 0)
 
 
 @command("setex", 4, "write denyoom", (1, 1, 1), group="string", since="2.0.0",
-         key_flags="OW update", args="key:k seconds:i value")
+         key_flags="OW update", args="key:k seconds:i value",
+         summary="Sets the string value and expiration time of a key. Creates the key if it "
+                 "doesn't exist.", deprecated=("2.6.12", "`SET` with the `EX` argument"),
+         complexity="O(1)")
 def setex(c, argv):
     """Set the value and expiration (seconds) of a key."""
     return set_generic(c, argv, EX, argv[1], argv[3], argv[2], "setex")
 
 
 @command("psetex", 4, "write denyoom", (1, 1, 1), group="string", since="2.6.0",
-         key_flags="OW update", args="key:k milliseconds:i value")
+         key_flags="OW update", args="key:k milliseconds:i value",
+         summary="Sets both string value and expiration time in milliseconds of a key. The key "
+                 "is created if it doesn't exist.",
+         deprecated=("2.6.12", "`SET` with the `PX` argument"), complexity="O(1)")
 def psetex(c, argv):
     """Set the value and expiration (milliseconds) of a key."""
     return set_generic(c, argv, PX, argv[1], argv[3], argv[2], "psetex")
 
 
-@command("getset", 3, "write denyoom fast", (1, 1, 1), group="string", args="key:k value")
+@command("getset", 3, "write denyoom fast", (1, 1, 1), group="string", args="key:k value",
+         summary="Returns the previous string value of a key after setting it to a new value.",
+         deprecated=("6.2.0", "`SET` with the `!GET` argument"), complexity="O(1)")
 def getset(c, argv):
     """Set the string value of a key and return its old value."""
     db = c.db
@@ -291,7 +309,8 @@ def getset(c, argv):
 
 
 @command("getdel", 2, "write fast", (1, 1, 1), group="string", since="6.2.0",
-         key_flags="RW access delete", args="key:k")
+         key_flags="RW access delete", args="key:k",
+         summary="Returns the string value of a key after deleting the key.", complexity="O(1)")
 def getdel(c, argv):
     """Get the value of a key and delete the key."""
     db = c.db
@@ -307,7 +326,9 @@ def getdel(c, argv):
 @command("getex", -2, "write fast", group="string", since="6.2.0",
          key_specs=(spec("RW access update", notes="RW and UPDATE because it changes the TTL"),),
          args="key:k expiration[EX seconds:i | PX milliseconds:i | EXAT unix-time-seconds:t | "
-              "PXAT unix-time-milliseconds:t | PERSIST]")
+              "PXAT unix-time-milliseconds:t | PERSIST]",
+         summary="Returns the string value of a key after setting its expiration time.",
+         complexity="O(1)")
 def getex(c, argv):
     """Get the value of a key and optionally set or remove its expiration."""
     flags, expire = parse_string_options(argv, 2, False)
@@ -332,7 +353,9 @@ def getex(c, argv):
     return value
 
 
-@command("mget", -2, "readonly fast", (1, -1, 1), group="string", args="key:k...")
+@command("mget", -2, "readonly fast", (1, -1, 1), group="string", args="key:k...",
+         summary="Atomically returns the string values of one or more keys.",
+         complexity="O(N) where N is the number of keys to retrieve.")
 def mget(c, argv):
     """Get the values of all the given keys."""
     lookup = c.db.lookup_read
@@ -369,14 +392,18 @@ def _mset(c, argv, nx: bool):
 
 
 @command("mset", -3, "write denyoom", (1, -1, 2), group="string", since="1.0.1",
-         key_flags="OW update", args="data(key:k value)...")
+         key_flags="OW update", args="data(key:k value)...",
+         summary="Atomically creates or modifies the string values of one or more keys.",
+         complexity="O(N) where N is the number of keys to set.")
 def mset(c, argv):
     """Set multiple keys to multiple values."""
     return _mset(c, argv, False)
 
 
 @command("msetnx", -3, "write denyoom", (1, -1, 2), group="string", since="1.0.1",
-         key_flags="OW insert", args="data(key:k value)...")
+         key_flags="OW insert", args="data(key:k value)...",
+         summary="Atomically modifies the string values of one or more keys only when all keys "
+                 "don't exist.", complexity="O(N) where N is the number of keys to set.")
 def msetnx(c, argv):
     """Set multiple keys to multiple values, only if none of the keys exist."""
     return _mset(c, argv, True)
@@ -403,19 +430,25 @@ def incr_by(c, key, incr: int) -> int:
     return value
 
 
-@command("incr", 2, "write denyoom fast", (1, 1, 1), group="string", args="key:k")
+@command("incr", 2, "write denyoom fast", (1, 1, 1), group="string", args="key:k",
+         summary="Increments the integer value of a key by one. Uses 0 as initial value if the "
+                 "key doesn't exist.", complexity="O(1)")
 def incr(c, argv):
     """Increment the integer value of a key by one."""
     return incr_by(c, argv[1], 1)
 
 
-@command("decr", 2, "write denyoom fast", (1, 1, 1), group="string", args="key:k")
+@command("decr", 2, "write denyoom fast", (1, 1, 1), group="string", args="key:k",
+         summary="Decrements the integer value of a key by one. Uses 0 as initial value if the "
+                 "key doesn't exist.", complexity="O(1)")
 def decr(c, argv):
     """Decrement the integer value of a key by one."""
     return incr_by(c, argv[1], -1)
 
 
-@command("incrby", 3, "write denyoom fast", (1, 1, 1), group="string", args="key:k increment:i")
+@command("incrby", 3, "write denyoom fast", (1, 1, 1), group="string", args="key:k increment:i",
+         summary="Increments the integer value of a key by a number. Uses 0 as initial value if "
+                 "the key doesn't exist.", complexity="O(1)")
 def incrby(c, argv):
     """Increment the integer value of a key by the given amount."""
     n = string2ll(argv[2])
@@ -424,7 +457,9 @@ def incrby(c, argv):
     return incr_by(c, argv[1], n)
 
 
-@command("decrby", 3, "write denyoom fast", (1, 1, 1), group="string", args="key:k decrement:i")
+@command("decrby", 3, "write denyoom fast", (1, 1, 1), group="string", args="key:k decrement:i",
+         summary="Decrements a number from the integer value of a key. Uses 0 as initial value "
+                 "if the key doesn't exist.", complexity="O(1)")
 def decrby(c, argv):
     """Decrement the integer value of a key by the given number."""
     n = string2ll(argv[2])
@@ -436,7 +471,9 @@ def decrby(c, argv):
 
 
 @command("incrbyfloat", 3, "write denyoom fast", (1, 1, 1), group="string", since="2.6.0",
-         args="key:k increment:d")
+         args="key:k increment:d",
+         summary="Increment the floating point value of a key by a number. Uses 0 as initial "
+                 "value if the key doesn't exist.", complexity="O(1)")
 def incrbyfloat(c, argv):
     """Increment the float value of a key by the given amount."""
     db = c.db
@@ -465,7 +502,12 @@ def incrbyfloat(c, argv):
 # ----------------------------------------------------------------------
 
 @command("append", 3, "write denyoom fast", (1, 1, 1), group="string", since="2.0.0",
-         key_flags="RW insert", args="key:k value")
+         key_flags="RW insert", args="key:k value",
+         summary="Appends a string to the value of a key. Creates the key if it doesn't exist.",
+         complexity="O(1). The amortized time complexity is O(1) assuming the appended value is "
+                    "small and the already present value is of any size, since the dynamic string "
+                    "library used by the server will double the free space available on every "
+                    "reallocation.")
 def append(c, argv):
     """Append a value to a key."""
     db = c.db
@@ -486,7 +528,7 @@ def append(c, argv):
 
 
 @command("strlen", 2, "readonly fast", (1, 1, 1), group="string", since="2.2.0", key_flags="RO",
-         args="key:k")
+         args="key:k", summary="Returns the length of a string value.", complexity="O(1)")
 def strlen(c, argv):
     """Get the length of the value stored in a key."""
     v = read_string_raw(c.db, argv[1])
@@ -520,20 +562,34 @@ def _getrange(c, argv):
 
 
 @command("getrange", 4, "readonly", (1, 1, 1), group="string", since="2.4.0",
-         args="key:k start:i end:i")
+         args="key:k start:i end:i", summary="Returns a substring of the string stored at a key.",
+         complexity="O(N) where N is the length of the returned string. The complexity is "
+                    "ultimately determined by the returned length, but because creating a "
+                    "substring from an existing string is very cheap, it can be considered O(1) "
+                    "for small strings.")
 def getrange(c, argv):
     """Get a substring of the string stored at a key."""
     return _getrange(c, argv)
 
 
-@command("substr", 4, "readonly", (1, 1, 1), group="string", args="key:k start:i end:i")
+@command("substr", 4, "readonly", (1, 1, 1), group="string", args="key:k start:i end:i",
+         summary="Returns a substring from a string value.", deprecated=("2.0.0", "`GETRANGE`"),
+         complexity="O(N) where N is the length of the returned string. The complexity is "
+                    "ultimately determined by the returned length, but because creating a "
+                    "substring from an existing string is very cheap, it can be considered O(1) "
+                    "for small strings.")
 def substr(c, argv):
     """Get a substring of the string stored at a key."""
     return _getrange(c, argv)
 
 
 @command("setrange", 4, "write denyoom", (1, 1, 1), group="string", since="2.2.0",
-         key_flags="RW update", args="key:k offset:i value")
+         key_flags="RW update", args="key:k offset:i value",
+         summary="Overwrites a part of a string value with another by an offset. Creates the key "
+                 "if it doesn't exist.",
+         complexity="O(1), not counting the time taken to copy the new string in place. Usually, "
+                    "this string is very small so the amortized complexity is O(1). Otherwise, "
+                    "complexity is O(M) with M being the length of the value argument.")
 def setrange(c, argv):
     """Overwrite part of a string at key starting at the specified offset."""
     offset = string2ll(argv[2])
@@ -577,7 +633,9 @@ def _lcs_rows(a: bytes, b: bytes):
 
 
 @command("lcs", -3, "readonly", (1, 2, 1), group="string", since="7.0.0",
-         args="key1:k key2:k [LEN] [IDX] [MINMATCHLEN min-match-len:i] [WITHMATCHLEN]")
+         args="key1:k key2:k [LEN] [IDX] [MINMATCHLEN min-match-len:i] [WITHMATCHLEN]",
+         summary="Finds the longest common substring.",
+         complexity="O(N*M) where N and M are the lengths of s1 and s2, respectively")
 def lcs(c, argv):
     """Find the longest common substring."""
     db = c.db

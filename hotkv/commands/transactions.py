@@ -28,7 +28,7 @@ from ..protocol.resp import NULL_ARRAY, OK
 
 
 @command("multi", 1, "noscript loading stale fast no_multi allow_busy", group="transactions",
-         since="1.2.0")
+         since="1.2.0", summary="Starts a transaction.", complexity="O(1)")
 def multi(c, argv):
     """Mark the start of a transaction block."""
     if c.multi:
@@ -41,7 +41,8 @@ def multi(c, argv):
 
 
 @command("discard", 1, "noscript loading stale fast allow_busy", group="transactions",
-         since="2.0.0")
+         since="2.0.0", summary="Discards a transaction.",
+         complexity="O(N), when N is the number of queued commands")
 def discard(c, argv):
     """Discard all commands issued after MULTI."""
     if not c.multi:
@@ -50,7 +51,9 @@ def discard(c, argv):
     return OK
 
 
-@command("exec", 1, "noscript loading stale skip_slowlog", group="transactions", since="1.2.0")
+@command("exec", 1, "noscript loading stale skip_slowlog", group="transactions", since="1.2.0",
+         summary="Executes all commands in a transaction.",
+         complexity="Depends on commands in the transaction")
 def exec_(c, argv):
     """Execute all commands issued after MULTI."""
     if not c.multi:
@@ -105,7 +108,9 @@ def _expired_since_watch(c):
 
 
 @command("watch", -2, "noscript loading stale fast no_multi allow_busy", keys=(1, -1, 1),
-         group="transactions", since="2.2.0", key_flags="RO", args="key:k...")
+         group="transactions", since="2.2.0", key_flags="RO", args="key:k...",
+         summary="Monitors changes to keys to determine the execution of a transaction.",
+         complexity="O(1) for every key.")
 def watch(c, argv):
     """Monitor changes to keys to determine the execution of a transaction."""
     if c.multi:
@@ -125,7 +130,7 @@ def watch(c, argv):
 
 
 @command("unwatch", 1, "noscript loading stale fast allow_busy", group="transactions",
-         since="2.2.0")
+         since="2.2.0", summary="Forgets about watched keys of a transaction.", complexity="O(1)")
 def unwatch(c, argv):
     """Forget about all watched keys."""
     unwatch_all(c)

@@ -156,7 +156,14 @@ def _zadd(c, argv, key, pairs_start, incr, nx, xx, gt, lt, ch):
 @command("zadd", -4, "write denyoom fast", (1, 1, 1), group="sorted_set", since="1.2.0",
          key_flags="RW update",
          args="key:k condition[NX | XX]@3.0.2 comparison[GT | LT]@6.2.0 [change=CH]@3.0.2 "
-              "[increment=INCR]@3.0.2 data(score:d member)...")
+              "[increment=INCR]@3.0.2 data(score:d member)...",
+         summary="Adds one or more members to a sorted set, or updates their scores. Creates the "
+                 "key if it doesn't exist.",
+         complexity="O(log(N)) for each item added, where N is the number of elements in the "
+                    "sorted set.",
+         history=(("2.4.0", "Accepts multiple elements."),
+                  ("3.0.2", "Added the `XX`, `NX`, `CH` and `INCR` options."),
+                  ("6.2.0", "Added the `GT` and `LT` options.")))
 def zadd(c, argv):
     """Adds one or more members to a sorted set, or updates their scores."""
     return _zadd_options(c, argv, False)
@@ -189,14 +196,20 @@ def _zadd_options(c, argv, incr):
 
 
 @command("zincrby", 4, "write denyoom fast", (1, 1, 1), group="sorted_set", since="1.2.0",
-         args="key:k increment:i member")
+         args="key:k increment:i member",
+         complexity="O(log(N)) where N is the number of elements in the sorted set.")
 def zincrby(c, argv):
     """Increments the score of a member in a sorted set."""
     return _zadd_options(c, argv, True)
 
 
 @command("zrem", -3, "write fast", (1, 1, 1), group="sorted_set", since="1.2.0",
-         key_flags="RW delete", args="key:k member...")
+         key_flags="RW delete", args="key:k member...",
+         summary="Removes one or more members from a sorted set. Deletes the sorted set if all "
+                 "members were removed.",
+         complexity="O(M*log(N)) with N being the number of elements in the sorted set and M the "
+                    "number of elements to be removed.",
+         history=(("2.4.0", "Accepts multiple elements."),))
 def zrem(c, argv):
     """Removes one or more members from a sorted set."""
     db = c.db
@@ -221,7 +234,7 @@ def zrem(c, argv):
 # ----------------------------------------------------------------------
 
 @command("zcard", 2, "readonly fast", (1, 1, 1), group="sorted_set", since="1.2.0", key_flags="RO",
-         args="key:k")
+         args="key:k", complexity="O(1)")
 def zcard(c, argv):
     """Returns the number of members in a sorted set."""
     z = _get(c, argv[1])
@@ -229,7 +242,7 @@ def zcard(c, argv):
 
 
 @command("zscore", 3, "readonly fast", (1, 1, 1), group="sorted_set", since="1.2.0",
-         args="key:k member")
+         args="key:k member", complexity="O(1)")
 def zscore(c, argv):
     """Returns the score of a member in a sorted set."""
     z = _get(c, argv[1])
@@ -239,7 +252,8 @@ def zscore(c, argv):
 
 
 @command("zmscore", -3, "readonly fast", (1, 1, 1), group="sorted_set", since="6.2.0",
-         args="key:k member...")
+         args="key:k member...",
+         complexity="O(N) where N is the number of members being requested.")
 def zmscore(c, argv):
     """Returns the score of one or more members in a sorted set."""
     z = _get(c, argv[1])
@@ -272,21 +286,24 @@ def _zrank(c, argv, reverse):
 
 
 @command("zrank", -3, "readonly fast", (1, 1, 1), group="sorted_set", since="2.0.0",
-         args="key:k member [WITHSCORE]")
+         args="key:k member [WITHSCORE]", complexity="O(log(N))",
+         history=(("7.2.0", "Added the optional `WITHSCORE` argument."),))
 def zrank(c, argv):
     """Returns the index of a member in a sorted set ordered by ascending scores."""
     return _zrank(c, argv, False)
 
 
 @command("zrevrank", -3, "readonly fast", (1, 1, 1), group="sorted_set", since="2.0.0",
-         args="key:k member [WITHSCORE]")
+         args="key:k member [WITHSCORE]", complexity="O(log(N))",
+         history=(("7.2.0", "Added the optional `WITHSCORE` argument."),))
 def zrevrank(c, argv):
     """Returns the index of a member in a sorted set ordered by descending scores."""
     return _zrank(c, argv, True)
 
 
 @command("zcount", 4, "readonly fast", (1, 1, 1), group="sorted_set", since="2.0.0",
-         args="key:k min:d max:d")
+         args="key:k min:d max:d",
+         complexity="O(log(N)) with N being the number of elements in the sorted set.")
 def zcount(c, argv):
     """Returns the count of members in a sorted set that have scores within a range."""
     mn, mnex = _range_bound(argv[2])
@@ -299,7 +316,8 @@ def zcount(c, argv):
 
 
 @command("zlexcount", 4, "readonly fast", (1, 1, 1), group="sorted_set", since="2.8.9",
-         args="key:k min max")
+         args="key:k min max",
+         complexity="O(log(N)) with N being the number of elements in the sorted set.")
 def zlexcount(c, argv):
     """Returns the number of members in a sorted set within a lexicographical range."""
     mn = _lex_bound(argv[2])
@@ -371,7 +389,10 @@ def _zrange_generic(c, argv, first, store, rangetype, reverse):
 
 @command("zrange", -4, "readonly", (1, 1, 1), group="sorted_set", since="1.2.0",
          args="key:k start stop sortby[BYSCORE | BYLEX]@6.2.0 [REV]@6.2.0 [LIMIT offset:i "
-              "count:i]@6.2.0 [WITHSCORES]")
+              "count:i]@6.2.0 [WITHSCORES]",
+         complexity="O(log(N)+M) with N being the number of elements in the sorted set and M the "
+                    "number of elements returned.",
+         history=(("6.2.0", "Added the `REV`, `BYSCORE`, `BYLEX` and `LIMIT` options."),))
 def zrange(c, argv):
     """Returns members in a sorted set within a range of indexes."""
     return _zrange_generic(c, argv, 1, None, None, None)
@@ -379,42 +400,65 @@ def zrange(c, argv):
 
 @command("zrangestore", -5, "write denyoom", group="sorted_set", since="6.2.0",
          key_specs=(spec("OW update"), spec("RO access", "index 2")),
-         args="dst:k src:k1 min max sortby[BYSCORE | BYLEX] [REV] [LIMIT offset:i count:i]")
+         args="dst:k src:k1 min max sortby[BYSCORE | BYLEX] [REV] [LIMIT offset:i count:i]",
+         complexity="O(log(N)+M) with N being the number of elements in the sorted set and M the "
+                    "number of elements stored into the destination key.")
 def zrangestore(c, argv):
     """Stores a range of members from sorted set in a key."""
     return _zrange_generic(c, argv, 2, argv[1], None, None)
 
 
 @command("zrevrange", -4, "readonly", (1, 1, 1), group="sorted_set", since="1.2.0",
-         args="key:k start:i stop:i [WITHSCORES]")
+         args="key:k start:i stop:i [WITHSCORES]",
+         deprecated=("6.2.0", "`ZRANGE` with the `REV` argument"),
+         complexity="O(log(N)+M) with N being the number of elements in the sorted set and M the "
+                    "number of elements returned.")
 def zrevrange(c, argv):
     """Returns members in a sorted set within a range of indexes in reverse order."""
     return _zrange_generic(c, argv, 1, None, RANK, True)
 
 
 @command("zrangebyscore", -4, "readonly", (1, 1, 1), group="sorted_set", since="1.0.5",
-         args="key:k min:d max:d [WITHSCORES]@2.0.0 [LIMIT offset:i count:i]")
+         args="key:k min:d max:d [WITHSCORES]@2.0.0 [LIMIT offset:i count:i]",
+         deprecated=("6.2.0", "`ZRANGE` with the `BYSCORE` argument"),
+         complexity="O(log(N)+M) with N being the number of elements in the sorted set and M the "
+                    "number of elements being returned. If M is constant (e.g. always asking for "
+                    "the first 10 elements with LIMIT), you can consider it O(log(N)).",
+         history=(("2.0.0", "Added the `WITHSCORES` modifier."),))
 def zrangebyscore(c, argv):
     """Returns members in a sorted set within a range of scores."""
     return _zrange_generic(c, argv, 1, None, SCORE, False)
 
 
 @command("zrevrangebyscore", -4, "readonly", (1, 1, 1), group="sorted_set", since="2.2.0",
-         args="key:k max:d min:d [WITHSCORES] [LIMIT offset:i count:i]")
+         args="key:k max:d min:d [WITHSCORES] [LIMIT offset:i count:i]",
+         deprecated=("6.2.0", "`ZRANGE` with the `REV` and `BYSCORE` arguments"),
+         complexity="O(log(N)+M) with N being the number of elements in the sorted set and M the "
+                    "number of elements being returned. If M is constant (e.g. always asking for "
+                    "the first 10 elements with LIMIT), you can consider it O(log(N)).",
+         history=(("2.1.6", "`min` and `max` can be exclusive."),))
 def zrevrangebyscore(c, argv):
     """Returns members in a sorted set within a range of scores in reverse order."""
     return _zrange_generic(c, argv, 1, None, SCORE, True)
 
 
 @command("zrangebylex", -4, "readonly", (1, 1, 1), group="sorted_set", since="2.8.9",
-         args="key:k min max [LIMIT offset:i count:i]")
+         args="key:k min max [LIMIT offset:i count:i]",
+         deprecated=("6.2.0", "`ZRANGE` with the `BYLEX` argument"),
+         complexity="O(log(N)+M) with N being the number of elements in the sorted set and M the "
+                    "number of elements being returned. If M is constant (e.g. always asking for "
+                    "the first 10 elements with LIMIT), you can consider it O(log(N)).")
 def zrangebylex(c, argv):
     """Returns members in a sorted set within a lexicographical range."""
     return _zrange_generic(c, argv, 1, None, LEX, False)
 
 
 @command("zrevrangebylex", -4, "readonly", (1, 1, 1), group="sorted_set", since="2.8.9",
-         args="key:k max min [LIMIT offset:i count:i]")
+         args="key:k max min [LIMIT offset:i count:i]",
+         deprecated=("6.2.0", "`ZRANGE` with the `REV` and `BYLEX` arguments"),
+         complexity="O(log(N)+M) with N being the number of elements in the sorted set and M the "
+                    "number of elements being returned. If M is constant (e.g. always asking for "
+                    "the first 10 elements with LIMIT), you can consider it O(log(N)).")
 def zrevrangebylex(c, argv):
     """Returns members in a sorted set within a lexicographical range in reverse order."""
     return _zrange_generic(c, argv, 1, None, LEX, True)
@@ -462,21 +506,33 @@ def _zremrange(c, argv, rangetype, event):
 
 
 @command("zremrangebyrank", 4, "write", (1, 1, 1), group="sorted_set", since="2.0.0",
-         key_flags="RW delete", args="key:k start:i stop:i")
+         key_flags="RW delete", args="key:k start:i stop:i",
+         summary="Removes members in a sorted set within a range of indexes. Deletes the sorted "
+                 "set if all members were removed.",
+         complexity="O(log(N)+M) with N being the number of elements in the sorted set and M the "
+                    "number of elements removed by the operation.")
 def zremrangebyrank(c, argv):
     """Removes members in a sorted set within a range of indexes."""
     return _zremrange(c, argv, RANK, "zremrangebyrank")
 
 
 @command("zremrangebyscore", 4, "write", (1, 1, 1), group="sorted_set", since="1.2.0",
-         key_flags="RW delete", args="key:k min:d max:d")
+         key_flags="RW delete", args="key:k min:d max:d",
+         summary="Removes members in a sorted set within a range of scores. Deletes the sorted "
+                 "set if all members were removed.",
+         complexity="O(log(N)+M) with N being the number of elements in the sorted set and M the "
+                    "number of elements removed by the operation.")
 def zremrangebyscore(c, argv):
     """Removes members in a sorted set within a range of scores."""
     return _zremrange(c, argv, SCORE, "zremrangebyscore")
 
 
 @command("zremrangebylex", 4, "write", (1, 1, 1), group="sorted_set", since="2.8.9",
-         key_flags="RW delete", args="key:k min max")
+         key_flags="RW delete", args="key:k min max",
+         summary="Removes members in a sorted set within a lexicographical range. Deletes the "
+                 "sorted set if all members were removed.",
+         complexity="O(log(N)+M) with N being the number of elements in the sorted set and M the "
+                    "number of elements removed by the operation.")
 def zremrangebylex(c, argv):
     """Removes members in a sorted set within a lexicographical range."""
     return _zremrange(c, argv, LEX, "zremrangebylex")
@@ -527,14 +583,22 @@ def _zpop_cmd(c, argv, where_max):
 
 
 @command("zpopmin", -2, "write fast", (1, 1, 1), group="sorted_set", since="5.0.0",
-         key_flags="RW access delete", args="key:k [count:i]")
+         key_flags="RW access delete", args="key:k [count:i]",
+         summary="Returns the lowest-scoring members from a sorted set after removing them. "
+                 "Deletes the sorted set if the last member was popped.",
+         complexity="O(log(N)*M) with N being the number of elements in the sorted set, and M "
+                    "being the number of elements popped.")
 def zpopmin(c, argv):
     """Returns the lowest-scoring members from a sorted set after removing them."""
     return _zpop_cmd(c, argv, False)
 
 
 @command("zpopmax", -2, "write fast", (1, 1, 1), group="sorted_set", since="5.0.0",
-         key_flags="RW access delete", args="key:k [count:i]")
+         key_flags="RW access delete", args="key:k [count:i]",
+         summary="Returns the highest-scoring members from a sorted set after removing them. "
+                 "Deletes the sorted set if the last member was popped.",
+         complexity="O(log(N)*M) with N being the number of elements in the sorted set, and M "
+                    "being the number of elements popped.")
 def zpopmax(c, argv):
     """Returns the highest-scoring members from a sorted set after removing them."""
     return _zpop_cmd(c, argv, True)
@@ -564,7 +628,12 @@ def _bzpop(c, argv, where_max):
 
 
 @command("bzpopmin", -3, "write blocking fast", (1, -2, 1), group="sorted_set", since="5.0.0",
-         key_flags="RW access delete", args="key:k... timeout:d")
+         key_flags="RW access delete", args="key:k... timeout:d",
+         summary="Removes and returns the member with the lowest score from one or more sorted "
+                 "sets. Blocks until a member is available otherwise. Deletes the sorted set if "
+                 "the last element was popped.",
+         complexity="O(log(N)) with N being the number of elements in the sorted set.",
+         history=(("6.0.0", "`timeout` is interpreted as a double instead of an integer."),))
 def bzpopmin(c, argv):
     """Removes and returns the member with the lowest score from one or more
     sorted sets, or blocks until one is available."""
@@ -572,7 +641,12 @@ def bzpopmin(c, argv):
 
 
 @command("bzpopmax", -3, "write blocking fast", (1, -2, 1), group="sorted_set", since="5.0.0",
-         key_flags="RW access delete", args="key:k... timeout:d")
+         key_flags="RW access delete", args="key:k... timeout:d",
+         summary="Removes and returns the member with the highest score from one or more sorted "
+                 "sets. Blocks until a member available otherwise.  Deletes the sorted set if the "
+                 "last element was popped.",
+         complexity="O(log(N)) with N being the number of elements in the sorted set.",
+         history=(("6.0.0", "`timeout` is interpreted as a double instead of an integer."),))
 def bzpopmax(c, argv):
     """Removes and returns the member with the highest score from one or more
     sorted sets, or blocks until one is available."""
@@ -634,7 +708,12 @@ def _bzmpop_keys(argv):
 
 @command("zmpop", -4, "write", group="sorted_set", since="7.0.0", keys_fn=_zmpop_keys,
          key_specs=(spec("RW access delete", "index 1", "keynum 0 1 1"),),
-         args="numkeys:i key:k... where(MIN | MAX) [COUNT count:i]")
+         args="numkeys:i key:k... where(MIN | MAX) [COUNT count:i]",
+         summary="Returns the highest- or lowest-scoring members from one or more sorted sets "
+                 "after removing them. Deletes the sorted set if the last member was popped.",
+         complexity="O(K) + O(M*log(N)) where K is the number of provided keys, N being the "
+                    "number of elements in the sorted set, and M being the number of elements "
+                    "popped.")
 def zmpop(c, argv):
     """Returns the highest- or lowest-scoring members from one or more sorted
     sets after removing them."""
@@ -643,7 +722,13 @@ def zmpop(c, argv):
 
 @command("bzmpop", -5, "write blocking", group="sorted_set", since="7.0.0", keys_fn=_bzmpop_keys,
          key_specs=(spec("RW access delete", "index 2", "keynum 0 1 1"),),
-         args="timeout:d numkeys:i key:k... where(MIN | MAX) [COUNT count:i]")
+         args="timeout:d numkeys:i key:k... where(MIN | MAX) [COUNT count:i]",
+         summary="Removes and returns a member by score from one or more sorted sets. Blocks "
+                 "until a member is available otherwise. Deletes the sorted set if the last "
+                 "element was popped.",
+         complexity="O(K) + O(M*log(N)) where K is the number of provided keys, N being the "
+                    "number of elements in the sorted set, and M being the number of elements "
+                    "popped.")
 def bzmpop(c, argv):
     """Removes and returns a member by score from one or more sorted sets, or
     blocks until one is available."""
@@ -835,7 +920,9 @@ def _zop_keys(idx):
 @command("zunionstore", -4, "write denyoom", group="sorted_set", since="2.0.0",
          keys_fn=_zop_keys(2), key_specs=_STORE_SPECS,
          args="destination:k numkeys:i key:k1... [WEIGHTS weight:i...] [AGGREGATE (SUM | MIN | "
-              "MAX)]")
+              "MAX)]",
+         complexity="O(N)+O(M log(M)) with N being the sum of the sizes of the input sorted "
+                    "sets, and M being the number of elements in the resulting sorted set.")
 def zunionstore(c, argv):
     """Stores the union of multiple sorted sets in a key."""
     return _zsetop(c, argv, 2, "union", argv[1], False, "zunionstore")
@@ -844,14 +931,20 @@ def zunionstore(c, argv):
 @command("zinterstore", -4, "write denyoom", group="sorted_set", since="2.0.0",
          keys_fn=_zop_keys(2), key_specs=_STORE_SPECS,
          args="destination:k numkeys:i key:k1... [WEIGHTS weight:i...] [AGGREGATE (SUM | MIN | "
-              "MAX)]")
+              "MAX)]",
+         complexity="O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K "
+                    "being the number of input sorted sets and M being the number of elements in "
+                    "the resulting sorted set.")
 def zinterstore(c, argv):
     """Stores the intersect of multiple sorted sets in a key."""
     return _zsetop(c, argv, 2, "inter", argv[1], False, "zinterstore")
 
 
 @command("zdiffstore", -4, "write denyoom", group="sorted_set", since="6.2.0",
-         keys_fn=_zop_keys(2), key_specs=_STORE_SPECS, args="destination:k numkeys:i key:k1...")
+         keys_fn=_zop_keys(2), key_specs=_STORE_SPECS, args="destination:k numkeys:i key:k1...",
+         complexity="O(L + (N-K)log(N)) worst case where L is the total number of elements in "
+                    "all the sets, N is the size of the first set, and K is the size of the result "
+                    "set.")
 def zdiffstore(c, argv):
     """Stores the difference of multiple sorted sets in a key."""
     return _zsetop(c, argv, 2, "diff", argv[1], False, "zdiffstore")
@@ -859,7 +952,9 @@ def zdiffstore(c, argv):
 
 @command("zunion", -3, "readonly", group="sorted_set", since="6.2.0",
          keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),),
-         args="numkeys:i key:k... [WEIGHTS weight:i...] [AGGREGATE (SUM | MIN | MAX)] [WITHSCORES]")
+         args="numkeys:i key:k... [WEIGHTS weight:i...] [AGGREGATE (SUM | MIN | MAX)] [WITHSCORES]",
+         complexity="O(N)+O(M*log(M)) with N being the sum of the sizes of the input sorted "
+                    "sets, and M being the number of elements in the resulting sorted set.")
 def zunion(c, argv):
     """Returns the union of multiple sorted sets."""
     return _zsetop(c, argv, 1, "union", None, False, "zunion")
@@ -867,7 +962,10 @@ def zunion(c, argv):
 
 @command("zinter", -3, "readonly", group="sorted_set", since="6.2.0",
          keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),),
-         args="numkeys:i key:k... [WEIGHTS weight:i...] [AGGREGATE (SUM | MIN | MAX)] [WITHSCORES]")
+         args="numkeys:i key:k... [WEIGHTS weight:i...] [AGGREGATE (SUM | MIN | MAX)] [WITHSCORES]",
+         complexity="O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K "
+                    "being the number of input sorted sets and M being the number of elements in "
+                    "the resulting sorted set.")
 def zinter(c, argv):
     """Returns the intersect of multiple sorted sets."""
     return _zsetop(c, argv, 1, "inter", None, False, "zinter")
@@ -875,7 +973,9 @@ def zinter(c, argv):
 
 @command("zintercard", -3, "readonly", group="sorted_set", since="7.0.0",
          keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),),
-         args="numkeys:i key:k... [LIMIT limit:i]")
+         args="numkeys:i key:k... [LIMIT limit:i]",
+         complexity="O(N*K) worst case with N being the smallest input sorted set, K being the "
+                    "number of input sorted sets.")
 def zintercard(c, argv):
     """Returns the number of members of the intersect of multiple sorted sets."""
     return _zsetop(c, argv, 1, "inter", None, True, "zintercard")
@@ -883,7 +983,10 @@ def zintercard(c, argv):
 
 @command("zdiff", -3, "readonly", group="sorted_set", since="6.2.0",
          keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),),
-         args="numkeys:i key:k... [WITHSCORES]")
+         args="numkeys:i key:k... [WITHSCORES]",
+         complexity="O(L + (N-K)log(N)) worst case where L is the total number of elements in "
+                    "all the sets, N is the size of the first set, and K is the size of the result "
+                    "set.")
 def zdiff(c, argv):
     """Returns the difference between multiple sorted sets."""
     return _zsetop(c, argv, 1, "diff", None, False, "zdiff")
@@ -894,7 +997,8 @@ def zdiff(c, argv):
 # ----------------------------------------------------------------------
 
 @command("zrandmember", -2, "readonly", (1, 1, 1), group="sorted_set", since="6.2.0",
-         args="key:k options[count:i [WITHSCORES]]")
+         args="key:k options[count:i [WITHSCORES]]",
+         complexity="O(N) where N is the number of members returned")
 def zrandmember(c, argv):
     """Returns one or more random members from a sorted set."""
     if len(argv) >= 3:
@@ -933,7 +1037,10 @@ def zrandmember(c, argv):
 
 
 @command("zscan", -3, "readonly", (1, 1, 1), group="sorted_set", since="2.8.0",
-         args="key:k cursor:i [MATCH pattern:p] [COUNT count:i] [NOSCORES]")
+         args="key:k cursor:i [MATCH pattern:p] [COUNT count:i] [NOSCORES]",
+         complexity="O(1) for every call. O(N) for a complete iteration, including enough "
+                    "command calls for the cursor to return back to 0. N is the number of elements "
+                    "inside the collection.", history=(("8.0.0", "Added noscores option."),))
 def zscan(c, argv):
     """Iterates over members and scores of a sorted set."""
     cursor = parse_cursor(argv[2])

@@ -194,7 +194,8 @@ class Command:
         "name", "func", "arity", "flags", "first_key", "last_key", "key_step",
         "key_specs", "legacy_keys", "spec_movable", "key_flags",
         "keys_fn", "group", "summary", "since", "subcommands", "parent",
-        "acl_categories", "doc_args", "write", "readonly", "denyoom", "noauth", "no_multi",
+        "acl_categories", "doc_args", "complexity", "history", "doc_flags", "deprecated",
+        "write", "readonly", "denyoom", "noauth", "no_multi",
         "multi_exempt", "pubsub_ok", "blocking", "admin", "bit",
         "plain",
     )
@@ -226,9 +227,15 @@ class Command:
         self.group = group
         self.summary = summary
         self.since = since
-        # Its arguments in hotkv.commands.docs_syntax's syntax, for COMMAND
-        # DOCS (parsed there on first use).
+        # For COMMAND DOCS only: its arguments in hotkv.commands.docs_syntax's
+        # syntax (parsed there on first use), its complexity, history
+        # (("6.2.0", "Added ..."), ...), doc flags ("syscmd") and, when
+        # deprecated, (since, replaced by).
         self.doc_args = doc_args
+        self.complexity = ""
+        self.history = ()
+        self.doc_flags = ""
+        self.deprecated = ()
         self.subcommands = None
         self.parent = None
         base = name.split("|")[0]
@@ -294,14 +301,19 @@ def _register_top(cmd: Command):
 def command(name: str, arity: int, flags: str = "", keys=(0, 0, 0), *,
             keys_fn: Callable | None = None, group: str = "generic",
             summary: str = "", since: str = "1.0.0", acl: tuple = (),
-            key_specs=None, key_flags=None, args: str = ""):
-    """Register ``fn`` as the handler of ``name`` ("get", or "config|get");
-    ``args`` is its syntax for COMMAND DOCS (hotkv.commands.docs_syntax)."""
+            key_specs=None, key_flags=None, args: str = "", complexity: str = "",
+            history: tuple = (), doc_flags: str = "", deprecated: tuple = ()):
+    """Register ``fn`` as the handler of ``name`` ("get", or "config|get").
+    ``args``, ``complexity``, ``history``, ``doc_flags`` and ``deprecated``
+    are for COMMAND DOCS only (see ``Command``; ``args`` is written in
+    hotkv.commands.docs_syntax's syntax)."""
     def deco(fn):
         global _next_bit
         cmd = Command(name.lower(), fn, arity, flags.split(), keys, keys_fn, group,
                       summary or (fn.__doc__ or "").strip().split("\n")[0], since, acl,
                       key_specs, key_flags, args)
+        cmd.complexity, cmd.history, cmd.doc_flags, cmd.deprecated = \
+            complexity, history, doc_flags, deprecated
         cmd.bit = _next_bit
         _next_bit += 1
         if "|" in cmd.name:
@@ -322,7 +334,8 @@ def command(name: str, arity: int, flags: str = "", keys=(0, 0, 0), *,
     return deco
 
 
-def container(name: str, *, group: str, summary: str = "", since: str = "1.0.0"):
+def container(name: str, *, group: str, summary: str = "", since: str = "1.0.0",
+              complexity: str = "", deprecated: tuple = ()):
     """Register a container command (its subcommands are registered with
     ``command('name|sub', ...)``).  Called alone it is an arity error."""
     global _next_bit
@@ -331,6 +344,7 @@ def container(name: str, *, group: str, summary: str = "", since: str = "1.0.0")
         raise AssertionError("container called without a subcommand")
 
     cmd = Command(name, _no_subcommand, -2, (), (0, 0, 0), None, group, summary, since)
+    cmd.complexity, cmd.deprecated = complexity, deprecated
     cmd.subcommands = {}
     cmd.plain = False
     cmd.bit = _next_bit

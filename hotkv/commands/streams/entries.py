@@ -178,7 +178,13 @@ def _exact_trim_arg(s: Stream, a: _TrimArgs) -> bytes:
                                          "trimming feature"),),
          args="key:k [NOMKSTREAM]@6.2.0 trim[strategy(MAXLEN | MINID@6.2.0) operator[equal== | "
               "approximately=~] threshold [LIMIT count:i]@6.2.0] id-selector(auto-id=* | id) "
-              "data(field value)...")
+              "data(field value)...",
+         complexity="O(1) when adding a new entry, O(N) when trimming where N being the number "
+                    "of entries evicted.",
+         history=(("6.2.0",
+                   "Added the `NOMKSTREAM` option, `MINID` trimming strategy and the `LIMIT` "
+                   "option."),
+                  ("7.0.0", "Added support for the `<ms>-*` explicit ID form.")))
 def xadd(c, argv):
     """Appends a new message to a stream. Creates the key if it doesn't exist.
 
@@ -362,7 +368,11 @@ def _xadd_general(c, argv):
 
 @command("xtrim", -4, "write", (1, 1, 1), group="stream", since="5.0.0", key_flags="RW delete",
          args="key:k trim(strategy(MAXLEN | MINID@6.2.0) operator[equal== | approximately=~] "
-              "threshold [LIMIT count:i]@6.2.0)")
+              "threshold [LIMIT count:i]@6.2.0)",
+         complexity="O(N), with N being the number of evicted entries. Constant times are very "
+                    "small however, since entries are organized in macro nodes containing multiple "
+                    "entries that can be released with a single deallocation.",
+         history=(("6.2.0", "Added the `MINID` trimming strategy and the `LIMIT` option."),))
 def xtrim(c, argv):
     """Deletes messages from the beginning of a stream.
 
@@ -389,7 +399,7 @@ def xtrim(c, argv):
 # ----------------------------------------------------------------------
 
 @command("xlen", 2, "readonly fast", (1, 1, 1), group="stream", since="5.0.0", key_flags="RO",
-         args="key:k")
+         args="key:k", complexity="O(1)")
 def xlen(c, argv):
     """Return the number of messages in a stream.
 
@@ -428,7 +438,10 @@ def _xrange(c, argv, rev: bool):
 
 
 @command("xrange", -4, "readonly", (1, 1, 1), group="stream", since="5.0.0",
-         args="key:k start end [COUNT count:i]")
+         args="key:k start end [COUNT count:i]",
+         complexity="O(N) with N being the number of elements being returned. If N is constant "
+                    "(e.g. always asking for the first 10 elements with COUNT), you can consider "
+                    "it O(1).", history=(("6.2.0", "Added exclusive ranges."),))
 def xrange(c, argv):
     """Returns the messages from a stream within a range of IDs.
 
@@ -438,7 +451,10 @@ def xrange(c, argv):
 
 
 @command("xrevrange", -4, "readonly", (1, 1, 1), group="stream", since="5.0.0",
-         args="key:k end start [COUNT count:i]")
+         args="key:k end start [COUNT count:i]",
+         complexity="O(N) with N being the number of elements returned. If N is constant (e.g. "
+                    "always asking for the first 10 elements with COUNT), you can consider it "
+                    "O(1).", history=(("6.2.0", "Added exclusive ranges."),))
 def xrevrange(c, argv):
     """Returns the messages from a stream within a range of IDs in reverse order.
 
@@ -448,7 +464,9 @@ def xrevrange(c, argv):
 
 
 @command("xdel", -3, "write fast", (1, 1, 1), group="stream", since="5.0.0", key_flags="RW delete",
-         args="key:k id...")
+         args="key:k id...",
+         complexity="O(1) for each single item to delete in the stream, regardless of the stream "
+                    "size.")
 def xdel(c, argv):
     """Returns the number of messages after removing them from a stream.
 
@@ -467,7 +485,8 @@ def xdel(c, argv):
 @command("xsetid", -3, "write denyoom fast", (1, 1, 1), group="stream", since="5.0.0",
          key_flags="RW update",
          args="key:k last-id [ENTRIESADDED entries-added:i]@7.0.0 [MAXDELETEDID "
-              "max-deleted-id]@7.0.0")
+              "max-deleted-id]@7.0.0", complexity="O(1)",
+         history=(("7.0.0", "Added the `entries_added` and `max_deleted_entry_id` arguments."),))
 def xsetid(c, argv):
     """An internal command for replicating stream values.
 
@@ -526,7 +545,9 @@ def xsetid(c, argv):
 
 @command("xread", -4, "readonly blocking", keys_fn=xread_keys(1), group="stream",
          since="5.0.0", key_specs=(spec("RO access", "keyword STREAMS 1", "range -1 1 2"),),
-         args="[COUNT count:i] [BLOCK milliseconds:i] (STREAMS key:k... id...)")
+         args="[COUNT count:i] [BLOCK milliseconds:i] (STREAMS key:k... id...)",
+         summary="Returns messages from multiple streams with IDs greater than the ones "
+                 "requested. Blocks until a message is available otherwise.")
 def xread(c, argv):
     """Returns messages from multiple streams with IDs greater than the ones requested.
 

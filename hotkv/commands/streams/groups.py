@@ -57,7 +57,14 @@ from .read import BlockedRead, read_streams, serve_group, setid_prop, xclaim_pro
 @command("xreadgroup", -7, "write blocking", keys_fn=xread_keys(4), group="stream",
          since="5.0.0", key_specs=(spec("RO access", "keyword STREAMS 4", "range -1 1 2"),),
          args="group-block(GROUP group consumer) [COUNT count:i] [BLOCK milliseconds:i] [NOACK] "
-              "(STREAMS key:k... id...)")
+              "(STREAMS key:k... id...)",
+         summary="Returns new or historical messages from a stream for a consumer in a group. "
+                 "Blocks until a message is available otherwise.",
+         complexity="For each stream mentioned: O(M) with M being the number of elements "
+                    "returned. If M is constant (e.g. always asking for the first 10 elements with "
+                    "COUNT), you can consider it O(1). On the other side when XREADGROUP blocks, "
+                    "XADD will pay the O(N) time in order to serve the N clients blocked on the "
+                    "stream getting new data.")
 def xreadgroup(c, argv):
     """Returns new or historical messages from a stream for a consumer in a group.
 
@@ -131,7 +138,7 @@ def _xreadgroup_one(c, argv, n):
 # ----------------------------------------------------------------------
 
 container("xgroup", group="stream", summary="A container for consumer groups commands.",
-          since="5.0.0")
+          since="5.0.0", complexity="Depends on subcommand.")
 
 
 def _xgroup_common(c, argv, create: bool, setid: bool):
@@ -173,7 +180,8 @@ def _require_group(argv, g):
 @command("xgroup|create", -5, "write denyoom", (2, 2, 1), group="stream", since="5.0.0",
          key_flags="RW insert",
          args="key:k group id-selector(id | new-id=$) [MKSTREAM] entriesread[ENTRIESREAD "
-              "entries-read:i]")
+              "entries-read:i]", complexity="O(1)",
+         history=(("7.0.0", "Added the `entries_read` named argument."),))
 def xgroup_create(c, argv):
     """Creates a consumer group.
 
@@ -199,7 +207,8 @@ def xgroup_create(c, argv):
 
 @command("xgroup|setid", -5, "write", (2, 2, 1), group="stream", since="5.0.0",
          key_flags="RW update",
-         args="key:k group id-selector(id | new-id=$) entriesread[ENTRIESREAD entries-read:i]")
+         args="key:k group id-selector(id | new-id=$) entriesread[ENTRIESREAD entries-read:i]",
+         complexity="O(1)", history=(("7.0.0", "Added the optional `entries_read` argument."),))
 def xgroup_setid(c, argv):
     """Sets the last-delivered ID of a consumer group.
 
@@ -220,7 +229,9 @@ def xgroup_setid(c, argv):
 
 
 @command("xgroup|destroy", 4, "write", (2, 2, 1), group="stream", since="5.0.0",
-         key_flags="RW delete", args="key:k group")
+         key_flags="RW delete", args="key:k group",
+         complexity="O(N) where N is the number of entries in the group's pending entries list "
+                    "(PEL).")
 def xgroup_destroy(c, argv):
     """Destroys a consumer group.
 
@@ -238,7 +249,7 @@ def xgroup_destroy(c, argv):
 
 
 @command("xgroup|createconsumer", 5, "write denyoom", (2, 2, 1), group="stream", since="6.2.0",
-         key_flags="RW insert", args="key:k group consumer")
+         key_flags="RW insert", args="key:k group consumer", complexity="O(1)")
 def xgroup_createconsumer(c, argv):
     """Creates a consumer in a consumer group.
 
@@ -253,7 +264,7 @@ def xgroup_createconsumer(c, argv):
 
 
 @command("xgroup|delconsumer", 5, "write", (2, 2, 1), group="stream", since="5.0.0",
-         key_flags="RW delete", args="key:k group consumer")
+         key_flags="RW delete", args="key:k group consumer", complexity="O(1)")
 def xgroup_delconsumer(c, argv):
     """Deletes a consumer from a consumer group.
 
@@ -269,7 +280,7 @@ def xgroup_delconsumer(c, argv):
     return pending
 
 
-@command("xgroup|help", 2, "loading stale", group="stream", since="5.0.0")
+@command("xgroup|help", 2, "loading stale", group="stream", since="5.0.0", complexity="O(1)")
 def xgroup_help(c, argv):
     """Returns helpful text about the different subcommands."""
     return help_reply(argv, [
@@ -295,7 +306,10 @@ def xgroup_help(c, argv):
 # ----------------------------------------------------------------------
 
 @command("xack", -4, "write fast", (1, 1, 1), group="stream", since="5.0.0", key_flags="RW update",
-         args="key:k group id...")
+         args="key:k group id...",
+         summary="Returns the number of messages that were successfully acknowledged by the "
+                 "consumer group member of a stream.",
+         complexity="O(1) for each message ID processed.")
 def xack(c, argv):
     """Returns the number of messages that were successfully acknowledged.
 
@@ -312,7 +326,15 @@ def xack(c, argv):
 
 
 @command("xpending", -3, "readonly", (1, 1, 1), group="stream", since="5.0.0",
-         args="key:k group filters[[IDLE min-idle-time:i]@6.2.0 start end count:i [consumer]]")
+         args="key:k group filters[[IDLE min-idle-time:i]@6.2.0 start end count:i [consumer]]",
+         summary="Returns the information and entries from a stream consumer group's pending "
+                 "entries list.",
+         complexity="O(N) with N being the number of elements returned, so asking for a small "
+                    "fixed number of entries per call is O(1). O(M), where M is the total number "
+                    "of entries scanned when used with the IDLE filter. When the command returns "
+                    "just the summary and the list of consumers is small, it runs in O(1) time; "
+                    "otherwise, an additional O(N) time for iterating every consumer.",
+         history=(("6.2.0", "Added the `IDLE` option and exclusive range intervals."),))
 def xpending(c, argv):
     """Returns the information and entries from a stream consumer group's PEL.
 
@@ -407,7 +429,11 @@ def _xclaim_options(argv, j: int, now: int) -> tuple:
 @command("xclaim", -6, "write fast", (1, 1, 1), group="stream", since="5.0.0",
          key_flags="RW update",
          args="key:k group consumer min-idle-time id... [IDLE ms:i] [TIME "
-              "unix-time-milliseconds:t] [RETRYCOUNT count:i] [FORCE] [JUSTID] [LASTID lastid]")
+              "unix-time-milliseconds:t] [RETRYCOUNT count:i] [FORCE] [JUSTID] [LASTID lastid]",
+         summary="Changes, or acquires, ownership of a message in a consumer group, as if the "
+                 "message was delivered a consumer group member.",
+         complexity="O(log N) with N being the number of messages in the PEL of the consumer "
+                    "group.")
 def xclaim(c, argv):
     """Changes, or acquires, ownership of a message in a consumer group.
 
@@ -503,7 +529,13 @@ def xclaim(c, argv):
 
 @command("xautoclaim", -6, "write fast", (1, 1, 1), group="stream", since="6.2.0",
          key_flags="RW delete",
-         args="key:k group consumer min-idle-time start [COUNT count:i] [JUSTID]")
+         args="key:k group consumer min-idle-time start [COUNT count:i] [JUSTID]",
+         summary="Changes, or acquires, ownership of messages in a consumer group, as if the "
+                 "messages were delivered to as consumer group member.",
+         complexity="O(1) if COUNT is small.",
+         history=(("7.0.0",
+                   "Added an element to the reply array, containing deleted entries the command "
+                   "cleared from the PEL"),))
 def xautoclaim(c, argv):
     """Changes, or acquires, ownership of messages in a consumer group.
 

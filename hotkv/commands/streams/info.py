@@ -22,7 +22,7 @@ from .changes import lookup
 # ----------------------------------------------------------------------
 
 container("xinfo", group="stream", summary="A container for stream introspection commands.",
-          since="5.0.0")
+          since="5.0.0", complexity="Depends on subcommand.")
 
 
 def _xinfo_stream_or_error(c, key):
@@ -33,7 +33,8 @@ def _xinfo_stream_or_error(c, key):
 
 
 @command("xinfo|consumers", 4, "readonly", (2, 2, 1), group="stream", since="5.0.0",
-         args="key:k group")
+         args="key:k group", complexity="O(1)",
+         history=(("7.2.0", "Added the `inactive` field, and changed the meaning of `idle`."),))
 def xinfo_consumers(c, argv):
     """Returns a list of the consumers in a consumer group.
 
@@ -56,7 +57,8 @@ def xinfo_consumers(c, argv):
     return out
 
 
-@command("xinfo|groups", 3, "readonly", (2, 2, 1), group="stream", since="5.0.0", args="key:k")
+@command("xinfo|groups", 3, "readonly", (2, 2, 1), group="stream", since="5.0.0", args="key:k",
+         complexity="O(1)", history=(("7.0.0", "Added the `entries-read` and `lag` fields"),))
 def xinfo_groups(c, argv):
     """Returns a list of the consumer groups of a stream.
 
@@ -77,7 +79,13 @@ def xinfo_groups(c, argv):
 
 
 @command("xinfo|stream", -3, "readonly", (2, 2, 1), group="stream", since="5.0.0",
-         args="key:k full-block[FULL [COUNT count:i]]")
+         args="key:k full-block[FULL [COUNT count:i]]", complexity="O(1)",
+         history=(("6.0.0", "Added the `FULL` modifier."),
+                  ("7.0.0",
+                   "Added the `max-deleted-entry-id`, `entries-added`, `recorded-first-entry-id`, "
+                   "`entries-read` and `lag` fields"),
+                  ("7.2.0",
+                   "Added the `active-time` field, and changed the meaning of `seen-time`.")))
 def xinfo_stream(c, argv):
     """Returns information about a stream.
 
@@ -148,7 +156,7 @@ def xinfo_stream(c, argv):
     return out
 
 
-@command("xinfo|help", 2, "loading stale", group="stream", since="5.0.0")
+@command("xinfo|help", 2, "loading stale", group="stream", since="5.0.0", complexity="O(1)")
 def xinfo_help(c, argv):
     """Returns helpful text about the different subcommands."""
     return help_reply(argv, [
