@@ -170,7 +170,7 @@ def test_docs_built_on_first_use():
 def test_syntax_errors_are_reported():
     from hotkv.commands.docs_syntax import arguments
     for bad in ("key:k [NX | XX", "key:k NX | XX", "key:k (a b)", "key:k )", "key:k [a]@x",
-                "key:z", "key:kx", "(COUNT count:i | x)"):
+                "key:z", "key:kx", "(COUNT count:i | x)", "key:k [(A | B) x]"):
         with pytest.raises(ValueError):
             arguments(bad)
 

@@ -61,7 +61,9 @@ class _Arg:
         self.display = self.summary = self.since = self.dep = None
         self.flags = set()
 
-    def reply(self) -> dict:
+    def reply(self, syntax: str) -> dict:
+        if self.name is None:
+            raise ValueError(f"a one-of or block without a name in {syntax!r}")
         out = {b"name": self.name.encode(), b"type": self.type.encode()}
         if self.children is None:
             out[b"display_text"] = (self.display or self.name).encode()
@@ -74,7 +76,7 @@ class _Arg:
         if self.flags:
             out[b"flags"] = SetReply(Simple(f.encode()) for f in _FLAG_ORDER if f in self.flags)
         if self.children is not None:
-            out[b"arguments"] = [a.reply() for a in self.children]
+            out[b"arguments"] = [a.reply(syntax) for a in self.children]
         return out
 
 
@@ -186,7 +188,4 @@ def _lex(syntax: str) -> list:
 def arguments(syntax: str) -> list:
     """COMMAND DOCS' ``arguments`` reply for one command's syntax."""
     seq, _, _ = _parse_alts(_lex(syntax), 0, syntax, top=True)
-    for arg in seq:
-        if arg.name is None:
-            raise ValueError(f"an argument without a name in {syntax!r}")
-    return [a.reply() for a in seq]
+    return [a.reply(syntax) for a in seq]
