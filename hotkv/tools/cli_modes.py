@@ -19,7 +19,6 @@ import signal
 import sys
 import time
 
-from . import cli_more
 from .cli_resp import ProtocolError, repr_bytes, txt, write
 
 
@@ -38,14 +37,6 @@ def run(s) -> int:
     o = s.o
     if o.latency:
         return latency_mode(s)
-    if o.latency_dist:
-        return cli_more.latency_dist(s)
-    if o.replica:
-        cli_more.send_replconf(s, "capa", "eof")
-        cli_more.send_replconf(s, "rdb-filter-only", "")
-        return cli_more.replica_mode(s)
-    if o.rdb is not None or o.functions_rdb is not None:
-        return cli_more.get_rdb(s)
     if o.pipe:
         return pipe_mode(s)
     if o.bigkeys:
@@ -54,8 +45,6 @@ def run(s) -> int:
         big_keys(s, memkeys=True, samples=o.memkeys_samples)
     if o.bigkeys or o.memkeys:
         return 0
-    if o.hotkeys:
-        return cli_more.hot_keys(s)
     if o.stat:
         return stat_mode(s)
     return scan_mode(s)

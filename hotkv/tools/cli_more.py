@@ -20,7 +20,8 @@ import signal
 import sys
 import time
 
-from .cli_resp import ProtocolError, repr_bytes, txt, write
+from .cli_modes import _call, _pct, _scan
+from .cli_resp import ProtocolError, context_error, repr_bytes, txt, write
 
 
 def _ustime() -> int:
@@ -69,7 +70,6 @@ def _freqs(s, keys):
 def hot_keys(s) -> int:
     """valkey-cli --hotkeys: OBJECT FREQ over a SCAN of the keyspace, the
     16 hottest kept (needs an LFU maxmemory-policy)."""
-    from .cli_modes import _call, _pct, _scan
     o = s.o
     stop = _Stop()
     signal.signal(signal.SIGINT, stop)
@@ -392,7 +392,6 @@ def replica_mode(s, words=None) -> int:
     """valkey-cli --replica (or a typed SYNC / PSYNC): take a full sync,
     throw the RDB away, then print every command the primary sends, in CSV,
     until the connection ends."""
-    from .cli_tool import _context_error
     o = s.o
     size, mark, full = send_sync(s, words)
     info = "Full resync" if full else "Partial resync"
@@ -420,7 +419,7 @@ def replica_mode(s, words=None) -> int:
             try:
                 s.read_reply(False)
             except (OSError, ConnectionError, ProtocolError) as e:
-                sys.stderr.write("Error: %s\n" % _context_error(e))
+                sys.stderr.write("Error: %s\n" % context_error(e))
                 return 1
     finally:
         o.output = saved

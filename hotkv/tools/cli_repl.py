@@ -30,6 +30,7 @@ import time
 from ..protocol.resp import split_inline_args
 from . import cli_help
 from .cli_modes import try_read
+from .cli_more import eval_words
 from .cli_resp import ProtocolError, _atoi, txt, write
 
 HISTORY_MAX = 100
@@ -561,7 +562,6 @@ def ldb_session(s, args: list[bytes]) -> int:
     """valkey-cli --ldb / --ldb-sync-mode --eval FILE: SCRIPT DEBUG, the
     EVAL, then the debugger's prompt until the session ends; ``restart``
     reconnects and starts again with the file as it is then."""
-    from .cli_more import eval_words
     o = s.o
     while True:
         write(b"Lua debugging session started, please use:\n"

@@ -16,6 +16,7 @@ read and dropped.
 
 from __future__ import annotations
 
+import os
 import select
 import sys
 
@@ -172,6 +173,13 @@ class Conn:
     def call(self, *args) -> Reply:
         self.send(args)
         return self.read()
+
+
+def context_error(e) -> str:
+    """hiredis's errstr for a failed read or write."""
+    if isinstance(e, OSError) and e.errno:
+        return os.strerror(e.errno)
+    return str(e)
 
 
 def txt(b) -> str:

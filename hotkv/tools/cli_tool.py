@@ -35,13 +35,14 @@ from urllib.parse import unquote, urlparse
 
 from . import cli_modes, cli_more
 from .cli_help import output_help
-from .cli_repl import repl
+from .cli_repl import ldb_session, repl
 from .cli_resp import (
     VERSION,
     Conn,
     ProtocolError,
     Reply,
     _atoi,
+    context_error,
     format_csv,
     format_json,
     format_raw,
@@ -605,11 +606,7 @@ def _strerror(e: OSError) -> str:
     return os.strerror(e.errno) if e.errno else str(e)
 
 
-def _context_error(e) -> str:
-    """hiredis's errstr for a failed read or write."""
-    if isinstance(e, OSError) and e.errno:
-        return os.strerror(e.errno)
-    return str(e)
+_context_error = context_error
 
 
 # -- for hotkv queues (queues_tui.py, queues_remote.py) -------------------------
@@ -674,12 +671,27 @@ def noninteractive(s: Session, words: list[bytes]) -> int:
     return 0 if ok else 1
 
 
+def _run_mode(s: Session) -> int:
+    """The first of the special modes asked for, in valkey-cli's order."""
+    o = s.o
+    if o.latency_dist and not o.latency:
+        return cli_more.latency_dist(s)
+    if o.replica and not o.latency:
+        cli_more.send_replconf(s, "capa", "eof")
+        cli_more.send_replconf(s, "rdb-filter-only", "")
+        return cli_more.replica_mode(s)
+    if (o.rdb is not None or o.functions_rdb is not None) and not o.latency:
+        return cli_more.get_rdb(s)
+    if o.hotkeys and not (o.latency or o.pipe or o.bigkeys or o.memkeys):
+        return cli_more.hot_keys(s)
+    return cli_modes.run(s)
+
+
 def eval_mode(s: Session, args: list[bytes]) -> int:
     """valkey-cli --eval FILE [key ...] [, arg ...]: EVAL the file's script
     (with --ldb, in the Lua debugger: cli_repl.ldb_session)."""
     o = s.o
     if o.eval_ldb:
-        from .cli_repl import ldb_session
         return ldb_session(s, args)
     ok = s.issue(cli_more.eval_words(o.eval, args), o.repeat)
     return 0 if ok else 1
@@ -707,7 +719,7 @@ def main(argv: list[str]) -> int:
                 or o.hotkeys or o.stat or o.scan:
             if not s.connect():
                 return 1
-            return cli_modes.run(s)
+            return _run_mode(s)
         if o.intrinsic_latency is not None:
             return cli_more.intrinsic_latency(o.intrinsic_latency)
         if o.eval is not None:
