@@ -13,9 +13,10 @@ very reply, byte for byte.  The data is written by hand beside each command
 hotkv.commands.docs_syntax's syntax) and checked here, never taken from
 Valkey.  ``KNOWN`` lists what differs on purpose.
 
-Then ``help CMD`` -- the syntax line valkey-cli builds from the arguments
--- for a sample of commands: valkey-cli against hotkv prints what it prints
-against Valkey, and ``hotkv cli`` prints what valkey-cli prints.
+Then ``help CMD`` -- the syntax line valkey-cli builds from the arguments,
+and the summary, since and group: valkey-cli against hotkv prints what it
+prints against Valkey for every command, and ``hotkv cli`` prints what
+valkey-cli prints for a sample.
 """
 
 from __future__ import annotations
@@ -201,18 +202,22 @@ def _syntax_line(out: bytes) -> bytes:
     return out.strip().split(b"\n")[0]
 
 
-def test_help_syntax_as_against_valkey(server, ref_server):
-    """valkey-cli's ``help CMD`` builds the same syntax line from hotkv's
-    COMMAND DOCS as from Valkey's."""
+def test_help_as_against_valkey(server, ref_server, both):
+    """valkey-cli's ``help CMD`` prints the same from hotkv's COMMAND DOCS as
+    from Valkey's, for every command (the syntax line, summary, since,
+    group; for a container, each subcommand's), 738 runs in about 6 s."""
     cli = [_valkey_cli()]
     wrong = []
-    for cmd in HELP_SAMPLE:
-        ours = _syntax_line(_help_of(cli, server.port, cmd))
-        theirs = _syntax_line(_help_of(cli, ref_server.port, cmd))
+    for name in both[2]:
+        cmd = name.replace("|", " ").upper()
+        ours = _help_of(cli, server.port, cmd)
+        theirs = _help_of(cli, ref_server.port, cmd)
         assert cmd.encode() in theirs
+        if (name, "subcommands") in KNOWN:     # the listing lacks what hotkv lacks
+            ours, theirs = _syntax_line(ours), _syntax_line(theirs)
         if ours != theirs:
-            wrong.append("%s:\n  hotkv:  %r\n  valkey: %r" % (cmd, ours, theirs))
-    assert not wrong, "\n".join(wrong)
+            wrong.append("%s:\n  hotkv:  %r\n  valkey: %r" % (cmd, ours[:300], theirs[:300]))
+    assert not wrong, "%d differ:\n%s" % (len(wrong), "\n".join(wrong[:20]))
 
 
 def test_hotkv_cli_help_as_valkey_cli(server):
