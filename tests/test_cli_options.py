@@ -175,6 +175,22 @@ def test_cluster_mode_follows_redirects(tmp_path):
         out = _both(run_pty, [cases[4]], first.port, tmp_path, reseed)[0][0]
         assert out == b"(nil)\r\n"    # ASK: the key is asked of the importing node
         _both(run_pty, [cases[2]], first.port, tmp_path, reseed)
+        # Interactive in a terminal: the redirect lines and the prompt naming the new node.
+        got = []
+        for cli in ([VALKEY_CLI], HOTKV_CLI):
+            reseed()
+            p = Pty(cli + ["-c", "-p", str(first.port)], _env(tmp_path))
+            p.expect(b"> ")
+            for line in lines.split(b"\n")[:-1]:
+                pos = len(p.out)
+                p.send(line + b"\r")
+                p.wait_prompt(pos)
+            p.send(b"quit\r")
+            got.append(p.finish())
+        assert got[0] == got[1], "valkey-cli: %r\n\nhotkv:      %r" % (got[0], got[1])
+        assert b"\r\n127.0.0.1:%d> " % target.port in got[1][0] \
+            or b"\r\n127.0.0.1:%d> " % c.node_for_slot(key_slot(away.encode())).port \
+            in got[1][0]
 
 
 # -- --hotkeys ---------------------------------------------------------------------------------
@@ -261,18 +277,30 @@ def _replica_run(cli, port, args, home):
     proc.send_signal(signal.SIGINT)
     rest, rest_err = proc.communicate(timeout=15)
     r.close()
-    return out + rest, re.sub(rb"after \d+ bytes", b"after N bytes", err + rest_err)
+    err = re.sub(rb"after \d+ bytes", b"after N bytes", err + rest_err)
+    return out + rest, re.sub(rb"(\+FULLRESYNC \w+ )\d+", rb"\1OFFSET", err)
 
 
 def test_replica_mode(hotkv_server_factory, tmp_path):
     server = hotkv_server_factory()
     seed(server.port)
     valkey.Valkey(port=server.port).config_set("repl-diskless-sync-delay", "0")
-    for args in (["--replica"], ["SYNC"]):
+    for args in (["--replica"], ["SYNC"], ["PSYNC", "?", "-1"]):
         got = [_replica_run(cli, server.port, args, tmp_path)
                for cli in ([VALKEY_CLI], HOTKV_CLI)]
         assert got[0] == got[1], args
         assert b'"SET","rk","rv"\n"SELECT","3"\n"INCRBY","cnt","1"\n' in got[1][0]
+
+
+def test_replication_refused(port, tmp_path):
+    """A user without SYNC and REPLCONF: each step's error, as valkey-cli's."""
+    valkey.Valkey(port=port).acl_setuser("lim", enabled=True, passwords=["+pw"], keys=["*"],
+                                         commands=["+@all", "-sync", "-psync", "-replconf"])
+    login = ["--user", "lim", "-a", "pw", "--no-auth-warning"]
+    got = _both(run_pipe, [(login + ["--rdb", "x.rdb"], None), (login + ["--replica"], None),
+                           (login + ["SYNC"], None)], port, tmp_path)
+    assert got[0][1].endswith(b"SYNC with primary failed: -NOPERM User lim has no permissions"
+                              b" to run the 'sync' command\r\n") and got[0][2] == 1
 
 
 # -- --latency-dist, --intrinsic-latency ------------------------------------------------------
@@ -307,6 +335,15 @@ def test_latency_dist(port, tmp_path):
         got.append((_spectrum(out), err, proc.returncode))
     assert got[0] == got[1]
     assert got[1][0].count(b"\x1b[38;5;0m.-*#123456789ABCDEFGHIJKLMNOPQ?\x1b[0m\n") == 2
+    # On a terminal (where it is meant to run) until Ctrl-C.
+    got = []
+    for cli in ([VALKEY_CLI], HOTKV_CLI):
+        p = Pty(cli + ["-p", str(port), "--latency-dist", "-i", "0.2"], _env(tmp_path))
+        p.expect(b"\x1b[38;5;0m", p.expect(b"\x1b[38;5;0m"))
+        p.send(b"\x03")
+        out, rc = p.finish()
+        got.append((_spectrum(out.replace(b"^C", b"")), rc))
+    assert got[0] == got[1]
 
 
 def _intrinsic(out: bytes) -> bytes:
@@ -392,7 +429,7 @@ def test_help_lists_the_options(tmp_path):
 
 def test_transcript_count():
     """Every case through pipes, the TERMINAL ones in a pty too; cluster 7 +
-    2, hotkeys 1 + 2 + 1, rdb 4, replica 2, latency-dist 1, intrinsic 1,
-    the Lua debugger 5 + 1."""
-    assert len(CASES) + len(TERMINAL) + 9 + 4 + 4 + 2 + 1 + 1 + len(LDB_CASES) + 1 \
-        == 34 + 7 + 27
+    2 + an interactive session, hotkeys 1 + 2 + 1, rdb 4, replica 3, latency-dist 2, intrinsic 1,
+    the Lua debugger 5 + 1, replication refused 3."""
+    assert len(CASES) + len(TERMINAL) + 10 + 4 + 4 + 3 + 3 + 2 + 1 + len(LDB_CASES) + 1 \
+        == 34 + 7 + 33

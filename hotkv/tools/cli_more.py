@@ -268,7 +268,8 @@ def _read_some(conn, n: int) -> bytes:
 
 
 def _read_line(conn, what: str) -> bytes:
-    """One line up to its \\n, a leading bare \\n (the primary's keepalive) skipped."""
+    """One line up to its \\n (its \\r kept, as valkey-cli prints it), a
+    leading bare \\n (the primary's keepalive) skipped."""
     line = b""
     while True:
         ch = _read_some(conn, 1)
@@ -276,7 +277,7 @@ def _read_line(conn, what: str) -> bytes:
             sys.stderr.write("Error reading bulk length while %s\n" % what)
             raise SystemExit(1)
         if ch == b"\n" and line:
-            return line.rstrip(b"\r")
+            return line
         if ch != b"\n":
             line += ch
 
