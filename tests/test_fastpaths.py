@@ -385,6 +385,72 @@ def test_parser_fast_equals_slow():
             assert _fed([data[i:i + 1] for i in range(len(data))]) == want
 
 
+def _one_command_payload(rnd) -> bytes:
+    """One command (or what looks like one) of at most ~1.1 KB, in Redis's
+    framing or one of the framings Redis refuses or reads otherwise:
+    arguments holding CRLF, CR, LF, '*' and '$' lines; length and count
+    lines with leading zeros, signs, spaces, wrong values; a missing or
+    partial last CRLF; a second command or an inline line after it."""
+    pool = [b"", b"a", b"LPUSH", b"\r\n", b"\r", b"\n", b"a\r", b"\nb", b"*1", b"$1",
+            b"\r\n*1\r\n", b"\r\n$1\r\na", b"x" * 200, b"\r\n" * 3, b"0", b"-1"]
+    args = []
+    for _ in range(rnd.choice([1, 1, 2, 3, 5, 8, 40, 150])):
+        if rnd.random() < 0.7:
+            args.append(rnd.choice(pool))
+        else:
+            args.append(bytes(rnd.choice(b"ab\r\n*$0") for _ in range(rnd.randint(0, 12))))
+    count = b"%d" % len(args)
+    k = rnd.random()
+    if k < 0.05:
+        count = rnd.choice([b"0" + count, b"+" + count, b" " + count, b"%d" % (len(args) + 1),
+                            b"%d" % (len(args) - 1), b"0", b"-1", b"1_0"])
+    out = [b"*" + count + b"\r\n"]
+    for a in args:
+        line = b"%d" % len(a)
+        if rnd.random() < 0.02:
+            line = rnd.choice([b"0" + line, b"+" + line, b"%d" % (len(a) + 1), b"-1",
+                               b"%d" % max(0, len(a) - 1), line + b" "])
+        end = b"\r\n" if rnd.random() > 0.01 else rnd.choice([b"\n", b"\r", b"", b"\r\r\n"])
+        out.append(b"$" + line + b"\r\n" + a + end)
+    data = b"".join(out)
+    k = rnd.random()
+    if k < 0.03:
+        data = data[:-rnd.randint(1, 3)]
+    elif k < 0.06:
+        data += rnd.choice([b"PING\r\n", _cmd(b"GET", b"k"), b"*1\r\n", b"\r\n"])
+    return data
+
+
+def test_parser_one_command_equals_slow():
+    """``_one_command`` (a read of up to 1 KB that is one command) against
+    the Redis-rule parser alone, whole and split in two at every byte (a
+    bounded sample of cuts past 300 bytes)."""
+    from hotkv.protocol.resp import _ONE_LIMIT, _one_command
+    rnd = random.Random(1024)
+    taken = 0
+    for trial in range(1500 * SCALE):
+        data = _one_command_payload(rnd)
+        want = _general_parse(data)
+        assert _fed([data]) == want, data[:300]
+        if len(data) <= _ONE_LIMIT and b"\r\n*" not in data:
+            # The path itself: the command, or None for the general path.
+            one = _one_command(data)
+            if one is not None:
+                taken += 1
+                assert want == ([one], None), data[:300]
+        cuts = range(1, len(data)) if len(data) <= 300 else \
+            sorted({rnd.randrange(1, len(data)) for _ in range(30)})
+        if trial % 5 == 0:
+            for cut in cuts:
+                assert _fed([data[:cut], data[cut:]]) == want, (cut, data[:300])
+    # Sizes around the limit: one command of 1 KB +- a few bytes, in one read.
+    for size in range(_ONE_LIMIT - 40, _ONE_LIMIT + 20):
+        value = b"v" * (size - 27)
+        data = _cmd(b"SET", b"k", value)
+        assert _fed([data]) == _general_parse(data) == ([[b"SET", b"k", value]], None)
+    assert taken > 300 * SCALE, taken    # a good share of the trials took the path
+
+
 # ----------------------------------------------------------------------
 # The reply encoder's caches and Entries' shortcut
 # ----------------------------------------------------------------------
