@@ -61,9 +61,11 @@ probes a server with ``getattr`` / ``hasattr`` (tests/test_state_guard.py).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import os
+import threading
 import time
 import traceback
 from collections import deque
@@ -153,6 +155,9 @@ class Server:
         self.clients: dict = {}
         self._client_ids = itertools.count(1)
         self.loop = None
+        # A caller's thread while it runs one of this loop's turns under the
+        # loop's lock (hotkv.inprocess), else None: see on_loop_thread.
+        self.turn_thread = None
         self.start_time = time.time()
         self.run_id = os.urandom(20).hex()
         self.version = __version__
@@ -638,6 +643,21 @@ class Server:
     def attach_loop(self, loop):
         self.loop = loop
         http.attach(self)   # http-port: the dashboard and /metrics (hotkv.http)
+
+    def on_loop_thread(self) -> bool:
+        """Whether the calling thread runs this server's code now: the loop's
+        own thread, or a caller running a loop turn under the loop's lock
+        (hotkv.inprocess; asyncio's running loop is not swapped for such a
+        turn: that cost 0.6 us a command)."""
+        if self.turn_thread is not None and self.turn_thread == threading.get_ident():
+            return True
+        loop = self.loop
+        if loop is None:
+            return False
+        try:
+            return asyncio.get_running_loop() is loop
+        except RuntimeError:
+            return False
 
     def wake(self):
         """Make sure before_sleep runs at the end of this loop turn."""

@@ -21,7 +21,6 @@ connection (the cached one may have been closed by the target meanwhile).
 
 from __future__ import annotations
 
-import asyncio
 import random
 import socket
 import time
@@ -75,9 +74,8 @@ def _expire(server):
 
 
 def _schedule(server):
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
+    loop = server.loop
+    if loop is None:
         return False
     server.migrate_timer = loop.call_later(1.0, _expire, server)
     return True

@@ -48,7 +48,6 @@ Invariants:
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import datetime as _dt
 import math
@@ -226,7 +225,7 @@ class Clock:
             # Checked before the change: a stopped server's clock stays put.
             raise RuntimeError("the server is stopped (its event loop is closed): start() "
                                "it again before moving its clock")
-        if loop is None or not loop.is_running() or _on(loop):
+        if loop is None or not loop.is_running() or self.server.on_loop_thread():
             self._run(change)
             return
         done: concurrent.futures.Future = concurrent.futures.Future()
@@ -265,13 +264,6 @@ def _unix(when) -> float:
     if not math.isfinite(target) or target < 0:
         raise ValueError("the clock takes a time at or after the unix epoch")
     return target
-
-
-def _on(loop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
 
 
 __all__ = ["Clock"]

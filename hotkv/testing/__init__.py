@@ -20,21 +20,16 @@ changed on the loop thread (between two commands).
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 
 
 def on_loop(server, fn, timeout: float = 30.0):
     """fn() on the loop of ``server`` (a hotkv ``Server``); its result."""
     loop = server.loop
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
     if loop is not None and loop.is_closed():
         raise RuntimeError("the server is stopped (its event loop is closed): start() it "
                            "again before using its test controls")
-    if loop is None or running is loop:
+    if loop is None or server.on_loop_thread():
         return fn()
     done: concurrent.futures.Future = concurrent.futures.Future()
 
