@@ -818,7 +818,14 @@ def connection_class(lib: str = "redis", aio: bool = False):
 def _in_process(r, lib: str, aio: bool, embedded):
     pool = r.connection_pool
     pool.connection_class = connection_class(lib, aio)
-    pool.connection_kwargs = dict(pool.connection_kwargs, embedded=embedded)
+    kwargs = dict(pool.connection_kwargs, embedded=embedded)
+    # Where the settings are copied into a TCP client (``Valkey(**pool.
+    # connection_kwargs)``, a worker process handed host and port), they
+    # name the server's TCP address, not the library's default 6379.
+    server = embedded.server
+    if server is not None and server.config.values["port"] and embedded.host:
+        kwargs["host"], kwargs["port"] = embedded.host, embedded.port
+    pool.connection_kwargs = kwargs
     return r
 
 
@@ -826,7 +833,8 @@ def client(embedded, lib: str = "redis", **kwargs):
     """A ``redis.Redis`` (lib="valkey": ``valkey.Valkey``) whose connections
     are in-process connections to ``embedded`` (a running EmbeddedServer).
     ``kwargs`` are the client's own (decode_responses, protocol, db,
-    password, client_name, retry...); host/port are ignored."""
+    password, client_name, retry...); host/port are ignored (the pool's
+    connection_kwargs carry the server's own TCP address)."""
     module = _lib(lib)
     factory = module.Redis if lib == "redis" else module.Valkey
     return _in_process(factory(**kwargs), lib, False, embedded)

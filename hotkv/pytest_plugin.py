@@ -1,6 +1,8 @@
 """pytest fixtures backed by a real hotkv server (registered via ``pytest11``).
 
-Servers:
+Servers (all ``EmbeddedServer(inprocess=True)``: in-process clients run
+their commands in the caller's thread under the loop's lock, and the TCP
+port is there as well, for subprocesses and other languages):
 * ``hotkv_server`` (session): an ``EmbeddedServer`` on port 0 (the kernel
   picks a free port: no probing, no race), one per pytest-xdist worker
   (each worker is its own process with its own session);
@@ -11,7 +13,9 @@ Servers:
   with those settings (``appendonly=True``, ``requirepass="s"``...) and
   stopped after the test;
 * ``hotkv_url`` (session): the session server's ``redis://`` URL;
-* ``hotkv_client``: a valkey-py client on ``hotkv``;
+* ``hotkv_client``: a valkey-py client on ``hotkv`` whose connections are
+  in-process (hotkv.inprocess: each command runs in the test's thread, no
+  socket, the same reply bytes as over TCP);
 * ``hotkv_server_factory``: starts servers with their own settings
   (``hotkv_server_factory(requirepass="x")``), all stopped after the test;
 * ``hotkv_url_env``: exports ``hotkv``'s address to the environment for
@@ -123,8 +127,9 @@ def _flush(server):
 def _marked_server(settings: dict, tmp_path_factory, cls=EmbeddedServer):
     """The server of a ``@pytest.mark.hotkv(...)`` test; a bad setting's error
     names the marker (the test's own code is not at fault)."""
+    extra = {"inprocess": True} if cls is EmbeddedServer else {}
     try:
-        return cls(**_with_dir(settings, tmp_path_factory))
+        return cls(**_with_dir(settings, tmp_path_factory), **extra)
     except ValueError as e:
         raise pytest.UsageError("@pytest.mark.hotkv(%s): %s" % (
             ", ".join("%s=%r" % kv for kv in settings.items() if kv[0] != "dir"), e)) from None
@@ -142,7 +147,8 @@ def _started(server, settings):
 @pytest.fixture(scope="session")
 def hotkv_server(tmp_path_factory):
     """The session's shared hotkv EmbeddedServer (one per xdist worker); tests use ``hotkv``."""
-    with EmbeddedServer(dir=str(tmp_path_factory.mktemp("hotkv-server"))) as embedded:
+    with EmbeddedServer(dir=str(tmp_path_factory.mktemp("hotkv-server")),
+                        inprocess=True) as embedded:
         embedded._baseline = Baseline.take(embedded.server)
         yield embedded
 
@@ -185,10 +191,11 @@ def hotkv(request, tmp_path_factory):
 
 @pytest.fixture
 def hotkv_client(hotkv):
-    """A valkey-py client on ``hotkv`` (closed after the test)."""
-    import valkey
+    """A valkey-py client on ``hotkv`` whose connections are in-process
+    (hotkv.inprocess: no socket, the same bytes; closed after the test).
+    For a TCP client use ``hotkv.host`` / ``hotkv.port`` or ``hotkv_url``."""
     password = hotkv.server.config.values.get("requirepass") or None
-    client = valkey.Valkey(host=hotkv.host, port=hotkv.port, password=password)
+    client = hotkv.client("valkey", password=password)
     try:
         yield client
     finally:
@@ -203,6 +210,7 @@ def hotkv_server_factory(tmp_path_factory):
     def factory(**settings) -> EmbeddedServer:
         if "dir" not in settings:
             settings["dir"] = str(tmp_path_factory.mktemp("hotkv-factory"))
+        settings.setdefault("inprocess", True)    # its .client() runs in the caller's thread
         server = EmbeddedServer(**settings).start()
         started.append(server)
         return server

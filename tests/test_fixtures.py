@@ -115,6 +115,13 @@ def test_url_env_reaches_a_subprocess(hotkv_url_env, hotkv_client):
                                              .connection_kwargs["port"])
 
 
+def test_client_is_in_process(hotkv_client, hotkv):
+    # no socket: the server lists the connection at the in-process address,
+    # and the session server runs in-process commands in the test's thread
+    assert hotkv_client.client_info()["laddr"] == "/inprocess:0"
+    assert hotkv.loop_lock is not None
+
+
 def test_url_env_is_restored_after():
     assert os.environ.get("REDIS_URL") is None
 
@@ -146,7 +153,7 @@ def test_session_server_marker_url_env_and_seeded_state(tmp_path):
     proc = run_pytest(tmp_path, {"test_basic.py": BASIC, "conftest.py": CONFTEST_SEED},
                       "-p", "no:randomly")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert _counts(proc.stdout) == {"passed": 7}
+    assert _counts(proc.stdout) == {"passed": 8}
 
 
 XDIST = '''
