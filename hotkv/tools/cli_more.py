@@ -142,10 +142,11 @@ _BUCKETS = [(10, "."), (125, "-"), (250, "*"), (500, "#")] + \
 # xterm-256 colours, from 0% to 100% of the samples.
 _PALETTE = (0, 233, 234, 235, 237, 239, 241, 243, 245, 247, 144, 143, 142, 184, 226, 214,
             208, 202, 196)
+_MONO = (0, 233, 234, 235, 237, 239, 241, 243, 245, 247, 249, 251, 253)   # --mono
 
 
-def _dist_legend() -> bytes:
-    colours = "".join("\033[48;5;%dm " % c for c in _PALETTE)
+def _dist_legend(palette) -> bytes:
+    colours = "".join("\033[48;5;%dm " % c for c in palette)
     return ("---------------------------------------------\n"
             ". - * #          .01 .125 .25 .5 milliseconds\n"
             "1,2,3,...,9      from 1 to 9     milliseconds\n"
@@ -160,6 +161,7 @@ def latency_dist(s) -> int:
     """valkey-cli --latency-dist: PING every 10 ms, one spectrum line per
     interval (-i, default 1 s), the legend every 20 lines; until Ctrl-C."""
     o = s.o
+    palette = _MONO if o.mono else _PALETTE
     interval_ms = int(o.interval * 1000) if o.interval else 1000
     counts = [0] * len(_BUCKETS)
     count = outputs = 0
@@ -180,12 +182,12 @@ def latency_dist(s) -> int:
         if (_ustime() - start_of_line) // 1000 > interval_ms:
             out = []
             if outputs % 20 == 0:
-                out.append(_dist_legend())
+                out.append(_dist_legend(palette))
             outputs += 1
             out.append(b"\033[38;5;0m")
             for j, (_, ch) in enumerate(_BUCKETS):
-                idx = math.ceil(counts[j] / count * (len(_PALETTE) - 1))
-                out.append(b"\033[48;5;%dm%s" % (_PALETTE[idx], ch.encode()))
+                idx = math.ceil(counts[j] / count * (len(palette) - 1))
+                out.append(b"\033[48;5;%dm%s" % (palette[idx], ch.encode()))
                 counts[j] = 0
             out.append(b"\033[0m\n")
             write(b"".join(out))

@@ -44,6 +44,8 @@ class _Aborted(Exception):
 class LineEditor:
     """valkey-cli's linenoise, multi-line mode."""
 
+    mask = False   # linenoise's mask mode: '*' for each character (--askpass)
+
     def __init__(self, hints=None, complete=None):
         self.history: list[tuple[bytes, bool]] = []
         self.hints = hints            # buf -> bytes or None
@@ -124,7 +126,12 @@ class LineEditor:
         os.write(1, data)
 
     def _refresh(self, hints=True):
-        """refreshMultiLine."""
+        """refreshMultiLine (refreshSingleLine for --askpass's masked line,
+        read before the prompt is set to multi-line)."""
+        if self.mask:
+            self._out(b"\r" + self.prompt + b"*" * len(self.buf) + b"\x1b[0K\r\x1b[%dC"
+                      % (len(self.prompt) + self.pos))
+            return
         p, buf, pos, cols = self.prompt, self.buf, self.pos, self.cols
         plen = len(p)
         rows = (plen + len(buf) + cols - 1) // cols
@@ -138,7 +145,7 @@ class LineEditor:
         for _ in range(old_rows - 1):
             ab += b"\r\x1b[0K\x1b[1A"
         ab += b"\r\x1b[0K"
-        ab += p + buf
+        ab += p + (b"*" * len(buf) if self.mask else buf)
         if hints and self.hints is not None and plen + len(buf) < cols:
             hint = self.hints(bytes(buf))
             if hint is not None:
@@ -252,7 +259,11 @@ class LineEditor:
             if len(self.buf) < 4095:
                 self.buf[self.pos:self.pos] = c
                 self.pos += 1
-                self._refresh()
+                if self.mask and self.pos == len(self.buf) \
+                        and len(self.prompt) + len(self.buf) < self.cols:
+                    self._out(b"*")   # linenoise's trivial case: no redraw
+                else:
+                    self._refresh()
 
     def _left(self):
         if self.pos > 0:
@@ -387,7 +398,10 @@ def _prompt(s) -> bytes:
         return b"lua debugger> "
     o = s.o
     host = o.host.encode()
-    p = (b"[%s]:%d" if b":" in host else b"%s:%d") % (host, o.port)
+    if o.hostsocket is not None:
+        p = b"valkey " + o.hostsocket.encode("utf-8", "surrogateescape")
+    else:
+        p = (b"[%s]:%d" if b":" in host else b"%s:%d") % (host, o.port)
     if s.dbnum:
         p += b"[%d]" % s.dbnum
     if s.in_multi:
@@ -544,6 +558,14 @@ def _run_line(s, editor, line: bytes, tty_in: bool, histfile) -> str | None:
         if elapsed >= 0.5 and s.o.output == "standard":
             write(b"(%.2fs)\n" % elapsed)
     return None
+
+
+def ask_password(prompt: bytes):
+    """--askpass: a line read with every character shown as '*' (no prompt
+    and no masking when stdin is not a terminal); None at EOF."""
+    editor = LineEditor(hints=None, complete=None)
+    editor.mask = True
+    return editor.readline(prompt)
 
 
 def _closed_by_peer(conn) -> bool:

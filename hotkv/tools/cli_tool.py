@@ -25,7 +25,9 @@ streaming one-shot command ends the process by SIGINT, as valkey-cli's.
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import signal
 import socket
 import ssl
@@ -33,9 +35,10 @@ import sys
 import time
 from urllib.parse import unquote, urlparse
 
+from ..protocol.resp import split_inline_args
 from . import cli_modes, cli_more
 from .cli_help import output_help
-from .cli_repl import ldb_session, repl
+from .cli_repl import ask_password, ldb_session, repl
 from .cli_resp import (
     VERSION,
     Conn,
@@ -58,9 +61,12 @@ USAGE = """hotkv cli (valkey-cli %s compatible)
 Usage: hotkv cli [OPTIONS] [cmd [arg [arg ...]]]
   -h <hostname>      Server hostname (default: 127.0.0.1).
   -p <port>          Server port (default: 6379).
+  -t <timeout>       Connection timeout in seconds (decimals allowed; 0: no limit).
+  -s <socket>        Server unix socket (instead of hostname and port).
   -a <password>      Password to use when connecting to the server.
   --user <username>  Used to send ACL style 'AUTH username pass'. Needs -a.
   --pass <password>  Alias of -a.
+  --askpass          Read the password from STDIN, shown as '*' (-a and REDISCLI_AUTH ignored).
   -u <uri>           Server URI valkey://user:password@host:port/dbnum (valkeys:// for TLS).
   -r <repeat>        Execute specified command N times.
   -i <interval>      When -r is used, waits <interval> seconds per command.
@@ -72,8 +78,10 @@ Usage: hotkv cli [OPTIONS] [cmd [arg [arg ...]]]
   -D <delimiter>     Delimiter between responses for raw formatting (default: \\n).
   -c                 Cluster mode: follow -MOVED and -ASK redirections.
   -e                 Return exit error code when command execution fails.
+  -4 / -6            Prefer IPv4 / IPv6 addresses when the hostname has both.
   --tls, --cacert <file>, --cert <file>, --key <file>, --insecure   TLS.
   --raw / --no-raw   Raw / formatted output (raw is the default when STDOUT is not a tty).
+  --quoted-input     Read each argument as a quoted string ("a\\x00b").
   --csv              Output in CSV format.
   --json             Output in JSON format (RESP3 unless -2 is given).
   --quoted-json      Like --json, with strings quoted to ASCII, not Unicode.
@@ -82,6 +90,7 @@ Usage: hotkv cli [OPTIONS] [cmd [arg [arg ...]]]
   --latency          Sample latency (one line after 1 s when not on a tty).
   --latency-history  Like --latency but tracking latency changes over time.
   --latency-dist     Latency as a spectrum of xterm-256 colours, one line per -i (1 s).
+  --mono             --latency-dist in shades of grey.
   --replica          Act as a replica: print the commands the primary sends.
   --rdb <filename>   Download an RDB snapshot through SYNC ("-" for stdout).
   --functions-rdb <filename> Like --rdb, with the functions only, no keys.
@@ -94,11 +103,13 @@ Usage: hotkv cli [OPTIONS] [cmd [arg [arg ...]]]
   --scan             List all keys using the SCAN command.
   --pattern <pat>    Keys pattern when using the --scan or --bigkeys options.
   --count <count>    Count option when using --scan or --bigkeys (default: 10).
+  --quoted-pattern <pat> Like --pattern, written as a quoted string (binary-safe).
   --intrinsic-latency <sec> Measure this machine's intrinsic latency for <sec> seconds.
   --eval <file>      EVAL the Lua script in <file>: --eval f.lua key1 key2 , arg1 arg2
   --ldb              With --eval: run the script in the Lua debugger.
   --ldb-sync-mode    Like --ldb, with the synchronous debugger (the server blocks and
                      the script's writes are kept).
+  --verbose          Verbose mode (accepted; valkey-cli's cluster manager uses it).
   --no-auth-warning  Don't show the warning message when using a password.
   --help             Output this help and exit.
   --version          Output version and exit.
@@ -111,14 +122,17 @@ _VALUED = {"-h": "host", "-p": "port", "-a": "password", "--pass": "password",
            "--pipe-timeout": "pipe_timeout", "--memkeys-samples": "memkeys_samples",
            "--show-pushes": "show_pushes", "-u": "url", "-X": "stdin_tag_name",
            "--eval": "eval", "--rdb": "rdb", "--functions-rdb": "functions_rdb",
-           "--intrinsic-latency": "intrinsic_latency"}
+           "--intrinsic-latency": "intrinsic_latency", "-s": "hostsocket", "-t": "timeout",
+           "--quoted-pattern": "quoted_pattern"}
 _FLAGS = {"-x": "stdin_lastarg", "-e": "set_errcode", "-3": "resp3", "--resp3": "resp3",
           "-2": "resp2", "--tls": "tls", "--insecure": "insecure", "--scan": "scan",
           "--bigkeys": "bigkeys", "--memkeys": "memkeys", "--stat": "stat",
           "--latency": "latency", "--pipe": "pipe", "--no-auth-warning": "no_auth_warning",
           "--latency-history": "latency_history", "-c": "cluster_mode",
           "--hotkeys": "hotkeys", "--latency-dist": "latency_dist", "--replica": "replica",
-          "--slave": "replica"}
+          "--slave": "replica", "-4": "prefer_ipv4", "-6": "prefer_ipv6",
+          "--quoted-input": "quoted_input", "--verbose": "verbose", "--mono": "mono",
+          "--askpass": "askpass"}
 
 
 class Options:
@@ -154,6 +168,10 @@ class Options:
     hotkeys = latency_dist = replica = False
     rdb = functions_rdb = None
     intrinsic_latency = None
+    hostsocket = None      # -s <unix socket>
+    timeout = None         # -t <seconds>: the connect timeout
+    prefer_ipv4 = prefer_ipv6 = False
+    quoted_input = verbose = mono = askpass = False
 
 
 def _atof(s: str) -> float:
@@ -188,6 +206,13 @@ def parse_args(argv: list[str]):
                     o.memkeys = True
             elif name == "interval":
                 o.interval = _atof(v)
+            elif name == "timeout":
+                o.timeout = _connect_timeout(v)
+            elif name == "quoted_pattern":
+                o.pattern = unquote_c_string(v.encode("utf-8", "surrogateescape"))
+                if o.pattern is None:
+                    sys.stderr.write("Invalid quoted string specified for --quoted-pattern.\n")
+                    raise SystemExit(1)
             elif name in ("mb_delim", "cmd_delim"):
                 setattr(o, name, v.encode("utf-8", "surrogateescape"))
             elif name == "show_pushes":
@@ -236,8 +261,36 @@ def parse_args(argv: list[str]):
     return o, argv[i:]
 
 
+_STRTOD = re.compile(r"\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan"
+                     r"|0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?\d+)?)",
+                     re.I)
+
+
+def _connect_timeout(v: str) -> float:
+    """-t: strtod's whole string, a number >= 0."""
+    m = _STRTOD.fullmatch(v)
+    seconds = float("nan")
+    if m:
+        t = v.strip().lower()
+        seconds = float.fromhex(t) if "0x" in t else float(t)
+    if seconds != seconds or seconds < 0:
+        sys.stderr.write("Invalid connection timeout for -t.\n")
+        raise SystemExit(1)
+    return seconds if 0 < seconds < 1e9 else None   # 0 (and inf): no limit
+
+
+def unquote_c_string(b: bytes):
+    """unquoteCString: one argument written as at the prompt ("a\\x00b"), or
+    None when it is not exactly one."""
+    words = split_inline_args(b)
+    return words[0] if words is not None and len(words) == 1 else None
+
+
 def _check_options(o):
     """parseOptions' closing checks, in valkey-cli's order."""
+    if o.hostsocket is not None and o.cluster_mode:
+        sys.stderr.write("Options -c and -s are mutually exclusive.\n")
+        raise SystemExit(1)
     if o.resp2 and o.resp3 is True:
         sys.stderr.write("Options -2 and -3 are mutually exclusive.\n")
         raise SystemExit(1)
@@ -253,6 +306,9 @@ def _check_options(o):
         raise SystemExit(1)
     if o.stdin_lastarg and o.stdin_tag_name is not None:
         sys.stderr.write("Options -x and -X are mutually exclusive.\n")
+        raise SystemExit(1)
+    if o.prefer_ipv4 and o.prefer_ipv6:
+        sys.stderr.write("Options -4 and -6 are mutually exclusive.\n")
         raise SystemExit(1)
 
 
@@ -360,14 +416,15 @@ class Session:
             self.in_multi = False
             self.pubsub_mode = False
             self.prompt_changed()
+        unix = o.hostsocket is not None and not (o.cluster_mode and self.reissue)
         try:
-            sock = socket.create_connection((o.host, o.port))
+            sock = _open(o, unix)
         except OSError as e:
             if not quiet:
-                sys.stderr.write("Could not connect to Valkey at %s:%d: %s\n"
-                                 % (o.host, o.port, _strerror(e)))
+                where = o.hostsocket if unix else "%s:%d" % (o.host, o.port)
+                sys.stderr.write("Could not connect to Valkey at %s: %s\n"
+                                 % (where, _strerror(e)))
             return False
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if o.tls:
             try:
                 ctx = ssl.create_default_context(cafile=o.cacert)
@@ -602,7 +659,44 @@ class Session:
                 return ok
 
 
+def _open(o, unix: bool):
+    """A connected socket: the unix socket (-s), or the host's addresses in
+    turn (IPv4 first with -4, IPv6 first with -6), within -t's timeout."""
+    if unix:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(o.timeout)
+            sock.connect(o.hostsocket)
+        except OSError:
+            sock.close()
+            raise
+        sock.settimeout(None)
+        return sock
+    infos = socket.getaddrinfo(o.host, o.port, 0, socket.SOCK_STREAM)
+    if o.prefer_ipv4 or o.prefer_ipv6:
+        first = socket.AF_INET if o.prefer_ipv4 else socket.AF_INET6
+        infos.sort(key=lambda info: info[0] != first)
+    error = None
+    for family, kind, proto, _, addr in infos:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(o.timeout)
+            sock.connect(addr)
+        except OSError as e:
+            sock.close()
+            error = e
+            continue
+        sock.settimeout(None)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+    raise error
+
+
 def _strerror(e: OSError) -> str:
+    if isinstance(e, socket.gaierror):
+        return e.strerror
+    if isinstance(e, TimeoutError) and not e.errno:
+        return os.strerror(errno.ETIMEDOUT)
     return os.strerror(e.errno) if e.errno else str(e)
 
 
@@ -652,6 +746,11 @@ def noninteractive(s: Session, words: list[bytes]) -> int:
     """valkey-cli's noninteractive(): one command (``-r`` times), then the
     pushes of a subscription until Ctrl-C."""
     o = s.o
+    if o.quoted_input:
+        words = [unquote_c_string(w) for w in words]
+        if None in words:
+            write(b"Invalid quoted string\n")
+            return 1
     if o.stdin_lastarg:
         words = words + [_read_stdin_arg()]
     elif o.stdin_tag_name is not None:
@@ -712,6 +811,8 @@ def main(argv: list[str]) -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 1
     words = [a.encode("utf-8", "surrogateescape") for a in command]
+    if o.askpass:
+        o.password = ask_password(b"Please input password: ")
     s = Session(o)
     try:
         if o.latency or o.latency_dist or o.replica or o.rdb is not None \
