@@ -165,7 +165,7 @@ def run_pipe(argv, port, stdin, home):
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=15)
         return _first_samples(out), proc.returncode
-    proc = subprocess.run(argv + ["-p", str(port)] + [], input=stdin or b"",
+    proc = subprocess.run(argv, input=stdin or b"",
                           capture_output=True, timeout=30, env=_env(home))
     return proc.stdout, proc.stderr, proc.returncode
 
