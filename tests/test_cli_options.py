@@ -425,6 +425,23 @@ def _latency_dist_terminal(port, tmp_path):
     assert got[0] == got[1]
 
 
+def test_lru_test_in_a_terminal(port, tmp_path):
+    """--lru-test until Ctrl-C: a line a second (through a pipe valkey-cli's
+    stdio holds them in its 4 KB buffer, lost at Ctrl-C; hotkv cli writes
+    each line)."""
+    got = []
+    for cli in ([VALKEY_CLI], HOTKV_CLI):
+        p = Pty(cli + ["-p", str(port), "--lru-test", "200"], _env(tmp_path))
+        p.expect(b"\n", p.expect(b"\n"))
+        p.send(b"\x03")
+        out, rc = p.finish()
+        lines = out.replace(b"^C", b"").split(b"\r\n")[:2]
+        got.append(([re.sub(rb"\d+(\.\d+)?", b"N", x) for x in lines], rc))
+    assert got[0] == got[1]
+    assert got[1][0][0] == b"N Gets/sec | Hits: N (N%) | Misses: N (N%)"
+    assert valkey.Valkey(port=port).exists("lru:1")
+
+
 def _intrinsic(out: bytes) -> bytes:
     out = re.sub(rb"(Max latency so far: \d+ microseconds.\n)+", b"Max latency so far: N\n",
                  out)
@@ -496,7 +513,7 @@ def test_lua_debugger_in_a_terminal(port, tmp_path, monkeypatch):
 NEW_OPTIONS = ["-X", "-c", "--json", "--quoted-json", "--latency-dist", "--replica",
                "--rdb", "--functions-rdb", "--hotkeys", "--intrinsic-latency", "--eval",
                "--ldb", "--ldb-sync-mode", "-s", "-t", "--askpass", "--quoted-input",
-               "--quoted-pattern", "--verbose"]
+               "--quoted-pattern", "--verbose", "--lru-test"]
 
 
 def test_help_lists_the_options(tmp_path):
@@ -508,8 +525,9 @@ def test_help_lists_the_options(tmp_path):
 
 
 def test_transcript_count():
-    """Every case through pipes, the TERMINAL ones in a pty too; cluster 7 +
-    2 + an interactive session, hotkeys 1 + 2 + 1, rdb 4, replica 3, latency-dist 3, intrinsic 1,
-    the Lua debugger 5 + 1, replication refused 3, connecting and quoting 25 + 2."""
-    assert len(CASES) + len(TERMINAL) + len(CONNECTING) + 2 + 10 + 4 + 4 + 3 + 3 + 3 + 1 \
-        + len(LDB_CASES) + 1 == 34 + 7 + 27 + 34
+    """Every case through pipes, the TERMINAL ones in a pty too; connecting and
+    quoting 25 + 2; cluster 7 + 2 + an interactive session; hotkeys 1 + 2 + 1;
+    rdb 4; replica 3; replication refused 3; latency-dist 3; lru-test 1;
+    intrinsic 1; the Lua debugger 5 + 1."""
+    assert len(CASES) + len(TERMINAL) + len(CONNECTING) + 2 + 10 + 4 + 4 + 3 + 3 + 3 + 1 + 1 \
+        + len(LDB_CASES) + 1 == 103

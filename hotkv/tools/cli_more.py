@@ -130,6 +130,55 @@ def hot_keys(s) -> int:
     return 0
 
 
+# -- --lru-test ---------------------------------------------------------------------------
+
+def _lru_key(rng, keys: int) -> bytes:
+    """lru:<n>, n from 1 to keys with a power law (alpha 6.2: 80-20)."""
+    alpha = 6.2
+    top = keys + 1
+    r = rng.random()
+    pl = ((top ** (alpha + 1) - 1) * r + 1) ** (1.0 / (alpha + 1))
+    return b"lru:%d" % (top - 1 - int(pl) + 1)
+
+
+def lru_test(s) -> int:
+    """valkey-cli --lru-test KEYS: a cache workload (pipelines of 250 SETs
+    then 250 GETs over an 80-20 key distribution), one line of hits and
+    misses a second, until Ctrl-C."""
+    import random
+    rng = random.Random()
+    keys = s.o.lru_test
+    conn = s.conn
+    letters = [bytes((c,)) for c in range(ord("A"), ord("z"))]
+    while True:
+        start = time.monotonic()
+        hits = misses = 0
+        while time.monotonic() - start < 1.0:
+            try:
+                conn.sock.sendall(b"".join(
+                    conn.encode((b"SET", _lru_key(rng, keys),
+                                 b"".join(rng.choice(letters) for _ in range(5))))
+                    for _ in range(250)))
+                for _ in range(250):
+                    conn.read()
+                conn.sock.sendall(b"".join(conn.encode((b"GET", _lru_key(rng, keys)))
+                                           for _ in range(250)))
+                for _ in range(250):
+                    r = conn.read()
+                    if r.kind == "error":
+                        sys.stderr.write("%s\n" % txt(r.value))
+                    elif r.kind == "nil":
+                        misses += 1
+                    else:
+                        hits += 1
+            except (OSError, ConnectionError, ProtocolError):
+                sys.stderr.write("I/O error during LRU test\n")
+                return 1
+        total = hits + misses
+        write(b"%d Gets/sec | Hits: %d (%.2f%%) | Misses: %d (%.2f%%)\n"
+              % (total, hits, hits / total * 100, misses, misses / total * 100))
+
+
 # -- --latency-dist ----------------------------------------------------------------
 
 # (the bucket's upper bound in microseconds, 0 for the rest; its character)

@@ -105,6 +105,7 @@ Usage: hotkv cli [OPTIONS] [cmd [arg [arg ...]]]
   --count <count>    Count option when using --scan or --bigkeys (default: 10).
   --quoted-pattern <pat> Like --pattern, written as a quoted string (binary-safe).
   --intrinsic-latency <sec> Measure this machine's intrinsic latency for <sec> seconds.
+  --lru-test <keys>  A cache workload over <keys> keys (80-20): hits and misses each second.
   --eval <file>      EVAL the Lua script in <file>: --eval f.lua key1 key2 , arg1 arg2
   --ldb              With --eval: run the script in the Lua debugger.
   --ldb-sync-mode    Like --ldb, with the synchronous debugger (the server blocks and
@@ -123,7 +124,7 @@ _VALUED = {"-h": "host", "-p": "port", "-a": "password", "--pass": "password",
            "--show-pushes": "show_pushes", "-u": "url", "-X": "stdin_tag_name",
            "--eval": "eval", "--rdb": "rdb", "--functions-rdb": "functions_rdb",
            "--intrinsic-latency": "intrinsic_latency", "-s": "hostsocket", "-t": "timeout",
-           "--quoted-pattern": "quoted_pattern"}
+           "--quoted-pattern": "quoted_pattern", "--lru-test": "lru_test"}
 _FLAGS = {"-x": "stdin_lastarg", "-e": "set_errcode", "-3": "resp3", "--resp3": "resp3",
           "-2": "resp2", "--tls": "tls", "--insecure": "insecure", "--scan": "scan",
           "--bigkeys": "bigkeys", "--memkeys": "memkeys", "--stat": "stat",
@@ -172,6 +173,7 @@ class Options:
     timeout = None         # -t <seconds>: the connect timeout
     prefer_ipv4 = prefer_ipv6 = False
     quoted_input = verbose = mono = askpass = False
+    lru_test = None        # --lru-test <keys>
 
 
 def _atof(s: str) -> float:
@@ -206,6 +208,8 @@ def parse_args(argv: list[str]):
                     o.memkeys = True
             elif name == "interval":
                 o.interval = _atof(v)
+            elif name == "lru_test":
+                o.lru_test = _strtoll(v)
             elif name == "timeout":
                 o.timeout = _connect_timeout(v)
             elif name == "quoted_pattern":
@@ -264,6 +268,11 @@ def parse_args(argv: list[str]):
 _STRTOD = re.compile(r"\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan"
                      r"|0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?\d+)?)",
                      re.I)
+
+
+def _strtoll(v: str) -> int:
+    m = re.match(r"\s*([+-]?\d+)", v)
+    return max(-2 ** 63, min(2 ** 63 - 1, int(m.group(1)))) if m else 0
 
 
 def _connect_timeout(v: str) -> float:
@@ -783,6 +792,9 @@ def _run_mode(s: Session) -> int:
         return cli_more.get_rdb(s)
     if o.hotkeys and not (o.latency or o.pipe or o.bigkeys or o.memkeys):
         return cli_more.hot_keys(s)
+    if o.lru_test is not None and not (o.latency or o.pipe or o.bigkeys or o.memkeys
+                                       or o.stat or o.scan):
+        return cli_more.lru_test(s)
     return cli_modes.run(s)
 
 
@@ -817,7 +829,7 @@ def main(argv: list[str]) -> int:
     try:
         if o.latency or o.latency_dist or o.replica or o.rdb is not None \
                 or o.functions_rdb is not None or o.pipe or o.bigkeys or o.memkeys \
-                or o.hotkeys or o.stat or o.scan:
+                or o.hotkeys or o.stat or o.scan or o.lru_test is not None:
             if not s.connect():
                 return 1
             return _run_mode(s)
