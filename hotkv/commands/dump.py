@@ -58,19 +58,24 @@ def dump(c, argv):
         raise CommandError("ERR " + str(e)) from None
 
 
+# COMMAND DOCS of RESTORE, which RESTORE-ASKING shares (hotkv.commands.replicaof).
+RESTORE_DOCS = dict(
+    args="key:k ttl:i serialized-value [REPLACE]@3.0.0 [ABSTTL]@5.0.0 [IDLETIME "
+         "seconds:i]@5.0.0 [FREQ frequency:i]@5.0.0",
+    complexity="O(1) to create the new key and additional O(N*M) to reconstruct the "
+               "serialized value, where N is the number of objects composing the value and M "
+               "their average size. For small string values the time complexity is thus "
+               "O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values "
+               "the complexity is O(N*M*log(N)) because inserting values into sorted sets is "
+               "O(log(N)).",
+    history=(("3.0.0", "Added the `REPLACE` modifier."),
+             ("5.0.0", "Added the `ABSTTL` modifier."),
+             ("5.0.0", "Added the `IDLETIME` and `FREQ` options.")))
+
+
 @command("restore", -4, "write denyoom", (1, 1, 1), group="generic", since="2.6.0",
          acl=("dangerous",), key_flags="OW update",
-         args="key:k ttl:i serialized-value [REPLACE]@3.0.0 [ABSTTL]@5.0.0 [IDLETIME "
-              "seconds:i]@5.0.0 [FREQ frequency:i]@5.0.0",
-         complexity="O(1) to create the new key and additional O(N*M) to reconstruct the "
-                    "serialized value, where N is the number of objects composing the value and M "
-                    "their average size. For small string values the time complexity is thus "
-                    "O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values "
-                    "the complexity is O(N*M*log(N)) because inserting values into sorted sets is "
-                    "O(log(N)).",
-         history=(("3.0.0", "Added the `REPLACE` modifier."),
-                  ("5.0.0", "Added the `ABSTTL` modifier."),
-                  ("5.0.0", "Added the `IDLETIME` and `FREQ` options.")))
+         **RESTORE_DOCS)
 def restore(c, argv):
     """Creates a key from the serialized representation of a value."""
     replace = absttl = False

@@ -442,6 +442,14 @@ _GEORADIUS_SPECS = _store_specs(6)
 _BYMEMBER_SPECS = _store_specs(5)
 
 
+# COMMAND DOCS fields the four GEORADIUS* commands share.
+_RADIUS_COMPLEXITY = ("O(N+log(M)) where N is the number of elements inside the bounding box of "
+                      "the circular area delimited by center and radius and M is the number of "
+                      "items inside the index.")
+_RADIUS_HISTORY = (("6.2.0", "Added the `ANY` option for `COUNT`."),
+                   ("7.0.0", "Added support for uppercase unit names."))
+
+
 @command("georadius", -6, "write denyoom", group="geo", since="3.2.0",
          keys_fn=_spec_keys(_GEORADIUS_SPECS), key_specs=_GEORADIUS_SPECS,
          summary=("Queries a geospatial index for members within a distance from a "
@@ -450,11 +458,7 @@ _BYMEMBER_SPECS = _store_specs(5)
               "[WITHDIST] [WITHHASH] count-block[(COUNT count:i) [ANY]@6.2.0] order[ASC | DESC] "
               "store[storekey(STORE key:k1) | storedistkey(STOREDIST key:k2)]",
          deprecated=("6.2.0", "`GEOSEARCH` and `GEOSEARCHSTORE` with the `BYRADIUS` argument"),
-         complexity="O(N+log(M)) where N is the number of elements inside the bounding box of "
-                    "the circular area delimited by center and radius and M is the number of items "
-                    "inside the index.",
-         history=(("6.2.0", "Added the `ANY` option for `COUNT`."),
-                  ("7.0.0", "Added support for uppercase unit names.")))
+         complexity=_RADIUS_COMPLEXITY, history=_RADIUS_HISTORY)
 def georadius(c, argv):
     """GEORADIUS key lon lat radius unit [options] [STORE|STOREDIST dst]."""
     return _search(c, argv, 1, _COORDS)
@@ -466,11 +470,7 @@ def georadius(c, argv):
          args="key:k longitude:d latitude:d radius:d unit(M | KM | FT | MI) [WITHCOORD] "
               "[WITHDIST] [WITHHASH] count-block[(COUNT count:i) [ANY]@6.2.0] order[ASC | DESC]",
          deprecated=("6.2.0", "`GEOSEARCH` with the `BYRADIUS` argument"),
-         complexity="O(N+log(M)) where N is the number of elements inside the bounding box of "
-                    "the circular area delimited by center and radius and M is the number of items "
-                    "inside the index.",
-         history=(("6.2.0", "Added the `ANY` option for `COUNT`."),
-                  ("7.0.0", "Added support for uppercase unit names.")))
+         complexity=_RADIUS_COMPLEXITY, history=_RADIUS_HISTORY)
 def georadius_ro(c, argv):
     """GEORADIUS without STORE/STOREDIST."""
     return _search(c, argv, 1, _COORDS | _NOSTORE)
@@ -486,11 +486,7 @@ def georadius_ro(c, argv):
          deprecated=("6.2.0",
                      "`GEOSEARCH` and `GEOSEARCHSTORE` with the `BYRADIUS` and `FROMMEMBER` "
                      "arguments"),
-         complexity="O(N+log(M)) where N is the number of elements inside the bounding box of "
-                    "the circular area delimited by center and radius and M is the number of items "
-                    "inside the index.",
-         history=(("6.2.0", "Added the `ANY` option for `COUNT`."),
-                  ("7.0.0", "Added support for uppercase unit names.")))
+         complexity=_RADIUS_COMPLEXITY, history=_RADIUS_HISTORY)
 def georadiusbymember(c, argv):
     """GEORADIUSBYMEMBER key member radius unit [options] [STORE|STOREDIST dst]."""
     return _search(c, argv, 1, _MEMBER)
@@ -502,11 +498,7 @@ def georadiusbymember(c, argv):
          args="key:k member radius:d unit(M | KM | FT | MI) [WITHCOORD] [WITHDIST] [WITHHASH] "
               "count-block[(COUNT count:i) [ANY]] order[ASC | DESC]",
          deprecated=("6.2.0", "`GEOSEARCH` with the `BYRADIUS` and `FROMMEMBER` arguments"),
-         complexity="O(N+log(M)) where N is the number of elements inside the bounding box of "
-                    "the circular area delimited by center and radius and M is the number of items "
-                    "inside the index.",
-         history=(("6.2.0", "Added the `ANY` option for `COUNT`."),
-                  ("7.0.0", "Added support for uppercase unit names.")))
+         complexity=_RADIUS_COMPLEXITY, history=_RADIUS_HISTORY)
 def georadiusbymember_ro(c, argv):
     """GEORADIUSBYMEMBER without STORE/STOREDIST."""
     return _search(c, argv, 1, _MEMBER | _NOSTORE)

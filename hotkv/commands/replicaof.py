@@ -22,7 +22,7 @@ from ..core.registry import command
 from ..protocol.errors import CommandError
 from ..protocol.resp import OK, Simple
 from ..replication import replica
-from .dump import restore
+from .dump import RESTORE_DOCS, restore
 
 log = logging.getLogger("hotkv")
 
@@ -81,17 +81,7 @@ def slaveof(c, argv):
 
 @command("restore-asking", -4, "write denyoom asking", (1, 1, 1), group="server",
          since="3.0.0", acl=("keyspace", "dangerous"), key_flags="OW update",
-         args="key:k ttl:i serialized-value [REPLACE]@3.0.0 [ABSTTL]@5.0.0 [IDLETIME "
-              "seconds:i]@5.0.0 [FREQ frequency:i]@5.0.0", doc_flags="syscmd",
-         complexity="O(1) to create the new key and additional O(N*M) to reconstruct the "
-                    "serialized value, where N is the number of objects composing the value and M "
-                    "their average size. For small string values the time complexity is thus "
-                    "O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values "
-                    "the complexity is O(N*M*log(N)) because inserting values into sorted sets is "
-                    "O(log(N)).",
-         history=(("3.0.0", "Added the `REPLACE` modifier."),
-                  ("5.0.0", "Added the `ABSTTL` modifier."),
-                  ("5.0.0", "Added the `IDLETIME` and `FREQ` options.")))
+         doc_flags="syscmd", **RESTORE_DOCS)
 def restore_asking(c, argv):
     """An internal command for migrating keys in a cluster."""
     return restore(c, argv)

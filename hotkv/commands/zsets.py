@@ -418,12 +418,17 @@ def zrevrange(c, argv):
     return _zrange_generic(c, argv, 1, None, RANK, True)
 
 
+# COMMAND DOCS' complexity of ZRANGEBYSCORE and ZREVRANGEBYSCORE.
+_BYSCORE_COMPLEXITY = ("O(log(N)+M) with N being the number of elements in the sorted set and M "
+                       "the number of elements being returned. If M is constant (e.g. always "
+                       "asking for the first 10 elements with LIMIT), you can consider it "
+                       "O(log(N)).")
+
+
 @command("zrangebyscore", -4, "readonly", (1, 1, 1), group="sorted_set", since="1.0.5",
          args="key:k min:d max:d [WITHSCORES]@2.0.0 [LIMIT offset:i count:i]",
          deprecated=("6.2.0", "`ZRANGE` with the `BYSCORE` argument"),
-         complexity="O(log(N)+M) with N being the number of elements in the sorted set and M the "
-                    "number of elements being returned. If M is constant (e.g. always asking for "
-                    "the first 10 elements with LIMIT), you can consider it O(log(N)).",
+         complexity=_BYSCORE_COMPLEXITY,
          history=(("2.0.0", "Added the `WITHSCORES` modifier."),))
 def zrangebyscore(c, argv):
     """Returns members in a sorted set within a range of scores."""
@@ -433,9 +438,7 @@ def zrangebyscore(c, argv):
 @command("zrevrangebyscore", -4, "readonly", (1, 1, 1), group="sorted_set", since="2.2.0",
          args="key:k max:d min:d [WITHSCORES] [LIMIT offset:i count:i]",
          deprecated=("6.2.0", "`ZRANGE` with the `REV` and `BYSCORE` arguments"),
-         complexity="O(log(N)+M) with N being the number of elements in the sorted set and M the "
-                    "number of elements being returned. If M is constant (e.g. always asking for "
-                    "the first 10 elements with LIMIT), you can consider it O(log(N)).",
+         complexity=_BYSCORE_COMPLEXITY,
          history=(("2.1.6", "`min` and `max` can be exclusive."),))
 def zrevrangebyscore(c, argv):
     """Returns members in a sorted set within a range of scores in reverse order."""
