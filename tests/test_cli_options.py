@@ -29,6 +29,8 @@ from test_cli_transcripts import (
     Pty,
     _argv,
     _env,
+    _stream_pipe,
+    _stream_pty,
     normalise,
     run_pty,
     seed,
@@ -122,6 +124,29 @@ def _both(run, cases, port, home, reseed=lambda: None):
     assert not mismatches, "\n\n".join("%r\nvalkey-cli: %r\nhotkv:      %r" % m
                                        for m in mismatches)
     return results   # hotkv's (stdout, stderr, exit code) per case
+
+
+STREAMS = [
+    (["--json", "SUBSCRIBE", "ch"], b"ch", lambda r: r.publish("ch", 'say "hi"') and b"hi"),
+    (["--quoted-json", "-2", "PSUBSCRIBE", "c*"], b"c*",
+     lambda r: r.publish("ch", "tab\t") and b"tab"),
+    (["--json", "MONITOR"], b"OK", lambda r: r.set("k", "v") and b'\\"v\\"'),
+]
+
+
+@pytest.mark.parametrize("runner", [_stream_pty, _stream_pipe], ids=["terminal", "pipe"])
+def test_json_streams_until_ctrl_c(port, tmp_path, runner):
+    mismatches = []
+    for args, ready, act in STREAMS:
+        got = []
+        for cli in ([VALKEY_CLI], HOTKV_CLI):
+            seed(port)
+            out, rc = runner(cli, args, port, tmp_path, ready, act)
+            got.append((norm(out, port), rc))
+        if got[0] != got[1]:
+            mismatches.append((args, got[0], got[1]))
+    assert not mismatches, "\n\n".join("%r\nvalkey-cli: %r\nhotkv:      %r" % m
+                                       for m in mismatches)
 
 
 def _scripts(home):
@@ -528,6 +553,6 @@ def test_transcript_count():
     """Every case through pipes, the TERMINAL ones in a pty too; connecting and
     quoting 25 + 2; cluster 7 + 2 + an interactive session; hotkeys 1 + 2 + 1;
     rdb 4; replica 3; replication refused 3; latency-dist 3; lru-test 1;
-    intrinsic 1; the Lua debugger 5 + 1."""
+    intrinsic 1; the Lua debugger 5 + 1; --json streams 3 x 2."""
     assert len(CASES) + len(TERMINAL) + len(CONNECTING) + 2 + 10 + 4 + 4 + 3 + 3 + 3 + 1 + 1 \
-        + len(LDB_CASES) + 1 == 103
+        + len(LDB_CASES) + 1 + 2 * len(STREAMS) == 109
