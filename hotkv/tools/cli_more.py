@@ -1,8 +1,10 @@
 """``hotkv cli``'s other modes, as valkey-cli 8.1's: ``--hotkeys``
-(findHotKeys), ``--latency-dist`` (latencyDistMode), ``--intrinsic-latency``
+(findHotKeys), ``--latency-dist`` (latencyDistMode), ``--lru-test``
+(LRUTestMode), ``--intrinsic-latency``
 (intrinsicLatencyMode), ``--rdb`` / ``--functions-rdb`` (getRDB) and
-``--replica`` / a typed SYNC or PSYNC (replicaMode), and ``--eval``
-(evalMode; the Lua debugger's prompt is cli_repl.py's).
+``--replica`` / a typed SYNC or PSYNC (replicaMode), ``--eval``'s EVAL
+(evalMode; the Lua debugger's prompt is cli_repl.py's) and the colours of
+the debugger's lines.
 
 Invariants: the same lines as valkey-cli, on the same stream (the
 replication handshake's progress goes to stderr, the RDB or the replicated

@@ -6,8 +6,10 @@ hints from COMMAND DOCS, history, TAB completion), and subscribed mode
 Owns: ``LineEditor`` (linenoise: raw mode, refreshMultiLine, the keys it
 handles, history in memory and in ~/.hotkv_cli_history), ``repl`` (the
 prompt loop: ``N CMD`` repeats, quit/exit, ``:set hints``, ``connect``,
-``clear``, the elapsed time of a slow command) and the wait for pushes in
-subscribed mode (cliWaitForMessagesOrStdin).
+``clear``, the elapsed time of a slow command), the wait for pushes in
+subscribed mode (cliWaitForMessagesOrStdin), the Lua debugger's session
+(``ldb_session``: --eval --ldb, ``lua debugger>``, ``restart``) and
+--askpass's masked line (``ask_password``).
 
 Invariants: stdin not a terminal -> lines are read without a prompt or
 echo (linenoiseNoTTY) and no help is loaded until ``help`` asks; Ctrl-C at

@@ -6,13 +6,17 @@ pipe (tests/test_cli_tool.py and tests/test_cli_transcripts.py run the same
 sessions through both, in a pty and through pipes).  Against any server: it
 speaks RESP2, or RESP3 after HELLO 3.
 
-Owns: option parsing (valkey-cli's parseOptions), connecting (AUTH, SELECT,
-HELLO 3: cliConnect), one-shot commands with ``-r``/``-i``/``-x``/``-e``
-(noninteractive / cliSendCommand), and the streaming replies of SUBSCRIBE,
-PSUBSCRIBE, SSUBSCRIBE and MONITOR until Ctrl-C.  The other modes live
-beside it: cli_resp.py (wire and reply formats), cli_modes.py (--scan,
---bigkeys, --memkeys, --stat, --latency, --pipe), cli_repl.py (the
-interactive prompt, a linenoise-compatible line editor), cli_help.py
+Owns: option parsing (valkey-cli's parseOptions), connecting (TCP with
+-t/-4/-6 or a unix socket with -s; AUTH, SELECT, HELLO 3: cliConnect),
+one-shot commands with ``-r``/``-i``/``-x``/``-X``/``-e``/``--quoted-input``
+(noninteractive / cliSendCommand), -c's -MOVED/-ASK redirects
+(issueCommandRepeat), --eval, the Lua debugger's lines in a reply, and the
+streaming replies of SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE and MONITOR until
+Ctrl-C.  The other modes live beside it: cli_resp.py (wire and reply
+formats, --json), cli_modes.py (--scan, --bigkeys, --memkeys, --stat,
+--latency, --pipe), cli_more.py (--hotkeys, --latency-dist, --lru-test,
+--intrinsic-latency, --rdb, --replica), cli_repl.py (the interactive prompt,
+a linenoise-compatible line editor, the Lua debugger's prompt), cli_help.py
 (``help CMD`` and the hints, from COMMAND DOCS).
 
 Invariants: output mode is valkey-cli's: the human form when stdout is a
