@@ -80,6 +80,7 @@ CASES = [
     (["--eval", "bad.lua"], None),
     (["-e", "--eval", "bad.lua"], None),
     (["--eval", "missing.lua", "k"], None),
+    (["--eval", ".", "k"], None),   # a directory: opened, nothing read, EVAL ""
     (["--eval"], None),
     (["--ldb"], None),
     (["--ldb-sync-mode", "GET", "s"], None),
@@ -88,7 +89,7 @@ CASES = [
     (["-c", "CLUSTER", "SLOTS"], None),
     (["--functions-rdb", "a.rdb", "--rdb", "b.rdb"], None),
 ]
-TERMINAL = [0, 4, 12, 15, 20, 24, 30]
+TERMINAL = [0, 4, 12, 15, 20, 24, 31]
 
 _MORE = [
     (re.compile(rb'("id":)\d+'), rb"\1ID"),
@@ -564,4 +565,4 @@ def test_transcript_count():
     rdb 6; replica 4; replication refused 3; latency-dist 3; lru-test 1;
     intrinsic 1; the Lua debugger 5 + 1; --json streams 3 x 2."""
     assert len(CASES) + len(TERMINAL) + len(CONNECTING) + 2 + 10 + 4 + 6 + 4 + 3 + 3 + 1 + 1 \
-        + len(LDB_CASES) + 1 + 2 * len(STREAMS) == 112
+        + len(LDB_CASES) + 1 + 2 * len(STREAMS) == 113

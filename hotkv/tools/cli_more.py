@@ -485,11 +485,22 @@ def eval_words(path: str, args: list[bytes]) -> list[bytes]:
     """EVAL <the file's text> <numkeys> keys... args...: the first lone ','
     separates the keys from the arguments."""
     try:
-        with open(path, "rb") as f:
-            script = f.read()
+        fd = os.open(path, os.O_RDONLY)
     except OSError as e:
         sys.stderr.write("Can't open file '%s': %s\n" % (path, os.strerror(e.errno)))
         raise SystemExit(1)
+    chunks = []
+    try:
+        while True:   # a directory opens and reads nothing, as with fopen/fread
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    script = b"".join(chunks)
     keys, rest, comma = [], [], False
     for a in args:
         if not comma and a == b",":
