@@ -503,7 +503,7 @@ LDB_LINES = (b"help\nb 3\nc\nlist\nw\ne redis.call('get', KEYS[1])\neval 1 + 1\n
 LDB_CASES = [
     (["--ldb", "--eval", "debugged.lua", "k1", ",", "v1"], LDB_LINES),
     (["--ldb-sync-mode", "--eval", "debugged.lua", "k1", ",", "v1"], LDB_LINES),
-    (["--ldb", "--eval", "debugged.lua", "k1", ",", "v1"], b"s\np\ns\nc\nget k1\n"),
+    (["--ldb", "--eval", "debugged.lua", "k1", ",", "v1"], b"s\np\ns\nc\nhelp GET\nget k1\nhelp GET\n"),
     (["--ldb", "--eval", "syntax.lua"], b"s\n"),
     ([], b"SCRIPT DEBUG yes\nEVAL \"return redis.call('incr', 'n')\" 0\nn\nGET n\n"),
 ]
@@ -523,7 +523,10 @@ def _ldb_pty(cli, port, home):
     p = Pty(cli + ["-p", str(port), "--ldb", "--eval", "debugged.lua", "k1", ",", "v1"],
             _env(home))
     p.expect(b"lua debugger> ")
-    for line in (b"s", b"p", b"restart", b"b 3", b"c", b"c"):
+    # After the session: valkey-cli's help table is gone with the debugging
+    # connection (no hints, empty help) until a command reconnects.
+    for line in (b"s", b"p", b"restart", b"b 3", b"c", b"c", b"help GET", b"get k1",
+                 b"help GET", b"get k1"):
         pos = len(p.out)
         p.send(line + b"\r")
         p.wait_prompt(pos)
@@ -540,7 +543,7 @@ def test_lua_debugger_in_a_terminal(port, tmp_path, monkeypatch):
         out, rc = _ldb_pty(cli, port, tmp_path)
         got.append((norm(out, port), rc))
     assert got[0] == got[1], "valkey-cli: %r\n\nhotkv:      %r" % (got[0], got[1])
-    assert b"127.0.0.1:PORT> " in got[1][0]
+    assert b"127.0.0.1:PORT> get k1\x1b[0;90;49m key" in got[1][0]   # hints are back
 
 
 # -- --help ----------------------------------------------------------------------------------

@@ -547,15 +547,14 @@ def _run_line(s, editor, line: bytes, tty_in: bool, histfile) -> str | None:
                 raise SystemExit(1)
             write(b"\n(Lua debugging session ended%s)\n\n"
                   % (b"" if s.o.eval_ldb_sync else b" -- dataset changes rolled back"))
-            # COMMAND DOCS, terminal or not; the server may have closed the
-            # debugging connection: connect again (valkey-cli does at the next
-            # command, with its help table already filled).
+            # COMMAND DOCS, terminal or not.  When the server has closed the
+            # debugging connection valkey-cli is left without a help table:
+            # no hints, and ``help`` finds nothing until a command has
+            # connected again (then ``help`` loads the table, hints too).
             s.help_entries = cli_help.init_help(s)
             if s.conn is not None and _closed_by_peer(s.conn):
-                if s.connect(force=True, quiet=True):
-                    s.help_entries = cli_help.init_help(s)
-                else:
-                    s.conn_lost = True
+                s.help_entries = []
+                s.legacy_help = s.conn_lost = True
         elapsed = time.monotonic() - start
         if elapsed >= 0.5 and s.o.output == "standard":
             write(b"(%.2fs)\n" % elapsed)

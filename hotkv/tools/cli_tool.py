@@ -412,6 +412,7 @@ class Session:
         self.eval_ldb = o.eval_ldb  # in a Lua debugger session (--ldb, SCRIPT DEBUG)
         self.eval_ldb_end = False   # the session just ended: EVAL's reply is next
         self.enable_ldb_on_eval = False
+        self.legacy_help = False    # COMMAND DOCS failed after a debugging session
 
     def prompt_changed(self):
         if self.on_prompt_change is not None:
@@ -646,6 +647,8 @@ class Session:
             return True
         while True:
             if self.conn is None or self.reissue or self.conn_lost:
+                if self.conn_lost and self.legacy_help:
+                    self.help_entries = None   # `help` asks COMMAND DOCS again
                 self.conn_lost = False
                 if not self.connect(force=True):
                     self.reissue = False
