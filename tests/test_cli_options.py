@@ -503,7 +503,8 @@ LDB_LINES = (b"help\nb 3\nc\nlist\nw\ne redis.call('get', KEYS[1])\neval 1 + 1\n
 LDB_CASES = [
     (["--ldb", "--eval", "debugged.lua", "k1", ",", "v1"], LDB_LINES),
     (["--ldb-sync-mode", "--eval", "debugged.lua", "k1", ",", "v1"], LDB_LINES),
-    (["--ldb", "--eval", "debugged.lua", "k1", ",", "v1"], b"s\np\ns\nc\nhelp GET\nget k1\nhelp GET\n"),
+    (["--ldb", "--eval", "debugged.lua", "k1", ",", "v1"],
+     b"s\np\ns\nc\nhelp GET\nget k1\nhelp GET\n"),
     (["--ldb", "--eval", "syntax.lua"], b"s\n"),
     ([], b"SCRIPT DEBUG yes\nEVAL \"return redis.call('incr', 'n')\" 0\nn\nGET n\n"),
 ]
