@@ -493,6 +493,16 @@ def test_intrinsic_latency(tmp_path):
     assert got[1][0] == (b"Max latency so far: N\n\nN total runs (avg latency: N microseconds"
                          b" / N nanoseconds per run).\nWorst run took Nx longer than the"
                          b" average latency.\n")
+    # Ctrl-C ends the run early, with the same summary.
+    stopped = []
+    for cli in ([VALKEY_CLI], HOTKV_CLI):
+        proc = subprocess.Popen(cli + ["--intrinsic-latency", "100"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=_env(tmp_path))
+        time.sleep(0.8)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=15)
+        stopped.append((_intrinsic(out), err, proc.returncode))
+    assert stopped[0] == stopped[1] == got[1]
 
 
 # -- --eval --ldb / --ldb-sync-mode: the Lua debugger ---------------------------------------
@@ -567,6 +577,6 @@ def test_transcript_count():
     """Every case through pipes, the TERMINAL ones in a pty too; connecting and
     quoting 25 + 2; cluster 7 + 2 + an interactive session; hotkeys 1 + 2 + 1;
     rdb 6; replica 4; replication refused 3; latency-dist 3; lru-test 1;
-    intrinsic 1; the Lua debugger 5 + 1; --json streams 3 x 2."""
-    assert len(CASES) + len(TERMINAL) + len(CONNECTING) + 2 + 10 + 4 + 6 + 4 + 3 + 3 + 1 + 1 \
-        + len(LDB_CASES) + 1 + 2 * len(STREAMS) == 113
+    intrinsic 2; the Lua debugger 5 + 1; --json streams 3 x 2."""
+    assert len(CASES) + len(TERMINAL) + len(CONNECTING) + 2 + 10 + 4 + 6 + 4 + 3 + 3 + 1 + 2 \
+        + len(LDB_CASES) + 1 + 2 * len(STREAMS) == 114
