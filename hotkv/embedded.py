@@ -28,19 +28,27 @@ import shutil
 import tempfile
 import threading
 import weakref
+from os import PathLike
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, overload
 
+from .core.clock import Clock
 from .core.config import ALIASES, PARAMS
 from .inprocess import LoopLock, client as inprocess_client, locked_event_loop
 from .net.listeners import Listener, close_loop, new_event_loop
 from .server import Server
 from .testing import snapshot
-from .testing.faults import faults_of, restart, restart_async
+from .testing.faults import Faults, faults_of, restart, restart_async
 from .testing.inspect import Inspector
-from .testing.journal import journal_of
+from .testing.journal import Journal, journal_of
+from .testing.snapshot import Snapshot
 from .testing.waiting import wait_idle, wait_idle_async, wait_until, wait_until_async
 
+if TYPE_CHECKING:
+    import redis
+    import valkey
 
-def _private_nodes_conf(owner, settings: dict):
+
+def _private_nodes_conf(owner: object, settings: dict[str, Any]) -> None:
     """A cluster node given no ``dir`` keeps its nodes.conf in a temporary
     directory of its own (removed with ``owner``), not in the process's
     working directory: two embedded cluster nodes of one process (or of
@@ -54,7 +62,7 @@ def _private_nodes_conf(owner, settings: dict):
     weakref.finalize(owner, shutil.rmtree, tmp, True)
 
 
-def _check_names(settings: dict) -> None:
+def _check_names(settings: Mapping[str, Any]) -> None:
     """Refuse a setting the server does not know, naming it (the server's own
     error, Valkey's, is a bare "unknown")."""
     for name in settings:
@@ -69,7 +77,8 @@ def _check_names(settings: dict) -> None:
                                  c.replace("-", "_") for c in close) if close else ""))
 
 
-def _settings(port, host, unixsocket, config) -> dict:
+def _settings(port: int, host: str, unixsocket: str | PathLike[str] | None,
+              config: Mapping[str, Any]) -> dict[str, Any]:
     settings = {k.replace("_", "-"): v for k, v in config.items()}
     _check_names(settings)
     settings.setdefault("port", port)
@@ -87,6 +96,8 @@ def _settings(port, host, unixsocket, config) -> dict:
 class _Common:
     server: Server
     _listener: Listener
+    settings: dict[str, Any]
+    _stopped: Callable[[], bool]    # each subclass's
 
     @property
     def host(self) -> str:
@@ -106,7 +117,7 @@ class _Common:
     def unixsocket(self) -> str | None:
         return self.server.config.values["unixsocket"] or None
 
-    def _running(self, what: str):
+    def _running(self, what: str) -> Server:
         """The running ``Server``, or a RuntimeError saying what to do: the
         test-control helpers (clock, faults, journal, inspect, snapshots,
         waits) act on a running server only."""
@@ -120,7 +131,7 @@ class _Common:
         return server
 
     @property
-    def clock(self):
+    def clock(self) -> Clock:
         """The server's clock (hotkv.core.clock.Clock): freeze(), advance(s), set(t)."""
         return self._running("clock").clock
 
@@ -139,30 +150,31 @@ class _Common:
 
     # -- test control (issue 16): hotkv/testing/ -------------------------
     @property
-    def inspect(self):
+    def inspect(self) -> Inspector:
         """Read-only views of the data, without a client
         (hotkv.testing.inspect.Inspector)."""
         self._running("inspect")
         return Inspector(self)
 
-    def snapshot(self):
+    def snapshot(self) -> Snapshot:
         """An in-memory deep copy of every database (hotkv.testing.snapshot)."""
         return snapshot.take(self._running("snapshot"))
 
-    def restore(self, snap) -> None:
+    def restore(self, snap: Snapshot) -> None:
         """Make the databases hold exactly ``snap``'s keys and TTLs again."""
         snapshot.restore(self._running("restore"), snap)
 
-    def seed(self, data: dict, db: int = 0, ttl: dict | None = None) -> int:
+    def seed(self, data: Mapping[str | bytes, Any], db: int = 0,
+             ttl: Mapping[str | bytes, float] | None = None) -> int:
         """Store Python objects as keys: ``seed({"k": "v", "q": ["a"], "h": {...}})``."""
         return snapshot.seed(self._running("seed"), data, db, ttl)
 
-    def load_rdb(self, path) -> int:
+    def load_rdb(self, path: str | PathLike[str]) -> int:
         """Replace the databases with a dump.rdb's keys; returns how many."""
         return snapshot.load_rdb(self._running("load_rdb"), path)
 
     @property
-    def faults(self):
+    def faults(self) -> Faults:
         """Errors, delays, dropped connections, pause, OOM... on demand
         (hotkv.testing.faults.Faults)."""
         faults = faults_of(self._running("faults"))
@@ -170,11 +182,11 @@ class _Common:
         return faults
 
     @property
-    def journal(self):
+    def journal(self) -> Journal:
         """The command journal (hotkv.testing.journal.Journal); off until start()."""
         return journal_of(self._running("journal"))
 
-    def wait_until(self, predicate, timeout: float = 5.0) -> None:
+    def wait_until(self, predicate: Callable[[Any], object], timeout: float = 5.0) -> None:
         """Return once predicate(self) is true, re-checked after every loop
         turn on the server's thread (hotkv.testing.waiting); TimeoutError."""
         self._running("wait_until")
@@ -195,8 +207,9 @@ class EmbeddedServer(_Common):
     run their commands in the caller's thread instead of hopping to the
     loop's; without it they hop (``hotkv.inprocess.client`` works on both)."""
 
-    def __init__(self, port: int = 0, host: str = "127.0.0.1", unixsocket=None,
-                 inprocess: bool = False, **config):
+    def __init__(self, port: int = 0, host: str = "127.0.0.1",
+                 unixsocket: str | PathLike[str] | None = None, inprocess: bool = False,
+                 **config: Any) -> None:
         self.settings = _settings(port, host, unixsocket, config)
         _private_nodes_conf(self, self.settings)
         self.inprocess = inprocess
@@ -208,7 +221,7 @@ class EmbeddedServer(_Common):
         self._started = threading.Event()
         self._error = None
 
-    def start(self) -> "EmbeddedServer":
+    def start(self) -> EmbeddedServer:
         if self._thread is not None:
             return self
         self._started.clear()
@@ -225,16 +238,22 @@ class EmbeddedServer(_Common):
         return self._thread is None
 
     @property
-    def loop(self):
+    def loop(self) -> asyncio.AbstractEventLoop | None:
         """The server's event loop (None until started)."""
         return self._loop
 
-    def client(self, lib: str = "redis", **kwargs):
+    @overload
+    def client(self, lib: Literal["redis"] = ..., **kwargs: Any) -> redis.Redis: ...
+
+    @overload
+    def client(self, lib: Literal["valkey"], **kwargs: Any) -> valkey.Valkey: ...
+
+    def client(self, lib: str = "redis", **kwargs: Any) -> redis.Redis | valkey.Valkey:
         """A redis-py (lib="valkey": valkey-py) client whose connections are
         in-process ones (hotkv.inprocess.client): no socket."""
         return inprocess_client(self, lib, **kwargs)
 
-    def _run(self):
+    def _run(self) -> None:
         loop_lock = None
         if self.inprocess:
             loop_lock = LoopLock()
@@ -250,7 +269,7 @@ class EmbeddedServer(_Common):
                 loop_lock.closed = True
                 loop_lock.lock.release()
 
-    def _serve(self, loop, loop_lock):
+    def _serve(self, loop: asyncio.AbstractEventLoop, loop_lock: LoopLock | None) -> None:
         try:
             self.server = Server(self.settings)
             if loop_lock is not None:
@@ -274,7 +293,7 @@ class EmbeddedServer(_Common):
             finally:
                 close_loop(loop)
 
-    def stop(self):
+    def stop(self) -> None:
         if self._thread is None:
             return
         loop, listener = self._loop, self._listener
@@ -286,24 +305,25 @@ class EmbeddedServer(_Common):
         self._thread.join()
         self._thread = None
 
-    def restart(self, keep_data: bool = True) -> "EmbeddedServer":
+    def restart(self, keep_data: bool = True) -> EmbeddedServer:
         """Stop and start again on the same port (hotkv.testing.faults.restart)."""
         return restart(self, keep_data)
 
-    def __enter__(self):
+    def __enter__(self) -> EmbeddedServer:
         return self.start()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<EmbeddedServer {self.url if self.server else 'stopped'}>"
 
 
 class AsyncEmbeddedServer(_Common):
     """A hotkv server inside the caller's running event loop."""
 
-    def __init__(self, port: int = 0, host: str = "127.0.0.1", unixsocket=None, **config):
+    def __init__(self, port: int = 0, host: str = "127.0.0.1",
+                 unixsocket: str | PathLike[str] | None = None, **config: Any) -> None:
         self.settings = _settings(port, host, unixsocket, config)
         _private_nodes_conf(self, self.settings)
         self.server = None
@@ -313,7 +333,7 @@ class AsyncEmbeddedServer(_Common):
     def _stopped(self) -> bool:
         return self._is_stopped
 
-    async def start(self) -> "AsyncEmbeddedServer":
+    async def start(self) -> AsyncEmbeddedServer:
         self._is_stopped = False
         self.server = Server(self.settings)
         self._listener = Listener(self.server)
@@ -322,29 +342,30 @@ class AsyncEmbeddedServer(_Common):
             self.server.cluster.own_every_slot()   # the ready single node (README)
         return self
 
-    async def stop(self):
+    async def stop(self) -> None:
         if self._listener is not None:
             self._is_stopped = True
             await self._listener.stop()
             self._listener.request_shutdown()
 
-    async def restart(self, keep_data: bool = True) -> "AsyncEmbeddedServer":
+    async def restart(self, keep_data: bool = True) -> AsyncEmbeddedServer:
         """Stop and start again on the same port, in this loop: as
         ``EmbeddedServer.restart`` (hotkv.testing.faults.restart_async)."""
         return await restart_async(self, keep_data)
 
-    async def wait_until(self, predicate, timeout: float = 5.0) -> None:
+    async def wait_until(self, predicate: Callable[[Any], object],  # type: ignore[override]
+                         timeout: float = 5.0) -> None:
         """``await``: return once predicate(self) is true (hotkv.testing.waiting)."""
         self._running("wait_until")
         await wait_until_async(self, predicate, timeout)
 
-    async def wait_idle(self, timeout: float = 5.0) -> None:
+    async def wait_idle(self, timeout: float = 5.0) -> None:  # type: ignore[override]
         """``await``: return once the server is idle (hotkv.testing.waiting)."""
         self._running("wait_idle")
         await wait_idle_async(self, timeout)
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> AsyncEmbeddedServer:
         return await self.start()
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> None:
         await self.stop()

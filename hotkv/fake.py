@@ -59,15 +59,17 @@ import shutil
 import tempfile
 import threading
 import weakref
+from typing import Any, Callable, Mapping, TypeVar
 
 from .embedded import EmbeddedServer
 from .inprocess import connection_class
 
 CONNECTION_ERROR_MSG = "FakeRedis is emulating a connection error."
 SERVER_TYPES = ("redis", "valkey")
+_M = TypeVar("_M", bound="_FakeMixin")
 
 
-def _stop(embedded):
+def _stop(embedded: EmbeddedServer) -> None:
     """Stop ``embedded`` from any thread (a finalizer may run on its own)."""
     thread = embedded._thread
     if thread is not None and thread is threading.current_thread():
@@ -83,7 +85,7 @@ _files_dir = None
 _files_seq = itertools.count(1)
 
 
-def _own_files() -> dict:
+def _own_files() -> dict[str, str]:
     """Settings that give a server files of its own: a directory of the
     process's (made once, removed at exit) and file names no other server of
     it uses, so a fresh server loads no dump.rdb it finds and its SAVE or AOF
@@ -101,11 +103,11 @@ def _own_files() -> dict:
 class FakeServer:
     """A hotkv server for fake clients, started on first use."""
 
-    _servers_map: dict = {}
+    _servers_map: dict[str, FakeServer] = {}
     _map_lock = threading.Lock()
 
-    def __init__(self, version=None, server_type: str = "redis", config: dict | None = None,
-                 **settings):
+    def __init__(self, version: Any = None, server_type: str = "redis",
+                 config: Mapping[str | bytes, Any] | None = None, **settings: Any) -> None:
         if server_type not in SERVER_TYPES:
             raise ValueError(f"Unsupported server type: {server_type}")
         self.version = version
@@ -115,9 +117,9 @@ class FakeServer:
             name = name.decode() if isinstance(name, bytes) else name
             settings[name.replace("-", "_")] = value.decode() if isinstance(value, bytes) else value
         self.settings = settings
-        self._embedded = None
+        self._embedded: EmbeddedServer | None = None
         self._lock = threading.Lock()
-        self._finalizer = None
+        self._finalizer: Callable[[], object] | None = None
 
     @property
     def embedded(self) -> EmbeddedServer:
@@ -136,7 +138,7 @@ class FakeServer:
                     self._finalizer = weakref.finalize(self, _stop, embedded)
         return embedded
 
-    def stop(self):
+    def stop(self) -> None:
         """Stop the server (a later command starts a new, empty one)."""
         with self._lock:
             if self._finalizer is not None:
@@ -144,14 +146,14 @@ class FakeServer:
             self._embedded = self._finalizer = None
 
     @staticmethod
-    def get_server(key: str, version=None, server_type: str = "redis") -> "FakeServer":
+    def get_server(key: str, version: Any = None, server_type: str = "redis") -> FakeServer:
         with FakeServer._map_lock:
             server = FakeServer._servers_map.get(key)
             if server is None:
                 server = FakeServer._servers_map[key] = FakeServer(version, server_type)
             return server
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         embedded = self._embedded
         return "<FakeServer %s>" % (embedded.url if embedded and embedded.server else "stopped")
 
@@ -194,7 +196,7 @@ def _retry_while_connected() -> property:
     return property(get, set_)
 
 
-def _fake_connection_class(lib: str):
+def _fake_connection_class(lib: str) -> type:
     base = connection_class(lib)
     errors = __import__(lib).exceptions
     # The base methods as plain functions: these run on every command, and
@@ -206,8 +208,9 @@ def _fake_connection_class(lib: str):
         """An in-process connection to a FakeServer's server, failing with
         ConnectionError while the client or the server is "disconnected"."""
 
-        def __init__(self, server=None, connected=True, version=None, server_type=None,
-                     lua_modules=None, **kwargs):
+        def __init__(self, server: FakeServer | None = None, connected: bool = True,
+                     version: Any = None, server_type: str | None = None,
+                     lua_modules: Any = None, **kwargs: Any) -> None:
             self.fake_server = server
             self.fake_connected = connected
             self._retry_policy = None
@@ -260,15 +263,16 @@ def _fake_connection_class(lib: str):
     return Conn
 
 
-def _fake_async_connection_class(lib: str):
+def _fake_async_connection_class(lib: str) -> type:
     base = connection_class(lib, aio=True)
     errors = __import__(lib).exceptions
 
     class AsyncConn(base):
         """The asyncio twin of the fake connection."""
 
-        def __init__(self, *, server=None, connected=True, version=None, server_type=None,
-                     lua_modules=None, **kwargs):
+        def __init__(self, *, server: FakeServer | None = None, connected: bool = True,
+                     version: Any = None, server_type: str | None = None,
+                     lua_modules: Any = None, **kwargs: Any) -> None:
             self.fake_server = server
             self.fake_connected = connected
             self._retry_policy = None
@@ -301,7 +305,7 @@ def _fake_async_connection_class(lib: str):
     return AsyncConn
 
 
-def _major(version) -> str:
+def _major(version: Any) -> str:
     """The major version in fakeredis's sharing key (``7``, ``(7, 4)``, ``"7.4.1"``: 7)."""
     if isinstance(version, (tuple, list)):
         version = version[0] if version else ""
@@ -313,9 +317,9 @@ class _FakeMixin:
     _aio = False
     _connection_class = None   # set by each client class below
 
-    def __init__(self, *args, server: FakeServer | None = None, version=(7,),
-                 server_type: str = "redis", lua_modules=None, connected: bool = True,
-                 **kwargs):
+    def __init__(self, *args: Any, server: FakeServer | None = None, version: Any = (7,),
+                 server_type: str = "redis", lua_modules: Any = None, connected: bool = True,
+                 **kwargs: Any) -> None:
         if server_type not in SERVER_TYPES:
             raise ValueError(f"Unsupported server type: {server_type}")
         pool = kwargs.get("connection_pool")
@@ -358,7 +362,7 @@ class _FakeMixin:
             self._single_connection_client = True
 
     @classmethod
-    def from_url(cls, url: str, **kwargs):
+    def from_url(cls: type[_M], url: str, **kwargs: Any) -> _M:
         """A client with the URL's db, password, protocol...; host/port are the sharing key."""
         lib = __import__(cls._lib)
         pool_kwargs = lib.connection.parse_url(url)

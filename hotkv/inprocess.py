@@ -95,8 +95,15 @@ import selectors
 import socket
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .net.connection import Connection
+
+if TYPE_CHECKING:
+    import redis
+    import redis.asyncio
+    import valkey
+    import valkey.asyncio
 
 # asyncio's running-loop slot for this thread (public names of asyncio.events).
 _get_running_loop = asyncio._get_running_loop
@@ -807,7 +814,7 @@ def _lib(lib: str):
 
 
 @functools.lru_cache(maxsize=None)
-def connection_class(lib: str = "redis", aio: bool = False):
+def connection_class(lib: str = "redis", aio: bool = False) -> type:
     """The in-process connection class for ``lib`` ("redis" or "valkey");
     ``aio=True``: for ``lib.asyncio``'s clients.  (One class per library:
     made once, a pure function's cache.)"""
@@ -829,7 +836,15 @@ def _in_process(r, lib: str, aio: bool, embedded):
     return r
 
 
-def client(embedded, lib: str = "redis", **kwargs):
+@overload
+def client(embedded: Any, lib: Literal["redis"] = ..., **kwargs: Any) -> redis.Redis: ...
+
+
+@overload
+def client(embedded: Any, lib: Literal["valkey"], **kwargs: Any) -> valkey.Valkey: ...
+
+
+def client(embedded: Any, lib: str = "redis", **kwargs: Any) -> redis.Redis | valkey.Valkey:
     """A ``redis.Redis`` (lib="valkey": ``valkey.Valkey``) whose connections
     are in-process connections to ``embedded`` (a running EmbeddedServer).
     ``kwargs`` are the client's own (decode_responses, protocol, db,
@@ -840,7 +855,17 @@ def client(embedded, lib: str = "redis", **kwargs):
     return _in_process(factory(**kwargs), lib, False, embedded)
 
 
-def async_client(embedded, lib: str = "redis", **kwargs):
+@overload
+def async_client(embedded: Any, lib: Literal["redis"] = ...,
+                 **kwargs: Any) -> redis.asyncio.Redis: ...
+
+
+@overload
+def async_client(embedded: Any, lib: Literal["valkey"], **kwargs: Any) -> valkey.asyncio.Valkey: ...
+
+
+def async_client(embedded: Any, lib: str = "redis",
+                 **kwargs: Any) -> redis.asyncio.Redis | valkey.asyncio.Valkey:
     """``client``'s asyncio twin: a ``redis.asyncio.Redis`` (``valkey.asyncio.Valkey``)
     for an EmbeddedServer (run under its lock or hopped to, as ``client``) or an
     AsyncEmbeddedServer on the caller's own loop (called in place)."""

@@ -170,6 +170,7 @@ def test_wheel_installs_without_a_compiler(tmp_path):
     listing = subprocess.run([sys.executable, "-m", "zipfile", "-l", wheels[0]],
                              capture_output=True, text=True).stdout
     assert "hotkv/lua/" in listing and ".lua" in listing and ".html" in listing
+    assert "hotkv/py.typed" in listing     # PEP 561: type checkers read hotkv's annotations
 
     venv = tmp_path / "venv"
     r = _run([sys.executable, "-m", "venv", str(venv)])

@@ -53,6 +53,12 @@ import datetime as _dt
 import math
 import numbers
 import time as _time_mod
+from typing import Any, Callable, Protocol, Union
+
+# What set() and freeze() take: a datetime (a naive one is local time) or unix seconds.
+When = Union[_dt.datetime, float]
+# What advance() takes: seconds or a timedelta.
+Seconds = Union[float, _dt.timedelta]
 
 _real_time = _time_mod.time
 _real_monotonic = _time_mod.monotonic
@@ -61,12 +67,30 @@ _real_monotonic = _time_mod.monotonic
 HANDOVER_TIMEOUT = 60.0
 
 
+class ClockOwner(Protocol):
+    """What a clock asks of its server (``hotkv.server.Server``): named here
+    rather than imported, the clock being on the ground floor."""
+
+    loop: Any
+
+    def on_loop_thread(self) -> bool: ...
+
+    def clock_moved(self) -> None: ...
+
+
 class Clock:
     """The time a server lives in (see the module docstring)."""
 
     __slots__ = ("server", "time", "offset", "frozen_at", "mono_offset", "mono_frozen")
 
-    def __init__(self, server=None):
+    server: ClockOwner | None
+    time: Callable[[], float]
+    offset: float
+    frozen_at: float | None
+    mono_offset: float
+    mono_frozen: float
+
+    def __init__(self, server: ClockOwner | None = None) -> None:
         self.server = server
         self.time = _real_time       # the reading: time.time itself while real
         self.offset = 0.0            # running: virtual = real + offset
@@ -110,7 +134,7 @@ class Clock:
         or reset since)."""
         return self.time is _real_time
 
-    def window(self, start: float):
+    def window(self, start: float) -> tuple[int, float, float]:
         """For the dispatcher, while the clock is not real: (command time in
         ms, lo, next) where [lo, next) is the range of real time.time()
         readings for which that ms holds (all of them while frozen)."""
@@ -122,13 +146,13 @@ class Clock:
         return ms, ms / 1000 - off, (ms + 1) / 1000 - off
 
     # -- changes --------------------------------------------------------------
-    def freeze(self, at=None) -> "Clock":
+    def freeze(self, at: When | None = None) -> Clock:
         """Stop the clock where it is, or at ``at`` (as set() takes it: a
         datetime or unix seconds).  Also a context manager: ``with
         server.clock.freeze(): ...`` resets the clock to real time on exit."""
         target = None if at is None else _unix(at)
 
-        def change():
+        def change() -> None:
             if self.frozen_at is None:
                 self.mono_frozen = self.monotonic()
                 self.frozen_at = self._virtual()
@@ -138,9 +162,9 @@ class Clock:
         self._apply(change)
         return self
 
-    def unfreeze(self) -> "Clock":
+    def unfreeze(self) -> Clock:
         """Let the clock run again from where it stands (no jump)."""
-        def change():
+        def change() -> None:
             if self.frozen_at is not None:
                 self.offset = self.frozen_at - _real_time()
                 self.mono_offset = self.mono_frozen - _real_monotonic()
@@ -148,7 +172,7 @@ class Clock:
         self._apply(change)
         return self
 
-    def advance(self, seconds) -> "Clock":
+    def advance(self, seconds: Seconds) -> Clock:
         """Move the clock forward by ``seconds`` (a number, or a
         ``datetime.timedelta``; frozen or running); returns once the server
         has acted as if that time had passed."""
@@ -162,7 +186,7 @@ class Clock:
             raise ValueError("advance() takes a finite number of seconds >= 0 "
                              "(set() moves the clock backwards)")
 
-        def change():
+        def change() -> None:
             if self.frozen_at is not None:
                 self.frozen_at += seconds
                 self.mono_frozen += seconds
@@ -172,12 +196,12 @@ class Clock:
         self._apply(change)
         return self
 
-    def set(self, when) -> "Clock":
+    def set(self, when: When) -> Clock:
         """Put the clock at ``when`` (a datetime, or unix seconds); a frozen
         clock stays frozen there, a running one runs on from there."""
         target = _unix(when)
 
-        def change():
+        def change() -> None:
             delta = target - self._virtual()
             if self.frozen_at is not None:
                 self.frozen_at = target
@@ -188,9 +212,9 @@ class Clock:
         self._apply(change)
         return self
 
-    def reset(self) -> "Clock":
+    def reset(self) -> Clock:
         """Back to real time (the monotonic view keeps its lead: it never goes back)."""
-        def change():
+        def change() -> None:
             mono = self.monotonic()
             self.frozen_at = None
             self.offset = 0.0
@@ -198,27 +222,27 @@ class Clock:
         self._apply(change)
         return self
 
-    def adopt(self, other: "Clock") -> "Clock":
+    def adopt(self, other: Clock) -> Clock:
         """Take ``other``'s time (frozen or running, offset included): a server
         started again in a test (restart) lives on in its predecessor's time."""
         state = (other.offset, other.frozen_at, other.mono_offset, other.mono_frozen)
 
-        def change():
+        def change() -> None:
             self.offset, self.frozen_at, self.mono_offset, self.mono_frozen = state
         self._apply(change)
         return self
 
-    def __enter__(self) -> "Clock":
+    def __enter__(self) -> Clock:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.reset()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "real" if self.real else "frozen" if self.frozen else "offset %+.3fs" % self.offset
         return "<Clock %s %s>" % (state, self.datetime().isoformat())
 
-    def _apply(self, change):
+    def _apply(self, change: Callable[[], None]) -> None:
         """Run change() and the server's reaction on the loop thread; wait for both."""
         loop = self.server.loop if self.server is not None else None
         if loop is not None and loop.is_closed():
@@ -230,7 +254,7 @@ class Clock:
             return
         done: concurrent.futures.Future = concurrent.futures.Future()
 
-        def run():
+        def run() -> None:
             try:
                 self._run(change)
             except BaseException as e:  # handed to the waiting thread
@@ -244,7 +268,7 @@ class Clock:
             raise TimeoutError("the server's loop did not take the clock change within "
                                "%d s (a busy script or DEBUG SLEEP?)" % HANDOVER_TIMEOUT) from None
 
-    def _run(self, change):
+    def _run(self, change: Callable[[], None]) -> None:
         change()
         real = self.frozen_at is None and self.offset == 0.0
         self.time = _real_time if real else self._virtual
@@ -252,7 +276,7 @@ class Clock:
             self.server.clock_moved()
 
 
-def _unix(when) -> float:
+def _unix(when: When) -> float:
     """set()'s and freeze()'s argument as unix seconds."""
     if isinstance(when, _dt.datetime):
         target = when.timestamp()
@@ -266,4 +290,4 @@ def _unix(when) -> float:
     return target
 
 
-__all__ = ["Clock"]
+__all__ = ["Clock", "ClockOwner", "When", "Seconds"]

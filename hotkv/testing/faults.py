@@ -73,6 +73,7 @@ behind, and it is released by a timer on the loop, never by sleeping.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Literal, Union
 
 from ..core import blocking
 from ..core.blocking import BLOCKED
@@ -87,10 +88,22 @@ from ..protocol.util import compile_glob
 from . import install_hooks, on_loop
 from .snapshot import run_commands
 
+if TYPE_CHECKING:
+    from ..clients.client import Client
+    from ..core.registry import Command
+    from ..server import Server
+
+# A fault's command(s): "GET", "client|setname", "CLIENT SETNAME", or several.
+Commands = Union[str, bytes, Iterable[Union[str, bytes]], None]
+# A key or client-name glob.
+Glob = Union[str, bytes, None]
+# A command handler as the dispatcher calls it, and what a fault puts in its place.
+Handler = Callable[..., Any]
+
 _FOREVER_MS = 1 << 62
 
 
-def faults_of(server) -> "Faults":
+def faults_of(server: Server) -> Faults:
     """The ``Faults`` of a hotkv ``Server`` (made on first use)."""
     faults = server.faults
     if faults is None:
@@ -98,7 +111,7 @@ def faults_of(server) -> "Faults":
     return faults
 
 
-def _as_bytes(value) -> bytes:
+def _as_bytes(value: str | bytes) -> bytes:
     return value.encode() if isinstance(value, str) else bytes(value)
 
 
@@ -111,7 +124,7 @@ class UnmatchedFaultWarning(UserWarning):
     """A fault set in a test never fired (the pytest fixtures warn at teardown)."""
 
 
-def _command_name(name) -> str:
+def _command_name(name: str | bytes) -> str:
     """A command name as the faults match it ("get", "client|setname"); a
     name the server does not know is refused (a typo would never fire)."""
     text = (name.decode() if isinstance(name, (bytes, bytearray)) else str(name)).lower()
@@ -131,7 +144,7 @@ def _command_name(name) -> str:
     return text
 
 
-def unmatched_report(fault: "Fault") -> str:
+def unmatched_report(fault: Fault) -> str:
     """Why a fault never fired, for the teardown warning."""
     if fault.matched:
         why = "matched %d call(s) but its nth=%d never came" % (fault.matched, fault.first)
@@ -147,7 +160,18 @@ def unmatched_report(fault: "Fault") -> str:
 class Fault:
     """One per-command fault: what it matches, what it does, how often."""
 
-    def __init__(self, faults, kind, command, keys, client, nth, times, **action):
+    commands: frozenset[str] | None
+    keys: bytes | None
+    client: bytes | None
+    nth: int | None
+    times: int | None
+    first: int
+    matched: int
+    fired: int
+    action: dict[str, Any]
+
+    def __init__(self, faults: Faults, kind: str, command: Commands, keys: Glob, client: Glob,
+                 nth: int | None, times: int | None, **action: Any) -> None:
         self._faults = faults
         self.kind = kind
         if command is None:
@@ -172,7 +196,7 @@ class Fault:
         self.action = action
 
     # -- matching (loop thread) ---------------------------------------------
-    def matches(self, client, cmd, argv) -> bool:
+    def matches(self, client: Client, cmd: Command, argv: list[bytes]) -> bool:
         if self.commands is not None:
             name = cmd.name
             if name not in self.commands and not (
@@ -194,16 +218,16 @@ class Fault:
         """Still set, and still to fire."""
         return self in self._faults.rules and (self.times is None or self.fired < self.times)
 
-    def remove(self):
+    def remove(self) -> None:
         self._faults.remove(self)
 
-    def __enter__(self):
+    def __enter__(self) -> Fault:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.remove()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         target = []
         if self.commands:
             target.append("command=%s" % "|".join(sorted(self.commands)))
@@ -224,55 +248,56 @@ class Injected:
     journal tells it from a handler by its type and records ``fault.kind``."""
     __slots__ = ("run", "fault", "postpones", "held")
 
-    def __init__(self, run, fault, postpones: bool = False):
+    def __init__(self, run: Handler | None, fault: Fault, postpones: bool = False) -> None:
         self.run = run
         self.fault = fault
         self.postpones = postpones
         self.held = None      # a delayed reply's chunks (the journal records them)
 
-    def __call__(self, client, argv):
+    def __call__(self, client: Client, argv: list[bytes]) -> Any:
         return self.run(client, argv)
 
 
 class Switch:
     """A server-wide fault that stays on until ``end()`` (or the with-block ends)."""
 
-    def __init__(self, faults, name, off):
+    def __init__(self, faults: Faults, name: str, off: Callable[[], object]) -> None:
         self._faults = faults
         self.name = name
         self._off = off
         self.on = True
 
-    def end(self):
+    def end(self) -> None:
         if self.on:
             self.on = False
             on_loop(self._faults.server, self._off)
             self._faults.switches.discard(self)
 
-    def __enter__(self):
+    def __enter__(self) -> Switch:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.end()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<%s %s>" % (self.name, "on" if self.on else "ended")
 
 
 class Faults:
     """The faults of one server (see the module docstring)."""
 
-    def __init__(self, server, embedded=None):
+    def __init__(self, server: Server, embedded: Any = None) -> None:
         self.server = server
         self.embedded = embedded
-        self.rules: tuple = ()
-        self.switches: set = set()
+        self.rules: tuple[Fault, ...] = ()
+        self.switches: set[Switch] = set()
         self._skip: set = set()    # ids of clients whose next command was matched already
         self._timers: dict = {}    # client id -> loop timer of a delay holding it
         self._removed_unfired: list = []   # removed before they fired (unfired())
 
     # -- per-command faults ---------------------------------------------------
-    def error(self, command=None, *, keys=None, client=None, nth=None, times=None,
+    def error(self, command: Commands = None, *, keys: Glob = None, client: Glob = None,
+              nth: int | None = None, times: int | None = None,
               message: str = "ERR injected fault") -> Fault:
         """The matching command replies ``message`` (an error; a leading '-' is
         dropped) instead of running."""
@@ -282,8 +307,9 @@ class Faults:
         return self._add(Fault(self, "error", command, keys, client, nth, times,
                                message=message))
 
-    def delay(self, seconds: float, command=None, *, keys=None, client=None, nth=None,
-              times=None, at: str = "reply") -> Fault:
+    def delay(self, seconds: float, command: Commands = None, *, keys: Glob = None,
+              client: Glob = None, nth: int | None = None, times: int | None = None,
+              at: Literal["reply", "command"] = "reply") -> Fault:
         """The client waits ``seconds`` for the matching command's reply:
         ``at="reply"`` runs it at once and holds the reply, ``at="command"``
         holds the command and runs it when the time is up."""
@@ -294,8 +320,9 @@ class Faults:
         return self._add(Fault(self, "delay", command, keys, client, nth, times,
                                seconds=float(seconds), at=at))
 
-    def drop(self, command=None, *, keys=None, client=None, nth=None, times=None,
-             when: str = "before") -> Fault:
+    def drop(self, command: Commands = None, *, keys: Glob = None, client: Glob = None,
+             nth: int | None = None, times: int | None = None,
+             when: Literal["before", "after"] = "before") -> Fault:
         """Close the client's connection before the matching command runs
         (``when="before"``) or after it ran, before its reply is sent
         (``when="after"``)."""
@@ -310,7 +337,7 @@ class Faults:
         on_loop(self.server, add)
         return fault
 
-    def remove(self, fault: Fault):
+    def remove(self, fault: Fault) -> None:
         """Remove fault; the clients its delays hold get their replies now."""
         def rm():
             if fault in self.rules:
@@ -321,24 +348,24 @@ class Faults:
             self._release(lambda f: f is fault)
         on_loop(self.server, rm)
 
-    def _release(self, which):
+    def _release(self, which: Callable[[Fault], bool]) -> None:
         for cid, (timer, release, fault) in list(self._timers.items()):
             if which(fault):
                 timer.cancel()
                 release()
 
     @property
-    def active(self) -> list:
+    def active(self) -> list[Fault | Switch]:
         """The per-command faults still to fire, and the switches on."""
         return [f for f in self.rules if f.active] + list(self.switches)
 
-    def unfired(self) -> list:
+    def unfired(self) -> list[Fault]:
         """The per-command faults set since the last ``clear()`` that never
         fired (set, or removed, before a matching command came)."""
         return self._removed_unfired + [f for f in self.rules
                                         if f.fired == 0 and f.times != 0]
 
-    def clear(self):
+    def clear(self) -> None:
         """Remove every fault and end every switch (held clients are released now)."""
         self._removed_unfired = []
         for switch in list(self.switches):
@@ -352,7 +379,8 @@ class Faults:
         on_loop(self.server, clear_rules)
 
     # -- the dispatcher's hook (loop thread) -------------------------------------
-    def hook(self, client, cmd, argv, func, outer):
+    def hook(self, client: Client, cmd: Command, argv: list[bytes], func: Handler,
+             outer: Client | None) -> Handler:
         """``func``, or what runs instead of it when a fault fires."""
         if client.reprocessing:
             return func        # a blocked command served: it was matched when sent
@@ -463,7 +491,7 @@ class Faults:
         self._timers[client.id] = (server.loop.call_later(seconds, release), release, fault)
 
     # -- server-wide ------------------------------------------------------------
-    def _switch(self, name, on, off) -> Switch:
+    def _switch(self, name: str, on: Callable[[], object], off: Callable[[], object]) -> Switch:
         on_loop(self.server, on)
         switch = Switch(self, name, off)
         self.switches.add(switch)
@@ -523,7 +551,7 @@ class Faults:
 
     fill_memory = oom
 
-    def restart(self, keep_data: bool = True):
+    def restart(self, keep_data: bool = True) -> Faults:
         """Stop and start the embedded server on the same port (see the module
         docstring); returns the new server's ``Faults``."""
         if self.embedded is None:
@@ -532,11 +560,11 @@ class Faults:
         return self.embedded.faults
 
 
-def _persistent(values) -> bool:
+def _persistent(values: dict[str, Any]) -> bool:
     return bool(values["appendonly"]) or bool(str(values.get("save") or "").strip())
 
 
-def _image(old, keep_data: bool):
+def _image(old: Server, keep_data: bool) -> bytes | None:
     """The keyspace as an RDB image in memory, when a restart must carry it
     (kept, and no file the new server would load); else None."""
     if not keep_data or _persistent(old.config.values):
@@ -553,7 +581,7 @@ def _image(old, keep_data: bool):
     return on_loop(old, dump)
 
 
-def _after_start(embedded, old, image, keep_data: bool):
+def _after_start(embedded: Any, old: Server, image: bytes | None, keep_data: bool) -> None:
     """The new server takes the old one's clock, then its image or an empty keyspace."""
     new = embedded.server
     new.clock.adopt(old.clock)   # a test's frozen/advanced time lives on
@@ -568,7 +596,7 @@ def _after_start(embedded, old, image, keep_data: bool):
         on_loop(new, lambda: run_commands(new, [[b"FLUSHALL"]]))
 
 
-def restart(embedded, keep_data: bool = True):
+def restart(embedded: Any, keep_data: bool = True) -> Any:
     """Stop ``embedded`` (an ``EmbeddedServer``) and start it again on the same
     port: see the module docstring."""
     old = embedded.server
@@ -584,7 +612,7 @@ def restart(embedded, keep_data: bool = True):
     return embedded
 
 
-async def restart_async(embedded, keep_data: bool = True):
+async def restart_async(embedded: Any, keep_data: bool = True) -> Any:
     """``restart`` for an ``AsyncEmbeddedServer`` (in the caller's loop)."""
     old = embedded.server
     if old is None or embedded._stopped():
@@ -599,7 +627,7 @@ async def restart_async(embedded, keep_data: bool = True):
     return embedded
 
 
-def _read_all(fd: int, size: int):
+def _read_all(fd: int, size: int) -> Iterator[bytes]:
     pos = 0
     while pos < size:
         chunk = os.pread(fd, min(size - pos, 1 << 24), pos)

@@ -49,6 +49,7 @@ at any time.
 from __future__ import annotations
 
 import difflib
+from typing import TYPE_CHECKING, Iterable, Iterator, Union
 
 from ..core.blocking import BLOCKED
 from ..core.dispatch import JournalLog
@@ -57,10 +58,20 @@ from ..protocol.errors import CommandError
 from ..protocol.resp import encode, encode_error
 from ..protocol.util import compile_glob
 from . import install_hooks, on_loop
-from .faults import Injected
+from .faults import Handler, Injected
+
+if TYPE_CHECKING:
+    from ..clients.client import Client
+    from ..core.registry import Command
+    from ..server import Server
+
+# Which client's entries: a glob on the client name (CLIENT SETNAME), or a client id.
+ClientFilter = Union[str, bytes, int, None]
+# A call to look for: "XACK", "SET k v", or ["XACK", "s", "g", ...] (``...`` last: any rest).
+Call = Union[str, bytes, Iterable[object]]
 
 
-def journal_of(server) -> "Journal":
+def journal_of(server: Server) -> Journal:
     """The ``Journal`` of a hotkv ``Server`` (made on first use)."""
     journal = server.journal
     if journal is None:
@@ -68,7 +79,7 @@ def journal_of(server) -> "Journal":
     return journal
 
 
-def _b(value) -> bytes:
+def _b(value: object) -> bytes:
     if isinstance(value, bytes):
         return value
     if isinstance(value, (bytearray, memoryview)):
@@ -78,7 +89,7 @@ def _b(value) -> bytes:
     return str(value).encode()
 
 
-def _show(argv) -> str:
+def _show(argv: Iterable[bytes]) -> str:
     """A command as a person would type it."""
     parts = []
     for a in argv:
@@ -90,11 +101,25 @@ def _show(argv) -> str:
 
 
 class Entry:
+    """One recorded command (see the module docstring for each field)."""
+
     __slots__ = ("seq", "client_id", "client_name", "db", "argv", "name", "time",
                  "origin", "fault", "reply")
 
-    def __init__(self, seq, client_id, client_name, db, argv, name, ms, origin, fault,
-                 reply=None):
+    seq: int
+    client_id: int
+    client_name: str
+    db: int
+    argv: tuple[bytes, ...]
+    name: str
+    time: float
+    origin: str
+    fault: str | None
+    reply: bytes | None
+
+    def __init__(self, seq: int, client_id: int, client_name: bytes, db: int,
+                 argv: Iterable[object], name: str, ms: int, origin: str, fault: str | None,
+                 reply: bytes | None = None) -> None:
         self.seq = seq
         self.client_id = client_id
         self.client_name = client_name.decode("utf-8", "replace")
@@ -107,10 +132,10 @@ class Entry:
         self.reply = reply
 
     @property
-    def args(self) -> tuple:
+    def args(self) -> tuple[bytes, ...]:
         return self.argv[1:]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         who = "client %d" % self.client_id
         if self.client_name:
             who += " %r" % self.client_name
@@ -125,7 +150,7 @@ class Entry:
 class _Pattern:
     """A call to look for: name plus argument prefix, ``...`` for any rest."""
 
-    def __init__(self, spec):
+    def __init__(self, spec: Call) -> None:
         if isinstance(spec, (str, bytes)):
             spec = spec.split() if isinstance(spec, str) else spec.split()
         spec = list(spec)
@@ -181,9 +206,9 @@ class Journal:
     Replies, when recorded, are in ``_replies`` by the record's position in
     ``_log``."""
 
-    show_handshake = False   # True: entries(), len()... include HANDSHAKE's commands
+    show_handshake: bool = False   # True: entries(), len()... include HANDSHAKE's commands
 
-    def __init__(self, server):
+    def __init__(self, server: Server) -> None:
         self.server = server
         self.recording = False
         self.replies = False
@@ -191,10 +216,10 @@ class Journal:
         self._log.hook = self._full_hook   # what dispatch.call does not record itself
         self._replies: dict = {}    # record position -> the reply's bytes
         self._blocked: dict = {}    # client id -> its blocked command's record position
-        self.hook = self._full_hook   # start() sets the one for its mode
+        self.hook: Handler = self._full_hook   # start() sets the one for its mode
 
     # -- control ----------------------------------------------------------------
-    def start(self, replies: bool = False) -> "Journal":
+    def start(self, replies: bool = False) -> Journal:
         """Record from now on (what was recorded before is kept: see clear())."""
         def on():
             self.replies = bool(replies)
@@ -204,7 +229,7 @@ class Journal:
         on_loop(self.server, on)
         return self
 
-    def stop(self) -> "Journal":
+    def stop(self) -> Journal:
         def off():
             self.recording = False
             self._blocked.clear()
@@ -212,24 +237,25 @@ class Journal:
         on_loop(self.server, off)
         return self
 
-    def clear(self):
+    def clear(self) -> None:
         def forget():
             del self._log[:]     # in place: it may be server.test_hooks
             self._replies.clear()
             self._blocked.clear()
         on_loop(self.server, forget)
 
-    def __enter__(self):
+    def __enter__(self) -> Journal:
         if not self.recording:     # ``with journal.start(replies=True):`` keeps its start
             self.clear()
             self.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # -- the dispatcher's hook (loop thread) ---------------------------------------
-    def _full_hook(self, client, cmd, argv, func, outer):
+    def _full_hook(self, client: Client, cmd: Command, argv: list[bytes], func: Handler,
+                   outer: Client | None) -> Handler:
         """Records what dispatch.call does not (see Journal), and replies."""
         fault = None
         if type(func) is Injected:
@@ -258,7 +284,7 @@ class Journal:
             log.extend(argv)      # as the parser made them
         return self._capture(pos, func) if self.replies else func
 
-    def _capture(self, pos, func):
+    def _capture(self, pos: int, func: Handler) -> Handler:
         replies = self._replies
 
         def run(c, argv):
@@ -286,7 +312,7 @@ class Journal:
         return run
 
     # -- queries ----------------------------------------------------------------
-    def entries(self) -> list:
+    def entries(self) -> list[Entry]:
         """Every entry, in order (the handshake's only with ``show_handshake``)."""
         log, replies = on_loop(self.server, lambda: (list(self._log), dict(self._replies)))
         out = []
@@ -305,7 +331,7 @@ class Journal:
             pos = nxt
         return out
 
-    def __len__(self):
+    def __len__(self) -> int:
         hide = () if self.show_handshake else HANDSHAKE
 
         def count():
@@ -320,23 +346,23 @@ class Journal:
             return records
         return on_loop(self.server, count)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Entry]:
         return iter(self.entries())
 
-    def commands(self, *names, client=None) -> list:
+    def commands(self, *names: str | bytes, client: ClientFilter = None) -> list[Entry]:
         """The entries of these commands (any case; all commands when none given)."""
         wanted = {n.lower() if isinstance(n, str) else n.decode().lower() for n in names}
         return [e for e in self._select(client)
                 if not wanted or e.name in wanted or e.name.split("|")[0] in wanted]
 
-    def for_client(self, client) -> list:
+    def for_client(self, client: str | bytes | int) -> list[Entry]:
         """The entries of the clients whose name matches the glob ``client``
         (or whose id is ``client``, an int)."""
         return self._select(client)
 
-    def keys(self, client=None) -> list:
+    def keys(self, client: ClientFilter = None) -> list[bytes]:
         """Every key the recorded commands named, in the order first named."""
-        seen: dict = {}
+        seen: dict[bytes, None] = {}
         for e in self._select(client):
             cmd = lookup(e.argv[0])
             if cmd is None:
@@ -352,7 +378,7 @@ class Journal:
                     seen.setdefault(e.argv[i], None)
         return list(seen)
 
-    def _select(self, client) -> list:
+    def _select(self, client: ClientFilter) -> list[Entry]:
         entries = self.entries()
         if client is None:
             return entries
@@ -362,7 +388,8 @@ class Journal:
         return [e for e in entries if match(e.client_name.encode())]
 
     # -- assertions ---------------------------------------------------------------
-    def assert_called(self, *call, count: int | None = None, client=None) -> list:
+    def assert_called(self, *call: object, count: int | None = None,
+                      client: ClientFilter = None) -> list[Entry]:
         """The call was recorded (``count`` times, when given); returns its entries."""
         __tracebackhide__ = True
         pattern = _Pattern(call)
@@ -373,7 +400,7 @@ class Journal:
         want = "%s%s" % (pattern.show(), "" if count is None else " %d time(s)" % count)
         raise AssertionError(self._report("expected a call: " + want, pattern, entries, hits))
 
-    def assert_not_called(self, *call, client=None):
+    def assert_not_called(self, *call: object, client: ClientFilter = None) -> None:
         __tracebackhide__ = True
         pattern = _Pattern(call)
         entries = self._select(client)
@@ -382,7 +409,7 @@ class Journal:
             raise AssertionError("expected no call: %s\nfound %d:\n%s" % (
                 pattern.show(), len(hits), "\n".join("  %r" % e for e in hits)))
 
-    def assert_order(self, calls, client=None) -> list:
+    def assert_order(self, calls: Iterable[Call], client: ClientFilter = None) -> list[Entry]:
         """Each of ``calls`` (a command name, ``"SET k v"``, or a list such as
         ``["XACK", "s", ...]``) was recorded, in this order (others may come
         between); returns the matched entries."""
@@ -412,7 +439,8 @@ class Journal:
             "calls not in the expected order: %d of %d matched, the first missing: %s\n%s"
             % (len(found), len(patterns), patterns[len(found)].show(), diff or "(nothing seen)"))
 
-    def _report(self, head, pattern, entries, hits) -> str:
+    def _report(self, head: str, pattern: _Pattern, entries: list[Entry],
+                hits: list[Entry]) -> str:
         lines = [head]
         same = [e for e in entries if pattern.same_command(e)]
         if hits:

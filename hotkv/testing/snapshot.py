@@ -48,6 +48,8 @@ Everything runs on the server's loop thread (hotkv.testing.inspect.run_on_loop).
 from __future__ import annotations
 
 import gc
+from os import PathLike
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, TypeVar, Union
 
 from sortedcontainers import SortedList
 
@@ -61,6 +63,15 @@ from ..types.copying import copy_value
 from ..types.zsets import ZSetValue
 from .inspect import run_on_loop
 
+if TYPE_CHECKING:
+    from ..server import Server
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+# One database in a snapshot: (keys -> values, keys -> unix ms expiry), or None when empty.
+DbImage = Union[tuple[dict, dict], None]
+# A key or a value for seed(): text is stored UTF-8 encoded.
+Key = Union[str, bytes]
+
 
 class Snapshot:
     """Every database's keys and TTLs at one moment (``server.snapshot()``).
@@ -71,13 +82,17 @@ class Snapshot:
 
     __slots__ = ("dbs", "keys", "indexes")
 
-    def __init__(self, dbs: list):
+    dbs: list[DbImage]
+    keys: int
+    indexes: list[tuple[KeyIndex, KeyIndex] | None]
+
+    def __init__(self, dbs: list[DbImage]) -> None:
         self.dbs = dbs
         self.keys = sum(len(d[0]) for d in dbs if d is not None)
         self.indexes = [(KeyIndex(d[0]), KeyIndex(d[1])) if d is not None else None
                         for d in dbs]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<hotkv Snapshot of %d keys>" % self.keys
 
 
@@ -104,7 +119,7 @@ def _copy_zset(z: ZSetValue) -> ZSetValue:
     return new
 
 
-def _copy_index(index: KeyIndex, keys: dict) -> KeyIndex:
+def _copy_index(index: KeyIndex | None, keys: dict) -> KeyIndex:
     """A KeyIndex over keys, copied from index (which holds exactly those
     keys) bucket by bucket; built afresh when index is mid-resize."""
     if index is None or index.old is not None or index.count != len(keys):
@@ -119,11 +134,11 @@ def _copy(data: dict) -> dict:
             for k, v in data.items()}
 
 
-def _no_gc(fn):
+def _no_gc(fn: _F) -> _F:
     """Run fn with the cyclic GC off: copying 100k values allocates enough
     containers to trigger full collections over the whole dataset (half
     the time of a restore, measured); nothing made here forms a cycle."""
-    def wrapped(*args):
+    def wrapped(*args: Any) -> Any:
         was = gc.isenabled()
         gc.disable()
         try:
@@ -133,20 +148,20 @@ def _no_gc(fn):
                 gc.enable()
     wrapped.__name__ = fn.__name__
     wrapped.__doc__ = fn.__doc__
-    return wrapped
+    return wrapped   # type: ignore[return-value]
 
 
-def take(server) -> Snapshot:
+def take(server: Server) -> Snapshot:
     return run_on_loop(server, _take, server)
 
 
 @_no_gc
-def _take(server) -> Snapshot:
+def _take(server: Server) -> Snapshot:
     return Snapshot([(_copy(db.data), dict(db.expires)) if db.data else None
                      for db in server.dbs])
 
 
-def restore(server, snap: Snapshot, copy: bool = True):
+def restore(server: Server, snap: Snapshot, copy: bool = True) -> None:
     """Make server's databases hold exactly snap's keys (``copy=False``
     hands snap's objects over: for a snapshot used once)."""
     if len(snap.dbs) > len(server.dbs):
@@ -160,12 +175,12 @@ class _Incoming:
     """What Database.touch_all reads of "the database swapped in"."""
     __slots__ = ("data",)
 
-    def __init__(self, data):
+    def __init__(self, data: dict) -> None:
         self.data = data
 
 
 @_no_gc
-def _restore(server, snap: Snapshot, copy: bool):
+def _restore(server: Server, snap: Snapshot, copy: bool) -> None:
     pad = [None] * (len(server.dbs) - len(snap.dbs))
     entries = list(snap.dbs) + pad
     indexes = list(snap.indexes) + pad
@@ -196,7 +211,7 @@ def _restore(server, snap: Snapshot, copy: bool):
         serve_ready_keys(server)
 
 
-def _log_dataset(server):
+def _log_dataset(server: Server) -> None:
     """The AOF gets FLUSHALL and the commands rebuilding every database."""
     server.propagate(0, [b"FLUSHALL"])
     for db in server.dbs:
@@ -214,7 +229,7 @@ def _log_dataset(server):
 # Loading a dump.rdb
 # ----------------------------------------------------------------------
 
-def load_rdb(server, path) -> int:
+def load_rdb(server: Server, path: str | PathLike[str]) -> int:
     """Replace the databases with the RDB file's keys (as a restore: the
     same WATCH / blocked-client / AOF rules); its function libraries are
     loaded too.  Returns the number of keys loaded.  Raises
@@ -222,7 +237,7 @@ def load_rdb(server, path) -> int:
     return run_on_loop(server, _load_rdb, server, str(path))
 
 
-def _load_rdb(server, path: str) -> int:
+def _load_rdb(server: Server, path: str) -> int:
     loaded = rdbfile.read_file(path, server)
     if loaded.functions:
         try:
@@ -247,7 +262,7 @@ class Hash(dict):
     """Marks a mapping as a hash for ``seed`` (whatever its values)."""
 
 
-def _arg(v) -> bytes:
+def _arg(v: object) -> bytes:
     if isinstance(v, bytes):
         return v
     if isinstance(v, (bytearray, memoryview)):
@@ -264,18 +279,18 @@ def _arg(v) -> bytes:
 _CHUNK = 1000   # elements per command: keeps one seeded key from stalling the loop long
 
 
-def _chunks(cmd: bytes, key: bytes, args: list, step: int = 1):
+def _chunks(cmd: bytes, key: bytes, args: list[bytes], step: int = 1) -> Iterator[list[bytes]]:
     per = _CHUNK * step
     for i in range(0, len(args), per):
         yield [cmd, key, *args[i:i + per]]
 
 
-def _is_stream(v) -> bool:
+def _is_stream(v: object) -> bool:
     return isinstance(v, list) and bool(v) and all(
         isinstance(e, tuple) and len(e) == 2 and isinstance(e[1], dict) for e in v)
 
 
-def commands_for(key, value) -> list:
+def commands_for(key: Key, value: Any) -> list[list[bytes]]:
     """The commands that store ``value`` (Python objects) at key:
     str/bytes/int/float -> a string; list/tuple -> a list (RPUSH, in
     order); a list of ``(id, {field: value})`` -> a stream (XADD; id "*"
@@ -309,7 +324,8 @@ class SeedError(RuntimeError):
     """A seeding command was refused (its error reply is the message)."""
 
 
-def seed(server, data: dict, db: int = 0, ttl: dict | None = None) -> int:
+def seed(server: Server, data: Mapping[Key, Any], db: int = 0,
+         ttl: Mapping[Key, float] | None = None) -> int:
     """Store data's keys in database db, replacing what they held; ``ttl``
     maps keys to seconds to live.  Returns the number of keys written."""
     argvs = []
@@ -322,7 +338,7 @@ def seed(server, data: dict, db: int = 0, ttl: dict | None = None) -> int:
     return len(data)
 
 
-def run_commands(server, argvs: list, db: int = 0):
+def run_commands(server: Server, argvs: list[list[bytes]], db: int = 0) -> None:
     """Run each argv through the dispatcher as a fake client on db;
     SeedError on the first error reply."""
     client = Client(server, fake=True)

@@ -63,9 +63,21 @@ from __future__ import annotations
 import datetime as _dt
 import numbers
 import time as _time
+from typing import TYPE_CHECKING, Any, Union
+
+from ..core.clock import Clock, Seconds
+
+if TYPE_CHECKING:
+    import time_machine
+
+    from ..embedded import AsyncEmbeddedServer, EmbeddedServer
+    from ..fake import FakeServer
+
+# What travel() moves: a server (or its clock).
+Travelling = Union["EmbeddedServer", "AsyncEmbeddedServer", "FakeServer", Clock]
 
 
-def _clock(thing):
+def _clock(thing: Travelling) -> Clock:
     """The ``Clock`` of an EmbeddedServer, AsyncEmbeddedServer, FakeServer or a Clock."""
     if hasattr(thing, "freeze") and hasattr(thing, "advance"):
         return thing
@@ -79,7 +91,7 @@ def _clock(thing):
                         "Clock objects, not %s" % type(thing).__name__) from None
 
 
-def _seconds(seconds) -> float:
+def _seconds(seconds: Seconds) -> float:
     if isinstance(seconds, _dt.timedelta):
         return seconds.total_seconds()
     if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
@@ -94,7 +106,7 @@ def _seconds(seconds) -> float:
 class Travel:
     """The process's time (time-machine) and the servers' clocks, moved together."""
 
-    def __init__(self, *servers, to=None):
+    def __init__(self, *servers: Travelling, to: Any = None) -> None:
         try:
             import time_machine
         except ImportError:
@@ -105,11 +117,11 @@ class Travel:
         self._time_machine = time_machine
         self.clocks = [_clock(s) for s in servers]
         self._to = to
-        self._traveller = None
-        self._coordinates = None
+        self._traveller: time_machine.travel | None = None
+        self._coordinates: time_machine.Coordinates | None = None
 
     # -- the context ---------------------------------------------------------
-    def start(self) -> "Travel":
+    def start(self) -> Travel:
         if self._traveller is not None:
             raise RuntimeError("this travel is already under way")
         to = self._to if self._to is not None else self.clocks[0].time()
@@ -134,20 +146,20 @@ class Travel:
             except RuntimeError:     # that server was stopped meanwhile: nothing to put back
                 pass
 
-    def __enter__(self) -> "Travel":
+    def __enter__(self) -> Travel:
         return self.start()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # -- moving ----------------------------------------------------------------
-    def _under_way(self):
+    def _under_way(self) -> time_machine.Coordinates:
         if self._coordinates is None:
             raise RuntimeError("the travel is not under way: use it as a context manager "
                                "(with travel(server) as t: ...) or call start()")
         return self._coordinates
 
-    def advance(self, seconds) -> "Travel":
+    def advance(self, seconds: Seconds) -> Travel:
         """Move the process and every server ``seconds`` (or a timedelta) forward;
         returns once each server has acted on it (expiry, blocked timeouts)."""
         coordinates = self._under_way()
@@ -157,7 +169,7 @@ class Travel:
             clock.advance(seconds)
         return self
 
-    def move_to(self, when) -> "Travel":
+    def move_to(self, when: Any) -> Travel:
         """Put the process and every server at ``when`` (a datetime, unix seconds,
         or what time-machine takes), forward or back."""
         coordinates = self._under_way()
@@ -172,13 +184,13 @@ class Travel:
         self._under_way()
         return _time.time()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "at %s" % _dt.datetime.fromtimestamp(_time.time(), _dt.timezone.utc).isoformat() \
             if self._coordinates is not None else "not under way"
         return "<Travel %s, %d server(s)>" % (state, len(self.clocks))
 
 
-def travel(*servers, to=None) -> Travel:
+def travel(*servers: Travelling, to: Any = None) -> Travel:
     """Freeze the process's time (time-machine) and the servers' clocks at
     ``to`` (default: the first server's current time) and move them together;
     a context manager (see the module docstring)."""
