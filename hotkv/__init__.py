@@ -9,24 +9,25 @@ state machine, for those who run their own event loop) and
 fakeredis's API on hotkv (``import hotkv.fake as fakeredis``); it is not
 imported here (it needs redis-py or valkey-py).
 
-Importing the package registers every command (``hotkv.commands``); no other
-module of hotkv imports this one (the versions are ``hotkv.version``'s), so
-the package stays at the top of the import graph.
+Importing the package loads nothing but the version: the server's modules
+(and with them every command, which ``hotkv.server`` registers) load on
+first use of ``hotkv.Server`` or an embedded server, so ``hotkv cli`` and
+``hotkv --version`` start in a tenth of the time.  No other module of hotkv
+imports this one (the versions are ``hotkv.version``'s).
 """
 
 from importlib import import_module
 
-from . import commands  # noqa: F401  (registers every command)
-from .server import Server
 from .version import REDIS_COMPAT_VERSION, __version__
 
 __all__ = ["Server", "EmbeddedServer", "AsyncEmbeddedServer", "EmbeddedCluster", "__version__",
            "REDIS_COMPAT_VERSION", "inprocess_client"]
 
-# The ways in for tests and in-process use, loaded on first use (PEP 562):
-# ``hotkv serve`` and ``hotkv cli`` never load the embedded servers, the
-# in-process connection or the test toolkit (about 1 MB of a served process).
+# Loaded on first use (PEP 562): ``hotkv cli`` never loads the server, and
+# ``hotkv serve`` never loads the embedded servers, the in-process connection
+# or the test toolkit (about 1 MB of a served process).
 _LAZY = {
+    "Server": ("server", "Server"),
     "EmbeddedServer": ("embedded", "EmbeddedServer"),
     "AsyncEmbeddedServer": ("embedded", "AsyncEmbeddedServer"),
     "EmbeddedCluster": ("cluster.embedded", "EmbeddedCluster"),

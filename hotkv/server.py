@@ -52,6 +52,9 @@ The hooks every command module uses:
 Invariants: ``dirty`` only grows; ``prop_pending`` is flushed to the AOF at
 the end of each outermost ``call``; ``ready_set`` mirrors ``ready_keys``;
 every subsystem exists once the constructor returns (no ``None`` checks);
+every command is registered once this module is imported (it imports
+``hotkv.commands``: the only module besides the package that does, so that
+``import hotkv`` alone -- ``hotkv cli`` -- loads no command);
 every attribute any module stores on a server is declared in ``__init__`` or
 ``_make_subsystems`` with what it is and who uses it -- a part made later or
 only while in use (the Lua engines, the dashboard, faults, the journal) is
@@ -71,7 +74,10 @@ import traceback
 from collections import deque
 from time import perf_counter as _perf_counter
 
-from . import http
+from . import (
+    commands,  # noqa: F401  (registers every command: a server needs them)
+    http,
+)
 from .clients import acl, client_eviction, clientbufs, limits, pubsub, tracking
 from .cluster import state as cluster_state
 from .core import access, eviction, latency, lazyfree, notify, replica_keys, stats

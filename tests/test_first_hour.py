@@ -302,3 +302,19 @@ def test_replica_logs_with_role_s(tmp_path):
     roles = {ln.split()[0].split(":")[1] for ln in lines[start:] if ":signal-handler" not in ln}
     before = {ln.split()[0].split(":")[1] for ln in lines[:start]}
     assert before == {"M"} and roles == {"S"}, lines
+
+
+def test_the_cli_loads_no_server_module():
+    # `hotkv cli` and `hotkv --version` start without the server: importing
+    # hotkv.server registers every command, about a second of a CLI's start.
+    code = ("import sys; from hotkv.tools import cli; import hotkv.tools.cli_tool; "
+            "cli.main(['--version']); "
+            "print(sorted(m for m in sys.modules if m in ('hotkv.server', 'hotkv.commands', "
+            "'hotkv.core.dispatch', 'hotkv.core.config')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["hotkv 0.1.0", "[]"], out.stdout
+    # and the package still makes a full server on first use
+    code = "import hotkv; print(len(hotkv.Server().command_table) > 200)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "True", out.stderr
