@@ -1000,3 +1000,78 @@ def test_wait_within_a_verbatim_read_waits_for_its_writes(hotkv_server_factory, 
     raw.send_raw(read + encode_command("WAIT", 1, 5000))
     assert [raw.read_reply() for _ in range(17)][16] == b":1\r\n"
     assert_equal(r, rep, dbs=range(1))
+
+
+_LIB = "#!lua name=filterlib\nserver.register_function('filterfn', function() return 1 end)"
+
+
+def _filtered_sync(host: str, port: int, replconf: bytes) -> tuple:
+    """Each REPLCONF line (its reply read before the next, as a replica
+    does), then PSYNC ? -1 on a raw socket: (the reply lines, the RDB
+    payload or None)."""
+    s = socket.create_connection((host, port), timeout=10)
+    deadline = time.time() + 15
+
+    def line(buf: bytes) -> tuple:
+        while b"\r\n" not in buf.lstrip(b"\n") and time.time() < deadline:
+            buf += s.recv(65536)
+        head, _, rest = buf.lstrip(b"\n").partition(b"\r\n")
+        return head, rest
+    try:
+        head = []
+        buf = b""
+        for cmd in [x + b"\r\n" for x in replconf.split(b"\r\n") if x] + [b"PSYNC ? -1\r\n"]:
+            s.sendall(cmd)
+            reply, buf = line(buf)
+            head.append(reply.split()[0] if reply.startswith(b"+FULLRESYNC") else reply)
+        if head[-1] != b"+FULLRESYNC":
+            return head, None
+        eof, rest = line(buf)
+        assert eof.startswith(b"$EOF:"), eof[:60]
+        mark = eof[5:]
+        while not rest.endswith(mark) and time.time() < deadline:
+            rest += s.recv(65536)
+        return head, rest[:-len(mark)]
+    finally:
+        s.close()
+
+
+def test_rdb_filter_only_as_valkey(hotkv_server_factory, ref_server):
+    """REPLCONF rdb-filter-only (valkey-cli --functions-rdb and --replica):
+    "functions" gives an RDB with the function libraries and no key, "" an
+    RDB with neither, always over the socket; a replica without capa eof is
+    refused -- on hotkv as on valkey-server 8.1.8."""
+    srv = hotkv_server_factory(**FAST)
+    results = {}
+    for name, (host, port) in (("hotkv", (srv.host, srv.port)),
+                               ("valkey", (ref_server.host, ref_server.port))):
+        r = valkey.Valkey(host=host, port=port)
+        old_delay = r.config_get("repl-diskless-sync-delay")["repl-diskless-sync-delay"]
+        r.config_set("repl-diskless-sync-delay", 0)
+        r.config_set("rdbcompression", "no")    # the library's text as it is in the RDB
+        r.function_load(_LIB, replace=True)
+        r.set("filtered-key", "v")
+        try:
+            out = {}
+            out["no eof"] = _filtered_sync(host, port, b"REPLCONF rdb-filter-only functions\r\n")
+            for label, filt in (("functions", b"functions"), ("empty", b'""')):
+                head, rdb = _filtered_sync(
+                    host, port, b"REPLCONF capa eof\r\nREPLCONF rdb-filter-only " + filt + b"\r\n")
+                out[label] = (head, rdb is not None and rdb.startswith(b"REDIS"),
+                              rdb is not None and b"filterfn" in rdb,
+                              rdb is not None and b"filtered-key" in rdb)
+            head, rdb = _filtered_sync(host, port, b"REPLCONF capa eof\r\n")
+            out["whole"] = (head, b"filterfn" in rdb, b"filtered-key" in rdb)
+            results[name] = out
+        finally:
+            r.function_delete("filterlib")
+            r.delete("filtered-key")
+            r.config_set("repl-diskless-sync-delay", old_delay)
+            r.config_set("rdbcompression", "yes")
+            r.close()
+    ours = results["hotkv"]
+    assert ours["no eof"] == ([b"+OK", b"-ERR Filtered replica requires EOF capability"], None)
+    assert ours["functions"] == ([b"+OK", b"+OK", b"+FULLRESYNC"], True, True, False)
+    assert ours["empty"] == ([b"+OK", b"+OK", b"+FULLRESYNC"], True, False, False)
+    assert ours["whole"] == ([b"+OK", b"+FULLRESYNC"], True, True)
+    assert ours == results["valkey"], results

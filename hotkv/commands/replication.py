@@ -66,6 +66,10 @@ def _sync(c, argv):
         raise CommandError("ERR SYNC and PSYNC are invalid with pending output")
     if argv[0].lower() == b"psync":
         parse_int(argv[2], NOT_INT)
+    conf = server.replconf.get(c.id, {})
+    if conf.get("rdb_filter") is not None and not conf.get("eof"):
+        # (a filtered RDB is always sent over the socket, as Valkey's)
+        raise CommandError("ERR Filtered replica requires EOF capability")
     conf = server.replconf.pop(c.id, {})
     repl.get_primary().sync(c, argv, conf)
     return None
@@ -117,10 +121,16 @@ def replconf(c, argv):
             if not 0 <= v <= 1:
                 raise CommandError("ERR value is out of range, value must between 0 and 1")
         elif opt == b"rdb-filter-only":
+            # Include filters for the full sync's RDB: never the keys; the
+            # function libraries if "functions" is named (valkey-cli
+            # --functions-rdb), nothing at all for "" (valkey-cli --replica).
+            rdb_filter = ""
             for f in val.split():
                 if f.lower() != b"functions":
                     raise CommandError("ERR Unsupported rdb-filter-only option: %s"
                                        % f.decode("utf-8", "replace"))
+                rdb_filter = "functions"
+            _conf_for(c)["rdb_filter"] = rdb_filter
         elif opt == b"version":
             if not _version_ok(val):
                 raise CommandError("ERR Unrecognized version format: %s"

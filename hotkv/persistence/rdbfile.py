@@ -117,8 +117,10 @@ class _Sink:
         self.size += len(buf)
 
 
-def write_dataset(server, fd: int, aof_base: bool = False) -> int:
-    """Write the whole dataset as an RDB file to fd; returns its size."""
+def write_dataset(server, fd: int, aof_base: bool = False, rdb_filter: str | None = None) -> int:
+    """Write the whole dataset as an RDB file to fd; returns its size.
+    ``rdb_filter`` (a replica's ``REPLCONF rdb-filter-only``): ``"functions"``
+    writes the function libraries and no key, ``""`` neither."""
     values = server.config.values
     sink = _Sink(fd, values["rdbchecksum"])
     delay = values.get("rdb-key-save-delay", 0)
@@ -137,10 +139,12 @@ def write_dataset(server, fd: int, aof_base: bool = False) -> int:
     with lzf_compression(values["rdbcompression"]):
         # The function libraries, before the keys (Valkey's rdbSaveFunctions).
         functions = server.functions     # None until a function is loaded (hotkv.lua)
+        if rdb_filter == "":
+            functions = None
         for code in functions.codes() if functions is not None else ():
             out.append(OP_FUNCTION2)
             put_string(code, out)
-        for db in server.dbs:
+        for db in server.dbs if rdb_filter is None else ():
             data = db.data
             if not data:
                 continue

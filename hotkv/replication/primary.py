@@ -124,9 +124,10 @@ class ReplicaLink:
     """One replica connection, as Valkey's client fields repl_*."""
     __slots__ = ("client", "state", "port", "ip", "capa_eof", "capa_psync2", "ack_off",
                  "aof_off", "ack_time", "pending", "live", "eof_form", "sync_offset",
-                 "wait_since", "pre_psync")
+                 "wait_since", "pre_psync", "rdb_filter")
 
-    def __init__(self, client, port: int, ip, capa_eof: bool, capa_psync2: bool):
+    def __init__(self, client, port: int, ip, capa_eof: bool, capa_psync2: bool,
+                 rdb_filter: str | None = None):
         self.client = client
         self.state = WAIT_BGSAVE_START
         self.port = port
@@ -142,6 +143,10 @@ class ReplicaLink:
         self.sync_offset = 0
         self.wait_since = time.monotonic()
         self.pre_psync = False
+        # REPLCONF rdb-filter-only: None (the whole dataset), "functions"
+        # (the function libraries alone) or "" (an empty RDB); a sync job
+        # serves replicas asking for the same RDB only.
+        self.rdb_filter = rdb_filter
 
     def name(self) -> str:
         ip = self.ip or self.client.addr.rsplit(":", 1)[0].strip("[]")
@@ -400,7 +405,7 @@ class Primary:
         server = self.server
         psync = argv[0].lower() == b"psync"
         link = ReplicaLink(c, conf.get("port", 0), conf.get("ip"), conf.get("eof", False),
-                           conf.get("psync2", False))
+                           conf.get("psync2", False), conf.get("rdb_filter"))
         log.info("Replica %s asks for synchronization", link.name())
         # What the client was sent so far leaves before the stream; replies
         # to it stop here (Valkey never writes replies to a replica).
@@ -485,8 +490,14 @@ class Primary:
                  and not lk.client.closed]
         if not links or self.job is not None:
             return
+        # One RDB for the replicas that want the same one (the whole dataset,
+        # the functions alone, nothing); the others wait for the next job
+        # (_next_sync).  A filtered RDB always goes over the socket.
+        rdb_filter = links[0].rdb_filter
+        links = [lk for lk in links if lk.rdb_filter == rdb_filter]
         values = server.config.values
-        eof_form = bool(values["repl-diskless-sync"]) and all(lk.capa_eof for lk in links)
+        eof_form = (bool(values["repl-diskless-sync"]) or rdb_filter is not None) and \
+            all(lk.capa_eof for lk in links)
         log.info("Starting BGSAVE for SYNC with target: %s",
                  "replicas sockets" if eof_form else "disk")
         load_prctl()
@@ -502,7 +513,7 @@ class Primary:
                 self._drop(lk, b"-ERR BGSAVE failed, replication can't continue\r\n")
             return
         if pid == 0:  # pragma: no cover - the child
-            run_child(parent, lambda: rdbfile.write_dataset(server, wfd),
+            run_child(parent, lambda: rdbfile.write_dataset(server, wfd, rdb_filter=rdb_filter),
                       "Replication RDB child", keep=(wfd,))
         os.close(wfd)
         os.set_blocking(rfd, False)
