@@ -10,9 +10,19 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from support import RawClient, ReferenceValkey, Target
+
+# A script that starts the suite in the background (``pytest &``) starts it
+# with SIGINT ignored, and every child inherits that: the valkey-cli, hotkv
+# cli and servers the tests stop with Ctrl-C would never stop (the streaming
+# cli transcripts time out).  The suite takes Python's handler back, so its
+# children start with the default again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
