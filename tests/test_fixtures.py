@@ -358,3 +358,14 @@ def test_ctrl_c_under_xdist_and_a_crashed_worker_leave_nothing(tmp_path):
     # go down, the run is interrupted with gw1 still in its test.
     out = _interrupt_and_check(tmp_path, 2, 2, wait_text=b"[gw0] node down", CRASH="1")
     assert "KeyboardInterrupt" in out, out
+
+
+def test_the_plugin_loads_no_server_until_a_fixture_is_used():
+    # pytest imports the plugin in every session of a project with hotkv
+    # installed: importing it must not load the server and its commands.
+    code = ("import sys, hotkv.pytest_plugin; "
+            "print(sorted(m for m in sys.modules if m in ('hotkv.server', 'hotkv.commands', "
+            "'hotkv.embedded', 'hotkv.pytest_fixtures')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout

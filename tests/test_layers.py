@@ -183,6 +183,9 @@ FUNCTION_LEVEL: dict[tuple[str, str], str] = {
         "start-up of `hotkv cli` / `--version`: the entry point loads no server module",
     ("hotkv.tools.cli", "hotkv.tools.checks"):
         "start-up of `hotkv cli`: check-rdb / check-aof load the RDB and AOF readers",
+    ("hotkv.pytest_plugin", "hotkv.pytest_fixtures"):
+        "every pytest session of a project with hotkv installed imports the plugin: "
+        "the servers load when a test asks for a hotkv fixture",
 }
 
 
