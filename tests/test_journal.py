@@ -317,6 +317,40 @@ def _list_len(server, key: bytes) -> int:
     return on_loop(server.server, length)
 
 
+def test_a_loopback_senders_queued_bytes_are_seen():
+    """wait_idle's view of bytes still in a loopback client's socket: a
+    receiver that reads nothing while the sender pushes 4 MB; the sender's
+    queue is seen (its kernel socket table entry), then nothing once all is
+    read.  Real sockets, no server: the helper alone."""
+    import socket as socketlib
+
+    from hotkv.testing.waiting import peer_unsent
+    lst = socketlib.create_server(("127.0.0.1", 0))
+    snd = socketlib.create_connection(lst.getsockname())
+    rcv, _ = lst.accept()
+    payload = b"x" * (4 << 20)
+    sender = threading.Thread(target=snd.sendall, args=(payload,), daemon=True)
+    sender.start()
+    try:
+        peer, local = rcv.getpeername(), rcv.getsockname()
+        deadline = time.time() + 10
+        seen = 0
+        while not seen and time.time() < deadline:
+            seen = peer_unsent(peer, local)
+        assert seen > 0
+        got = 0
+        while got < len(payload):
+            got += len(rcv.recv(1 << 20))
+        sender.join(10)
+        while peer_unsent(peer, local) and time.time() < deadline:
+            time.sleep(0.01)    # (the last ACK may be a delayed one)
+        assert peer_unsent(peer, local) == 0
+        assert peer_unsent(("10.1.2.3", 1), local) == 0      # not a loopback peer: not asked
+    finally:
+        for s in (snd, rcv, lst):
+            s.close()
+
+
 def test_wait_idle_after_a_pipeline_of_10k_commands(server):
     c = RawClient(server.host, server.port)
     try:

@@ -524,7 +524,12 @@ class Faults:
                     client.kill()
                     n += 1
             return n
-        return on_loop(self.server, drop)
+        n = on_loop(self.server, drop)
+        # asyncio's transports close their sockets on the loop's next turn
+        # (the callbacks abort() queued): a round trip after them, so that a
+        # client's next command already finds its connection gone.
+        on_loop(self.server, lambda: None)
+        return n
 
     def oom(self) -> Switch:
         """Commands that may grow memory (SET, LPUSH, EVAL...) get -OOM, as on a
