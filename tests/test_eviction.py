@@ -230,9 +230,14 @@ def test_allkeys_lfu_keeps_frequently_used_keys(servers):
             pipe.touch(name)
     res = _both(servers, "allkeys-lfu", touch=touch)
     for name, (hot, cold, evicted, full) in res.items():
-        assert evicted > full * 0.3, (name, res)
+        # How many go follows how fast hotkv's memory reading follows the
+        # writes: 31-46% of what fitted on a quiet machine, 168 of 1,175 in
+        # one full run beside two CPU burners (a heap the suite had
+        # fragmented).  What LFU decides is compared with valkey-server's.
+        assert evicted > full * 0.1, (name, res)
         assert hot > cold + 0.25, (name, res)
     assert res["hotkv"][0] > res["valkey"][0] - 0.2, res
+    assert _cold_share(res["hotkv"]) > _cold_share(res["valkey"]) - 0.15, res
 
 
 def test_allkeys_random_does_not_care(servers):
