@@ -10,6 +10,7 @@ Each test here failed on the code before its fix (checked one by one).
 import asyncio
 import datetime
 import threading
+import time
 
 import pytest
 import redis
@@ -119,6 +120,20 @@ def test_wait_until_with_a_client_call_fails_after_its_timeout(srv):
         srv.wait_until(lambda s: r.llen("q") == 1, timeout=1)
     srv.wait_idle(timeout=10)      # the server is serving again once the client gave up
     r.close()
+
+
+def test_a_slow_check_running_at_the_timeout_is_not_called_wedged(srv):
+    # Each check takes 0.3 s and they run back to back (a cron tick is due
+    # after each): at the 1 s timeout one began about 0.1 s before.  That
+    # is a slow check, answered "still false"; "waits for itself" is for a
+    # check running most of the wait (the loaded run's wait_idle, which
+    # reads the kernel's socket table each turn, was told it was wedged).
+    def slow(s):
+        time.sleep(0.3)
+        return False
+    with pytest.raises(TimeoutError) as e:
+        srv.wait_until(slow, timeout=1)
+    assert "still false after 1.0 s" in str(e.value), str(e.value)
 
 
 # -- ergonomics ---------------------------------------------------------------

@@ -44,6 +44,7 @@ import socket
 import struct
 import termios
 import threading
+import time
 
 from ..core.pause import PAUSED
 from . import on_loop
@@ -72,20 +73,29 @@ def _hex_addr(host: str, port: int) -> tuple:
     return "%s:%04X" % (hexed, port), "/proc/net/tcp6" if len(packed) == 16 else "/proc/net/tcp"
 
 
-def peer_unsent(peer, local) -> int:
+def peer_unsent(peer, local, tables=None) -> int:
     """Bytes a loopback peer has queued to send to us and not had acknowledged
     (the tx_queue of its socket in the kernel's table); 0 for a peer on
-    another machine or where the table cannot be read."""
+    another machine or where the table cannot be read.  ``tables`` (a dict)
+    keeps each table read once across the calls of one ``busy``: a suite
+    leaves thousands of sockets in TIME_WAIT, and the scan is per file."""
     try:
         if not isinstance(peer, tuple) or not peer[0].startswith(_LOOPBACK):
             return 0
         theirs, path = _hex_addr(peer[0], peer[1])
         ours, _ = _hex_addr(local[0], local[1])
-        with open(path) as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) > 4 and fields[1] == theirs and fields[2] == ours:
-                    return int(fields[4].split(":")[0], 16)
+        table = None if tables is None else tables.get(path)
+        if table is None:
+            table = {}
+            with open(path) as f:
+                next(f, None)                   # the header line
+                for line in f:
+                    fields = line.split()
+                    if len(fields) > 4 and fields[4][:8] != "00000000":
+                        table[fields[1], fields[2]] = int(fields[4].split(":")[0], 16)
+            if tables is not None:
+                tables[path] = table
+        return table.get((theirs, ours), 0)
     except (OSError, ValueError, IndexError):
         pass
     return 0
@@ -99,6 +109,7 @@ def _who(client) -> str:
 def busy(server) -> list:
     """What keeps ``server`` from being idle, one line each (loop thread)."""
     out = []
+    tables: dict = {}         # the kernel's socket tables, read once here
     faults = server.faults
     held = faults._timers if faults is not None else {}
     for client in list(server.clients.values()):
@@ -122,7 +133,7 @@ def busy(server) -> list:
             transport = getattr(client, "transport", None)
             if transport is not None:
                 coming = peer_unsent(transport.get_extra_info("peername"),
-                                     transport.get_extra_info("sockname"))
+                                     transport.get_extra_info("sockname"), tables)
                 if coming:
                     out.append("%s: %d bytes on their way (in the sender's socket)"
                                % (who, coming))
@@ -151,11 +162,13 @@ class _Wait:
         self.checks = 0
         self.last = None
         self.running = False    # the check is running now (on the loop thread)
+        self.began = 0.0        # time.monotonic() when the running check began
 
     def __call__(self):
         if self.done.is_set():
             return
         self.checks += 1
+        self.began = time.monotonic()
         self.running = True
         try:
             ok = self.check()
@@ -191,6 +204,10 @@ class _Wait:
             raise self.error
         return self.done.is_set()
 
+    def _wedged(self, timeout: float) -> bool:
+        """The running check has run for half the wait or more."""
+        return time.monotonic() - self.began >= timeout / 2
+
     def run(self, timeout: float) -> bool:
         def register():
             self.server.sleep_hooks.append(self)
@@ -200,7 +217,16 @@ class _Wait:
         # for itself) then costs ``timeout``, not on_loop's own limit.
         on_loop(self.server, register, max(timeout, 1.0))
         met = self.done.wait(timeout)
-        if not met and self.running:
+        if not met and self.running and not self._wedged(timeout):
+            # A check that began late in the wait (wait_idle checks every
+            # turn, and reads the kernel's socket table): that check's answer
+            # is waited for, not taken for a predicate that never returns.
+            this, end = self.checks, time.monotonic() + max(timeout, 1.0)
+            while self.running and self.checks == this and time.monotonic() < end:
+                if self.done.wait(0.005):
+                    break
+            met = self.done.is_set()
+        if not met and self.running and self._wedged(timeout):
             raise TimeoutError(
                 "wait_until: the predicate was still running after %.1f s on the server's "
                 "loop thread: it must only read state (server.inspect..., server.server); "
