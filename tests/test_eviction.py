@@ -370,6 +370,7 @@ def _stalled_replica_run(primary, replica, pid):
     m.config_set("maxmemory-policy", "allkeys-random")
     m.config_set("client-output-buffer-limit", "replica 100000000 100000000 300")
     m.config_set("repl-backlog-size", 10 * 1024)
+    m.config_set("repl-diskless-sync-delay", 0)     # (its default 5 s only waits)
     s.replicaof(primary.host, primary.port)
     deadline = time.time() + 20
     while s.info("replication")["master_link_status"] != "up":

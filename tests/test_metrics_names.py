@@ -136,7 +136,8 @@ def _http(factory, **settings):
 @pytest.fixture
 def pair(hotkv_server_factory):
     """A primary with AOF, a slow log entry and a latency event, and its replica."""
-    prim = _http(hotkv_server_factory, appendonly="yes", enable_debug_command="yes")
+    prim = _http(hotkv_server_factory, appendonly="yes", enable_debug_command="yes",
+                 repl_diskless_sync_delay=0)      # (its default 5 s only waits)
     r = redis.Redis(host=prim.host, port=prim.port, decode_responses=True)
     rep = _http(hotkv_server_factory, replicaof="%s %d" % (prim.host, prim.port))
     rr = redis.Redis(host=rep.host, port=rep.port, decode_responses=True)
