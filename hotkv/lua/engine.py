@@ -222,6 +222,10 @@ class Engine(CallPath, ReplyWriter, BusyScript):
                                           register_eval=False, register_builtins=False,
                                           attribute_filter=no_attributes)
         self.lua_type = lua51.lua_type
+        # (ReplyWriter: an array's items in one call -- Lua's own unpack,
+        # raw reads -- made before the prelude hides the globals)
+        self._items = lua.execute("local unpack = unpack "
+                                  "return function(t, n) return unpack(t, 1, n) end")
         prelude = lua.execute("return loadstring(...)", _prelude_code(lua), b"=hotkv")
         json_cfg = cjson.Config()     # this state's cjson settings
         if not callable(prelude):

@@ -22,6 +22,11 @@ from ..protocol.resp import Double, encode
 from .values import truncate
 
 MAX_REPLY_DEPTH = 200
+# Arrays up to this length come out of Lua in one call (Engine._items: Lua's
+# unpack, whose results must fit the C stack's 8,000 slots); longer ones
+# item by item.
+UNPACK_MAX = 7000
+_INT64 = 1 << 63
 
 
 class ReplyWriter:
@@ -57,8 +62,23 @@ class ReplyWriter:
         if kind == b"array":
             n = res[1]
             out.append(b"*%d\r\n" % n)
-            for i in range(1, n + 1):
-                self._reply(v[i], out, resp3, script_resp3, depth)
+            if n > UNPACK_MAX:
+                for i in range(1, n + 1):
+                    self._reply(v[i], out, resp3, script_resp3, depth)
+                return
+            # The items in one crossing (raw reads, as classify counted
+            # them): a string or an integer written here, the rest by _reply.
+            items = self._items(v, n) if n > 1 else (v[1],) if n else ()
+            reply = self._reply
+            append = out.append
+            for x in items:
+                t = type(x)
+                if t is bytes:
+                    append(b"$%d\r\n%b\r\n" % (len(x), x))
+                elif t is int and -_INT64 <= x < _INT64:
+                    append(b":%d\r\n" % x)
+                else:
+                    reply(x, out, resp3, script_resp3, depth)
         elif kind == b"err":
             err = res[1]
             if not res[2]:
