@@ -1,18 +1,29 @@
 """Where a script's redis.call spends its time (issue 33): in-process CPU,
 no sockets, best of 5 x N (time.process_time), per stage:
 
-* the script itself: an EVALSHA of ``return 1`` (the EVALSHA command, the
-  run's set-up, entering and leaving Lua);
+* the scripts of bench/run.py's lua scenario: EVALSHA of ``return 1`` (the
+  EVALSHA command, the run's set-up, entering and leaving Lua), of 3 calls
+  (HSET, LREM, DEL) and of 10 INCR calls, per script;
 * the crossing: 10 calls of ``redis.setresp(2)`` -- the prelude's wrapper,
-  lupa's call into Python and back, a Python function doing nothing;
+  lupa's call into Python and back, a Python function doing next to nothing;
+  and, in a bare Lua state, lupa's call of a Python no-op with two string
+  arguments, directly and through a wrapper shaped as the prelude's
+  redis.call one (``lupa`` and ``wrapped`` below);
 * each command through redis.call (10 calls a script), against the same
-  command run by ``dispatch.call`` on a fake client (the dispatcher's
-  bookkeeping, the handler, its reply encoded);
-* the rest: redis.call minus the crossing minus dispatch.call -- the
-  script-side checks (arity, noscript, ACL, read-only, OOM...), the
+  command run by ``dispatch.call`` on a fake client, as a client's command
+  (``top``) and nested, as a script's command runs inside its EVALSHA
+  (``nested``: the caller set as ``server.current_client``), and by
+  ``dispatch.script_call`` (``script``, when the tree has it: the script
+  path's own nested call, its reply not encoded);
+* the rest: redis.call minus the crossing minus the nested dispatch.call
+  (script_call where the tree has it) --
+  the script-side checks (arity, noscript, ACL, read-only, OOM...), the
   argument and reply conversions.
 
     python bench/lua_stages.py [--n 20000]
+
+Run against two trees with PYTHONPATH pointing at each (the harness reads
+whatever hotkv it imports).
 """
 
 from __future__ import annotations
@@ -20,11 +31,45 @@ from __future__ import annotations
 import argparse
 import time
 
+from lupa import lua51
+
 from hotkv.clients.client import Client
+from hotkv.core import dispatch
 from hotkv.core.dispatch import call, process_commands
 from hotkv.core.registry import lookup
 from hotkv.protocol.resp import RequestParser
 from hotkv.server import Server
+
+# bench/run.py's LUA_SCRIPTS
+SCRIPTS = {
+    "EVALSHA 0 calls": ("return 1", 1),
+    "EVALSHA 3 calls": ("redis.call('HSET', KEYS[1], 'f', ARGV[1]) "
+                        "redis.call('LREM', KEYS[2], 0, ARGV[1]) "
+                        "redis.call('DEL', KEYS[3]) return 1", 3),
+    "EVALSHA 10 calls": ("for i = 1, 10 do redis.call('INCR', KEYS[1]) end return 1", 1),
+}
+
+# The prelude's redis.call wrapper, as it was when this harness was written
+# (hotkv/lua/prelude.lua, host_long and call_reply), around a Python no-op.
+WRAPPED = """
+local f, n = ...
+local STATUS, ARRAY, FAIL, LONG = {}, {}, {}, 7000
+local select = select
+local function call_reply(r, ...)
+  if r == STATUS then return {ok = (...)} end
+  if r == ARRAY then return {...} end
+  if r == FAIL then local _, e = ... error(e, 0) end
+  return r
+end
+local w = function(...)
+  local c = select('#', ...)
+  if c < LONG then return call_reply(f(...)) end
+end
+return function(direct)
+  if direct then for i = 1, n do f('GET', 'key') end
+  else for i = 1, n do w('GET', 'key') end end
+end
+"""
 
 
 def _cmd(*a) -> bytes:
@@ -55,18 +100,26 @@ def main() -> None:
             runs.append((time.process_time() - t) / n * 1e6)
         return min(runs)
 
-    def per_script(body: str) -> float:
+    def per_script(body: str, nkeys: int = 1) -> float:
         sha = run(_cmd("SCRIPT", "LOAD", body)).split(b"\r\n")[1]
-        batch = _cmd("EVALSHA", sha, 1, "k") * 100
-        run(batch)
+        keys = ["lua:%s:%d" % (sha[:8].decode(), i) for i in range(nkeys)]
+        batch = _cmd("EVALSHA", sha, nkeys, *keys, "job") * 100
+        reply = run(batch)
+        assert b"-" not in reply[:1] and b"\r\n-" not in reply, reply[:200]
         return best(lambda: [run(batch) for _ in range(n // 100)])
 
     run(_cmd("HSET", "h", "f", "v"))
+    for name, (body, nkeys) in SCRIPTS.items():
+        print(f"{name:38} {per_script(body, nkeys):6.2f} us a script")
     empty = per_script("return 1")
     crossing = (per_script("for i = 1, 10 do redis.setresp(2) end return 1") - empty) / 10
-    print(f"{'EVALSHA of return 1':38} {empty:6.2f} us a script")
     print(f"{'crossing (redis.setresp(2))':38} {crossing:6.2f} us a call")
+    lua = lua51.LuaRuntime(encoding=None)
+    bare = lua.execute(WRAPPED, lambda *a: None, n)
+    print(f"{'lupa: Lua -> Python no-op, 2 args':38} {best(lambda: bare(True)):6.2f} us a call"
+          f"   wrapped {best(lambda: bare(False)):5.2f}")
     fake = Client(server, fake=True)
+    script_call = getattr(dispatch, "script_call", None)
     for name, argv, lua in (("PING", [b"PING"], "'PING'"),
                             ("GET (nil)", [b"GET", b"nokey"], "'GET', 'nokey'"),
                             ("INCR", [b"INCR", b"n"], "'INCR', 'n'"),
@@ -83,9 +136,23 @@ def main() -> None:
             for _ in range(n):
                 fake.out = []
                 call(fake, command, list(argv))
+
+        def nested(command=command, argv=argv, f=call):
+            server.current_client = client
+            try:
+                for _ in range(n):
+                    fake.out = []
+                    f(fake, command, list(argv))
+            finally:
+                server.current_client = None
         dispatched = best(direct)
-        print(f"{'redis.call ' + name:38} {scripted:6.2f} us   dispatch.call {dispatched:5.2f}"
-              f"   the rest {scripted - crossing - dispatched:5.2f}")
+        inner = best(nested)
+        line = (f"{'redis.call ' + name:38} {scripted:6.2f} us   dispatch.call top "
+                f"{dispatched:5.2f} nested {inner:5.2f}")
+        if script_call is not None:
+            inner = best(lambda: nested(f=script_call))
+            line += f" script {inner:5.2f}"
+        print(line + f"   the rest {scripted - crossing - inner:5.2f}")
 
 
 if __name__ == "__main__":

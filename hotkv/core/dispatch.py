@@ -28,6 +28,16 @@ command, or the deterministic form the handler asked for, to propagation
 propagate as one unit: the outermost call -- the one that finds no
 ``server.current_client`` -- flushes.
 
+``script_call`` is call() as a script's command meets it (Valkey's
+scriptCall -> call(), nested in the EVAL's own call): the same bookkeeping
+as ``call``'s nested path -- its time, stats counted as a nested call's
+(calls, usec, failed_calls, the histogram; tot-cmds for the script's
+caller), the slow log's gate, client tracking of the caller, propagation
+of what it changed -- but a reply of the common shapes (a string, an
+integer, nil, a status, a flat array of those) is handed back as it is,
+not encoded: the script turns it into Lua values itself (hotkv.lua.calls).
+Used by the script path only; a client's command never comes here.
+
 Fast path: ``process_commands``' plain-command branch (table hit, arity,
 cluster mode's redirection -- one attribute test when it is off -- and
 RESP2 subscribed checks only) vs ``_check``: tests/test_fastpaths_server.py::
@@ -41,7 +51,7 @@ import time
 
 from ..protocol import errors
 from ..protocol.errors import CommandError
-from ..protocol.resp import QUEUED, encode
+from ..protocol.resp import QUEUED, Simple, encode
 from .blocking import BLOCKED, detach, waiter_seq
 from .latency import FOLD_AT, fold as fold_latency
 from .multi import discard_transaction
@@ -398,6 +408,109 @@ def call(client, cmd, argv, start: float = 0.0) -> float:
     if client.skip_this:
         client.skip_this = False
     return end
+
+
+# What script_call returns when the reply went to the client's output, as
+# call() writes it (an error, an uncommon shape, no reply).
+ENCODED = object()
+# The replies script_call hands back as they are (a list: when its items are
+# all of _RAW_ITEMS).
+_RAW = frozenset((bytes, int, type(None), Simple, list))
+_RAW_ITEMS = frozenset((bytes, int, type(None)))
+
+
+def script_call(client, cmd, argv):
+    """A script's command, run as ``call`` runs a nested command (the
+    script's fake ``client``; its caller is ``server.current_client``), but
+    its reply returned: the handler's value when it is a string, an integer,
+    None, a status (Simple) or a list of strings, integers and Nones, else
+    ENCODED with the reply in ``client.out`` as call() writes it (an error,
+    other shapes, nothing under CLIENT REPLY OFF).  Outside a command (no
+    current client) or with a test hook on, ``call`` runs it (ENCODED).
+
+    Every effect is call()'s: the time and the stats of a nested command,
+    the slow log's gate, the caller's client tracking, MONITOR (a fake
+    client's command shows nothing here: the script path writes its "lua"
+    line), last_cmd, propagation, the latency fold.
+    tests/test_lua_script_call.py holds it to ``call``."""
+    server = client.server
+    outer = server.current_client
+    if outer is None or server.test_hooks is not None:
+        call(client, cmd, argv)
+        return ENCODED
+    prev_cmd, prev_argv = server.current_cmd, server.current_argv
+    start = _time()
+    server.current_cmd = cmd
+    server.current_argv = argv
+    dirty = server.dirty
+    failed = False
+    try:
+        reply = cmd.func(client, argv)
+    except CommandError as e:
+        reply = ENCODED
+        failed = True
+        server.count_error(e.message)
+        client.add_error(e.message)
+    except Exception as e:  # a bug must cost one reply, never the server
+        reply = ENCODED
+        failed = True
+        message = "ERR internal error in '%s': %s" % (cmd.name, type(e).__name__)
+        server.count_error(message)
+        client.add_error(message)
+        server.log_exception(cmd, argv, e)
+    else:
+        if reply is BLOCKED or client.reply_mode or client.skip_this:
+            reply = ENCODED
+        elif type(reply) not in _RAW or client.out or (
+                type(reply) is list and not _RAW_ITEMS.issuperset(map(type, reply))):
+            out = client.out
+            mark = len(out)
+            try:
+                encode(reply, out, client.resp3)
+            except TypeError as e:
+                del out[mark:]
+                failed = True
+                message = "ERR internal error in '%s': unencodable reply" % cmd.name
+                server.count_error(message)
+                client.add_error(message)
+                server.log_exception(cmd, argv, e)
+            reply = ENCODED
+    if outer.tracking:
+        server.tracking.after_call(outer, cmd, argv, False)
+    end = _time()
+    duration = end - start
+    if duration >= server.slow_gate:
+        server.on_slow(client, cmd, argv, duration)
+    if client.blocked is None:
+        st = server.cmdstats[cmd]       # (stats.count_call, inlined)
+        if failed:
+            st.failed_calls += 1
+        st.calls += 1
+        st.seconds += duration
+        pending = st.lat_pending
+        pending.append(duration)
+        server.stat_numcommands += 1
+        outer.ncmds += 1
+        if len(pending) > FOLD_AT:      # a script's millionth call
+            fold_latency(st)
+    else:   # (a script's command cannot block: as call() does all the same)
+        client.blocked.duration += duration
+        if failed:
+            count_call(server, cmd, failed=True)
+    if server.monitors:
+        server.feed_monitors(client, cmd, argv)
+    client.last_cmd = cmd.name
+    if server.dirty != dirty and server.aof is not None:
+        override = server.prop_override
+        if override is not None:
+            for entry in override:
+                server.propagate(client.db.index if entry[0] is None else entry[0], entry[1])
+        else:
+            server.prop_pending.append((client.db.index, argv))
+    if server.prop_override is not None:
+        server.prop_override = None
+    server.current_cmd, server.current_argv = prev_cmd, prev_argv
+    return reply
 
 
 def _carry_duration(client, waiter):

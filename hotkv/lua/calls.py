@@ -39,10 +39,10 @@ import itertools
 import logging
 import math
 
-from ..core.dispatch import call
+from ..core.dispatch import ENCODED, call, script_call
 from ..protocol import errors
 from ..protocol.replies import quoted, redacted
-from ..protocol.resp import format_double
+from ..protocol.resp import encode, format_double
 from ..replication import replica_gate as replica
 
 log = logging.getLogger("hotkv")
@@ -114,11 +114,26 @@ class CallPath:
                         fake = run.fake
                         if cmd.write:
                             run.write_dirty = True
-                        call(fake, cmd, argv)
+                        reply = script_call(fake, cmd, argv)
                         server = self.server
                         if server.monitors and not cmd.admin and \
                                 "skip_monitor" not in cmd.flags:
                             feed_monitors(server, fake.db.index, b"lua", cmd, argv)
+                        if reply is not ENCODED:     # (the handler's value, as it is)
+                            t = type(reply)
+                            if t is bytes or t is int:
+                                return reply
+                            if reply is None:
+                                return None if fake.resp3 else False
+                            if t is not list:               # a status (Simple)
+                                return self._status, reply
+                            if len(reply) <= FLAT_MAX:
+                                if None in reply and not fake.resp3:
+                                    # a nil bulk: false, as Valkey's Lua gets it
+                                    return (self._array, *[False if x is None else x
+                                                           for x in reply])
+                                return (self._array, *reply)
+                            encode(reply, fake.out, fake.resp3)
                         out = fake.out
                         if not out:     # no reply (CLIENT REPLY OFF, say)
                             return None
