@@ -4,8 +4,10 @@ no sockets, best of 5 x N (time.process_time), per stage:
 * the scripts of bench/run.py's lua scenario: EVALSHA of ``return 1`` (the
   EVALSHA command, the run's set-up, entering and leaving Lua), of 3 calls
   (HSET, LREM, DEL) and of 10 INCR calls, per script;
-* the crossing: 10 calls of ``redis.setresp(2)`` -- the prelude's wrapper,
-  lupa's call into Python and back, a Python function doing next to nothing;
+* the crossing: 10 calls of ``redis.call('GET', 'nokey')`` on a server
+  whose engine's ``_lua_call`` does nothing -- the prelude's wrapper,
+  lupa's call into Python and back, the bound method (before issue 33's
+  third pass: ``redis.setresp(2)``, a guarded callable, printed too);
   and, in a bare Lua state, lupa's call of a Python no-op with two string
   arguments, directly and through a wrapper shaped as the prelude's
   redis.call one (``lupa`` and ``wrapped`` below);
@@ -37,6 +39,7 @@ from hotkv.clients.client import Client
 from hotkv.core import dispatch
 from hotkv.core.dispatch import call, process_commands
 from hotkv.core.registry import lookup
+from hotkv.lua.calls import CallPath
 from hotkv.protocol.resp import RequestParser
 from hotkv.server import Server
 
@@ -81,16 +84,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=20000)
     n = ap.parse_args().n // 100 * 100
-    server = Server({"save": ""})
-    client = Client(server)
-    parser = RequestParser()
+    class Target:
+        def __init__(self):
+            self.server = Server({"save": ""})
+            self.client = Client(self.server)
+            self.parser = RequestParser()
 
-    def run(data):
-        commands, _ = parser.feed(data)
-        process_commands(client, commands)
-        out = b"".join(client.out)
-        client.out.clear()
-        return out
+        def run(self, data):
+            commands, _ = self.parser.feed(data)
+            process_commands(self.client, commands)
+            out = b"".join(self.client.out)
+            self.client.out.clear()
+            return out
+
+    target = Target()
+    server, client, run = target.server, target.client, target.run
 
     def best(f) -> float:
         runs = []
@@ -100,7 +108,8 @@ def main() -> None:
             runs.append((time.process_time() - t) / n * 1e6)
         return min(runs)
 
-    def per_script(body: str, nkeys: int = 1) -> float:
+    def per_script(body: str, nkeys: int = 1, on=target) -> float:
+        run = on.run
         sha = run(_cmd("SCRIPT", "LOAD", body)).split(b"\r\n")[1]
         keys = ["lua:%s:%d" % (sha[:8].decode(), i) for i in range(nkeys)]
         batch = _cmd("EVALSHA", sha, nkeys, *keys, "job") * 100
@@ -112,8 +121,18 @@ def main() -> None:
     for name, (body, nkeys) in SCRIPTS.items():
         print(f"{name:38} {per_script(body, nkeys):6.2f} us a script")
     empty = per_script("return 1")
-    crossing = (per_script("for i = 1, 10 do redis.setresp(2) end return 1") - empty) / 10
-    print(f"{'crossing (redis.setresp(2))':38} {crossing:6.2f} us a call")
+    setresp = (per_script("for i = 1, 10 do redis.setresp(2) end return 1") - empty) / 10
+    print(f"{'crossing (redis.setresp(2))':38} {setresp:6.2f} us a call")
+    # redis.call's own crossing: a server whose engine's _lua_call does
+    # nothing (the prelude's wrapper, lupa both ways, the bound method)
+    saved = CallPath._lua_call
+    CallPath._lua_call = lambda self, *args: False
+    try:
+        crossing = (per_script("for i = 1, 10 do redis.call('GET', 'nokey') end return 1",
+                               on=Target()) - per_script("return 1", on=Target())) / 10
+    finally:
+        CallPath._lua_call = saved
+    print(f"{'crossing (redis.call of a no-op)':38} {crossing:6.2f} us a call")
     lua = lua51.LuaRuntime(encoding=None)
     bare = lua.execute(WRAPPED, lambda *a: None, n)
     print(f"{'lupa: Lua -> Python no-op, 2 args':38} {best(lambda: bare(True)):6.2f} us a call"

@@ -459,10 +459,11 @@ def script_call(client, cmd, argv):
         client.add_error(message)
         server.log_exception(cmd, argv, e)
     else:
+        t = type(reply)
         if reply is BLOCKED or client.reply_mode or client.skip_this:
             reply = ENCODED
-        elif type(reply) not in _RAW or client.out or (
-                type(reply) is list and not _RAW_ITEMS.issuperset(map(type, reply))):
+        elif t not in _RAW or client.out or (
+                t is list and not _RAW_ITEMS.issuperset(map(type, reply))):
             out = client.out
             mark = len(out)
             try:
@@ -500,14 +501,14 @@ def script_call(client, cmd, argv):
     if server.monitors:
         server.feed_monitors(client, cmd, argv)
     client.last_cmd = cmd.name
+    override = server.prop_override
     if server.dirty != dirty and server.aof is not None:
-        override = server.prop_override
         if override is not None:
             for entry in override:
                 server.propagate(client.db.index if entry[0] is None else entry[0], entry[1])
         else:
             server.prop_pending.append((client.db.index, argv))
-    if server.prop_override is not None:
+    if override is not None:
         server.prop_override = None
     server.current_cmd, server.current_argv = prev_cmd, prev_argv
     return reply

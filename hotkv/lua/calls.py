@@ -35,7 +35,6 @@ Invariants:
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 
@@ -46,8 +45,6 @@ from ..protocol.resp import encode, format_double
 from ..replication import replica_gate as replica
 
 log = logging.getLogger("hotkv")
-
-_BYTES = itertools.repeat(bytes)
 
 
 def number_arg(n) -> bytes:
@@ -101,10 +98,12 @@ class CallPath:
         which makes every check."""
         run = self.run
         if run is not None and run.quick is not None and not self.server.gated:
-            if all(map(isinstance, args, _BYTES)):     # (every argument a string)
-                argv = list(args)
+            for a in args:
+                if type(a) is not bytes:    # (a number: converted; anything else: [])
+                    argv = _quick_argv(args)
+                    break
             else:
-                argv = _quick_argv(list(args))
+                argv = [*args]
             cmd = run.quick.get(argv[0]) if argv else None
             if cmd is not None:
                 arity = cmd.arity
@@ -119,12 +118,13 @@ class CallPath:
                         if server.monitors and not cmd.admin and \
                                 "skip_monitor" not in cmd.flags:
                             feed_monitors(server, fake.db.index, b"lua", cmd, argv)
-                        if reply is not ENCODED:     # (the handler's value, as it is)
-                            t = type(reply)
-                            if t is bytes or t is int:
-                                return reply
-                            if reply is None:
-                                return None if fake.resp3 else False
+                        # The handler's value as it is (script_call), or ENCODED
+                        t = type(reply)
+                        if t is bytes or t is int:
+                            return reply
+                        if reply is None:
+                            return None if fake.resp3 else False
+                        if reply is not ENCODED:
                             if t is not list:               # a status (Simple)
                                 return self._status, reply
                             if len(reply) <= FLAT_MAX:
@@ -499,16 +499,21 @@ def feed_targeted(server, run):
     run.caller.woff = server.repl.master_repl_offset   # what WAIT waits for
 
 
-def _quick_argv(argv):
+def _quick_argv(args):
     """The quick path's argv when some arguments are numbers (converted as
     number_arg does), or [] when one is neither a string nor a number."""
-    for i, a in enumerate(argv):
+    argv = []
+    append = argv.append
+    for a in args:
         t = type(a)
-        if t is not bytes:
-            if t is int or t is float:
-                argv[i] = number_arg(a)
-            else:
-                return []
+        if t is bytes:
+            append(a)
+        elif t is int:
+            append(b"%d" % a)
+        elif t is float:
+            append(number_arg(a))
+        else:
+            return []
     return argv
 
 
