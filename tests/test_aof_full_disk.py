@@ -109,6 +109,9 @@ def crash_and_restart(kind: str, disk, tmp_path) -> dict:
     proc = spawn(kind, d, port, tmp_path / (kind + "-restart.log"))
     try:
         c = RawClient("127.0.0.1", port)
+        # A server accepts connections while it loads its AOF and answers
+        # -LOADING meanwhile (a loaded machine: valkey-server's MGET got it)
+        assert wait_for(lambda: not c.call("PING").startswith(b"-LOADING"), 30)
         mget = c.call("MGET", *acked)
         exists = c.call("EXISTS", in_flight)
         c.close()
