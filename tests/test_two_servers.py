@@ -231,3 +231,33 @@ def test_clock(pair):
     ta = int(ca.call("TIME").split(b"\r\n")[2])
     tb = int(cb.call("TIME").split(b"\r\n")[2])
     assert ta - tb >= 86400 - 5
+
+
+def test_a_save_with_compression_leaves_the_other_servers_dump_alone(pair):
+    """rdbcompression applies to the save that runs with it, in its own thread:
+    B's DUMP of a compressible value while A saves (here: A's save thread
+    inside its compressed section, held there) is the plain payload, as
+    valkey-server's DUMP always is.  The switch was module state: B's DUMP
+    came out LZF-compressed (0xC3)."""
+    import threading
+
+    from hotkv.types.codec import lzf_compression
+    a, b, connect = pair
+    value = b"job:" + b"x" * 200
+    cb = connect(b)
+    assert cb.call("SET", "k", value) == b"+OK\r\n"
+    inside, release = threading.Event(), threading.Event()
+
+    def saving():
+        with lzf_compression(True):
+            inside.set()
+            release.wait(10)
+    t = threading.Thread(target=saving)
+    t.start()
+    try:
+        assert inside.wait(10)
+        dump = cb.call("DUMP", "k")
+    finally:
+        release.set()
+        t.join(10)
+    assert value in dump and b"\xc3" not in dump[:8], dump[:40]

@@ -26,12 +26,16 @@ bytes as liblzf and as valkey-server; ~1 MB/s, ~30,000 60-byte values a
 second, against liblzf's ~250-400 MB/s, so a large ``rdbcompression yes``
 save is slow without the extra).  tests/test_install.py drives both
 implementations over the same random data and compares with Valkey's DUMP.
-The switch is module state: a file save runs either in a forked child or
-synchronously on the event loop, so no DUMP can run while it is on.
+The switch is per thread: a file save runs in a forked child or on its
+server's loop thread, so no DUMP of that server runs while it is on, and
+another server's thread in the same process (two embedded servers, one
+saving with ``rdbcompression yes`` while the other answers DUMP) never
+sees it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from contextlib import contextmanager
 
@@ -342,7 +346,7 @@ def put_string(s: bytes, out: bytearray):
                 out += b"\xc2" + (v & 0xFFFFFFFF).to_bytes(4, "little")
                 return
     n = len(s)
-    if _compress and n > 20:
+    if n > 20 and _switch.compress:
         # Valkey keeps the compressed form only when it saves 4+ bytes.
         # Valkey's lzf_compress gets n - 4 bytes; python-lzf passes liblzf one more.
         c = _lzf.compress(s, n - 5) if _lzf is not None else _lzf_compress_py(s, n - 4)
@@ -356,19 +360,22 @@ def put_string(s: bytes, out: bytearray):
     out += s
 
 
-_compress = False
+class _Switch(threading.local):
+    compress = False      # (a thread's own; off in every new thread)
+
+
+_switch = _Switch()
 
 
 @contextmanager
 def lzf_compression(on: bool):
-    """put_string LZF-compresses inside this block."""
-    global _compress
-    old = _compress
-    _compress = bool(on)
+    """put_string LZF-compresses inside this block, in this thread."""
+    old = _switch.compress
+    _switch.compress = bool(on)
     try:
         yield
     finally:
-        _compress = old
+        _switch.compress = old
 
 
 def _lzf_decompress(data: bytes, expected: int) -> bytes:
