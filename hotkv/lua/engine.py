@@ -66,7 +66,7 @@ from ..replication import replica_gate as replica
 from . import bytecode
 from .busy import BUSY_SCRIPT, BusyScript
 from .calls import NOREPLICAS, CallPath, feed_targeted, no_good_replicas, number_arg
-from .libs import bit, cjson, cmsgpack, lib, struct as lua_struct
+from .libs import LibError, bit, cjson, cmsgpack, lib, struct as lua_struct
 from .replies import ReplyWriter
 from .sandbox import guard, json_setting, ldb_addr, no_attributes, one_arg, unwrap
 from .values import lua_num_str, lua_tonumber, truncate
@@ -93,6 +93,22 @@ def _prelude_code(lua) -> bytes:
 
 _INT64 = 1 << 63
 LRU_LENGTH = 500
+
+
+def _unpacking(fn, fail):
+    """cmsgpack's unpack functions as lib(fn, multi=True) makes a library
+    function, and (None, message) -- lua_settable's error, which names no
+    position -- raised as it is (the prelude's wrapper raises FAIL, 1, e
+    with error(e, 0))."""
+    def call(*args):
+        res = fn(*args)
+        ok = res[0]
+        if ok:
+            return res[2:2 + res[1]] if res[1] != 1 else res[2]
+        if ok is None:
+            return fail, 1, res[1]
+        raise LibError(res[1])
+    return call
 
 
 SHEBANG_FLAGS = {
@@ -248,19 +264,19 @@ class Engine(CallPath, ReplyWriter, BusyScript):
             # exist only once the prelude has run)
             g(lib(one_arg("encode",
                            lambda v: cjson.encode(v, self._null, self._rawequal, json_cfg,
-                                                        self._internals.real)))),
+                                                  self._real)))),
             g(lib(one_arg("decode",
                            lambda s: cjson.decode(s, self._null, self._table, json_cfg)))),
             lambda name: g(lib(lambda *a: bit.op(name, *a))),
             g(self._py_aclcheck), unwrap, self._py_interrupt,
-            g(lambda *a: cmsgpack.pack(*a, real=self._internals.real)),
+            g(lambda *a: cmsgpack.pack(*a, real=self._real)),
             # (extra arguments are ignored, as lua-cmsgpack's)
-            g(lib(lambda s=cmsgpack.MISSING, *_:
-                  cmsgpack.unpack(s, 0, 0, False, self._table), multi=True)),
-            g(lib(lambda s=cmsgpack.MISSING, offset=0, *_:
-                  cmsgpack.unpack(s, offset, 1, True, self._table), multi=True)),
-            g(lib(lambda s=cmsgpack.MISSING, limit=0, offset=0, *_:
-                  cmsgpack.unpack(s, offset, limit, True, self._table), multi=True)),
+            g(_unpacking(lambda s=cmsgpack.MISSING, *_:
+                         cmsgpack.unpack(s, 0, 0, False, self._table), fail)),
+            g(_unpacking(lambda s=cmsgpack.MISSING, offset=0, *_:
+                         cmsgpack.unpack(s, offset, 1, True, self._table), fail)),
+            g(_unpacking(lambda s=cmsgpack.MISSING, limit=0, offset=0, *_:
+                         cmsgpack.unpack(s, offset, limit, True, self._table), fail)),
             lambda name: g(lua_struct.fn(name.decode())), self.CHUNK, self._py_load_expired,
             g(self._py_register),
             lambda name: g(lib(lambda *a: json_setting(json_cfg, name.decode(), *a),
@@ -271,6 +287,9 @@ class Engine(CallPath, ReplyWriter, BusyScript):
             lambda n, t: self._lua_pcall(*[t[i] for i in range(1, n + 1)]), fail,
             self._status, self._array)
         self._internals = extra[0]
+        # (an attribute of a Lua table read from Python costs a lookup and a
+        # new wrapper, ~1 us: the callables used per call are read once)
+        self._real = self._internals.real
         self.ldb_loaded = False      # hotkv/lua/ldb.lua compiled in this state (ldb.py)
         self._load = extra[1] if len(extra) > 1 else None
         # The prelude's garbage, its own main chunk included (our reference

@@ -654,7 +654,14 @@ _JSON_ESC = {0x22: '\\"', 0x5C: "\\\\", 0x2F: "\\/", 0x08: "\\b", 0x0C: "\\f",
              0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
 
 
-def json_str(b: bytes) -> str:
+# The bytes json_str must escape or map back (control bytes, '"', '\\',
+# '/', DEL and every non-ASCII byte): a string without any is its own text.
+_NEEDS_WORK = re.compile(rb'[\x00-\x1f"\\/\x7f-\xff]')
+
+
+def json_str(b: bytes, _plain=_NEEDS_WORK.search) -> str:
+    if _plain(b) is None:
+        return '"' + b.decode("ascii") + '"'
     out = ['"']
     for ch in b:
         e = _JSON_ESC.get(ch)

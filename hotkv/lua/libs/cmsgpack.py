@@ -5,14 +5,17 @@ Owns the MessagePack encoding of Lua values and back: integers in the
 smallest form, non-integral numbers as float32 when exact, else float64;
 strings as str8/16/32 (fixstr below 32); a table whose keys are exactly
 1..n is an array, any other a map; tables nested deeper than 16 encode as
-nil, as lua-cmsgpack's limit; decoding accepts bin and str alike, drops
-nil array items and map pairs with a nil, and turns 64-bit integers
-beyond 2^53 into doubles (a Lua 5.1 number).  Error texts are
+nil, as lua-cmsgpack's limit; decoding refuses bin and ext types (lua-cmsgpack
+0.4.0 has none), drops nil array items and map pairs with a nil value
+(a nil or NaN key is lua_settable's error), and turns 64-bit integers
+beyond 2^53 into doubles (a Lua 5.1 number; a uint64 past 2^63 read as
+the signed lua_Integer lua-cmsgpack pushes).  Error texts are
 lua-cmsgpack's.
 
 Invariant: ``pack`` raises only ``LibError``; ``unpack`` returns (True, n,
 values...) or (False, message) and never raises; they see the Lua state
-only through the table constructor they are passed.
+only through the table constructor they are passed; (None, message) from
+``unpack`` is an error to raise as it is (lua_settable's, no position).
 """
 
 from __future__ import annotations
@@ -30,6 +33,11 @@ MISSING = object()      # an argument not given (Lua's "no value")
 
 class MsgpackError(Exception):
     """A byte no MessagePack type starts with (lua-cmsgpack's BADFMT)."""
+
+
+class TableIndexError(Exception):
+    """A map key Lua cannot index by (nil, NaN): lua_settable's error, which
+    names no position (unpack returns (None, message))."""
 
 
 class _Truncated(Exception):
@@ -141,7 +149,8 @@ def _encode_int(n: int, out: bytearray):
 
 def unpack(s, offset, limit, with_offset, new_table):
     """Decode from byte offset, at most limit values (0: all); with_offset
-    puts the next offset (-1 at the end) first.  (True, n, values...) or
+    puts the next offset (-1 at the end) first, unless offset and limit are
+    both 0 (lua-cmsgpack's decode_all).  (True, n, values...) or
     (False, message)."""
     if type(s) in (int, float):
         s = lua_num_str(s).encode()
@@ -167,37 +176,50 @@ def unpack(s, offset, limit, with_offset, new_table):
         while pos < len(s) and (decode_all or len(values) < limit):
             v, pos = _decode(s, pos, new_table)
             values.append(v)
+    except TableIndexError as e:
+        return None, e.args[0]
     except MsgpackError:
         return False, b"Bad data format in input."
     except (IndexError, struct.error, _Truncated):
         return False, b"Missing bytes in input."
     except RecursionError:
         return False, b"Bad data format in input."
-    if with_offset:
+    if with_offset and not decode_all:      # (unpack_limit(s, 0, 0) decodes all, as unpack)
         values.insert(0, -1 if pos >= len(s) else pos)
     return (True, len(values), *values)
 
 
-_FIXED = {0xCA: (">f", 4), 0xCB: (">d", 8), 0xCC: (">B", 1), 0xCD: (">H", 2),
-          0xCE: (">I", 4), 0xCF: (">Q", 8), 0xD0: (">b", 1), 0xD1: (">h", 2),
-          0xD2: (">i", 4), 0xD3: (">q", 8)}
+# The fixed-size types: (struct reader, size).
+_FIXED = {0xCA: (struct.Struct(">f").unpack_from, 4), 0xCB: (struct.Struct(">d").unpack_from, 8),
+          0xCC: (struct.Struct(">B").unpack_from, 1), 0xCD: (struct.Struct(">H").unpack_from, 2),
+          0xCE: (struct.Struct(">I").unpack_from, 4), 0xCF: (struct.Struct(">Q").unpack_from, 8),
+          0xD0: (struct.Struct(">b").unpack_from, 1), 0xD1: (struct.Struct(">h").unpack_from, 2),
+          0xD2: (struct.Struct(">i").unpack_from, 4), 0xD3: (struct.Struct(">q").unpack_from, 8)}
+# str 8, 16, 32: the length's size.  (lua-cmsgpack 0.4.0 has no bin types:
+# 0xC4-0xC6 are a bad format, as ext types are.)
+_SIZED = {0xD9: 1, 0xDA: 2, 0xDB: 4}
+_BIG = 1 << 53
+_INT64 = 1 << 63
 
 
 def _decode(s: bytes, pos: int, new_table):
+    """One value at pos: (value, next position).  The commonest bytes
+    first; the containers' loops below decode their scalar items in line
+    (one Python call per container, not per item)."""
     b = s[pos]
     pos += 1
-    if b <= 0x7F:
+    if b < 0x80:                    # positive fixint
         return b, pos
-    if b >= 0xE0:
+    if b >= 0xE0:                   # negative fixint
         return b - 256, pos
-    if 0xA0 <= b <= 0xBF:
-        n = b & 0x1F
-        if pos + n > len(s):
-            raise _Truncated()
-        return s[pos:pos + n], pos + n
-    if 0x90 <= b <= 0x9F:
-        return _decode_array(s, pos, b & 0x0F, new_table)
-    if 0x80 <= b <= 0x8F:
+    if b < 0xC0:
+        if b >= 0xA0:               # fixstr
+            end = pos + (b & 0x1F)
+            if end > len(s):
+                raise _Truncated()
+            return s[pos:end], end
+        if b >= 0x90:
+            return _decode_array(s, pos, b & 0x0F, new_table)
         return _decode_map(s, pos, b & 0x0F, new_table)
     if b == 0xC0:
         return None, pos
@@ -207,27 +229,32 @@ def _decode(s: bytes, pos: int, new_table):
         return True, pos
     fixed = _FIXED.get(b)
     if fixed is not None:
-        fmt, size = fixed
+        read, size = fixed
         if pos + size > len(s):
             raise _Truncated()
-        v = struct.unpack(fmt, s[pos:pos + size])[0]
-        if b in (0xCF, 0xD3) and not -(1 << 53) <= v <= (1 << 53):
-            v = float(v)      # a Lua 5.1 number is a double
+        v = read(s, pos)[0]
+        if b == 0xCF or b == 0xD3:
+            if v >= _INT64:
+                v -= 1 << 64      # (lua-cmsgpack pushes a uint64 as a lua_Integer: signed)
+            if not -_BIG <= v <= _BIG:
+                v = float(v)      # a Lua 5.1 number is a double
         return v, pos + size
-    if b in (0xC4, 0xC5, 0xC6, 0xD9, 0xDA, 0xDB):
-        size = {0xC4: 1, 0xD9: 1, 0xC5: 2, 0xDA: 2, 0xC6: 4, 0xDB: 4}[b]
+    size = _SIZED.get(b)
+    if size is not None:
+        if pos + size > len(s):
+            raise _Truncated()
         n = int.from_bytes(s[pos:pos + size], "big")
         pos += size
-        if pos + n > len(s) or len(s[pos - size:pos]) != size:
+        if pos + n > len(s):
             raise _Truncated()
         return s[pos:pos + n], pos + n
-    if b in (0xDC, 0xDD):
+    if b == 0xDC or b == 0xDD:
         size = 2 if b == 0xDC else 4
         if pos + size > len(s):
             raise _Truncated()
         n = int.from_bytes(s[pos:pos + size], "big")
         return _decode_array(s, pos + size, n, new_table)
-    if b in (0xDE, 0xDF):
+    if b == 0xDE or b == 0xDF:
         size = 2 if b == 0xDE else 4
         if pos + size > len(s):
             raise _Truncated()
@@ -236,20 +263,66 @@ def _decode(s: bytes, pos: int, new_table):
     raise MsgpackError()
 
 
-def _decode_array(s, pos, n, new_table):
+# The one-byte values (fixints, nil, false, true) by their byte; _MORE for
+# every other byte.
+_MORE = object()
+_ONE = [_MORE] * 256
+for _b in range(0x80):
+    _ONE[_b] = _b
+for _b in range(0xE0, 0x100):
+    _ONE[_b] = _b - 256
+_ONE[0xC0], _ONE[0xC2], _ONE[0xC3] = None, False, True
+
+
+def _decode_array(s, pos, n, new_table, one=_ONE, more=_MORE):
     t = new_table()
+    size = len(s)
     for i in range(1, n + 1):
-        v, pos = _decode(s, pos, new_table)
+        b = s[pos]
+        v = one[b]
+        if v is not more:
+            pos += 1
+        elif 0xA0 <= b < 0xC0:                  # fixstr
+            end = pos + 1 + (b & 0x1F)
+            if end > size:
+                raise _Truncated()
+            v = s[pos + 1:end]
+            pos = end
+        else:
+            v, pos = _decode(s, pos, new_table)
         if v is not None:
             t[i] = v
     return t, pos
 
 
-def _decode_map(s, pos, n, new_table):
+def _decode_map(s, pos, n, new_table, one=_ONE, more=_MORE):
     t = new_table()
+    size = len(s)
     for _ in range(n):
-        k, pos = _decode(s, pos, new_table)
-        v, pos = _decode(s, pos, new_table)
-        if k is not None and v is not None:
+        b = s[pos]
+        if 0xA0 <= b < 0xC0:                    # a fixstr key
+            end = pos + 1 + (b & 0x1F)
+            if end > size:
+                raise _Truncated()
+            k = s[pos + 1:end]
+            pos = end
+        else:
+            k, pos = _decode(s, pos, new_table)
+        b = s[pos]
+        v = one[b]
+        if v is not more:
+            pos += 1
+        elif 0xA0 <= b < 0xC0:                  # fixstr
+            end = pos + 1 + (b & 0x1F)
+            if end > size:
+                raise _Truncated()
+            v = s[pos + 1:end]
+            pos = end
+        else:
+            v, pos = _decode(s, pos, new_table)
+        if k is None or k != k:
+            # lua_settable's own error (raised as it is, no position)
+            raise TableIndexError(b"table index is nil" if k is None else b"table index is NaN")
+        if v is not None:
             t[k] = v
     return t, pos
