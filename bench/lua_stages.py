@@ -22,7 +22,7 @@ no sockets, best of 5 x N (time.process_time), per stage:
   the script-side checks (arity, noscript, ACL, read-only, OOM...), the
   argument and reply conversions.
 
-    python bench/lua_stages.py [--n 20000]
+    python bench/lua_stages.py [--n 20000] [--config maxmemory=1gb]
 
 Run against two trees with PYTHONPATH pointing at each (the harness reads
 whatever hotkv it imports).
@@ -83,10 +83,15 @@ def _cmd(*a) -> bytes:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=20000)
-    n = ap.parse_args().n // 100 * 100
+    ap.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
+                    help="a server setting (maxmemory=1gb: every call takes the general path)")
+    opts = ap.parse_args()
+    n = opts.n // 100 * 100
+    config = {"save": ""}
+    config.update(kv.split("=", 1) for kv in opts.config)
     class Target:
         def __init__(self):
-            self.server = Server({"save": ""})
+            self.server = Server(dict(config))
             self.client = Client(self.server)
             self.parser = RequestParser()
 

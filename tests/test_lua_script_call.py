@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import random
 import re
+import types
 
 import pytest
 
 from hotkv.clients.client import Client
 from hotkv.core.dispatch import ENCODED, call, process_commands, script_call
+from hotkv.lua import calls
 from hotkv.lua.engine import engine
 from hotkv.protocol.resp import RequestParser, encode
 from hotkv.server import Server
@@ -189,3 +191,76 @@ def test_effects_are_seen():
     side.run("GET", "str")
     out = side.run("EVAL", "return redis.call('SET', 'str', 'y')", "0")
     assert b"invalidate" in out
+
+
+def test_script_call_against_call_through_scripts(monkeypatch):
+    """Generated scripts on a server whose calls go through script_call
+    (quick path on) and one whose calls go through dispatch.call and the
+    RESP reader (quick path off, script_call replaced by call for it), with
+    the gates that send every call down the general path (maxmemory set,
+    an ACL restriction) and redis.set_repl in between: replies, effects and
+    stats the same."""
+    new, ref = Side(True), Side(False)
+    real = calls.script_call
+
+    def by_server(fake, cmd, argv):
+        if fake.server is ref.server:
+            call(fake, cmd, argv)
+            return ENCODED
+        return real(fake, cmd, argv)
+    monkeypatch.setattr(calls, "script_call", by_server)
+
+    def retargeted(self, fake, cmd, argv):
+        """set_repl's path as it was before script_call (through call())."""
+        server, run = self.server, self.run
+        mark = len(server.prop_pending)
+        call(fake, cmd, argv)
+        pending = server.prop_pending
+        if len(pending) > mark:
+            if run.repl == 0:
+                del pending[mark:]
+            else:
+                run.targets = run.targets or {}
+                for i in range(mark, len(pending)):
+                    run.targets[i] = run.repl
+        return ENCODED
+    eng = engine(ref.server)
+    eng._call_retargeted = types.MethodType(retargeted, eng)
+    rng = random.Random(333)
+    gates = [(), ("CONFIG", "SET", "maxmemory", "1gb"), ("ACL", "SETUSER", "default", "-sort"),
+             ("CONFIG", "SET", "maxmemory", "0"), ("ACL", "SETUSER", "default", "+@all")]
+    for i in range(240):
+        if i % 40 == 0:
+            gate = gates[i // 40 % len(gates)]
+            if gate:
+                assert new.run(*gate) == ref.run(*gate)
+        script = _script(rng, rng.random() < 0.3)
+        if rng.random() < 0.2:
+            script = script.replace("local out = {}", "local out = {} redis.set_repl(redis.REPL_%s)"
+                                    % rng.choice(["NONE", "AOF", "REPLICA", "ALL"]), 1)
+        evalcmd = rng.choice(["EVAL", "EVAL", "EVAL_RO"])
+        a, b = new.run(evalcmd, script, "0"), ref.run(evalcmd, script, "0")
+        assert a == b, (script, a[:300], b[:300])
+        for cmd in (("SET", "n", "10"), ("DEL", "q"), ("SET", "str", "hello"), ("GET", "str")):
+            assert new.run(*cmd) == ref.run(*cmd)
+        assert new.effects() == ref.effects(), script
+    assert new.run("DEBUG", "DIGEST") == ref.run("DEBUG", "DIGEST")
+    assert new.stats() == ref.stats()
+
+
+def test_set_repl_calls_reply_as_they_did():
+    """A script narrowed by redis.set_repl takes the general path through
+    _call_retargeted: its calls' replies and what propagates where."""
+    side = Side()
+    side.effects()
+    for mode in ("NONE", "AOF", "REPLICA", "ALL"):
+        out = side.run("EVAL", "redis.set_repl(redis.REPL_%s) return {redis.call('GET', 'str'), "
+                               "redis.pcall('HGET', 'h', 'f1'), redis.call('INCR', 'n'), "
+                               "redis.call('LRANGE', 'l2', 0, -1), redis.call('SET', 'k', 'v'), "
+                               "redis.pcall('GET', 'nokey')}" % mode, "0")
+        n = {"NONE": 11, "AOF": 12, "REPLICA": 13, "ALL": 14}[mode]
+        # (as before script_call; the caller speaks RESP3: false is a null)
+        assert out == (b"*6\r\n$5\r\nhello\r\n$2\r\nv1\r\n:%d\r\n*3\r\n$1\r\na\r\n$0\r\n\r\n"
+                       b"$1\r\nc\r\n+OK\r\n_\r\n" % n)
+        fed = side.effects()[2]     # (a sink of neither kind: taken as the replicas')
+        assert bool(fed) == (mode in ("REPLICA", "ALL"))

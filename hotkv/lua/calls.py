@@ -7,8 +7,11 @@ prelude's ``redis.call`` / ``redis.pcall`` wrappers call: the arguments as
 a command's argv (numbers as Valkey's double2ll / fpconv_dtoa), the
 script-side checks with Valkey's texts (unknown command, arity, noscript,
 stale replica, ACL, read-only script, READONLY replica, MISCONF, NOREPLICAS,
-OOM, cluster), the run through ``hotkv.core.dispatch.call`` with the
-engine's fake client, and the reply parsed into Lua values (status ->
+OOM, cluster), the run through ``hotkv.core.dispatch.script_call`` with
+the engine's fake client (the script path's nested call: the handler's
+value comes back as it is for the common shapes, turned into Lua values
+here without a RESP encode and parse -- ``_raw_value``), and any other
+reply parsed into Lua values (status ->
 {ok=}, error -> {err=}, nil -> false in RESP2, RESP3's maps / sets /
 doubles / big numbers as tables); ``redis.set_repl``'s retargeting of the
 effects (``_call_retargeted``, ``feed_targeted`` at the script's end), and
@@ -19,8 +22,9 @@ but the dispatcher's gates can refuse a command (``run.quick``: no
 debugger, replica link, disk error, cluster, min-replicas gate or set_repl)
 and no gate is on (``server.gated``), a command already seen by name
 (``run.quick``, filled by ``_lookup``) with its arity right runs at once,
-and an integer, bulk string, nil or status reply goes straight back.
-tests/test_lua_quick.py holds it equal to the general path.
+and an integer, bulk string, nil, status or flat array reply goes straight
+back.  tests/test_lua_quick.py holds it equal to the general path,
+tests/test_lua_script_call.py their effects and script_call's to call's.
 
 Invariants:
 * no Python exception enters Lua: a failure comes back as a value
@@ -38,7 +42,7 @@ from __future__ import annotations
 import logging
 import math
 
-from ..core.dispatch import ENCODED, call, script_call
+from ..core.dispatch import ENCODED, script_call
 from ..protocol import errors
 from ..protocol.replies import quoted, redacted
 from ..protocol.resp import encode, format_double
@@ -285,9 +289,16 @@ class CallPath:
                 return self._rejected(message, cmd)
         fake.out = []
         # (_call_retargeted: redis.set_repl narrowed where the effects go)
-        (call if run.repl == 3 else self._call_retargeted)(fake, cmd, argv)
+        reply = (script_call if run.repl == 3 else self._call_retargeted)(fake, cmd, argv)
         if server.monitors and not cmd.admin and "skip_monitor" not in cmd.flags:
             feed_monitors(server, fake.db.index, b"lua", cmd, argv)
+        if reply is not ENCODED:        # (the handler's value, as it is)
+            if ldb is None:
+                reply = self._raw_value(reply, fake)
+                if reply is not ENCODED:
+                    return True, reply
+            else:                       # (the debugger shows the reply as sent)
+                encode(reply, fake.out, fake.resp3)
         out = fake.out
         data = out[0] if len(out) == 1 else b"".join(out)
         fake.out = []
@@ -303,6 +314,24 @@ class CallPath:
         if raise_error and data[0] == 45:       # '-'
             return False, value
         return True, value
+
+    def _raw_value(self, reply, fake):
+        """script_call's value as the prelude's wrapper takes it (as
+        _quick_reply reads the same reply encoded), or ENCODED with the
+        reply written to ``fake.out`` (an array past FLAT_MAX)."""
+        t = type(reply)
+        if t is bytes or t is int:
+            return reply
+        if reply is None:
+            return None if fake.resp3 else False
+        if t is not list:                   # a status (Simple)
+            return self._status, reply
+        if len(reply) <= FLAT_MAX:
+            if None in reply and not fake.resp3:
+                return (self._array, *[False if x is None else x for x in reply])
+            return (self._array, *reply)
+        encode(reply, fake.out, fake.resp3)
+        return ENCODED
 
     def _argv(self, args):
         """A call's arguments as a command's argv, or (False, error table)."""
@@ -355,23 +384,25 @@ class CallPath:
         return None
 
     def _call_retargeted(self, fake, cmd, argv):
-        """Run a script's command; what it appends to ``prop_pending`` goes
+        """Run a script's command (script_call: its reply value or
+        ENCODED); what it appends to ``prop_pending`` goes
         where redis.set_repl says: nowhere (dropped), or to the AOF or the
         replicas only (noted in ``run.targets``)."""
         server = self.server
         run = self.run
         mark = len(server.prop_pending)
-        call(fake, cmd, argv)
+        reply = script_call(fake, cmd, argv)
         pending = server.prop_pending
         if len(pending) <= mark:
-            return
+            return reply
         if run.repl == 0:
             del pending[mark:]
-            return
+            return reply
         if run.targets is None:
             run.targets = {}
         for i in range(mark, len(pending)):
             run.targets[i] = run.repl
+        return reply
 
     # RESP -> Lua -------------------------------------------------------
     def _parse(self, data: bytes, pos: int):
