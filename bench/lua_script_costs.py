@@ -3,7 +3,8 @@ CPU per EVALSHA (time.thread_time, best of 5 x N) of scripts that isolate
 one part each -- the run itself (``return 1``), a 3-call and a 10-call
 script, returning BullMQ's moveToFinished reply shape (an array of 4 with
 16 strings nested), cmsgpack.unpack of BullMQ's job arguments and options,
-cjson.encode of a job's options.  Run it with PYTHONPATH at each tree to
+cjson.encode of a job's options; an FCALL of a function returning 1.
+Run it with PYTHONPATH at each tree to
 compare them (alternate the runs: the machine's load moves the figures).
 
     python bench/lua_script_costs.py [--n 20000]
@@ -92,6 +93,16 @@ def main() -> None:
         if base is None:
             base = us
         print(f"{name:40} {us:7.2f} us a script  ({us - base:+7.2f} over return 1)")
+    run(_cmd("FUNCTION", "LOAD", "REPLACE", "#!lua name=costs33\n"
+             "server.register_function('one', function(KEYS, ARGV) return 1 end)"))
+    batch = parser.feed(_cmd("FCALL", "one", 1, "k") * 100)[0]
+
+    def fcall(batch=batch):
+        for _ in range(n // 100):
+            process_commands(client, batch)
+            client.out.clear()
+    us = best(fcall)
+    print(f"{'FCALL of return 1':40} {us:7.2f} us a call    ({us - base:+7.2f} over return 1)")
 
 
 if __name__ == "__main__":

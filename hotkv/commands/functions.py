@@ -57,7 +57,11 @@ def _fcall(c, argv, ro: bool):
         feed_monitors(server, c.db.index, origin, server.current_cmd, argv)
     if fn is None:
         raise CommandError("ERR Function not found")
-    n = string2ll(argv[2])
+    count = argv[2]
+    if len(count) == 1 and 48 <= count[0] <= 57:     # (one digit: the common case)
+        n = count[0] - 48
+    else:
+        n = string2ll(count)
     if n is None:
         raise CommandError("ERR Bad number of keys provided")
     if n > len(argv) - 3:

@@ -99,7 +99,8 @@ def _run_plain(c, argv, evalsha: bool, ro: bool, eng=None):
         except ScriptError as e:
             raise CommandError(e.message)
         script = eng.scripts[sha]
-    eng.touch(sha)    # both EVAL and EVALSHA make a script recently used
+    if sha in eng.lru:    # both EVAL and EVALSHA make a script recently used (touch)
+        eng.lru.move_to_end(sha)
     try:
         out = eng.execute(c, script, sha, argv[3:3 + n], argv[3 + n:], ro)
     except ScriptError as e:
@@ -122,7 +123,7 @@ def deliver_script_reply(c, out):
     error reply the script returned counts as a failed call, as in Valkey.
     ``out`` is None when the run raised (the error is already added)."""
     if out is not None:
-        data = b"".join(out)
+        data = out[0] if len(out) == 1 else b"".join(out)
         if data[:1] == b"-":
             count_call(c.server, c.server.current_cmd, failed=True)
         c.add_raw(data)

@@ -164,7 +164,8 @@ class RunCtx:
                  "busy_error", "serving", "time_us", "repl", "targets", "plain",
                  "quick")
 
-    def __init__(self, caller, fake, sha, readonly, flags):
+    def __init__(self, caller, fake, sha, readonly, flags, busy_error=BUSY_SCRIPT,
+                 prop_mark=0, time_us=0, plain=False, quick=None):
         self.caller = caller
         self.fake = fake
         self.sha = sha
@@ -177,20 +178,20 @@ class RunCtx:
         self.prev_gate = None
         self.prev_shutdown = None
         self.shutdown = False
-        self.prop_mark = 0
-        self.busy_error = BUSY_SCRIPT
+        self.prop_mark = prop_mark      # len(prop_pending) at the start
+        self.busy_error = busy_error
         self.serving = None     # hotkv.net.busy.ServeWhileBlocked while busy
-        self.time_us = 0        # TIME's answer in this run (set at its start)
+        self.time_us = time_us  # TIME's answer in this run (its start)
         self.repl = 3           # redis.set_repl: 1 AOF, 2 replicas, 3 both, 0 neither
         self.targets = None     # {index in prop_pending: 1 or 2} once set_repl narrowed it
         # No replica link, disk error, min-replicas gate or cluster: the
         # checks a script's call makes for those are skipped (none of them
         # can start while the script runs).
-        self.plain = False
+        self.plain = plain
         # The quick path's commands by name (Engine._lua_call), or None: the
         # engine's for this run's mode (read-only or not) while no per-call
         # check but the dispatcher's gates can refuse a command.
-        self.quick = None
+        self.quick = quick
 
 
 class Script:
@@ -290,6 +291,7 @@ class Engine(CallPath, ReplyWriter, BusyScript):
         # (an attribute of a Lua table read from Python costs a lookup and a
         # new wrapper, ~1 us: the callables used per call are read once)
         self._real = self._internals.real
+        self._gcstep = self._internals.gcstep
         self.ldb_loaded = False      # hotkv/lua/ldb.lua compiled in this state (ldb.py)
         self._load = extra[1] if len(extra) > 1 else None
         # The prelude's garbage, its own main chunk included (our reference
@@ -393,20 +395,22 @@ class Engine(CallPath, ReplyWriter, BusyScript):
         fake.reply_mode = 0
         fake.skip_this = False
         fake.out = []
-        run = RunCtx(c, fake, sha, readonly, flags)
-        run.busy_error = self.BUSY
-        run.prop_mark = len(server.prop_pending)
-        run.time_us = server.clock.us()   # TIME's frozen instant: the script's start
-        run.plain = (server.replica_link is None and server.disk_error is None
-                     and server.cluster is None and not server.repl_refuse)
-        if run.plain and self.ldb is None and self.quick_calls:
+        # (server.gated is off unless a gate -- the disk error's, repl_refuse's
+        # among them -- is on)
+        plain = (server.replica_link is None and server.cluster is None
+                 and (not server.gated
+                      or (server.disk_error is None and not server.repl_refuse)))
+        quick = None
+        debugging = self.ldb is not None
+        if plain and not debugging and self.quick_calls:
             if self._quick_table is not server.command_table:
                 self._quick_table = server.command_table
                 self._quick_rw, self._quick_ro = {}, {}
-            run.quick = self._quick_ro if readonly else self._quick_rw
-        self.run = run
+            quick = self._quick_ro if readonly else self._quick_rw
+        # (TIME's frozen instant: the script's start)
+        self.run = run = RunCtx(c, fake, sha, readonly, flags, self.BUSY,
+                                len(server.prop_pending), server.clock.us(), plain, quick)
         try:
-            debugging = self.ldb is not None
             timed = not debugging and server.config.values["lua-time-limit"] > 0
             if len(keys) + len(args) <= 64:     # KEYS / ARGV made in Lua
                 res = self._run(script.func, timed, debugging, False, False, len(keys),
@@ -431,7 +435,7 @@ class Engine(CallPath, ReplyWriter, BusyScript):
         self.gc_count += 1
         if self.gc_count >= 50:
             self.gc_count = 0
-            self._internals.gcstep(50)
+            self._gcstep(50)
         if type(res) is tuple:
             ok = res[0]
             value = res[1] if len(res) > 1 else None
