@@ -197,9 +197,10 @@ def test_script_call_against_call_through_scripts(monkeypatch):
     """Generated scripts on a server whose calls go through script_call
     (quick path on) and one whose calls go through dispatch.call and the
     RESP reader (quick path off, script_call replaced by call for it), with
-    the gates that send every call down the general path (maxmemory set,
-    an ACL restriction) and redis.set_repl in between: replies, effects and
-    stats the same."""
+    the gates (maxmemory set, over it or not: a denyoom command before the
+    script's first write takes the general path; an ACL restriction: every
+    call does) and redis.set_repl in between: replies, effects and stats
+    the same."""
     new, ref = Side(True), Side(False)
     real = calls.script_call
 
@@ -227,9 +228,10 @@ def test_script_call_against_call_through_scripts(monkeypatch):
     eng = engine(ref.server)
     eng._call_retargeted = types.MethodType(retargeted, eng)
     rng = random.Random(333)
-    gates = [(), ("CONFIG", "SET", "maxmemory", "1gb"), ("ACL", "SETUSER", "default", "-sort"),
-             ("CONFIG", "SET", "maxmemory", "0"), ("ACL", "SETUSER", "default", "+@all")]
-    for i in range(240):
+    gates = [(), ("CONFIG", "SET", "maxmemory", "1gb"), ("CONFIG", "SET", "maxmemory", "1"),
+             ("CONFIG", "SET", "maxmemory", "0"), ("ACL", "SETUSER", "default", "-lrange"),
+             ("ACL", "SETUSER", "default", "+@all")]
+    for i in range(280):
         if i % 40 == 0:
             gate = gates[i // 40 % len(gates)]
             if gate:

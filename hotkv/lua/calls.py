@@ -92,16 +92,21 @@ class CallPath:
 
         The quick path: a run where none of the per-call checks can refuse
         (``run.quick``: no debugger, no replica link, disk error, cluster
-        or min-replicas gate, set_repl untouched), no dispatcher gate on
-        (``server.gated``: no ACL restriction, maxmemory, pause, busy gate),
-        a command already seen by name that needs no script-side check
-        (``_quick_cmds``: no subcommands, not noscript; for a read-only
-        run no write or may_replicate), its arity right and every argument
-        a string or a number: the command runs, and an integer, bulk string or status
+        or min-replicas gate, set_repl untouched), no ACL restriction (with
+        no dispatcher gate on, ``server.gated``, none is; the other gates --
+        maxmemory, pause, a busy script's -- refuse nothing on a script's
+        call but the OOM check below), a command already seen by name that
+        needs no script-side check (``_lookup``: no subcommands, not
+        noscript; for a read-only run no write or may_replicate), its
+        arity right, every argument a string or a number, and not a
+        command the OOM check could refuse (a denyoom command before the
+        script's first write while maxmemory is set): the command runs
+        (``script_call``), and a string, integer, nil, status or flat array
         reply goes straight back; anything else takes the general path,
         which makes every check."""
         run = self.run
-        if run is not None and run.quick is not None and not self.server.gated:
+        if run is not None and run.quick is not None and (
+                not self.server.gated or self.server.acl_check is None):
             for a in args:
                 if type(a) is not bytes:    # (a number: converted; anything else: [])
                     argv = _quick_argv(args)
@@ -111,7 +116,9 @@ class CallPath:
             cmd = run.quick.get(argv[0]) if argv else None
             if cmd is not None:
                 arity = cmd.arity
-                if (n := len(argv)) == arity or (arity < 0 and n >= -arity):
+                if ((n := len(argv)) == arity or (arity < 0 and n >= -arity)) and not (
+                        cmd.denyoom and not run.write_dirty and self.server.gated
+                        and self.server.maxmemory):
                     try:
                         # (_command's end, its checks passed)
                         fake = run.fake
