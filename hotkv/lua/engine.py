@@ -292,6 +292,7 @@ class Engine(CallPath, ReplyWriter, BusyScript):
         # new wrapper, ~1 us: the callables used per call are read once)
         self._real = self._internals.real
         self._gcstep = self._internals.gcstep
+        self._pack = self._internals.pack    # (for hotkv.lua.calls' array replies)
         self.ldb_loaded = False      # hotkv/lua/ldb.lua compiled in this state (ldb.py)
         self._load = extra[1] if len(extra) > 1 else None
         # The prelude's garbage, its own main chunk included (our reference
