@@ -103,6 +103,9 @@ ALLOWED: dict[tuple[str, str], str] = {
                                           "the server could be given",
     ("hotkv.commands.info", "INFO_SECTIONS"): _IMPORT_TABLE,
     ("hotkv.commands.keyspace", "_TYPE_REPLIES"): _CACHE,
+    ("hotkv.types.codec", "_switch"): "a thread's own (threading.local): rdbcompression for "
+                                      "the save running on that thread, never seen by another "
+                                      "server's thread (tests/test_two_servers.py)",
     ("hotkv.commands.streams.entries", "_MAXLENS"):
         _CACHE + " (parsed MAXLEN arguments, 64 at most)",
     ("hotkv.core.config", "ALIASES"): _IMPORT_TABLE,
@@ -122,7 +125,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("hotkv.core.registry", "COMMANDS"): _IMPORT_TABLE + " (the command table)",
     ("hotkv.core.registry", "TABLE"): _IMPORT_TABLE + " (the command table)",
     ("hotkv.core.registry", "_next_bit"): _IMPORT_TABLE + " (the commands' ACL bits)",
-    ("hotkv.types.codec", "_compress"): "the LZF implementation, chosen once",
     ("hotkv.types.geo", "_SPLIT16"): "a constant table built on first use",
     ("hotkv.types.hll", "_CACHE"): _VALUE_CACHE,
     ("hotkv.types.hll", "_HIST"): _VALUE_CACHE,
