@@ -60,6 +60,19 @@ def test_lfu_counter_matches_valkey(diff):
         d("TYPE", "k")
         d("EXISTS", "k")
         d("OBJECT", "FREQ", "k")
+        # Nor these (hotkv's SCAN and MEMORY USAGE were accesses: valkey-cli
+        # --hotkeys counted its own SCAN).  Set at 5 again, the counter moves
+        # on every access while it is under 5 + 1.
+        d("DEL", "k")
+        d("SET", "k", "v")
+        d("SCAN", "0")
+        d("SCAN", "0", "MATCH", "k*", "COUNT", "100")
+        d("SCAN", "0", "TYPE", "string")
+        for c in (d.ours, d.theirs):                  # (each server's own estimate)
+            assert c.call("MEMORY", "USAGE", "k").startswith(b":")
+        d("RANDOMKEY")
+        d("KEYS", "*")
+        d("OBJECT", "FREQ", "k")
         d("TOUCH", "k", "nokey")                      # an access
         d("OBJECT", "FREQ", "k")
         d("OBJECT", "IDLETIME", "k")                  # an LFU policy: an error

@@ -586,7 +586,7 @@ def memory_usage(c, argv):
         else:
             raise CommandError(errors.SYNTAX)
     db = c.db
-    value = db.lookup(argv[2])
+    value = db.lookup_notouch(argv[2], notify=False)    # (Valkey's objectCommandLookup)
     if value is None:
         return None
     return memory_usage_estimate(argv[2], value, argv[2] in db.expires, samples)

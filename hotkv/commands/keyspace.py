@@ -247,9 +247,12 @@ def scan(c, argv):
         if match is not None and not match(key):
             continue
         out.append(key)
-    if out:
-        lookup = db.lookup
-        out = [key for key in out if lookup(key) is not None]
+    if out and db.expires:
+        # Expired keys are left out (and deleted) as Valkey's scan does, with
+        # no access: SCAN touched every key it returned, which an LFU policy
+        # counts (valkey-cli --hotkeys saw its own SCAN in the counters).
+        gone = db.gone
+        out = [key for key in out if key in data and not gone(key)]
     return [b"%d" % cursor, out]
 
 

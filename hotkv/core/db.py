@@ -95,16 +95,8 @@ class Database:
         EXISTS, OBJECT: Valkey's LOOKUP_NOTOUCH); counts a hit or miss and,
         unless ``notify`` is False (OBJECT), announces a miss as lookup_read."""
         value = self.data.get(key)
-        if value is not None and self.expires:
-            when = self.expires.get(key)
-            if when is not None and when <= self.server.cmd_time_ms and not self.server.loading:
-                link = self.server.replica_link
-                if link is None:
-                    if self.server.pause_check is None:
-                        self.expire_now(key)
-                    value = None
-                elif self.server.current_client is not link.client:
-                    value = None    # a replica: as lookup()
+        if value is not None and self.expires and self.gone(key):
+            value = None
         if value is None:
             server = self.server
             server.stat_keyspace_misses += 1
@@ -113,6 +105,22 @@ class Database:
         else:
             self.server.stat_keyspace_hits += 1
         return value
+
+    def gone(self, key) -> bool:
+        """Whether a key that is in ``data`` has expired for the command
+        running, deleting it as lookup() does (Valkey's expireIfNeeded):
+        no access, no hit or miss counted -- what SCAN and lookup_notouch
+        check.  (lookup() has the same test inline: every read runs it.)"""
+        when = self.expires.get(key)
+        if when is None or when > self.server.cmd_time_ms or self.server.loading:
+            return False
+        link = self.server.replica_link
+        if link is None:
+            if self.server.pause_check is None:   # CLIENT PAUSE: gone, not deleted
+                self.expire_now(key)
+            return True
+        # A replica deletes nothing: the primary's DEL will come.
+        return self.server.current_client is not link.client
 
     def lookup_read(self, key):
         """lookup() on behalf of a read command: also counts the keyspace

@@ -23,14 +23,41 @@ from .cli_resp import ProtocolError, repr_bytes, txt, write
 
 
 class _Interrupt:
-    """Ctrl-C in --scan / --bigkeys / --memkeys: the loop stops at its next
-    step and prints what it found (one per run, not a module global)."""
+    """Ctrl-C in --scan / --bigkeys / --memkeys / --hotkeys /
+    --intrinsic-latency: the loop stops at its next step and prints what it
+    found (one per run, not a module global)."""
 
     def __init__(self):
         self.seen = False
 
     def __call__(self, signum, frame):
         self.seen = True
+
+    @classmethod
+    def install(cls) -> _Interrupt:
+        """A new one, as this process's SIGINT handler."""
+        interrupt = cls()
+        signal.signal(signal.SIGINT, interrupt)
+        return interrupt
+
+
+def _keyspace_preamble(s, what: bytes) -> int:
+    """What --bigkeys, --memkeys and --hotkeys print and ask before their
+    SCAN (findBigKeys' and findHotKeys' start): DBSIZE, the banner naming
+    ``what`` they look for, READONLY (a cluster replica's keys).  Returns
+    the key count."""
+    r = _call(s, "DBSIZE")
+    if r.kind == "error":
+        sys.stderr.write("Couldn't determine DBSIZE: %s\n" % txt(r.value))
+        raise SystemExit(1)
+    write(b"\n# Scanning the entire keyspace to find %s as well as\n"
+          b"# average sizes per key type.  You can use -i 0.1 to sleep 0.1 sec\n"
+          b"# per 100 SCAN commands (not usually needed).\n\n" % what)
+    ro = _call(s, "READONLY")
+    if ro.kind == "error" and ro.value != b"ERR This instance has cluster support disabled":
+        sys.stderr.write("Error: %s\n" % txt(ro.value))
+        raise SystemExit(1)
+    return r.value
 
 
 def run(s) -> int:
@@ -78,8 +105,7 @@ def _scan(s, cursor: int):
 
 def scan_mode(s) -> int:
     """valkey-cli --scan: every key, quoted on a terminal."""
-    interrupt = _Interrupt()
-    signal.signal(signal.SIGINT, interrupt)
+    interrupt = _Interrupt.install()
     cursor = 0
     while True:
         cursor, keys = _scan(s, cursor)
@@ -125,20 +151,8 @@ def big_keys(s, memkeys: bool, samples: int):
     """valkey-cli's findBigKeys."""
     o = s.o
     types = _known_types()
-    interrupt = _Interrupt()
-    signal.signal(signal.SIGINT, interrupt)
-    r = _call(s, "DBSIZE")
-    if r.kind == "error":
-        sys.stderr.write("Couldn't determine DBSIZE: %s\n" % txt(r.value))
-        raise SystemExit(1)
-    total_keys = r.value
-    write(b"\n# Scanning the entire keyspace to find biggest keys as well as\n"
-          b"# average sizes per key type.  You can use -i 0.1 to sleep 0.1 sec\n"
-          b"# per 100 SCAN commands (not usually needed).\n\n")
-    r = _call(s, "READONLY")
-    if r.kind == "error" and r.value != b"ERR This instance has cluster support disabled":
-        sys.stderr.write("Error: %s\n" % txt(r.value))
-        raise SystemExit(1)
+    interrupt = _Interrupt.install()
+    total_keys = _keyspace_preamble(s, b"biggest keys")
     sampled = totlen = loops = 0
     cursor = 0
     pct = 0.0

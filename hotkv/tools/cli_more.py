@@ -18,27 +18,15 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import sys
 import time
 
-from .cli_modes import _call, _pct, _scan
+from .cli_modes import _Interrupt, _keyspace_preamble, _pct, _scan
 from .cli_resp import ProtocolError, context_error, repr_bytes, txt, write
 
 
 def _ustime() -> int:
     return time.time_ns() // 1000
-
-
-class _Stop:
-    """Ctrl-C in --hotkeys / --intrinsic-latency: the loop ends at its next
-    step and prints its summary."""
-
-    def __init__(self):
-        self.seen = False
-
-    def __call__(self, signum, frame):
-        self.seen = True
 
 
 # -- --hotkeys ---------------------------------------------------------------------
@@ -73,20 +61,8 @@ def hot_keys(s) -> int:
     """valkey-cli --hotkeys: OBJECT FREQ over a SCAN of the keyspace, the
     16 hottest kept (needs an LFU maxmemory-policy)."""
     o = s.o
-    stop = _Stop()
-    signal.signal(signal.SIGINT, stop)
-    r = _call(s, "DBSIZE")
-    if r.kind == "error":
-        sys.stderr.write("Couldn't determine DBSIZE: %s\n" % txt(r.value))
-        raise SystemExit(1)
-    total = r.value
-    write(b"\n# Scanning the entire keyspace to find hot keys as well as\n"
-          b"# average sizes per key type.  You can use -i 0.1 to sleep 0.1 sec\n"
-          b"# per 100 SCAN commands (not usually needed).\n\n")
-    r = _call(s, "READONLY")
-    if r.kind == "error" and r.value != b"ERR This instance has cluster support disabled":
-        sys.stderr.write("Error: %s\n" % txt(r.value))
-        raise SystemExit(1)
+    stop = _Interrupt.install()
+    total = _keyspace_preamble(s, b"hot keys")
     counters = [0] * _HOTKEYS_SAMPLE
     names = [b""] * _HOTKEYS_SAMPLE
     sampled = loops = cursor = 0
@@ -267,8 +243,7 @@ def intrinsic_latency(seconds: int) -> int:
     from running, measured without a server."""
     run_time = seconds * 1000000
     test_end = _ustime() + run_time
-    stop = _Stop()
-    signal.signal(signal.SIGINT, stop)
+    stop = _Interrupt.install()
     worst = runs = 0
     while True:
         start = _ustime()
