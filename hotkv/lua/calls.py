@@ -450,7 +450,7 @@ class CallPath:
             if n <= FLAT_MAX:
                 # made in Lua ({...}): its array part holds a nil item as
                 # Valkey's lua_createtable(n) does, so # counts the same
-                return self._internals.pack(*items), pos
+                return self._pack(*items), pos
             return self._table_from(items), pos
         if kind == b"%":
             n = int(line)
