@@ -20,7 +20,7 @@ from hotkv.lua import calls
 from hotkv.lua.engine import engine
 from hotkv.protocol.resp import RequestParser, encode
 from hotkv.server import Server
-from test_lua_quick import SETUP, _cmd, _script
+from test_lua_quick import SETUP, Recorder, _cmd, _script
 
 # Commands as a script's calls, every reply shape the handlers give
 # (strings, integers, nil, statuses, flat and nested arrays, maps, sets,
@@ -41,16 +41,6 @@ ARGVS = [
     ("INCRBYFLOAT", "n", "1.5"), ("SINTERCARD", "1", "s"), ("HELLO",), ("LPUSH", "str", "x"),
     ("COPY", "str", "str2", "REPLACE"), ("XADD", "x", "MAXLEN", "5", "3-1", "f", "1"),
 ]
-
-
-class Recorder:
-    """A propagation sink: what each flush handed it."""
-
-    def __init__(self):
-        self.fed = []
-
-    def feed(self, entries):
-        self.fed.append([(db, list(argv)) for db, argv in entries])
 
 
 class Side:
