@@ -173,3 +173,13 @@ def test_bullmq_arguments_decode_as_valkey(diff):
          b"\xc0\xa8keepJobs\xde\x00\x01\xa5count\xff\xa7limiter\xc0\xaclockDuration\xcdu0"
          b"\xa8attempts\x00\xaemaxMetricsSize\xa0\xa4fpof\xc2\xa4cpof\xc2\xa4idof\xc2\xa4rdof"
          b"\xc2", "", "")
+
+
+@pytest.mark.parametrize("call", ["cmsgpack.unpack(ARGV[1])", "cmsgpack.unpack_limit(ARGV[1], 0)",
+                                  "cmsgpack.unpack_one(ARGV[1])", "cjson.decode('1')",
+                                  "struct.unpack('>I2', ARGV[2])", "bit.band(1, 3)"])
+@pytest.mark.parametrize("data", [b"", b"\x01", b"\x01\x02\x03"])
+def test_how_many_values_a_library_function_gives(diff, call, data):
+    """The count of values, not only the values: cmsgpack.unpack('') gives
+    none in Valkey; the prelude's wrapper of host functions gave one nil."""
+    diff("EVAL", "return select('#', %s)" % call, "0", data, b"\x00\x01")

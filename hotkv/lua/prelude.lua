@@ -134,9 +134,11 @@ local function failn(kind, e)
   end
   error(e, 0)
 end
-local function back(r, ...)
-  if r == FAIL then failn(...) end
-  return r, ...
+-- (every value the host function gave back, none when it gave none:
+-- cmsgpack.unpack('') gives nothing, as Valkey's)
+local function back(...)
+  if (...) == FAIL then failn(select(2, ...)) end
+  return ...
 end
 local function hostn(f)
   local w = function(...) return back(f(...)) end
