@@ -131,20 +131,12 @@ class CallPath:
                             feed_monitors(server, fake.db.index, b"lua", cmd, argv)
                         # The handler's value as it is (script_call), or ENCODED
                         t = type(reply)
-                        if t is bytes or t is int:
+                        if t is bytes or t is int:      # (the commonest, in line)
                             return reply
-                        if reply is None:
-                            return None if fake.resp3 else False
                         if reply is not ENCODED:
-                            if t is not list:               # a status (Simple)
-                                return self._status, reply
-                            if len(reply) <= FLAT_MAX:
-                                if None in reply and not fake.resp3:
-                                    # a nil bulk: false, as Valkey's Lua gets it
-                                    return (self._array, *[False if x is None else x
-                                                           for x in reply])
-                                return (self._array, *reply)
-                            encode(reply, fake.out, fake.resp3)
+                            reply = self._raw_value(reply, fake)
+                            if reply is not ENCODED:
+                                return reply
                         out = fake.out
                         if not out:     # no reply (CLIENT REPLY OFF, say)
                             return None
