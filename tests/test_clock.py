@@ -265,6 +265,38 @@ def test_a_frozen_clock_holds_a_short_timeout_until_advanced(srv, r):
         c.close()
 
 
+def test_a_frozen_clock_advanced_by_exactly_the_timeout_releases_it(srv, r):
+    """At any frozen time, advancing by exactly the timeout (in one step or
+    several) releases the waiter and advancing 1 us less does not.  The
+    frozen reading was a float to the sub-microsecond: its deadline and the
+    advanced reading, each rounded to the microsecond, differed by one near
+    half a microsecond (about 1 time in 20; a loaded CI run met it)."""
+    import random
+    rng = random.Random(33)
+    c = RawClient(srv.host, srv.port, timeout=5)
+    try:
+        for trial in range(150):
+            srv.clock.freeze(at=1_700_000_000 + rng.random() * 50_000_000)
+            ms = rng.choice([1, 50, 100, 1000, 30_000])
+            c.send("BLPOP", "q", "%g" % (ms / 1000))
+            deadline = time.monotonic() + 5
+            while _blocked(r) != 1 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert _blocked(r) == 1
+            parts = [ms / 1000] if trial % 2 else [ms / 4000, ms / 2000, ms / 4000]
+            for i, step in enumerate(parts):
+                if i == len(parts) - 1:
+                    srv.clock.advance(step - 1e-6)
+                    assert _blocked(r) == 1, (trial, ms, parts)
+                    step = 1e-6
+                srv.clock.advance(step)
+            assert _blocked(r) == 0, (trial, ms, parts, srv.clock.time())
+            assert c.read_reply() == b"*-1\r\n"
+    finally:
+        c.close()
+        srv.clock.reset()
+
+
 def test_a_running_clock_with_an_offset_times_out_in_real_time(srv, r):
     """Running an hour ahead, a 0.2 s timeout still ends 0.2 s of real time
     later (the timer counts on the clock's time, not the wall clock's)."""

@@ -40,6 +40,11 @@ Invariants:
   from another thread (a test driving an ``EmbeddedServer``) is handed over
   with ``call_soon_threadsafe`` and the call returns once the server has
   acted on it (``Server.clock_moved``), so the next command sees the new time;
+* a frozen clock reads whole microseconds (each change rounds it): blocking
+  deadlines are counted and compared in microseconds, and a float reading
+  within a hair of half a microsecond rounded one way when the deadline was
+  taken and the other after advancing by exactly the timeout (1 time in 20),
+  leaving the waiter blocked; moves under a microsecond are lost;
 * after a move, no key whose time has come is left (active expiry ran,
   unless DEBUG SET-ACTIVE-EXPIRE 0, CLIENT PAUSE or being a replica holds
   it), no blocked client whose deadline passed is still blocked, and the
@@ -270,6 +275,11 @@ class Clock:
 
     def _run(self, change: Callable[[], None]) -> None:
         change()
+        if self.frozen_at is not None:
+            # Whole microseconds (see the invariants): a deadline counted from
+            # this reading and the reading after an advance by its timeout
+            # then round to the same microsecond.
+            self.frozen_at = round(self.frozen_at * 1_000_000) / 1_000_000
         real = self.frozen_at is None and self.offset == 0.0
         self.time = _real_time if real else self._virtual
         if self.server is not None:
