@@ -349,3 +349,66 @@ def test_big_value_pipelines_reply_as_valkey(server, ref_server):
         theirs = _replies(ref_server.host, ref_server.port, data, len(cmds), random.Random(seed))
         assert ours == theirs, trial
     assert total > 5 * (1 << 20)
+
+
+def test_unpipelined_commands_of_1_to_16_kb_reply_as_valkey(server, ref_server):
+    """One command a write and its reply before the next (what an
+    unpipelined client sends: RequestParser's one-read path, _one_long from
+    1 KB to 16 KB), values of 0-17 KB holding CRLF, '*' and '$' lines, to
+    hotkv and valkey-server 8.1.8: every reply byte equal."""
+    rnd = random.Random(1616)
+    tails = [b"", b"\r\n", b"\r\n*2\r\n", b"\r\n$3\r\nabc\r\n", b"$1\r\n*"]
+    conns = []
+    for srv in (server, ref_server):
+        s = socket.create_connection((srv.host, srv.port), timeout=20)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conns.append((s, hiredis.Reader()))
+    long_reads = 0
+    try:
+        for s, _ in conns:
+            s.sendall(_cmd(b"FLUSHALL"))
+            s.recv(100)
+        for i in range(1500 * SCALE):
+            def val():
+                v = bytearray(_value(rnd, rnd.choice([0, 10, 900, 1000, 1100, 4000, 9000,
+                                                      16300, 17000])))
+                if v and rnd.random() < 0.4:
+                    at = rnd.randrange(len(v))
+                    v[at:at] = rnd.choice(tails)
+                return bytes(v)
+            key = b"k%d" % rnd.randrange(4)
+            k = rnd.random()
+            if k < 0.3:
+                cmd = _cmd(b"SET", key, val())
+            elif k < 0.45:
+                cmd = _cmd(b"APPEND", key, val())
+            elif k < 0.55:
+                cmd = _cmd(b"HSET", b"h", val(), val(), val(), val())
+            elif k < 0.65:
+                cmd = _cmd(b"RPUSH", b"l", *[val() for _ in range(rnd.randint(1, 6))])
+            elif k < 0.75:
+                cmd = _cmd(b"LRANGE", b"l", b"0", b"-1")
+            elif k < 0.85:
+                cmd = _cmd(b"GET", key)
+            else:     # (not HGETALL: a hashtable's order is Valkey's dict's)
+                cmd = _cmd(b"HLEN", b"h")
+            if i % 100 == 99:
+                cmd = _cmd(b"DEL", b"l", b"h")
+            long_reads += 1024 < len(cmd) <= 16384
+            got = []
+            for s, reader in conns:
+                s.sendall(cmd)
+                data = b""
+                while True:
+                    chunk = s.recv(1 << 20)
+                    assert chunk, "connection closed"
+                    data += chunk
+                    reader.feed(chunk)
+                    if reader.gets() is not False:
+                        break
+                got.append(data)
+            assert got[0] == got[1], (i, cmd[:200])
+    finally:
+        for s, _ in conns:
+            s.close()
+    assert long_reads > 400 * SCALE, long_reads

@@ -386,7 +386,8 @@ def test_parser_fast_equals_slow():
 
 
 def _one_command_payload(rnd) -> bytes:
-    """One command (or what looks like one) of at most ~1.1 KB, in Redis's
+    """One command (or what looks like one), mostly of at most ~1.1 KB, some
+    with values up to 17 KB, in Redis's
     framing or one of the framings Redis refuses or reads otherwise:
     arguments holding CRLF, CR, LF, '*' and '$' lines; length and count
     lines with leading zeros, signs, spaces, wrong values; a missing or
@@ -395,7 +396,15 @@ def _one_command_payload(rnd) -> bytes:
             b"\r\n*1\r\n", b"\r\n$1\r\na", b"x" * 200, b"\r\n" * 3, b"0", b"-1"]
     args = []
     for _ in range(rnd.choice([1, 1, 2, 3, 5, 8, 40, 150])):
-        if rnd.random() < 0.7:
+        if rnd.random() < 0.03:
+            # A value past 1 KB (the long-line branch), up to past the limit,
+            # sometimes holding CRLF, '*' or '$' lines.
+            big = bytearray(rnd.choice(b"xy") for _ in range(rnd.randint(1000, 17000)))
+            for _ in range(rnd.choice([0, 0, 1, 3])):
+                at = rnd.randrange(len(big))
+                big[at:at + 4] = rnd.choice([b"\r\n*1", b"\r\n$5", b"\r\n\r\n", b"\r\n"])
+            args.append(bytes(big))
+        elif rnd.random() < 0.7:
             args.append(rnd.choice(pool))
         else:
             args.append(bytes(rnd.choice(b"ab\r\n*$0") for _ in range(rnd.randint(0, 12))))
@@ -410,7 +419,8 @@ def _one_command_payload(rnd) -> bytes:
         if rnd.random() < 0.02:
             line = rnd.choice([b"0" + line, b"+" + line, b"%d" % (len(a) + 1), b"-1",
                                b"%d" % max(0, len(a) - 1), line + b" "])
-        end = b"\r\n" if rnd.random() > 0.01 else rnd.choice([b"\n", b"\r", b"", b"\r\r\n"])
+        end = b"\r\n" if rnd.random() > 0.01 else rnd.choice([b"\n", b"\r", b"", b"\r\r\n",
+                                                                   b"\n\r", b"xx"])
         out.append(b"$" + line + b"\r\n" + a + end)
     data = b"".join(out)
     k = rnd.random()
@@ -422,33 +432,49 @@ def _one_command_payload(rnd) -> bytes:
 
 
 def test_parser_one_command_equals_slow():
-    """``_one_command`` (a read of up to 1 KB that is one command) against
+    """``_one_command`` (a read of up to 16 KB that is one command) against
     the Redis-rule parser alone, whole and split in two at every byte (a
     bounded sample of cuts past 300 bytes)."""
-    from hotkv.protocol.resp import _ONE_LIMIT, _one_command
+    from hotkv.protocol.resp import _ONE_LIMIT, _one_command, _one_long
+
+    def one(data):     # the path RequestParser.feed takes for a read of one command
+        if len(data) > 1024:
+            return _one_long(data)
+        return None if b"\r\n*" in data else _one_command(data)
     rnd = random.Random(1024)
-    taken = 0
+    taken = big_taken = 0
     for trial in range(1500 * SCALE):
         data = _one_command_payload(rnd)
         want = _general_parse(data)
         assert _fed([data]) == want, data[:300]
-        if len(data) <= _ONE_LIMIT and b"\r\n*" not in data:
+        if len(data) <= _ONE_LIMIT:
             # The path itself: the command, or None for the general path.
-            one = _one_command(data)
-            if one is not None:
+            got = one(data)
+            if got is not None:
                 taken += 1
-                assert want == ([one], None), data[:300]
+                big_taken += len(data) > 1024
+                assert want == ([got], None), data[:300]
         cuts = range(1, len(data)) if len(data) <= 300 else \
             sorted({rnd.randrange(1, len(data)) for _ in range(30)})
         if trial % 5 == 0:
             for cut in cuts:
                 assert _fed([data[:cut], data[cut:]]) == want, (cut, data[:300])
-    # Sizes around the limit: one command of 1 KB +- a few bytes, in one read.
-    for size in range(_ONE_LIMIT - 40, _ONE_LIMIT + 20):
+    # Sizes around the limit and around 1 KB (where the length lines stop
+    # being made once): one command +- a few bytes, in one read, also split.
+    for size in [*range(_ONE_LIMIT - 40, _ONE_LIMIT + 20), *range(1000, 1070)]:
         value = b"v" * (size - 27)
         data = _cmd(b"SET", b"k", value)
-        assert _fed([data]) == _general_parse(data) == ([[b"SET", b"k", value]], None)
+        want = ([[b"SET", b"k", value]], None)
+        assert _fed([data]) == _general_parse(data) == want
+        assert _fed([data[:size // 2], data[size // 2:]]) == want
+        if len(data) <= _ONE_LIMIT:
+            assert one(data) == want[0][0]
+        # The same with the value's CRLF replaced by two other bytes: refused
+        # by both (a protocol error), never read as a command.
+        bad = data[:-2] + rnd.choice([b"\n\r", b"xx", b"\r\r"])
+        assert one(bad) is None and _fed([bad]) == _general_parse(bad) != want
     assert taken > 300 * SCALE, taken    # a good share of the trials took the path
+    assert big_taken > 10 * SCALE, big_taken   # and some past 1 KB
 
 
 # ----------------------------------------------------------------------
