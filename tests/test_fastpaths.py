@@ -459,8 +459,8 @@ def test_parser_one_command_equals_slow():
         if trial % 5 == 0:
             for cut in cuts:
                 assert _fed([data[:cut], data[cut:]]) == want, (cut, data[:300])
-    # Sizes around the limit and around 1 KB (where the length lines stop
-    # being made once): one command +- a few bytes, in one read, also split.
+    # Sizes around the limit and around 1 KB (where _one_command gives way
+    # to _one_long): one command +- a few bytes, in one read, also split.
     for size in [*range(_ONE_LIMIT - 40, _ONE_LIMIT + 20), *range(1000, 1070)]:
         value = b"v" * (size - 27)
         data = _cmd(b"SET", b"k", value)

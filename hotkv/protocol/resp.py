@@ -395,7 +395,8 @@ def _one_command(data: bytes):
     """The arguments of ``data`` if it is exactly one multibulk of bulk
     strings in Redis's own framing (``*<n>``, then ``$<len>`` and the
     argument per element, every line ended by CRLF, no leading zeros and
-    n >= 1), else None.  Callers pass at most _ONE_LIMIT bytes.
+    n >= 1), else None.  Callers pass at most 1 KB (``_one_long`` reads
+    longer ones).
 
     Split at every CRLF, such a read is ``*n``, then n pairs of a length
     line and an argument, then the empty piece after the last CRLF, and
