@@ -30,6 +30,7 @@ clock (17 such mutations of the hunks that read the clock).
 from __future__ import annotations
 
 import datetime
+import random
 import threading
 import time
 
@@ -271,7 +272,6 @@ def test_a_frozen_clock_advanced_by_exactly_the_timeout_releases_it(srv, r):
     frozen reading was a float to the sub-microsecond: its deadline and the
     advanced reading, each rounded to the microsecond, differed by one near
     half a microsecond (about 1 time in 20; a loaded CI run met it)."""
-    import random
     rng = random.Random(33)
     c = RawClient(srv.host, srv.port, timeout=5)
     try:

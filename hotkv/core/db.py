@@ -75,18 +75,11 @@ class Database:
         value = self.data.get(key)
         if value is not None:
             if self.expires:
+                # (the time test in line: every read of a key with a TTL meets
+                # it; what an expired key is for this command, gone() says)
                 when = self.expires.get(key)
-                if when is not None and when <= self.server.cmd_time_ms \
-                        and not self.server.loading:
-                    link = self.server.replica_link
-                    if link is None:
-                        if self.server.pause_check is None:   # CLIENT PAUSE: gone, not deleted
-                            self.expire_now(key)
-                        return None
-                    # A replica deletes nothing: the primary's DEL will come.  Its
-                    # commands see the key as the primary did; the others do not.
-                    if self.server.current_client is not link.client:
-                        return None
+                if when is not None and when <= self.server.cmd_time_ms and self.gone(key):
+                    return None
             self.access[key] = self.clock     # an access (hotkv.core.access)
         return value
 
@@ -110,7 +103,7 @@ class Database:
         """Whether a key that is in ``data`` has expired for the command
         running, deleting it as lookup() does (Valkey's expireIfNeeded):
         no access, no hit or miss counted -- what SCAN and lookup_notouch
-        check.  (lookup() has the same test inline: every read runs it.)"""
+        check, and lookup() once its own time test found the key due."""
         when = self.expires.get(key)
         if when is None or when > self.server.cmd_time_ms or self.server.loading:
             return False
@@ -119,7 +112,8 @@ class Database:
             if self.server.pause_check is None:   # CLIENT PAUSE: gone, not deleted
                 self.expire_now(key)
             return True
-        # A replica deletes nothing: the primary's DEL will come.
+        # A replica deletes nothing: the primary's DEL will come.  Its
+        # commands see the key as the primary did; the others do not.
         return self.server.current_client is not link.client
 
     def lookup_read(self, key):
