@@ -1,10 +1,14 @@
 """Sorted-set commands (Redis's t_zset.c).
 
-Owns every Z* command, the blocking pops (BZPOPMIN/BZPOPMAX/BZMPOP through
-``hotkv.core.blocking``) and ZSCAN.  The value, ``ZSetValue`` (a dict member ->
-score plus a ``SortedList`` of ``(score, member)`` in Redis's order, so rank,
-range and pop are O(log n + k)), is hotkv/types/zsets.py's; parsing range
-bounds and finding what a range selects is hotkv/commands/zset_ranges.py's.
+Owns the Z* commands of one sorted set -- add, remove, score, rank, count,
+range, pop -- and the blocking pops (BZPOPMIN/BZPOPMAX/BZMPOP through
+``hotkv.core.blocking``); the commands over whole sets (the ZUNION / ZINTER /
+ZDIFF family, ZRANDMEMBER, ZSCAN) are hotkv/commands/zset_whole.py's, which
+uses ``get_zset``, ``pairs_reply`` and ``store_result`` from here.  The value,
+``ZSetValue`` (a dict member -> score plus a ``SortedList`` of
+``(score, member)`` in Redis's order, so rank, range and pop are
+O(log n + k)), is hotkv/types/zsets.py's; parsing range bounds and finding
+what a range selects is hotkv/commands/zset_ranges.py's.
 
 Invariants:
 * a sorted set is never empty in the keyspace: the command that removes its
@@ -19,25 +23,17 @@ Invariants:
 
 from __future__ import annotations
 
-import random
-
 from sortedcontainers import SortedList
 
 from ..core import blocking
 from ..core.registry import command, spec
 from ..protocol import errors
 from ..protocol.errors import CommandError, WrongType
-from ..protocol.resp import NULL_ARRAY, format_double
-from ..protocol.util import LLONG_MAX, string2ll
-from ..types.sets import SetValue
+from ..protocol.resp import NULL_ARRAY
+from ..protocol.util import string2ll
 from ..types.zsets import ZSetValue
 from .hashes import (
-    RANDOM_REPLY_LIMIT,
     cfg,
-    parse_cursor,
-    random_member,
-    scan_args,
-    scan_container,
 )
 from .zset_ranges import (
     LEX,
@@ -56,7 +52,7 @@ from .zset_ranges import (
 # Helpers
 # ----------------------------------------------------------------------
 
-def _get(c, key):
+def get_zset(c, key):
     return c.db.lookup_typed(key, ZSetValue)
 
 
@@ -66,7 +62,7 @@ def _emptied(c, db, key, z):
         c.server.event(db, key, "g", "del")
 
 
-def _pairs(c, items, withscores):
+def pairs_reply(c, items, withscores):
     """(score, member) items -> reply list."""
     if not withscores:
         return [m for _, m in items]
@@ -77,6 +73,40 @@ def _pairs(c, items, withscores):
         out.append(m)
         out.append(s)
     return out
+
+
+def store_result(c, dst, items, event, sequential=False, hint=0):
+    """Store (score, member) items (already unique) at dst.  ``sequential``:
+    Redis adds them one by one to a zset created for ``hint`` elements (a
+    skiplist past the entries limit, else a listpack that converts when it
+    overflows: ZRANGESTORE, whose hint is the length of a rank range);
+    otherwise it builds a skiplist and converts the result to a listpack if
+    it is small (Z*STORE)."""
+    db = c.db
+    if items:
+        entries = cfg(c, "zset-max-listpack-entries", 128)
+        vmax = cfg(c, "zset-max-listpack-value", 64)
+        z = ZSetValue()
+        d = z.d
+        if sequential:
+            big = hint > entries
+            for s, m in items:
+                if not big and (len(d) + 1 > entries or len(m) > vmax):
+                    big = True
+                d[m] = 0.0 if (s == 0 and not big) else s
+        else:
+            big = len(items) > entries or any(len(m) > vmax for _, m in items)
+            for s, m in items:
+                d[m] = 0.0 if (s == 0 and not big) else s
+        z.big = big
+        z.sl = SortedList((s, m) for m, s in d.items())
+        db.set(dst, z)
+        c.server.written(db, dst, "z", event)
+        return len(d)
+    if db.lookup(dst) is not None:
+        db.delete(dst)
+        c.server.written(db, dst, "g", "del")
+    return 0
 
 
 # ----------------------------------------------------------------------
@@ -96,7 +126,7 @@ def _zadd(c, argv, key, pairs_start, incr, nx, xx, gt, lt, ch):
         raise CommandError("ERR INCR option supports a single increment-element pair")
     scores = [parse_score(argv[pairs_start + 2 * j]) for j in range(elements)]
     db = c.db
-    z = _get(c, key)
+    z = get_zset(c, key)
     added = updated = processed = 0
     score = None
     error = None
@@ -214,7 +244,7 @@ def zrem(c, argv):
     """Removes one or more members from a sorted set."""
     db = c.db
     key = argv[1]
-    z = _get(c, key)
+    z = get_zset(c, key)
     if z is None:
         return 0
     deleted = 0
@@ -237,7 +267,7 @@ def zrem(c, argv):
          args="key:k", complexity="O(1)")
 def zcard(c, argv):
     """Returns the number of members in a sorted set."""
-    z = _get(c, argv[1])
+    z = get_zset(c, argv[1])
     return 0 if z is None else len(z.d)
 
 
@@ -245,7 +275,7 @@ def zcard(c, argv):
          args="key:k member", complexity="O(1)")
 def zscore(c, argv):
     """Returns the score of a member in a sorted set."""
-    z = _get(c, argv[1])
+    z = get_zset(c, argv[1])
     if z is None:
         return None
     return z.d.get(argv[2])
@@ -256,7 +286,7 @@ def zscore(c, argv):
          complexity="O(N) where N is the number of members being requested.")
 def zmscore(c, argv):
     """Returns the score of one or more members in a sorted set."""
-    z = _get(c, argv[1])
+    z = get_zset(c, argv[1])
     if z is None:
         return [None] * (len(argv) - 2)
     get = z.d.get
@@ -272,7 +302,7 @@ def _zrank(c, argv, reverse):
             raise CommandError(errors.SYNTAX)
         withscore = True
     missing = NULL_ARRAY if withscore else None
-    z = _get(c, argv[1])
+    z = get_zset(c, argv[1])
     if z is None:
         return missing
     r = z.rank(argv[2])
@@ -308,7 +338,7 @@ def zcount(c, argv):
     """Returns the count of members in a sorted set that have scores within a range."""
     mn, mnex = _range_bound(argv[2])
     mx, mxex = _range_bound(argv[3])
-    z = _get(c, argv[1])
+    z = get_zset(c, argv[1])
     if z is None:
         return 0
     lo, hi = _score_span(z, mn, mnex, mx, mxex)
@@ -322,7 +352,7 @@ def zlexcount(c, argv):
     """Returns the number of members in a sorted set within a lexicographical range."""
     mn = _lex_bound(argv[2])
     mx = _lex_bound(argv[3])
-    z = _get(c, argv[1])
+    z = get_zset(c, argv[1])
     if z is None:
         return 0
     lo, hi = _lex_span(z, mn, mx)
@@ -382,9 +412,9 @@ def _zrange_generic(c, argv, first, store, rangetype, reverse):
         raise WrongType()
     items = [] if z is None else _range_items(z, rangetype, direction, a, b, offset, limit)
     if store is not None:
-        return _store(c, store, items, "zrangestore", True,
+        return store_result(c, store, items, "zrangestore", True,
                       len(items) if rangetype == RANK else 0)
-    return _pairs(c, items, withscores)
+    return pairs_reply(c, items, withscores)
 
 
 @command("zrange", -4, "readonly", (1, 1, 1), group="sorted_set", since="1.2.0",
@@ -480,7 +510,7 @@ def _zremrange(c, argv, rangetype, event):
         a, b = _lex_bound(argv[2]), _lex_bound(argv[3])
     db = c.db
     key = argv[1]
-    z = _get(c, key)
+    z = get_zset(c, key)
     if z is None:
         return 0
     n = len(z.d)
@@ -572,7 +602,7 @@ def _zpop_cmd(c, argv, where_max):
         count = string2ll(argv[2])
         if count is None or count < 0:
             raise CommandError(errors.NOT_POSITIVE)
-    z = _get(c, argv[1])
+    z = get_zset(c, argv[1])
     if z is None or count == 0:
         return []
     items = _pop(c, argv[1], z, where_max, 1 if count == -1 else count)
@@ -736,340 +766,3 @@ def bzmpop(c, argv):
     """Removes and returns a member by score from one or more sorted sets, or
     blocks until one is available."""
     return _zmpop(c, argv, 2, True)
-
-
-# ----------------------------------------------------------------------
-# Set operations
-# ----------------------------------------------------------------------
-
-def _store(c, dst, items, event, sequential=False, hint=0):
-    """Store (score, member) items (already unique) at dst.  ``sequential``:
-    Redis adds them one by one to a zset created for ``hint`` elements (a
-    skiplist past the entries limit, else a listpack that converts when it
-    overflows: ZRANGESTORE, whose hint is the length of a rank range);
-    otherwise it builds a skiplist and converts the result to a listpack if
-    it is small (Z*STORE)."""
-    db = c.db
-    if items:
-        entries = cfg(c, "zset-max-listpack-entries", 128)
-        vmax = cfg(c, "zset-max-listpack-value", 64)
-        z = ZSetValue()
-        d = z.d
-        if sequential:
-            big = hint > entries
-            for s, m in items:
-                if not big and (len(d) + 1 > entries or len(m) > vmax):
-                    big = True
-                d[m] = 0.0 if (s == 0 and not big) else s
-        else:
-            big = len(items) > entries or any(len(m) > vmax for _, m in items)
-            for s, m in items:
-                d[m] = 0.0 if (s == 0 and not big) else s
-        z.big = big
-        z.sl = SortedList((s, m) for m, s in d.items())
-        db.set(dst, z)
-        c.server.written(db, dst, "z", event)
-        return len(d)
-    if db.lookup(dst) is not None:
-        db.delete(dst)
-        c.server.written(db, dst, "g", "del")
-    return 0
-
-
-def _src_items(v):
-    """member -> score of a zset or set (score 1) or None."""
-    if v is None:
-        return {}
-    if type(v) is SetValue:
-        return dict.fromkeys(v, 1.0)
-    return v.d
-
-
-def _aggregate(a, b, how):
-    if how == 0:
-        r = a + b
-        return 0.0 if r != r else r
-    if how == 1:
-        return b if b < a else a
-    return b if b > a else a
-
-
-# AGGREGATE's argument -> _aggregate's ``how``.
-_AGGREGATES = {b"sum": 0, b"min": 1, b"max": 2}
-
-
-def _inter(srcs, weights, order, how, cardinality_only, limit, result) -> int:
-    """ZINTER's members and scores into ``result`` (sources taken in
-    ``order``); with ``cardinality_only`` only counts them, up to a non-zero
-    ``limit``.  Returns the count (0 unless cardinality_only)."""
-    maps = [_src_items(srcs[i]) for i in order]
-    ws = [weights[i] for i in order]
-    first = maps[0]
-    count = 0
-    for m, s0 in first.items():
-        score = ws[0] * s0
-        if score != score:
-            score = 0.0
-        for k in range(1, len(maps)):
-            if maps[k] is first:
-                v = s0 * ws[k]
-            else:
-                v = maps[k].get(m)
-                if v is None:
-                    break
-                v *= ws[k]
-            score = _aggregate(score, v, how)
-        else:
-            if cardinality_only:
-                count += 1
-                if limit and count >= limit:
-                    break
-            else:
-                result[m] = score
-    return count
-
-
-def _zsetop(c, argv, numkeys_idx, op, dst, cardinality_only, name):
-    """op: 'union', 'inter', 'diff'.  Returns the reply."""
-    setnum = _long(argv[numkeys_idx])
-    if setnum < 1:
-        raise CommandError("ERR at least 1 input key is needed for '%s' command" % name)
-    if setnum > len(argv) - (numkeys_idx + 1):
-        raise CommandError(errors.SYNTAX)
-    db = c.db
-    srcs = []
-    j = numkeys_idx + 1
-    for i in range(setnum):
-        v = db.lookup(argv[j])
-        if v is not None and type(v) is not ZSetValue and type(v) is not SetValue:
-            raise WrongType()
-        srcs.append(v)
-        j += 1
-    weights = [1.0] * setnum
-    how = 0
-    withscores = False
-    limit = 0
-    n = len(argv)
-    while j < n:
-        remaining = n - j
-        opt = argv[j].lower()
-        if op != "diff" and not cardinality_only and remaining >= setnum + 1 and opt == b"weights":
-            j += 1
-            for i in range(setnum):
-                weights[i] = parse_score(argv[j], "ERR weight value is not a float")
-                j += 1
-        elif op != "diff" and not cardinality_only and remaining >= 2 and opt == b"aggregate":
-            how = _AGGREGATES.get(argv[j + 1].lower())
-            if how is None:
-                raise CommandError(errors.SYNTAX)
-            j += 2
-        elif remaining >= 1 and dst is None and not cardinality_only and opt == b"withscores":
-            withscores = True
-            j += 1
-        elif cardinality_only and remaining >= 2 and opt == b"limit":
-            limit = string2ll(argv[j + 1])
-            if limit is None or limit < 0:
-                raise CommandError("ERR LIMIT can't be negative")
-            j += 2
-        else:
-            raise CommandError(errors.SYNTAX)
-    result: dict = {}
-    # Redis works through the sources smallest first (a stable sort), which
-    # decides ties such as MIN(-0, 0) and the order sums are taken in.
-    order = sorted(range(setnum), key=lambda i: 0 if srcs[i] is None else len(srcs[i]))
-    if op == "inter":
-        count = _inter(srcs, weights, order, how, cardinality_only, limit, result)
-        if cardinality_only:
-            return count
-    elif op == "union":
-        for i in order:
-            w = weights[i]
-            for m, s0 in _src_items(srcs[i]).items():
-                score = w * s0
-                if score != score:
-                    score = 0.0
-                old = result.get(m)
-                result[m] = score if old is None else _aggregate(old, score, how)
-    else:
-        first = _src_items(srcs[0])
-        others = [_src_items(s) for s in srcs[1:]]
-        for m, s0 in first.items():
-            for o in others:
-                if m in o:
-                    break
-            else:
-                result[m] = s0
-    items = sorted((s, m) for m, s in result.items())
-    if dst is not None:
-        return _store(c, dst, items, {"union": "zunionstore", "inter": "zinterstore",
-                                      "diff": "zdiffstore"}[op])
-    return _pairs(c, items, withscores)
-
-
-# The destination, then the numkeys-counted sources (ZUNIONSTORE & co).
-_STORE_SPECS = (spec("OW update"), spec("RO access", "index 2", "keynum 0 1 1"))
-
-
-def _zop_keys(idx):
-    def keys(argv):
-        n = string2ll(argv[idx]) if len(argv) > idx else None
-        if n is None or n < 1:
-            return []
-        first = [1] if idx == 2 else []
-        return first + list(range(idx + 1, min(idx + 1 + n, len(argv))))
-    return keys
-
-
-@command("zunionstore", -4, "write denyoom", group="sorted_set", since="2.0.0",
-         keys_fn=_zop_keys(2), key_specs=_STORE_SPECS,
-         args="destination:k numkeys:i key:k1... [WEIGHTS weight:i...] [AGGREGATE (SUM | MIN | "
-              "MAX)]",
-         complexity="O(N)+O(M log(M)) with N being the sum of the sizes of the input sorted "
-                    "sets, and M being the number of elements in the resulting sorted set.")
-def zunionstore(c, argv):
-    """Stores the union of multiple sorted sets in a key."""
-    return _zsetop(c, argv, 2, "union", argv[1], False, "zunionstore")
-
-
-@command("zinterstore", -4, "write denyoom", group="sorted_set", since="2.0.0",
-         keys_fn=_zop_keys(2), key_specs=_STORE_SPECS,
-         args="destination:k numkeys:i key:k1... [WEIGHTS weight:i...] [AGGREGATE (SUM | MIN | "
-              "MAX)]",
-         complexity="O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K "
-                    "being the number of input sorted sets and M being the number of elements in "
-                    "the resulting sorted set.")
-def zinterstore(c, argv):
-    """Stores the intersect of multiple sorted sets in a key."""
-    return _zsetop(c, argv, 2, "inter", argv[1], False, "zinterstore")
-
-
-@command("zdiffstore", -4, "write denyoom", group="sorted_set", since="6.2.0",
-         keys_fn=_zop_keys(2), key_specs=_STORE_SPECS, args="destination:k numkeys:i key:k1...",
-         complexity="O(L + (N-K)log(N)) worst case where L is the total number of elements in "
-                    "all the sets, N is the size of the first set, and K is the size of the result "
-                    "set.")
-def zdiffstore(c, argv):
-    """Stores the difference of multiple sorted sets in a key."""
-    return _zsetop(c, argv, 2, "diff", argv[1], False, "zdiffstore")
-
-
-@command("zunion", -3, "readonly", group="sorted_set", since="6.2.0",
-         keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),),
-         args="numkeys:i key:k... [WEIGHTS weight:i...] [AGGREGATE (SUM | MIN | MAX)] [WITHSCORES]",
-         complexity="O(N)+O(M*log(M)) with N being the sum of the sizes of the input sorted "
-                    "sets, and M being the number of elements in the resulting sorted set.")
-def zunion(c, argv):
-    """Returns the union of multiple sorted sets."""
-    return _zsetop(c, argv, 1, "union", None, False, "zunion")
-
-
-@command("zinter", -3, "readonly", group="sorted_set", since="6.2.0",
-         keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),),
-         args="numkeys:i key:k... [WEIGHTS weight:i...] [AGGREGATE (SUM | MIN | MAX)] [WITHSCORES]",
-         complexity="O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K "
-                    "being the number of input sorted sets and M being the number of elements in "
-                    "the resulting sorted set.")
-def zinter(c, argv):
-    """Returns the intersect of multiple sorted sets."""
-    return _zsetop(c, argv, 1, "inter", None, False, "zinter")
-
-
-@command("zintercard", -3, "readonly", group="sorted_set", since="7.0.0",
-         keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),),
-         args="numkeys:i key:k... [LIMIT limit:i]",
-         complexity="O(N*K) worst case with N being the smallest input sorted set, K being the "
-                    "number of input sorted sets.")
-def zintercard(c, argv):
-    """Returns the number of members of the intersect of multiple sorted sets."""
-    return _zsetop(c, argv, 1, "inter", None, True, "zintercard")
-
-
-@command("zdiff", -3, "readonly", group="sorted_set", since="6.2.0",
-         keys_fn=_zop_keys(1), key_specs=(spec("RO access", "index 1", "keynum 0 1 1"),),
-         args="numkeys:i key:k... [WITHSCORES]",
-         complexity="O(L + (N-K)log(N)) worst case where L is the total number of elements in "
-                    "all the sets, N is the size of the first set, and K is the size of the result "
-                    "set.")
-def zdiff(c, argv):
-    """Returns the difference between multiple sorted sets."""
-    return _zsetop(c, argv, 1, "diff", None, False, "zdiff")
-
-
-# ----------------------------------------------------------------------
-# ZRANDMEMBER / ZSCAN
-# ----------------------------------------------------------------------
-
-@command("zrandmember", -2, "readonly", (1, 1, 1), group="sorted_set", since="6.2.0",
-         args="key:k options[count:i [WITHSCORES]]",
-         complexity="O(N) where N is the number of members returned")
-def zrandmember(c, argv):
-    """Returns one or more random members from a sorted set."""
-    if len(argv) >= 3:
-        count = _long(argv[2])
-        if count < -LLONG_MAX:
-            raise CommandError("ERR value is out of range, value must between "
-                               "-9223372036854775807 and 9223372036854775807")
-        if len(argv) > 4 or (len(argv) == 4 and argv[3].lower() != b"withscores"):
-            raise CommandError(errors.SYNTAX)
-        withscores = len(argv) == 4
-        if withscores and (count < -LLONG_MAX // 2 or count > LLONG_MAX // 2):
-            raise CommandError("ERR value is out of range")
-        z = _get(c, argv[1])
-        if z is None or count == 0:
-            return []
-        d = z.d
-        if count < 0:
-            if -count > RANDOM_REPLY_LIMIT:
-                raise CommandError("ERR value is out of range")
-            items = [(d[m], m) for m in random.choices(list(d), k=-count)]
-        elif count >= len(d):
-            # the whole set, as Redis's zset iterator walks it: from the top
-            items = list(reversed(z.sl))
-        elif not z.big:
-            # a listpack sample comes out in listpack (ascending) order
-            picked = sorted(random.sample(range(len(z.sl)), count))
-            sl = z.sl
-            items = [sl[i] for i in picked]
-        else:
-            items = [(d[m], m) for m in random.sample(list(d), count)]
-        return _pairs(c, items, withscores)
-    z = _get(c, argv[1])
-    if z is None:
-        return None
-    return random_member(z.d)
-
-
-@command("zscan", -3, "readonly", (1, 1, 1), group="sorted_set", since="2.8.0",
-         args="key:k cursor:i [MATCH pattern:p] [COUNT count:i] [NOSCORES]",
-         complexity="O(1) for every call. O(N) for a complete iteration, including enough "
-                    "command calls for the cursor to return back to 0. N is the number of elements "
-                    "inside the collection.", history=(("8.0.0", "Added noscores option."),))
-def zscan(c, argv):
-    """Iterates over members and scores of a sorted set."""
-    cursor = parse_cursor(argv[2])
-    z = _get(c, argv[1])
-    if z is None:
-        return [b"0", []]
-    count, match, only_keys = scan_args(argv, 3, "zset")
-    small = not z.big
-    if small:
-        members = [m for _, m in z.sl]
-        nxt, members = scan_container(members, cursor, count, match, True)
-    else:
-        nxt, members = scan_container(z.d, cursor, count, match, False)
-    if only_keys:
-        return [b"%d" % nxt, members]
-    out = []
-    d = z.d
-    # a listpack holds the score as d2string wrote it; a skiplist's SCAN
-    # formats the double with "%.17Lg" (Valkey's scanCallback, ld2string)
-    fmt = format_double if small else _scan_double
-    for m in members:
-        out.append(m)
-        out.append(fmt(d[m]))
-    return [b"%d" % nxt, out]
-
-
-def _scan_double(score: float) -> bytes:
-    """ld2string(LD_STR_AUTO) of a double: "%.17Lg", "inf" / "-inf"."""
-    return b"%.17g" % score
