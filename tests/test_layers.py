@@ -200,3 +200,17 @@ def test_function_level_imports_are_few_and_explained():
     assert not unexplained, ("function-level imports of hotkv modules (move them to the "
                              "module's top, or list them in FUNCTION_LEVEL with the reason):\n"
                              + "\n".join("    %s -> %s" % p for p in unexplained))
+
+
+# Issue 29's bound: a module a reader can hold at once.  The largest was
+# hotkv/lua/engine.py (1,390 lines, split by concern), then
+# hotkv/commands/zsets.py (1,075, split as t_zset.c reads: one set / whole sets).
+MAX_MODULE_LINES = 1000
+
+
+def test_no_module_over_1000_lines():
+    sizes = {name: len(path.read_text().splitlines()) for name, path in _modules().items()}
+    assert len(sizes) > 100, "the scan found too few modules"
+    big = sorted((n, name) for name, n in sizes.items() if n > MAX_MODULE_LINES)
+    assert not big, ("modules over %d lines (split them by concern):\n" % MAX_MODULE_LINES
+                     + "\n".join("    %s: %d" % (name, n) for n, name in big))
