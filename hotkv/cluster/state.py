@@ -48,6 +48,7 @@ import threading
 from ..core import config as _config
 from ..core.blocking import unblock  # below this package; imported when used
 from ..core.multi import discard_transaction
+from ..core.stats import count_rejected
 from . import nodes_conf
 from .slots import key_slot
 from .topology import Node, Topology, new_id
@@ -569,7 +570,7 @@ def _redirect(client, cmd, message):
         discard_transaction(client)
     elif client.multi:
         client.multi_error = True
-    client.server.cmdstats[cmd].rejected_calls += 1
+    count_rejected(client.server, cmd)
     client.server.count_error(message)
     client.add_error(message)
 

@@ -56,7 +56,7 @@ from .blocking import BLOCKED, detach, waiter_seq
 from .latency import FOLD_AT, fold as fold_latency
 from .multi import discard_transaction
 from .pause import may_replicate
-from .stats import count_call
+from .stats import count_call, count_rejected
 
 _time = time.time
 log = logging.getLogger("hotkv")
@@ -97,7 +97,7 @@ def reject(client, message: str, cmd=None):
     if client.multi:
         client.multi_error = True
     if cmd is not None:
-        client.server.cmdstats[cmd].rejected_calls += 1
+        count_rejected(client.server, cmd)
         if cmd.name == "exec":
             # A refused EXEC aborts the transaction (Redis's execCommandAbort).
             discard_transaction(client)
@@ -483,16 +483,8 @@ def script_call(client, cmd, argv):
     if duration >= server.slow_gate:
         server.on_slow(client, cmd, argv, duration)
     if client.blocked is None:
-        st = server.cmdstats[cmd]       # (stats.count_call, inlined)
-        if failed:
-            st.failed_calls += 1
-        st.calls += 1
-        st.seconds += duration
-        pending = st.lat_pending
-        pending.append(duration)
-        server.stat_numcommands += 1
-        outer.ncmds += 1
-        if len(pending) > FOLD_AT:      # a script's millionth call
+        st = count_call(server, cmd, duration, outer, failed)
+        if len(st.lat_pending) > FOLD_AT:      # a script's millionth call
             fold_latency(st)
     else:   # (a script's command cannot block: as call() does all the same)
         client.blocked.duration += duration

@@ -11,7 +11,8 @@ blocked command ending in blocking.unblock, a held reply in
 hotkv.testing.faults, SHUTDOWN refused under a busy script (hotkv.lua.engine);
 a blocked command's earlier runs' time (dispatch); a failure alone (a script
 whose reply is an error, PFDEBUG SIMD's).  A refusal is
-``cmdstats[cmd].rejected_calls += 1``, an error reply ``count_error``.
+``count_rejected`` (dispatch.reject, a cluster redirect, a script's refused
+call), an error reply ``count_error``.
 CONFIG RESETSTAT empties it (``reset``); the AOF loader hides what loading
 counted (``save`` / ``restore``).  Nothing of it lives on the process-wide
 ``hotkv.core.registry.Command`` objects: two servers in one process count apart
@@ -167,7 +168,8 @@ def count_call(server, cmd, duration: float = 0.0, client=None, failed: bool = F
     Without ``client`` no run is counted: ``duration`` is more time of the
     run counted last (a blocked command's runs before the one that served
     it: into its usec and its latest histogram entry), ``failed`` a failure
-    of the run under way (a script's error reply; call() counts the run)."""
+    of the run under way (a script's error reply; call() counts the run).
+    Returns the command's entry (a nested caller folds its latencies)."""
     st = server.cmdstats[cmd]
     if failed:
         st.failed_calls += 1
@@ -176,12 +178,20 @@ def count_call(server, cmd, duration: float = 0.0, client=None, failed: bool = F
             st.seconds += duration
             if st.lat_pending:
                 st.lat_pending[-1] += duration
-        return
+        return st
     st.calls += 1
     st.seconds += duration
     st.lat_pending.append(duration)
     server.stat_numcommands += 1
     client.ncmds += 1
+    return st
+
+
+def count_rejected(server, cmd) -> None:
+    """The one place ``cmd``'s rejected_calls grows on ``server``: refused
+    before it ran (Valkey's rejectCommand; a script's call refused by the
+    checks scriptCall makes)."""
+    server.cmdstats[cmd].rejected_calls += 1
 
 
 def track_instantaneous(server):

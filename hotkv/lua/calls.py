@@ -43,6 +43,7 @@ import logging
 import math
 
 from ..core.dispatch import ENCODED, script_call
+from ..core.stats import count_rejected
 from ..protocol import errors
 from ..protocol.replies import quoted, redacted
 from ..protocol.resp import encode, format_double
@@ -200,14 +201,14 @@ class CallPath:
         message = "ERR " + text
         self.server.count_error(message)
         if cmd is not None:
-            self.server.cmdstats[cmd].rejected_calls += 1
+            count_rejected(self.server, cmd)
         return False, self._err_table(message, True)
 
     def _rejected_as_is(self, message, cmd):
         """A command the script may not run, refused with the server's own text."""
         self._ldb_error("-" + message + "\r\n")
         self.server.count_error(message)
-        self.server.cmdstats[cmd].rejected_calls += 1
+        count_rejected(self.server, cmd)
         return False, self._err_table(message, True)
 
     def _lookup(self, run, argv):
@@ -270,7 +271,7 @@ class CallPath:
             if server.disk_error is not None:
                 message = server.disk_error
                 server.count_error(message)
-                server.cmdstats[cmd].rejected_calls += 1
+                count_rejected(server, cmd)
                 return False, self._err_table(message, True)
             if no_good_replicas(server):
                 return self._rejected_as_is(NOREPLICAS, cmd)
@@ -278,7 +279,7 @@ class CallPath:
                 (run.flags is None or "allow_oom" not in run.flags) and server.over_maxmemory():
             self._ldb_error("-" + errors.OOM + "\r\n")
             server.count_error(errors.OOM)
-            server.cmdstats[cmd].rejected_calls += 1
+            count_rejected(server, cmd)
             return False, self._err_table(errors.OOM, True)
         if cmd.write:
             run.write_dirty = True
