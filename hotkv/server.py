@@ -432,12 +432,12 @@ class Server:
         return False
 
     def shutdown(self):
-        """At stop, after the clients' last output: the final RDB save (when
-        save points are set and SHUTDOWN did not already decide), then the
-        AOF's final write and fsync."""
+        """At stop, after the clients' last output: when neither SHUTDOWN nor
+        a signal decided already (an embedded server's stop, the loop ending),
+        prepare_shutdown's decision as FORCE -- the stop goes on whatever
+        fails, said in the log -- then the AOF's final write and fsync."""
         if not self.shutdown_saved:
-            self.shutdown_saved = True
-            self.snapshots.shutdown_save()
+            self.prepare_shutdown(SHUTDOWN_FORCE)
         self.aof_manager.stop(final=True)
         self.repl.shutdown()
         http.detach(self)
@@ -554,7 +554,8 @@ class Server:
         ``lazy`` flush frees the old keys after the reply (hotkv.core.lazyfree),
         each key counted as one lazily freed object as Valkey counts them.
         Returns how many keys went; the dirty counter is the caller's (FLUSHALL
-        counts them, a full sync does not)."""
+        counts them, a full sync does not).  ``replace_data`` is the same
+        rule with a new dataset swapped in."""
         removed = 0
         for one in (self.dbs if db is None else (db,)):
             one.touch_all()
@@ -564,11 +565,35 @@ class Server:
                 lazyfree.free_later(self, old, n)
             del old
             removed += n
+        self._data_gone(functions)
+        return removed
+
+    def replace_data(self, incoming, functions: bool = False, swapdb: bool = False) -> list:
+        """emptyData followed by a load, done as one swap (Valkey's
+        swapMainDbWithTempDb): ``incoming`` holds, per database in order, a
+        ``(data, expires, keyindex, volatile, access)`` to take in place of
+        its keys (``access`` may be None: hotkv.core.db.Database.take), or
+        None to leave that database alone.  The WATCH, tracking and function
+        rules are empty_data's; with ``swapdb`` a WATCHed key is judged
+        against the incoming keys too, as SWAPDB judges it (a test's snapshot
+        restored).  Returns the old ``(data, expires, access)`` of each
+        database replaced, for the caller to free (a full sync frees them off
+        the loop)."""
+        old = []
+        for one, new in zip(self.dbs, incoming):
+            if new is None:
+                continue
+            one.touch_all(_Incoming(new[0]) if swapdb else None)
+            old.append(one.take(*new))
+        self._data_gone(functions)
+        return old
+
+    def _data_gone(self, functions: bool) -> None:
+        """What emptying the dataset tells the rest (empty_data, replace_data)."""
         if self.tracking_on:
             self.tracking.flushed()
         if functions and self.functions is not None:   # made at first use (lua)
             self.functions.flush()
-        return removed
 
     def propagate_as(self, *argvs, db=None):
         """Log these argvs instead of the command as sent (when it wrote)."""
@@ -833,3 +858,11 @@ def _is_local(client) -> bool:
 
 
 __all__ = ["Server"]
+
+
+class _Incoming:
+    """What Database.touch_all reads of "the database swapped in" (replace_data's swapdb)."""
+    __slots__ = ("data",)
+
+    def __init__(self, data: dict) -> None:
+        self.data = data

@@ -104,3 +104,27 @@ def test_plugin_fixtures(hotkv_client, hotkv_url, hotkv_server_factory):
     import valkey
     assert valkey.Valkey.from_url(other.url).ping()
     assert other.port != hotkv_client.connection_pool.connection_kwargs["port"]
+
+
+def test_stop_while_the_initial_aof_is_written_says_so(tmp_path, caplog):
+    """An embedded server's stop is prepare_shutdown's decision as FORCE
+    (issue 29: one shutdown rule): with the AOF's first rewrite still running
+    it says "Writing initial AOF. Exit anyway." and stops, as valkey-server's
+    SHUTDOWN FORCE; before, the stop skipped the check and said nothing."""
+    import valkey
+    srv = hotkv.EmbeddedServer(dir=str(tmp_path), save="", appendonly="no").start()
+    try:
+        c = valkey.Valkey(host=srv.host, port=srv.port)
+        c.mset({"k%d" % i: i for i in range(10)})
+        c.config_set("rdb-key-save-delay", "10000000")
+        c.config_set("appendonly", "yes")
+        deadline = time.monotonic() + 10
+        while c.info("persistence")["aof_rewrite_in_progress"] != 1:
+            assert time.monotonic() < deadline, "the first rewrite did not start"
+            time.sleep(0.01)
+        c.close()
+    finally:
+        with caplog.at_level("INFO", logger="hotkv"):
+            srv.stop()
+    messages = [r.getMessage() for r in caplog.records]
+    assert "Writing initial AOF. Exit anyway." in messages

@@ -361,7 +361,8 @@ def counter_adds() -> dict[str, list]:
             for n in ast.walk(scope):
                 if isinstance(n, ast.AugAssign) and _counter_target(n.target, aliases):
                     out[mod].append(n.lineno)
-                elif isinstance(n, ast.Assign) and any(_counter_target(t, aliases) for t in n.targets):
+                elif isinstance(n, ast.Assign) and any(
+                        _counter_target(t, aliases) for t in n.targets):
                     out[mod].append(n.lineno)
     return {m: sorted(set(lines)) for m, lines in out.items()}
 

@@ -275,19 +275,26 @@ class Database:
         self.expire_cursor = 0
         return n
 
-    def install(self, data: dict, expires: dict, keyindex: KeyIndex, volatile: KeyIndex):
-        """Take a whole dataset in place of an empty one (a test's snapshot
-        restored): the dicts are the database's from now on, the indexes made
-        for them, each key's access time now (an LFU / no-touch tracker sees
-        each key created)."""
+    def take(self, data: dict, expires: dict, keyindex: KeyIndex, volatile: KeyIndex,
+             access: dict | None = None) -> tuple:
+        """Put a whole dataset in place of this one's keys (``Server.replace_data``:
+        a full sync's RDB, a test's snapshot restored).  The dicts are the
+        database's from now on, the indexes made for them; ``access``, the
+        keys' access times made with them (a plain dict, used only while
+        this database keeps a plain dict), or each key's access time now (an
+        LFU / no-touch tracker sees each key created).  Returns the old
+        ``(data, expires, access)``, for the caller to free."""
+        old = (self.data, self.expires, self.access)
         self.data, self.expires = data, expires
         self.keyindex, self.volatile = keyindex, volatile
+        self.expire_cursor = 0
         if type(self.access) is dict:
-            self.access = dict.fromkeys(data, self.clock)
+            self.access = access if access is not None else dict.fromkeys(data, self.clock)
         else:
-            tracker = self.access
+            tracker = self.access = self.access.fresh(self)
             for key in data:
                 tracker[key] = self.clock
+        return old
 
     def swap_contents(self, other):
         """SWAPDB: exchange keys, TTLs and their indexes with other."""

@@ -480,14 +480,10 @@ def install(server, loaded: Loaded):
     for db, keys, expires in zip(server.dbs, loaded.dbs, loaded.expires):
         if keys and not db.data and not db.expires and type(db.access) is dict \
                 and not server.notify_new:
-            # An empty database (start-up, DEBUG RELOAD): the dictionaries
-            # in one step and the key indexes built once -- what add and
-            # set_expire would leave, key by key.
-            db.data.update(keys)
-            db.access.update(dict.fromkeys(keys, db.clock))
-            db.keyindex = KeyIndex(db.data)
-            db.expires.update(expires)
-            db.volatile = KeyIndex(db.expires)
+            # An empty database (start-up, DEBUG RELOAD): the loaded
+            # dictionaries taken whole and the key indexes built once --
+            # what add and set_expire would leave, key by key.
+            db.take(keys, expires, KeyIndex(keys), KeyIndex(expires))
             continue
         for key, value in keys.items():
             db.add(key, value)

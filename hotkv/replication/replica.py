@@ -143,19 +143,10 @@ def _install(server, loaded) -> list:
         server.empty_data(functions=True)
         rdbfile.install(server, loaded)
         return []
-    old = []
-    for db, keys, expires, (index, volatile, access) in zip(
-            server.dbs, loaded.dbs, loaded.expires, loaded.prepared):
-        db.touch_all()
-        old.append((db.data, db.expires, db.access))
-        db.data, db.expires, db.access = keys, expires, access
-        db.keyindex, db.volatile = index, volatile
-        db.expire_cursor = 0
-    if server.tracking_on:
-        server.tracking.flushed()
-    functions = server.functions
-    if functions is not None:
-        functions.flush()
+    old = server.replace_data(
+        [(keys, expires, index, volatile, access) for keys, expires, (index, volatile, access)
+         in zip(loaded.dbs, loaded.expires, loaded.prepared)],
+        functions=True)
     if loaded.functions:
         try:
             registry(server).load_codes(loaded.functions)

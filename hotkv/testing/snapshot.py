@@ -171,40 +171,27 @@ def restore(server: Server, snap: Snapshot, copy: bool = True) -> None:
     return run_on_loop(server, _restore, server, snap, copy)
 
 
-class _Incoming:
-    """What Database.touch_all reads of "the database swapped in"."""
-    __slots__ = ("data",)
-
-    def __init__(self, data: dict) -> None:
-        self.data = data
-
-
 @_no_gc
 def _restore(server: Server, snap: Snapshot, copy: bool) -> None:
     pad = [None] * (len(server.dbs) - len(snap.dbs))
     entries = list(snap.dbs) + pad
     indexes = list(snap.indexes) + pad
-    changed = False
+    incoming = []
     for db, entry, index in zip(server.dbs, entries, indexes):
         data, expires = entry if entry is not None else ({}, {})
         if not data and not db.data:
+            incoming.append(None)
             continue
-        changed = True
         if copy:
             data, expires = _copy(data), dict(expires)
-        # WATCH and blocked clients first, against both key sets (SWAPDB's
-        # rule); the blocked keys are only queued here, served below.
-        db.touch_all(_Incoming(data))
-        old = len(db.data)
-        db.clear()
-        if data:
-            db.install(data, expires, _copy_index(index and index[0], data),
-                       _copy_index(index and index[1], expires))
-        server.dirty += old + len(data)
-    if not changed:
+        incoming.append((data, expires, _copy_index(index and index[0], data),
+                         _copy_index(index and index[1], expires), None))
+        server.dirty += len(db.data) + len(data)
+    if not any(incoming):
         return
-    if server.tracking_on:
-        server.tracking.flushed()
+    # WATCH and blocked clients against both key sets (SWAPDB's rule); the
+    # blocked keys are only queued there, served below.
+    server.replace_data(incoming, swapdb=True)
     if server.aof is not None:
         _log_dataset(server)
     if server.ready_keys:
