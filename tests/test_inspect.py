@@ -11,6 +11,7 @@ and reads a consistent state while another thread runs transactions.
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 
@@ -180,98 +181,102 @@ def test_reads_are_consistent_with_transactions_in_flight(server, r):
 # Queue libraries, enqueueing real jobs
 # ----------------------------------------------------------------------
 
-@pytest.fixture
-def rq_short_pubsub_poll(monkeypatch):
-    """RQ's worker polls its pubsub thread with sleep_time=60; at the end of a
-    burst it unsubscribes, joins that thread for 1 s and closes the PubSub,
-    which waits for the thread's pending get_message: up to 60 s when the
-    thread had re-entered it (measured: the first burst of a process took
-    60.0 s, the next ones 0.01 s).  A short poll ends that wait at once."""
-    orig = redis.client.PubSub.run_in_thread
-
-    def run_in_thread(self, sleep_time=0.0, *args, **kwargs):
-        return orig(self, min(sleep_time, 0.05), *args, **kwargs)
-    monkeypatch.setattr(redis.client.PubSub, "run_in_thread", run_in_thread)
+# RQ 3 is the installed one; the last RQ 2 release runs in a subprocess with
+# its pinned copy first on PYTHONPATH (tests/_libcache.py, installed once per
+# machine).  Both run tests/_rq_scenario.py's scenarios.
+RQ_VERSIONS = ["installed", "2.12.0"]
 
 
-def _ok(x):
-    return x
+def _rq_run(server, version, scenario, monkeypatch):
+    """_rq_scenario.<scenario> against ``server``: (what it returns, a list
+    of (job id, inspect.rq()'s in_flight) seen while a job ran)."""
+    import _rq_scenario
+    seen = []
+
+    def look(job_id):
+        seen.append((job_id, server.inspect.rq()["default"].in_flight))
+    if version == "installed":
+        monkeypatch.setattr(_rq_scenario, "PEEK", look)
+        _rq_scenario.short_pubsub_poll(monkeypatch.setattr)
+        conn = redis.Redis(host=server.host, port=server.port)
+        try:
+            return getattr(_rq_scenario, scenario)(conn), seen
+        finally:
+            conn.close()
+    from _libcache import pypi_target_dir
+    site = pypi_target_dir("rq==" + version)
+    here = os.path.dirname(os.path.abspath(__file__))
+    deadline = time.monotonic() + 60
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import _rq_scenario; _rq_scenario.main()",
+         server.host, str(server.port), scenario],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([site, here])))
+    out = None
+    try:
+        while out is None:
+            line = _line(proc, deadline)
+            if not line:
+                break                              # it ended: its status says why
+            if not line.startswith("{"):
+                continue
+            msg = json.loads(line)
+            if "running" in msg:
+                look(msg["running"])
+                proc.stdin.write("\n")
+                proc.stdin.flush()
+            else:
+                out = msg
+        assert proc.wait(max(1, deadline - time.monotonic())) == 0, proc.stderr.read()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+        proc.stdin.close()
+    assert out is not None
+    assert out["version"].split(".")[0] == version.split(".")[0], out["version"]
+    return out, seen
 
 
-def _boom():
-    raise ValueError("boom")
-
-
-_PEEK = {}
-
-
-def _peek():
-    """A running RQ job: what inspect shows while it runs."""
-    from rq import get_current_job
-    _PEEK["running"] = get_current_job().id
-    _PEEK["in_flight"] = _PEEK["server"].inspect.rq()["default"].in_flight
-
-
-def test_rq_queued_scheduled_failed_finished(server, r, rq_short_pubsub_poll):
-    import datetime
-
-    import redis
-    import rq
-    conn = redis.Redis(host=server.host, port=server.port)
-    q = rq.Queue("default", connection=conn)
-    done = q.enqueue(_ok, 1)
-    bad = q.enqueue(_boom)
-    peek = q.enqueue(_peek)
-    _PEEK["server"] = server
-    rq.SimpleWorker([q], connection=conn).work(burst=True)
-    assert _PEEK["in_flight"] == [_PEEK["running"]] == [peek.id]
-    waiting = [q.enqueue(_ok, i) for i in range(3)]
-    later = q.enqueue_in(datetime.timedelta(seconds=600), _ok, 9)
-    other = rq.Queue("emails", connection=conn).enqueue(_ok, 7)
+@pytest.mark.parametrize("version", RQ_VERSIONS)
+def test_rq_queued_scheduled_failed_finished(server, r, monkeypatch, version):
+    ids, seen = _rq_run(server, version, "states", monkeypatch)
+    assert seen == [(ids["peek"], [ids["peek"]])]        # in flight while it ran
     got = server.inspect.rq()
     assert set(got) == {"default", "emails"}
     d = got["default"]
-    assert d.queued == [j.id for j in waiting] == q.job_ids
-    assert d.delayed == [later.id]
-    assert later.id in d.when and d.when[later.id] > 0
-    assert d.failed == [bad.id]
-    assert sorted(d.other["finished"]) == sorted([done.id, peek.id])
+    assert d.queued == ids["waiting"] == ids["job_ids"]
+    assert d.delayed == [ids["later"]]
+    assert ids["later"] in d.when and d.when[ids["later"]] > 0
+    assert d.failed == [ids["bad"]]
+    assert sorted(d.other["finished"]) == sorted([ids["done"], ids["peek"]])
     assert d.in_flight == []
-    assert d.states["scheduled"] == [later.id] and d.states["started"] == []
-    assert d.jobs[waiting[0].id].name == waiting[0].description
-    assert got["emails"].queued == [other.id]
-    conn.close()
+    assert d.states["scheduled"] == [ids["later"]] and d.states["started"] == []
+    assert d.jobs[ids["waiting"][0]].name == ids["description"]
+    assert got["emails"].queued == [ids["other"]]
 
 
-def test_rq3_intermediate_list_is_a_state_not_a_queue(server, r):
-    """RQ 3 LMOVEs a job into rq:queue:<q>:intermediate before it starts it;
-    a worker killed in between leaves it there, and RQ's maintenance marks it
-    with a first_seen string.  inspect.rq() shows it as the queue's
-    "intermediate" state (it crashed on the string and listed a queue named
-    "default:intermediate" before)."""
-    import redis
-    import rq
-    from rq.intermediate_queue import IntermediateQueue
-    conn = redis.Redis(host=server.host, port=server.port)
-    q = rq.Queue("default", connection=conn)
-    stuck = q.enqueue(_ok, 1)
-    waiting = q.enqueue(_ok, 2)
-    got = rq.Queue.dequeue_any([q], None, connection=conn)   # a worker took it ...
-    assert got[0].id == stuck.id                              # ... and died here
-    inter = IntermediateQueue(q.key, connection=conn)
-    assert inter.get_job_ids() == [stuck.id]
-    before = time.time()
-    assert inter.set_first_seen(stuck.id)        # RQ's maintenance saw it once
-    assert conn.exists("rq:queue:default:intermediate:first_seen:" + stuck.id)
+@pytest.mark.parametrize("version", RQ_VERSIONS)
+def test_rq_intermediate_list_is_a_state_not_a_queue(server, r, monkeypatch, version):
+    """RQ 2 and 3 LMOVE a job into rq:queue:<q>:intermediate before they
+    start it; a worker killed in between leaves it there, and RQ's
+    maintenance marks it with a first_seen string.  inspect.rq() shows it as
+    the queue's "intermediate" state (it crashed on the string and listed a
+    queue named "default:intermediate" before)."""
+    ids, _ = _rq_run(server, version, "intermediate", monkeypatch)
+    stuck = ids["stuck"]
+    assert ids["first_seen_key"] == "rq:queue:default:intermediate:first_seen:" + stuck
+    assert r.exists(ids["first_seen_key"])
     state = server.inspect.rq()
     assert set(state) == {"default"}
     d = state["default"]
-    assert d.queued == [waiting.id] == q.job_ids
-    assert d.other["intermediate"] == d.states["intermediate"] == [stuck.id]
+    assert d.queued == [ids["waiting"]] == ids["job_ids"]
+    assert d.other["intermediate"] == d.states["intermediate"] == [stuck]
     assert d.in_flight == []
-    assert abs(d.first_seen[stuck.id] - before * 1000) < 60_000
-    assert d.jobs[stuck.id].name == stuck.description
-    conn.close()
+    assert abs(d.first_seen[stuck] - ids["before"] * 1000) < 60_000
+    assert d.jobs[stuck].name == ids["description"]
 
 
 def test_celery_queued_delayed_in_flight_and_failed(server, r):
@@ -438,9 +443,15 @@ def _line(proc, deadline) -> str:
     raise AssertionError("the node script said nothing in time")
 
 
-def test_bullmq_waiting_delayed_active_failed(server, r):
+@pytest.mark.parametrize("major", ["5", "6"])
+def test_bullmq_waiting_delayed_active_failed(server, r, major):
+    """BullMQ 5 (its last 5.x) and 6, each installed once per machine in its
+    own npm directory."""
     from support import npm_packages_dir
-    node_dir = npm_packages_dir("bullmq@6", "ioredis@5")
+    node_dir = npm_packages_dir("bullmq@" + major, "ioredis@5")
+    with open(os.path.join(node_dir, "node_modules", "bullmq", "package.json")) as f:
+        version = json.load(f)["version"]
+    assert version.split(".")[0] == major, version
     script = os.path.join(node_dir, "bullmq_inspect_%d.mjs" % os.getpid())
     with open(script, "w") as f:
         f.write(BULLMQ_SCRIPT)
