@@ -8,7 +8,7 @@ Each scenario enqueues real jobs and returns what the test compares
 server.inspect.rq() with (job ids, descriptions, RQ's own reading); the
 subprocess prints it as the last JSON line.  A running job (``_peek``)
 calls PEEK with its id, so that the test looks while it runs: in a
-subprocess that prints {"running": id} and waits for a line on stdin."""
+subprocess that prints {"_peek": id} and waits for a line on stdin."""
 
 from __future__ import annotations
 
@@ -33,10 +33,12 @@ def _peek():
     PEEK(get_current_job().id)
 
 
-def states(conn) -> dict:
+def states(host: str, port: int) -> dict:
     """A burst over done/failed/running jobs, then waiting, scheduled and
     another queue's jobs."""
+    import redis
     import rq
+    conn = redis.Redis(host=host, port=port)
     q = rq.Queue("default", connection=conn)
     done = q.enqueue(_ok, 1)
     bad = q.enqueue(_boom)
@@ -45,15 +47,18 @@ def states(conn) -> dict:
     waiting = [q.enqueue(_ok, i) for i in range(3)]
     later = q.enqueue_in(datetime.timedelta(seconds=600), _ok, 9)
     other = rq.Queue("emails", connection=conn).enqueue(_ok, 7)
+    conn.close()
     return {"version": rq.__version__, "done": done.id, "bad": bad.id, "peek": peek.id,
             "waiting": [j.id for j in waiting], "job_ids": q.job_ids,
             "description": waiting[0].description, "later": later.id, "other": other.id}
 
 
-def intermediate(conn) -> dict:
+def intermediate(host: str, port: int) -> dict:
     """A job a worker LMOVEd into rq:queue:<q>:intermediate and died on,
     marked by RQ's maintenance (set_first_seen)."""
+    import redis
     import rq
+    conn = redis.Redis(host=host, port=port)
     from rq.intermediate_queue import IntermediateQueue
     q = rq.Queue("default", connection=conn)
     stuck = q.enqueue(_ok, 1)
@@ -64,6 +69,7 @@ def intermediate(conn) -> dict:
     assert inter.get_job_ids() == [stuck.id]
     before = time.time()
     assert inter.set_first_seen(stuck.id)        # RQ's maintenance saw it once
+    conn.close()
     return {"version": rq.__version__, "stuck": stuck.id, "waiting": waiting.id,
             "job_ids": q.job_ids, "description": stuck.description, "before": before,
             "first_seen_key": inter.get_first_seen_key(stuck.id)}
@@ -85,15 +91,12 @@ def short_pubsub_poll(setattr_=setattr):
 
 def main() -> None:
     global PEEK
-    import redis
     host, port, scenario = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 
     def peek(job_id):
-        print(json.dumps({"running": job_id}), flush=True)
+        print(json.dumps({"_peek": job_id}), flush=True)
         sys.stdin.readline()
     PEEK = peek
     short_pubsub_poll()
-    conn = redis.Redis(host=host, port=port)
-    out = {"states": states, "intermediate": intermediate}[scenario](conn)
-    conn.close()
+    out = {"states": states, "intermediate": intermediate}[scenario](host, port)
     print(json.dumps(out), flush=True)

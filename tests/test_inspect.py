@@ -16,7 +16,6 @@ import threading
 import time
 
 import pytest
-import redis
 import valkey
 
 from support import wait_for
@@ -181,34 +180,23 @@ def test_reads_are_consistent_with_transactions_in_flight(server, r):
 # Queue libraries, enqueueing real jobs
 # ----------------------------------------------------------------------
 
-# RQ 3 is the installed one; the last RQ 2 release runs in a subprocess with
-# its pinned copy first on PYTHONPATH (tests/_libcache.py, installed once per
-# machine).  Both run tests/_rq_scenario.py's scenarios.
-RQ_VERSIONS = ["installed", "2.12.0"]
-
-
-def _rq_run(server, version, scenario, monkeypatch):
-    """_rq_scenario.<scenario> against ``server``: (what it returns, a list
-    of (job id, inspect.rq()'s in_flight) seen while a job ran)."""
-    import _rq_scenario
-    seen = []
-
-    def look(job_id):
-        seen.append((job_id, server.inspect.rq()["default"].in_flight))
-    if version == "installed":
-        monkeypatch.setattr(_rq_scenario, "PEEK", look)
-        _rq_scenario.short_pubsub_poll(monkeypatch.setattr)
-        conn = redis.Redis(host=server.host, port=server.port)
-        try:
-            return getattr(_rq_scenario, scenario)(conn), seen
-        finally:
-            conn.close()
+def _run_scenario(server, module, scenario, specs, look, monkeypatch):
+    """``module``.<scenario>(host, port) against ``server`` (a tests/_*_scenario.py):
+    in this process with the installed libraries when ``specs`` is empty,
+    else in a subprocess whose PYTHONPATH starts with those pinned releases
+    (tests/_libcache.py).  The scenario's PEEK calls ``look``; returns what
+    the scenario returns."""
+    import importlib
+    if not specs:
+        mod = importlib.import_module(module)
+        monkeypatch.setattr(mod, "PEEK", look)
+        return getattr(mod, scenario)(server.host, server.port)
     from _libcache import pypi_target_dir
-    site = pypi_target_dir("rq==" + version)
+    site = pypi_target_dir(*specs)
     here = os.path.dirname(os.path.abspath(__file__))
     deadline = time.monotonic() + 60
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import _rq_scenario; _rq_scenario.main()",
+        [sys.executable, "-c", "import %s as m; m.main()" % module,
          server.host, str(server.port), scenario],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=dict(os.environ, PYTHONPATH=os.pathsep.join([site, here])))
@@ -221,8 +209,8 @@ def _rq_run(server, version, scenario, monkeypatch):
             if not line.startswith("{"):
                 continue
             msg = json.loads(line)
-            if "running" in msg:
-                look(msg["running"])
+            if "_peek" in msg:
+                look(msg["_peek"])
                 proc.stdin.write("\n")
                 proc.stdin.flush()
             else:
@@ -236,6 +224,28 @@ def _rq_run(server, version, scenario, monkeypatch):
         proc.stderr.close()
         proc.stdin.close()
     assert out is not None
+    return out
+
+
+# RQ 3 is the installed one; the last RQ 2 release runs in a subprocess with
+# its pinned copy first on PYTHONPATH (installed once per machine).  Both run
+# tests/_rq_scenario.py's scenarios.
+RQ_VERSIONS = ["installed", "2.12.0"]
+
+
+def _rq_run(server, version, scenario, monkeypatch):
+    """_rq_scenario.<scenario> against ``server``: (what it returns, a list
+    of (job id, inspect.rq()'s in_flight) seen while a job ran)."""
+    import _rq_scenario
+    seen = []
+
+    def look(job_id):
+        seen.append((job_id, server.inspect.rq()["default"].in_flight))
+    if version == "installed":
+        _rq_scenario.short_pubsub_poll(monkeypatch.setattr)
+        return _run_scenario(server, "_rq_scenario", scenario, (), look, monkeypatch), seen
+    out = _run_scenario(server, "_rq_scenario", scenario, ("rq==" + version,), look,
+                        monkeypatch)
     assert out["version"].split(".")[0] == version.split(".")[0], out["version"]
     return out, seen
 
@@ -279,50 +289,39 @@ def test_rq_intermediate_list_is_a_state_not_a_queue(server, r, monkeypatch, ver
     assert d.jobs[stuck].name == ids["description"]
 
 
-def test_celery_queued_delayed_in_flight_and_failed(server, r):
-    import celery
-    base = "redis://%s:%d" % (server.host, server.port)
-    app = celery.Celery("inspect_test", broker=base + "/0", backend=base + "/0",
-                        set_as_current=False)
-    app.conf.update(broker_connection_retry_on_startup=False)
+# kombu 5.7 with Celery 5.7 is installed; kombu 5.5's last release runs with
+# Celery 5.5's in a subprocess (tests/_celery_scenario.py).
+CELERY_VERSIONS = {"installed": (), "kombu5.5": ("celery==5.5.3", "kombu==5.5.4")}
 
-    @app.task(name="t.add")
-    def add(x, y):
-        return x + y
 
-    now = [add.delay(i, i) for i in range(3)]
-    later = add.apply_async((1, 1), countdown=600)
-    mailq = add.apply_async((5, 5), queue="mail")
-    prio = add.apply_async((4, 4), priority=5)    # kombu's priority list celery\x06\x163
-    with app.connection() as conn:
-        ch = conn.default_channel
-        msg = ch.basic_get("celery", no_ack=False)     # taken, not acked: in flight
-        assert msg is not None
-        taken = msg.headers["id"]
-        # the result backend's own write of a failed task
-        app.backend.mark_as_failure(now[2].id, ValueError("boom"))
-        state = server.inspect.celery()
-        # kombu takes from the tail: the first task sent is the one taken
-        assert taken == now[0].id
-        c = state["celery"]
-        assert c.queued == [now[1].id, now[2].id, prio.id]
-        assert c.delayed == [later.id]
-        assert abs(c.when[later.id] - (time.time() + 600) * 1000) < 60_000
-        assert c.in_flight == [taken]
-        assert c.failed == [now[2].id]
-        assert c.states["unacked"] == [taken] and c.states["FAILURE"] == [now[2].id]
-        assert c.jobs[now[1].id].name == "t.add"
-        assert c.jobs[now[1].id].args[0] == [1, 1]
-        assert state["mail"].queued == [mailq.id]
-        msg.ack()
-        # queued is the order kombu serves them in (priority lists after the bare one)
-        served = []
-        for _ in range(4):
-            m = ch.basic_get("celery", no_ack=True)
-            served.append(m.headers["id"])
-        assert [t for t in served if t != later.id] == c.queued
+@pytest.mark.parametrize("version", list(CELERY_VERSIONS))
+def test_celery_queued_delayed_in_flight_and_failed(server, r, monkeypatch, version):
+    specs = CELERY_VERSIONS[version]
+    seen = []
+
+    def look(ids):
+        seen.append((ids, server.inspect.celery()))
+    ids = _run_scenario(server, "_celery_scenario", "queued", specs, look, monkeypatch)
+    for spec in specs:
+        lib, want = spec.split("==")
+        assert ids[lib] == want
+    (_, state), = seen
+    now, later, taken = ids["now"], ids["later"], ids["taken"]
+    # kombu takes from the tail: the first task sent is the one taken
+    assert taken == now[0]
+    c = state["celery"]
+    assert c.queued == [now[1], now[2], ids["prio"]]
+    assert c.delayed == [later]
+    assert abs(c.when[later] - (time.time() + 600) * 1000) < 60_000
+    assert c.in_flight == [taken]
+    assert c.failed == [now[2]]
+    assert c.states["unacked"] == [taken] and c.states["FAILURE"] == [now[2]]
+    assert c.jobs[now[1]].name == "t.add"
+    assert c.jobs[now[1]].args[0] == [1, 1]
+    assert state["mail"].queued == [ids["mail"]]
+    # queued is the order kombu serves them in (priority lists after the bare one)
+    assert [t for t in ids["served"] if t != later] == c.queued
     assert server.inspect.celery()["celery"].in_flight == []
-    app.close()
 
 
 def test_dramatiq_queued_delayed_in_flight_and_dead_lettered(server, r):
