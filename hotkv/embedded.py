@@ -319,6 +319,23 @@ class EmbeddedServer(_Common):
         return f"<EmbeddedServer {self.url if self.server else 'stopped'}>"
 
 
+class _StoppedLoop:
+    """A stopped AsyncEmbeddedServer's ``server.loop``.  The caller's loop
+    outlives ``stop()``; the clock, faults and journal taken before it (and
+    in-process connections) ask ``server.loop.is_closed()``, as for a stopped
+    EmbeddedServer (whose loop is closed), so they refuse.  The rest is the
+    loop's: a late transport callback still runs."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def is_closed(self) -> bool:
+        return True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loop, name)
+
+
 class AsyncEmbeddedServer(_Common):
     """A hotkv server inside the caller's running event loop."""
 
@@ -347,6 +364,7 @@ class AsyncEmbeddedServer(_Common):
             self._is_stopped = True
             await self._listener.stop()
             self._listener.request_shutdown()
+            self.server.loop = _StoppedLoop(self.server.loop)
 
     async def restart(self, keep_data: bool = True) -> AsyncEmbeddedServer:
         """Stop and start again on the same port, in this loop: as

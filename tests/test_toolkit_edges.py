@@ -92,6 +92,32 @@ def test_test_controls_after_stop_fail_and_leave_the_clock_alone():
             getattr(s, name)
 
 
+def test_async_test_controls_after_stop_fail_and_leave_the_clock_alone():
+    # The test's loop stays open after stop(): the refusal cannot be "the
+    # loop is closed" alone (it was: the clock moved, the fault was set).
+    async def scenario():
+        s = await AsyncEmbeddedServer().start()
+        clock, faults, journal, inspect = s.clock, s.faults, s.journal, s.inspect
+        await s.stop()
+        with pytest.raises(RuntimeError, match="stopped"):
+            clock.advance(1)
+        assert clock.real and clock.offset == 0.0
+        with pytest.raises(RuntimeError, match="stopped"):
+            faults.error("GET")
+        with pytest.raises(RuntimeError, match="stopped"):
+            journal.start()
+        with pytest.raises(RuntimeError, match="stopped"):
+            inspect.keys()
+        for name in ("clock", "faults", "journal", "inspect"):
+            with pytest.raises(RuntimeError, match=r"%s: the server is stopped" % name):
+                getattr(s, name)
+        await s.start()                   # and it starts again, its controls working
+        s.clock.advance(1)
+        assert s.clock.offset == 1.0
+        await s.stop()
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
 def test_a_setting_typo_names_the_setting():
     with pytest.raises(ValueError, match=r"unknown setting 'appendonlyy'.*did you mean "
                                          r"appendonly"):
