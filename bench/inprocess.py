@@ -11,6 +11,11 @@ redis-py (its defaults; hiredis installed):
   best of 3 runs of 200 tests, in ms per test;
 * per fresh-client test (hotkv.fake and fakeredis only): a new FakeRedis()
   (and with it a new server) + FLUSHALL + the 20 commands;
+* a fresh FakeRedis per test (hotkv.fake and fakeredis; the usual fakeredis
+  pattern): ``FakeRedis()`` -- a new server -- then one SET, median of
+  ``--fresh`` in a round, best of the rounds; beside it hotkv.fake's
+  cheaper pattern, one shared ``FakeServer`` and per test
+  ``FakeRedis(server=shared)`` + FLUSHALL + SET;
 * hotkv's own share of a command in-process: the CPU of the server's loop
   turn (timed in a separate pass).
 
@@ -123,6 +128,23 @@ def _fresh_tests(factory, tests: int) -> tuple:
         r.close()
     w1, c1 = time.perf_counter(), time.process_time()
     return (w1 - w0) / tests * 1e3, (c1 - c0) / tests * 1e3
+
+
+def _fresh_set(factory, tests: int) -> tuple:
+    """(wall ms, cpu ms): the median of ``tests`` runs of factory() + one SET.
+    The servers dropped are stopped when the garbage collector finds them
+    (redis-py 8's pools are in reference cycles), inside some later run, as
+    in a suite."""
+    import statistics
+    walls, cpus = [], []
+    for _ in range(tests):
+        w0, c0 = time.perf_counter(), time.process_time()
+        r = factory()
+        r.set("k", "v")
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+        r.close()
+    return statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3
 
 
 # ----------------------------------------------------------------------
@@ -263,6 +285,19 @@ def main():
     # Round robin: each round measures every target once, so a busy spell of
     # the (shared) machine does not land on one target alone; best of 3 rounds.
     results = {name: {"cmd": [], "small": [], "fresh": []} for name, _, _ in targets}
+    shared = hfake.FakeServer()
+
+    def shared_factory():
+        r = hfake.FakeRedis(server=shared)
+        r.flushall()
+        return r
+    per_test = {"hotkv.fake FakeRedis()": hfake.FakeRedis,
+                "hotkv.fake FakeRedis(server=shared) + FLUSHALL": shared_factory}
+    try:
+        per_test["fakeredis %s FakeRedis()" % fakeredis.__version__] = fakeredis.FakeRedis
+    except NameError:
+        pass
+    fresh_set = {name: [] for name in per_test}
     try:
         for name, r, _ in targets:
             r.ping()
@@ -275,6 +310,8 @@ def main():
                     res["small"].append(_small_tests(r, args.tests))
                 if factory is not None:
                     res["fresh"].append(_fresh_tests(factory, args.fresh))
+            for name, factory in per_test.items():
+                fresh_set[name].append(_fresh_set(factory, args.fresh))
         share = _server_share(targets[0][1], locked, args.n)
     finally:
         for stop in cleanup:
@@ -292,6 +329,10 @@ def main():
             "   small test %5.3f ms (cpu %5.3f)" % small if small else "",
             "   fresh client %5.3f ms (cpu %5.3f)" % fresh if fresh else ""))
         rows.append((name, cmd))
+    print("\na fresh FakeRedis per test: factory() + one SET, median of %d, best of 3 rounds"
+          % args.fresh)
+    for name, runs in fresh_set.items():
+        print("%-50s %6.3f ms (cpu %5.3f)" % ((name,) + best(runs)))
     print("\nhotkv in-process (loop lock): of each command's CPU, %.1f µs in the server's "
           "turn (parser, dispatcher, command, before_sleep, reply)" % share)
     by_name = dict(rows)

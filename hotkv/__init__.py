@@ -6,8 +6,10 @@ cluster of such nodes in one process, hotkv.cluster), ``Server`` (the
 state machine, for those who run their own event loop) and
 ``inprocess_client`` (a redis-py / valkey-py client talking to an
 ``EmbeddedServer`` without a socket, hotkv.inprocess).  ``hotkv.fake`` is
-fakeredis's API on hotkv (``import hotkv.fake as fakeredis``); it is not
-imported here (it needs redis-py or valkey-py).
+fakeredis's API on hotkv, and its names are the package's too, loaded on
+first use (they need redis-py or valkey-py): ``import hotkv.fake as
+fakeredis`` and ``import hotkv as fakeredis`` both give ``FakeRedis``,
+``FakeServer``... and ``aioredis.FakeRedis``.
 
 Importing the package loads nothing but the version: the server's modules
 (and with them every command, which ``hotkv.server`` registers) load on
@@ -33,6 +35,12 @@ _LAZY = {
     "EmbeddedCluster": ("cluster.embedded", "EmbeddedCluster"),
     "inprocess_client": ("inprocess", "client"),
 }
+# fakeredis's names (hotkv.fake), so ``import hotkv as fakeredis`` moves a suite.
+_LAZY.update((name, ("fake", name)) for name in (
+    "FakeServer", "FakeRedis", "FakeStrictRedis", "FakeValkey", "FakeStrictValkey",
+    "FakeAsyncRedis", "FakeAsyncValkey", "FakeConnection", "FakeRedisConnection",
+    "FakeAsyncConnection", "FakeAsyncRedisConnection", "FakeValkeyConnection",
+    "FakeAsyncValkeyConnection", "aioredis"))
 
 
 def __getattr__(name: str):

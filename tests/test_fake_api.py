@@ -30,6 +30,34 @@ def test_names():
     assert isinstance(fakeredis.FakeStrictValkey(), valkey.StrictValkey)
 
 
+def test_package_names_and_aioredis():
+    # ``import hotkv as fakeredis`` moves a suite too (issue 30): the names are
+    # hotkv's, loaded on first use; ``aioredis`` is fakeredis's module of asyncio clients.
+    import hotkv
+    for name in ("FakeServer", "FakeRedis", "FakeStrictRedis", "FakeValkey", "FakeStrictValkey",
+                 "FakeConnection", "FakeAsyncRedis", "FakeAsyncValkey", "aioredis"):
+        assert getattr(hotkv, name) is getattr(fakeredis, name), name
+    assert hotkv.aioredis.FakeRedis is fakeredis.FakeAsyncRedis
+    assert hotkv.aioredis.FakeServer is fakeredis.FakeServer
+    from hotkv.fake.aioredis import FakeRedis
+    assert FakeRedis is fakeredis.aioredis.FakeRedis
+    with pytest.raises(AttributeError):
+        hotkv.FakeNothing
+
+
+def test_collected_server_stops_without_waiting():
+    # A FakeServer nobody can reach, collected in the middle of some test, is
+    # asked to stop and not waited for (the join cost ~0.2 ms); its thread ends.
+    r = fakeredis.FakeRedis()
+    r.set("k", "v")
+    thread = r.fake_server.embedded._thread
+    r.close()
+    del r
+    gc.collect()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
 def test_server_shared_between_clients():
     server = fakeredis.FakeServer()
     a = fakeredis.FakeRedis(server=server)
