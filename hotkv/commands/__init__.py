@@ -24,7 +24,8 @@ MODULES = [
     "strings",
     "lists",
     "server_cmds",
-    "cluster",        # imported by server_cmds at CLUSTER's old place in the table
+    "cluster",        # CLUSTER and MIGRATE after the server commands: their place
+    "migrate",        # in the table since they were one module
     "monitor",
     "slowlog",
     "info",

@@ -40,6 +40,7 @@ from ..core.stats import instantaneous, rss
 from ..lua.functions import memory_info
 from ..observe import loopstats
 from ..protocol.resp import Verbatim
+from ..replication import primary, replica
 from ..version import (
     REDIS_COMPAT_VERSION,
     SERVER_NAME,
@@ -370,20 +371,26 @@ def _info_stats(server):
 
 
 def _info_replication(server):
-    # Replaced by hotkv.commands.replication's when that module is imported.
-    return [
-        ("role", "master"),
-        ("connected_slaves", 0),
+    """INFO replication: a replica's fields are its link's
+    (hotkv.replication.replica), a primary's its replicas' lines and its
+    backlog's (hotkv.replication.primary)."""
+    repl = server.repl
+    if repl.role == "slave":
+        return replica.info_fields(server)
+    if repl.primary is not None:
+        repl.primary.flush()       # the backlog's figures include this turn's writes
+    out = [("role", "master")]
+    out += primary.replica_lines(server, time.time())
+    out += [
+        ("replicas_waiting_psync", 0),
         ("master_failover_state", "no-failover"),
-        ("master_replid", server.repl.replid),
-        ("master_replid2", "0" * 40),
-        ("master_repl_offset", 0),
-        ("second_repl_offset", -1),
-        ("repl_backlog_active", 0),
-        ("repl_backlog_size", server.config.values.get("repl-backlog-size", 1048576)),
-        ("repl_backlog_first_byte_offset", 0),
-        ("repl_backlog_histlen", 0),
+        ("master_replid", repl.replid),
+        ("master_replid2", repl.replid2),
+        ("master_repl_offset", repl.master_repl_offset),
+        ("second_repl_offset", repl.second_replid_offset),
     ]
+    out += repl.backlog_fields()
+    return out
 
 
 def _info_cpu(server):

@@ -1,5 +1,6 @@
 """Replication's commands on the primary's side: SYNC, PSYNC, REPLCONF,
-WAIT, WAITAOF, ROLE, and INFO's replication section.
+WAIT, WAITAOF and ROLE (INFO's replication section is
+hotkv.commands.info's, from the same two modules' fields).
 
 The machinery is ``hotkv.replication.primary`` (``server.repl.primary``,
 made by the first SYNC/PSYNC); this module parses arguments and replies
@@ -24,7 +25,6 @@ from ..protocol.errors import CommandError
 from ..protocol.resp import OK
 from ..protocol.util import parse_int, string2ll
 from ..replication import primary as _primary, replica
-from .info import INFO_SECTIONS, add_info_section
 
 log = logging.getLogger("hotkv")
 
@@ -169,6 +169,7 @@ def _write_offset(c) -> int:
 
 
 @command("wait", 3, "blocking", group="generic", since="3.0.0", acl=("connection",),
+         group_acl=False,
          args="numreplicas:i timeout:i",
          summary="Blocks until the asynchronous replication of all preceding write commands sent "
                  "by the connection is completed.", complexity="O(1)")
@@ -192,6 +193,7 @@ def wait_cmd(c, argv):
 
 
 @command("waitaof", 4, "blocking", group="generic", since="7.2.0", acl=("connection",),
+         group_acl=False,
          args="numlocal:i numreplicas:i timeout:i",
          summary="Blocks until all of the preceding write commands sent by the connection are "
                  "written to the append-only file of the primary and/or replicas.",
@@ -239,39 +241,3 @@ def role_cmd(c, argv):
         ip = lk.ip or lk.client.addr.rsplit(":", 1)[0].strip("[]")
         rows.append([ip.encode(), b"%d" % lk.port, b"%d" % lk.ack_off])
     return [b"master", repl.master_repl_offset, rows]
-
-
-def info_replication(server):
-    repl = server.repl
-    if repl.role == "slave":
-        return replica.info_fields(server)
-    if repl.primary is not None:
-        repl.primary.flush()       # the backlog's figures include this turn's writes
-    out = [("role", "master")]
-    out += _primary.replica_lines(server, _now())
-    out += [
-        ("replicas_waiting_psync", 0),
-        ("master_failover_state", "no-failover"),
-        ("master_replid", repl.replid),
-        ("master_replid2", repl.replid2),
-        ("master_repl_offset", repl.master_repl_offset),
-        ("second_repl_offset", repl.second_replid_offset),
-    ]
-    out += repl.backlog_fields()
-    return out
-
-
-def _now() -> float:
-    import time
-    return time.time()
-
-
-# WAIT and WAITAOF are in Valkey's generic group but not in @keyspace.
-for _fn in (wait_cmd, waitaof_cmd):
-    _fn.command.acl_categories = _fn.command.acl_categories - {"keyspace"}
-
-# INFO's replication section is this module's (it replaces info.py's placeholder).
-if "replication" in INFO_SECTIONS:
-    INFO_SECTIONS["replication"].fn = info_replication
-else:  # pragma: no cover
-    add_info_section("replication", info_replication, before="cpu")

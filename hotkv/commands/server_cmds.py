@@ -206,9 +206,3 @@ def shutdown(c, argv):
     # No reply: the connection closes, as with Redis.
     c.closing = True
     return BLOCKED
-
-
-# -- CLUSTER and MIGRATE: hotkv/commands/cluster.py and migrate.py, imported here:
-# their place in the command table, and so COMMAND's order, stays the one they
-# always had.
-from . import cluster, migrate  # noqa: E402,F401 isort:skip

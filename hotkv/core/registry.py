@@ -201,7 +201,7 @@ class Command:
     )
 
     def __init__(self, name, func, arity, flags, keys, keys_fn, group, summary, since,
-                 extra_acl=(), key_specs=None, key_flags=None, doc_args=""):
+                 extra_acl=(), key_specs=None, key_flags=None, doc_args="", group_acl=True):
         self.name = name
         self.func = func
         self.arity = arity
@@ -252,7 +252,7 @@ class Command:
         # (hotkv.core.dispatch.process_commands) may take it.
         self.plain = not self.admin
         cats = set(extra_acl)
-        cat = GROUP_CATEGORIES.get(group)
+        cat = GROUP_CATEGORIES.get(group) if group_acl else None
         if cat:
             cats.add(cat)
         for flag, c in (("write", "write"), ("readonly", "read"), ("admin", "admin"),
@@ -302,16 +302,19 @@ def command(name: str, arity: int, flags: str = "", keys=(0, 0, 0), *,
             keys_fn: Callable | None = None, group: str = "generic",
             summary: str = "", since: str = "1.0.0", acl: tuple = (),
             key_specs=None, key_flags=None, args: str = "", complexity: str = "",
-            history: tuple = (), doc_flags: str = "", deprecated: tuple = ()):
+            history: tuple = (), doc_flags: str = "", deprecated: tuple = (),
+            group_acl: bool = True):
     """Register ``fn`` as the handler of ``name`` ("get", or "config|get").
     ``args``, ``complexity``, ``history``, ``doc_flags`` and ``deprecated``
     are for COMMAND DOCS only (see ``Command``; ``args`` is written in
-    hotkv.commands.docs_syntax's syntax)."""
+    hotkv.commands.docs_syntax's syntax).  ``group_acl=False``: the group
+    gives no ACL category (WAIT and WAITAOF are generic commands outside
+    @keyspace, as Valkey's command table has them)."""
     def deco(fn):
         global _next_bit
         cmd = Command(name.lower(), fn, arity, flags.split(), keys, keys_fn, group,
                       summary or (fn.__doc__ or "").strip().split("\n")[0], since, acl,
-                      key_specs, key_flags, args)
+                      key_specs, key_flags, args, group_acl)
         cmd.complexity, cmd.history, cmd.doc_flags, cmd.deprecated = \
             complexity, history, doc_flags, deprecated
         cmd.bit = _next_bit
