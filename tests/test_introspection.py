@@ -42,8 +42,21 @@ def both(server, ref_server):
         c.close()
 
 
+def _no_fork_child(c) -> None:
+    """Wait until the server runs no fork child: valkey-server leaves access
+    times alone while one runs (lookupKey's hasActiveChildProcess), and an
+    earlier test's SYNC to the session reference can leave its RDB child
+    running for a while (test_replication_primary before this file: the
+    reference's counter stayed at 5 after 10 GETs)."""
+    def idle():
+        info = c.call("INFO", "persistence")
+        return b"rdb_bgsave_in_progress:0" in info and b"aof_rewrite_in_progress:0" in info
+    assert wait_for(idle, timeout=30), "the reference still runs a fork child after 30 s"
+
+
 def test_lfu_counter_matches_valkey(diff):
     d = diff
+    _no_fork_child(d.theirs)
     try:
         d("CONFIG", "SET", "lfu-log-factor", "0")     # every access increments
         d("CONFIG", "SET", "lfu-decay-time", "0")     # and nothing decays
@@ -90,6 +103,10 @@ def test_lfu_counter_is_logarithmic(both):
     """With Valkey's default factor (10) a thousand reads move the counter
     by a handful, on both servers alike (a random process: a wide margin)."""
     freqs = []
+    ref = both[1].connection_pool.connection_kwargs
+    raw = RawClient(ref["host"], ref["port"])
+    _no_fork_child(raw)
+    raw.close()
     for c in both:
         c.config_set("maxmemory-policy", "allkeys-lfu")
         c.set("k", "v")
@@ -98,7 +115,9 @@ def test_lfu_counter_is_logarithmic(both):
             pipe.get("k")
         pipe.execute()
         freqs.append(c.object("freq", "k"))
-    assert all(8 <= f <= 25 for f in freqs), freqs
+    # Valkey's LFULogIncr simulated 20,000 times from 5: 12 to 29, over 25
+    # in 0.45% (the reference's 26 failed the old bound of 25 once).
+    assert all(8 <= f <= 32 for f in freqs), freqs
 
 
 def test_idletime_moves_only_on_access(both):
