@@ -150,10 +150,13 @@ class Server:
     repl_refuse = _gate("repl_refuse")   # min-replicas-to-write unmet (hotkv.replication)
     clients_limit = _gate("clients_limit")   # maxmemory-clients in bytes (client_eviction)
 
-    def __init__(self, config: Config | dict | None = None):
+    def __init__(self, config: Config | dict | None = None, *, nodes_conf: bool = True):
         if not isinstance(config, Config):
             config = Config(config or {})
         self.config = config
+        # False: a cluster node whose state is replaced at once (EmbeddedCluster's
+        # nodes share an in-process topology) locks and writes no nodes.conf.
+        self.nodes_conf = nodes_conf
         self.clock = Clock(self)      # the time the data lives in (hotkv.core.clock)
         # Cluster mode has database 0 only, as Valkey's.
         self.dbs = [Database(i, self) for i in range(
@@ -191,7 +194,11 @@ class Server:
         self.ready_keys: list = []
         self.ready_set: set = set()
         self.blocked_clients = 0
+        # Waiters are numbered in the order they block: the ready-keys pass
+        # serves a key only to waiters numbered below a fence (hotkv.core.dispatch).
+        self.waiter_seq = itertools.count()
         self.blocking_keys_nokey = 0
+        self.hll_simd = True            # PFDEBUG SIMD ON|OFF (Valkey's simd_enabled)
         self.block_timeouts: list = []
         self._block_timer = None
         self._block_timer_at = 0

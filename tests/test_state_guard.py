@@ -32,7 +32,11 @@ Issue 29 removed three that were a server's: ``hotkv.core.latency._DISCARD``
 (latency-tracking off, process-wide), ``hotkv.commands.replication._conf``
 (REPLCONF values by client id: two servers' first clients both have id 1)
 and ``hotkv.net.connection._ENDED_WHILE_HELD``; the command counters left
-``hotkv.core.registry.Command`` (``server.cmdstats``, tests/test_two_servers.py).
+``hotkv.core.registry.Command`` (``server.cmdstats``, tests/test_two_servers.py);
+then three more: ``hotkv.core.blocking.waiter_seq`` (``server.waiter_seq``),
+``hotkv.commands.hll._simd`` (PFDEBUG SIMD, ``server.hll_simd``) and
+``hotkv.cluster.state._no_conf`` (a thread-local "build without nodes.conf",
+now ``Server(nodes_conf=False)``).
 Shown to fail: with ``_conf: dict = {}`` put back at module level in
 hotkv/commands/replication.py and ``_conf[1] = {}`` in a function of it,
 ``test_no_mutable_module_state`` failed naming it; removed again, it passes.
@@ -96,17 +100,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("hotkv.clients.acl_rules", "_CATEGORY_CACHE"):
         _CACHE + " (the command table's size is checked)",
     ("hotkv.clients.acl_rules", "_KEY_FLAGS_CACHE"): _CACHE,
-    ("hotkv.core.blocking", "waiter_seq"): "a process-wide order of waiters: only the order of "
-                                      "two waiters in one server's queue is ever compared",
     ("hotkv.tools.logs", "_LOG_TO_STDOUT"): "the process's logging setup (one `hotkv serve`)",
     ("hotkv.commands.debug", "DEBUG_SUBCOMMANDS"): _IMPORT_TABLE,
     ("hotkv.commands.hashes", "_rand_pools"): _VALUE_CACHE,
     ("hotkv.commands.hashes", "_snapshots"): _VALUE_CACHE,
-    ("hotkv.commands.hll", "_simd"): "TO MOVE (issue 29): PFDEBUG SIMD ON|OFF, a process-wide "
-                                     "switch in Valkey too, but a server's setting",
-    ("hotkv.cluster.state", "_no_conf"): "TO MOVE (issue 29): a thread's 'servers built now "
-                                          "write no nodes.conf' (EmbeddedCluster), a setting "
-                                          "the server could be given",
     ("hotkv.commands.info", "INFO_SECTIONS"): _IMPORT_TABLE,
     ("hotkv.commands.keyspace", "_TYPE_REPLIES"): _CACHE,
     ("hotkv.types.codec", "_switch"): "a thread's own (threading.local): rdbcompression for "

@@ -29,9 +29,14 @@ from support import RawClient, wait_for
 
 
 @pytest.fixture
-def pair():
-    a = EmbeddedServer(enable_debug_command="yes").start()
-    b = EmbeddedServer(enable_debug_command="yes").start()
+def pair(tmp_path):
+    # Each in a directory of its own: in the working directory they would
+    # both load a dump.rdb left there (one with 18 RQ keys was found in a
+    # checkout, and B's DBSIZE was 17 after A's SET).
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = EmbeddedServer(enable_debug_command="yes", dir=str(tmp_path / "a")).start()
+    b = EmbeddedServer(enable_debug_command="yes", dir=str(tmp_path / "b")).start()
     clients = []
 
     def connect(server):
@@ -261,3 +266,14 @@ def test_a_save_with_compression_leaves_the_other_servers_dump_alone(pair):
         release.set()
         t.join(10)
     assert value in dump and b"\xc3" not in dump[:8], dump[:40]
+
+
+def test_pfdebug_simd(pair):
+    """PFDEBUG SIMD OFF on A leaves B's switch on (it was a module global)."""
+    a, b, connect = pair
+    ca, cb = connect(a), connect(b)
+    assert ca.call("PFDEBUG", "SIMD", "OFF") == b"+disabled\r\n"
+    # A bad argument changes nothing and says the switch after its error
+    # (Valkey's two replies): B's is still on.
+    assert cb.call("PFDEBUG", "SIMD", "BAD").startswith(b"-ERR Argument must be ON or OFF")
+    assert cb.read_reply() == b"+enabled\r\n"

@@ -45,7 +45,7 @@ import threading
 from ..net.listeners import Listener, close_loop, new_event_loop
 from ..server import Server
 from .slots import SLOTS
-from .state import ClusterState, share_data, without_config_file
+from .state import ClusterState, share_data
 from .topology import Node, Topology
 
 
@@ -150,8 +150,8 @@ class EmbeddedCluster:
         topo = self.topology = Topology()
         count = self.masters * (1 + self.replicas_per_master)
         for i in range(count):
-            with without_config_file():     # the shared topology below replaces its own
-                server = Server(self._settings(i))
+            # (no nodes.conf: the shared topology below replaces its own state)
+            server = Server(self._settings(i), nodes_conf=False)
             listener = Listener(server)
             await listener.start(self._loop)
             node = Node(server.config.values["port"], self.bind)

@@ -41,9 +41,7 @@ SUNSUBSCRIBE / SPUBLISH as keys.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
 
 from ..core import config as _config
 from ..core.blocking import unblock  # below this package; imported when used
@@ -108,7 +106,7 @@ class ClusterState:
         port = values["port"]
         cport = values.get("cluster-port") or 0
         got = None
-        if not getattr(_no_conf, "on", False):
+        if server.nodes_conf:
             self.conf = nodes_conf.NodesConf(nodes_conf.conf_path(server))
             self.conf.lock()
             try:
@@ -579,21 +577,6 @@ def init_server(server):
     """server.cluster: a ClusterState when cluster-enabled, else None."""
     server.cluster = ClusterState(server) if server.config.values.get("cluster-enabled") \
         else None
-
-
-# Set on a thread while it builds servers whose ClusterState is replaced at
-# once (EmbeddedCluster's nodes share an in-process topology): their
-# throw-away lone state must neither lock nor write a nodes.conf.
-_no_conf = threading.local()
-
-
-@contextlib.contextmanager
-def without_config_file():
-    _no_conf.on = True
-    try:
-        yield
-    finally:
-        _no_conf.on = False
 
 
 def share_data(server, source):

@@ -47,10 +47,6 @@ from ..types import hll
 _INVALID = hll.INVALID_ERR
 _NOT_HLL = hll.WRONGTYPE_ERR
 
-# PFDEBUG SIMD's flag (Valkey's simd_enabled: on at start on AVX2 machines).
-_simd = [True]
-
-
 def _hll_value(value):
     """value (not None) as a valid-header HLL string, else the errors."""
     t = type(value)
@@ -173,16 +169,16 @@ def pfdebug(c, argv):
     if sub == b"simd":
         arg = _c_name(argv[2]).lower()
         if arg == b"on":
-            _simd[0] = True
+            c.server.hll_simd = True
         elif arg == b"off":
-            _simd[0] = False
+            c.server.hll_simd = False
         else:
             # Valkey replies the error and then the status (two replies);
             # the error counts as a failed call.
             c.add_error("ERR Argument must be ON or OFF")
             c.server.count_error("ERR Argument must be ON or OFF")
             count_call(c.server, pfdebug.command, failed=True)
-        return Simple(b"enabled" if _simd[0] else b"disabled")
+        return Simple(b"enabled" if c.server.hll_simd else b"disabled")
     db = c.db
     key = argv[2]
     value = db.lookup(key)

@@ -44,7 +44,6 @@ Invariants:
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 from collections import deque
 
@@ -55,9 +54,6 @@ from ..protocol.util import parse_int
 from .stats import count_call
 
 BLOCKED = object()   # a handler's return value: "no reply yet"
-# Waiters are numbered in the order they block: the dispatcher serves a
-# ready key only to waiters numbered below a fence (hotkv.core.dispatch).
-waiter_seq = itertools.count()
 
 
 class _Queue(deque):
@@ -85,7 +81,7 @@ class Waiter:
         self.btype = btype
         self.timeout_reply = timeout_reply
         self.unblock_on_nokey = unblock_on_nokey
-        self.seq = next(waiter_seq)
+        self.seq = next(client.server.waiter_seq)   # the order waiters blocked in
         self.data = data
         # Seconds its command ran so far (dispatch.call adds each run's while
         # it blocks): commandstats get them when it completes, as Valkey's.
@@ -269,5 +265,5 @@ def expire_timeouts(server, now_ms=None):
     return 0
 
 
-__all__ = ["BLOCKED", "block", "unblock", "drop", "detach", "parse_timeout", "waiter_seq",
+__all__ = ["BLOCKED", "block", "unblock", "drop", "detach", "parse_timeout",
            "expire_timeouts", "Waiter", "block_postponed", "unblock_postponed"]

@@ -52,7 +52,7 @@ import time
 from ..protocol import errors
 from ..protocol.errors import CommandError
 from ..protocol.resp import QUEUED, Simple, encode
-from .blocking import BLOCKED, detach, waiter_seq
+from .blocking import BLOCKED, detach
 from .latency import FOLD_AT, fold as fold_latency
 from .multi import discard_transaction
 from .pause import may_replicate
@@ -538,7 +538,7 @@ def serve_ready_keys(server):
             # re-blocked one goes to the tail and must not be served twice in
             # this pass.  Walked by position, not copied: a push to a queue
             # with thousands of workers serves the head and stops.
-            fence = next(waiter_seq)
+            fence = next(server.waiter_seq)
             pos = 0
             while pos < len(q):
                 waiter = q[pos]
