@@ -128,6 +128,31 @@ class Client:
         """Keep less output in the transport, more in our counted buffer
         (a replica's link: hotkv.net.connection)."""
 
+    # What the network layer knows of the connection: hotkv.net.connection
+    # answers for a client on a transport; a client without one (a script's,
+    # the AOF loader's, an in-process client) has no peer, no TLS, nothing
+    # unsent.  Asked here, so that only net touches a transport.
+    def on_transport(self) -> bool:
+        """The client reads and writes a transport (CLIENT LIST's events)."""
+        return False
+
+    def peer(self):
+        """The transport's peer address (a (host, port) tuple; a unix socket's
+        path), or None."""
+        return None
+
+    def local(self):
+        """The transport's own address (a (host, port) tuple), or None."""
+        return None
+
+    def tls(self) -> bool:
+        """The transport is TLS."""
+        return False
+
+    def unsent(self) -> int:
+        """Bytes handed to the transport and not yet sent."""
+        return 0
+
     def close(self):
         """Close after pending output is flushed (overridden)."""
         self.closing = True

@@ -93,8 +93,7 @@ def client_info_line(cl, now: float | None = None) -> str:
         omem = cl.output_size()
     except Exception:  # a transport already gone
         omem = 0
-    transport = getattr(cl, "transport", None)
-    events = "r" if transport is not None and not cl.closed else ""
+    events = "r" if cl.on_transport() and not cl.closed else ""
     if events and omem:
         events += "w"
     multi_mem = sum(len(a) for _, argv in cl.multi_queue for a in argv) if cl.multi else 0

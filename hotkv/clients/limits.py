@@ -117,8 +117,7 @@ def apply_renames(server):
 # ----------------------------------------------------------------------
 
 def is_loopback(conn) -> bool:
-    transport = getattr(conn, "transport", None)
-    peer = transport.get_extra_info("peername") if transport is not None else None
+    peer = conn.peer()
     if not isinstance(peer, tuple):
         return True            # unix socket
     try:

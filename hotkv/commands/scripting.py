@@ -60,8 +60,7 @@ def _run_debugged(c, argv, evalsha: bool, ro: bool):
         if len(argv[1]) != 40:
             raise CommandError(NOSCRIPT)
         raise CommandError("ERR Please use EVAL instead of EVALSHA for debugging")
-    if getattr(c, "transport", None) is not None and \
-            c.transport.get_extra_info("ssl_object") is not None:
+    if c.tls():
         raise CommandError("ERR SCRIPT DEBUG over TLS is not supported by hotkv")
     if c.fd < 0:
         raise CommandError("ERR SCRIPT DEBUG needs a client connection")

@@ -592,11 +592,7 @@ def has_pending_replies(c) -> bool:
     not yet written (a pipeline), an EXEC's reply under way included."""
     if c.out or c.in_exec:
         return True
-    transport = getattr(c, "transport", None)
-    try:
-        return bool(transport is not None and transport.get_write_buffer_size())
-    except Exception:
-        return False
+    return c.unsent() > 0
 
 
 def _load_lua_half(eng):

@@ -338,6 +338,30 @@ class Connection(Client, asyncio.Protocol):
         held = self._held
         return self.transport.get_write_buffer_size() + (_sizeof(held) if held else 0)
 
+    def on_transport(self) -> bool:
+        return self.transport is not None
+
+    def peer(self):
+        transport = self.transport
+        return transport.get_extra_info("peername") if transport is not None else None
+
+    def local(self):
+        transport = self.transport
+        return transport.get_extra_info("sockname") if transport is not None else None
+
+    def tls(self) -> bool:
+        transport = self.transport
+        return transport is not None and transport.get_extra_info("ssl_object") is not None
+
+    def unsent(self) -> int:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return 0
+        try:
+            return transport.get_write_buffer_size()
+        except Exception:   # a transport already gone
+            return 0
+
     def output_size(self) -> int:
         size = sum(map(len, self.out))
         if self.transport is not None and not self.closed:
