@@ -78,6 +78,15 @@ Invariants:
 * a connection closed by the client (``close``) is ``connection_lost`` on
   the server, as a TCP close is.
 
+A synchronous call from where only the server's loop could answer it --
+its loop thread (a sync client inside an AsyncEmbeddedServer's loop, a
+server callback), a caller's turn, a ``wait_until`` check (which runs as
+the loop's turn: ``server.turn_thread``) -- raises
+``hotkv.testing.LoopThreadCallError`` at once (``on_its_loop``): it waited
+for itself (a deadlock on the lock, or a wait for a reply until the socket
+timeout, forever by default).  An asyncio client on the server's own loop
+is served in place and is not refused.
+
 Limits: while a busy script holds the loop (``ServeWhileBlocked``), an
 in-process client waits for the script to end instead of being answered
 BUSY (the pump reads sockets and in-process clients have none), so it
@@ -98,6 +107,7 @@ import time
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .net.connection import Connection
+from .testing import LOOP_THREAD_CALL, LoopThreadCallError
 
 if TYPE_CHECKING:
     import redis
@@ -468,9 +478,24 @@ def _route(embedded):
     return _HopRoute(loop)
 
 
+def on_its_loop(server) -> bool:
+    """Whether this thread runs ``server``'s loop now: its loop thread, a
+    caller's turn under the lock, a wait_until check (``server.turn_thread``).
+    A synchronous call to ``server`` from there waits for itself."""
+    loop = server.loop
+    return server.turn_thread == _get_ident() or (loop is not None and
+                                                  _get_running_loop() is loop)
+
+
+def _refuse():
+    raise LoopThreadCallError("in-process client: " + LOOP_THREAD_CALL)
+
+
 def _open(embedded, pipe_class, *args) -> tuple:
     """A new server-side connection of ``embedded``'s: (route, pipe, client id)."""
     route = _route(embedded)
+    if not isinstance(route, _DirectRoute) and on_its_loop(embedded.server):
+        _refuse()       # the lock is this thread's (a deadlock), or the hop waits for us
     pipe = pipe_class(route, *args)
 
     def made():
@@ -493,6 +518,9 @@ class InProcessSocket:
     timeout (``socket.timeout``; 0: ``BlockingIOError``)."""
 
     def __init__(self, embedded):
+        server = self.server = embedded.server
+        if server is not None and on_its_loop(server):
+            _refuse()     # (a synchronous reply: only this thread could produce it)
         self.route, self.pipe, self.client_id = _open(embedded, _Pipe)
         # (the lock's turn itself when there is one: a call less per command)
         route = self.route
@@ -510,6 +538,9 @@ class InProcessSocket:
             return    # as a TCP write after the peer closed: the read sees the end
         if type(data) is not bytes:
             data = bytes(data)
+        server = self.server
+        if server.turn_thread == _get_ident() or _get_running_loop() is server.loop:
+            _refuse()     # (on_its_loop, inlined: a command's path)
         self._run(pipe.receive, data)
 
     send = sendall
@@ -667,12 +698,17 @@ class _StreamWriter:
         self.pipe = pipe
         self.closed = False
         self.transport = self
+        # In the server's own loop the request runs in place; from another
+        # loop, a write on the server's loop thread would wait for itself.
+        self.server = None if isinstance(route, _DirectRoute) else pipe.conn.server
 
     def write(self, data):
         if self.closed:
             raise ConnectionResetError(errno.ECONNRESET, "the connection is closed")
         if self.pipe.eof:
             return
+        if self.server is not None and on_its_loop(self.server):
+            _refuse()
         self.route.run(self.pipe.receive, bytes(data))
 
     def writelines(self, chunks):
@@ -852,7 +888,15 @@ def client(embedded: Any, lib: str = "redis", **kwargs: Any) -> redis.Redis | va
     connection_kwargs carry the server's own TCP address)."""
     module = _lib(lib)
     factory = module.Redis if lib == "redis" else module.Valkey
-    return _in_process(factory(**kwargs), lib, False, embedded)
+    # The library takes a single connection while it is constructed, before
+    # the pool's class is the in-process one (it dialled localhost:6379):
+    # that client is made again on the in-process pool, which it then owns.
+    single = kwargs.pop("single_connection_client", False)
+    r = _in_process(factory(**kwargs), lib, False, embedded)
+    if single:
+        r = factory(connection_pool=r.connection_pool, single_connection_client=True)
+        r.auto_close_connection_pool = True
+    return r
 
 
 @overload

@@ -29,6 +29,7 @@ import valkey
 
 from hotkv import AsyncEmbeddedServer, EmbeddedServer
 from hotkv.inprocess import InProcessSocket, async_client, client
+from hotkv.testing import LoopThreadCallError
 
 
 @pytest.fixture(scope="module", params=["lock", "hop"])
@@ -505,3 +506,128 @@ def test_asyncio_client_same_loop():
         async with AsyncEmbeddedServer() as s:
             await _async_behaviours(s, "same loop")
     asyncio.run(run())
+
+
+def test_a_sync_client_on_the_servers_own_loop_raises_at_once():
+    # A synchronous in-process client inside the AsyncEmbeddedServer's loop
+    # waits for a reply only that loop can give: it was a socket timeout
+    # (here 2 s), or a hang without one.
+    async def run():
+        async with AsyncEmbeddedServer() as s:
+            r = client(s, socket_timeout=2, retry=None)
+            began = asyncio.get_running_loop().time()
+            with pytest.raises(LoopThreadCallError, match="read state instead"):
+                r.ping()
+            assert asyncio.get_running_loop().time() - began < 1.0
+            assert await async_client(s).ping()    # the async one, in place, works
+    asyncio.run(run())
+
+
+# ----------------------------------------------------------------------
+# Client-side caching, dropped connections, several event loops (issue 30)
+# ----------------------------------------------------------------------
+
+def _tracked_push(conn: _Raw, writer, key: bytes) -> bytes:
+    """HELLO 3, CLIENT TRACKING ON, GET key on ``conn``; ``writer`` sets the
+    key; the bytes ``conn`` then gets (the invalidation push)."""
+    conn.request(_pack([b"HELLO", b"3"]))
+    assert conn.request(_pack([b"CLIENT", b"TRACKING", b"ON"])) == b"+OK\r\n"
+    conn.request(_pack([b"GET", key]))
+    writer.set(key, "2")
+    return conn.read(1)
+
+
+def test_client_tracking_invalidation_push_as_over_tcp(srv):
+    writer = client(srv)
+    writer.set("ck", "1")
+    pushes = [_tracked_push(make(srv), writer, b"ck") for make in (_inproc, _tcp)]
+    assert pushes[0] == pushes[1] == b">2\r\n$10\r\ninvalidate\r\n*1\r\n$2\r\nck\r\n"
+    # A redis-py RESP3 connection (single_connection_client: it connected to
+    # localhost:6379 before the pool was made in-process) with CLIENT TRACKING
+    # ON: another client's write sends the push, redis-py's parser hands it
+    # to the invalidation handler, as over TCP.  (redis-py's own client-side
+    # cache, cache_config=, refuses a server that calls itself valkey.)
+    seen = {}
+    for kind in ("inprocess", "tcp"):
+        r = client(srv, protocol=3, single_connection_client=True) if kind == "inprocess" \
+            else redis.Redis(host=srv.host, port=srv.port, protocol=3,
+                             single_connection_client=True)
+        r.execute_command("CLIENT", "TRACKING", "ON")
+        assert r.get("ck") == b"2"
+        got: list = []
+        r.connection._parser.set_invalidation_push_handler(got.append)
+        writer.set("ck", "3")
+        assert r.connection.can_read(timeout=5)
+        r.connection.read_response(push_request=True)
+        seen[kind] = (type(r.connection).__name__, got, r.get("ck"))
+        writer.set("ck", "2")
+        r.close()
+    assert seen["inprocess"][0] == "InProcessRedisConnection"
+    assert seen["inprocess"][1:] == seen["tcp"][1:] == ([[b"invalidate", [b"ck"]]], b"3")
+    writer.close()
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_drop_fault_reads_as_over_tcp_and_the_client_reconnects(srv, when):
+    seen = {}
+    for kind in ("inprocess", "tcp"):
+        r = client(srv, retry=None) if kind == "inprocess" else \
+            redis.Redis(host=srv.host, port=srv.port, retry=None)
+        r.set("d", 0)
+        first = r.client_id()
+        with srv.faults.drop("INCRBY", when=when, times=1) as fault:
+            with pytest.raises(redis.ConnectionError) as e:
+                r.incr("d")
+            assert fault.fired == 1
+        # the next command reconnects: a new connection, the INCR applied or not
+        seen[kind] = (type(e.value), str(e.value).rsplit(".", 2)[-2].strip(),
+                      int(r.get("d")), r.client_id() != first)
+        r.close()
+    assert seen["inprocess"] == seen["tcp"], seen
+    assert seen["tcp"][1:] == ("Connection closed by server", int(when == "after"), True)
+    # redis-py's default retries make the drop invisible, on both
+    for r in (client(srv), redis.Redis(host=srv.host, port=srv.port)):
+        r.set("d", 0)
+        with srv.faults.drop("INCRBY", times=1) as fault:
+            assert r.incr("d") == 1 and fault.fired == 1
+        r.close()
+
+
+def test_drop_connections_reaches_in_process_clients(srv):
+    # Over TCP redis-py finds its idle connection closed when it takes it
+    # from the pool and reconnects: a command after drop_connections works,
+    # on a new connection.  The same in-process.
+    clients = [client(srv), client(srv, "valkey"),
+               redis.Redis(host=srv.host, port=srv.port)]
+    before = [r.client_id() for r in clients]
+    assert srv.faults.drop_connections() >= 3
+    assert [r.ping() for r in clients] == [True] * 3
+    after = [r.client_id() for r in clients]
+    assert all(a != b for a, b in zip(after, before)), (before, after)
+    for r in clients:
+        r.close()
+
+
+def test_four_event_loops_at_once(srv):
+    # Four threads, each its own asyncio.run and in-process async client,
+    # 200 INCRs each on one key: every one counted, none twice.
+    errors = []
+
+    async def incr():
+        r = async_client(srv)
+        for _ in range(200):
+            await r.incr("loops")
+        await r.aclose()
+
+    def run():
+        try:
+            asyncio.run(incr())
+        except BaseException as e:   # reported below
+            errors.append(e)
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert srv.inspect.get("loops") == b"800"

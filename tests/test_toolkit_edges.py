@@ -17,6 +17,7 @@ import redis
 import valkey
 
 from hotkv.embedded import AsyncEmbeddedServer, EmbeddedServer
+from hotkv.testing import LoopThreadCallError
 from hotkv.testing.isolation import Baseline
 from test_fixtures import _counts, run_pytest
 
@@ -138,13 +139,44 @@ def test_a_marker_typo_names_the_setting(tmp_path):
     assert "unknown setting 'maxmemory-polcy'" in out and "maxmemory_policy" in out, out
 
 
-def test_wait_until_with_a_client_call_fails_after_its_timeout(srv):
-    # The client's own timeout (3 s) ends the wedge; wait_until's (1 s) comes first.
-    r = valkey.Valkey(host=srv.host, port=srv.port, socket_timeout=3)
+@pytest.mark.parametrize("how", ["tcp", "inprocess-lock", "inprocess-hop"])
+def test_a_client_call_in_a_wait_until_predicate_raises_at_once_and_the_server_serves_on(
+        how, hotkv_server_factory):
+    # It was a TimeoutError after the wait's timeout, and the server then
+    # served nobody until that client's own socket timeout (never, here).
+    srv = hotkv_server_factory(inprocess=how == "inprocess-lock")
+    r = valkey.Valkey(host=srv.host, port=srv.port) if how == "tcp" else srv.client("valkey")
     r.ping()
-    with pytest.raises(TimeoutError, match="waits for itself"):
-        srv.wait_until(lambda s: r.llen("q") == 1, timeout=1)
-    srv.wait_idle(timeout=10)      # the server is serving again once the client gave up
+    began = time.monotonic()
+    with pytest.raises(LoopThreadCallError, match="read state instead"):
+        srv.wait_until(lambda s: r.llen("q") == 1, timeout=5)
+    assert time.monotonic() - began < 2.5            # at once, not after the timeout
+    began = time.monotonic()
+    fresh = valkey.Valkey(host=srv.host, port=srv.port, socket_timeout=2)
+    assert fresh.ping() and time.monotonic() - began < 1.0
+    assert r.lpush("q", "x") == 1                    # the predicate's client works on
+    srv.wait_until(lambda s: s.inspect.get("q") == [b"x"], timeout=5)   # reading state does
+    fresh.close()
+    r.close()
+
+
+def test_a_predicate_blocked_elsewhere_lets_the_server_serve_again(srv):
+    # A check that blocks on something else: the loop stops waiting for it
+    # at the wait's timeout and serves; wait_until says so when it returns.
+    r = valkey.Valkey(host=srv.host, port=srv.port, socket_timeout=2)
+    r.ping()
+    pinged = []
+
+    def ping_meanwhile():
+        time.sleep(0.5)
+        began = time.monotonic()
+        pinged.append((r.ping(), time.monotonic() - began))
+    t = threading.Thread(target=ping_meanwhile)
+    t.start()
+    with pytest.raises(TimeoutError, match="still running after 0.3 s.*serves again"):
+        srv.wait_until(lambda s: time.sleep(0.9), timeout=0.3)
+    t.join(10)
+    assert pinged and pinged[0][0] and pinged[0][1] < 0.3, pinged   # served during the check
     r.close()
 
 
@@ -195,6 +227,21 @@ def test_journal_leaves_out_the_handshake(srv):
     j.show_handshake = True
     names = [e.name for e in j.entries()]
     assert names[0] == "hello" and "client|setinfo" in names and len(j) == len(names)
+
+
+@pytest.mark.xfail(strict=True, reason="hotkv/testing/journal.py hides HELLO and CLIENT "
+                   "SETINFO by name only: AUTH, CLIENT SETNAME and SELECT that redis-py "
+                   "sends on connecting (password=, client_name=, db=) still count "
+                   "(issue 30 (4); the change is journal.py's)")
+def test_journal_leaves_out_auth_setname_and_select_sent_on_connecting(hotkv_server_factory):
+    srv = hotkv_server_factory(requirepass="pw")
+    for protocol in (2, 3):
+        with srv.journal as j:
+            r = redis.Redis(host=srv.host, port=srv.port, protocol=protocol, password="pw",
+                            client_name="w", db=2)
+            r.set("k", "v")
+            r.close()
+        assert [e.name for e in j.entries()] == ["set"] and len(j) == 1, protocol
 
 
 def test_clock_advance_takes_a_timedelta(srv):

@@ -13,6 +13,11 @@ This module holds what those modules share:
   ``hotkv.core.dispatch.call`` calls before each command, from what is on: the
   faults (``hotkv.testing.faults``) and the journal (``hotkv.testing.journal``).
 
+* ``LoopThreadCallError``: a call to a server through a client, made where
+  only that server's loop could answer it (its loop thread, an in-process
+  turn, a ``wait_until`` predicate): raised at once instead of waiting for
+  itself.
+
 Invariants: with no fault set and the journal off ``server.test_hooks`` is None,
 so the dispatcher pays one attribute test per command; the hook is only ever
 changed on the loop thread (between two commands).
@@ -21,6 +26,18 @@ changed on the loop thread (between two commands).
 from __future__ import annotations
 
 import concurrent.futures
+
+LOOP_THREAD_CALL = (
+    "a call to this server through a client from the server's own loop thread "
+    "(a wait_until predicate, a server callback, a synchronous client inside the "
+    "AsyncEmbeddedServer's event loop) waits for a reply only that thread can give: read "
+    "state instead (server.inspect..., server.server), or make the call outside the "
+    "predicate, from a thread or coroutine of your own")
+
+
+class LoopThreadCallError(RuntimeError):
+    """A client call to a server made where only that server's loop could
+    answer it (see LOOP_THREAD_CALL)."""
 
 
 def on_loop(server, fn, timeout: float = 30.0):

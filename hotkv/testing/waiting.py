@@ -1,14 +1,28 @@
 """Waiting for the server instead of sleeping: ``wait_until`` and ``wait_idle``.
 
 ``wait_until(embedded, predicate, timeout=5.0)`` returns once ``predicate(embedded)``
-is true.  The predicate runs on the server's loop thread -- once at once, then
-at the end of every loop turn (``Server.before_sleep``: after each batch of
-commands, each reply flush, each cron tick), never by sleeping and polling --
-so it reads the server's state as no command is half-done.  It must only read
-state (the embedded server's inspection helpers, ``embedded.server``): a
-client call to the same server from inside it waits for itself -- the wait
-then raises TimeoutError after ``timeout`` saying so (the server stays
-wedged until that client's own socket timeout).
+is true.  The predicate is checked once at once, then at the end of every
+loop turn (``Server.before_sleep``: after each batch of commands, each reply
+flush, each cron tick), never by sleeping and polling: the loop, at the end
+of its turn, hands the check to the waiting thread, which runs the predicate
+while the loop waits for its answer (``_Handoff``) -- so it reads the
+server's state as no command is half-done, and for that while the waiting
+thread counts as the loop's (``server.turn_thread``: ``on_loop`` and the
+clock run there at once).  It must only read state (the embedded server's
+inspection helpers, ``embedded.server``); a call to the same server through
+a client waits for a reply only the loop can give:
+
+* an in-process client (hotkv.inprocess) raises ``LoopThreadCallError`` at
+  once (it asks ``server.turn_thread``), which wait_until raises;
+* a TCP client's request waits in the server's socket: the waiting loop
+  looks at the check's stack every ``SLICE`` (20 ms) and, on finding there a
+  socket connected to this server, stops waiting and serves it; the call
+  gets its reply, the check ends, and wait_until raises
+  ``LoopThreadCallError`` (the server was held for about ``SLICE``, not until
+  the client's own timeout);
+* a check that blocks on anything else: the loop stops waiting for it at
+  the wait's deadline (or half the timeout after it began, if later) and
+  serves again; wait_until raises TimeoutError once the check returns.
 
 ``wait_idle(embedded, timeout=5.0)`` returns once nothing is in flight: no
 client has a command waiting to run (held behind a pause or a delay fault),
@@ -28,7 +42,11 @@ its bytes still on their way count as input in flight.  It cannot know of
 bytes a client has not sent yet: call it after the client's send returned.
 
 ``wait_until_async`` / ``wait_idle_async`` are the same for a coroutine on
-the server's own loop (``AsyncEmbeddedServer.wait_until`` / ``wait_idle``).
+the server's own loop (``AsyncEmbeddedServer.wait_until`` / ``wait_idle``);
+there the predicate runs on the loop thread itself (no other thread to hand
+it to): an in-process client raises ``LoopThreadCallError``, a synchronous
+TCP client to this server holds the loop until its own timeout.  wait_idle's
+check (``busy``, this module's own) runs on the loop thread too.
 
 All raise ``TimeoutError`` naming what was still busy (``busy(server)`` gives
 that list; empty when idle); an exception in the predicate is raised in the
@@ -42,12 +60,13 @@ import asyncio
 import fcntl
 import socket
 import struct
+import sys
 import termios
 import threading
 import time
 
 from ..core.pause import PAUSED
-from . import on_loop
+from . import LOOP_THREAD_CALL, LoopThreadCallError, on_loop
 
 _INT = struct.Struct("i")
 
@@ -151,7 +170,8 @@ def busy(server) -> list:
 
 
 class _Wait:
-    """One registered condition: checked on the loop, awaited by the caller."""
+    """One registered condition: checked on the loop, awaited by the caller
+    (wait_idle's, and the async waits' whose caller is the loop itself)."""
 
     def __init__(self, server, check):
         self.server = server
@@ -228,11 +248,8 @@ class _Wait:
             met = self.done.is_set()
         if not met and self.running and self._wedged(timeout):
             raise TimeoutError(
-                "wait_until: the predicate was still running after %.1f s on the server's "
-                "loop thread: it must only read state (server.inspect..., server.server); "
-                "a call to this server through a client from inside it waits for itself "
-                "(the server serves nobody until that client's own timeout). Call the "
-                "client in a loop of your own instead" % timeout)
+                "wait_idle: its check was still running after %.1f s on the server's "
+                "loop thread" % timeout)
         if not met:
             on_loop(self.server, self._unregister, max(timeout, 1.0))
             met = self.done.is_set()   # met between the wait's end and now
@@ -241,12 +258,210 @@ class _Wait:
         return met
 
 
-def _until(embedded, predicate):
+SLICE = 0.02     # how often a loop waiting for a check looks at the check's stack
+
+
+def _server_addresses(server) -> tuple:
+    """(the ports, the unix socket path) a client of ``server`` connects to."""
+    values = server.config.values
+    ports = {p for p in (values.get("port"), values.get("tls-port")) if p and p > 0}
+    return ports, values.get("unixsocket") or None
+
+
+def _peer_is(sock, server):
+    """``sock``'s peer when it is ``server`` (one of its ports on this host,
+    or its unix socket), else None."""
+    try:
+        peer = sock.getpeername()
+    except (OSError, ValueError):
+        return None
+    ports, path = _server_addresses(server)
+    if isinstance(peer, str):
+        return peer if path and peer == path else None
+    if isinstance(peer, tuple) and len(peer) >= 2 and peer[1] in ports:
+        host = peer[0]
+        bind = str(server.config.values.get("bind") or "")
+        if host.startswith(_LOOPBACK) or host in bind.split():
+            return "%s:%d" % (host, peer[1])
+    return None
+
+
+def _client_call(thread_id: int, stop_code, server):
+    """A socket connected to ``server`` in the running check's stack (a
+    client call in progress: locals that are sockets, or hold one as
+    ``_sock`` -- redis-py's and valkey-py's connections, their socket
+    buffers and parsers); its peer, else None.  Frames below the check's
+    own (``stop_code``) are the waiter's, not the predicate's."""
+    frame = sys._current_frames().get(thread_id)
+    while frame is not None and frame.f_code is not stop_code:
+        for value in list(frame.f_locals.values()):
+            if not isinstance(value, socket.socket):
+                attrs = getattr(value, "__dict__", None)
+                value = attrs.get("_sock") if type(attrs) is dict else None
+                if not isinstance(value, socket.socket):
+                    continue
+            peer = _peer_is(value, server)
+            if peer is not None:
+                return peer
+        frame = frame.f_back
+    return None
+
+
+class _Handoff:
+    """A wait_until condition checked in the waiting thread while the loop
+    waits at the end of its turn (see the module docstring).
+
+    The loop's side is ``__call__`` (a sleep hook): it asks for a check and
+    waits for the answer, ``server.turn_thread`` lent to the waiting thread
+    meanwhile (``lent``).  The waiter's side is ``run``: it answers each
+    question until the predicate holds, raises, or the deadline passes.
+    ``cond`` guards every field; whichever side ends the loan gives
+    ``turn_thread`` back (``_give_back``), so the waiter never returns still
+    counted as the loop's; the loop never waits past ``bound`` for one check."""
+
+    def __init__(self, server, check):
+        self.server = server
+        self.check = check
+        self.cond = threading.Condition(threading.Lock())
+        self.runner = 0            # the waiting thread's ident
+        self.asked = False         # the loop waits for a check not begun yet
+        self.lent = False          # server.turn_thread is the waiter's (``outer`` before)
+        self.outer = None
+        self.running = False       # the waiting thread runs the check now
+        self.closed = False        # the waiter stopped waiting: ask no more
+        self.met = False
+        self.error = None
+        self.checks = 0
+        self.called = None         # a client call to this server seen in the check
+        self.abandoned = 0.0       # the loop stopped waiting for a check after this long
+        self.timeout = 0.0
+        self.deadline = 0.0
+
+    # -- the loop's side ---------------------------------------------------------
+    def __call__(self):
+        server = self.server
+        with self.cond:
+            if self.closed or self.met or self.error is not None or self.called \
+                    or self.abandoned:
+                self._unregister()
+                return
+            self.asked = True
+            self.outer, self.lent = server.turn_thread, True
+            server.turn_thread = self.runner    # the check runs as the loop's turn
+            self.cond.notify_all()
+            began = time.monotonic()
+            bound = max(self.deadline - began, self.timeout / 2)
+            try:
+                while self.lent:
+                    self.cond.wait(SLICE)
+                    if not self.lent:
+                        break
+                    if self.running:
+                        peer = _client_call(self.runner, _CHECK_CODE, server)
+                        if peer is not None:
+                            self.called = peer      # serve it: the call then returns
+                            break
+                    waited = time.monotonic() - began
+                    if waited >= bound:
+                        self.abandoned = waited
+                        break
+            finally:
+                if self.lent:
+                    self._give_back()
+                self.asked = False
+            if self.closed or self.met or self.error is not None or self.called \
+                    or self.abandoned:
+                self._unregister()
+
+    def _give_back(self):
+        """End the loan of ``server.turn_thread`` (``cond`` held)."""
+        self.server.turn_thread = self.outer
+        self.lent = False
+
+    def _unregister(self):
+        try:
+            self.server.sleep_hooks.remove(self)
+        except ValueError:
+            pass
+
+    # -- the waiting thread's side -------------------------------------------------
+    def _answer(self):
+        """Run the check the loop asked for (``cond`` held on entry and exit)."""
+        self.asked, self.running = False, True
+        self.checks += 1
+        self.cond.release()
+        try:
+            ok, error = _run_check(self.check)
+        finally:
+            self.cond.acquire()
+        self.running = False
+        if error is not None:
+            self.error = error
+        elif ok:
+            self.met = True
+        if self.lent:
+            self._give_back()
+        self.cond.notify_all()
+
+    def run(self, timeout: float) -> bool:
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+        self.runner = threading.get_ident()
+
+        def register():
+            self.server.sleep_hooks.append(self)
+            self.server.wake()    # a turn soon, even on a quiet server
+        on_loop(self.server, register, max(timeout, 1.0))
+        try:
+            with self.cond:
+                while not (self.met or self.error is not None or self.called
+                           or self.abandoned):
+                    left = self.deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    if self.asked:
+                        self._answer()
+                    else:
+                        self.cond.wait(left)
+        finally:
+            with self.cond:
+                self.closed = True
+                if self.lent:
+                    self._give_back()
+                self.cond.notify_all()
+        if not self.met:
+            on_loop(self.server, self._unregister, max(timeout, 1.0))
+        if self.called is not None:
+            raise LoopThreadCallError(
+                "wait_until: the predicate called this server through a client (a socket "
+                "to %s): %s" % (self.called, LOOP_THREAD_CALL)) from self.error
+        if self.error is not None:
+            raise self.error
+        if self.abandoned:
+            raise TimeoutError(
+                "wait_until: the predicate was still running after %.1f s: the server's "
+                "loop stopped waiting for it and serves again. It must only read state "
+                "(server.inspect..., server.server)" % self.abandoned)
+        return self.met
+
+
+def _run_check(check):
+    """(the check's answer, None) or (None, the exception it raised)."""
+    try:
+        return bool(check()), None
+    except BaseException as e:   # raised in the caller
+        return None, e
+
+
+_CHECK_CODE = _run_check.__code__
+
+
+def _until(embedded, predicate, handoff=False):
     server = embedded.server if hasattr(embedded, "server") else embedded
 
     def check():
         return bool(predicate(embedded))
-    return server, _Wait(server, check)
+    return server, (_Handoff if handoff else _Wait)(server, check)
 
 
 def _until_failed(server, predicate, timeout, wait):
@@ -284,7 +499,7 @@ def _idle_failed(server, timeout, wait):
 
 def wait_until(embedded, predicate, timeout: float = 5.0):
     """Return once predicate(embedded) is true (see the module docstring)."""
-    server, wait = _until(embedded, predicate)
+    server, wait = _until(embedded, predicate, handoff=True)
     if not wait.run(timeout):
         raise on_loop(server, lambda: _until_failed(server, predicate, timeout, wait))
 
