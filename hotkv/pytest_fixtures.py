@@ -41,7 +41,7 @@ def _with_dir(settings: dict, tmp_path_factory) -> dict:
 def _warn_unfired(server, when: str = "") -> None:
     """An UnmatchedFaultWarning for each fault set in the test that never fired."""
     srv = server.server
-    faults = None if srv is None else srv.__dict__.get("faults")
+    faults = None if srv is None else srv.faults     # None until a fault was set
     if faults is None:
         return
     for fault in faults.unfired():
@@ -59,17 +59,15 @@ def _reset(server):
     srv = server.server
     if _stopped(server):
         return
-    d = getattr(srv, "__dict__", {})       # faults/journal live there once used
-    faults = d.get("faults")
+    faults = srv.faults                    # faults and journal: None until used
     if faults is not None:
         faults.clear()
-    journal = d.get("journal")
+    journal = srv.journal
     if journal is not None:
         journal.stop()
         journal.clear()
-    clock = getattr(srv, "clock", None)
-    if clock is not None and not clock.real:
-        clock.reset()
+    if not srv.clock.real:
+        srv.clock.reset()
 
 
 def _flush(server):

@@ -214,3 +214,23 @@ def test_no_module_over_1000_lines():
     big = sorted((n, name) for name, n in sizes.items() if n > MAX_MODULE_LINES)
     assert not big, ("modules over %d lines (split them by concern):\n" % MAX_MODULE_LINES
                      + "\n".join("    %s: %d" % (name, n) for n, name in big))
+
+
+# Where a transport is touched: hotkv/net (the RESP connections), the
+# dashboard's own HTTP protocol and the in-process pipes that stand in for a
+# transport.  Anything else asks a Client (on_transport, peer, tls, unsent).
+TRANSPORT_OWNERS = ("hotkv.net", "hotkv.http.server", "hotkv.inprocess")
+
+
+def test_only_net_touches_a_transport():
+    found = []
+    for name, path in _modules().items():
+        if name.startswith(TRANSPORT_OWNERS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr == "transport":
+                found.append("%s:%d" % (name, node.lineno))
+            elif isinstance(node, ast.Constant) and node.value == "transport":
+                found.append("%s:%d (a getattr)" % (name, node.lineno))
+    assert not found, ("a transport touched outside hotkv.net (ask the Client: on_transport, "
+                       "peer, tls, unsent):\n    " + "\n    ".join(found))

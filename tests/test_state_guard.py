@@ -276,29 +276,42 @@ def _declared() -> set:
     return out
 
 
-def _is_server(node) -> bool:
-    return (isinstance(node, ast.Name) and node.id == "server") or (
+def _is_server(node, aliases=frozenset()) -> bool:
+    return (isinstance(node, ast.Name) and (node.id == "server" or node.id in aliases)) or (
         isinstance(node, ast.Attribute) and node.attr == "server")
+
+
+def _server_aliases(scope) -> frozenset:
+    """Names a function binds to a server (``srv = c.server``, ``s = server``)."""
+    return frozenset(t.id for n in ast.walk(scope) if isinstance(n, ast.Assign)
+                     and _is_server(n.value) for t in n.targets if isinstance(t, ast.Name))
 
 
 def server_attributes() -> dict[str, list]:
     """module -> [(line, what)] for undeclared stores and probes (see the docstring)."""
     declared = _declared()
-    out = collections.defaultdict(list)
+    out = collections.defaultdict(set)
     for mod, path in _modules().items():
         if mod == "hotkv.server":
             continue
-        for n in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) \
-                    and _is_server(n.value) and n.attr not in declared:
-                out[mod].append((n.lineno, "undeclared server." + n.attr))
-            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.args \
-                    and n.func.id in ("getattr", "hasattr", "setattr") and _is_server(n.args[0]):
-                what = "setattr" if n.func.id == "setattr" else "probe " + n.func.id
-                out[mod].append((n.lineno, what))
-            elif isinstance(n, ast.Attribute) and n.attr == "__dict__" and _is_server(n.value):
-                out[mod].append((n.lineno, "probe server.__dict__"))
-    return dict(out)
+        tree = ast.parse(path.read_text(), str(path))
+        scopes = [(tree, frozenset())] + [
+            (f, _server_aliases(f)) for f in ast.walk(tree)
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for scope, aliases in scopes:
+            for n in ast.walk(scope):
+                if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) \
+                        and _is_server(n.value, aliases) and n.attr not in declared:
+                    out[mod].add((n.lineno, "undeclared server." + n.attr))
+                elif isinstance(n, ast.Attribute) and n.attr == "__dict__" \
+                        and _is_server(n.value, aliases):
+                    out[mod].add((n.lineno, "probe __dict__"))
+                elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.args \
+                        and n.func.id in ("getattr", "hasattr", "setattr") \
+                        and _is_server(n.args[0], aliases):
+                    what = "setattr" if n.func.id == "setattr" else "probe " + n.func.id
+                    out[mod].add((n.lineno, what))
+    return {m: sorted(v) for m, v in out.items()}
 
 
 def _listed(mod: str, entries) -> str | None:

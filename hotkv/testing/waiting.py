@@ -149,17 +149,13 @@ def busy(server) -> list:
         if unread:
             out.append("%s: %d bytes not read yet" % (who, unread))
         elif client.fd >= 0:
-            transport = getattr(client, "transport", None)
-            if transport is not None:
-                coming = peer_unsent(transport.get_extra_info("peername"),
-                                     transport.get_extra_info("sockname"), tables)
+            if client.on_transport():
+                coming = peer_unsent(client.peer(), client.local(), tables)
                 if coming:
                     out.append("%s: %d bytes on their way (in the sender's socket)"
                                % (who, coming))
         pending = sum(map(len, client.out))
-        transport = getattr(client, "transport", None)
-        if transport is not None and not transport.is_closing():
-            pending += transport.get_write_buffer_size()
+        pending += client.unsent()
         if pending:
             out.append("%s: %d reply bytes not written" % (who, pending))
     if server.ready_keys:
