@@ -22,9 +22,10 @@ served; None while it is blocked).
 Queries: ``entries()``, ``commands("XACK", ...)``, ``for_client(name)`` (a glob
 on the client name, or a client id), ``keys()`` (every key the commands
 named, first use first), ``len()``.  They leave out each connection's
-handshake -- HELLO and CLIENT SETINFO, which redis-py and valkey-py send on
-connecting, before the test's first command (``HANDSHAKE``) -- so the
-counts are the test's own commands; ``journal.show_handshake = True`` shows
+handshake -- HELLO or AUTH, CLIENT SETNAME, SELECT and CLIENT SETINFO, which
+redis-py and valkey-py send on connecting, before the test's first command
+(``HANDSHAKE``; only as a new connection's opening run) -- so the counts are
+the test's own commands; ``journal.show_handshake = True`` shows
 them (they are always recorded).  The assertions hide their own frames from
 pytest's tracebacks (``__tracebackhide__``).  Assertions, raising ``AssertionError`` whose text
 shows what was seen: ``assert_called("XACK", "stream", "group", ...)`` (the
@@ -183,9 +184,12 @@ class _Pattern:
 _HEAD = 6     # fields of a record before its arguments (see Journal)
 
 # What a client library sends on connecting, before the test's first command
-# (redis-py, valkey-py: HELLO, CLIENT SETINFO LIB-NAME / LIB-VER): recorded,
-# but left out of the queries unless ``journal.show_handshake`` is True.
-HANDSHAKE = frozenset({"hello", "client|setinfo"})
+# (redis-py, valkey-py: HELLO or AUTH, CLIENT SETNAME with client_name=,
+# SELECT with db=, CLIENT SETINFO LIB-NAME / LIB-VER): recorded, but left out
+# of the queries unless ``journal.show_handshake`` is True -- only as the
+# opening run of a connection made while the journal records (the same
+# command sent later, or by a connection older than start(), is the test's).
+HANDSHAKE = frozenset({"hello", "auth", "client|setname", "client|setinfo", "select"})
 
 
 class Journal:
@@ -216,6 +220,7 @@ class Journal:
         self._log.hook = self._full_hook   # what dispatch.call does not record itself
         self._replies: dict = {}    # record position -> the reply's bytes
         self._blocked: dict = {}    # client id -> its blocked command's record position
+        self._older: set = set()    # ids of the clients connected when start() ran
         self.hook: Handler = self._full_hook   # start() sets the one for its mode
 
     # -- control ----------------------------------------------------------------
@@ -223,6 +228,7 @@ class Journal:
         """Record from now on (what was recorded before is kept: see clear())."""
         def on():
             self.replies = bool(replies)
+            self._older.update(self.server.clients)   # their handshakes are behind them
             self.recording = True
             self.hook = self._full_hook if replies else self._log
             install_hooks(self.server)
@@ -242,6 +248,7 @@ class Journal:
             del self._log[:]     # in place: it may be server.test_hooks
             self._replies.clear()
             self._blocked.clear()
+            self._older = set(self.server.clients)   # handshakes gone with the log
         on_loop(self.server, forget)
 
     def __enter__(self) -> Journal:
@@ -312,39 +319,41 @@ class Journal:
         return run
 
     # -- queries ----------------------------------------------------------------
+    def _shown(self, log) -> list[int]:
+        """The positions of the records the queries show: all but each
+        connection's opening run of HANDSHAKE commands (a client's own, sent
+        by a connection made while recording), unless ``show_handshake``."""
+        shown = []
+        pos, end = 0, len(log)
+        past = set(self._older)     # clients whose handshake is over
+        show_all = self.show_handshake
+        while pos < end:
+            head = log[pos]
+            client_id = log[pos + 1]
+            if show_all or client_id in past or type(head) is not int \
+                    or log[pos + 4].name not in HANDSHAKE:
+                shown.append(pos)
+                past.add(client_id)
+            pos += _HEAD + (head if type(head) is int else head[0])
+        return shown
+
     def entries(self) -> list[Entry]:
         """Every entry, in order (the handshake's only with ``show_handshake``)."""
-        log, replies = on_loop(self.server, lambda: (list(self._log), dict(self._replies)))
+        log, replies, shown = on_loop(
+            self.server, lambda: (list(self._log), dict(self._replies), self._shown(self._log)))
         out = []
-        pos, end = 0, len(log)
-        hide = () if self.show_handshake else HANDSHAKE
-        while pos < end:
+        for pos in shown:
             head, client_id, client_name, db, cmd, ms = log[pos:pos + _HEAD]
             if type(head) is int:
                 n, origin, fault = head, "client", None
             else:
                 n, origin, fault = head
-            nxt = pos + _HEAD + n
-            if cmd.name not in hide:
-                out.append(Entry(len(out), client_id, client_name, db, log[pos + _HEAD:nxt],
-                                 cmd.name, ms, origin, fault, replies.get(pos)))
-            pos = nxt
+            out.append(Entry(len(out), client_id, client_name, db, log[pos + _HEAD:pos + _HEAD + n],
+                             cmd.name, ms, origin, fault, replies.get(pos)))
         return out
 
     def __len__(self) -> int:
-        hide = () if self.show_handshake else HANDSHAKE
-
-        def count():
-            log = self._log
-            pos = records = 0
-            end = len(log)
-            while pos < end:
-                head = log[pos]
-                if log[pos + 4].name not in hide:
-                    records += 1
-                pos += _HEAD + (head if type(head) is int else head[0])
-            return records
-        return on_loop(self.server, count)
+        return on_loop(self.server, lambda: len(self._shown(self._log)))
 
     def __iter__(self) -> Iterator[Entry]:
         return iter(self.entries())
