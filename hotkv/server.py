@@ -51,7 +51,8 @@ The hooks every command module uses:
 
 Invariants: ``dirty`` only grows; ``prop_pending`` is flushed to the AOF at
 the end of each outermost ``call``; ``ready_set`` mirrors ``ready_keys``;
-every subsystem exists once the constructor returns (no ``None`` checks);
+every subsystem is declared once the constructor returns (a part that is off
+or made at first use is None, and its users test that);
 every command is registered once this module is imported (it imports
 ``hotkv.commands``: the only module besides the package that does, so that
 ``import hotkv`` alone -- ``hotkv cli`` -- loads no command);

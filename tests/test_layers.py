@@ -234,3 +234,58 @@ def test_only_net_touches_a_transport():
                 found.append("%s:%d (a getattr)" % (name, node.lineno))
     assert not found, ("a transport touched outside hotkv.net (ask the Client: on_transport, "
                        "peer, tls, unsent):\n    " + "\n    ".join(found))
+
+
+# The floors ARCHITECTURE.md draws, lowest first: a module imports only from
+# its own floor or below, except the ties in UPWARD (each with its reason).
+# A module belongs to the floor of the longest package name it starts with.
+FLOORS = [
+    ("ground", ("hotkv.protocol", "hotkv.version")),
+    ("data", ("hotkv.types",)),
+    ("core", ("hotkv.core", "hotkv.observe")),
+    ("clients", ("hotkv.clients",)),
+    ("I/O", ("hotkv.net", "hotkv.persistence")),
+    ("services", ("hotkv.cluster", "hotkv.lua", "hotkv.replication", "hotkv.http")),
+    ("commands", ("hotkv.commands",)),
+    ("the owner", ("hotkv.server",)),
+    ("tools", ("hotkv.tools", "hotkv.testing")),
+    ("entry points", ("hotkv", "hotkv.embedded", "hotkv.inprocess", "hotkv.fake",
+                      "hotkv.pytest_plugin", "hotkv.pytest_fixtures", "hotkv.__main__",
+                      "hotkv.cluster.embedded")),
+]
+
+UPWARD: dict[tuple[str, str], str] = {
+    ("hotkv.core.eviction", "hotkv.clients.client_eviction"):
+        "maxmemory-clients is evicted from the same memory check as keys",
+    ("hotkv.persistence.rdbfile", "hotkv.lua.functions"):
+        "an RDB file carries function libraries, which the function registry compiles",
+    ("hotkv.testing.timetravel", "hotkv.embedded"):
+        "travel(*servers) takes the embedded servers it moves, and finds their Server",
+    ("hotkv.testing.timetravel", "hotkv.fake"):
+        "travel(*servers) takes fakeredis-style servers too",
+}
+
+
+def _floor(module: str) -> int:
+    best = None
+    for i, (_, prefixes) in enumerate(FLOORS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and (
+                    best is None or len(p) > best[1]):
+                best = (i, len(p))
+    assert best is not None, module
+    return best[0]
+
+
+def test_floors_as_architecture_md_draws_them():
+    edges = _graph()
+    up = {(src, dst) for src, targets in edges.items() for dst in targets
+          if _floor(dst) > _floor(src)}
+    unexplained = sorted(up - set(UPWARD))
+    assert not unexplained, ("imports from a lower floor to a higher one (ARCHITECTURE.md's "
+                             "floors): move the code, or list the tie in UPWARD with why:\n"
+                             + "\n".join("    %s (%s) -> %s (%s)" % (
+                                 s, FLOORS[_floor(s)][0], d, FLOORS[_floor(d)][0])
+                                 for s, d in unexplained))
+    gone = sorted(set(UPWARD) - up)
+    assert not gone, "no longer an upward tie: drop it from UPWARD: %s" % gone
