@@ -32,7 +32,7 @@ _LAZY = {
     "Server": ("server", "Server"),
     "EmbeddedServer": ("embedded", "EmbeddedServer"),
     "AsyncEmbeddedServer": ("embedded", "AsyncEmbeddedServer"),
-    "EmbeddedCluster": ("cluster.embedded", "EmbeddedCluster"),
+    "EmbeddedCluster": ("embedded_cluster", "EmbeddedCluster"),
     "inprocess_client": ("inprocess", "client"),
 }
 # fakeredis's names (hotkv.fake), so ``import hotkv as fakeredis`` moves a suite.

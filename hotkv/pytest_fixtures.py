@@ -13,8 +13,8 @@ import warnings
 
 import pytest
 
-from .cluster.embedded import EmbeddedCluster
 from .embedded import AsyncEmbeddedServer, EmbeddedServer
+from .embedded_cluster import EmbeddedCluster
 from .testing.faults import UnmatchedFaultWarning, unmatched_report
 from .testing.inspect import run_on_loop
 from .testing.isolation import Baseline

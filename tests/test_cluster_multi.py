@@ -528,7 +528,7 @@ class _RefCluster:
         try:
             for _ in range(3):
                 self.servers.append(ReferenceValkey("--cluster-enabled", "yes").start())
-            from hotkv.cluster.embedded import split_slots
+            from hotkv.embedded_cluster import split_slots
             clients = [RawClient(s.host, s.port) for s in self.servers]
             for c, (a, b) in zip(clients, split_slots(3)):
                 assert c.call("CLUSTER", "ADDSLOTSRANGE", str(a), str(b)) == b"+OK\r\n"

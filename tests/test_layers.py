@@ -251,7 +251,7 @@ FLOORS = [
     ("tools", ("hotkv.tools", "hotkv.testing")),
     ("entry points", ("hotkv", "hotkv.embedded", "hotkv.inprocess", "hotkv.fake",
                       "hotkv.pytest_plugin", "hotkv.pytest_fixtures", "hotkv.__main__",
-                      "hotkv.cluster.embedded")),
+                      "hotkv.embedded_cluster")),
 ]
 
 UPWARD: dict[tuple[str, str], str] = {

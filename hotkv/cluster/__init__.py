@@ -4,7 +4,7 @@
 hotkv.cluster.state; a lone node keeps its view in its nodes.conf,
 hotkv.cluster.nodes_conf): key slots (hotkv.cluster.slots), CROSSSLOT / MOVED /
 ASK / TRYAGAIN / CLUSTERDOWN on the command path, the CLUSTER commands
-(hotkv/commands/cluster.py).  ``EmbeddedCluster`` (hotkv.cluster.embedded)
+(hotkv/commands/cluster.py).  ``EmbeddedCluster`` (hotkv.embedded_cluster)
 runs several such nodes in one process, each a real listener, sharing one
 topology, so cluster clients discover, route, follow redirections and
 recover from a failover exactly as against Valkey Cluster.

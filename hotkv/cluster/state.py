@@ -449,7 +449,7 @@ class ClusterState:
     # -- role changes ---------------------------------------------------------
     def become_replica_of(self, primary: Node):
         """CLUSTER REPLICATE: serve primary's data (shared in process, see
-        hotkv.cluster.embedded) and follow its slots."""
+        hotkv.embedded_cluster) and follow its slots."""
         me = self.myself
         me.primary = primary
         me.shard_id = primary.shard_id

@@ -1,7 +1,7 @@
 """The cluster's shape: its nodes, who owns each slot, the epochs.
 
 ``Topology`` is what every node of one cluster sees, shared by reference
-between the nodes of an ``EmbeddedCluster`` (hotkv.cluster.embedded): a
+between the nodes of an ``EmbeddedCluster`` (hotkv.embedded_cluster): a
 change made through one node (CLUSTER SETSLOT ... NODE, a failover) is seen
 by all at once, as if the gossip had already converged.  A lone node
 (``cluster-enabled yes``) has a topology of its own with itself in it.

@@ -2,7 +2,7 @@
 RESTORE commands over one blocking connection (the command blocks the server
 as Valkey's does); the ones the target acknowledged are deleted here (unless
 COPY) and the command is propagated as DEL of those.  To a node of the same
-in-process cluster (hotkv.cluster.embedded) it goes without a socket.
+in-process cluster (hotkv.embedded_cluster) it goes without a socket.
 
 Owns the connection cache, as Valkey's (migrateGetSocket): one connection per
 ``host:port``, kept ``CACHE_TTL`` seconds after its last use (closed by a

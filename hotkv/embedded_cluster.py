@@ -42,11 +42,11 @@ import shutil
 import tempfile
 import threading
 
-from ..net.listeners import Listener, close_loop, new_event_loop
-from ..server import Server
-from .slots import SLOTS
-from .state import ClusterState, share_data
-from .topology import Node, Topology
+from .cluster.slots import SLOTS
+from .cluster.state import ClusterState, share_data
+from .cluster.topology import Node, Topology
+from .net.listeners import Listener, close_loop, new_event_loop
+from .server import Server
 
 
 def split_slots(masters: int) -> list[tuple[int, int]]:
