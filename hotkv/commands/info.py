@@ -379,18 +379,7 @@ def _info_replication(server):
         return replica.info_fields(server)
     if repl.primary is not None:
         repl.primary.flush()       # the backlog's figures include this turn's writes
-    out = [("role", "master")]
-    out += primary.replica_lines(server, time.time())
-    out += [
-        ("replicas_waiting_psync", 0),
-        ("master_failover_state", "no-failover"),
-        ("master_replid", repl.replid),
-        ("master_replid2", repl.replid2),
-        ("master_repl_offset", repl.master_repl_offset),
-        ("second_repl_offset", repl.second_replid_offset),
-    ]
-    out += repl.backlog_fields()
-    return out
+    return [("role", "master")] + primary.info_fields(server, time.time())
 
 
 def _info_cpu(server):

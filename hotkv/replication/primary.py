@@ -872,6 +872,20 @@ def _verbatim(data: bytes, commands: list) -> bool:
     return b"\r" not in _join(_chain.from_iterable(commands))
 
 
+def info_fields(server, now: float) -> list:
+    """INFO replication's fields after the role's own (both roles): the
+    replicas' lines, the replication ids and offsets, the backlog's."""
+    repl = server.repl
+    return replica_lines(server, now) + [
+        ("replicas_waiting_psync", 0),
+        ("master_failover_state", "no-failover"),
+        ("master_replid", repl.replid),
+        ("master_replid2", repl.replid2),
+        ("master_repl_offset", repl.master_repl_offset),
+        ("second_repl_offset", repl.second_replid_offset),
+    ] + repl.backlog_fields()
+
+
 def replica_lines(server, now: float) -> list:
     """INFO replication's connected_slaves, min_slaves_good_slaves and
     slaveN fields (both roles: a replica lists its sub-replicas)."""

@@ -85,7 +85,7 @@ from ..lua.functions import FunctionError, registry  # (lupa only when needed)
 from ..persistence import rdbfile
 from ..persistence.aof.files import ON as AOF_ON
 from .backlog import Backlog
-from .primary import replica_lines
+from .primary import info_fields as primary_info_fields
 from .replica_gate import MASTERDOWN, READONLY, refuses_writes, running_stale
 
 log = logging.getLogger("hotkv")
@@ -899,18 +899,7 @@ def info_fields(server) -> list:
         ("slave_read_only", 1 if values.get("replica-read-only", True) else 0),
         ("replica_announced", 1 if values.get("replica-announced", True) else 0),
     ]
-    repl = server.repl
-    out += replica_lines(server, now)
-    out += [
-        ("replicas_waiting_psync", 0),
-        ("master_failover_state", "no-failover"),
-        ("master_replid", repl.replid),
-        ("master_replid2", repl.replid2),
-        ("master_repl_offset", repl.master_repl_offset),
-        ("second_repl_offset", repl.second_replid_offset),
-    ]
-    out += repl.backlog_fields()
-    return out
+    return out + primary_info_fields(server, now)
 
 
 def start_from_config(server):
